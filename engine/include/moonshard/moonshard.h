@@ -1,0 +1,14 @@
+/* moonshard.h: everything a host C program needs from the engine. */
+#ifndef MOONSHARD_H
+#define MOONSHARD_H
+
+#include "moonshard/dtype.h"
+#include "moonshard/error.h"
+#include "moonshard/memory.h"
+#include "moonshard/ops.h"
+#include "moonshard/random.h"
+#include "moonshard/runtime.h"
+#include "moonshard/storage.h"
+#include "moonshard/tensor.h"
+
+#endif

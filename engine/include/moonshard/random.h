@@ -1,0 +1,22 @@
+/* random.h: every random number comes from one counter-based generator (Philox 4x32-10), so the
+ * same seed gives the same numbers whatever the thread count or device. The generator state is
+ * a seed and an offset; each op takes the counters it needs and advances the offset. */
+#ifndef MOONSHARD_RANDOM_H
+#define MOONSHARD_RANDOM_H
+
+#include <stdint.h>
+
+#include "moonshard/tensor.h"
+
+void ms_manual_seed(uint64_t seed);
+uint64_t ms_initial_seed(void);
+
+/* Fill in place (floating dtypes for uniform/normal; any dtype for randint). */
+ms_status ms_tensor_uniform_(ms_tensor *t, double low, double high);
+ms_status ms_tensor_normal_(ms_tensor *t, double mean, double std);
+ms_status ms_tensor_randint_(ms_tensor *t, int64_t low, int64_t high); /* [low, high) */
+/* Each element becomes 1 with probability p[i] (from the tensor `p`, same shape) */
+ms_tensor *ms_tensor_new_bernoulli(ms_tensor *p);
+ms_tensor *ms_tensor_new_randperm(int64_t n, ms_dtype dt);
+
+#endif

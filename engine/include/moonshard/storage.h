@@ -1,0 +1,48 @@
+/* storage.h: a refcounted block of bytes on one device. Its data may be released and
+ * re-materialized (FSDP frees unsharded parameters after forward and gathers them again), so
+ * views and saved tensors hold the storage object, never a raw data pointer. */
+#ifndef MOONSHARD_STORAGE_H
+#define MOONSHARD_STORAGE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moonshard/error.h"
+#include "moonshard/memory.h"
+
+typedef enum ms_device_type { MS_CPU = 0, MS_CUDA = 1 } ms_device_type;
+typedef struct ms_device {
+  ms_device_type type;
+  int index; /* 0 for the CPU */
+} ms_device;
+
+/* Called when an external storage is freed: releases memory the engine does not own. */
+typedef void (*ms_storage_deleter)(void *data, void *ctx);
+
+typedef struct ms_storage {
+  atomic_int refcount;
+  ms_device device;
+  ms_mem_category category; /* what the bytes are for, in the memory statistics */
+  size_t nbytes;            /* the size the data has when materialized */
+  void *data;               /* NULL while released */
+  bool external;             /* data belongs to someone else; deleter (may be NULL) frees it */
+  ms_storage_deleter deleter;
+  void *deleter_ctx;
+  atomic_int version; /* bumped by every in-place write through any view */
+} ms_storage;
+
+/* New storage of nbytes (uninitialised) on the CPU; NULL with an error on failure. */
+ms_storage *ms_storage_new(size_t nbytes, ms_mem_category category);
+/* Wraps memory the caller owns, without copying; deleter (may be NULL) runs at the last release. */
+ms_storage *ms_storage_new_external(void *data, size_t nbytes, ms_storage_deleter deleter, void *ctx);
+void ms_storage_retain(ms_storage *s);
+void ms_storage_release(ms_storage *s); /* NULL is fine */
+/* Frees the bytes but keeps the object (and every view of it) alive. */
+void ms_storage_release_data(ms_storage *s);
+/* Allocates the bytes again after ms_storage_release_data (contents undefined). */
+ms_status ms_storage_materialize(ms_storage *s);
+static inline bool ms_storage_is_materialized(const ms_storage *s) { return s->data != NULL; }
+
+#endif

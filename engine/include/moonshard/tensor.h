@@ -1,0 +1,105 @@
+/* tensor.h: the refcounted n-dimensional view over a storage. Shapes and strides are in
+ * elements; dimensions are 0-based here (only the Lua binding adds 1). Functions named
+ * ms_tensor_new_* or documented "new reference" return a reference the caller releases with
+ * ms_tensor_release; borrowed arguments are never released by the callee. */
+#ifndef MOONSHARD_TENSOR_H
+#define MOONSHARD_TENSOR_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "moonshard/dtype.h"
+#include "moonshard/error.h"
+#include "moonshard/storage.h"
+
+#define MS_MAX_DIMS 16
+
+typedef struct ms_tensor ms_tensor;
+struct ms_tensor {
+  atomic_int refcount;
+  ms_dtype dtype;
+  int ndim;
+  int64_t shape[MS_MAX_DIMS];
+  int64_t strides[MS_MAX_DIMS];
+  int64_t offset;     /* in elements, from the start of the storage */
+  ms_storage *storage; /* owned reference */
+  /* autograd */
+  bool requires_grad;
+  ms_tensor *grad;     /* owned reference or NULL */
+};
+
+/* ---- lifetime ---------------------------------------------------------------------------- */
+void ms_tensor_retain(ms_tensor *t);
+void ms_tensor_release(ms_tensor *t); /* NULL is fine */
+
+/* ---- creation (new references; NULL with an error on failure) --------------------------- */
+/* Contiguous, uninitialised. shape may be NULL when ndim == 0 (a scalar tensor). */
+ms_tensor *ms_tensor_new_empty(int ndim, const int64_t *shape, ms_dtype dt);
+ms_tensor *ms_tensor_new_full(int ndim, const int64_t *shape, ms_dtype dt, double value);
+ms_tensor *ms_tensor_new_zeros(int ndim, const int64_t *shape, ms_dtype dt);
+/* A view over existing storage (retained) with the given geometry; checked against its size. */
+ms_tensor *ms_tensor_new_view(ms_storage *s, ms_dtype dt, int ndim, const int64_t *shape,
+                              const int64_t *strides, int64_t offset);
+/* Wraps caller-owned contiguous memory without copying (deleter may be NULL). */
+ms_tensor *ms_tensor_new_from_data(void *data, ms_dtype dt, int ndim, const int64_t *shape,
+                                   ms_storage_deleter deleter, void *ctx);
+ms_tensor *ms_tensor_new_scalar(double value, ms_dtype dt); /* 0-dim */
+ms_tensor *ms_tensor_new_arange(double start, double end, double step, ms_dtype dt);
+ms_tensor *ms_tensor_new_linspace(double start, double end, int64_t steps, ms_dtype dt);
+ms_tensor *ms_tensor_new_eye(int64_t n, int64_t m, ms_dtype dt);
+
+/* ---- geometry ---------------------------------------------------------------------------- */
+int64_t ms_tensor_numel(const ms_tensor *t);
+bool ms_tensor_is_contiguous(const ms_tensor *t);
+/* Pointer to the first element (storage data + offset); NULL if the storage is released. */
+void *ms_tensor_data(const ms_tensor *t);
+/* "(2, 3)" into buf; returns buf. For error messages. */
+const char *ms_shape_str(int ndim, const int64_t *shape, char *buf, size_t len);
+#define MS_SHAPE_STR_LEN 256
+/* Normalises a possibly negative 0-based dim against ndim (accepting -ndim..ndim-1).
+ * `op` and `arg` name the caller in the error. */
+ms_status ms_dim_normalize(const char *op, const char *arg, int64_t dim, int ndim, int *out);
+
+/* ---- views: share the storage (new references) -------------------------------------------- */
+/* shape may hold one -1 to infer. view fails if the strides cannot express it; reshape copies. */
+ms_tensor *ms_tensor_view(ms_tensor *t, int ndim, const int64_t *shape);
+ms_tensor *ms_tensor_reshape(ms_tensor *t, int ndim, const int64_t *shape);
+ms_tensor *ms_tensor_narrow(ms_tensor *t, int dim, int64_t start, int64_t length);
+ms_tensor *ms_tensor_select(ms_tensor *t, int dim, int64_t index);
+ms_tensor *ms_tensor_transpose(ms_tensor *t, int dim0, int dim1);
+ms_tensor *ms_tensor_permute(ms_tensor *t, const int *dims); /* dims has t->ndim entries */
+ms_tensor *ms_tensor_squeeze(ms_tensor *t, int dim);   /* dim < 0 ... see ms_tensor_squeeze_all */
+ms_tensor *ms_tensor_squeeze_all(ms_tensor *t);
+ms_tensor *ms_tensor_unsqueeze(ms_tensor *t, int dim); /* dim in 0..ndim */
+/* shape entries of -1 keep the size; new leading dims may be added. */
+ms_tensor *ms_tensor_expand(ms_tensor *t, int ndim, const int64_t *shape);
+ms_tensor *ms_tensor_flatten(ms_tensor *t, int start_dim, int end_dim);
+/* Returns t itself (retained) when already contiguous, else a contiguous copy. */
+ms_tensor *ms_tensor_contiguous(ms_tensor *t);
+ms_tensor *ms_tensor_clone(ms_tensor *t);
+/* Splits dim into pieces of `size` (last may be shorter); *count receives the number of pieces.
+ * Returns a malloc'd array of new references that the caller frees (and releases). */
+ms_tensor **ms_tensor_split(ms_tensor *t, int64_t size, int dim, int *count);
+ms_tensor **ms_tensor_chunk(ms_tensor *t, int chunks, int dim, int *count);
+ms_tensor *ms_tensor_cat(ms_tensor *const *ts, int n, int dim);
+ms_tensor *ms_tensor_stack(ms_tensor *const *ts, int n, int dim);
+
+/* ---- copies and conversions -------------------------------------------------------------- */
+/* Copies src into dst (same number of elements after broadcasting src to dst's shape),
+ * converting dtypes. */
+ms_status ms_tensor_copy_(ms_tensor *dst, ms_tensor *src);
+ms_tensor *ms_tensor_to_dtype(ms_tensor *t, ms_dtype dt); /* t retained if already dt */
+ms_status ms_tensor_fill_(ms_tensor *t, double value);
+ms_status ms_tensor_zero_(ms_tensor *t);
+/* Reads/writes one element by 0-based flat index in row-major (logical) order. */
+double ms_tensor_get_flat(const ms_tensor *t, int64_t i);
+int64_t ms_tensor_get_flat_int(const ms_tensor *t, int64_t i);
+void ms_tensor_set_flat(ms_tensor *t, int64_t i, double v);
+/* Value of a one-element tensor. */
+ms_status ms_tensor_item(const ms_tensor *t, double *out);
+/* In-place ops bump the version of the storage, which every view shares (autograd checks it). */
+void ms_tensor_bump_version(ms_tensor *t);
+int ms_tensor_version(const ms_tensor *t);
+
+#endif

@@ -1,0 +1,359 @@
+/* ops_elementwise.c: binary and unary elementwise ops with broadcasting and PyTorch's type
+ * promotion. Operands are converted to the compute dtype (float32, float64 or int64), the
+ * kernel runs over broadcast rows, and the result is cast to the result dtype if it differs. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "kernels/kernels.h"
+#include "moonshard/ops.h"
+#include "tensor_iter.h"
+
+static const char *binary_names[MS_BINARY_OP_COUNT] = {
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+    "logical_and", "logical_or"};
+static const char *unary_names[MS_UNARY_OP_COUNT] = {
+    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "logical_not", "sign",
+    "floor", "ceil", "round", "sin", "cos", "log1p", "expm1", "reciprocal", "square"};
+static const ms_k_binop kernel_binop[MS_BINARY_OP_COUNT] = {
+    MS_K_ADD, MS_K_SUB, MS_K_MUL, MS_K_DIV, MS_K_POW, MS_K_MAXIMUM, MS_K_MINIMUM, MS_K_EQ,
+    MS_K_NE,  MS_K_LT,  MS_K_LE,  MS_K_GT,  MS_K_GE,  MS_K_AND,     MS_K_OR};
+static const ms_k_unop kernel_unop[MS_UNARY_OP_COUNT] = {
+    MS_K_NEG,  MS_K_ABS,  MS_K_EXP,   MS_K_LOG, MS_K_SQRT, MS_K_RSQRT, MS_K_TANH,
+    MS_K_SIGMOID, MS_K_RELU, MS_K_NOT, MS_K_SIGN, MS_K_FLOOR, MS_K_CEIL, MS_K_ROUND,
+    MS_K_SIN, MS_K_COS, MS_K_LOG1P, MS_K_EXPM1, MS_K_RECIPROCAL, MS_K_SQUARE};
+
+const char *ms_binary_op_name(ms_binary_op op) { return binary_names[op]; }
+const char *ms_unary_op_name(ms_unary_op op) { return unary_names[op]; }
+
+static bool is_comparison(ms_binary_op op) { return op >= MS_OP_EQ; }
+
+static ms_status check_data(const char *op, const ms_tensor *t) {
+  if (ms_tensor_data(t) || ms_tensor_numel(t) == 0) return MS_OK;
+  return ms_error(MS_ERR_RUNTIME, "%s: the tensor's storage has been released", op);
+}
+
+static void operand_type(ms_operand o, ms_dtype *dt, ms_operand_kind *kind) {
+  if (o.tensor) {
+    *dt = o.tensor->dtype;
+    *kind = o.tensor->ndim > 0 ? MS_OPERAND_TENSOR : MS_OPERAND_ZERO_DIM;
+  } else {
+    *dt = o.scalar_dtype;
+    *kind = MS_OPERAND_SCALAR;
+  }
+}
+
+/* The dtype both operands are brought to before the op (PyTorch's result_type). */
+static ms_dtype common_dtype(ms_operand a, ms_operand b) {
+  ms_dtype da, db;
+  ms_operand_kind ka, kb;
+  operand_type(a, &da, &ka);
+  operand_type(b, &db, &kb);
+  return ms_dtype_promote(da, ka, db, kb);
+}
+
+/* The operand as a tensor of dtype cd broadcast to (ndim, shape): a new reference. */
+static ms_tensor *prepare_operand(ms_operand o, ms_dtype cd, int ndim, const int64_t *shape) {
+  ms_tensor *t = o.tensor ? ms_tensor_to_dtype(o.tensor, cd) : ms_tensor_new_scalar(o.value, cd);
+  if (!t) return NULL;
+  ms_tensor *b = ms_tensor_expand(t, ndim, shape);
+  ms_tensor_release(t);
+  return b;
+}
+
+typedef struct binary_ctx {
+  ms_k_binop op;
+  ms_k_dtype cd;
+} binary_ctx;
+
+static void binary_row(void *arg, int64_t n, char **p, const int64_t *s) {
+  const binary_ctx *c = arg;
+  ms_k_binary(c->op, c->cd, n, p[0], s[0], p[1], s[1], p[2], s[2]);
+}
+
+/* out (of the compute dtype, or bool for comparisons) = a op b, all of out's shape. */
+static void run_binary(ms_binary_op op, ms_dtype cd, ms_tensor *out, ms_tensor *a, ms_tensor *b) {
+  ms_iter it;
+  ms_tensor *ops[3] = {out, a, b};
+  ms_iter_init(&it, out->ndim, out->shape, 3, ops);
+  binary_ctx c = {kernel_binop[op], (ms_k_dtype)cd};
+  ms_iter_run(&it, binary_row, &c);
+}
+
+/* Result dtype of op on operands whose common dtype is `common`. */
+static ms_dtype binary_result_dtype(ms_binary_op op, ms_dtype common) {
+  if (is_comparison(op)) return MS_BOOL;
+  if (op == MS_OP_DIV) return ms_dtype_to_floating(common); /* true division */
+  return common;
+}
+
+/* The compute dtype of op: divisions of integers compute in float32. */
+static ms_dtype binary_compute_dtype(ms_binary_op op, ms_dtype common) {
+  return ms_compute_dtype(op == MS_OP_DIV ? ms_dtype_to_floating(common) : common);
+}
+
+ms_tensor *ms_binary(ms_binary_op op, ms_operand a, ms_operand b) {
+  const char *name = binary_names[op];
+  if (!a.tensor && !b.tensor) return ms_error(MS_ERR_ARG, "%s: expected at least one tensor operand", name), NULL;
+  if ((a.tensor && check_data(name, a.tensor)) || (b.tensor && check_data(name, b.tensor))) return NULL;
+  int ndim = 0;
+  int64_t shape[MS_MAX_DIMS];
+  const ms_tensor *ta = a.tensor ? a.tensor : b.tensor, *tb = b.tensor ? b.tensor : a.tensor;
+  if (ms_broadcast_shapes(name, ta->ndim, ta->shape, tb->ndim, tb->shape, &ndim, shape) != MS_OK) return NULL;
+  ms_dtype common = common_dtype(a, b), cd = binary_compute_dtype(op, common);
+  ms_dtype rd = binary_result_dtype(op, common);
+  ms_tensor *pa = prepare_operand(a, cd, ndim, shape), *pb = prepare_operand(b, cd, ndim, shape);
+  ms_dtype kernel_out = is_comparison(op) ? MS_BOOL : cd;
+  ms_tensor *out = pa && pb ? ms_tensor_new_empty(ndim, shape, kernel_out) : NULL;
+  if (out) run_binary(op, cd, out, pa, pb);
+  ms_tensor_release(pa);
+  ms_tensor_release(pb);
+  if (out && out->dtype != rd) {
+    ms_tensor *cast = ms_tensor_to_dtype(out, rd);
+    ms_tensor_release(out);
+    out = cast;
+  }
+  return out;
+}
+
+/* Whether a result of dtype `from` may be written into a tensor of dtype `to` (PyTorch's
+ * can_cast: never from floating to integral, never from anything else to bool). */
+static bool can_cast(ms_dtype from, ms_dtype to) {
+  if (ms_dtype_is_floating(from) && !ms_dtype_is_floating(to)) return false;
+  if (from != MS_BOOL && to == MS_BOOL) return false;
+  return true;
+}
+
+static ms_status check_inplace_dtype(const char *name, ms_dtype result, const ms_tensor *a) {
+  if (can_cast(result, a->dtype)) return MS_OK;
+  return ms_error(MS_ERR_ARG, "%s_: result type %s can't be cast to the desired output type %s",
+                  name, ms_dtype_name(result), ms_dtype_name(a->dtype));
+}
+
+/* Writes `result` (a temporary of a's shape) into a and releases it. */
+static ms_status store_into(ms_tensor *a, ms_tensor *result) {
+  if (!result) return MS_ERR_MEMORY;
+  ms_status st = ms_tensor_copy_(a, result);
+  ms_tensor_release(result);
+  return st;
+}
+
+ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
+  const char *name = binary_names[op];
+  ms_dtype rd = binary_result_dtype(op, common_dtype(ms_operand_tensor(a), b));
+  if (check_inplace_dtype(name, rd, a) != MS_OK) return MS_ERR_ARG;
+  if (b.tensor) {
+    int ndim;
+    int64_t shape[MS_MAX_DIMS];
+    char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
+    if (ms_broadcast_shapes(name, a->ndim, a->shape, b.tensor->ndim, b.tensor->shape, &ndim, shape))
+      return MS_ERR_ARG;
+    if (ndim != a->ndim)
+      return ms_error(MS_ERR_ARG, "%s_: output with shape %s doesn't match the broadcast shape %s", name,
+                      ms_shape_str(a->ndim, a->shape, b1, sizeof b1), ms_shape_str(ndim, shape, b2, sizeof b2));
+    for (int d = 0; d < ndim; d++)
+      if (shape[d] != a->shape[d])
+        return ms_error(MS_ERR_ARG, "%s_: output with shape %s doesn't match the broadcast shape %s", name,
+                        ms_shape_str(a->ndim, a->shape, b1, sizeof b1), ms_shape_str(ndim, shape, b2, sizeof b2));
+  }
+  ms_dtype cd = binary_compute_dtype(op, common_dtype(ms_operand_tensor(a), b));
+  bool direct = a->dtype == cd && !is_comparison(op) && (!b.tensor || b.tensor->storage != a->storage);
+  if (!direct) return store_into(a, ms_binary(op, ms_operand_tensor(a), b));
+  if (check_data(name, a) != MS_OK) return MS_ERR_RUNTIME;
+  ms_tensor *pb = prepare_operand(b, cd, a->ndim, a->shape);
+  if (!pb) return MS_ERR_MEMORY;
+  run_binary(op, cd, a, a, pb);
+  ms_tensor_release(pb);
+  ms_tensor_bump_version(a);
+  return MS_OK;
+}
+
+/* Ops that exist on integers without leaving them (neg, abs, ...); the rest go to floating. */
+static bool unary_keeps_integers(ms_unary_op op) {
+  switch (op) {
+  case MS_OP_NEG: case MS_OP_ABS: case MS_OP_RELU: case MS_OP_SIGN: case MS_OP_FLOOR:
+  case MS_OP_CEIL: case MS_OP_ROUND: case MS_OP_SQUARE: case MS_OP_LOGICAL_NOT: return true;
+  default: return false;
+  }
+}
+
+static ms_dtype unary_result_dtype(ms_unary_op op, ms_dtype in) {
+  if (op == MS_OP_LOGICAL_NOT) return MS_BOOL;
+  if (in == MS_BOOL && op != MS_OP_ABS && op != MS_OP_RELU) return unary_keeps_integers(op) ? MS_INT64 : MS_FLOAT32;
+  return unary_keeps_integers(op) ? in : ms_dtype_to_floating(in);
+}
+
+typedef struct unary_ctx {
+  ms_k_unop op;
+  ms_k_dtype cd;
+} unary_ctx;
+
+static void unary_row(void *arg, int64_t n, char **p, const int64_t *s) {
+  const unary_ctx *c = arg;
+  ms_k_unary(c->op, c->cd, n, p[0], s[0], p[1], s[1]);
+}
+
+ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a) {
+  if (check_data(unary_names[op], a) != MS_OK) return NULL;
+  ms_dtype rd = unary_result_dtype(op, a->dtype);
+  ms_dtype cd = ms_compute_dtype(op == MS_OP_LOGICAL_NOT ? a->dtype : rd);
+  ms_tensor *in = ms_tensor_to_dtype(a, cd);
+  ms_tensor *out = in ? ms_tensor_new_empty(a->ndim, a->shape, op == MS_OP_LOGICAL_NOT ? MS_BOOL : cd) : NULL;
+  if (out) {
+    ms_iter it;
+    ms_tensor *ops[2] = {out, in};
+    ms_iter_init(&it, a->ndim, a->shape, 2, ops);
+    unary_ctx c = {kernel_unop[op], (ms_k_dtype)cd};
+    ms_iter_run(&it, unary_row, &c);
+  }
+  ms_tensor_release(in);
+  if (out && out->dtype != rd) {
+    ms_tensor *cast = ms_tensor_to_dtype(out, rd);
+    ms_tensor_release(out);
+    out = cast;
+  }
+  return out;
+}
+
+ms_status ms_unary_(ms_unary_op op, ms_tensor *a) {
+  ms_dtype rd = unary_result_dtype(op, a->dtype);
+  if (check_inplace_dtype(unary_names[op], rd, a) != MS_OK) return MS_ERR_ARG;
+  return store_into(a, ms_unary(op, a));
+}
+
+typedef struct clamp_ctx {
+  ms_k_dtype cd;
+  const double *lo, *hi;
+} clamp_ctx;
+
+static void clamp_row(void *arg, int64_t n, char **p, const int64_t *s) {
+  const clamp_ctx *c = arg;
+  ms_k_clamp(c->cd, n, p[0], s[0], p[1], s[1], c->lo, c->hi);
+}
+
+/* A bound that is not a whole number lifts an integer tensor to float32, as in PyTorch. */
+static ms_dtype clamp_result_dtype(const ms_tensor *a, const double *lo, const double *hi) {
+  bool fractional = (lo && *lo != floor(*lo)) || (hi && *hi != floor(*hi));
+  return fractional ? ms_dtype_to_floating(a->dtype) : a->dtype;
+}
+
+ms_tensor *ms_clamp(ms_tensor *a, const double *lo, const double *hi) {
+  if (!lo && !hi) return ms_error(MS_ERR_ARG, "clamp: at least one of min and max must be given"), NULL;
+  if (check_data("clamp", a) != MS_OK) return NULL;
+  ms_dtype rd = clamp_result_dtype(a, lo, hi), cd = ms_compute_dtype(rd);
+  ms_tensor *in = ms_tensor_to_dtype(a, cd);
+  ms_tensor *out = in ? ms_tensor_new_empty(a->ndim, a->shape, cd) : NULL;
+  if (out) {
+    ms_iter it;
+    ms_tensor *ops[2] = {out, in};
+    ms_iter_init(&it, a->ndim, a->shape, 2, ops);
+    clamp_ctx c = {(ms_k_dtype)cd, lo, hi};
+    ms_iter_run(&it, clamp_row, &c);
+  }
+  ms_tensor_release(in);
+  if (out && out->dtype != rd) {
+    ms_tensor *cast = ms_tensor_to_dtype(out, rd);
+    ms_tensor_release(out);
+    out = cast;
+  }
+  return out;
+}
+
+ms_status ms_clamp_(ms_tensor *a, const double *lo, const double *hi) {
+  if (check_inplace_dtype("clamp", clamp_result_dtype(a, lo, hi), a) != MS_OK) return MS_ERR_ARG;
+  return store_into(a, ms_clamp(a, lo, hi));
+}
+
+typedef struct where_ctx {
+  ms_k_dtype cd;
+} where_ctx;
+
+static void where_row(void *arg, int64_t n, char **p, const int64_t *s) {
+  const where_ctx *c = arg;
+  ms_k_where(c->cd, n, p[0], s[0], (const uint8_t *)p[1], s[1], p[2], s[2], p[3], s[3]);
+}
+
+ms_tensor *ms_where(ms_tensor *cond, ms_operand a, ms_operand b) {
+  if (cond->dtype != MS_BOOL)
+    return ms_error(MS_ERR_ARG, "where: condition must be a bool tensor, got %s", ms_dtype_name(cond->dtype)), NULL;
+  int ndim = cond->ndim;
+  int64_t shape[MS_MAX_DIMS];
+  for (int d = 0; d < ndim; d++) shape[d] = cond->shape[d];
+  ms_tensor *both[2] = {a.tensor, b.tensor};
+  for (int k = 0; k < 2; k++)
+    if (both[k] && ms_broadcast_shapes("where", ndim, shape, both[k]->ndim, both[k]->shape, &ndim, shape))
+      return NULL;
+  ms_dtype rd = common_dtype(a, b), cd = ms_compute_dtype(rd);
+  ms_tensor *pc = ms_tensor_expand(cond, ndim, shape);
+  ms_tensor *pa = prepare_operand(a, cd, ndim, shape), *pb = prepare_operand(b, cd, ndim, shape);
+  ms_tensor *out = pc && pa && pb ? ms_tensor_new_empty(ndim, shape, cd) : NULL;
+  if (out) {
+    ms_iter it;
+    ms_tensor *ops[4] = {out, pc, pa, pb};
+    ms_iter_init(&it, ndim, shape, 4, ops);
+    where_ctx c = {(ms_k_dtype)cd};
+    ms_iter_run(&it, where_row, &c);
+  }
+  ms_tensor_release(pc);
+  ms_tensor_release(pa);
+  ms_tensor_release(pb);
+  if (out && out->dtype != rd) {
+    ms_tensor *cast = ms_tensor_to_dtype(out, rd);
+    ms_tensor_release(out);
+    out = cast;
+  }
+  return out;
+}
+
+ms_tensor *ms_masked_fill(ms_tensor *a, ms_tensor *mask, double value) {
+  if (mask->dtype != MS_BOOL)
+    return ms_error(MS_ERR_ARG, "masked_fill: mask must be a bool tensor, got %s", ms_dtype_name(mask->dtype)), NULL;
+  ms_tensor *out = ms_tensor_clone(a);
+  if (out && ms_masked_fill_(out, mask, value) != MS_OK) ms_tensor_release(out), out = NULL;
+  return out;
+}
+
+ms_status ms_masked_fill_(ms_tensor *a, ms_tensor *mask, double value) {
+  if (mask->dtype != MS_BOOL)
+    return ms_error(MS_ERR_ARG, "masked_fill_: mask must be a bool tensor, got %s", ms_dtype_name(mask->dtype));
+  ms_tensor *m = ms_tensor_expand(mask, a->ndim, a->shape);
+  if (!m) {
+    char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
+    return ms_error(MS_ERR_ARG, "masked_fill_: mask of shape %s does not broadcast to the tensor's shape %s",
+                    ms_shape_str(mask->ndim, mask->shape, b1, sizeof b1), ms_shape_str(a->ndim, a->shape, b2, sizeof b2));
+  }
+  ms_tensor *filled = ms_where(m, ms_operand_number(value, a->dtype), ms_operand_tensor(a));
+  ms_tensor_release(m);
+  return store_into(a, filled);
+}
+
+bool ms_equal(ms_tensor *a, ms_tensor *b) {
+  if (a->ndim != b->ndim) return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d]) return false;
+  ms_tensor *ne = ms_binary(MS_OP_NE, ms_operand_tensor(a), ms_operand_tensor(b));
+  if (!ne) return false;
+  ms_tensor *any = ms_reduce(MS_RED_MAX, ne, (ms_reduce_opts){.all = true});
+  bool equal = ms_tensor_numel(ne) == 0 || (any && ms_tensor_get_flat(any, 0) == 0);
+  ms_tensor_release(any);
+  ms_tensor_release(ne);
+  return equal;
+}
+
+ms_status ms_allclose(ms_tensor *a, ms_tensor *b, double rtol, double atol, bool *out) {
+  int ndim;
+  int64_t shape[MS_MAX_DIMS];
+  if (ms_broadcast_shapes("allclose", a->ndim, a->shape, b->ndim, b->shape, &ndim, shape)) return MS_ERR_ARG;
+  ms_tensor *da = prepare_operand(ms_operand_tensor(a), MS_FLOAT64, ndim, shape);
+  ms_tensor *db = prepare_operand(ms_operand_tensor(b), MS_FLOAT64, ndim, shape);
+  ms_status st = da && db ? MS_OK : MS_ERR_MEMORY;
+  *out = true;
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= shape[d];
+  for (int64_t i = 0; st == MS_OK && i < n && *out; i++) {
+    double x = ms_tensor_get_flat(da, i), y = ms_tensor_get_flat(db, i);
+    *out = x == y || fabs(x - y) <= atol + rtol * fabs(y); /* infinities must match exactly */
+  }
+  ms_tensor_release(da);
+  ms_tensor_release(db);
+  return st;
+}

@@ -1,0 +1,289 @@
+/* random.c: the process-wide generator state (a seed and an offset counted in Philox blocks) and
+ * the random tensor ops. Each op reserves the blocks it will read by advancing the offset, so
+ * consecutive calls get fresh numbers and re-seeding replays the same sequence. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "kernels/kernels.h"
+#include "moonshard/random.h"
+
+/* The same default as PyTorch's, so an unseeded run is still reproducible. */
+#define MS_DEFAULT_SEED 67280421310721ULL
+
+/* A mutex rather than two atomics: a reservation must read a seed and an offset that belong to
+ * the same ms_manual_seed, and it is taken once per op, never per element. */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_seed = MS_DEFAULT_SEED;
+static uint64_t g_offset;
+
+void ms_manual_seed(uint64_t seed) {
+  pthread_mutex_lock(&g_lock);
+  g_seed = seed;
+  g_offset = 0;
+  pthread_mutex_unlock(&g_lock);
+}
+
+uint64_t ms_initial_seed(void) {
+  pthread_mutex_lock(&g_lock);
+  uint64_t s = g_seed;
+  pthread_mutex_unlock(&g_lock);
+  return s;
+}
+
+/* Takes `blocks` 128-bit Philox blocks for one op: *seed and *offset say where they start. */
+static void reserve(int64_t blocks, uint64_t *seed, uint64_t *offset) {
+  pthread_mutex_lock(&g_lock);
+  *seed = g_seed;
+  *offset = g_offset;
+  g_offset += (uint64_t)blocks;
+  pthread_mutex_unlock(&g_lock);
+}
+
+static ms_status check_materialized(const char *op, const ms_tensor *t) {
+  if (t->storage->data) return MS_OK;
+  return ms_error(MS_ERR_RUNTIME, "%s: the tensor's storage has been released (its data is not "
+                  "materialized)", op);
+}
+
+/* ---- filling any tensor from a kernel that writes a contiguous buffer ----------------------- */
+
+/* Writes n values of the compute dtype into out, starting at block `offset`. */
+typedef void (*gen_fn)(const void *args, uint64_t seed, uint64_t offset, int64_t n, void *out);
+
+/* Reserves the blocks, then generates straight into t when it is contiguous and of the compute
+ * dtype `cdt`; otherwise into a contiguous temporary that is converted into t by copy_. */
+static ms_status fill_with(ms_tensor *t, ms_dtype cdt, int lanes, gen_fn fn, const void *args) {
+  int64_t n = ms_tensor_numel(t);
+  if (n == 0) return MS_OK;
+  uint64_t seed, offset;
+  reserve(ms_k_philox_blocks(n, lanes), &seed, &offset);
+  if (t->dtype == cdt && ms_tensor_is_contiguous(t)) {
+    fn(args, seed, offset, n, ms_tensor_data(t));
+    ms_tensor_bump_version(t);
+    return MS_OK;
+  }
+  ms_tensor *tmp = ms_tensor_new_empty(t->ndim, t->shape, cdt);
+  if (!tmp) return MS_ERR_MEMORY;
+  fn(args, seed, offset, n, ms_tensor_data(tmp));
+  ms_status st = ms_tensor_copy_(t, tmp); /* bumps t's version */
+  ms_tensor_release(tmp);
+  return st;
+}
+
+static ms_status check_floating(const char *op, const ms_tensor *t) {
+  if (ms_dtype_is_floating(t->dtype)) return MS_OK;
+  return ms_error(MS_ERR_ARG, "%s: expected a floating tensor, got %s", op,
+                  ms_dtype_name(t->dtype));
+}
+
+/* bfloat16 and float16 are generated in float32, then rounded by the copy. */
+static ms_dtype float_compute_dtype(ms_dtype dt) {
+  return dt == MS_FLOAT64 ? MS_FLOAT64 : MS_FLOAT32;
+}
+
+/* ---- uniform_ ------------------------------------------------------------------------------- */
+
+typedef struct { double a, b; } two_doubles;
+
+static void gen_uniform_f32(const void *args, uint64_t seed, uint64_t offset, int64_t n,
+                            void *out) {
+  const two_doubles *r = args;
+  ms_k_philox_uniform_f32(seed, offset, n, out, (float)r->a, (float)r->b);
+}
+
+static void gen_uniform_f64(const void *args, uint64_t seed, uint64_t offset, int64_t n,
+                            void *out) {
+  const two_doubles *r = args;
+  ms_k_philox_uniform_f64(seed, offset, n, out, r->a, r->b);
+}
+
+/* The kernel computes low + (high - low) * u in the compute dtype: every term must be finite. */
+static bool uniform_fits(ms_dtype cdt, double low, double high) {
+  if (cdt == MS_FLOAT64) return isfinite(high - low);
+  float lo = (float)low, hi = (float)high;
+  return isfinite(lo) && isfinite(hi) && isfinite(hi - lo);
+}
+
+ms_status ms_tensor_uniform_(ms_tensor *t, double low, double high) {
+  ms_status st = check_floating("uniform_", t);
+  if (st || (st = check_materialized("uniform_", t))) return st;
+  if (!isfinite(low) || !isfinite(high) || !(low <= high))
+    return ms_error(MS_ERR_ARG, "uniform_: expected finite low <= high, got low = %g, high = %g",
+                    low, high);
+  two_doubles r = {low, high};
+  ms_dtype cdt = float_compute_dtype(t->dtype);
+  if (!uniform_fits(cdt, low, high))
+    return ms_error(MS_ERR_ARG, "uniform_: the interval [%g, %g) is too wide for %s (its width "
+                    "must be finite in the compute dtype %s)", low, high,
+                    ms_dtype_name(t->dtype), ms_dtype_name(cdt));
+  if (cdt == MS_FLOAT64) return fill_with(t, cdt, 2, gen_uniform_f64, &r);
+  return fill_with(t, cdt, 4, gen_uniform_f32, &r);
+}
+
+/* ---- normal_ -------------------------------------------------------------------------------- */
+
+static void gen_normal_f32(const void *args, uint64_t seed, uint64_t offset, int64_t n,
+                           void *out) {
+  const two_doubles *r = args;
+  ms_k_philox_normal_f32(seed, offset, n, out, r->a, r->b);
+}
+
+static void gen_normal_f64(const void *args, uint64_t seed, uint64_t offset, int64_t n,
+                           void *out) {
+  const two_doubles *r = args;
+  ms_k_philox_normal_f64(seed, offset, n, out, r->a, r->b);
+}
+
+ms_status ms_tensor_normal_(ms_tensor *t, double mean, double std) {
+  ms_status st = check_floating("normal_", t);
+  if (st || (st = check_materialized("normal_", t))) return st;
+  if (!isfinite(mean))
+    return ms_error(MS_ERR_ARG, "normal_: expected a finite mean, got %g", mean);
+  if (!(std >= 0) || !isfinite(std))
+    return ms_error(MS_ERR_ARG, "normal_: expected std >= 0 (and finite), got %g", std);
+  two_doubles r = {mean, std};
+  ms_dtype cdt = float_compute_dtype(t->dtype);
+  if (cdt == MS_FLOAT64) return fill_with(t, cdt, 2, gen_normal_f64, &r);
+  return fill_with(t, cdt, 4, gen_normal_f32, &r);
+}
+
+/* ---- randint_ ------------------------------------------------------------------------------- */
+
+/* The integers a dtype holds exactly: floating types up to 2^(mantissa bits + 1). */
+static void exact_int_range(ms_dtype dt, int64_t *lo, int64_t *hi) {
+  switch (dt) {
+  case MS_FLOAT32: *hi = (int64_t)1 << 24; break;
+  case MS_FLOAT64: *hi = (int64_t)1 << 53; break;
+  case MS_BFLOAT16: *hi = (int64_t)1 << 8; break;
+  case MS_FLOAT16: *hi = (int64_t)1 << 11; break;
+  case MS_INT32: *lo = INT32_MIN, *hi = INT32_MAX; return;
+  case MS_UINT8: *lo = 0, *hi = 255; return;
+  case MS_BOOL: *lo = 0, *hi = 1; return;
+  default: *lo = INT64_MIN, *hi = INT64_MAX; return;
+  }
+  *lo = -*hi;
+}
+
+typedef struct { int64_t low, high; } two_ints;
+
+static void gen_randint(const void *args, uint64_t seed, uint64_t offset, int64_t n,
+                        void *out) {
+  const two_ints *r = args;
+  ms_k_philox_randint_i64(seed, offset, n, out, r->low, r->high);
+}
+
+ms_status ms_tensor_randint_(ms_tensor *t, int64_t low, int64_t high) {
+  if (check_materialized("randint_", t)) return MS_ERR_RUNTIME;
+  if (low >= high)
+    return ms_error(MS_ERR_ARG, "randint_: low (%lld) must be less than high (%lld)",
+                    (long long)low, (long long)high);
+  int64_t lo, hi;
+  exact_int_range(t->dtype, &lo, &hi);
+  if (low < lo || high - 1 > hi)
+    return ms_error(MS_ERR_ARG, "randint_: range [%lld, %lld) does not fit %s (which holds "
+                    "%lld to %lld exactly)", (long long)low, (long long)high,
+                    ms_dtype_name(t->dtype), (long long)lo, (long long)hi);
+  two_ints r = {low, high};
+  return fill_with(t, MS_INT64, 2, gen_randint, &r);
+}
+
+/* ---- bernoulli ------------------------------------------------------------------------------- */
+
+/* p as a new contiguous float64 tensor whose values are all probabilities, or NULL. */
+static ms_tensor *probabilities(ms_tensor *p) {
+  ms_tensor *d = ms_tensor_to_dtype(p, MS_FLOAT64);
+  ms_tensor *c = d ? ms_tensor_contiguous(d) : NULL;
+  ms_tensor_release(d);
+  if (!c) return NULL;
+  const double *v = ms_tensor_data(c);
+  for (int64_t i = 0, n = ms_tensor_numel(c); i < n; i++) {
+    if (v[i] >= 0 && v[i] <= 1) continue; /* NaN fails both */
+    ms_error(MS_ERR_ARG, "bernoulli: expected probabilities in [0, 1], got %g at flat index %lld",
+             v[i], (long long)i);
+    ms_tensor_release(c);
+    return NULL;
+  }
+  return c;
+}
+
+ms_tensor *ms_tensor_new_bernoulli(ms_tensor *p) {
+  if (!ms_dtype_is_floating(p->dtype)) {
+    ms_error(MS_ERR_ARG, "bernoulli: expected a floating tensor of probabilities, got %s",
+             ms_dtype_name(p->dtype));
+    return NULL;
+  }
+  if (check_materialized("bernoulli", p)) return NULL;
+  ms_tensor *prob = probabilities(p);
+  if (!prob) return NULL;
+  ms_tensor *bits = ms_tensor_new_empty(p->ndim, p->shape, MS_UINT8);
+  ms_tensor *out = NULL;
+  if (bits) {
+    int64_t n = ms_tensor_numel(bits);
+    uint64_t seed, offset;
+    reserve(ms_k_philox_blocks(n, 4), &seed, &offset);
+    ms_k_philox_bernoulli(seed, offset, n, ms_tensor_data(prob), 1, ms_tensor_data(bits));
+    out = ms_tensor_to_dtype(bits, p->dtype);
+  }
+  ms_tensor_release(bits);
+  ms_tensor_release(prob);
+  return out;
+}
+
+/* ---- randperm -------------------------------------------------------------------------------- */
+
+/* Sorting by random 64-bit keys (ties, about n^2 / 2^65 likely, broken by index) is a uniform
+ * permutation computed from per-element draws only, so a GPU radix sort can reproduce it. */
+typedef struct { uint64_t key; int64_t index; } keyed;
+
+static int keyed_cmp(const void *a, const void *b) {
+  const keyed *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return (x->index > y->index) - (x->index < y->index);
+}
+
+/* Fills out[0..n) (int64) with the permutation; false if memory ran out. */
+static bool random_permutation(int64_t n, int64_t *out) {
+  keyed *k = malloc((size_t)(n ? n : 1) * sizeof *k);
+  uint64_t *keys = malloc((size_t)(n ? n : 1) * sizeof *keys);
+  if (!k || !keys) {
+    free(k), free(keys);
+    return false;
+  }
+  uint64_t seed, offset;
+  reserve(ms_k_philox_blocks(n, 2), &seed, &offset);
+  ms_k_philox_u64(seed, offset, n, keys);
+  for (int64_t i = 0; i < n; i++) k[i] = (keyed){keys[i], i};
+  qsort(k, (size_t)n, sizeof *k, keyed_cmp);
+  for (int64_t i = 0; i < n; i++) out[i] = k[i].index;
+  free(k), free(keys);
+  return true;
+}
+
+ms_tensor *ms_tensor_new_randperm(int64_t n, ms_dtype dt) {
+  if (n < 0) {
+    ms_error(MS_ERR_ARG, "randperm: n must be non-negative, got %lld", (long long)n);
+    return NULL;
+  }
+  int64_t lo, hi;
+  exact_int_range(dt, &lo, &hi);
+  if (dt == MS_BOOL) {
+    ms_error(MS_ERR_ARG, "randperm: dtype bool is not supported");
+    return NULL;
+  }
+  if (n - 1 > hi) {
+    ms_error(MS_ERR_ARG, "randperm: n (%lld) is too large for dtype %s (largest exact integer "
+             "%lld)", (long long)n, ms_dtype_name(dt), (long long)hi);
+    return NULL;
+  }
+  ms_tensor *idx = ms_tensor_new_empty(1, &n, MS_INT64);
+  if (!idx) return NULL;
+  if (!random_permutation(n, ms_tensor_data(idx))) {
+    ms_tensor_release(idx);
+    ms_error(MS_ERR_MEMORY, "randperm: out of memory for %lld sort keys", (long long)n);
+    return NULL;
+  }
+  ms_tensor *out = ms_tensor_to_dtype(idx, dt);
+  ms_tensor_release(idx);
+  return out;
+}

@@ -1,0 +1,62 @@
+/* storage.c: refcounted byte blocks whose data can be released and materialized again. */
+#include <stdlib.h>
+
+#include "moonshard/storage.h"
+
+static ms_storage *storage_alloc_object(void) {
+  ms_storage *s = calloc(1, sizeof *s);
+  if (!s) ms_error(MS_ERR_MEMORY, "out of memory: could not allocate a storage object");
+  else atomic_init(&s->refcount, 1);
+  return s;
+}
+
+ms_storage *ms_storage_new(size_t nbytes, ms_mem_category category) {
+  ms_storage *s = storage_alloc_object();
+  if (!s) return NULL;
+  s->category = category;
+  s->nbytes = nbytes;
+  s->data = ms_mem_alloc(nbytes, category);
+  if (!s->data) return free(s), NULL;
+  return s;
+}
+
+ms_storage *ms_storage_new_external(void *data, size_t nbytes, ms_storage_deleter deleter, void *ctx) {
+  ms_storage *s = storage_alloc_object();
+  if (!s) return NULL;
+  s->nbytes = nbytes;
+  s->data = data;
+  s->deleter = deleter;
+  s->deleter_ctx = ctx;
+  s->external = true;
+  return s;
+}
+
+void ms_storage_retain(ms_storage *s) { atomic_fetch_add(&s->refcount, 1); }
+
+static void storage_free_data(ms_storage *s) {
+  if (!s->data) return;
+  if (s->external) {
+    if (s->deleter) s->deleter(s->data, s->deleter_ctx);
+  } else {
+    ms_mem_free(s->data, s->nbytes, s->category);
+  }
+  s->data = NULL;
+}
+
+void ms_storage_release(ms_storage *s) {
+  if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
+  storage_free_data(s);
+  free(s);
+}
+
+void ms_storage_release_data(ms_storage *s) {
+  storage_free_data(s);
+  /* Materialized again, the bytes are the engine's own, whoever owned them before. */
+  s->external = false;
+}
+
+ms_status ms_storage_materialize(ms_storage *s) {
+  if (s->data) return MS_OK;
+  s->data = ms_mem_alloc(s->nbytes, s->category);
+  return s->data ? MS_OK : MS_ERR_MEMORY;
+}

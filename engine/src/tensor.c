@@ -1,0 +1,187 @@
+/* tensor.c: tensor lifetime, creation of contiguous tensors and geometry queries. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "moonshard/tensor.h"
+
+void ms_tensor_retain(ms_tensor *t) { atomic_fetch_add(&t->refcount, 1); }
+
+void ms_tensor_release(ms_tensor *t) {
+  if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
+  ms_tensor_release(t->grad);
+  ms_storage_release(t->storage);
+  free(t);
+}
+
+static void contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
+  int64_t s = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    strides[d] = s;
+    s *= shape[d] > 0 ? shape[d] : 1;
+  }
+}
+
+static ms_status check_shape(const char *op, int ndim, const int64_t *shape, int64_t *numel) {
+  if (ndim < 0 || ndim > MS_MAX_DIMS)
+    return ms_error(MS_ERR_ARG, "%s: a tensor has 0 to %d dimensions, got %d", op, MS_MAX_DIMS, ndim);
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] < 0)
+      return ms_error(MS_ERR_ARG, "%s: sizes must be non-negative, got %lld at dim %d", op,
+                      (long long)shape[d], d);
+    if (shape[d] && n > INT64_MAX / 8 / shape[d])
+      return ms_error(MS_ERR_ARG, "%s: shape is too large", op);
+    n *= shape[d];
+  }
+  *numel = n;
+  return MS_OK;
+}
+
+/* A tensor object over `s` (whose reference it takes over). */
+static ms_tensor *tensor_wrap(ms_storage *s, ms_dtype dt, int ndim, const int64_t *shape,
+                              const int64_t *strides, int64_t offset) {
+  ms_tensor *t = calloc(1, sizeof *t);
+  if (!t) {
+    ms_storage_release(s);
+    ms_error(MS_ERR_MEMORY, "out of memory: could not allocate a tensor object");
+    return NULL;
+  }
+  atomic_init(&t->refcount, 1);
+  t->dtype = dt;
+  t->ndim = ndim;
+  for (int d = 0; d < ndim; d++) t->shape[d] = shape[d], t->strides[d] = strides[d];
+  t->offset = offset;
+  t->storage = s;
+  return t;
+}
+
+ms_tensor *ms_tensor_new_empty(int ndim, const int64_t *shape, ms_dtype dt) {
+  int64_t numel, strides[MS_MAX_DIMS];
+  if (check_shape("empty", ndim, shape, &numel) != MS_OK) return NULL;
+  ms_storage *s = ms_storage_new((size_t)numel * ms_dtype_size(dt), MS_MEM_OTHER);
+  if (!s) return NULL;
+  contiguous_strides(ndim, shape, strides);
+  return tensor_wrap(s, dt, ndim, shape, strides, 0);
+}
+
+ms_tensor *ms_tensor_new_full(int ndim, const int64_t *shape, ms_dtype dt, double value) {
+  ms_tensor *t = ms_tensor_new_empty(ndim, shape, dt);
+  if (t) ms_k_fill(ms_tensor_numel(t), ms_tensor_data(t), (ms_k_dtype)dt, 1, value);
+  return t;
+}
+
+ms_tensor *ms_tensor_new_zeros(int ndim, const int64_t *shape, ms_dtype dt) {
+  ms_tensor *t = ms_tensor_new_empty(ndim, shape, dt);
+  if (t) memset(ms_tensor_data(t), 0, (size_t)ms_tensor_numel(t) * ms_dtype_size(dt));
+  return t;
+}
+
+ms_tensor *ms_tensor_new_scalar(double value, ms_dtype dt) {
+  return ms_tensor_new_full(0, NULL, dt, value);
+}
+
+ms_tensor *ms_tensor_new_view(ms_storage *s, ms_dtype dt, int ndim, const int64_t *shape,
+                              const int64_t *strides, int64_t offset) {
+  int64_t numel, lo = offset, hi = offset;
+  if (check_shape("view", ndim, shape, &numel) != MS_OK) return NULL;
+  for (int d = 0; d < ndim && numel > 0; d++) {
+    int64_t span = (shape[d] - 1) * strides[d];
+    if (span < 0) lo += span;
+    else hi += span;
+  }
+  size_t cap = s->nbytes / ms_dtype_size(dt);
+  if (numel > 0 && (lo < 0 || (uint64_t)hi >= cap))
+    return ms_error(MS_ERR_ARG, "view: elements %lld..%lld lie outside a storage of %zu elements",
+                    (long long)lo, (long long)hi, cap), NULL;
+  ms_storage_retain(s);
+  return tensor_wrap(s, dt, ndim, shape, strides, offset);
+}
+
+ms_tensor *ms_tensor_new_from_data(void *data, ms_dtype dt, int ndim, const int64_t *shape,
+                                   ms_storage_deleter deleter, void *ctx) {
+  int64_t numel, strides[MS_MAX_DIMS];
+  if (check_shape("from_data", ndim, shape, &numel) != MS_OK) return NULL;
+  ms_storage *s = ms_storage_new_external(data, (size_t)numel * ms_dtype_size(dt), deleter, ctx);
+  if (!s) return NULL;
+  contiguous_strides(ndim, shape, strides);
+  return tensor_wrap(s, dt, ndim, shape, strides, 0);
+}
+
+ms_tensor *ms_tensor_new_arange(double start, double end, double step, ms_dtype dt) {
+  if (step == 0 || !isfinite(step) || !isfinite(start) || !isfinite(end))
+    return ms_error(MS_ERR_ARG, "arange: step must be non-zero and bounds finite, got start=%g end=%g step=%g",
+                    start, end, step), NULL;
+  if ((end - start) / step < 0)
+    return ms_error(MS_ERR_ARG, "arange: upper bound and larger bound inconsistent with step sign "
+                    "(start=%g, end=%g, step=%g)", start, end, step), NULL;
+  int64_t n = (int64_t)ceil((end - start) / step);
+  ms_tensor *t = ms_tensor_new_empty(1, &n, dt);
+  if (!t) return NULL;
+  for (int64_t i = 0; i < n; i++) ms_tensor_set_flat(t, i, start + (double)i * step);
+  return t;
+}
+
+ms_tensor *ms_tensor_new_linspace(double start, double end, int64_t steps, ms_dtype dt) {
+  if (steps < 0) return ms_error(MS_ERR_ARG, "linspace: steps must be non-negative, got %lld", (long long)steps), NULL;
+  ms_tensor *t = ms_tensor_new_empty(1, &steps, dt);
+  if (!t) return NULL;
+  double step = steps > 1 ? (end - start) / (double)(steps - 1) : 0;
+  /* Fill from both ends as PyTorch does, so the last value is exactly `end`. */
+  int64_t half = steps / 2;
+  for (int64_t i = 0; i < steps; i++)
+    ms_tensor_set_flat(t, i, i < half ? start + step * (double)i : end - step * (double)(steps - 1 - i));
+  return t;
+}
+
+ms_tensor *ms_tensor_new_eye(int64_t n, int64_t m, ms_dtype dt) {
+  int64_t shape[2] = {n, m < 0 ? n : m};
+  ms_tensor *t = ms_tensor_new_zeros(2, shape, dt);
+  if (!t) return NULL;
+  for (int64_t i = 0; i < shape[0] && i < shape[1]; i++) ms_tensor_set_flat(t, i * shape[1] + i, 1);
+  return t;
+}
+
+int64_t ms_tensor_numel(const ms_tensor *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+  return n;
+}
+
+bool ms_tensor_is_contiguous(const ms_tensor *t) {
+  int64_t s = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    if (t->shape[d] == 0) return true;
+    if (t->shape[d] != 1 && t->strides[d] != s) return false;
+    s *= t->shape[d];
+  }
+  return true;
+}
+
+void *ms_tensor_data(const ms_tensor *t) {
+  if (!t->storage->data) return NULL;
+  return (char *)t->storage->data + t->offset * (int64_t)ms_dtype_size(t->dtype);
+}
+
+const char *ms_shape_str(int ndim, const int64_t *shape, char *buf, size_t len) {
+  size_t used = (size_t)snprintf(buf, len, "(");
+  for (int d = 0; d < ndim && used < len; d++)
+    used += (size_t)snprintf(buf + used, len - used, d ? ", %lld" : "%lld", (long long)shape[d]);
+  if (used < len) snprintf(buf + used, len - used, ndim == 1 ? ",)" : ")");
+  return buf;
+}
+
+ms_status ms_dim_normalize(const char *op, const char *arg, int64_t dim, int ndim, int *out) {
+  int n = ndim > 0 ? ndim : 1; /* a 0-dim tensor accepts dim 0 and -1, as PyTorch does */
+  if (dim < -n || dim >= n)
+    return ms_error(MS_ERR_ARG, "%s: %s out of range: expected a dim in [%d, %d], got %lld", op,
+                    arg, -n, n - 1, (long long)dim);
+  *out = (int)(dim < 0 ? dim + n : dim);
+  return MS_OK;
+}
+
+void ms_tensor_bump_version(ms_tensor *t) { atomic_fetch_add(&t->storage->version, 1); }
+
+int ms_tensor_version(const ms_tensor *t) { return atomic_load(&t->storage->version); }

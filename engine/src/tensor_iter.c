@@ -1,0 +1,130 @@
+/* tensor_iter.c: dimension merging, row iteration with threads, and broadcasting. */
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "tensor_iter.h"
+
+/* Merges dim d into d+1 when, for every operand, stepping d equals stepping d+1 shape times. */
+static void iter_coalesce(ms_iter *it) {
+  int nd = 0; /* dims written so far, from the innermost outwards */
+  int64_t shape[MS_MAX_DIMS], strides[MS_ITER_MAX_OPS][MS_MAX_DIMS];
+  for (int d = it->ndim - 1; d >= 0; d--) {
+    if (it->shape[d] == 1 && it->ndim > 1) continue; /* size-1 dims never move the pointer */
+    bool merge = nd > 0;
+    for (int k = 0; k < it->nops && merge; k++)
+      merge = it->strides[k][d] == strides[k][nd - 1] * shape[nd - 1];
+    if (merge) {
+      shape[nd - 1] *= it->shape[d];
+      continue;
+    }
+    shape[nd] = it->shape[d];
+    for (int k = 0; k < it->nops; k++) strides[k][nd] = it->strides[k][d];
+    nd++;
+  }
+  if (nd == 0) { /* all dims were 1: a single element */
+    shape[0] = 1;
+    for (int k = 0; k < it->nops; k++) strides[k][0] = 0;
+    nd = 1;
+  }
+  it->ndim = nd;
+  for (int d = 0; d < nd; d++) { /* back to outermost-first order */
+    it->shape[d] = shape[nd - 1 - d];
+    for (int k = 0; k < it->nops; k++) it->strides[k][d] = strides[k][nd - 1 - d];
+  }
+}
+
+void ms_iter_init(ms_iter *it, int ndim, const int64_t *shape, int nops, ms_tensor *const *ops) {
+  memset(it, 0, sizeof *it);
+  it->nops = nops;
+  it->ndim = ndim;
+  for (int d = 0; d < ndim; d++) it->shape[d] = shape[d];
+  for (int k = 0; k < nops; k++) {
+    it->elsize[k] = ms_dtype_size(ops[k]->dtype);
+    it->data[k] = ms_tensor_data(ops[k]);
+    for (int d = 0; d < ndim; d++) it->strides[k][d] = ops[k]->strides[d];
+  }
+  if (ndim == 0) {
+    it->ndim = 1;
+    it->shape[0] = 1;
+    for (int k = 0; k < nops; k++) it->strides[k][0] = 0;
+    return;
+  }
+  iter_coalesce(it);
+}
+
+int64_t ms_iter_numel(const ms_iter *it) {
+  int64_t n = 1;
+  for (int d = 0; d < it->ndim; d++) n *= it->shape[d];
+  return n;
+}
+
+typedef struct iter_job {
+  const ms_iter *it;
+  ms_iter_row_fn fn;
+  void *ctx;
+} iter_job;
+
+/* Runs the elements [begin, end) of the flattened iteration space, row piece by row piece. */
+static void iter_range(void *arg, int64_t begin, int64_t end) {
+  const iter_job *job = arg;
+  const ms_iter *it = job->it;
+  int last = it->ndim - 1;
+  int64_t rowlen = it->shape[last], idx[MS_MAX_DIMS];
+  int64_t rem = begin;
+  for (int d = last; d >= 0; d--) idx[d] = rem % it->shape[d], rem /= it->shape[d];
+  int64_t inner[MS_ITER_MAX_OPS];
+  for (int k = 0; k < it->nops; k++) inner[k] = it->strides[k][last];
+  for (int64_t pos = begin; pos < end;) {
+    char *ptr[MS_ITER_MAX_OPS];
+    for (int k = 0; k < it->nops; k++) {
+      int64_t off = 0;
+      for (int d = 0; d <= last; d++) off += idx[d] * it->strides[k][d];
+      ptr[k] = it->data[k] + off * (int64_t)it->elsize[k];
+    }
+    int64_t n = rowlen - idx[last];
+    if (n > end - pos) n = end - pos;
+    job->fn(job->ctx, n, ptr, inner);
+    pos += n;
+    idx[last] += n;
+    for (int d = last; d > 0 && idx[d] == it->shape[d]; d--) idx[d] = 0, idx[d - 1]++;
+  }
+}
+
+void ms_iter_run(const ms_iter *it, ms_iter_row_fn fn, void *ctx) {
+  iter_job job = {it, fn, ctx};
+  int64_t n = ms_iter_numel(it);
+  if (n == 0) return;
+  /* Below ~32k elements a thread hand-off costs more than it saves. */
+  ms_k_parallel_for(n, 32768, iter_range, &job);
+}
+
+ms_status ms_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
+                              int *nout, int64_t *out) {
+  int n = na > nb ? na : nb;
+  for (int i = 0; i < n; i++) {
+    int ia = na - n + i, ib = nb - n + i;
+    int64_t sa = ia >= 0 ? a[ia] : 1, sb = ib >= 0 ? b[ib] : 1;
+    if (sa != sb && sa != 1 && sb != 1) {
+      char bufa[MS_SHAPE_STR_LEN], bufb[MS_SHAPE_STR_LEN];
+      return ms_error(MS_ERR_ARG,
+                      "%s: shapes %s and %s do not broadcast (size %lld against %lld at dim %d)",
+                      op, ms_shape_str(na, a, bufa, sizeof bufa), ms_shape_str(nb, b, bufb, sizeof bufb),
+                      (long long)sa, (long long)sb, i - n);
+    }
+    out[i] = sa == 1 ? sb : sa;
+  }
+  *nout = n;
+  return MS_OK;
+}
+
+ms_tensor *ms_broadcast_to(ms_tensor *t, int ndim, const int64_t *shape) {
+  return ms_tensor_expand(t, ndim, shape);
+}
+
+ms_dtype ms_compute_dtype(ms_dtype dt) {
+  switch (dt) {
+  case MS_FLOAT64: return MS_FLOAT64;
+  case MS_FLOAT32: case MS_BFLOAT16: case MS_FLOAT16: return MS_FLOAT32;
+  default: return MS_INT64;
+  }
+}

@@ -1,0 +1,101 @@
+/* tensor_join.c: splitting a tensor into views (split, chunk) and joining tensors into a new
+ * one (cat, stack). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "moonshard/tensor.h"
+
+ms_tensor **ms_tensor_split(ms_tensor *t, int64_t size, int dim, int *count) {
+  if (ms_dim_normalize("split", "dim", dim, t->ndim, &dim) != MS_OK) return NULL;
+  if (t->ndim == 0) return ms_error(MS_ERR_ARG, "split: cannot split a 0-dim tensor"), NULL;
+  if (size <= 0) return ms_error(MS_ERR_ARG, "split: split_size must be positive, got %lld", (long long)size), NULL;
+  int64_t total = t->shape[dim];
+  int n = total == 0 ? 1 : (int)((total + size - 1) / size);
+  ms_tensor **parts = calloc((size_t)n, sizeof *parts);
+  if (!parts) return ms_error(MS_ERR_MEMORY, "split: out of memory"), NULL;
+  for (int i = 0; i < n; i++) {
+    int64_t start = (int64_t)i * size, len = total - start < size ? total - start : size;
+    if (!(parts[i] = ms_tensor_narrow(t, dim, start, len))) {
+      while (i--) ms_tensor_release(parts[i]);
+      free(parts);
+      return NULL;
+    }
+  }
+  *count = n;
+  return parts;
+}
+
+ms_tensor **ms_tensor_chunk(ms_tensor *t, int chunks, int dim, int *count) {
+  if (chunks <= 0) return ms_error(MS_ERR_ARG, "chunk: chunks must be positive, got %d", chunks), NULL;
+  if (ms_dim_normalize("chunk", "dim", dim, t->ndim, &dim) != MS_OK) return NULL;
+  if (t->ndim == 0) return ms_error(MS_ERR_ARG, "chunk: cannot chunk a 0-dim tensor"), NULL;
+  int64_t size = (t->shape[dim] + chunks - 1) / chunks;
+  return ms_tensor_split(t, size > 0 ? size : 1, dim, count);
+}
+
+/* Checks that every tensor matches ts[0] except along dim; returns the result dtype. */
+static ms_status check_cat_inputs(ms_tensor *const *ts, int n, int dim, ms_dtype *dt) {
+  char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
+  *dt = ts[0]->dtype;
+  for (int i = 1; i < n; i++) {
+    if (ts[i]->ndim != ts[0]->ndim)
+      return ms_error(MS_ERR_ARG, "cat: tensors must have the same number of dimensions: tensor 1 "
+                      "has %d, tensor %d has %d", ts[0]->ndim, i + 1, ts[i]->ndim);
+    for (int d = 0; d < ts[0]->ndim; d++)
+      if (d != dim && ts[i]->shape[d] != ts[0]->shape[d])
+        return ms_error(MS_ERR_ARG, "cat: sizes must match except in the joined dimension: "
+                        "tensor 1 has shape %s, tensor %d has %s",
+                        ms_shape_str(ts[0]->ndim, ts[0]->shape, b1, sizeof b1), i + 1,
+                        ms_shape_str(ts[i]->ndim, ts[i]->shape, b2, sizeof b2));
+    *dt = ms_dtype_promote(*dt, MS_OPERAND_TENSOR, ts[i]->dtype, MS_OPERAND_TENSOR);
+  }
+  return MS_OK;
+}
+
+ms_tensor *ms_tensor_cat(ms_tensor *const *ts, int n, int dim) {
+  if (n <= 0) return ms_error(MS_ERR_ARG, "cat: expected a non-empty list of tensors"), NULL;
+  for (int i = 0; i < n; i++)
+    if (ts[i]->ndim == 0)
+      return ms_error(MS_ERR_ARG, "cat: zero-dimensional tensor %d cannot be concatenated", i + 1), NULL;
+  if (ms_dim_normalize("cat", "dim", dim, ts[0]->ndim, &dim) != MS_OK) return NULL;
+  ms_dtype dt;
+  if (check_cat_inputs(ts, n, dim, &dt) != MS_OK) return NULL;
+  int64_t shape[MS_MAX_DIMS];
+  memcpy(shape, ts[0]->shape, sizeof shape);
+  shape[dim] = 0;
+  for (int i = 0; i < n; i++) shape[dim] += ts[i]->shape[dim];
+  ms_tensor *out = ms_tensor_new_empty(ts[0]->ndim, shape, dt);
+  int64_t at = 0;
+  for (int i = 0; out && i < n; i++) {
+    ms_tensor *slot = ms_tensor_narrow(out, dim, at, ts[i]->shape[dim]);
+    ms_status st = slot ? ms_tensor_copy_(slot, ts[i]) : MS_ERR_MEMORY;
+    ms_tensor_release(slot);
+    if (st != MS_OK) ms_tensor_release(out), out = NULL;
+    at += ts[i]->shape[dim];
+  }
+  return out;
+}
+
+ms_tensor *ms_tensor_stack(ms_tensor *const *ts, int n, int dim) {
+  if (n <= 0) return ms_error(MS_ERR_ARG, "stack: expected a non-empty list of tensors"), NULL;
+  if (ms_dim_normalize("stack", "dim", dim, ts[0]->ndim + 1, &dim) != MS_OK) return NULL;
+  char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
+  for (int i = 1; i < n; i++) {
+    bool same = ts[i]->ndim == ts[0]->ndim;
+    for (int d = 0; same && d < ts[0]->ndim; d++) same = ts[i]->shape[d] == ts[0]->shape[d];
+    if (!same)
+      return ms_error(MS_ERR_ARG, "stack: expects each tensor to be equal size, but got %s at entry 1 "
+                      "and %s at entry %d", ms_shape_str(ts[0]->ndim, ts[0]->shape, b1, sizeof b1),
+                      ms_shape_str(ts[i]->ndim, ts[i]->shape, b2, sizeof b2), i + 1), NULL;
+  }
+  ms_tensor **views = calloc((size_t)n, sizeof *views);
+  if (!views) return ms_error(MS_ERR_MEMORY, "stack: out of memory"), NULL;
+  ms_tensor *out = NULL;
+  int made = 0;
+  for (; made < n; made++)
+    if (!(views[made] = ms_tensor_unsqueeze(ts[made], dim))) break;
+  if (made == n) out = ms_tensor_cat(views, n, dim);
+  for (int i = 0; i < made; i++) ms_tensor_release(views[i]);
+  free(views);
+  return out;
+}

@@ -1,0 +1,148 @@
+/* cast.c: conversions between element types, including the 16-bit floating formats that the
+ * CPU has no arithmetic for (they are widened to float32 and rounded back). */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+float ms_k_bf16_to_f32(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t ms_k_f32_to_bf16(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40); /* quiet NaN */
+  bits += 0x7fffu + ((bits >> 16) & 1u); /* round to nearest, ties to even */
+  return (uint16_t)(bits >> 16);
+}
+
+float ms_k_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else { /* subnormal: value is man * 2^-24 */
+      float f = (float)man * 0x1p-24f;
+      memcpy(&bits, &f, 4);
+      bits |= sign;
+    }
+  } else {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t ms_k_f32_to_f16(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  uint16_t sign = (uint16_t)((bits >> 16) & 0x8000);
+  float a = fabsf(f);
+  if (isnan(f)) return sign | 0x7e00;
+  if (a >= 65520.0f) return sign | 0x7c00; /* rounds to infinity */
+  if (a < 0x1p-14f) {                       /* subnormal or zero: multiples of 2^-24 */
+    return sign | (uint16_t)lrintf(a * 0x1p24f);
+  }
+  uint32_t abits = bits & 0x7fffffffu;
+  /* Re-bias the exponent and round the 23-bit mantissa to 10 bits, ties to even. */
+  uint32_t r = abits + 0xfffu + ((abits >> 13) & 1u);
+  return sign | (uint16_t)((r >> 13) - (112u << 10));
+}
+
+/* Loads one element widened: floating kinds to double, integral kinds to int64. */
+static double load_f(const void *p, ms_k_dtype t) {
+  switch (t) {
+  case MS_K_F32: return *(const float *)p;
+  case MS_K_F64: return *(const double *)p;
+  case MS_K_BF16: return ms_k_bf16_to_f32(*(const uint16_t *)p);
+  case MS_K_F16: return ms_k_f16_to_f32(*(const uint16_t *)p);
+  case MS_K_I64: return (double)*(const int64_t *)p;
+  case MS_K_I32: return *(const int32_t *)p;
+  case MS_K_U8: return *(const uint8_t *)p;
+  case MS_K_BOOL: return *(const uint8_t *)p != 0;
+  }
+  return 0;
+}
+
+static int64_t load_i(const void *p, ms_k_dtype t) {
+  switch (t) {
+  case MS_K_I64: return *(const int64_t *)p;
+  case MS_K_I32: return *(const int32_t *)p;
+  case MS_K_U8: return *(const uint8_t *)p;
+  case MS_K_BOOL: return *(const uint8_t *)p != 0;
+  default: return 0;
+  }
+}
+
+/* double -> int64 without undefined behaviour for NaN or out-of-range values. */
+static int64_t f_to_i64(double v) {
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) return INT64_MIN;
+  return (int64_t)v;
+}
+
+static void store_i(void *p, ms_k_dtype t, int64_t v) {
+  switch (t) {
+  case MS_K_I64: *(int64_t *)p = v; break;
+  case MS_K_I32: *(int32_t *)p = (int32_t)(uint32_t)v; break; /* wraps, as PyTorch does */
+  case MS_K_U8: *(uint8_t *)p = (uint8_t)v; break;
+  case MS_K_BOOL: *(uint8_t *)p = v != 0; break;
+  default: break;
+  }
+}
+
+static void store_f(void *p, ms_k_dtype t, double v) {
+  switch (t) {
+  case MS_K_F32: *(float *)p = (float)v; break;
+  case MS_K_F64: *(double *)p = v; break;
+  case MS_K_BF16: *(uint16_t *)p = ms_k_f32_to_bf16((float)v); break;
+  case MS_K_F16: *(uint16_t *)p = ms_k_f32_to_f16((float)v); break;
+  case MS_K_BOOL: *(uint8_t *)p = v != 0; break;
+  default: store_i(p, t, f_to_i64(v)); break;
+  }
+}
+
+static int is_floating(ms_k_dtype t) { return t <= MS_K_F16; }
+
+static const size_t elsize[] = {4, 8, 2, 2, 8, 4, 1, 1};
+
+void ms_k_cast(int64_t n, void *dst, ms_k_dtype dt, int64_t ds, const void *src, ms_k_dtype st,
+               int64_t ss) {
+  char *d = dst;
+  const char *s = src;
+  size_t dsz = elsize[dt], ssz = elsize[st];
+  if (dt == st && ds == 1 && ss == 1) {
+    memcpy(dst, src, (size_t)n * dsz);
+    return;
+  }
+  if (dt == MS_K_F32 && st == MS_K_F32) { /* strided float copies are the common case */
+    float *o = dst;
+    const float *a = src;
+    for (int64_t i = 0; i < n; i++) o[i * ds] = a[i * ss];
+    return;
+  }
+  if (!is_floating(dt) && !is_floating(st)) { /* stay exact for large int64 */
+    for (int64_t i = 0; i < n; i++) store_i(d + i * ds * dsz, dt, load_i(s + i * ss * ssz, st));
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) store_f(d + i * ds * dsz, dt, load_f(s + i * ss * ssz, st));
+}
+
+void ms_k_fill(int64_t n, void *dst, ms_k_dtype dt, int64_t ds, double value) {
+  unsigned char one[8];
+  store_f(one, dt, value);
+  char *d = dst;
+  size_t sz = elsize[dt];
+  if (dt == MS_K_F32) {
+    float v = (float)value, *o = dst;
+    for (int64_t i = 0; i < n; i++) o[i * ds] = v;
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) memcpy(d + i * ds * sz, one, sz);
+}

@@ -1,0 +1,230 @@
+/* elementwise.c: binary and unary maps over strided rows in the three compute dtypes (float32,
+ * float64, int64). LOOP writes each op once: a unit-stride form the compiler vectorises, a
+ * broadcast-scalar form, and the general strided form. */
+#include <math.h>
+
+#include "kernels/kernels.h"
+
+/* Expects o, x, y (pointers) and n, so, sa, sb in scope; EXPR reads X and Y. */
+#define LOOP(EXPR)                                                                          \
+  do {                                                                                      \
+    if (so == 1 && sa == 1 && sb == 1) {                                                    \
+      for (int64_t i = 0; i < n; i++) { __typeof__(*x) X = x[i], Y = y[i]; (void)Y; o[i] = (EXPR); } \
+    } else if (so == 1 && sa == 1 && sb == 0) {                                             \
+      __typeof__(*x) Y = y[0];                                                              \
+      (void)Y;                                                                              \
+      for (int64_t i = 0; i < n; i++) { __typeof__(*x) X = x[i]; o[i] = (EXPR); }           \
+    } else {                                                                                \
+      for (int64_t i = 0; i < n; i++) {                                                     \
+        __typeof__(*x) X = x[i * sa], Y = y[i * sb];                                        \
+        (void)Y;                                                                            \
+        o[i * so] = (EXPR);                                                                 \
+      }                                                                                     \
+    }                                                                                       \
+  } while (0)
+
+/* PyTorch's maximum/minimum propagate NaN. */
+#define MAXNAN(X, Y) ((X) != (X) ? (X) : (Y) != (Y) ? (Y) : (X) > (Y) ? (X) : (Y))
+#define MINNAN(X, Y) ((X) != (X) ? (X) : (Y) != (Y) ? (Y) : (X) < (Y) ? (X) : (Y))
+
+static int64_t ipow(int64_t base, int64_t e) {
+  if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;
+  uint64_t r = 1, b = (uint64_t)base; /* unsigned: overflow wraps instead of being undefined */
+  for (; e; e >>= 1, b *= b)
+    if (e & 1) r *= b;
+  return (int64_t)r;
+}
+
+/* Comparisons and logical ops: any compute dtype in, bool out. */
+#define COMPARE(T)                                                                          \
+  static void compare_##T(ms_k_binop op, int64_t n, uint8_t *o, int64_t so, const T *x,     \
+                          int64_t sa, const T *y, int64_t sb) {                            \
+    switch (op) {                                                                           \
+    case MS_K_EQ: LOOP(X == Y); break;                                                      \
+    case MS_K_NE: LOOP(X != Y); break;                                                      \
+    case MS_K_LT: LOOP(X < Y); break;                                                       \
+    case MS_K_LE: LOOP(X <= Y); break;                                                      \
+    case MS_K_GT: LOOP(X > Y); break;                                                       \
+    case MS_K_GE: LOOP(X >= Y); break;                                                      \
+    case MS_K_AND: LOOP(X != 0 && Y != 0); break;                                           \
+    case MS_K_OR: LOOP(X != 0 || Y != 0); break;                                            \
+    default: break;                                                                         \
+    }                                                                                       \
+  }
+COMPARE(float)
+COMPARE(double)
+COMPARE(int64_t)
+
+static void arith_f32(ms_k_binop op, int64_t n, float *o, int64_t so, const float *x, int64_t sa,
+                      const float *y, int64_t sb) {
+  switch (op) {
+  case MS_K_ADD: LOOP(X + Y); break;
+  case MS_K_SUB: LOOP(X - Y); break;
+  case MS_K_MUL: LOOP(X * Y); break;
+  case MS_K_DIV: LOOP(X / Y); break;
+  case MS_K_POW: LOOP(powf(X, Y)); break;
+  case MS_K_MAXIMUM: LOOP(MAXNAN(X, Y)); break;
+  case MS_K_MINIMUM: LOOP(MINNAN(X, Y)); break;
+  default: break;
+  }
+}
+
+static void arith_f64(ms_k_binop op, int64_t n, double *o, int64_t so, const double *x,
+                      int64_t sa, const double *y, int64_t sb) {
+  switch (op) {
+  case MS_K_ADD: LOOP(X + Y); break;
+  case MS_K_SUB: LOOP(X - Y); break;
+  case MS_K_MUL: LOOP(X * Y); break;
+  case MS_K_DIV: LOOP(X / Y); break;
+  case MS_K_POW: LOOP(pow(X, Y)); break;
+  case MS_K_MAXIMUM: LOOP(MAXNAN(X, Y)); break;
+  case MS_K_MINIMUM: LOOP(MINNAN(X, Y)); break;
+  default: break;
+  }
+}
+
+/* Integer arithmetic wraps like PyTorch's (two's complement), computed unsigned to stay defined. */
+static void arith_i64(ms_k_binop op, int64_t n, int64_t *o, int64_t so, const int64_t *x,
+                      int64_t sa, const int64_t *y, int64_t sb) {
+  switch (op) {
+  case MS_K_ADD: LOOP((int64_t)((uint64_t)X + (uint64_t)Y)); break;
+  case MS_K_SUB: LOOP((int64_t)((uint64_t)X - (uint64_t)Y)); break;
+  case MS_K_MUL: LOOP((int64_t)((uint64_t)X * (uint64_t)Y)); break;
+  case MS_K_POW: LOOP(ipow(X, Y)); break;
+  case MS_K_MAXIMUM: LOOP(X > Y ? X : Y); break;
+  case MS_K_MINIMUM: LOOP(X < Y ? X : Y); break;
+  default: break; /* DIV is true division: the engine sends it to a floating dtype */
+  }
+}
+
+void ms_k_binary(ms_k_binop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
+                 int64_t sa, const void *b, int64_t sb) {
+  if (op >= MS_K_EQ) {
+    if (dt == MS_K_F32) compare_float(op, n, out, so, a, sa, b, sb);
+    else if (dt == MS_K_F64) compare_double(op, n, out, so, a, sa, b, sb);
+    else compare_int64_t(op, n, out, so, a, sa, b, sb);
+  } else {
+    if (dt == MS_K_F32) arith_f32(op, n, out, so, a, sa, b, sb);
+    else if (dt == MS_K_F64) arith_f64(op, n, out, so, a, sa, b, sb);
+    else arith_i64(op, n, out, so, a, sa, b, sb);
+  }
+}
+
+/* Unary maps: LOOP with a dummy second operand aliased to the first. */
+#define ULOOP(EXPR)                                                                         \
+  do {                                                                                      \
+    const int64_t sb = sa;                                                                  \
+    const __typeof__(x) y = x;                                                              \
+    LOOP(EXPR);                                                                             \
+  } while (0)
+
+static inline float sign_f(float v) { return (float)((v > 0) - (v < 0)) + (v - v); }
+static inline double sign_d(double v) { return (double)((v > 0) - (v < 0)) + (v - v); }
+
+static void unary_f32(ms_k_unop op, int64_t n, float *o, int64_t so, const float *x, int64_t sa) {
+  switch (op) {
+  case MS_K_NEG: ULOOP(-X); break;
+  case MS_K_ABS: ULOOP(fabsf(X)); break;
+  case MS_K_EXP: ULOOP(expf(X)); break;
+  case MS_K_LOG: ULOOP(logf(X)); break;
+  case MS_K_SQRT: ULOOP(sqrtf(X)); break;
+  case MS_K_RSQRT: ULOOP(1.0f / sqrtf(X)); break;
+  case MS_K_TANH: ULOOP(tanhf(X)); break;
+  case MS_K_SIGMOID: ULOOP(1.0f / (1.0f + expf(-X))); break;
+  case MS_K_RELU: ULOOP(X > 0 ? X : (X == X ? 0.0f : X)); break;
+  case MS_K_SIGN: ULOOP(sign_f(X)); break;
+  case MS_K_FLOOR: ULOOP(floorf(X)); break;
+  case MS_K_CEIL: ULOOP(ceilf(X)); break;
+  case MS_K_ROUND: ULOOP(nearbyintf(X)); break; /* half to even, as PyTorch */
+  case MS_K_SIN: ULOOP(sinf(X)); break;
+  case MS_K_COS: ULOOP(cosf(X)); break;
+  case MS_K_LOG1P: ULOOP(log1pf(X)); break;
+  case MS_K_EXPM1: ULOOP(expm1f(X)); break;
+  case MS_K_RECIPROCAL: ULOOP(1.0f / X); break;
+  case MS_K_SQUARE: ULOOP(X * X); break;
+  default: break;
+  }
+}
+
+static void unary_f64(ms_k_unop op, int64_t n, double *o, int64_t so, const double *x, int64_t sa) {
+  switch (op) {
+  case MS_K_NEG: ULOOP(-X); break;
+  case MS_K_ABS: ULOOP(fabs(X)); break;
+  case MS_K_EXP: ULOOP(exp(X)); break;
+  case MS_K_LOG: ULOOP(log(X)); break;
+  case MS_K_SQRT: ULOOP(sqrt(X)); break;
+  case MS_K_RSQRT: ULOOP(1.0 / sqrt(X)); break;
+  case MS_K_TANH: ULOOP(tanh(X)); break;
+  case MS_K_SIGMOID: ULOOP(1.0 / (1.0 + exp(-X))); break;
+  case MS_K_RELU: ULOOP(X > 0 ? X : (X == X ? 0.0 : X)); break;
+  case MS_K_SIGN: ULOOP(sign_d(X)); break;
+  case MS_K_FLOOR: ULOOP(floor(X)); break;
+  case MS_K_CEIL: ULOOP(ceil(X)); break;
+  case MS_K_ROUND: ULOOP(nearbyint(X)); break;
+  case MS_K_SIN: ULOOP(sin(X)); break;
+  case MS_K_COS: ULOOP(cos(X)); break;
+  case MS_K_LOG1P: ULOOP(log1p(X)); break;
+  case MS_K_EXPM1: ULOOP(expm1(X)); break;
+  case MS_K_RECIPROCAL: ULOOP(1.0 / X); break;
+  case MS_K_SQUARE: ULOOP(X * X); break;
+  default: break;
+  }
+}
+
+static void unary_i64(ms_k_unop op, int64_t n, int64_t *o, int64_t so, const int64_t *x,
+                      int64_t sa) {
+  switch (op) {
+  case MS_K_NEG: ULOOP((int64_t)(0 - (uint64_t)X)); break;
+  case MS_K_ABS: ULOOP(X < 0 ? (int64_t)(0 - (uint64_t)X) : X); break;
+  case MS_K_RELU: ULOOP(X > 0 ? X : 0); break;
+  case MS_K_SIGN: ULOOP((X > 0) - (X < 0)); break;
+  case MS_K_FLOOR: case MS_K_CEIL: case MS_K_ROUND: ULOOP(X); break;
+  case MS_K_SQUARE: ULOOP((int64_t)((uint64_t)X * (uint64_t)X)); break;
+  default: break;
+  }
+}
+
+static void logical_not(ms_k_dtype dt, int64_t n, uint8_t *o, int64_t so, const void *a, int64_t sa) {
+  if (dt == MS_K_F32) { const float *x = a; ULOOP(X == 0); }
+  else if (dt == MS_K_F64) { const double *x = a; ULOOP(X == 0); }
+  else { const int64_t *x = a; ULOOP(X == 0); }
+}
+
+void ms_k_unary(ms_k_unop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
+                int64_t sa) {
+  if (op == MS_K_NOT) logical_not(dt, n, out, so, a, sa);
+  else if (dt == MS_K_F32) unary_f32(op, n, out, so, a, sa);
+  else if (dt == MS_K_F64) unary_f64(op, n, out, so, a, sa);
+  else unary_i64(op, n, out, so, a, sa);
+}
+
+/* NaN passes through both comparisons untouched, as torch.clamp leaves it. */
+#define CLAMP_LOOP(T)                                                                       \
+  do {                                                                                      \
+    T *o = out;                                                                             \
+    const T *x = a;                                                                         \
+    T l = lo ? (T)*lo : 0, h = hi ? (T)*hi : 0;                                             \
+    int hl = lo != NULL, hh = hi != NULL;                                                   \
+    ULOOP(hh && X > h ? h : (hl && X < l ? l : X));                                         \
+  } while (0)
+
+void ms_k_clamp(ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a, int64_t sa,
+                const double *lo, const double *hi) {
+  if (dt == MS_K_F32) CLAMP_LOOP(float);
+  else if (dt == MS_K_F64) CLAMP_LOOP(double);
+  else CLAMP_LOOP(int64_t);
+}
+
+#define WHERE_LOOP(T)                                                                       \
+  do {                                                                                      \
+    T *o = out;                                                                             \
+    const T *x = a, *y = b;                                                                 \
+    for (int64_t i = 0; i < n; i++) o[i * so] = cond[i * sc] ? x[i * sa] : y[i * sb];       \
+  } while (0)
+
+void ms_k_where(ms_k_dtype dt, int64_t n, void *out, int64_t so, const uint8_t *cond, int64_t sc,
+                const void *a, int64_t sa, const void *b, int64_t sb) {
+  if (dt == MS_K_F32) WHERE_LOOP(float);
+  else if (dt == MS_K_F64) WHERE_LOOP(double);
+  else WHERE_LOOP(int64_t);
+}

@@ -1,0 +1,514 @@
+/* gemm.c: the SGEMM/DGEMM driver. Goto/BLIS cache blocking: a KC x NC panel of B is packed once
+ * by the whole team (it lives in L3), each thread packs MC x KC blocks of A (in L2) and sweeps
+ * them with an MR x NR register micro-kernel chosen at run time for the CPU (gemm_ukr.h). */
+#define _GNU_SOURCE
+#include "kernels/kernels.h"
+#include "kernels/cpu/gemm_ukr.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Letters: M, N, K the problem; MR x NR the register tile; MC x KC the packed block of A; KC x NC
+ * the packed panel of B. The driver runs on element sizes and byte pointers; only packing, the
+ * macro-kernel and the micro-kernels know the element type. */
+
+enum { ISA_GENERIC, ISA_AVX2, ISA_AVX512 };
+static const char *const isa_names[] = {"generic", "avx2", "avx512"};
+
+/* Below this many multiply-adds per thread, waking another thread costs more than it saves. */
+#define MIN_WORK_PER_THREAD (48 * 48 * 48)
+
+typedef struct gemm_plan gemm_plan;
+
+typedef struct {
+  int mr, nr;
+  int64_t mc, kc, nc;
+  size_t es; /* element size */
+  ms_k_sgemm_ukr sukr;
+  ms_k_dgemm_ukr dukr;
+  void (*pack_a)(const gemm_plan *p, int64_t i0, int64_t m, int64_t p0, int64_t k, void *dst);
+  void (*pack_b)(const gemm_plan *p, int64_t p0, int64_t k, int64_t j0, int64_t n, void *dst);
+  void (*macro)(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t k,
+                const void *pa, const void *pb, int first);
+  void (*naive)(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t p0,
+                int64_t k, int first);
+} gemm_kernel;
+
+/* One call, after the column-major-C transpose (so csC is 1 whenever either C stride is). */
+struct gemm_plan {
+  int64_t M, N, K;
+  const char *A, *B;
+  char *C;
+  int64_t rsA, csA, rsB, csB, rsC, csC;
+  double alpha, beta; /* exact for float too: float -> double -> float round-trips */
+  const gemm_kernel *kern;
+  char *bpack;        /* the shared packed B panel, owned by the calling thread */
+  _Atomic int bar_count, bar_phase;
+};
+
+/* ---- portable C micro-kernels ---------------------------------------------------------------- */
+
+#define GEN_MR 4
+#define GEN_SNR 8
+#define GEN_DNR 4
+
+static void sukr_generic(int64_t k, float alpha, const float *a, const float *b, float beta,
+                         float *c, int64_t rsc, int64_t csc) {
+  float acc[GEN_MR][GEN_SNR] = {{0}};
+  for (int64_t p = 0; p < k; p++, a += GEN_MR, b += GEN_SNR)
+    for (int i = 0; i < GEN_MR; i++)
+      for (int j = 0; j < GEN_SNR; j++) acc[i][j] += a[i] * b[j];
+  for (int i = 0; i < GEN_MR; i++)
+    for (int j = 0; j < GEN_SNR; j++) {
+      float *cij = c + i * rsc + j * csc;
+      *cij = beta == 0.0f ? alpha * acc[i][j] : alpha * acc[i][j] + beta * *cij;
+    }
+}
+
+static void dukr_generic(int64_t k, double alpha, const double *a, const double *b, double beta,
+                         double *c, int64_t rsc, int64_t csc) {
+  double acc[GEN_MR][GEN_DNR] = {{0}};
+  for (int64_t p = 0; p < k; p++, a += GEN_MR, b += GEN_DNR)
+    for (int i = 0; i < GEN_MR; i++)
+      for (int j = 0; j < GEN_DNR; j++) acc[i][j] += a[i] * b[j];
+  for (int i = 0; i < GEN_MR; i++)
+    for (int j = 0; j < GEN_DNR; j++) {
+      double *cij = c + i * rsc + j * csc;
+      *cij = beta == 0.0 ? alpha * acc[i][j] : alpha * acc[i][j] + beta * *cij;
+    }
+}
+
+/* ---- packing: zero-padded to whole micro-panels so the kernels never see a ragged edge -------- */
+
+static void pack_a_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t p0, int64_t k, void *dst) {
+  const int mr = p->kern->mr;
+  const float *A = (const float *)p->A + i0 * p->rsA + p0 * p->csA;
+  float *d = dst;
+  for (int64_t i = 0; i < m; i += mr, d += mr * k) {
+    int64_t mm = m - i < mr ? m - i : mr;
+    const float *a = A + i * p->rsA;
+    if (p->rsA == 1) { /* a column of the panel is contiguous */
+      for (int64_t q = 0; q < k; q++) {
+        const float *s = a + q * p->csA;
+        for (int r = 0; r < mr; r++) d[q * mr + r] = r < mm ? s[r] : 0.0f;
+      }
+    } else { /* read each row of the panel in order */
+      for (int r = 0; r < mr; r++) {
+        const float *s = a + r * p->rsA;
+        if (r < mm)
+          for (int64_t q = 0; q < k; q++) d[q * mr + r] = s[q * p->csA];
+        else
+          for (int64_t q = 0; q < k; q++) d[q * mr + r] = 0.0f;
+      }
+    }
+  }
+}
+
+static void pack_a_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t p0, int64_t k, void *dst) {
+  const int mr = p->kern->mr;
+  const double *A = (const double *)p->A + i0 * p->rsA + p0 * p->csA;
+  double *d = dst;
+  for (int64_t i = 0; i < m; i += mr, d += mr * k) {
+    int64_t mm = m - i < mr ? m - i : mr;
+    const double *a = A + i * p->rsA;
+    if (p->rsA == 1) {
+      for (int64_t q = 0; q < k; q++) {
+        const double *s = a + q * p->csA;
+        for (int r = 0; r < mr; r++) d[q * mr + r] = r < mm ? s[r] : 0.0;
+      }
+    } else {
+      for (int r = 0; r < mr; r++) {
+        const double *s = a + r * p->rsA;
+        if (r < mm)
+          for (int64_t q = 0; q < k; q++) d[q * mr + r] = s[q * p->csA];
+        else
+          for (int64_t q = 0; q < k; q++) d[q * mr + r] = 0.0;
+      }
+    }
+  }
+}
+
+static void pack_b_f32(const gemm_plan *p, int64_t p0, int64_t k, int64_t j0, int64_t n, void *dst) {
+  const int nr = p->kern->nr;
+  const float *B = (const float *)p->B + p0 * p->rsB + j0 * p->csB;
+  float *d = dst;
+  for (int64_t j = 0; j < n; j += nr, d += nr * k) {
+    int64_t nn = n - j < nr ? n - j : nr;
+    const float *b = B + j * p->csB;
+    if (p->csB == 1 && nn == nr) { /* a row of the panel is contiguous */
+      for (int64_t q = 0; q < k; q++) memcpy(d + q * nr, b + q * p->rsB, nr * sizeof(float));
+    } else {
+      for (int c = 0; c < nr; c++) {
+        const float *s = b + c * p->csB;
+        if (c < nn)
+          for (int64_t q = 0; q < k; q++) d[q * nr + c] = s[q * p->rsB];
+        else
+          for (int64_t q = 0; q < k; q++) d[q * nr + c] = 0.0f;
+      }
+    }
+  }
+}
+
+static void pack_b_f64(const gemm_plan *p, int64_t p0, int64_t k, int64_t j0, int64_t n, void *dst) {
+  const int nr = p->kern->nr;
+  const double *B = (const double *)p->B + p0 * p->rsB + j0 * p->csB;
+  double *d = dst;
+  for (int64_t j = 0; j < n; j += nr, d += nr * k) {
+    int64_t nn = n - j < nr ? n - j : nr;
+    const double *b = B + j * p->csB;
+    if (p->csB == 1 && nn == nr) {
+      for (int64_t q = 0; q < k; q++) memcpy(d + q * nr, b + q * p->rsB, nr * sizeof(double));
+    } else {
+      for (int c = 0; c < nr; c++) {
+        const double *s = b + c * p->csB;
+        if (c < nn)
+          for (int64_t q = 0; q < k; q++) d[q * nr + c] = s[q * p->rsB];
+        else
+          for (int64_t q = 0; q < k; q++) d[q * nr + c] = 0.0;
+      }
+    }
+  }
+}
+
+/* ---- macro-kernels: every MR x NR tile of an m x n block of C -------------------------------- */
+
+/* Partial tiles run the full kernel into a scratch tile, then merge the valid part; beta == 0
+ * still never reads C. `first` is whether this is the first KC block (later blocks add: beta 1). */
+static void macro_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t k,
+                      const void *pa, const void *pb, int first) {
+  const int mr = p->kern->mr, nr = p->kern->nr;
+  const float alpha = (float)p->alpha, beta = first ? (float)p->beta : 1.0f;
+  float *C = (float *)p->C + i0 * p->rsC + j0 * p->csC;
+  _Alignas(64) float t[MS_GEMM_MAX_TILE];
+  for (int64_t j = 0; j < n; j += nr) {
+    const float *b = (const float *)pb + j * k;
+    for (int64_t i = 0; i < m; i += mr) {
+      const float *a = (const float *)pa + i * k;
+      float *c = C + i * p->rsC + j * p->csC;
+      if (m - i >= mr && n - j >= nr) {
+        p->kern->sukr(k, alpha, a, b, beta, c, p->rsC, p->csC);
+        continue;
+      }
+      int64_t mm = m - i < mr ? m - i : mr, nn = n - j < nr ? n - j : nr;
+      p->kern->sukr(k, 1.0f, a, b, 0.0f, t, nr, 1);
+      for (int64_t r = 0; r < mm; r++)
+        for (int64_t q = 0; q < nn; q++) {
+          float *cij = c + r * p->rsC + q * p->csC;
+          *cij = beta == 0.0f ? alpha * t[r * nr + q] : alpha * t[r * nr + q] + beta * *cij;
+        }
+    }
+  }
+}
+
+static void macro_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t k,
+                      const void *pa, const void *pb, int first) {
+  const int mr = p->kern->mr, nr = p->kern->nr;
+  const double alpha = p->alpha, beta = first ? p->beta : 1.0;
+  double *C = (double *)p->C + i0 * p->rsC + j0 * p->csC;
+  _Alignas(64) double t[MS_GEMM_MAX_TILE];
+  for (int64_t j = 0; j < n; j += nr) {
+    const double *b = (const double *)pb + j * k;
+    for (int64_t i = 0; i < m; i += mr) {
+      const double *a = (const double *)pa + i * k;
+      double *c = C + i * p->rsC + j * p->csC;
+      if (m - i >= mr && n - j >= nr) {
+        p->kern->dukr(k, alpha, a, b, beta, c, p->rsC, p->csC);
+        continue;
+      }
+      int64_t mm = m - i < mr ? m - i : mr, nn = n - j < nr ? n - j : nr;
+      p->kern->dukr(k, 1.0, a, b, 0.0, t, nr, 1);
+      for (int64_t r = 0; r < mm; r++)
+        for (int64_t q = 0; q < nn; q++) {
+          double *cij = c + r * p->rsC + q * p->csC;
+          *cij = beta == 0.0 ? alpha * t[r * nr + q] : alpha * t[r * nr + q] + beta * *cij;
+        }
+    }
+  }
+}
+
+/* ---- unpacked fallbacks: used only when a packing buffer cannot be allocated ------------------ */
+
+static void naive_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t p0,
+                      int64_t k, int first) {
+  const float *A = (const float *)p->A, *B = (const float *)p->B;
+  float *C = (float *)p->C;
+  const float alpha = (float)p->alpha, beta = first ? (float)p->beta : 1.0f;
+  for (int64_t i = i0; i < i0 + m; i++)
+    for (int64_t j = j0; j < j0 + n; j++) {
+      float s = 0.0f;
+      for (int64_t q = p0; q < p0 + k; q++) s += A[i * p->rsA + q * p->csA] * B[q * p->rsB + j * p->csB];
+      float *cij = C + i * p->rsC + j * p->csC;
+      *cij = beta == 0.0f ? alpha * s : alpha * s + beta * *cij;
+    }
+}
+
+static void naive_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t p0,
+                      int64_t k, int first) {
+  const double *A = (const double *)p->A, *B = (const double *)p->B;
+  double *C = (double *)p->C;
+  const double beta = first ? p->beta : 1.0;
+  for (int64_t i = i0; i < i0 + m; i++)
+    for (int64_t j = j0; j < j0 + n; j++) {
+      double s = 0.0;
+      for (int64_t q = p0; q < p0 + k; q++) s += A[i * p->rsA + q * p->csA] * B[q * p->rsB + j * p->csB];
+      double *cij = C + i * p->rsC + j * p->csC;
+      *cij = beta == 0.0 ? p->alpha * s : p->alpha * s + beta * *cij;
+    }
+}
+
+/* ---- kernels per ISA and dtype --------------------------------------------------------------- */
+
+/* Blocking: KC x NR of B (one micro-panel) stays in L1 while the MC x KC block of A streams from
+ * L2; MC is a multiple of MR. Chosen by measurement on Zen 3 (bench/sgemm_bench). */
+static const gemm_kernel s_kernels[] = {
+    [ISA_GENERIC] = {GEN_MR, GEN_SNR, 128, 256, 4096, sizeof(float), sukr_generic, NULL,
+                     pack_a_f32, pack_b_f32, macro_f32, naive_f32},
+    [ISA_AVX2] = {MS_SGEMM_AVX2_MR, MS_SGEMM_AVX2_NR, 144, 256, 4080, sizeof(float),
+                  ms_k_sgemm_ukr_avx2, NULL, pack_a_f32, pack_b_f32, macro_f32, naive_f32},
+    [ISA_AVX512] = {MS_SGEMM_AVX512_MR, MS_SGEMM_AVX512_NR, 144, 256, 4096, sizeof(float),
+                    ms_k_sgemm_ukr_avx512, NULL, pack_a_f32, pack_b_f32, macro_f32, naive_f32},
+};
+static const gemm_kernel d_kernels[] = {
+    [ISA_GENERIC] = {GEN_MR, GEN_DNR, 64, 256, 4096, sizeof(double), NULL, dukr_generic,
+                     pack_a_f64, pack_b_f64, macro_f64, naive_f64},
+    [ISA_AVX2] = {MS_DGEMM_AVX2_MR, MS_DGEMM_AVX2_NR, 72, 256, 4080, sizeof(double), NULL,
+                  ms_k_dgemm_ukr_avx2, pack_a_f64, pack_b_f64, macro_f64, naive_f64},
+    [ISA_AVX512] = {MS_DGEMM_AVX512_MR, MS_DGEMM_AVX512_NR, 72, 256, 4096, sizeof(double), NULL,
+                    ms_k_dgemm_ukr_avx512, pack_a_f64, pack_b_f64, macro_f64, naive_f64},
+};
+
+/* ---- ISA selection --------------------------------------------------------------------------- */
+
+static int detect_isa(void) {
+  __builtin_cpu_init();
+  int best = ISA_GENERIC;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = ISA_AVX2;
+  /* The AVX-512 file is built with BW/DQ/VL too, so the compiler may use any of them. */
+  if (best == ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    best = ISA_AVX512;
+  /* MS_GEMM_ISA may force a lower path (to test each on one machine), never a higher one. */
+  const char *env = getenv("MS_GEMM_ISA");
+  for (int i = 0; env && i < best; i++)
+    if (strcmp(env, isa_names[i]) == 0) return i;
+  return best;
+}
+
+static int gemm_isa(void) {
+  static _Atomic int isa = -1; /* racing first calls compute the same value */
+  int v = atomic_load_explicit(&isa, memory_order_relaxed);
+  if (v < 0) {
+    v = detect_isa();
+    atomic_store_explicit(&isa, v, memory_order_relaxed);
+  }
+  return v;
+}
+
+const char *ms_k_gemm_isa(void) { return isa_names[gemm_isa()]; }
+
+/* ---- per-thread packing buffers: kept between calls, freed when their thread exits ------------ */
+
+typedef struct {
+  void *ptr[2];
+  size_t size[2];
+} thread_bufs;
+enum { BUF_A, BUF_B };
+
+static pthread_key_t bufs_key;
+static pthread_once_t bufs_once = PTHREAD_ONCE_INIT;
+
+static void bufs_free(void *v) {
+  thread_bufs *b = v;
+  free(b->ptr[BUF_A]);
+  free(b->ptr[BUF_B]);
+  free(b);
+}
+
+static void bufs_init(void) { pthread_key_create(&bufs_key, bufs_free); }
+
+/* A 64-byte aligned buffer of at least `size` bytes for this thread, or NULL if out of memory. */
+static void *thread_buffer(int which, size_t size) {
+  pthread_once(&bufs_once, bufs_init);
+  thread_bufs *b = pthread_getspecific(bufs_key);
+  if (!b) {
+    b = calloc(1, sizeof *b);
+    if (!b || pthread_setspecific(bufs_key, b) != 0) {
+      free(b);
+      return NULL;
+    }
+  }
+  if (b->size[which] < size) {
+    size = (size + 4095) & ~(size_t)4095;
+    free(b->ptr[which]);
+    b->ptr[which] = aligned_alloc(64, size);
+    b->size[which] = b->ptr[which] ? size : 0;
+  }
+  return b->ptr[which];
+}
+
+/* ---- the threaded driver --------------------------------------------------------------------- */
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/* The team's barrier around the shared B panel: spin briefly, then yield, so an oversubscribed
+ * machine (several ranks on few cores) still makes progress. */
+static void team_barrier(gemm_plan *p, int nt) {
+  if (nt <= 1) return;
+  int phase = atomic_load(&p->bar_phase);
+  if (atomic_fetch_add(&p->bar_count, 1) == nt - 1) {
+    atomic_store(&p->bar_count, 0);
+    atomic_store(&p->bar_phase, phase + 1);
+    return;
+  }
+  for (int spins = 0; atomic_load(&p->bar_phase) == phase; spins++) {
+    if (spins < 4000) cpu_relax();
+    else sched_yield();
+  }
+}
+
+/* Splits `units` into `parts` contiguous nearly equal pieces; returns piece `i` as [*b, *e). */
+static void split(int64_t units, int parts, int i, int64_t *b, int64_t *e) {
+  int64_t q = units / parts, r = units % parts;
+  *b = i * q + (i < r ? i : r);
+  *e = *b + q + (i < r ? 1 : 0);
+}
+
+/* Row groups x column groups for nt threads: the split whose per-thread block of C is the most
+ * square, so packed A (shared along a row group) and packed B are both reused well. */
+static void choose_grid(const gemm_plan *p, int nt, int *tm, int *tn) {
+  double best = -1.0;
+  *tm = nt;
+  *tn = 1;
+  for (int a = 1; a <= nt; a++) {
+    if (nt % a) continue;
+    double bm = (double)p->M / a, bn = (double)p->N / (nt / a);
+    double score = bm < bn ? bm / bn : bn / bm;
+    if (score > best + 1e-9) {
+      best = score;
+      *tm = a;
+      *tn = nt / a;
+    }
+  }
+}
+
+static void gemm_member(void *ctx, int t, int nt) {
+  gemm_plan *p = ctx;
+  const gemm_kernel *kr = p->kern;
+  int tm, tn;
+  choose_grid(p, nt, &tm, &tn);
+  int ti = t % tm, tj = t / tm;
+  int64_t m0, m1;
+  split((p->M + kr->mr - 1) / kr->mr, tm, ti, &m0, &m1);
+  m0 *= kr->mr;
+  m1 = m1 * kr->mr < p->M ? m1 * kr->mr : p->M;
+  int64_t mc_cap = m1 - m0 < kr->mc ? ((m1 - m0 + kr->mr - 1) / kr->mr) * kr->mr : kr->mc;
+  int64_t kc_cap = p->K < kr->kc ? p->K : kr->kc;
+  char *apack = m1 > m0 ? thread_buffer(BUF_A, (size_t)(mc_cap * kc_cap) * kr->es) : NULL;
+  for (int64_t jc = 0; jc < p->N; jc += kr->nc) {
+    int64_t nc = p->N - jc < kr->nc ? p->N - jc : kr->nc;
+    int64_t npanels = (nc + kr->nr - 1) / kr->nr;
+    for (int64_t pc = 0; pc < p->K; pc += kr->kc) {
+      int64_t kc = p->K - pc < kr->kc ? p->K - pc : kr->kc;
+      int first = pc == 0;
+      int64_t b0, b1; /* this thread's share of the packing */
+      split(npanels, nt, t, &b0, &b1);
+      team_barrier(p, nt); /* everyone is done with the previous panel */
+      if (b1 > b0) {
+        int64_t jb = b0 * kr->nr, je = b1 * kr->nr < nc ? b1 * kr->nr : nc;
+        kr->pack_b(p, pc, kc, jc + jb, je - jb, p->bpack + (size_t)(jb * kc) * kr->es);
+      }
+      team_barrier(p, nt);
+      int64_t c0, c1; /* this thread's columns of the panel */
+      split(npanels, tn, tj, &c0, &c1);
+      int64_t j0 = c0 * kr->nr, j1 = c1 * kr->nr < nc ? c1 * kr->nr : nc;
+      if (j1 <= j0) continue;
+      for (int64_t ic = m0; ic < m1; ic += kr->mc) {
+        int64_t mc = m1 - ic < kr->mc ? m1 - ic : kr->mc;
+        if (!apack) {
+          kr->naive(p, ic, mc, jc + j0, j1 - j0, pc, kc, first);
+          continue;
+        }
+        kr->pack_a(p, ic, mc, pc, kc, apack);
+        kr->macro(p, ic, mc, jc + j0, j1 - j0, kc, apack, p->bpack + (size_t)(j0 * kc) * kr->es,
+                  first);
+      }
+    }
+  }
+}
+
+/* C = beta * C alone (K == 0 or alpha == 0): BLAS semantics, A and B are not read. */
+static void scale_c(const gemm_plan *p) {
+  for (int64_t i = 0; i < p->M; i++)
+    for (int64_t j = 0; j < p->N; j++) {
+      if (p->kern->es == sizeof(float)) {
+        float *c = (float *)p->C + i * p->rsC + j * p->csC;
+        *c = p->beta == 0.0 ? 0.0f : (float)p->beta * *c;
+      } else {
+        double *c = (double *)p->C + i * p->rsC + j * p->csC;
+        *c = p->beta == 0.0 ? 0.0 : p->beta * *c;
+      }
+    }
+}
+
+static void gemm_run(gemm_plan *p) {
+  if (p->M <= 0 || p->N <= 0) return;
+  if (p->K <= 0 || p->alpha == 0.0) {
+    scale_c(p);
+    return;
+  }
+  /* Column-major C: compute C^T = B^T A^T instead, so the kernels store along rows. */
+  if (p->csC != 1 && p->rsC == 1) {
+    int64_t t = p->M;
+    p->M = p->N;
+    p->N = t;
+    const char *x = p->A;
+    p->A = p->B;
+    p->B = x;
+    int64_t rsA = p->rsA, csA = p->csA;
+    p->rsA = p->csB;
+    p->csA = p->rsB;
+    p->rsB = csA;
+    p->csB = rsA;
+    p->rsC = p->csC;
+    p->csC = 1;
+  }
+  const gemm_kernel *kr = p->kern;
+  double work = (double)p->M * (double)p->N * (double)p->K;
+  int nt = ms_k_get_num_threads();
+  if (work / MIN_WORK_PER_THREAD < nt) nt = work < MIN_WORK_PER_THREAD ? 1 : (int)(work / MIN_WORK_PER_THREAD);
+  int64_t kc_cap = p->K < kr->kc ? p->K : kr->kc;
+  int64_t nc_cap = p->N < kr->nc ? (p->N + kr->nr - 1) / kr->nr * kr->nr : kr->nc;
+  p->bpack = thread_buffer(BUF_B, (size_t)(kc_cap * nc_cap) * kr->es);
+  if (!p->bpack) {
+    kr->naive(p, 0, p->M, 0, p->N, 0, p->K, 1);
+    return;
+  }
+  atomic_init(&p->bar_count, 0);
+  atomic_init(&p->bar_phase, 0);
+  ms_k_parallel_team(nt, gemm_member, p);
+}
+
+void ms_k_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t rsA,
+                int64_t csA, const float *B, int64_t rsB, int64_t csB, float beta, float *C,
+                int64_t rsC, int64_t csC) {
+  gemm_plan p = {.M = M, .N = N, .K = K, .A = (const char *)A, .B = (const char *)B,
+                 .C = (char *)C, .rsA = rsA, .csA = csA, .rsB = rsB, .csB = csB, .rsC = rsC,
+                 .csC = csC, .alpha = alpha, .beta = beta, .kern = &s_kernels[gemm_isa()]};
+  gemm_run(&p);
+}
+
+void ms_k_dgemm(int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t rsA,
+                int64_t csA, const double *B, int64_t rsB, int64_t csB, double beta, double *C,
+                int64_t rsC, int64_t csC) {
+  gemm_plan p = {.M = M, .N = N, .K = K, .A = (const char *)A, .B = (const char *)B,
+                 .C = (char *)C, .rsA = rsA, .csA = csA, .rsB = rsB, .csB = csB, .rsC = rsC,
+                 .csC = csC, .alpha = alpha, .beta = beta, .kern = &d_kernels[gemm_isa()]};
+  gemm_run(&p);
+}

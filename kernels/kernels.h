@@ -1,0 +1,131 @@
+/* kernels.h: the raw compute interface of moonshard. Kernels see pointers, element counts and
+ * element strides only, never an ms_tensor; the engine chooses the kernel and checks every rule
+ * (shapes, dtypes, broadcasting) before it calls one. Every function here has a CPU body in
+ * kernels/cpu/; CUDA bodies with the same signatures arrive with the CUDA backend. */
+#ifndef MS_KERNELS_H
+#define MS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- thread pool (kernels/cpu/threadpool.c) ------------------------------------------------ */
+/* One pool per process, shared by every kernel. fn(ctx, begin, end) is called on disjoint
+ * ranges covering [0, n); ranges are at least `grain` long, so small loops stay on the caller. */
+typedef void (*ms_k_range_fn)(void *ctx, int64_t begin, int64_t end);
+void ms_k_parallel_for(int64_t n, int64_t grain, ms_k_range_fn fn, void *ctx);
+/* Runs fn(ctx, t, nthreads) once on each of nthreads threads (t = 0 is the caller). */
+typedef void (*ms_k_team_fn)(void *ctx, int t, int nthreads);
+void ms_k_parallel_team(int nthreads, ms_k_team_fn fn, void *ctx);
+void ms_k_set_num_threads(int n); /* n >= 1; takes effect for the next parallel region */
+int ms_k_get_num_threads(void);
+/* The pool's default size: MS_NUM_THREADS if set, else the number of online cores. */
+int ms_k_default_num_threads(void);
+
+/* ---- GEMM (kernels/cpu/gemm*.c) --------------------------------------------------------- */
+/* C = alpha * A * B + beta * C. A is M x K, B is K x N, C is M x N, each given by a pointer and
+ * two element strides (rs: from one row to the next, cs: from one column to the next), so a
+ * transposed or otherwise strided view is passed by swapping or choosing strides, never copied
+ * by the caller. beta == 0 means C is not read (it may hold NaNs). Multi-threaded over the pool. */
+void ms_k_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t rsA,
+                int64_t csA, const float *B, int64_t rsB, int64_t csB, float beta, float *C,
+                int64_t rsC, int64_t csC);
+void ms_k_dgemm(int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t rsA,
+                int64_t csA, const double *B, int64_t rsB, int64_t csB, double beta, double *C,
+                int64_t rsC, int64_t csC);
+/* Which micro-kernel the CPU was found to support: "avx512", "avx2" or "generic". */
+const char *ms_k_gemm_isa(void);
+
+/* ---- element types as the kernels know them: the same order as the engine's ms_dtype ------ */
+typedef enum ms_k_dtype {
+  MS_K_F32, MS_K_F64, MS_K_BF16, MS_K_F16, MS_K_I64, MS_K_I32, MS_K_U8, MS_K_BOOL
+} ms_k_dtype;
+
+/* ---- conversions (kernels/cpu/cast.c) ------------------------------------------------------ */
+float ms_k_bf16_to_f32(uint16_t h);
+uint16_t ms_k_f32_to_bf16(float f); /* round to nearest even; NaN stays NaN */
+float ms_k_f16_to_f32(uint16_t h);
+uint16_t ms_k_f32_to_f16(float f);
+/* dst[i*ds] = (dst dtype) src[i*ss] for i < n. Floating to integer truncates toward zero (NaN
+ * and out-of-range values give the integer type's minimum, never undefined behaviour). */
+void ms_k_cast(int64_t n, void *dst, ms_k_dtype dt, int64_t ds, const void *src, ms_k_dtype st,
+               int64_t ss);
+/* dst[i*ds] = value converted to dt. */
+void ms_k_fill(int64_t n, void *dst, ms_k_dtype dt, int64_t ds, double value);
+
+/* ---- elementwise (kernels/cpu/elementwise.c) ------------------------------------------------
+ * Compute dtypes are F32, F64 and I64; the engine converts other dtypes first. Comparisons and
+ * logical ops write bool (one byte, 0 or 1); everything else writes the compute dtype. */
+typedef enum ms_k_binop {
+  MS_K_ADD, MS_K_SUB, MS_K_MUL, MS_K_DIV, MS_K_POW, MS_K_MAXIMUM, MS_K_MINIMUM,
+  MS_K_EQ, MS_K_NE, MS_K_LT, MS_K_LE, MS_K_GT, MS_K_GE, MS_K_AND, MS_K_OR
+} ms_k_binop;
+void ms_k_binary(ms_k_binop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
+                 int64_t sa, const void *b, int64_t sb);
+typedef enum ms_k_unop {
+  MS_K_NEG, MS_K_ABS, MS_K_EXP, MS_K_LOG, MS_K_SQRT, MS_K_RSQRT, MS_K_TANH, MS_K_SIGMOID,
+  MS_K_RELU, MS_K_NOT, MS_K_SIGN, MS_K_FLOOR, MS_K_CEIL, MS_K_ROUND, MS_K_SIN, MS_K_COS,
+  MS_K_LOG1P, MS_K_EXPM1, MS_K_RECIPROCAL, MS_K_SQUARE
+} ms_k_unop;
+/* I64 supports NEG, ABS, RELU, NOT, SIGN, FLOOR, CEIL, ROUND, SQUARE; the engine sends the rest
+ * to a floating dtype. */
+void ms_k_unary(ms_k_unop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
+                int64_t sa);
+/* out = min(max(a, lo), hi) with either bound optional; NaN stays NaN. */
+void ms_k_clamp(ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a, int64_t sa,
+                const double *lo, const double *hi);
+/* out = cond ? a : b, cond is bool. */
+void ms_k_where(ms_k_dtype dt, int64_t n, void *out, int64_t so, const uint8_t *cond, int64_t sc,
+                const void *a, int64_t sa, const void *b, int64_t sb);
+
+/* ---- reductions of one strided row (kernels/cpu/reduce.c) ------------------------------------ */
+typedef enum ms_k_redop {
+  MS_K_RSUM, MS_K_RPROD, MS_K_RMAX, MS_K_RMIN, MS_K_RARGMAX, MS_K_RARGMIN,
+  MS_K_RMOMENTS, /* mean and the sum of squared deviations (Welford) */
+  MS_K_RPOWSUM,  /* sum |x|^p; p = INFINITY gives max |x| */
+} ms_k_redop;
+typedef struct ms_k_reduce_result {
+  double f;      /* floating results; RMOMENTS: the mean */
+  double m2;     /* RMOMENTS: sum of squared deviations */
+  int64_t i;     /* I64 sums, products, max and min */
+  int64_t index; /* ARGMAX / ARGMIN: 0-based position of the first extreme (a NaN wins) */
+} ms_k_reduce_result;
+/* Reduces src[i*stride] for i < n (n >= 1 for max/min/arg*). dt is F32, F64 or I64. Floating
+ * sums accumulate in double. Max and min propagate NaN. */
+void ms_k_reduce_row(ms_k_redop op, ms_k_dtype dt, int64_t n, const void *src, int64_t stride,
+                     double p, ms_k_reduce_result *out);
+
+/* ---- random numbers (kernels/cpu/philox.c) ---- */
+/* Philox 4x32-10 (Salmon et al., SC'11; Random123's constants): the 128-bit block `out` for the
+ * counter `ctr` under `key`. */
+void ms_k_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* The fills below are pure functions of (seed, offset, element index i), whatever the threads:
+ * element i reads block number B = offset + i / L, i.e. counter {low word of B, high word of B,
+ * 0, 0} under key {low word of seed, high word of seed}, and takes lane i % L of it. L = 4 for
+ * 32-bit draws (uniform_f32, normal_f32, bernoulli: lane k is word k) and L = 2 for 64-bit draws
+ * (uniform_f64, normal_f64, randint_i64, u64: lane k is word 2k | word 2k+1 << 32). Normals are
+ * Box-Muller pairs of neighbouring lanes (words 0,1 -> elements 0,1 and words 2,3 -> 2,3 for f32;
+ * the two 64-bit lanes -> elements 0,1 for f64). A call consumes ms_k_philox_blocks(n, L)
+ * blocks; the caller advances its offset by that much so the next call gets fresh numbers. */
+static inline int64_t ms_k_philox_blocks(int64_t n, int lanes) {
+  return n <= 0 ? 0 : (n + lanes - 1) / lanes;
+}
+/* Uniform in [low, high) from the top 24 (f32) or 53 (f64) bits; low >= high gives low. */
+void ms_k_philox_uniform_f32(uint64_t seed, uint64_t offset, int64_t n, float *out, float low,
+                             float high);
+void ms_k_philox_uniform_f64(uint64_t seed, uint64_t offset, int64_t n, double *out, double low,
+                             double high);
+/* mean + std * N(0, 1). */
+void ms_k_philox_normal_f32(uint64_t seed, uint64_t offset, int64_t n, float *out, double mean,
+                            double std);
+void ms_k_philox_normal_f64(uint64_t seed, uint64_t offset, int64_t n, double *out, double mean,
+                            double std);
+/* Integers in [low, high) (low < high, any int64 span) by multiply-shift of 64 random bits. */
+void ms_k_philox_randint_i64(uint64_t seed, uint64_t offset, int64_t n, int64_t *out, int64_t low,
+                             int64_t high);
+/* The raw 64-bit draws (sort keys for randperm). */
+void ms_k_philox_u64(uint64_t seed, uint64_t offset, int64_t n, uint64_t *out);
+/* out[i] = 1 with probability p[i * ps] (ps = 0: one scalar p for all), else 0. */
+void ms_k_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, const double *p, int64_t ps,
+                           uint8_t *out);
+
+#endif

@@ -1,0 +1,315 @@
+/* l_create.c: tensor factories: ms.tensor from nested tables, zeros/ones/full/empty, arange,
+ * linspace, eye, the random factories and the *_like forms. Sizes come as integers or one
+ * table; an options table {dtype=, device=, requires_grad=} comes last. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ms_lua.h"
+
+/* ---- ms.tensor(nested_table) ------------------------------------------------------------------- */
+
+typedef struct nested_info {
+  int ndim;
+  int64_t shape[MS_MAX_DIMS];
+  bool has_float, has_int, has_bool;
+} nested_info;
+
+/* Finds the shape by following first elements, then checks every leaf while filling. */
+static void nested_shape(lua_State *L, int idx, nested_info *info) {
+  lua_pushvalue(L, idx);
+  while (lua_istable(L, -1) && !ms_lua_to_tensor(L, -1)) {
+    if (info->ndim == MS_MAX_DIMS) luaL_error(L, "tensor: nested tables deeper than %d levels", MS_MAX_DIMS);
+    info->shape[info->ndim++] = (int64_t)lua_rawlen(L, -1);
+    if (lua_rawlen(L, -1) == 0) break;
+    lua_rawgeti(L, -1, 1);
+    lua_remove(L, -2);
+  }
+  lua_pop(L, 1);
+}
+
+static void note_leaf_kind(lua_State *L, int idx, nested_info *info, const char *path) {
+  if (lua_type(L, idx) == LUA_TNUMBER) {
+    if (lua_isinteger(L, idx)) info->has_int = true;
+    else info->has_float = true;
+  } else if (lua_isboolean(L, idx)) {
+    info->has_bool = true;
+  } else {
+    luaL_error(L, "tensor: expected a number or a boolean at %s, got %s", path, ms_lua_describe(L, idx));
+  }
+}
+
+/* Walks the nested table at idx (depth d), checking lengths; with t set, stores the leaves. */
+static void nested_walk(lua_State *L, int idx, int d, nested_info *info, ms_tensor *t, int64_t *pos,
+                        char *path, size_t pathlen) {
+  if (d == info->ndim) {
+    if (!t) note_leaf_kind(L, idx, info, path);
+    else ms_tensor_set_flat(t, (*pos)++, lua_isboolean(L, idx) ? lua_toboolean(L, idx) : lua_tonumber(L, idx));
+    return;
+  }
+  if (!lua_istable(L, idx) || (int64_t)lua_rawlen(L, idx) != info->shape[d])
+    luaL_error(L, "tensor: expected a sequence of length %d at %s (the shape so far is set by "
+               "first elements), got %s", (int)info->shape[d], path,
+               lua_istable(L, idx) ? lua_pushfstring(L, "one of length %d", (int)lua_rawlen(L, idx))
+                                   : ms_lua_describe(L, idx));
+  for (int64_t i = 1; i <= info->shape[d]; i++) {
+    lua_rawgeti(L, idx, i);
+    size_t n = strlen(path);
+    snprintf(path + n, pathlen - n, "[%lld]", (long long)i);
+    nested_walk(L, lua_gettop(L), d + 1, info, t, pos, path, pathlen);
+    path[n] = '\0';
+    lua_pop(L, 1);
+  }
+}
+
+/* PyTorch's inference: any float -> float32; else any integer -> int64; else bool. */
+static ms_dtype inferred_dtype(const nested_info *info) {
+  if (info->has_float) return MS_FLOAT32;
+  if (info->has_int) return MS_INT64;
+  if (info->has_bool) return MS_BOOL;
+  return MS_FLOAT32; /* an empty table */
+}
+
+static int l_tensor(lua_State *L) {
+  ms_tensor *src = ms_lua_to_tensor(L, 1);
+  if (src) { /* a copy, as torch.tensor(t) makes */
+    ms_lua_factory_opts o = ms_lua_factory_options(L, 2, "tensor", src->dtype);
+    ms_tensor *t = ms_tensor_new_empty(src->ndim, src->shape, o.dtype);
+    if (!t || ms_tensor_copy_(t, src) != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
+    ms_lua_apply_factory_options(L, t, o, "tensor");
+    return ms_lua_push_result(L, t);
+  }
+  if (!lua_istable(L, 1) && lua_type(L, 1) != LUA_TNUMBER && !lua_isboolean(L, 1))
+    return ms_lua_arg_error(L, 1, "tensor", "data", "a number, a boolean, a (nested) table or a tensor");
+  nested_info info = {0};
+  char path[512] = "data";
+  nested_shape(L, 1, &info);
+  int64_t pos = 0;
+  nested_walk(L, 1, 0, &info, NULL, &pos, path, sizeof path);
+  ms_lua_factory_opts o = ms_lua_factory_options(L, 2, "tensor", inferred_dtype(&info));
+  ms_tensor *t = ms_tensor_new_empty(info.ndim, info.shape, o.dtype);
+  if (!t) return ms_lua_raise(L);
+  ms_lua_push_tensor(L, t); /* owned by Lua before the walk, which may raise */
+  pos = 0;
+  nested_walk(L, 1, 0, &info, t, &pos, path, sizeof path);
+  ms_lua_apply_factory_options(L, t, o, "tensor");
+  return 1;
+}
+
+/* ---- constant fills --------------------------------------------------------------------------- */
+
+static int fill_factory(lua_State *L, const char *fname, double value, bool uninitialised) {
+  int64_t shape[MS_MAX_DIMS];
+  int next;
+  int nd = ms_lua_check_sizes(L, 1, shape, fname, &next);
+  ms_lua_factory_opts o = ms_lua_factory_options(L, next, fname, MS_FLOAT32);
+  if (!lua_isnoneornil(L, next + 1))
+    return luaL_error(L, "%s: unexpected argument #%d after the options table (%s)", fname, next + 1,
+                      ms_lua_describe(L, next + 1));
+  ms_tensor *t = uninitialised ? ms_tensor_new_empty(nd, shape, o.dtype)
+                               : ms_tensor_new_full(nd, shape, o.dtype, value);
+  if (!t) return ms_lua_raise(L);
+  ms_lua_apply_factory_options(L, t, o, fname);
+  return ms_lua_push_result(L, t);
+}
+
+static int l_zeros(lua_State *L) { return fill_factory(L, "zeros", 0, false); }
+static int l_ones(lua_State *L) { return fill_factory(L, "ones", 1, false); }
+static int l_empty(lua_State *L) { return fill_factory(L, "empty", 0, true); }
+
+/* The dtype a plain fill value implies (torch.full infers it the same way). */
+static ms_dtype value_dtype(lua_State *L, int idx) {
+  if (lua_isboolean(L, idx)) return MS_BOOL;
+  return lua_isinteger(L, idx) ? MS_INT64 : MS_FLOAT32;
+}
+
+static double check_fill_value(lua_State *L, int idx, const char *fname) {
+  if (lua_isboolean(L, idx)) return lua_toboolean(L, idx);
+  if (lua_type(L, idx) != LUA_TNUMBER) ms_lua_arg_error(L, idx, fname, "fill_value", "a number or a boolean");
+  return lua_tonumber(L, idx);
+}
+
+/* full({2, 3}, 7) or full(2, 3, 7): the last number is the fill value. */
+static int l_full(lua_State *L) {
+  int64_t shape[MS_MAX_DIMS];
+  int next, nd, vidx;
+  if (lua_istable(L, 1)) {
+    nd = ms_lua_check_sizes(L, 1, shape, "full", &next);
+    vidx = next;
+  } else {
+    int top = 1;
+    while (lua_type(L, top + 1) == LUA_TNUMBER || lua_isboolean(L, top + 1)) top++;
+    vidx = top; /* sizes are 1 .. top-1 */
+    for (nd = 0; nd < vidx - 1; nd++) shape[nd] = ms_lua_check_integer(L, nd + 1, "full", "size");
+    if (vidx == 1 && !lua_isboolean(L, 1) && lua_type(L, 1) != LUA_TNUMBER)
+      return ms_lua_arg_error(L, 1, "full", "size", "sizes and a fill value");
+  }
+  double v = check_fill_value(L, vidx, "full");
+  ms_lua_factory_opts o = ms_lua_factory_options(L, vidx + 1, "full", value_dtype(L, vidx));
+  ms_tensor *t = ms_tensor_new_full(nd, shape, o.dtype, v);
+  if (!t) return ms_lua_raise(L);
+  ms_lua_apply_factory_options(L, t, o, "full");
+  return ms_lua_push_result(L, t);
+}
+
+/* ---- ranges ----------------------------------------------------------------------------------- */
+
+static int l_arange(lua_State *L) {
+  int nnum = 0;
+  while (nnum < 3 && lua_type(L, nnum + 1) == LUA_TNUMBER) nnum++;
+  if (nnum == 0) return ms_lua_arg_error(L, 1, "arange", "end", "a number");
+  bool all_int = true;
+  for (int i = 1; i <= nnum; i++) all_int = all_int && lua_isinteger(L, i);
+  double start = nnum >= 2 ? lua_tonumber(L, 1) : 0, end = nnum >= 2 ? lua_tonumber(L, 2) : lua_tonumber(L, 1);
+  double step = nnum == 3 ? lua_tonumber(L, 3) : 1;
+  ms_lua_factory_opts o = ms_lua_factory_options(L, nnum + 1, "arange", all_int ? MS_INT64 : MS_FLOAT32);
+  ms_tensor *t = ms_tensor_new_arange(start, end, step, o.dtype);
+  if (!t) return ms_lua_raise(L);
+  ms_lua_apply_factory_options(L, t, o, "arange");
+  return ms_lua_push_result(L, t);
+}
+
+static int l_linspace(lua_State *L) {
+  double start = luaL_checknumber(L, 1), end = luaL_checknumber(L, 2);
+  int64_t steps = ms_lua_check_integer(L, 3, "linspace", "steps");
+  ms_lua_factory_opts o = ms_lua_factory_options(L, 4, "linspace", MS_FLOAT32);
+  ms_tensor *t = ms_tensor_new_linspace(start, end, steps, o.dtype);
+  if (!t) return ms_lua_raise(L);
+  ms_lua_apply_factory_options(L, t, o, "linspace");
+  return ms_lua_push_result(L, t);
+}
+
+static int l_eye(lua_State *L) {
+  int64_t n = ms_lua_check_integer(L, 1, "eye", "n"), m = -1;
+  int optidx = 2;
+  if (lua_type(L, 2) == LUA_TNUMBER) m = ms_lua_check_integer(L, 2, "eye", "m"), optidx = 3;
+  if (n < 0 || (optidx == 3 && m < 0)) return luaL_error(L, "eye: sizes must be non-negative, got n=%d m=%d", (int)n, (int)m);
+  ms_lua_factory_opts o = ms_lua_factory_options(L, optidx, "eye", MS_FLOAT32);
+  ms_tensor *t = ms_tensor_new_eye(n, m, o.dtype);
+  if (!t) return ms_lua_raise(L);
+  ms_lua_apply_factory_options(L, t, o, "eye");
+  return ms_lua_push_result(L, t);
+}
+
+/* ---- random ------------------------------------------------------------------------------------ */
+
+typedef enum { RANDOM_UNIFORM, RANDOM_NORMAL } random_kind;
+
+static ms_tensor *random_fill(lua_State *L, ms_tensor *t, random_kind kind) {
+  ms_status st = kind == RANDOM_UNIFORM ? ms_tensor_uniform_(t, 0, 1) : ms_tensor_normal_(t, 0, 1);
+  if (st != MS_OK) ms_tensor_release(t), ms_lua_raise(L);
+  return t;
+}
+
+static int random_factory(lua_State *L, const char *fname, random_kind kind) {
+  int64_t shape[MS_MAX_DIMS];
+  int next;
+  int nd = ms_lua_check_sizes(L, 1, shape, fname, &next);
+  ms_lua_factory_opts o = ms_lua_factory_options(L, next, fname, MS_FLOAT32);
+  ms_tensor *t = ms_tensor_new_empty(nd, shape, o.dtype);
+  if (!t) return ms_lua_raise(L);
+  random_fill(L, t, kind);
+  ms_lua_apply_factory_options(L, t, o, fname);
+  return ms_lua_push_result(L, t);
+}
+
+static int l_rand(lua_State *L) { return random_factory(L, "rand", RANDOM_UNIFORM); }
+static int l_randn(lua_State *L) { return random_factory(L, "randn", RANDOM_NORMAL); }
+
+/* randint(low, high, size) or randint(high, size), as torch.randint. */
+static int l_randint(lua_State *L) {
+  int64_t low = 0, high, shape[MS_MAX_DIMS];
+  int sizeidx = 3, next;
+  if (lua_istable(L, 2)) {
+    high = ms_lua_check_integer(L, 1, "randint", "high");
+    sizeidx = 2;
+  } else {
+    low = ms_lua_check_integer(L, 1, "randint", "low");
+    high = ms_lua_check_integer(L, 2, "randint", "high");
+  }
+  if (!lua_istable(L, sizeidx)) return ms_lua_arg_error(L, sizeidx, "randint", "size", "a table of sizes");
+  int nd = ms_lua_check_sizes(L, sizeidx, shape, "randint", &next);
+  ms_lua_factory_opts o = ms_lua_factory_options(L, next, "randint", MS_INT64);
+  ms_tensor *t = ms_tensor_new_empty(nd, shape, o.dtype);
+  if (!t) return ms_lua_raise(L);
+  if (ms_tensor_randint_(t, low, high) != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
+  return ms_lua_push_result(L, t);
+}
+
+static int l_randperm(lua_State *L) {
+  int64_t n = ms_lua_check_integer(L, 1, "randperm", "n");
+  ms_lua_factory_opts o = ms_lua_factory_options(L, 2, "randperm", MS_INT64);
+  return ms_lua_push_result(L, ms_tensor_new_randperm(n, o.dtype));
+}
+
+/* bernoulli(p_tensor) draws each element with its probability; bernoulli(t, p) with one p. */
+static int l_bernoulli(lua_State *L) {
+  ms_tensor *p = ms_lua_check_tensor(L, 1, "bernoulli");
+  if (lua_type(L, 2) != LUA_TNUMBER) return ms_lua_push_result(L, ms_tensor_new_bernoulli(p));
+  ms_tensor *probs = ms_tensor_new_full(p->ndim, p->shape, ms_dtype_to_floating(p->dtype), lua_tonumber(L, 2));
+  if (!probs) return ms_lua_raise(L);
+  ms_tensor *t = ms_tensor_new_bernoulli(probs);
+  ms_tensor_release(probs);
+  return ms_lua_push_result(L, t);
+}
+
+/* ---- *_like ------------------------------------------------------------------------------------- */
+
+static int like_factory(lua_State *L, const char *fname, int kind, int optidx) {
+  ms_tensor *src = ms_lua_check_tensor(L, 1, fname);
+  ms_lua_factory_opts o = ms_lua_factory_options(L, optidx, fname, src->dtype);
+  ms_tensor *t = ms_tensor_new_empty(src->ndim, src->shape, o.dtype);
+  if (!t) return ms_lua_raise(L);
+  ms_status st = MS_OK;
+  switch (kind) {
+  case 0: st = ms_tensor_fill_(t, 0); break;
+  case 1: st = ms_tensor_fill_(t, 1); break;
+  case 2: st = ms_tensor_fill_(t, check_fill_value(L, 2, fname)); break;
+  case 3: break;
+  case 4: st = ms_tensor_uniform_(t, 0, 1); break;
+  case 5: st = ms_tensor_normal_(t, 0, 1); break;
+  }
+  if (st != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
+  ms_lua_apply_factory_options(L, t, o, fname);
+  return ms_lua_push_result(L, t);
+}
+
+static int l_zeros_like(lua_State *L) { return like_factory(L, "zeros_like", 0, 2); }
+static int l_ones_like(lua_State *L) { return like_factory(L, "ones_like", 1, 2); }
+static int l_full_like(lua_State *L) { return like_factory(L, "full_like", 2, 3); }
+static int l_empty_like(lua_State *L) { return like_factory(L, "empty_like", 3, 2); }
+static int l_rand_like(lua_State *L) { return like_factory(L, "rand_like", 4, 2); }
+static int l_randn_like(lua_State *L) { return like_factory(L, "randn_like", 5, 2); }
+
+static int l_randint_like(lua_State *L) {
+  ms_tensor *src = ms_lua_check_tensor(L, 1, "randint_like");
+  int64_t low = 0, high;
+  int optidx = 3;
+  if (lua_type(L, 3) == LUA_TNUMBER) {
+    low = ms_lua_check_integer(L, 2, "randint_like", "low");
+    high = ms_lua_check_integer(L, 3, "randint_like", "high");
+    optidx = 4;
+  } else {
+    high = ms_lua_check_integer(L, 2, "randint_like", "high");
+  }
+  ms_lua_factory_opts o = ms_lua_factory_options(L, optidx, "randint_like", src->dtype);
+  ms_tensor *t = ms_tensor_new_empty(src->ndim, src->shape, o.dtype);
+  if (!t) return ms_lua_raise(L);
+  if (ms_tensor_randint_(t, low, high) != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
+  return ms_lua_push_result(L, t);
+}
+
+void ms_lua_open_create(lua_State *L) {
+  static const luaL_Reg fns[] = {
+      {"tensor", l_tensor},         {"zeros", l_zeros},           {"ones", l_ones},
+      {"empty", l_empty},           {"full", l_full},             {"arange", l_arange},
+      {"linspace", l_linspace},     {"eye", l_eye},               {"rand", l_rand},
+      {"randn", l_randn},           {"randint", l_randint},       {"randperm", l_randperm},
+      {"zeros_like", l_zeros_like}, {"ones_like", l_ones_like},   {"full_like", l_full_like},
+      {"empty_like", l_empty_like}, {"rand_like", l_rand_like},   {"randn_like", l_randn_like},
+      {"randint_like", l_randint_like}, {NULL, NULL}};
+  lua_pushvalue(L, -2);
+  luaL_setfuncs(L, fns, 0);
+  lua_pop(L, 1);
+  ms_lua_register_both(L, "bernoulli", l_bernoulli);
+}

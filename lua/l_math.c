@@ -1,0 +1,476 @@
+/* l_math.c: elementwise math, comparisons, in-place forms, where/masked_fill, reductions,
+ * matrix products, conversions and element access, as functions (ms.add(a, b)) and methods
+ * (a:add(b)). Indices that reductions return are 1-based, like every index in Lua. */
+#include <math.h>
+#include <string.h>
+
+#include "ms_lua.h"
+
+/* luaconf.h defines l_floor as a macro; our binding of floor wants the name. */
+#undef l_floor
+
+/* ---- binary ---------------------------------------------------------------------------------------- */
+
+/* add(a, b, {alpha=}) and sub: a + alpha * b, as torch.add. */
+static int add_sub(lua_State *L, ms_binary_op op, const char *fname, bool inplace) {
+  static const char *const known[] = {"alpha", NULL};
+  ms_operand a = ms_lua_check_operand(L, 1, fname, "input");
+  ms_operand b = ms_lua_check_operand(L, 2, fname, "other");
+  double alpha = 1;
+  ms_lua_opt_number(ms_lua_check_opts(L, 3, fname, known), "alpha", &alpha);
+  ms_tensor *scaled = NULL;
+  if (alpha != 1) {
+    if (!(scaled = ms_binary(MS_OP_MUL, b, ms_operand_number(alpha, MS_FLOAT64)))) return ms_lua_raise(L);
+    b = ms_operand_tensor(scaled);
+  }
+  if (!inplace) {
+    ms_tensor *r = ms_binary(op, a, b);
+    ms_tensor_release(scaled);
+    return ms_lua_push_result(L, r);
+  }
+  ms_tensor *self = ms_lua_check_tensor(L, 1, fname);
+  ms_status st = ms_binary_(op, self, b);
+  ms_tensor_release(scaled);
+  ms_lua_check_status(L, st);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int l_add(lua_State *L) { return add_sub(L, MS_OP_ADD, "add", false); }
+static int l_sub(lua_State *L) { return add_sub(L, MS_OP_SUB, "sub", false); }
+static int l_add_(lua_State *L) { return add_sub(L, MS_OP_ADD, "add_", true); }
+static int l_sub_(lua_State *L) { return add_sub(L, MS_OP_SUB, "sub_", true); }
+
+static int binary(lua_State *L, ms_binary_op op) {
+  const char *fname = ms_binary_op_name(op);
+  ms_operand a = ms_lua_check_operand(L, 1, fname, "input");
+  ms_operand b = ms_lua_check_operand(L, 2, fname, "other");
+  return ms_lua_push_result(L, ms_binary(op, a, b));
+}
+
+static int binary_(lua_State *L, ms_binary_op op) {
+  ms_tensor *self = ms_lua_check_tensor(L, 1, ms_binary_op_name(op));
+  ms_lua_check_status(L, ms_binary_(op, self, ms_lua_check_operand(L, 2, ms_binary_op_name(op), "other")));
+  lua_settop(L, 1);
+  return 1;
+}
+
+#define BINARY_FN(name, OP)                                              \
+  static int l_##name(lua_State *L) { return binary(L, OP); }           \
+  static int l_##name##_(lua_State *L) { return binary_(L, OP); }
+BINARY_FN(mul, MS_OP_MUL)
+BINARY_FN(div, MS_OP_DIV)
+BINARY_FN(pow, MS_OP_POW)
+BINARY_FN(maximum, MS_OP_MAXIMUM)
+BINARY_FN(minimum, MS_OP_MINIMUM)
+BINARY_FN(eq, MS_OP_EQ)
+BINARY_FN(ne, MS_OP_NE)
+BINARY_FN(lt, MS_OP_LT)
+BINARY_FN(le, MS_OP_LE)
+BINARY_FN(gt, MS_OP_GT)
+BINARY_FN(ge, MS_OP_GE)
+BINARY_FN(logical_and, MS_OP_LOGICAL_AND)
+BINARY_FN(logical_or, MS_OP_LOGICAL_OR)
+
+/* ---- unary ------------------------------------------------------------------------------------------ */
+
+static int unary(lua_State *L, ms_unary_op op) {
+  return ms_lua_push_result(L, ms_unary(op, ms_lua_check_tensor(L, 1, ms_unary_op_name(op))));
+}
+
+static int unary_(lua_State *L, ms_unary_op op) {
+  ms_lua_check_status(L, ms_unary_(op, ms_lua_check_tensor(L, 1, ms_unary_op_name(op))));
+  lua_settop(L, 1);
+  return 1;
+}
+
+#define UNARY_FN(name, OP)                                               \
+  static int l_##name(lua_State *L) { return unary(L, OP); }            \
+  static int l_##name##_(lua_State *L) { return unary_(L, OP); }
+UNARY_FN(neg, MS_OP_NEG)
+UNARY_FN(abs, MS_OP_ABS)
+UNARY_FN(exp, MS_OP_EXP)
+UNARY_FN(log, MS_OP_LOG)
+UNARY_FN(sqrt, MS_OP_SQRT)
+UNARY_FN(rsqrt, MS_OP_RSQRT)
+UNARY_FN(tanh, MS_OP_TANH)
+UNARY_FN(sigmoid, MS_OP_SIGMOID)
+UNARY_FN(relu, MS_OP_RELU)
+UNARY_FN(logical_not, MS_OP_LOGICAL_NOT)
+UNARY_FN(sign, MS_OP_SIGN)
+UNARY_FN(floor, MS_OP_FLOOR)
+UNARY_FN(ceil, MS_OP_CEIL)
+UNARY_FN(round, MS_OP_ROUND)
+UNARY_FN(sin, MS_OP_SIN)
+UNARY_FN(cos, MS_OP_COS)
+UNARY_FN(log1p, MS_OP_LOG1P)
+UNARY_FN(expm1, MS_OP_EXPM1)
+UNARY_FN(reciprocal, MS_OP_RECIPROCAL)
+UNARY_FN(square, MS_OP_SQUARE)
+
+/* clamp(t, min, max) with either nil, or clamp(t, {min=, max=}). */
+static int clamp(lua_State *L, bool inplace) {
+  const char *fname = inplace ? "clamp_" : "clamp";
+  ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
+  double lo, hi;
+  bool has_lo, has_hi;
+  if (lua_istable(L, 2)) {
+    static const char *const known[] = {"min", "max", NULL};
+    ms_lua_opts o = ms_lua_check_opts(L, 2, fname, known);
+    has_lo = ms_lua_opt_number(o, "min", &lo);
+    has_hi = ms_lua_opt_number(o, "max", &hi);
+  } else {
+    has_lo = !lua_isnoneornil(L, 2), has_hi = !lua_isnoneornil(L, 3);
+    if (has_lo && lua_type(L, 2) != LUA_TNUMBER) ms_lua_arg_error(L, 2, fname, "min", "a number or nil");
+    if (has_hi && lua_type(L, 3) != LUA_TNUMBER) ms_lua_arg_error(L, 3, fname, "max", "a number or nil");
+    lo = lua_tonumber(L, 2), hi = lua_tonumber(L, 3);
+  }
+  const double *plo = has_lo ? &lo : NULL, *phi = has_hi ? &hi : NULL;
+  if (!inplace) return ms_lua_push_result(L, ms_clamp(t, plo, phi));
+  ms_lua_check_status(L, ms_clamp_(t, plo, phi));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int l_clamp(lua_State *L) { return clamp(L, false); }
+static int l_clamp_(lua_State *L) { return clamp(L, true); }
+
+/* where(cond, a, b) as torch.where; the method form x:where(cond, y) as Tensor.where. */
+static int l_where(lua_State *L) {
+  ms_tensor *cond = ms_lua_check_tensor(L, 1, "where");
+  ms_operand a = ms_lua_check_operand(L, 2, "where", "input");
+  ms_operand b = ms_lua_check_operand(L, 3, "where", "other");
+  return ms_lua_push_result(L, ms_where(cond, a, b));
+}
+
+static int l_where_method(lua_State *L) {
+  ms_operand self = ms_lua_check_operand(L, 1, "where", "self");
+  ms_tensor *cond = ms_lua_check_tensor(L, 2, "where");
+  ms_operand other = ms_lua_check_operand(L, 3, "where", "other");
+  return ms_lua_push_result(L, ms_where(cond, self, other));
+}
+
+static double check_scalar(lua_State *L, int idx, const char *fname, const char *what) {
+  if (lua_isboolean(L, idx)) return lua_toboolean(L, idx);
+  if (lua_type(L, idx) != LUA_TNUMBER) ms_lua_arg_error(L, idx, fname, what, "a number");
+  return lua_tonumber(L, idx);
+}
+
+static int l_masked_fill(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "masked_fill"), *mask = ms_lua_check_tensor(L, 2, "masked_fill");
+  return ms_lua_push_result(L, ms_masked_fill(t, mask, check_scalar(L, 3, "masked_fill", "value")));
+}
+
+static int l_masked_fill_(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "masked_fill_"), *mask = ms_lua_check_tensor(L, 2, "masked_fill_");
+  ms_lua_check_status(L, ms_masked_fill_(t, mask, check_scalar(L, 3, "masked_fill_", "value")));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int l_fill_(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "fill_");
+  ms_lua_check_status(L, ms_tensor_fill_(t, check_scalar(L, 2, "fill_", "value")));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int l_zero_(lua_State *L) {
+  ms_lua_check_status(L, ms_tensor_zero_(ms_lua_check_tensor(L, 1, "zero_")));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int l_copy_(lua_State *L) {
+  ms_tensor *dst = ms_lua_check_tensor(L, 1, "copy_"), *src = ms_lua_check_tensor(L, 2, "copy_");
+  ms_lua_check_status(L, ms_tensor_copy_(dst, src));
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* ---- reductions -------------------------------------------------------------------------------------- */
+
+/* Reads (dim?, keepdim-or-options?) after the tensor: sum(), sum(2), sum(2, true),
+ * sum(2, {keepdim=true}), sum({dim=2, keepdim=true}). */
+static ms_reduce_opts reduce_args(lua_State *L, const ms_tensor *t, const char *fname, int *next_idx) {
+  static const char *const known[] = {"dim", "keepdim", "correction", "unbiased", "p", NULL};
+  ms_reduce_opts o = {.all = true, .correction = 1, .p = 2};
+  int idx = 2;
+  if (lua_type(L, idx) == LUA_TNUMBER) {
+    o.all = false;
+    o.dim = ms_lua_check_dim(L, idx++, t->ndim, fname, "dim");
+  }
+  if (lua_isboolean(L, idx)) o.keepdim = lua_toboolean(L, idx++);
+  else if (lua_istable(L, idx)) {
+    ms_lua_opts opts = ms_lua_check_opts(L, idx, fname, known);
+    lua_getfield(L, idx, "dim");
+    if (!lua_isnil(L, -1)) o.all = false, o.dim = ms_lua_check_dim(L, lua_gettop(L), t->ndim, fname, "dim");
+    lua_pop(L, 1);
+    ms_lua_opt_bool(opts, "keepdim", &o.keepdim);
+    ms_lua_opt_integer(opts, "correction", &o.correction);
+    bool unbiased;
+    if (ms_lua_opt_bool(opts, "unbiased", &unbiased)) o.correction = unbiased ? 1 : 0;
+    ms_lua_opt_number(opts, "p", &o.p);
+    idx++;
+  }
+  if (next_idx) *next_idx = idx;
+  return o;
+}
+
+static int reduce(lua_State *L, ms_reduce_op op, const char *fname) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
+  return ms_lua_push_result(L, ms_reduce(op, t, reduce_args(L, t, fname, NULL)));
+}
+
+static int l_sum(lua_State *L) { return reduce(L, MS_RED_SUM, "sum"); }
+static int l_mean(lua_State *L) { return reduce(L, MS_RED_MEAN, "mean"); }
+static int l_prod(lua_State *L) { return reduce(L, MS_RED_PROD, "prod"); }
+static int l_var(lua_State *L) { return reduce(L, MS_RED_VAR, "var"); }
+static int l_std(lua_State *L) { return reduce(L, MS_RED_STD, "std"); }
+
+/* norm(t, p?, dim?, keepdim?) with p first as in torch.norm ("fro" is 2, "inf" infinity). */
+static int l_norm(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "norm");
+  double p = 2;
+  bool p_given = lua_type(L, 2) == LUA_TSTRING || lua_type(L, 2) == LUA_TNUMBER;
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    const char *s = lua_tostring(L, 2);
+    if (strcmp(s, "fro") != 0 && strcmp(s, "inf") != 0)
+      return ms_lua_arg_error(L, 2, "norm", "p", "a number, \"fro\" or \"inf\"");
+    p = strcmp(s, "inf") == 0 ? INFINITY : 2;
+    lua_remove(L, 2);
+  } else if (lua_type(L, 2) == LUA_TNUMBER) {
+    p = lua_tonumber(L, 2);
+    lua_remove(L, 2);
+  }
+  ms_reduce_opts o = reduce_args(L, t, "norm", NULL);
+  if (p_given) o.p = p;
+  return ms_lua_push_result(L, ms_reduce(MS_RED_NORM, t, o));
+}
+
+/* Adds 1 to an int64 tensor of 0-based positions so Lua sees 1-based ones. */
+static ms_tensor *one_based(lua_State *L, ms_tensor *indices) {
+  if (!indices) ms_lua_raise(L);
+  ms_status st = ms_binary_(MS_OP_ADD, indices, ms_operand_number(1, MS_INT64));
+  if (st != MS_OK) ms_tensor_release(indices), ms_lua_raise(L);
+  return indices;
+}
+
+static int arg_reduce(lua_State *L, ms_reduce_op op, const char *fname) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
+  return ms_lua_push_result(L, one_based(L, ms_reduce(op, t, reduce_args(L, t, fname, NULL))));
+}
+
+static int l_argmax(lua_State *L) { return arg_reduce(L, MS_RED_ARGMAX, "argmax"); }
+static int l_argmin(lua_State *L) { return arg_reduce(L, MS_RED_ARGMIN, "argmin"); }
+
+/* max(t) -> value; max(t, dim, keepdim?) -> values, indices (1-based); max(a, b) -> maximum. */
+static int max_min(lua_State *L, ms_reduce_op op, ms_binary_op elementwise, const char *fname) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
+  if (ms_lua_to_tensor(L, 2)) return binary(L, elementwise);
+  ms_reduce_opts o = reduce_args(L, t, fname, NULL);
+  if (o.all) return ms_lua_push_result(L, ms_reduce(op, t, o));
+  ms_tensor *values, *indices;
+  ms_lua_check_status(L, ms_reduce_with_indices(op, t, o.dim, o.keepdim, &values, &indices));
+  ms_lua_push_tensor(L, values);
+  ms_lua_push_tensor(L, one_based(L, indices));
+  return 2;
+}
+
+static int l_max(lua_State *L) { return max_min(L, MS_RED_MAX, MS_OP_MAXIMUM, "max"); }
+static int l_min(lua_State *L) { return max_min(L, MS_RED_MIN, MS_OP_MINIMUM, "min"); }
+
+/* ---- products and comparisons of whole tensors ------------------------------------------------------ */
+
+static int l_matmul(lua_State *L) {
+  return ms_lua_push_result(L, ms_matmul(ms_lua_check_tensor(L, 1, "matmul"), ms_lua_check_tensor(L, 2, "matmul")));
+}
+static int l_mm(lua_State *L) {
+  return ms_lua_push_result(L, ms_mm(ms_lua_check_tensor(L, 1, "mm"), ms_lua_check_tensor(L, 2, "mm")));
+}
+static int l_bmm(lua_State *L) {
+  return ms_lua_push_result(L, ms_bmm(ms_lua_check_tensor(L, 1, "bmm"), ms_lua_check_tensor(L, 2, "bmm")));
+}
+static int l_dot(lua_State *L) {
+  ms_tensor *a = ms_lua_check_tensor(L, 1, "dot"), *b = ms_lua_check_tensor(L, 2, "dot");
+  if (a->ndim != 1 || b->ndim != 1 || a->shape[0] != b->shape[0])
+    return luaL_error(L, "dot: expected two 1-D tensors of the same length, got %s and %s",
+                      ms_lua_describe(L, 1), ms_lua_describe(L, 2));
+  return ms_lua_push_result(L, ms_matmul(a, b));
+}
+
+/* addmm(input, a, b, {beta=1, alpha=1}) */
+static int l_addmm(lua_State *L) {
+  static const char *const known[] = {"beta", "alpha", NULL};
+  ms_tensor *c = ms_lua_check_tensor(L, 1, "addmm"), *a = ms_lua_check_tensor(L, 2, "addmm");
+  ms_tensor *b = ms_lua_check_tensor(L, 3, "addmm");
+  ms_lua_opts o = ms_lua_check_opts(L, 4, "addmm", known);
+  double beta = 1, alpha = 1;
+  ms_lua_opt_number(o, "beta", &beta);
+  ms_lua_opt_number(o, "alpha", &alpha);
+  return ms_lua_push_result(L, ms_addmm(c, a, b, beta, alpha));
+}
+
+static int l_equal(lua_State *L) {
+  lua_pushboolean(L, ms_equal(ms_lua_check_tensor(L, 1, "equal"), ms_lua_check_tensor(L, 2, "equal")));
+  return 1;
+}
+
+static int l_allclose(lua_State *L) {
+  static const char *const known[] = {"rtol", "atol", NULL};
+  ms_tensor *a = ms_lua_check_tensor(L, 1, "allclose"), *b = ms_lua_check_tensor(L, 2, "allclose");
+  ms_lua_opts o = ms_lua_check_opts(L, 3, "allclose", known);
+  double rtol = 1e-5, atol = 1e-8;
+  ms_lua_opt_number(o, "rtol", &rtol);
+  ms_lua_opt_number(o, "atol", &atol);
+  bool close;
+  ms_lua_check_status(L, ms_allclose(a, b, rtol, atol, &close));
+  lua_pushboolean(L, close);
+  return 1;
+}
+
+/* ---- conversions and element access ------------------------------------------------------------------ */
+
+static int convert(lua_State *L, ms_dtype dt, const char *fname) {
+  return ms_lua_push_result(L, ms_tensor_to_dtype(ms_lua_check_tensor(L, 1, fname), dt));
+}
+
+static int l_float(lua_State *L) { return convert(L, MS_FLOAT32, "float"); }
+static int l_double(lua_State *L) { return convert(L, MS_FLOAT64, "double"); }
+static int l_half(lua_State *L) { return convert(L, MS_FLOAT16, "half"); }
+static int l_bfloat16(lua_State *L) { return convert(L, MS_BFLOAT16, "bfloat16"); }
+static int l_long(lua_State *L) { return convert(L, MS_INT64, "long"); }
+static int l_int(lua_State *L) { return convert(L, MS_INT32, "int"); }
+static int l_byte(lua_State *L) { return convert(L, MS_UINT8, "byte"); }
+static int l_bool(lua_State *L) { return convert(L, MS_BOOL, "bool"); }
+
+/* to("float64"), to("cpu"), to({dtype=, device=}), to(other_tensor). */
+static int l_to(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "to");
+  ms_tensor *other = ms_lua_to_tensor(L, 2);
+  if (other) return ms_lua_push_result(L, ms_tensor_to_dtype(t, other->dtype));
+  ms_dtype dt = t->dtype;
+  if (lua_istable(L, 2)) {
+    dt = ms_lua_factory_options(L, 2, "to", t->dtype).dtype;
+  } else if (lua_type(L, 2) == LUA_TSTRING) {
+    const char *s = lua_tostring(L, 2);
+    if (strcmp(s, "cpu") == 0) return lua_settop(L, 1), 1;
+    if (strncmp(s, "cuda", 4) == 0)
+      return luaL_error(L, "to: device '%s' is not available (this build runs on the CPU only; CUDA "
+                        "devices come with the CUDA backend)", s);
+    dt = ms_lua_check_dtype(L, 2, "to", "dtype_or_device");
+  } else {
+    return ms_lua_arg_error(L, 2, "to", "dtype_or_device", "a dtype name, a device name, an options table or a tensor");
+  }
+  return ms_lua_push_result(L, ms_tensor_to_dtype(t, dt));
+}
+
+static int l_item(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "item");
+  double v;
+  ms_lua_check_status(L, ms_tensor_item(t, &v));
+  ms_lua_push_element(L, t, 0);
+  return 1;
+}
+
+static void push_nested(lua_State *L, const ms_tensor *t, int d, int64_t *flat) {
+  if (d == t->ndim) {
+    ms_lua_push_element(L, t, (*flat)++);
+    return;
+  }
+  lua_createtable(L, (int)t->shape[d], 0);
+  for (int64_t i = 0; i < t->shape[d]; i++) {
+    push_nested(L, t, d + 1, flat);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+static int l_tolist(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "tolist");
+  if (!ms_tensor_data(t) && ms_tensor_numel(t) > 0) return luaL_error(L, "tolist: the tensor's storage has been released");
+  int64_t flat = 0;
+  luaL_checkstack(L, t->ndim + 4, "tolist: tensor too deep");
+  push_nested(L, t, 0, &flat);
+  return 1;
+}
+
+/* ---- geometry queries --------------------------------------------------------------------------------- */
+
+static int l_size(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "size");
+  if (lua_isnoneornil(L, 2)) return ms_lua_push_size(L, t->ndim, t->shape), 1;
+  lua_pushinteger(L, t->shape[ms_lua_check_dim(L, 2, t->ndim, "size", "dim")]);
+  return 1;
+}
+
+static int l_stride(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "stride");
+  if (!lua_isnoneornil(L, 2)) return lua_pushinteger(L, t->strides[ms_lua_check_dim(L, 2, t->ndim, "stride", "dim")]), 1;
+  lua_createtable(L, t->ndim, 0);
+  for (int d = 0; d < t->ndim; d++) lua_pushinteger(L, t->strides[d]), lua_rawseti(L, -2, d + 1);
+  return 1;
+}
+
+static int l_dim(lua_State *L) { return lua_pushinteger(L, ms_lua_check_tensor(L, 1, "dim")->ndim), 1; }
+static int l_numel(lua_State *L) { return lua_pushinteger(L, ms_tensor_numel(ms_lua_check_tensor(L, 1, "numel"))), 1; }
+static int l_is_contiguous(lua_State *L) {
+  return lua_pushboolean(L, ms_tensor_is_contiguous(ms_lua_check_tensor(L, 1, "is_contiguous"))), 1;
+}
+static int l_storage_offset(lua_State *L) {
+  return lua_pushinteger(L, ms_lua_check_tensor(L, 1, "storage_offset")->offset), 1;
+}
+static int l_element_size(lua_State *L) {
+  return lua_pushinteger(L, (lua_Integer)ms_dtype_size(ms_lua_check_tensor(L, 1, "element_size")->dtype)), 1;
+}
+static int l_is_floating_point(lua_State *L) {
+  return lua_pushboolean(L, ms_dtype_is_floating(ms_lua_check_tensor(L, 1, "is_floating_point")->dtype)), 1;
+}
+
+static int l_requires_grad_(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "requires_grad_");
+  bool on = lua_isnoneornil(L, 2) ? true : lua_toboolean(L, 2);
+  if (on && !ms_dtype_is_floating(t->dtype))
+    return luaL_error(L, "requires_grad_: only floating point tensors can require gradients, got dtype %s",
+                      ms_dtype_name(t->dtype));
+  t->requires_grad = on;
+  lua_settop(L, 1);
+  return 1;
+}
+
+void ms_lua_open_math(lua_State *L) {
+  static const struct { const char *name; lua_CFunction fn; } both[] = {
+      {"add", l_add}, {"sub", l_sub}, {"mul", l_mul}, {"div", l_div}, {"pow", l_pow},
+      {"maximum", l_maximum}, {"minimum", l_minimum}, {"eq", l_eq}, {"ne", l_ne}, {"lt", l_lt},
+      {"le", l_le}, {"gt", l_gt}, {"ge", l_ge}, {"logical_and", l_logical_and},
+      {"logical_or", l_logical_or}, {"logical_not", l_logical_not},
+      {"add_", l_add_}, {"sub_", l_sub_}, {"mul_", l_mul_}, {"div_", l_div_}, {"pow_", l_pow_},
+      {"maximum_", l_maximum_}, {"minimum_", l_minimum_}, {"eq_", l_eq_}, {"ne_", l_ne_},
+      {"lt_", l_lt_}, {"le_", l_le_}, {"gt_", l_gt_}, {"ge_", l_ge_},
+      {"logical_and_", l_logical_and_}, {"logical_or_", l_logical_or_}, {"logical_not_", l_logical_not_},
+      {"neg", l_neg}, {"abs", l_abs}, {"exp", l_exp}, {"log", l_log}, {"sqrt", l_sqrt},
+      {"rsqrt", l_rsqrt}, {"tanh", l_tanh}, {"sigmoid", l_sigmoid}, {"relu", l_relu},
+      {"sign", l_sign}, {"floor", l_floor}, {"ceil", l_ceil}, {"round", l_round}, {"sin", l_sin},
+      {"cos", l_cos}, {"log1p", l_log1p}, {"expm1", l_expm1}, {"reciprocal", l_reciprocal},
+      {"square", l_square}, {"neg_", l_neg_}, {"abs_", l_abs_}, {"exp_", l_exp_}, {"log_", l_log_},
+      {"sqrt_", l_sqrt_}, {"rsqrt_", l_rsqrt_}, {"tanh_", l_tanh_}, {"sigmoid_", l_sigmoid_},
+      {"relu_", l_relu_}, {"sign_", l_sign_}, {"floor_", l_floor_}, {"ceil_", l_ceil_},
+      {"round_", l_round_}, {"sin_", l_sin_}, {"cos_", l_cos_}, {"log1p_", l_log1p_},
+      {"expm1_", l_expm1_}, {"reciprocal_", l_reciprocal_}, {"square_", l_square_},
+      {"clamp", l_clamp}, {"clamp_", l_clamp_}, {"masked_fill", l_masked_fill},
+      {"masked_fill_", l_masked_fill_}, {"fill_", l_fill_}, {"zero_", l_zero_}, {"copy_", l_copy_},
+      {"sum", l_sum}, {"mean", l_mean}, {"prod", l_prod}, {"var", l_var}, {"std", l_std},
+      {"norm", l_norm}, {"max", l_max}, {"min", l_min}, {"argmax", l_argmax}, {"argmin", l_argmin},
+      {"matmul", l_matmul}, {"mm", l_mm}, {"bmm", l_bmm}, {"dot", l_dot}, {"addmm", l_addmm},
+      {"equal", l_equal}, {"allclose", l_allclose}, {"float", l_float}, {"double", l_double},
+      {"half", l_half}, {"bfloat16", l_bfloat16}, {"long", l_long}, {"int", l_int},
+      {"byte", l_byte}, {"bool", l_bool}, {"to", l_to}, {"item", l_item}, {"tolist", l_tolist},
+      {"size", l_size}, {"stride", l_stride}, {"dim", l_dim}, {"numel", l_numel},
+      {"is_contiguous", l_is_contiguous}, {"storage_offset", l_storage_offset},
+      {"element_size", l_element_size}, {"is_floating_point", l_is_floating_point},
+      {"requires_grad_", l_requires_grad_}};
+  for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) ms_lua_register_both(L, both[i].name, both[i].fn);
+  lua_pushcfunction(L, l_where);
+  lua_setfield(L, -3, "where");
+  lua_pushcfunction(L, l_where_method);
+  lua_setfield(L, -2, "where");
+}

@@ -1,0 +1,89 @@
+/* l_runtime.c: process-wide functions of the module: seeding, threads, memory statistics,
+ * dtype names as constants, and type tests. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <time.h>
+
+#include "ms_lua.h"
+
+static int l_manual_seed(lua_State *L) {
+  ms_manual_seed((uint64_t)ms_lua_check_integer(L, 1, "manual_seed", "seed"));
+  return 0;
+}
+
+static int l_initial_seed(lua_State *L) { return lua_pushinteger(L, (lua_Integer)ms_initial_seed()), 1; }
+
+static int l_set_num_threads(lua_State *L) {
+  int64_t n = ms_lua_check_integer(L, 1, "set_num_threads", "n");
+  if (n < 1 || n > 1024) return ms_lua_arg_error(L, 1, "set_num_threads", "n", "an integer in 1..1024");
+  ms_set_num_threads((int)n);
+  return 0;
+}
+
+static int l_get_num_threads(lua_State *L) { return lua_pushinteger(L, ms_get_num_threads()), 1; }
+
+/* memory_stats() -> {current=, peak=, allocations=, by_category={params=, ...}}, in bytes. */
+static int l_memory_stats(lua_State *L) {
+  ms_memory_stats s = ms_memory_stats_get();
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, s.current);
+  lua_setfield(L, -2, "current");
+  lua_pushinteger(L, s.peak);
+  lua_setfield(L, -2, "peak");
+  lua_pushinteger(L, s.allocations);
+  lua_setfield(L, -2, "allocations");
+  lua_createtable(L, 0, MS_MEM_CATEGORY_COUNT);
+  for (int c = 0; c < MS_MEM_CATEGORY_COUNT; c++) {
+    lua_pushinteger(L, s.by_category[c]);
+    lua_setfield(L, -2, ms_mem_category_name((ms_mem_category)c));
+  }
+  lua_setfield(L, -2, "by_category");
+  lua_pushliteral(L, "cpu");
+  lua_setfield(L, -2, "device");
+  return 1;
+}
+
+static int l_reset_peak_memory_stats(lua_State *L) {
+  (void)L;
+  ms_memory_reset_peak();
+  return 0;
+}
+
+/* perf_counter(): seconds from a monotonic clock, for timing in scripts (Lua's os.clock counts
+ * CPU time of every thread, os.time whole seconds). */
+static int l_perf_counter(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
+  return 1;
+}
+
+static int l_is_tensor(lua_State *L) { return lua_pushboolean(L, ms_lua_to_tensor(L, 1) != NULL), 1; }
+
+void ms_lua_open_runtime(lua_State *L) {
+  static const luaL_Reg fns[] = {{"manual_seed", l_manual_seed},
+                                 {"initial_seed", l_initial_seed},
+                                 {"set_num_threads", l_set_num_threads},
+                                 {"get_num_threads", l_get_num_threads},
+                                 {"memory_stats", l_memory_stats},
+                                 {"reset_peak_memory_stats", l_reset_peak_memory_stats},
+                                 {"is_tensor", l_is_tensor},
+                                 {"perf_counter", l_perf_counter},
+                                 {NULL, NULL}};
+  lua_pushvalue(L, -2);
+  luaL_setfuncs(L, fns, 0);
+  /* ms.float32 == "float32", so PyTorch's spelling {dtype = ms.float64} works */
+  for (int d = 0; d < MS_DTYPE_COUNT; d++) {
+    lua_pushstring(L, ms_dtype_name((ms_dtype)d));
+    lua_setfield(L, -2, ms_dtype_name((ms_dtype)d));
+  }
+  static const char *const aliases[][2] = {{"float", "float32"}, {"double", "float64"},
+                                           {"half", "float16"},  {"long", "int64"},
+                                           {"int", "int32"}};
+  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+    lua_pushstring(L, aliases[i][1]);
+    lua_setfield(L, -2, aliases[i][0]);
+  }
+  lua_pushliteral(L, MS_VERSION_STRING);
+  lua_setfield(L, -2, "__version__");
+  lua_pop(L, 1);
+}

@@ -1,0 +1,192 @@
+/* l_tensor.c: the tensor userdata: creation and release (one engine reference per userdata,
+ * released by __gc and __close alike), field access, indexing, operators, printing, and the
+ * collector accounting that keeps memory bounded without collectgarbage(). */
+#include <string.h>
+
+#include "ms_lua.h"
+
+typedef struct tensor_box {
+  ms_tensor *t; /* NULL once closed */
+} tensor_box;
+
+/* ---- memory accounting ----------------------------------------------------------------------- */
+
+/* Collect when the engine holds more than this; raised to twice the live set after each
+ * collection, so collections stay proportional to allocation (as Lua's own pause works). */
+static _Thread_local int64_t gc_threshold = 64 << 20;
+
+void ms_lua_account_memory(lua_State *L) {
+  int64_t now = ms_memory_stats_get().current;
+  if (now <= gc_threshold) return;
+  lua_gc(L, LUA_GCCOLLECT);
+  int64_t live = ms_memory_stats_get().current;
+  gc_threshold = live * 2 > live + (64 << 20) ? live * 2 : live + (64 << 20);
+}
+
+/* ---- boxes ------------------------------------------------------------------------------------- */
+
+void ms_lua_push_tensor(lua_State *L, ms_tensor *t) {
+  if (!t) {
+    lua_pushnil(L);
+    return;
+  }
+  /* Only a Lua out-of-memory error can strike before the box holds t (t would then leak one
+   * reference); nothing that follows can fail without the box owning it. */
+  tensor_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+  box->t = t;
+  luaL_setmetatable(L, MS_TENSOR_MT);
+  ms_lua_account_memory(L);
+}
+
+ms_tensor *ms_lua_to_tensor(lua_State *L, int idx) {
+  tensor_box *box = luaL_testudata(L, idx, MS_TENSOR_MT);
+  return box ? box->t : NULL;
+}
+
+ms_tensor *ms_lua_check_tensor(lua_State *L, int idx, const char *fname) {
+  tensor_box *box = luaL_testudata(L, idx, MS_TENSOR_MT);
+  if (!box) ms_lua_arg_error(L, idx, fname, "tensor", "a tensor");
+  if (!box->t) luaL_error(L, "%s: bad argument #%d: the tensor has been closed", fname, idx);
+  return box->t;
+}
+
+static int tensor_release(lua_State *L) {
+  tensor_box *box = luaL_checkudata(L, 1, MS_TENSOR_MT);
+  ms_tensor_release(box->t);
+  box->t = NULL; /* __gc after __close finds nothing left to do */
+  return 0;
+}
+
+/* ---- fields and indexing ------------------------------------------------------------------------ */
+
+static int push_field(lua_State *L, ms_tensor *t, const char *key) {
+  if (strcmp(key, "shape") == 0) ms_lua_push_size(L, t->ndim, t->shape);
+  else if (strcmp(key, "dtype") == 0) lua_pushstring(L, ms_dtype_name(t->dtype));
+  else if (strcmp(key, "device") == 0) lua_pushliteral(L, "cpu");
+  else if (strcmp(key, "requires_grad") == 0) lua_pushboolean(L, t->requires_grad);
+  else if (strcmp(key, "ndim") == 0) lua_pushinteger(L, t->ndim);
+  else if (strcmp(key, "grad") == 0) {
+    if (t->grad) ms_tensor_retain(t->grad);
+    ms_lua_push_tensor(L, t->grad);
+  } else return 0;
+  return 1;
+}
+
+static int tensor_index(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "index");
+  if (lua_type(L, 2) == LUA_TNUMBER) {
+    if (t->ndim == 0) return luaL_error(L, "index: a 0-dim tensor cannot be indexed (use :item())");
+    int64_t i = ms_lua_check_index(L, 2, t->shape[0], "index", "index");
+    return ms_lua_push_result(L, ms_tensor_select(t, 0, i));
+  }
+  if (lua_type(L, 2) == LUA_TSTRING && push_field(L, t, lua_tostring(L, 2))) return 1;
+  lua_pushvalue(L, 2);
+  lua_rawget(L, lua_upvalueindex(1)); /* the method table */
+  return 1;
+}
+
+static void set_requires_grad(lua_State *L, ms_tensor *t, int idx) {
+  luaL_checktype(L, idx, LUA_TBOOLEAN);
+  bool on = lua_toboolean(L, idx);
+  if (on && !ms_dtype_is_floating(t->dtype))
+    luaL_error(L, "requires_grad: only floating point tensors can require gradients, got dtype %s",
+               ms_dtype_name(t->dtype));
+  t->requires_grad = on;
+}
+
+static void set_grad(lua_State *L, ms_tensor *t, int idx) {
+  ms_tensor *g = lua_isnil(L, idx) ? NULL : ms_lua_check_tensor(L, idx, "grad");
+  char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
+  if (g && (g->ndim != t->ndim || memcmp(g->shape, t->shape, sizeof(int64_t) * t->ndim) != 0))
+    luaL_error(L, "grad: assigned grad has shape %s but the tensor has shape %s",
+               ms_shape_str(g->ndim, g->shape, b1, sizeof b1), ms_shape_str(t->ndim, t->shape, b2, sizeof b2));
+  if (g) ms_tensor_retain(g);
+  ms_tensor_release(t->grad);
+  t->grad = g;
+}
+
+/* t[i] = v writes a number or a tensor (broadcast) into the i-th slice. */
+static int tensor_newindex(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "newindex");
+  if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "requires_grad") == 0) {
+    set_requires_grad(L, t, 3);
+    return 0;
+  }
+  if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "grad") == 0) {
+    set_grad(L, t, 3);
+    return 0;
+  }
+  if (lua_type(L, 2) != LUA_TNUMBER)
+    return luaL_error(L, "newindex: tensors accept t[i] = value and the fields requires_grad and "
+                      "grad, got key %s", ms_lua_describe(L, 2));
+  if (t->ndim == 0) return luaL_error(L, "newindex: a 0-dim tensor cannot be indexed (use :fill_())");
+  int64_t i = ms_lua_check_index(L, 2, t->shape[0], "newindex", "index");
+  ms_tensor *slice = ms_tensor_select(t, 0, i);
+  if (!slice) return ms_lua_raise(L);
+  ms_tensor *src = ms_lua_to_tensor(L, 3);
+  ms_status st;
+  if (src) st = ms_tensor_copy_(slice, src);
+  else if (lua_type(L, 3) == LUA_TNUMBER || lua_isboolean(L, 3))
+    st = ms_tensor_fill_(slice, lua_isboolean(L, 3) ? lua_toboolean(L, 3) : lua_tonumber(L, 3));
+  else {
+    ms_tensor_release(slice);
+    return ms_lua_arg_error(L, 3, "newindex", "value", "a number, a boolean or a tensor");
+  }
+  ms_tensor_release(slice);
+  ms_lua_check_status(L, st);
+  return 0;
+}
+
+static int tensor_len(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "len");
+  if (t->ndim == 0) return luaL_error(L, "len: a 0-dim tensor has no length");
+  lua_pushinteger(L, t->shape[0]);
+  return 1;
+}
+
+/* Printing is policy, so it lives in Lua: moonshard.tensor_repr.format(t). */
+static int tensor_tostring(lua_State *L) {
+  tensor_box *box = luaL_checkudata(L, 1, MS_TENSOR_MT);
+  if (!box->t) return lua_pushliteral(L, "tensor(<closed>)"), 1;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "moonshard.tensor_repr");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "format");
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+/* ---- operators --------------------------------------------------------------------------------- */
+
+static int binary_metamethod(lua_State *L, ms_binary_op op, const char *name) {
+  ms_operand a = ms_lua_check_operand(L, 1, name, "left operand");
+  ms_operand b = ms_lua_check_operand(L, 2, name, "right operand");
+  return ms_lua_push_result(L, ms_binary(op, a, b));
+}
+
+static int tensor_add(lua_State *L) { return binary_metamethod(L, MS_OP_ADD, "add"); }
+static int tensor_sub(lua_State *L) { return binary_metamethod(L, MS_OP_SUB, "sub"); }
+static int tensor_mul(lua_State *L) { return binary_metamethod(L, MS_OP_MUL, "mul"); }
+static int tensor_div(lua_State *L) { return binary_metamethod(L, MS_OP_DIV, "div"); }
+static int tensor_pow(lua_State *L) { return binary_metamethod(L, MS_OP_POW, "pow"); }
+static int tensor_unm(lua_State *L) {
+  return ms_lua_push_result(L, ms_unary(MS_OP_NEG, ms_lua_check_tensor(L, 1, "neg")));
+}
+
+void ms_lua_open_tensor(lua_State *L) {
+  /* stack: module, methods */
+  static const luaL_Reg meta[] = {
+      {"__gc", tensor_release}, {"__close", tensor_release}, {"__newindex", tensor_newindex},
+      {"__len", tensor_len},    {"__tostring", tensor_tostring}, {"__add", tensor_add},
+      {"__sub", tensor_sub},    {"__mul", tensor_mul},        {"__div", tensor_div},
+      {"__pow", tensor_pow},    {"__unm", tensor_unm},        {NULL, NULL}};
+  luaL_newmetatable(L, MS_TENSOR_MT);
+  luaL_setfuncs(L, meta, 0);
+  lua_pushliteral(L, "Tensor");
+  lua_setfield(L, -2, "__name");
+  lua_pushvalue(L, -2); /* methods as the upvalue of __index */
+  lua_pushcclosure(L, tensor_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+}

@@ -1,0 +1,209 @@
+/* l_view.c: shape ops as functions and methods: view, reshape, narrow, select, transpose,
+ * permute, t, squeeze, unsqueeze, expand, flatten, contiguous, clone, chunk, split, cat, stack.
+ * Dims and starts are 1-based (negative from the end) here and 0-based below. */
+#include <stdlib.h>
+
+#include "ms_lua.h"
+
+static int shape_op(lua_State *L, const char *fname, bool copy_allowed) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
+  int64_t shape[MS_MAX_DIMS];
+  int next;
+  int nd = ms_lua_check_sizes(L, 2, shape, fname, &next);
+  return ms_lua_push_result(L, copy_allowed ? ms_tensor_reshape(t, nd, shape) : ms_tensor_view(t, nd, shape));
+}
+
+static int l_view(lua_State *L) { return shape_op(L, "view", false); }
+static int l_reshape(lua_State *L) { return shape_op(L, "reshape", true); }
+
+static int as_op(lua_State *L, const char *fname, int which) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, fname), *other = ms_lua_check_tensor(L, 2, fname);
+  switch (which) {
+  case 0: return ms_lua_push_result(L, ms_tensor_view(t, other->ndim, other->shape));
+  case 1: return ms_lua_push_result(L, ms_tensor_reshape(t, other->ndim, other->shape));
+  default: return ms_lua_push_result(L, ms_tensor_expand(t, other->ndim, other->shape));
+  }
+}
+
+static int l_view_as(lua_State *L) { return as_op(L, "view_as", 0); }
+static int l_reshape_as(lua_State *L) { return as_op(L, "reshape_as", 1); }
+static int l_expand_as(lua_State *L) { return as_op(L, "expand_as", 2); }
+
+static int l_narrow(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "narrow");
+  if (t->ndim == 0) return luaL_error(L, "narrow: a 0-dim tensor cannot be narrowed");
+  int dim = ms_lua_check_dim(L, 2, t->ndim, "narrow", "dim");
+  int64_t size = t->shape[dim];
+  int64_t start = ms_lua_check_integer(L, 3, "narrow", "start");
+  int64_t length = ms_lua_check_integer(L, 4, "narrow", "length");
+  /* start may equal size + 1 for an empty slice at the end */
+  if (start == 0 || start < -size || start > size + 1)
+    return luaL_error(L, "narrow: bad argument #3 (start): expected a position in 1..%d or -%d..-1 "
+                      "of dim %d (size %d), got %d", (int)size + 1, (int)size, dim + 1, (int)size, (int)start);
+  int64_t s0 = start > 0 ? start - 1 : start + size;
+  if (length < 0 || s0 + length > size)
+    return luaL_error(L, "narrow: bad argument #4 (length): start %d + length %d exceeds dim %d of "
+                      "size %d", (int)start, (int)length, dim + 1, (int)size);
+  return ms_lua_push_result(L, ms_tensor_narrow(t, dim, s0, length));
+}
+
+static int l_select(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "select");
+  if (t->ndim == 0) return luaL_error(L, "select: a 0-dim tensor cannot be indexed");
+  int dim = ms_lua_check_dim(L, 2, t->ndim, "select", "dim");
+  int64_t i = ms_lua_check_index(L, 3, t->shape[dim], "select", "index");
+  return ms_lua_push_result(L, ms_tensor_select(t, dim, i));
+}
+
+static int l_transpose(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "transpose");
+  int d0 = ms_lua_check_dim(L, 2, t->ndim, "transpose", "dim0");
+  int d1 = ms_lua_check_dim(L, 3, t->ndim, "transpose", "dim1");
+  return ms_lua_push_result(L, ms_tensor_transpose(t, d0, d1));
+}
+
+/* t(): the transpose of a matrix; vectors and scalars come back as they are. */
+static int l_t(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "t");
+  if (t->ndim > 2) return luaL_error(L, "t: expects a tensor with <= 2 dimensions, got %d (use transpose or permute)", t->ndim);
+  if (t->ndim < 2) return lua_settop(L, 1), 1;
+  return ms_lua_push_result(L, ms_tensor_transpose(t, 0, 1));
+}
+
+/* permute(3, 1, 2) or permute({3, 1, 2}). */
+static int l_permute(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "permute");
+  int dims[MS_MAX_DIMS], n;
+  bool table = lua_istable(L, 2);
+  n = table ? (int)lua_rawlen(L, 2) : lua_gettop(L) - 1;
+  if (n != t->ndim)
+    return luaL_error(L, "permute: expected %d dims (one per dimension of the tensor), got %d", t->ndim, n);
+  for (int i = 0; i < n; i++) {
+    if (table) lua_rawgeti(L, 2, i + 1);
+    else lua_pushvalue(L, i + 2);
+    dims[i] = ms_lua_check_dim(L, lua_gettop(L), t->ndim, "permute", "dims");
+    lua_pop(L, 1);
+  }
+  return ms_lua_push_result(L, ms_tensor_permute(t, dims));
+}
+
+static int l_squeeze(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "squeeze");
+  if (lua_isnoneornil(L, 2)) return ms_lua_push_result(L, ms_tensor_squeeze_all(t));
+  return ms_lua_push_result(L, ms_tensor_squeeze(t, ms_lua_check_dim(L, 2, t->ndim, "squeeze", "dim")));
+}
+
+static int l_unsqueeze(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "unsqueeze");
+  return ms_lua_push_result(L, ms_tensor_unsqueeze(t, ms_lua_check_dim(L, 2, t->ndim + 1, "unsqueeze", "dim")));
+}
+
+static int l_expand(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "expand");
+  int64_t shape[MS_MAX_DIMS];
+  int next;
+  int nd = ms_lua_check_sizes(L, 2, shape, "expand", &next);
+  return ms_lua_push_result(L, ms_tensor_expand(t, nd, shape));
+}
+
+/* flatten(t, start_dim = 1, end_dim = -1) */
+static int l_flatten(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "flatten");
+  int start = lua_isnoneornil(L, 2) ? 0 : ms_lua_check_dim(L, 2, t->ndim, "flatten", "start_dim");
+  int end = lua_isnoneornil(L, 3) ? (t->ndim ? t->ndim - 1 : 0) : ms_lua_check_dim(L, 3, t->ndim, "flatten", "end_dim");
+  return ms_lua_push_result(L, ms_tensor_flatten(t, start, end));
+}
+
+static int l_contiguous(lua_State *L) {
+  return ms_lua_push_result(L, ms_tensor_contiguous(ms_lua_check_tensor(L, 1, "contiguous")));
+}
+
+static int l_clone(lua_State *L) {
+  return ms_lua_push_result(L, ms_tensor_clone(ms_lua_check_tensor(L, 1, "clone")));
+}
+
+/* Pushes the n tensors of parts as a Lua sequence, taking over their references. */
+static int push_parts(lua_State *L, ms_tensor **parts, int n) {
+  if (!parts) return ms_lua_raise(L);
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    ms_lua_push_tensor(L, parts[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  free(parts);
+  return 1;
+}
+
+static int optional_dim(lua_State *L, int idx, const ms_tensor *t, const char *fname) {
+  return lua_isnoneornil(L, idx) ? 0 : ms_lua_check_dim(L, idx, t->ndim, fname, "dim");
+}
+
+static int l_chunk(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "chunk");
+  int chunks = (int)ms_lua_check_integer(L, 2, "chunk", "chunks");
+  int n = 0;
+  return push_parts(L, ms_tensor_chunk(t, chunks, optional_dim(L, 3, t, "chunk"), &n), n);
+}
+
+/* split(size, dim) into equal pieces, or split({2, 3, 5}, dim) into the sizes listed. */
+static int l_split(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "split");
+  int dim = optional_dim(L, 3, t, "split"), n = 0;
+  if (!lua_istable(L, 2)) return push_parts(L, ms_tensor_split(t, ms_lua_check_integer(L, 2, "split", "split_size"), dim, &n), n);
+  int count = (int)lua_rawlen(L, 2);
+  int64_t total = 0;
+  for (int i = 1; i <= count; i++) total += (lua_rawgeti(L, 2, i), lua_tointeger(L, -1)), lua_pop(L, 1);
+  if (t->ndim == 0 || total != t->shape[dim])
+    return luaL_error(L, "split: the sizes sum to %d but dim %d has size %d", (int)total, dim + 1,
+                      t->ndim ? (int)t->shape[dim] : 0);
+  lua_createtable(L, count, 0);
+  int64_t at = 0;
+  for (int i = 1; i <= count; i++) {
+    int64_t len = (lua_rawgeti(L, 2, i), lua_tointeger(L, -1));
+    lua_pop(L, 1);
+    ms_lua_push_result(L, ms_tensor_narrow(t, dim, at, len));
+    lua_rawseti(L, -2, i);
+    at += len;
+  }
+  return 1;
+}
+
+/* The tensors of the sequence at idx into a malloc'd array (borrowed: they stay in the table). */
+static ms_tensor **check_tensor_list(lua_State *L, int idx, const char *fname, int *n) {
+  if (!lua_istable(L, idx)) ms_lua_arg_error(L, idx, fname, "tensors", "a sequence of tensors");
+  *n = (int)lua_rawlen(L, idx);
+  if (*n == 0) luaL_error(L, "%s: expected a non-empty sequence of tensors", fname);
+  ms_tensor **ts = lua_newuserdatauv(L, sizeof(ms_tensor *) * (size_t)*n, 0); /* freed by the GC */
+  for (int i = 0; i < *n; i++) {
+    lua_rawgeti(L, idx, i + 1);
+    ts[i] = ms_lua_to_tensor(L, -1);
+    if (!ts[i]) luaL_error(L, "%s: element %d of the sequence is %s, expected a tensor", fname, i + 1, ms_lua_describe(L, -1));
+    lua_pop(L, 1);
+  }
+  return ts;
+}
+
+static int join_op(lua_State *L, const char *fname, bool stack) {
+  int n;
+  ms_tensor **ts = check_tensor_list(L, 1, fname, &n);
+  int dim = lua_isnoneornil(L, 2) ? 0 : ms_lua_check_dim(L, 2, ts[0]->ndim + (stack ? 1 : 0), fname, "dim");
+  return ms_lua_push_result(L, stack ? ms_tensor_stack(ts, n, dim) : ms_tensor_cat(ts, n, dim));
+}
+
+static int l_cat(lua_State *L) { return join_op(L, "cat", false); }
+static int l_stack(lua_State *L) { return join_op(L, "stack", true); }
+
+void ms_lua_open_view(lua_State *L) {
+  static const struct { const char *name; lua_CFunction fn; } both[] = {
+      {"view", l_view},         {"reshape", l_reshape},       {"view_as", l_view_as},
+      {"reshape_as", l_reshape_as}, {"expand_as", l_expand_as}, {"narrow", l_narrow},
+      {"select", l_select},     {"transpose", l_transpose},   {"t", l_t},
+      {"permute", l_permute},   {"squeeze", l_squeeze},       {"unsqueeze", l_unsqueeze},
+      {"expand", l_expand},     {"flatten", l_flatten},       {"contiguous", l_contiguous},
+      {"clone", l_clone},       {"chunk", l_chunk},           {"split", l_split}};
+  for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) ms_lua_register_both(L, both[i].name, both[i].fn);
+  lua_pushcfunction(L, l_cat);
+  lua_setfield(L, -3, "cat");
+  lua_pushcfunction(L, l_stack);
+  lua_setfield(L, -3, "stack");
+}

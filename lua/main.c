@@ -1,0 +1,572 @@
+/* main.c: the `moonshard` executable: runs scripts, -e code and -l modules in a Lua 5.4 state
+ * where `require "moonshard"` works, and an interactive REPL. Command line, `arg` table and
+ * error reporting follow the stock `lua` interpreter so scripts move between the two. */
+#define _POSIX_C_SOURCE 200809L /* sigaction, getline, fileno, isatty, strdup */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "moonshard/embed.h"
+#include "moonshard/runtime.h"
+
+#ifdef MS_HAVE_READLINE
+#include <sys/select.h>
+#include <readline/history.h>
+#include <readline/readline.h>
+#endif
+
+#define PROGNAME "moonshard"
+#define HISTORY_MAX 1000
+#define CHUNK_STDIN "=stdin"
+
+/* Prefix of error messages; NULL inside the REPL, where the prefix would only be noise. */
+static const char *progname = PROGNAME;
+
+/* ---- messages ------------------------------------------------------------------------------ */
+
+static void print_error(const char *msg) {
+  if (progname) fprintf(stderr, "%s: ", progname);
+  fprintf(stderr, "%s\n", msg);
+  fflush(stderr);
+}
+
+/* Prints and pops the error message of a failed status; returns the status. */
+static int report(lua_State *L, int status) {
+  if (status != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    print_error(msg ? msg : "(error object is not a string)");
+    lua_pop(L, 1);
+  }
+  return status;
+}
+
+static void print_version(void) {
+  printf("%s %s (%s)\n", PROGNAME, MS_VERSION_STRING, LUA_RELEASE);
+  fflush(stdout);
+}
+
+static void print_usage(FILE *to) {
+  fprintf(to,
+          "usage: %s [options] [script [args]]\n"
+          "Available options are:\n"
+          "  -e stat    execute string 'stat'\n"
+          "  -i         enter interactive mode after running 'script' (even if it failed)\n"
+          "  -l mod     require library 'mod' into global 'mod'\n"
+          "  -l g=mod   require library 'mod' into global 'g'\n"
+          "  -n N       run N processes (distributed launcher; -n 1 runs here)\n"
+          "  -v         show version information\n"
+          "  -E         ignore environment variables (LUA_PATH, LUA_CPATH)\n"
+          "  -W         turn warnings on\n"
+          "  -h, --help show this help and exit\n"
+          "  --version  show the version and exit\n"
+          "  --         stop handling options\n"
+          "  -          stop handling options and run stdin\n"
+          "With no script, -e or -l, the REPL starts when stdin is a terminal; otherwise stdin\n"
+          "runs as a script. Scripts load the library with: local ms = require \"moonshard\"\n"
+          "REPL history: $MOONSHARD_HISTORY (empty: none), else ~/.moonshard_history\n",
+          PROGNAME);
+  fflush(to);
+}
+
+/* ---- command line ------------------------------------------------------------------------ */
+
+typedef struct options {
+  int argc;
+  char **argv;
+  int end;          /* index of the first argv entry that is not an interpreter option */
+  int script;       /* argv index of the script, 0 when there is none */
+  bool interactive; /* -i */
+  bool version;     /* -v */
+  bool run_code;    /* -e or -l given: no REPL unless -i */
+  bool no_env;      /* -E */
+  bool warnings;    /* -W */
+} options;
+
+enum { PARSE_RUN = -1 }; /* parse_options: go on; any other value is the exit status */
+
+static int usage_error(const char *fmt, const char *what) {
+  fprintf(stderr, "%s: ", PROGNAME);
+  fprintf(stderr, fmt, what);
+  fputc('\n', stderr);
+  print_usage(stderr);
+  return EXIT_FAILURE;
+}
+
+/* The value of -n: processes to run. Only one exists until the distributed runtime does. */
+static int check_nprocs(const char *value) {
+  char *end;
+  errno = 0;
+  long n = strtol(value, &end, 10);
+  if (errno != 0 || end == value || *end != '\0' || n < 1) {
+    fprintf(stderr, "%s: -n needs a positive number of processes, got '%s'\n", PROGNAME, value);
+    return EXIT_FAILURE;
+  }
+  if (n > 1) {
+    fprintf(stderr, "%s: -n needs the distributed runtime (not built yet)\n", PROGNAME);
+    return EXIT_FAILURE;
+  }
+  return PARSE_RUN;
+}
+
+/* An option that takes a value, attached ("-eCODE") or as the next argument; advances *i. */
+static const char *option_value(options *o, int *i) {
+  const char *a = o->argv[*i];
+  if (a[2] != '\0') return a + 2;
+  if (*i + 1 >= o->argc) return NULL;
+  return o->argv[++*i];
+}
+
+/* Handles the option at *i (a string starting with '-'); PARSE_RUN or an exit status. */
+static int parse_option(options *o, int *i) {
+  const char *a = o->argv[*i];
+  if (strcmp(a, "--version") == 0) return print_version(), EXIT_SUCCESS;
+  if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return print_usage(stdout), EXIT_SUCCESS;
+  bool alone = a[1] != '\0' && a[2] == '\0';
+  switch (a[1]) {
+  case 'i': o->interactive = true; break;
+  case 'v': o->version = true; break;
+  case 'E': o->no_env = true; break;
+  case 'W': o->warnings = true; break;
+  case 'e': case 'l': case 'n': {
+    const char *value = option_value(o, i);
+    if (value == NULL) return usage_error("'%s' needs an argument", a);
+    if (a[1] == 'n') return check_nprocs(value);
+    o->run_code = true;
+    return PARSE_RUN;
+  }
+  default: return usage_error("unrecognized option '%s'", a);
+  }
+  return alone ? PARSE_RUN : usage_error("unrecognized option '%s'", a);
+}
+
+/* Reads the interpreter options; finds the script. PARSE_RUN, or the status to exit with. */
+static int parse_options(options *o, int argc, char **argv) {
+  *o = (options){.argc = argc, .argv = argv, .end = argc};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] != '-' || strcmp(a, "-") == 0) { /* the script ("-" is stdin) */
+      o->end = o->script = i;
+      return PARSE_RUN;
+    }
+    if (strcmp(a, "--") == 0) {
+      o->end = i;
+      o->script = i + 1 < argc ? i + 1 : 0;
+      return PARSE_RUN;
+    }
+    int status = parse_option(o, &i);
+    if (status != PARSE_RUN) return status;
+  }
+  return PARSE_RUN;
+}
+
+/* The global `arg`: the script at 0, its arguments at 1.., the interpreter and its options at
+ * negative indices (without a script, the interpreter is at 0). */
+static void create_arg_table(lua_State *L, const options *o) {
+  int zero = o->script;
+  lua_createtable(L, o->argc - zero - 1 > 0 ? o->argc - zero - 1 : 0, zero + 1);
+  for (int i = 0; i < o->argc; i++) {
+    lua_pushstring(L, o->argv[i]);
+    lua_rawseti(L, -2, i - zero);
+  }
+  lua_setglobal(L, "arg");
+}
+
+/* ---- running code, interruptible with Ctrl-C ---------------------------------------------- */
+
+/* The state running a chunk: SIGINT interrupts it. NULL while the REPL reads a line. */
+static lua_State *volatile running;
+static volatile sig_atomic_t interrupted; /* Ctrl-C came while reading a line */
+static bool sigint_ignored;               /* inherited SIG_IGN (a background job): keep it */
+
+static void set_sigint(void (*handler)(int)) {
+  if (sigint_ignored) return;
+  struct sigaction sa;
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0; /* no SA_RESTART: a read waiting for a line must return EINTR */
+  sigaction(SIGINT, &sa, NULL);
+}
+
+/* Runs as a hook at the next Lua instruction after Ctrl-C, where raising an error is safe. */
+static void stop_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  lua_sethook(L, NULL, 0, 0);
+  luaL_error(L, "interrupted!");
+}
+
+static void on_sigint(int sig) {
+  (void)sig;
+  lua_State *L = running;
+  if (L == NULL) {
+    interrupted = 1;
+    return;
+  }
+  /* a second Ctrl-C ends the process, for code stuck in C that never reaches the hook */
+  set_sigint(SIG_DFL);
+  lua_sethook(L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+/* Calls the function below nargs arguments under the traceback handler; Ctrl-C interrupts. */
+static int docall(lua_State *L, int nargs, int nresults) {
+  running = L;
+  set_sigint(on_sigint);
+  int status = ms_lua_pcall(L, nargs, nresults);
+  set_sigint(SIG_DFL);
+  running = NULL;
+  return status;
+}
+
+static int run_chunk(lua_State *L, const char *code, const char *name) {
+  int status = luaL_loadbuffer(L, code, strlen(code), name);
+  if (status == LUA_OK) status = docall(L, 0, 0);
+  return report(L, status);
+}
+
+/* -l spec: "mod" sets global mod (up to a '-' version suffix), "g=mod" sets global g. */
+static int run_library(lua_State *L, const char *spec) {
+  const char *eq = strchr(spec, '=');
+  const char *modname = eq ? eq + 1 : spec;
+  size_t glen = eq ? (size_t)(eq - spec) : strcspn(spec, "-");
+  lua_pushlstring(L, spec, glen); /* the global's name, kept on the stack while in use */
+  lua_getglobal(L, "require");
+  lua_pushstring(L, modname);
+  int status = docall(L, 1, 1);
+  if (status == LUA_OK) lua_setglobal(L, lua_tostring(L, -2));
+  report(L, status);
+  lua_pop(L, 1);
+  return status;
+}
+
+/* Runs every -e and -l in command-line order; stops at the first failure. */
+static int run_options(lua_State *L, const options *o) {
+  for (int i = 1; i < o->end; i++) {
+    const char *a = o->argv[i];
+    char opt = a[1];
+    if (opt != 'e' && opt != 'l' && opt != 'n') continue;
+    const char *value = a[2] ? a + 2 : o->argv[++i];
+    int status = LUA_OK;
+    if (opt == 'e') status = run_chunk(L, value, "=(command line)");
+    if (opt == 'l') status = run_library(L, value);
+    if (status != LUA_OK) return status;
+  }
+  return LUA_OK;
+}
+
+/* Pushes arg[1..#arg] as the script's `...`; returns how many. */
+static int push_script_args(lua_State *L) {
+  if (lua_getglobal(L, "arg") != LUA_TTABLE) luaL_error(L, "'arg' is not a table");
+  int n = (int)luaL_len(L, -1);
+  luaL_checkstack(L, n + 3, "too many arguments to script");
+  for (int i = 1; i <= n; i++) lua_rawgeti(L, -i, i);
+  lua_remove(L, -n - 1);
+  return n;
+}
+
+static int run_script(lua_State *L, const options *o) {
+  const char *fname = o->argv[o->script];
+  /* "-" is stdin, unless it came after "--", where it is a file's name */
+  if (strcmp(fname, "-") == 0 && strcmp(o->argv[o->script - 1], "--") != 0) fname = NULL;
+  int status = luaL_loadfile(L, fname);
+  if (status == LUA_OK) status = docall(L, push_script_args(L), 0);
+  return report(L, status);
+}
+
+static int run_stdin(lua_State *L) {
+  int status = luaL_loadfile(L, NULL);
+  if (status == LUA_OK) status = docall(L, 0, 0);
+  return report(L, status);
+}
+
+/* ---- reading lines -------------------------------------------------------------------------- */
+
+/* Negative, so that they never collide with Lua's status codes. */
+enum { READ_LINE = -1, READ_EOF = -2, READ_INTERRUPTED = -3 };
+
+#ifdef MS_HAVE_READLINE
+static bool use_readline; /* only on a terminal: piped input reads plainly, like a file */
+static char *history_file;
+static char *line_read;
+static bool line_done;
+
+static void history_start(void) {
+  const char *env = getenv("MOONSHARD_HISTORY");
+  const char *home = getenv("HOME");
+  using_history();
+  stifle_history(HISTORY_MAX);
+  /* a statement of several lines stays one entry across sessions: each entry is written after
+   * a "#<time>" line, and the lines up to the next one are read back as one entry */
+  history_comment_char = '#';
+  history_write_timestamps = 1;
+  history_multiline_entries = 1;
+  if (env != NULL) {
+    if (*env != '\0') history_file = strdup(env);
+  } else if (home != NULL && *home != '\0') {
+    size_t n = strlen(home) + sizeof "/.moonshard_history";
+    if ((history_file = malloc(n)) != NULL) snprintf(history_file, n, "%s/.moonshard_history", home);
+  }
+  /* append_history needs the file to exist; a history that cannot be kept is no error */
+  if (history_file && read_history(history_file) == ENOENT) write_history(history_file);
+}
+
+static void history_add(const char *entry) {
+  if (!use_readline || entry[strspn(entry, " \t\n")] == '\0') return;
+  HIST_ENTRY *last = history_length > 0 ? history_get(history_base + history_length - 1) : NULL;
+  if (last && strcmp(last->line, entry) == 0) return;
+  add_history(entry);
+  if (history_file) append_history(1, history_file); /* at once: a killed REPL keeps it */
+}
+
+static void history_end(void) {
+  if (history_file) history_truncate_file(history_file, HISTORY_MAX);
+  free(history_file);
+  history_file = NULL;
+}
+
+static void on_rl_line(char *line) {
+  line_read = line; /* NULL at end of input */
+  line_done = true;
+  rl_callback_handler_remove(); /* so readline does not print the prompt again */
+}
+
+/* Ctrl-C at the prompt: drop the line being edited, leave the terminal as it was. */
+static void rl_abandon_line(void) {
+  rl_free_line_state();
+  rl_callback_sigcleanup();
+  rl_replace_line("", 0);
+  rl_callback_handler_remove();
+  fputc('\n', rl_outstream);
+  fflush(rl_outstream);
+}
+
+/* readline's callback interface, so Ctrl-C is seen as a flag and handled here, outside the
+ * signal handler. SIGINT is blocked except inside pselect: a Ctrl-C that comes while a key is
+ * being handled waits for the next pselect instead of slipping past the check. */
+static int read_with_readline(const char *prompt, char **line) {
+  sigset_t sigint, unblocked;
+  sigemptyset(&sigint);
+  sigaddset(&sigint, SIGINT);
+  sigprocmask(SIG_BLOCK, &sigint, &unblocked);
+  int fd = fileno(rl_instream), r = READ_LINE;
+  line_done = false;
+  rl_callback_handler_install(prompt, on_rl_line);
+  while (!line_done) {
+    fd_set fds;
+    FD_ZERO(&fds);
+    FD_SET(fd, &fds);
+    int ready = interrupted ? -1 : pselect(fd + 1, &fds, NULL, NULL, NULL, &unblocked);
+    if (interrupted) {
+      rl_abandon_line();
+      r = READ_INTERRUPTED;
+      break;
+    }
+    if (ready > 0) rl_callback_read_char();
+    else if (errno != EINTR) { /* the terminal went away */
+      rl_callback_handler_remove();
+      r = READ_EOF;
+      break;
+    }
+  }
+  sigprocmask(SIG_SETMASK, &unblocked, NULL);
+  if (r == READ_LINE && line_read == NULL) r = READ_EOF; /* Ctrl-D */
+  *line = r == READ_LINE ? line_read : NULL;
+  return r;
+}
+#else
+static void history_add(const char *entry) { (void)entry; }
+static void history_end(void) {}
+#endif
+
+static int read_plain(const char *prompt, char **line) {
+  fputs(prompt, stdout);
+  fflush(stdout);
+  size_t cap = 0;
+  *line = NULL;
+  if (getline(line, &cap, stdin) >= 0) return READ_LINE;
+  free(*line);
+  *line = NULL;
+  if (interrupted) {
+    clearerr(stdin);
+    fputc('\n', stdout);
+    return READ_INTERRUPTED;
+  }
+  return READ_EOF;
+}
+
+static const char *get_prompt(lua_State *L, bool first) {
+  const char *global = first ? "_PROMPT" : "_PROMPT2"; /* as the stock lua allows */
+  const char *p = lua_getglobal(L, global) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  lua_pop(L, 1); /* the string stays alive: it is referenced from the globals */
+  return p ? p : first ? "> " : ">> ";
+}
+
+/* Reads one line and pushes it without its newline: READ_LINE, READ_EOF or READ_INTERRUPTED
+ * (nothing pushed for the last two). */
+static int push_line(lua_State *L, bool first) {
+  const char *prompt = get_prompt(L, first);
+  char *line = NULL;
+  interrupted = 0;
+  running = NULL;
+  set_sigint(on_sigint);
+#ifdef MS_HAVE_READLINE
+  int r = use_readline ? read_with_readline(prompt, &line) : read_plain(prompt, &line);
+#else
+  int r = read_plain(prompt, &line);
+#endif
+  set_sigint(SIG_DFL);
+  if (r != READ_LINE) return r;
+  size_t n = strlen(line);
+  if (n > 0 && line[n - 1] == '\n') line[--n] = '\0';
+  lua_pushlstring(L, line, n);
+  free(line);
+  return READ_LINE;
+}
+
+/* ---- the REPL --------------------------------------------------------------------------------- */
+
+/* Compiles "return <line>" so an expression prints its values. Leaves the function above the
+ * line on success; leaves the stack as it was otherwise. */
+static int load_expression(lua_State *L) {
+  const char *code = lua_pushfstring(L, "return %s;", lua_tostring(L, 1));
+  int status = luaL_loadbuffer(L, code, strlen(code), CHUNK_STDIN);
+  if (status == LUA_OK) lua_remove(L, -2);
+  else lua_pop(L, 2);
+  return status;
+}
+
+/* A syntax error at the end of the input means the statement goes on in the next line. */
+static bool is_incomplete(lua_State *L, int status) {
+  static const char mark[] = "<eof>";
+  size_t len;
+  if (status != LUA_ERRSYNTAX) return false;
+  const char *msg = lua_tolstring(L, -1, &len);
+  return len >= sizeof mark - 1 && strcmp(msg + len - (sizeof mark - 1), mark) == 0;
+}
+
+/* Compiles the buffer at index 1, reading more lines while it is incomplete. Leaves the
+ * function or the error message on top; READ_INTERRUPTED drops the statement. */
+static int load_statement(lua_State *L) {
+  for (;;) {
+    size_t len;
+    const char *code = lua_tolstring(L, 1, &len);
+    int status = luaL_loadbuffer(L, code, len, CHUNK_STDIN);
+    if (!is_incomplete(L, status)) return status;
+    int r = push_line(L, false);
+    if (r == READ_EOF) return status; /* input ended mid-statement: report the syntax error */
+    if (r == READ_INTERRUPTED) return r;
+    lua_remove(L, -2); /* the error message */
+    lua_pushliteral(L, "\n");
+    lua_insert(L, -2);
+    lua_concat(L, 3);
+  }
+}
+
+/* Leaves the compiled next statement (or its error message) alone on the stack. */
+static int read_statement(lua_State *L) {
+  lua_settop(L, 0);
+  int r = push_line(L, true);
+  if (r != READ_LINE) return r;
+  int status = load_expression(L);
+  if (status != LUA_OK) status = load_statement(L);
+  if (status == READ_INTERRUPTED) {
+    lua_settop(L, 0);
+    return READ_INTERRUPTED;
+  }
+  history_add(lua_tostring(L, 1));
+  lua_remove(L, 1);
+  return status;
+}
+
+/* Prints the results on the stack with the global print (so tensors print through
+ * __tostring). */
+static void print_results(lua_State *L) {
+  int n = lua_gettop(L);
+  if (n == 0) return;
+  luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
+  lua_getglobal(L, "print");
+  lua_insert(L, 1);
+  if (lua_pcall(L, n, 0, 0) != LUA_OK)
+    print_error(lua_pushfstring(L, "error calling 'print' (%s)", lua_tostring(L, -1)));
+}
+
+static void repl(lua_State *L) {
+  const char *saved = progname;
+  progname = NULL;
+  printf("%s %s (%s)  --  type Lua; Ctrl-D exits\n", PROGNAME, MS_VERSION_STRING, LUA_RELEASE);
+#ifdef MS_HAVE_READLINE
+  use_readline = isatty(fileno(stdin));
+  if (use_readline) {
+    rl_readline_name = PROGNAME; /* for $if moonshard in ~/.inputrc */
+    rl_instream = stdin;         /* NULL until readline initialises; pselect needs it first */
+    rl_outstream = stdout;
+    rl_catch_signals = 0;        /* Ctrl-C is ours: see read_with_readline */
+    rl_bind_key('\t', rl_insert); /* file-name completion would only mislead in Lua code */
+    history_start();
+  }
+#endif
+  for (int status; (status = read_statement(L)) != READ_EOF;) {
+    if (status == READ_INTERRUPTED) continue;
+    if (status == LUA_OK) status = docall(L, 0, LUA_MULTRET);
+    if (status == LUA_OK) print_results(L);
+    else report(L, status);
+  }
+  lua_settop(L, 0);
+  fputc('\n', stdout);
+  fflush(stdout);
+  history_end();
+  progname = saved;
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
+static bool starts_repl(const options *o) {
+  if (o->interactive) return true;
+  return o->script == 0 && !o->run_code && !o->version && isatty(fileno(stdin));
+}
+
+/* Everything that touches Lua, run protected so even a memory error is reported. */
+static int protected_main(lua_State *L) {
+  const options *o = lua_touserdata(L, 1);
+  if (o->no_env) { /* the package library reads this flag while it opens */
+    lua_pushboolean(L, 1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
+  }
+  ms_lua_openlibs(L);
+  create_arg_table(L, o);
+  if (o->warnings) lua_warning(L, "@on", 0);
+  if (o->version && !starts_repl(o)) print_version();
+  bool ok = run_options(L, o) == LUA_OK;
+  if (ok && o->script > 0) ok = run_script(L, o) == LUA_OK;
+  /* -i still opens the REPL after a failure: the globals are there to inspect */
+  if (starts_repl(o)) repl(L);
+  else if (ok && o->script == 0 && !o->run_code && !o->version) ok = run_stdin(L) == LUA_OK;
+  lua_pushboolean(L, ok);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  int exit_status = parse_options(&o, argc, argv);
+  if (exit_status != PARSE_RUN) return exit_status;
+  struct sigaction old;
+  sigint_ignored = sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
+  lua_State *L = luaL_newstate();
+  if (L == NULL) {
+    print_error("cannot create the Lua state: not enough memory");
+    return EXIT_FAILURE;
+  }
+  lua_pushcfunction(L, protected_main);
+  lua_pushlightuserdata(L, &o);
+  int status = lua_pcall(L, 1, 1, 0);
+  bool ok = status == LUA_OK && lua_toboolean(L, -1);
+  report(L, status);
+  lua_close(L);
+  return ok ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,89 @@
+/* ms_lua.h (private to lua/): what the binding files share: argument checking with precise
+ * errors, 1-based dims and indices turned 0-based, options tables, and registration. Engine
+ * failures become Lua errors here and only here (ms_lua_raise). */
+#ifndef MS_LUA_PRIVATE_H
+#define MS_LUA_PRIVATE_H
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdbool.h>
+
+#include "moonshard/lua.h"
+#include "moonshard/moonshard.h"
+
+#define MS_TENSOR_MT "moonshard.Tensor"
+#define MS_SIZE_MT "moonshard.Size"
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+/* Raises the engine's last error as a Lua error. Never returns. */
+int ms_lua_raise(lua_State *L);
+/* Raises "fname: bad argument #arg (what): expected <expected>, got <description of value>". */
+int ms_lua_arg_error(lua_State *L, int arg, const char *fname, const char *what, const char *expected);
+/* A short description of the value at idx for messages: "string 'abc'", "a float32 tensor of
+ * shape (2, 3)", "nil", "3.5". */
+const char *ms_lua_describe(lua_State *L, int idx);
+/* Pushes t (new reference, may be NULL after an engine failure: then raises). Returns 1. */
+int ms_lua_push_result(lua_State *L, ms_tensor *t);
+/* Raises the engine error when st is not MS_OK. */
+void ms_lua_check_status(lua_State *L, ms_status st);
+
+/* ---- arguments ------------------------------------------------------------------------------- */
+int64_t ms_lua_check_integer(lua_State *L, int idx, const char *fname, const char *what);
+/* A 1-based (or negative, from the end) dim of a tensor with ndim dims, returned 0-based. For
+ * ops that insert a dim (unsqueeze, stack) pass ndim + 1. */
+int ms_lua_check_dim(lua_State *L, int idx, int ndim, const char *fname, const char *what);
+/* A 1-based (or negative) position in a dim of `size` elements, returned 0-based. */
+int64_t ms_lua_check_index(lua_State *L, int idx, int64_t size, const char *fname, const char *what);
+/* Sizes given as integers from `first` up to the first non-number, or as one table (a sequence
+ * or a Size). Returns the number of dims; *next receives the index after the sizes. */
+int ms_lua_check_sizes(lua_State *L, int first, int64_t *shape, const char *fname, int *next);
+/* A dtype name ("float32", "double", "torch.int64", ...) at idx. */
+ms_dtype ms_lua_check_dtype(lua_State *L, int idx, const char *fname, const char *what);
+
+/* Options table at idx (nil or none is an empty table): typed getters that raise on a wrong
+ * type, naming fname and the key. Unknown keys raise too, so typos do not pass silently. */
+typedef struct ms_lua_opts {
+  lua_State *L;
+  int idx; /* 0 when there is no table */
+  const char *fname;
+} ms_lua_opts;
+ms_lua_opts ms_lua_check_opts(lua_State *L, int idx, const char *fname, const char *const *known);
+bool ms_lua_opt_dtype(ms_lua_opts o, const char *key, ms_dtype *out);
+bool ms_lua_opt_bool(ms_lua_opts o, const char *key, bool *out);
+bool ms_lua_opt_number(ms_lua_opts o, const char *key, double *out);
+bool ms_lua_opt_integer(ms_lua_opts o, const char *key, int64_t *out);
+/* The creation options shared by every factory: dtype, device, requires_grad. */
+typedef struct ms_lua_factory_opts {
+  ms_dtype dtype;
+  bool requires_grad;
+} ms_lua_factory_opts;
+ms_lua_factory_opts ms_lua_factory_options(lua_State *L, int idx, const char *fname, ms_dtype dflt);
+/* Applies requires_grad (only floating tensors may require gradients). */
+void ms_lua_apply_factory_options(lua_State *L, ms_tensor *t, ms_lua_factory_opts o, const char *fname);
+
+/* A binary operand: a tensor, a Lua number or a boolean. */
+ms_operand ms_lua_check_operand(lua_State *L, int idx, const char *fname, const char *what);
+
+/* ---- values ---------------------------------------------------------------------------------- */
+/* Pushes a number as Lua integer or float according to dtype. */
+void ms_lua_push_element(lua_State *L, const ms_tensor *t, int64_t flat_index);
+/* Pushes a Size table {d1, d2, ...} with __tostring "torch.Size([d1, d2])". */
+void ms_lua_push_size(lua_State *L, int ndim, const int64_t *shape);
+
+/* ---- memory ---------------------------------------------------------------------------------- */
+/* Lua's collector cannot see tensor bytes: after each new tensor, run a full collection when
+ * the engine's bytes have grown past a threshold that doubles with the live set. */
+void ms_lua_account_memory(lua_State *L);
+
+/* ---- registration (each l_*.c file) ------------------------------------------------------------- */
+/* Each adds its functions to the module table at -2 and to the method table at -1 (both on
+ * the stack). */
+void ms_lua_open_create(lua_State *L);
+void ms_lua_open_view(lua_State *L);
+void ms_lua_open_math(lua_State *L);
+void ms_lua_open_runtime(lua_State *L);
+void ms_lua_open_tensor(lua_State *L);
+/* Registers fn under `name` in both the module table (-2) and the method table (-1). */
+void ms_lua_register_both(lua_State *L, const char *name, lua_CFunction fn);
+
+#endif
