@@ -1,0 +1,71 @@
+-- test_memory.lua: the engine reports tensor bytes to Lua, so a loop that drops large tensors
+-- stays bounded without collectgarbage(); and ms.memory_stats() tells the truth.
+local T = require "testing"
+local ms = require "moonshard"
+
+-- Resident set size of this process in bytes, from /proc (Linux).
+local function rss()
+  local f = assert(io.open("/proc/self/statm"))
+  local _, resident = f:read("n", "n")
+  f:close()
+  return resident * 4096
+end
+
+T.test("300 tensors of 16 MB without collectgarbage stay bounded", function()
+  local before = rss()
+  local peak_rss, peak_engine = 0, 0
+  for _ = 1, 300 do
+    local t = ms.ones(4 * 2^20) -- 16 MB of float32, touched so it is resident
+    peak_rss = math.max(peak_rss, rss() - before)
+    peak_engine = math.max(peak_engine, ms.memory_stats().current)
+    t = nil -- luacheck: ignore (dropped; only the collector can free it)
+  end
+  local mb = 2^20
+  -- 300 x 16 MB is 4800 MB; the collector must keep far below that (a few dozen tensors).
+  T.truthy(peak_engine < 600 * mb, ("engine peak %.0f MB"):format(peak_engine / mb))
+  T.truthy(peak_rss < 700 * mb, ("resident growth %.0f MB"):format(peak_rss / mb))
+end)
+
+T.test("memory_stats counts current and peak bytes", function()
+  collectgarbage()
+  ms.reset_peak_memory_stats()
+  local base = ms.memory_stats().current
+  local t = ms.zeros(1000, 1000, {dtype = "float64"})
+  local s = ms.memory_stats()
+  T.eq(s.current - base, 8000000)
+  T.truthy(s.peak >= s.current)
+  T.eq(s.device, "cpu")
+  T.eq(math.type(s.by_category.other), "integer")
+  t = nil -- luacheck: ignore
+  collectgarbage()
+  T.eq(ms.memory_stats().current, base)
+  T.truthy(ms.memory_stats().peak >= base + 8000000)
+end)
+
+T.test("a view keeps its storage alive after the base is dropped", function()
+  collectgarbage()
+  local base = ms.memory_stats().current
+  local v
+  do
+    local t = ms.arange(10):float()
+    v = t:narrow(1, 3, 2)
+  end
+  collectgarbage()
+  T.eq(ms.memory_stats().current - base, 40) -- the 10 floats live on through the view
+  T.same(v:tolist(), {2.0, 3.0})
+  v = nil -- luacheck: ignore
+  collectgarbage()
+  T.eq(ms.memory_stats().current, base)
+end)
+
+T.test("to-be-closed tensors free their bytes at the end of the scope", function()
+  collectgarbage()
+  local base = ms.memory_stats().current
+  do
+    local t <close> = ms.zeros(1024, 1024)
+    T.eq(ms.memory_stats().current - base, 4 * 2^20)
+  end
+  T.eq(ms.memory_stats().current, base)
+end)
+
+T.finish()
