@@ -44,6 +44,8 @@ static void nested_walk(lua_State *L, int idx, int d, nested_info *info, ms_tens
                         char *path, size_t pathlen) {
   if (d == info->ndim) {
     if (!t) note_leaf_kind(L, idx, info, path);
+    else if (t->dtype == MS_INT64 && lua_isinteger(L, idx)) /* exact beyond 2^53; t is contiguous */
+      ((int64_t *)ms_tensor_data(t))[(*pos)++] = lua_tointeger(L, idx);
     else ms_tensor_set_flat(t, (*pos)++, lua_isboolean(L, idx) ? lua_toboolean(L, idx) : lua_tonumber(L, idx));
     return;
   }
@@ -89,26 +91,49 @@ static int l_tensor(lua_State *L) {
   ms_lua_factory_opts o = ms_lua_factory_options(L, 2, "tensor", inferred_dtype(&info));
   ms_tensor *t = ms_tensor_new_empty(info.ndim, info.shape, o.dtype);
   if (!t) return ms_lua_raise(L);
+  ms_lua_apply_factory_options(L, t, o, "tensor"); /* releases t if it raises: not Lua's yet */
   ms_lua_push_tensor(L, t); /* owned by Lua before the walk, which may raise */
   pos = 0;
   nested_walk(L, 1, 0, &info, t, &pos, path, sizeof path);
-  ms_lua_apply_factory_options(L, t, o, "tensor");
   return 1;
 }
 
 /* ---- constant fills --------------------------------------------------------------------------- */
 
+/* Raises the engine's error under the factory's name: zeros and ones are made by the engine's
+ * full, whose name would mislead ("full: out of memory ..." -> "ones: out of memory ..."). */
+static int raise_as(lua_State *L, const char *fname) {
+  const char *msg = ms_error_last(), *colon = strstr(msg, ": ");
+  if (colon && strcspn(msg, " :") == (size_t)(colon - msg)) msg = colon + 2; /* "word: " */
+  return luaL_error(L, "%s: %s", fname, msg);
+}
+
+/* Sizes may hold -1 for view; a new tensor's may not. Checked here to name the factory. */
+static void check_new_sizes(lua_State *L, int nd, const int64_t *shape, const char *fname) {
+  char b[MS_SHAPE_STR_LEN];
+  int64_t n = 1;
+  for (int d = 0; d < nd; d++) {
+    if (shape[d] < 0)
+      luaL_error(L, "%s: bad argument (size): expected non-negative sizes, got %d at dim %d of %s",
+                 fname, (int)shape[d], d + 1, ms_shape_str(nd, shape, b, sizeof b));
+    if (shape[d] && n > INT64_MAX / 8 / shape[d])
+      luaL_error(L, "%s: shape %s is too large", fname, ms_shape_str(nd, shape, b, sizeof b));
+    n *= shape[d];
+  }
+}
+
 static int fill_factory(lua_State *L, const char *fname, double value, bool uninitialised) {
   int64_t shape[MS_MAX_DIMS];
   int next;
   int nd = ms_lua_check_sizes(L, 1, shape, fname, &next);
+  check_new_sizes(L, nd, shape, fname);
   ms_lua_factory_opts o = ms_lua_factory_options(L, next, fname, MS_FLOAT32);
   if (!lua_isnoneornil(L, next + 1))
     return luaL_error(L, "%s: unexpected argument #%d after the options table (%s)", fname, next + 1,
                       ms_lua_describe(L, next + 1));
   ms_tensor *t = uninitialised ? ms_tensor_new_empty(nd, shape, o.dtype)
                                : ms_tensor_new_full(nd, shape, o.dtype, value);
-  if (!t) return ms_lua_raise(L);
+  if (!t) return raise_as(L, fname);
   ms_lua_apply_factory_options(L, t, o, fname);
   return ms_lua_push_result(L, t);
 }
@@ -140,10 +165,13 @@ static int l_full(lua_State *L) {
     int top = 1;
     while (lua_type(L, top + 1) == LUA_TNUMBER || lua_isboolean(L, top + 1)) top++;
     vidx = top; /* sizes are 1 .. top-1 */
+    if (vidx - 1 > MS_MAX_DIMS)
+      return luaL_error(L, "full: at most %d dimensions, got %d", MS_MAX_DIMS, vidx - 1);
     for (nd = 0; nd < vidx - 1; nd++) shape[nd] = ms_lua_check_integer(L, nd + 1, "full", "size");
-    if (vidx == 1 && !lua_isboolean(L, 1) && lua_type(L, 1) != LUA_TNUMBER)
+    if (vidx == 1) /* full(7) has no size: a 0-dim tensor is full({}, 7) */
       return ms_lua_arg_error(L, 1, "full", "size", "sizes and a fill value");
   }
+  check_new_sizes(L, nd, shape, "full");
   double v = check_fill_value(L, vidx, "full");
   ms_lua_factory_opts o = ms_lua_factory_options(L, vidx + 1, "full", value_dtype(L, vidx));
   ms_tensor *t = ms_tensor_new_full(nd, shape, o.dtype, v);
@@ -184,6 +212,7 @@ static int l_eye(lua_State *L) {
   int optidx = 2;
   if (lua_type(L, 2) == LUA_TNUMBER) m = ms_lua_check_integer(L, 2, "eye", "m"), optidx = 3;
   if (n < 0 || (optidx == 3 && m < 0)) return luaL_error(L, "eye: sizes must be non-negative, got n=%d m=%d", (int)n, (int)m);
+  check_new_sizes(L, 2, (int64_t[]){n, optidx == 3 ? m : n}, "eye");
   ms_lua_factory_opts o = ms_lua_factory_options(L, optidx, "eye", MS_FLOAT32);
   ms_tensor *t = ms_tensor_new_eye(n, m, o.dtype);
   if (!t) return ms_lua_raise(L);
@@ -195,6 +224,13 @@ static int l_eye(lua_State *L) {
 
 typedef enum { RANDOM_UNIFORM, RANDOM_NORMAL } random_kind;
 
+/* rand and randn draw floating values only; say so under the caller's name. */
+static void check_random_dtype(lua_State *L, ms_dtype dt, const char *fname) {
+  if (!ms_dtype_is_floating(dt))
+    luaL_error(L, "%s: expected a floating point dtype (float32, float64, bfloat16, float16), got %s",
+               fname, ms_dtype_name(dt));
+}
+
 static ms_tensor *random_fill(lua_State *L, ms_tensor *t, random_kind kind) {
   ms_status st = kind == RANDOM_UNIFORM ? ms_tensor_uniform_(t, 0, 1) : ms_tensor_normal_(t, 0, 1);
   if (st != MS_OK) ms_tensor_release(t), ms_lua_raise(L);
@@ -205,9 +241,11 @@ static int random_factory(lua_State *L, const char *fname, random_kind kind) {
   int64_t shape[MS_MAX_DIMS];
   int next;
   int nd = ms_lua_check_sizes(L, 1, shape, fname, &next);
+  check_new_sizes(L, nd, shape, fname);
   ms_lua_factory_opts o = ms_lua_factory_options(L, next, fname, MS_FLOAT32);
+  check_random_dtype(L, o.dtype, fname);
   ms_tensor *t = ms_tensor_new_empty(nd, shape, o.dtype);
-  if (!t) return ms_lua_raise(L);
+  if (!t) return raise_as(L, fname);
   random_fill(L, t, kind);
   ms_lua_apply_factory_options(L, t, o, fname);
   return ms_lua_push_result(L, t);
@@ -229,22 +267,29 @@ static int l_randint(lua_State *L) {
   }
   if (!lua_istable(L, sizeidx)) return ms_lua_arg_error(L, sizeidx, "randint", "size", "a table of sizes");
   int nd = ms_lua_check_sizes(L, sizeidx, shape, "randint", &next);
+  check_new_sizes(L, nd, shape, "randint");
   ms_lua_factory_opts o = ms_lua_factory_options(L, next, "randint", MS_INT64);
   ms_tensor *t = ms_tensor_new_empty(nd, shape, o.dtype);
   if (!t) return ms_lua_raise(L);
   if (ms_tensor_randint_(t, low, high) != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
+  ms_lua_apply_factory_options(L, t, o, "randint");
   return ms_lua_push_result(L, t);
 }
 
 static int l_randperm(lua_State *L) {
   int64_t n = ms_lua_check_integer(L, 1, "randperm", "n");
   ms_lua_factory_opts o = ms_lua_factory_options(L, 2, "randperm", MS_INT64);
-  return ms_lua_push_result(L, ms_tensor_new_randperm(n, o.dtype));
+  ms_tensor *t = ms_tensor_new_randperm(n, o.dtype);
+  if (!t) return ms_lua_raise(L);
+  ms_lua_apply_factory_options(L, t, o, "randperm");
+  return ms_lua_push_result(L, t);
 }
 
 /* bernoulli(p_tensor) draws each element with its probability; bernoulli(t, p) with one p. */
 static int l_bernoulli(lua_State *L) {
   ms_tensor *p = ms_lua_check_tensor(L, 1, "bernoulli");
+  if (!lua_isnoneornil(L, 2) && lua_type(L, 2) != LUA_TNUMBER)
+    return ms_lua_arg_error(L, 2, "bernoulli", "p", "a probability (a number in [0, 1])");
   if (lua_type(L, 2) != LUA_TNUMBER) return ms_lua_push_result(L, ms_tensor_new_bernoulli(p));
   ms_tensor *probs = ms_tensor_new_full(p->ndim, p->shape, ms_dtype_to_floating(p->dtype), lua_tonumber(L, 2));
   if (!probs) return ms_lua_raise(L);
@@ -258,13 +303,15 @@ static int l_bernoulli(lua_State *L) {
 static int like_factory(lua_State *L, const char *fname, int kind, int optidx) {
   ms_tensor *src = ms_lua_check_tensor(L, 1, fname);
   ms_lua_factory_opts o = ms_lua_factory_options(L, optidx, fname, src->dtype);
+  double value = kind == 2 ? check_fill_value(L, 2, fname) : 0; /* may raise: before t exists */
+  if (kind >= 4) check_random_dtype(L, o.dtype, fname);
   ms_tensor *t = ms_tensor_new_empty(src->ndim, src->shape, o.dtype);
   if (!t) return ms_lua_raise(L);
   ms_status st = MS_OK;
   switch (kind) {
   case 0: st = ms_tensor_fill_(t, 0); break;
   case 1: st = ms_tensor_fill_(t, 1); break;
-  case 2: st = ms_tensor_fill_(t, check_fill_value(L, 2, fname)); break;
+  case 2: st = ms_tensor_fill_(t, value); break;
   case 3: break;
   case 4: st = ms_tensor_uniform_(t, 0, 1); break;
   case 5: st = ms_tensor_normal_(t, 0, 1); break;
@@ -296,6 +343,7 @@ static int l_randint_like(lua_State *L) {
   ms_tensor *t = ms_tensor_new_empty(src->ndim, src->shape, o.dtype);
   if (!t) return ms_lua_raise(L);
   if (ms_tensor_randint_(t, low, high) != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
+  ms_lua_apply_factory_options(L, t, o, "randint_like");
   return ms_lua_push_result(L, t);
 }
 

@@ -11,18 +11,55 @@
 
 /* ---- binary ---------------------------------------------------------------------------------------- */
 
+static void operand_type(ms_operand o, ms_dtype *dt, ms_operand_kind *kind) {
+  *dt = o.tensor ? o.tensor->dtype : o.scalar_dtype;
+  *kind = !o.tensor ? MS_OPERAND_SCALAR : o.tensor->ndim > 0 ? MS_OPERAND_TENSOR : MS_OPERAND_ZERO_DIM;
+}
+
+/* alpha * b in the dtype a + b would have (PyTorch scales inside the op, so alpha never changes
+ * the result dtype); a new reference in *scaled, or b itself when it is a number. */
+static ms_operand scale_operand(lua_State *L, ms_binary_op op, ms_operand a, ms_operand b, double alpha,
+                                bool alpha_int, const char *fname, ms_tensor **scaled) {
+  ms_dtype da, db;
+  ms_operand_kind ka, kb;
+  operand_type(a, &da, &ka);
+  operand_type(b, &db, &kb);
+  ms_dtype common = ms_dtype_promote(da, ka, db, kb);
+  if (!alpha_int && !ms_dtype_is_floating(common))
+    luaL_error(L, "%s: alpha must be an integer for %s operands, got %f", fname, ms_dtype_name(common), alpha);
+  *scaled = NULL;
+  /* a bool subtraction is left unscaled for the engine to refuse */
+  if (alpha == 1 || (op == MS_OP_SUB && (da == MS_BOOL || db == MS_BOOL))) return b;
+  if (!b.tensor) {
+    bool is_float = b.scalar_dtype == MS_FLOAT64 || !alpha_int;
+    return ms_operand_number(b.value * alpha, is_float ? MS_FLOAT64 : MS_INT64);
+  }
+  ms_tensor *bc = ms_tensor_to_dtype(b.tensor, common);
+  ms_operand factor = ms_operand_number(alpha, alpha_int ? MS_INT64 : MS_FLOAT64);
+  ms_tensor *prod = bc ? ms_binary(MS_OP_MUL, ms_operand_tensor(bc), factor) : NULL;
+  *scaled = prod ? ms_tensor_to_dtype(prod, common) : NULL; /* bool * 2 counts in int64 */
+  ms_tensor_release(bc);
+  ms_tensor_release(prod);
+  if (!*scaled) ms_lua_raise(L);
+  return ms_operand_tensor(*scaled);
+}
+
 /* add(a, b, {alpha=}) and sub: a + alpha * b, as torch.add. */
 static int add_sub(lua_State *L, ms_binary_op op, const char *fname, bool inplace) {
   static const char *const known[] = {"alpha", NULL};
   ms_operand a = ms_lua_check_operand(L, 1, fname, "input");
   ms_operand b = ms_lua_check_operand(L, 2, fname, "other");
   double alpha = 1;
-  ms_lua_opt_number(ms_lua_check_opts(L, 3, fname, known), "alpha", &alpha);
-  ms_tensor *scaled = NULL;
-  if (alpha != 1) {
-    if (!(scaled = ms_binary(MS_OP_MUL, b, ms_operand_number(alpha, MS_FLOAT64)))) return ms_lua_raise(L);
-    b = ms_operand_tensor(scaled);
+  ms_lua_opts opts = ms_lua_check_opts(L, 3, fname, known);
+  bool alpha_int = true; /* a Lua integer, or none */
+  if (ms_lua_opt_number(opts, "alpha", &alpha)) {
+    lua_getfield(L, 3, "alpha");
+    alpha_int = lua_isinteger(L, -1);
+    lua_pop(L, 1);
   }
+  ms_tensor *scaled = NULL;
+  if (inplace) a = ms_operand_tensor(ms_lua_check_tensor(L, 1, fname));
+  b = scale_operand(L, op, a, b, alpha, alpha_int, fname, &scaled);
   if (!inplace) {
     ms_tensor *r = ms_binary(op, a, b);
     ms_tensor_release(scaled);
@@ -113,19 +150,35 @@ static int clamp(lua_State *L, bool inplace) {
   const char *fname = inplace ? "clamp_" : "clamp";
   ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
   double lo, hi;
-  bool has_lo, has_hi;
+  bool has_lo, has_hi, float_bound; /* a Lua float bound (2.0 too) promotes as a float */
   if (lua_istable(L, 2)) {
     static const char *const known[] = {"min", "max", NULL};
     ms_lua_opts o = ms_lua_check_opts(L, 2, fname, known);
     has_lo = ms_lua_opt_number(o, "min", &lo);
     has_hi = ms_lua_opt_number(o, "max", &hi);
+    lua_getfield(L, 2, "min");
+    lua_getfield(L, 2, "max");
+    float_bound = (has_lo && !lua_isinteger(L, -2)) || (has_hi && !lua_isinteger(L, -1));
+    lua_pop(L, 2);
   } else {
     has_lo = !lua_isnoneornil(L, 2), has_hi = !lua_isnoneornil(L, 3);
     if (has_lo && lua_type(L, 2) != LUA_TNUMBER) ms_lua_arg_error(L, 2, fname, "min", "a number or nil");
     if (has_hi && lua_type(L, 3) != LUA_TNUMBER) ms_lua_arg_error(L, 3, fname, "max", "a number or nil");
     lo = lua_tonumber(L, 2), hi = lua_tonumber(L, 3);
+    float_bound = (has_lo && !lua_isinteger(L, 2)) || (has_hi && !lua_isinteger(L, 3));
   }
   const double *plo = has_lo ? &lo : NULL, *phi = has_hi ? &hi : NULL;
+  /* The engine sees only doubles; a whole-number float bound still makes an integer tensor's
+   * result float32, as torch.clamp(int_tensor, 2.0) does. */
+  if (float_bound && !ms_dtype_is_floating(t->dtype)) {
+    if (inplace)
+      return luaL_error(L, "%s: result type float32 can't be cast to the desired output type %s", fname,
+                        ms_dtype_name(t->dtype));
+    ms_tensor *f = ms_tensor_to_dtype(t, MS_FLOAT32);
+    ms_tensor *r = f ? ms_clamp(f, plo, phi) : NULL;
+    ms_tensor_release(f);
+    return ms_lua_push_result(L, r);
+  }
   if (!inplace) return ms_lua_push_result(L, ms_clamp(t, plo, phi));
   ms_lua_check_status(L, ms_clamp_(t, plo, phi));
   lua_settop(L, 1);

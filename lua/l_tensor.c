@@ -73,6 +73,11 @@ static int push_field(lua_State *L, ms_tensor *t, const char *key) {
 }
 
 static int tensor_index(lua_State *L) {
+  tensor_box *box = luaL_checkudata(L, 1, MS_TENSOR_MT);
+  if (!box->t && lua_type(L, 2) == LUA_TSTRING) { /* u:sum() on a closed u: let sum say so */
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+  }
   ms_tensor *t = ms_lua_check_tensor(L, 1, "index");
   if (lua_type(L, 2) == LUA_TNUMBER) {
     if (t->ndim == 0) return luaL_error(L, "index: a 0-dim tensor cannot be indexed (use :item())");
@@ -125,8 +130,15 @@ static int tensor_newindex(lua_State *L) {
   if (!slice) return ms_lua_raise(L);
   ms_tensor *src = ms_lua_to_tensor(L, 3);
   ms_status st;
-  if (src) st = ms_tensor_copy_(slice, src);
-  else if (lua_type(L, 3) == LUA_TNUMBER || lua_isboolean(L, 3))
+  if (src) {
+    /* As torch's setitem, leading size-1 dims of the value beyond the slice's rank are dropped. */
+    int k = 0;
+    while (src->ndim - k > slice->ndim && src->shape[k] == 1) k++;
+    ms_tensor *v = ms_tensor_new_view(src->storage, src->dtype, src->ndim - k, src->shape + k,
+                                      src->strides + k, src->offset);
+    st = v ? ms_tensor_copy_(slice, v) : MS_ERR_MEMORY;
+    ms_tensor_release(v);
+  } else if (lua_type(L, 3) == LUA_TNUMBER || lua_isboolean(L, 3))
     st = ms_tensor_fill_(slice, lua_isboolean(L, 3) ? lua_toboolean(L, 3) : lua_tonumber(L, 3));
   else {
     ms_tensor_release(slice);

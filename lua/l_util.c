@@ -32,6 +32,7 @@ const char *ms_lua_describe(lua_State *L, int idx) {
     if (t)
       return lua_pushfstring(L, "a %s tensor of shape %s", ms_dtype_name(t->dtype),
                              ms_shape_str(t->ndim, t->shape, shape, sizeof shape));
+    if (luaL_testudata(L, idx, MS_TENSOR_MT)) return "a closed tensor";
     return luaL_typename(L, idx);
   }
 }
@@ -44,7 +45,7 @@ int ms_lua_arg_error(lua_State *L, int arg, const char *fname, const char *what,
 int64_t ms_lua_check_integer(lua_State *L, int idx, const char *fname, const char *what) {
   int isnum = 0;
   lua_Integer v = lua_tointegerx(L, idx, &isnum);
-  if (!isnum) ms_lua_arg_error(L, idx, fname, what, "an integer");
+  if (!isnum || lua_type(L, idx) != LUA_TNUMBER) ms_lua_arg_error(L, idx, fname, what, "an integer");
   return v;
 }
 
@@ -94,7 +95,7 @@ int ms_lua_check_sizes(lua_State *L, int first, int64_t *shape, const char *fnam
       lua_rawgeti(L, first, d + 1);
       int isnum = 0;
       lua_Integer v = lua_tointegerx(L, -1, &isnum);
-      if (!isnum || v < -1)
+      if (!isnum || v < -1 || lua_type(L, -1) != LUA_TNUMBER)
         luaL_error(L, "%s: bad argument #%d (size): expected a sequence of non-negative integers, "
                    "got %s at position %d", fname, first, ms_lua_describe(L, -1), d + 1);
       shape[d] = v;

@@ -10,6 +10,7 @@ static int shape_op(lua_State *L, const char *fname, bool copy_allowed) {
   int64_t shape[MS_MAX_DIMS];
   int next;
   int nd = ms_lua_check_sizes(L, 2, shape, fname, &next);
+  if (!lua_isnone(L, next)) return ms_lua_arg_error(L, next, fname, "size", "an integer");
   return ms_lua_push_result(L, copy_allowed ? ms_tensor_reshape(t, nd, shape) : ms_tensor_view(t, nd, shape));
 }
 
@@ -78,10 +79,15 @@ static int l_permute(lua_State *L) {
   n = table ? (int)lua_rawlen(L, 2) : lua_gettop(L) - 1;
   if (n != t->ndim)
     return luaL_error(L, "permute: expected %d dims (one per dimension of the tensor), got %d", t->ndim, n);
+  bool seen[MS_MAX_DIMS] = {false};
   for (int i = 0; i < n; i++) {
     if (table) lua_rawgeti(L, 2, i + 1);
     else lua_pushvalue(L, i + 2);
-    dims[i] = ms_lua_check_dim(L, lua_gettop(L), t->ndim, "permute", "dims");
+    /* in the varargs form, errors name the argument's own position */
+    dims[i] = ms_lua_check_dim(L, table ? lua_gettop(L) : i + 2, t->ndim, "permute", "dims");
+    if (seen[dims[i]]) /* here, so the message counts dims from 1 */
+      return luaL_error(L, "permute: dim %d appears more than once in dims", dims[i] + 1);
+    seen[dims[i]] = true;
     lua_pop(L, 1);
   }
   return ms_lua_push_result(L, ms_tensor_permute(t, dims));
@@ -103,6 +109,7 @@ static int l_expand(lua_State *L) {
   int64_t shape[MS_MAX_DIMS];
   int next;
   int nd = ms_lua_check_sizes(L, 2, shape, "expand", &next);
+  if (!lua_isnone(L, next)) return ms_lua_arg_error(L, next, "expand", "size", "an integer");
   return ms_lua_push_result(L, ms_tensor_expand(t, nd, shape));
 }
 
@@ -111,6 +118,8 @@ static int l_flatten(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "flatten");
   int start = lua_isnoneornil(L, 2) ? 0 : ms_lua_check_dim(L, 2, t->ndim, "flatten", "start_dim");
   int end = lua_isnoneornil(L, 3) ? (t->ndim ? t->ndim - 1 : 0) : ms_lua_check_dim(L, 3, t->ndim, "flatten", "end_dim");
+  if (start > end) /* here, so the message counts dims from 1 */
+    return luaL_error(L, "flatten: start_dim (%d) cannot come after end_dim (%d)", start + 1, end + 1);
   return ms_lua_push_result(L, ms_tensor_flatten(t, start, end));
 }
 
@@ -141,18 +150,31 @@ static int optional_dim(lua_State *L, int idx, const ms_tensor *t, const char *f
 static int l_chunk(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "chunk");
   int chunks = (int)ms_lua_check_integer(L, 2, "chunk", "chunks");
-  int n = 0;
-  return push_parts(L, ms_tensor_chunk(t, chunks, optional_dim(L, 3, t, "chunk"), &n), n);
+  int dim = optional_dim(L, 3, t, "chunk"), n = 0;
+  ms_tensor **parts = ms_tensor_chunk(t, chunks, dim, &n); /* sets n: call before push_parts */
+  return push_parts(L, parts, n);
 }
 
 /* split(size, dim) into equal pieces, or split({2, 3, 5}, dim) into the sizes listed. */
 static int l_split(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "split");
   int dim = optional_dim(L, 3, t, "split"), n = 0;
-  if (!lua_istable(L, 2)) return push_parts(L, ms_tensor_split(t, ms_lua_check_integer(L, 2, "split", "split_size"), dim, &n), n);
+  if (!lua_istable(L, 2)) {
+    ms_tensor **parts = ms_tensor_split(t, ms_lua_check_integer(L, 2, "split", "split_size"), dim, &n);
+    return push_parts(L, parts, n);
+  }
   int count = (int)lua_rawlen(L, 2);
   int64_t total = 0;
-  for (int i = 1; i <= count; i++) total += (lua_rawgeti(L, 2, i), lua_tointeger(L, -1)), lua_pop(L, 1);
+  for (int i = 1; i <= count; i++) {
+    lua_rawgeti(L, 2, i);
+    int isnum = 0;
+    lua_Integer v = lua_tointegerx(L, -1, &isnum);
+    if (!isnum || v < 0 || lua_type(L, -1) != LUA_TNUMBER)
+      return luaL_error(L, "split: bad argument #2 (split_sizes): expected a sequence of non-negative "
+                        "integers, got %s at position %d", ms_lua_describe(L, -1), i);
+    total += v;
+    lua_pop(L, 1);
+  }
   if (t->ndim == 0 || total != t->shape[dim])
     return luaL_error(L, "split: the sizes sum to %d but dim %d has size %d", (int)total, dim + 1,
                       t->ndim ? (int)t->shape[dim] : 0);
@@ -185,6 +207,7 @@ static ms_tensor **check_tensor_list(lua_State *L, int idx, const char *fname, i
 
 static int join_op(lua_State *L, const char *fname, bool stack) {
   int n;
+  lua_settop(L, 2); /* check_tensor_list pushes its array: keep it off the dim argument */
   ms_tensor **ts = check_tensor_list(L, 1, fname, &n);
   int dim = lua_isnoneornil(L, 2) ? 0 : ms_lua_check_dim(L, 2, ts[0]->ndim + (stack ? 1 : 0), fname, "dim");
   return ms_lua_push_result(L, stack ? ms_tensor_stack(ts, n, dim) : ms_tensor_cat(ts, n, dim));

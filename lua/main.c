@@ -69,7 +69,7 @@ static void print_usage(FILE *to) {
           "  --version  show the version and exit\n"
           "  --         stop handling options\n"
           "  -          stop handling options and run stdin\n"
-          "With no script, -e or -l, the REPL starts when stdin is a terminal; otherwise stdin\n"
+          "With no script and no -e, the REPL starts when stdin is a terminal; otherwise stdin\n"
           "runs as a script. Scripts load the library with: local ms = require \"moonshard\"\n"
           "REPL history: $MOONSHARD_HISTORY (empty: none), else ~/.moonshard_history\n",
           PROGNAME);
@@ -85,17 +85,16 @@ typedef struct options {
   int script;       /* argv index of the script, 0 when there is none */
   bool interactive; /* -i */
   bool version;     /* -v */
-  bool run_code;    /* -e or -l given: no REPL unless -i */
+  bool has_e;       /* -e given: no REPL unless -i (-l alone still opens it, as in lua) */
   bool no_env;      /* -E */
   bool warnings;    /* -W */
 } options;
 
 enum { PARSE_RUN = -1 }; /* parse_options: go on; any other value is the exit status */
 
-static int usage_error(const char *fmt, const char *what) {
-  fprintf(stderr, "%s: ", PROGNAME);
-  fprintf(stderr, fmt, what);
-  fputc('\n', stderr);
+static int usage_error(const char *opt, bool missing_value) {
+  if (missing_value) fprintf(stderr, "%s: '%s' needs an argument\n", PROGNAME, opt);
+  else fprintf(stderr, "%s: unrecognized option '%s'\n", PROGNAME, opt);
   print_usage(stderr);
   return EXIT_FAILURE;
 }
@@ -127,8 +126,14 @@ static const char *option_value(options *o, int *i) {
 /* Handles the option at *i (a string starting with '-'); PARSE_RUN or an exit status. */
 static int parse_option(options *o, int *i) {
   const char *a = o->argv[*i];
-  if (strcmp(a, "--version") == 0) return print_version(), EXIT_SUCCESS;
-  if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return print_usage(stdout), EXIT_SUCCESS;
+  if (strcmp(a, "--version") == 0) {
+    print_version();
+    return EXIT_SUCCESS;
+  }
+  if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    print_usage(stdout);
+    return EXIT_SUCCESS;
+  }
   bool alone = a[1] != '\0' && a[2] == '\0';
   switch (a[1]) {
   case 'i': o->interactive = true; break;
@@ -137,14 +142,14 @@ static int parse_option(options *o, int *i) {
   case 'W': o->warnings = true; break;
   case 'e': case 'l': case 'n': {
     const char *value = option_value(o, i);
-    if (value == NULL) return usage_error("'%s' needs an argument", a);
+    if (value == NULL) return usage_error(a, true);
     if (a[1] == 'n') return check_nprocs(value);
-    o->run_code = true;
+    if (a[1] == 'e') o->has_e = true;
     return PARSE_RUN;
   }
-  default: return usage_error("unrecognized option '%s'", a);
+  default: return usage_error(a, false);
   }
-  return alone ? PARSE_RUN : usage_error("unrecognized option '%s'", a);
+  return alone ? PARSE_RUN : usage_error(a, false);
 }
 
 /* Reads the interpreter options; finds the script. PARSE_RUN, or the status to exit with. */
@@ -528,7 +533,7 @@ static void repl(lua_State *L) {
 
 static bool starts_repl(const options *o) {
   if (o->interactive) return true;
-  return o->script == 0 && !o->run_code && !o->version && isatty(fileno(stdin));
+  return o->script == 0 && !o->has_e && !o->version && isatty(fileno(stdin));
 }
 
 /* Everything that touches Lua, run protected so even a memory error is reported. */
@@ -546,7 +551,7 @@ static int protected_main(lua_State *L) {
   if (ok && o->script > 0) ok = run_script(L, o) == LUA_OK;
   /* -i still opens the REPL after a failure: the globals are there to inspect */
   if (starts_repl(o)) repl(L);
-  else if (ok && o->script == 0 && !o->run_code && !o->version) ok = run_stdin(L) == LUA_OK;
+  else if (ok && o->script == 0 && !o->has_e && !o->version) ok = run_stdin(L) == LUA_OK;
   lua_pushboolean(L, ok);
   return 1;
 }

@@ -59,6 +59,10 @@ static ms_dtype promote_pair(ms_dtype a, ms_dtype b) {
 }
 
 ms_dtype ms_dtype_promote(ms_dtype a, ms_operand_kind ka, ms_dtype b, ms_operand_kind kb) {
+  if (ka == MS_OPERAND_SCALAR && kb == MS_OPERAND_SCALAR) { /* where(c, 1.5, 0): default dtypes */
+    int c = category(a) > category(b) ? category(a) : category(b);
+    return c == 2 ? MS_FLOAT32 : c == 1 ? MS_INT64 : MS_BOOL;
+  }
   if (ka == kb) return promote_pair(a, b);
   /* The weaker operand only matters when it is of a higher category. */
   bool a_stronger = ka < kb;

@@ -91,10 +91,42 @@ static ms_dtype binary_compute_dtype(ms_binary_op op, ms_dtype common) {
   return ms_compute_dtype(op == MS_OP_DIV ? ms_dtype_to_floating(common) : common);
 }
 
+static ms_dtype operand_dtype(ms_operand o) { return o.tensor ? o.tensor->dtype : o.scalar_dtype; }
+
+/* The combinations PyTorch refuses rather than computing something surprising. */
+static ms_status check_binary_operands(ms_binary_op op, ms_operand a, ms_operand b, ms_dtype common) {
+  const char *name = binary_names[op];
+  if (op == MS_OP_SUB && (operand_dtype(a) == MS_BOOL || operand_dtype(b) == MS_BOOL))
+    return ms_error(MS_ERR_ARG, "%s: subtraction with a bool operand is not supported (to invert a "
+                    "mask use logical_not; for two masks, ne is their exclusive or)", name);
+  if (op == MS_OP_POW && common == MS_BOOL)
+    return ms_error(MS_ERR_ARG, "%s: not supported for two bool operands", name);
+  /* Only a plain number exponent is checked, as in PyTorch: a tensor exponent gives 0 instead. */
+  if (op == MS_OP_POW && !b.tensor && !ms_dtype_is_floating(common) && b.value < 0)
+    return ms_error(MS_ERR_ARG, "%s: integers to negative integer powers are not allowed (exponent "
+                    "%g, dtype %s); convert with :float() first", name, b.value, ms_dtype_name(common));
+  return MS_OK;
+}
+
+/* PyTorch computes x ** 0.5 and x ** -0.5 as sqrt and rsqrt, which differ from pow() on -inf
+ * and -0; results must not depend on which way the exponent was written. */
+static bool pow_is_root(ms_binary_op op, ms_operand b, ms_dtype common) {
+  return op == MS_OP_POW && !b.tensor && ms_dtype_is_floating(common) && (b.value == 0.5 || b.value == -0.5);
+}
+
+static ms_tensor *pow_root(ms_tensor *a, double e, ms_dtype common) {
+  ms_tensor *in = ms_tensor_to_dtype(a, common);
+  ms_tensor *out = in ? ms_unary(e > 0 ? MS_OP_SQRT : MS_OP_RSQRT, in) : NULL;
+  ms_tensor_release(in);
+  return out;
+}
+
 ms_tensor *ms_binary(ms_binary_op op, ms_operand a, ms_operand b) {
   const char *name = binary_names[op];
   if (!a.tensor && !b.tensor) return ms_error(MS_ERR_ARG, "%s: expected at least one tensor operand", name), NULL;
   if ((a.tensor && check_data(name, a.tensor)) || (b.tensor && check_data(name, b.tensor))) return NULL;
+  if (check_binary_operands(op, a, b, common_dtype(a, b)) != MS_OK) return NULL;
+  if (pow_is_root(op, b, common_dtype(a, b))) return pow_root(a.tensor, b.value, common_dtype(a, b));
   int ndim = 0;
   int64_t shape[MS_MAX_DIMS];
   const ms_tensor *ta = a.tensor ? a.tensor : b.tensor, *tb = b.tensor ? b.tensor : a.tensor;
@@ -139,7 +171,8 @@ static ms_status store_into(ms_tensor *a, ms_tensor *result) {
 
 ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
   const char *name = binary_names[op];
-  ms_dtype rd = binary_result_dtype(op, common_dtype(ms_operand_tensor(a), b));
+  ms_dtype common = common_dtype(ms_operand_tensor(a), b), rd = binary_result_dtype(op, common);
+  if (check_binary_operands(op, ms_operand_tensor(a), b, common) != MS_OK) return MS_ERR_ARG;
   if (check_inplace_dtype(name, rd, a) != MS_OK) return MS_ERR_ARG;
   if (b.tensor) {
     int ndim;
@@ -155,8 +188,9 @@ ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
         return ms_error(MS_ERR_ARG, "%s_: output with shape %s doesn't match the broadcast shape %s", name,
                         ms_shape_str(a->ndim, a->shape, b1, sizeof b1), ms_shape_str(ndim, shape, b2, sizeof b2));
   }
-  ms_dtype cd = binary_compute_dtype(op, common_dtype(ms_operand_tensor(a), b));
-  bool direct = a->dtype == cd && !is_comparison(op) && (!b.tensor || b.tensor->storage != a->storage);
+  ms_dtype cd = binary_compute_dtype(op, common);
+  bool direct = a->dtype == cd && !is_comparison(op) && !pow_is_root(op, b, common) &&
+                (!b.tensor || b.tensor->storage != a->storage);
   if (!direct) return store_into(a, ms_binary(op, ms_operand_tensor(a), b));
   if (check_data(name, a) != MS_OK) return MS_ERR_RUNTIME;
   ms_tensor *pb = prepare_operand(b, cd, a->ndim, a->shape);
@@ -178,8 +212,23 @@ static bool unary_keeps_integers(ms_unary_op op) {
 
 static ms_dtype unary_result_dtype(ms_unary_op op, ms_dtype in) {
   if (op == MS_OP_LOGICAL_NOT) return MS_BOOL;
-  if (in == MS_BOOL && op != MS_OP_ABS && op != MS_OP_RELU) return unary_keeps_integers(op) ? MS_INT64 : MS_FLOAT32;
+  /* bool: sign stays bool, square counts in int64 (PyTorch's rules) */
+  if (in == MS_BOOL && op != MS_OP_SIGN) return unary_keeps_integers(op) ? MS_INT64 : MS_FLOAT32;
   return unary_keeps_integers(op) ? in : ms_dtype_to_floating(in);
+}
+
+/* PyTorch refuses these on bool rather than guess (negating a mask is a bug to report). */
+static ms_status check_unary_input(ms_unary_op op, const ms_tensor *a) {
+  if (a->dtype != MS_BOOL) return check_data(unary_names[op], a);
+  switch (op) {
+  case MS_OP_NEG:
+    return ms_error(MS_ERR_ARG, "neg: negation of a bool tensor is not supported (to invert a mask "
+                    "use logical_not)");
+  case MS_OP_ABS: case MS_OP_RELU: case MS_OP_FLOOR: case MS_OP_CEIL: case MS_OP_ROUND:
+    return ms_error(MS_ERR_ARG, "%s: not supported for bool tensors (convert with :long() or :float())",
+                    unary_names[op]);
+  default: return check_data(unary_names[op], a);
+  }
 }
 
 typedef struct unary_ctx {
@@ -193,7 +242,7 @@ static void unary_row(void *arg, int64_t n, char **p, const int64_t *s) {
 }
 
 ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a) {
-  if (check_data(unary_names[op], a) != MS_OK) return NULL;
+  if (check_unary_input(op, a) != MS_OK) return NULL;
   ms_dtype rd = unary_result_dtype(op, a->dtype);
   ms_dtype cd = ms_compute_dtype(op == MS_OP_LOGICAL_NOT ? a->dtype : rd);
   ms_tensor *in = ms_tensor_to_dtype(a, cd);
@@ -215,6 +264,8 @@ ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a) {
 }
 
 ms_status ms_unary_(ms_unary_op op, ms_tensor *a) {
+  ms_status st = check_unary_input(op, a);
+  if (st != MS_OK) return st;
   ms_dtype rd = unary_result_dtype(op, a->dtype);
   if (check_inplace_dtype(unary_names[op], rd, a) != MS_OK) return MS_ERR_ARG;
   return store_into(a, ms_unary(op, a));
@@ -230,16 +281,31 @@ static void clamp_row(void *arg, int64_t n, char **p, const int64_t *s) {
   ms_k_clamp(c->cd, n, p[0], s[0], p[1], s[1], c->lo, c->hi);
 }
 
-/* A bound that is not a whole number lifts an integer tensor to float32, as in PyTorch. */
+/* A bound that is not a whole number lifts an integer tensor to float32, and a bool tensor
+ * clamped by integers counts in int64, as PyTorch promotes a tensor with a plain number. (The
+ * Lua binding lifts integer tensors itself for bounds written as floats, like 2.0.) */
 static ms_dtype clamp_result_dtype(const ms_tensor *a, const double *lo, const double *hi) {
   bool fractional = (lo && *lo != floor(*lo)) || (hi && *hi != floor(*hi));
-  return fractional ? ms_dtype_to_floating(a->dtype) : a->dtype;
+  if (fractional) return ms_dtype_to_floating(a->dtype);
+  return a->dtype == MS_BOOL ? MS_INT64 : a->dtype;
 }
 
-ms_tensor *ms_clamp(ms_tensor *a, const double *lo, const double *hi) {
-  if (!lo && !hi) return ms_error(MS_ERR_ARG, "clamp: at least one of min and max must be given"), NULL;
+/* The bound as the result dtype holds it: PyTorch converts the number to the tensor's dtype
+ * first, so -1 bounds a uint8 tensor as 255 and a float16 bound is rounded to float16. */
+static double bound_in(ms_dtype dt, double v) {
+  unsigned char one[8];
+  double back;
+  ms_k_fill(1, one, (ms_k_dtype)dt, 1, v);
+  ms_k_cast(1, &back, MS_K_F64, 1, one, (ms_k_dtype)dt, 1);
+  return back;
+}
+
+ms_tensor *ms_clamp(ms_tensor *a, const double *min, const double *max) {
+  if (!min && !max) return ms_error(MS_ERR_ARG, "clamp: at least one of min and max must be given"), NULL;
   if (check_data("clamp", a) != MS_OK) return NULL;
-  ms_dtype rd = clamp_result_dtype(a, lo, hi), cd = ms_compute_dtype(rd);
+  ms_dtype rd = clamp_result_dtype(a, min, max), cd = ms_compute_dtype(rd);
+  double lo_v = min ? bound_in(rd, *min) : 0, hi_v = max ? bound_in(rd, *max) : 0;
+  const double *lo = min ? &lo_v : NULL, *hi = max ? &hi_v : NULL;
   ms_tensor *in = ms_tensor_to_dtype(a, cd);
   ms_tensor *out = in ? ms_tensor_new_empty(a->ndim, a->shape, cd) : NULL;
   if (out) {
@@ -276,12 +342,15 @@ ms_tensor *ms_where(ms_tensor *cond, ms_operand a, ms_operand b) {
   if (cond->dtype != MS_BOOL)
     return ms_error(MS_ERR_ARG, "where: condition must be a bool tensor, got %s", ms_dtype_name(cond->dtype)), NULL;
   int ndim = cond->ndim;
-  int64_t shape[MS_MAX_DIMS];
+  int64_t shape[MS_MAX_DIMS], so_far[MS_MAX_DIMS];
   for (int d = 0; d < ndim; d++) shape[d] = cond->shape[d];
   ms_tensor *both[2] = {a.tensor, b.tensor};
-  for (int k = 0; k < 2; k++)
-    if (both[k] && ms_broadcast_shapes("where", ndim, shape, both[k]->ndim, both[k]->shape, &ndim, shape))
-      return NULL;
+  for (int k = 0; k < 2; k++) {
+    if (!both[k]) continue;
+    /* a copy: broadcasting reads its inputs while it writes its output */
+    for (int d = 0; d < ndim; d++) so_far[d] = shape[d];
+    if (ms_broadcast_shapes("where", ndim, so_far, both[k]->ndim, both[k]->shape, &ndim, shape)) return NULL;
+  }
   ms_dtype rd = common_dtype(a, b), cd = ms_compute_dtype(rd);
   ms_tensor *pc = ms_tensor_expand(cond, ndim, shape);
   ms_tensor *pa = prepare_operand(a, cd, ndim, shape), *pb = prepare_operand(b, cd, ndim, shape);
@@ -307,9 +376,10 @@ ms_tensor *ms_where(ms_tensor *cond, ms_operand a, ms_operand b) {
 ms_tensor *ms_masked_fill(ms_tensor *a, ms_tensor *mask, double value) {
   if (mask->dtype != MS_BOOL)
     return ms_error(MS_ERR_ARG, "masked_fill: mask must be a bool tensor, got %s", ms_dtype_name(mask->dtype)), NULL;
-  ms_tensor *out = ms_tensor_clone(a);
-  if (out && ms_masked_fill_(out, mask, value) != MS_OK) ms_tensor_release(out), out = NULL;
-  return out;
+  if (check_data("masked_fill", a) != MS_OK) return NULL;
+  /* Out of place, the mask may broadcast the tensor (a (3,) row under a (2, 3) mask), as in
+   * PyTorch; the value takes the tensor's dtype. */
+  return ms_where(mask, ms_operand_number(value, a->dtype), ms_operand_tensor(a));
 }
 
 ms_status ms_masked_fill_(ms_tensor *a, ms_tensor *mask, double value) {
@@ -341,6 +411,10 @@ bool ms_equal(ms_tensor *a, ms_tensor *b) {
 
 ms_status ms_allclose(ms_tensor *a, ms_tensor *b, double rtol, double atol, bool *out) {
   int ndim;
+  *out = false;
+  if (a->dtype != b->dtype) /* as PyTorch: comparing across dtypes is more likely a slip */
+    return ms_error(MS_ERR_ARG, "allclose: expected both tensors to have the same dtype, got %s and %s",
+                    ms_dtype_name(a->dtype), ms_dtype_name(b->dtype));
   int64_t shape[MS_MAX_DIMS];
   if (ms_broadcast_shapes("allclose", a->ndim, a->shape, b->ndim, b->shape, &ndim, shape)) return MS_ERR_ARG;
   ms_tensor *da = prepare_operand(ms_operand_tensor(a), MS_FLOAT64, ndim, shape);
@@ -351,7 +425,8 @@ ms_status ms_allclose(ms_tensor *a, ms_tensor *b, double rtol, double atol, bool
   for (int d = 0; d < ndim; d++) n *= shape[d];
   for (int64_t i = 0; st == MS_OK && i < n && *out; i++) {
     double x = ms_tensor_get_flat(da, i), y = ms_tensor_get_flat(db, i);
-    *out = x == y || fabs(x - y) <= atol + rtol * fabs(y); /* infinities must match exactly */
+    /* infinities must match exactly: inf - (-inf) is within rtol * inf */
+    *out = x == y || (isfinite(x) && isfinite(y) && fabs(x - y) <= atol + rtol * fabs(y));
   }
   ms_tensor_release(da);
   ms_tensor_release(db);

@@ -1,6 +1,7 @@
 /* ops_matmul.c: mm, bmm, matmul and addmm. float32 and float64 run on the packed GEMM with the
  * operands' own strides (a transposed view costs no copy); 16-bit floats compute in float32;
  * integer dtypes use a plain exact loop. */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
@@ -17,15 +18,21 @@ static ms_status check_materialized(const char *op, const ms_tensor *a, const ms
   return ms_error(MS_ERR_RUNTIME, "%s: an operand's storage has been released", op);
 }
 
+/* Integer products stay exact (wrapping like PyTorch's) in int64: alpha and beta arrive as whole
+ * numbers, and nothing passes through a double that would round past 2^53. */
 static void int_gemm(int64_t M, int64_t N, int64_t K, double alpha, const ms_tensor *a,
                      const ms_tensor *b, double beta, ms_tensor *c) {
+  uint64_t ialpha = (uint64_t)(int64_t)alpha, ibeta = (uint64_t)(int64_t)beta;
+  size_t es = ms_dtype_size(c->dtype);
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
-      int64_t acc = 0;
+      uint64_t acc = 0;
       for (int64_t k = 0; k < K; k++)
-        acc += ms_tensor_get_flat_int(a, i * K + k) * ms_tensor_get_flat_int(b, k * N + j);
-      double prev = beta != 0 ? ms_tensor_get_flat(c, i * N + j) : 0;
-      ms_tensor_set_flat(c, i * N + j, alpha * (double)acc + beta * prev);
+        acc += (uint64_t)ms_tensor_get_flat_int(a, i * K + k) * (uint64_t)ms_tensor_get_flat_int(b, k * N + j);
+      uint64_t prev = ibeta != 0 ? (uint64_t)ms_tensor_get_flat_int(c, i * N + j) : 0;
+      int64_t v = (int64_t)(ialpha * acc + ibeta * prev);
+      char *dst = (char *)ms_tensor_data(c) + (i * c->strides[0] + j * c->strides[1]) * (int64_t)es;
+      ms_k_cast(1, dst, (ms_k_dtype)c->dtype, 1, &v, MS_K_I64, 1);
     }
 }
 
@@ -162,11 +169,15 @@ ms_tensor *ms_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, doubl
     return ms_error(MS_ERR_ARG, "addmm: input of shape %s does not broadcast to the product's shape %s",
                     ms_shape_str(c->ndim, c->shape, b1, sizeof b1), ms_shape_str(2, shape, b2, sizeof b2)), NULL;
   }
+  /* PyTorch converts beta and alpha to the operands' dtype: integer products truncate them. */
+  bool integral = !ms_dtype_is_floating(a->dtype);
+  if (integral) beta = trunc(beta), alpha = trunc(alpha);
   /* out = beta * c, then the GEMM accumulates alpha * a @ b into it. */
   ms_tensor *out = ms_tensor_new_empty(2, shape, a->dtype);
   ms_status st = out ? MS_OK : MS_ERR_MEMORY;
   if (st == MS_OK) st = beta == 0 ? ms_tensor_zero_(out) : ms_tensor_copy_(out, bc);
-  if (st == MS_OK && beta != 0 && beta != 1) st = ms_binary_(MS_OP_MUL, out, ms_operand_number(beta, MS_FLOAT64));
+  if (st == MS_OK && beta != 0 && beta != 1)
+    st = ms_binary_(MS_OP_MUL, out, ms_operand_number(beta, integral ? MS_INT64 : MS_FLOAT64));
   if (st == MS_OK) st = gemm2d_any(alpha, a, b, 1, out);
   ms_tensor_release(bc);
   if (st != MS_OK) ms_tensor_release(out), out = NULL;

@@ -100,6 +100,8 @@ static ms_status check_reduce_input(ms_reduce_op op, const ms_tensor *a, int64_t
   if (needs_floating(op) && !ms_dtype_is_floating(a->dtype))
     return ms_error(MS_ERR_ARG, "%s: expected a floating point tensor, got %s (convert it with "
                     ":float() or :double())", name, ms_dtype_name(a->dtype));
+  if ((op == MS_RED_ARGMAX || op == MS_RED_ARGMIN) && a->dtype == MS_BOOL) /* PyTorch has no such kernel */
+    return ms_error(MS_ERR_ARG, "%s: not supported for bool tensors (convert with :byte() or :long())", name);
   if (needs_elements(op) && n == 0)
     return ms_error(MS_ERR_ARG, "%s: cannot reduce an empty dimension (it has no identity)", name);
   return MS_OK;

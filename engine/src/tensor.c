@@ -58,23 +58,34 @@ static ms_tensor *tensor_wrap(ms_storage *s, ms_dtype dt, int ndim, const int64_
   return t;
 }
 
-ms_tensor *ms_tensor_new_empty(int ndim, const int64_t *shape, ms_dtype dt) {
-  int64_t numel, strides[MS_MAX_DIMS];
-  if (check_shape("empty", ndim, shape, &numel) != MS_OK) return NULL;
-  ms_storage *s = ms_storage_new((size_t)numel * ms_dtype_size(dt), MS_MEM_OTHER);
-  if (!s) return NULL;
+/* A contiguous uninitialised tensor; `op` names the factory in errors. */
+static ms_tensor *new_contiguous(const char *op, int ndim, const int64_t *shape, ms_dtype dt) {
+  int64_t numel = 0, strides[MS_MAX_DIMS];
+  if (check_shape(op, ndim, shape, &numel) != MS_OK) return NULL;
+  size_t nbytes = (size_t)numel * ms_dtype_size(dt);
+  ms_storage *s = ms_storage_new(nbytes, MS_MEM_OTHER);
+  if (!s) {
+    char b[MS_SHAPE_STR_LEN];
+    ms_error(MS_ERR_MEMORY, "%s: out of memory: could not allocate %zu bytes for a %s tensor of "
+             "shape %s", op, nbytes, ms_dtype_name(dt), ms_shape_str(ndim, shape, b, sizeof b));
+    return NULL;
+  }
   contiguous_strides(ndim, shape, strides);
   return tensor_wrap(s, dt, ndim, shape, strides, 0);
 }
 
+ms_tensor *ms_tensor_new_empty(int ndim, const int64_t *shape, ms_dtype dt) {
+  return new_contiguous("empty", ndim, shape, dt);
+}
+
 ms_tensor *ms_tensor_new_full(int ndim, const int64_t *shape, ms_dtype dt, double value) {
-  ms_tensor *t = ms_tensor_new_empty(ndim, shape, dt);
+  ms_tensor *t = new_contiguous("full", ndim, shape, dt);
   if (t) ms_k_fill(ms_tensor_numel(t), ms_tensor_data(t), (ms_k_dtype)dt, 1, value);
   return t;
 }
 
 ms_tensor *ms_tensor_new_zeros(int ndim, const int64_t *shape, ms_dtype dt) {
-  ms_tensor *t = ms_tensor_new_empty(ndim, shape, dt);
+  ms_tensor *t = new_contiguous("zeros", ndim, shape, dt);
   if (t) memset(ms_tensor_data(t), 0, (size_t)ms_tensor_numel(t) * ms_dtype_size(dt));
   return t;
 }
@@ -117,8 +128,12 @@ ms_tensor *ms_tensor_new_arange(double start, double end, double step, ms_dtype 
   if ((end - start) / step < 0)
     return ms_error(MS_ERR_ARG, "arange: upper bound and larger bound inconsistent with step sign "
                     "(start=%g, end=%g, step=%g)", start, end, step), NULL;
-  int64_t n = (int64_t)ceil((end - start) / step);
-  ms_tensor *t = ms_tensor_new_empty(1, &n, dt);
+  double count = ceil((end - start) / step);
+  if (!(count < 0x1p62)) /* also keeps the conversion below defined */
+    return ms_error(MS_ERR_ARG, "arange: start=%g, end=%g, step=%g gives too many elements (%g)",
+                    start, end, step, count), NULL;
+  int64_t n = (int64_t)count;
+  ms_tensor *t = new_contiguous("arange", 1, &n, dt);
   if (!t) return NULL;
   for (int64_t i = 0; i < n; i++) ms_tensor_set_flat(t, i, start + (double)i * step);
   return t;
@@ -126,11 +141,11 @@ ms_tensor *ms_tensor_new_arange(double start, double end, double step, ms_dtype 
 
 ms_tensor *ms_tensor_new_linspace(double start, double end, int64_t steps, ms_dtype dt) {
   if (steps < 0) return ms_error(MS_ERR_ARG, "linspace: steps must be non-negative, got %lld", (long long)steps), NULL;
-  ms_tensor *t = ms_tensor_new_empty(1, &steps, dt);
+  ms_tensor *t = new_contiguous("linspace", 1, &steps, dt);
   if (!t) return NULL;
   double step = steps > 1 ? (end - start) / (double)(steps - 1) : 0;
-  /* Fill from both ends as PyTorch does, so the last value is exactly `end`. */
-  int64_t half = steps / 2;
+  /* Fill from both ends as PyTorch does, so the last value is exactly `end` (one step: start). */
+  int64_t half = steps > 1 ? steps / 2 : steps;
   for (int64_t i = 0; i < steps; i++)
     ms_tensor_set_flat(t, i, i < half ? start + step * (double)i : end - step * (double)(steps - 1 - i));
   return t;
@@ -138,8 +153,9 @@ ms_tensor *ms_tensor_new_linspace(double start, double end, int64_t steps, ms_dt
 
 ms_tensor *ms_tensor_new_eye(int64_t n, int64_t m, ms_dtype dt) {
   int64_t shape[2] = {n, m < 0 ? n : m};
-  ms_tensor *t = ms_tensor_new_zeros(2, shape, dt);
+  ms_tensor *t = new_contiguous("eye", 2, shape, dt);
   if (!t) return NULL;
+  memset(ms_tensor_data(t), 0, (size_t)ms_tensor_numel(t) * ms_dtype_size(dt));
   for (int64_t i = 0; i < shape[0] && i < shape[1]; i++) ms_tensor_set_flat(t, i * shape[1] + i, 1);
   return t;
 }

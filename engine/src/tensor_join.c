@@ -30,7 +30,19 @@ ms_tensor **ms_tensor_chunk(ms_tensor *t, int chunks, int dim, int *count) {
   if (ms_dim_normalize("chunk", "dim", dim, t->ndim, &dim) != MS_OK) return NULL;
   if (t->ndim == 0) return ms_error(MS_ERR_ARG, "chunk: cannot chunk a 0-dim tensor"), NULL;
   int64_t size = (t->shape[dim] + chunks - 1) / chunks;
-  return ms_tensor_split(t, size > 0 ? size : 1, dim, count);
+  if (size > 0) return ms_tensor_split(t, size, dim, count);
+  /* An empty dim gives `chunks` empty pieces, as torch.chunk does. */
+  ms_tensor **parts = calloc((size_t)chunks, sizeof *parts);
+  if (!parts) return ms_error(MS_ERR_MEMORY, "chunk: out of memory"), NULL;
+  for (int i = 0; i < chunks; i++) {
+    if (!(parts[i] = ms_tensor_narrow(t, dim, 0, 0))) {
+      while (i--) ms_tensor_release(parts[i]);
+      free(parts);
+      return NULL;
+    }
+  }
+  *count = chunks;
+  return parts;
 }
 
 /* Checks that every tensor matches ts[0] except along dim; returns the result dtype. */
@@ -78,6 +90,9 @@ ms_tensor *ms_tensor_cat(ms_tensor *const *ts, int n, int dim) {
 
 ms_tensor *ms_tensor_stack(ms_tensor *const *ts, int n, int dim) {
   if (n <= 0) return ms_error(MS_ERR_ARG, "stack: expected a non-empty list of tensors"), NULL;
+  if (ts[0]->ndim >= MS_MAX_DIMS)
+    return ms_error(MS_ERR_ARG, "stack: the result would have %d dimensions, at most %d are allowed",
+                    ts[0]->ndim + 1, MS_MAX_DIMS), NULL;
   if (ms_dim_normalize("stack", "dim", dim, ts[0]->ndim + 1, &dim) != MS_OK) return NULL;
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
   for (int i = 1; i < n; i++) {

@@ -186,10 +186,10 @@ ms_tensor *ms_tensor_expand(ms_tensor *t, int ndim, const int64_t *shape) {
     int src = d - lead;
     int64_t have = src >= 0 ? t->shape[src] : 1;
     int64_t want = shape[d] == -1 && src >= 0 ? have : shape[d];
-    if (want < 0 || (have != want && have != 1))
+    if (want < 0 || (have != want && have != 1)) /* dim counted from the end: 0- or 1-based alike */
       return ms_error(MS_ERR_ARG, "expand: the expanded size %lld must match the existing size "
                       "%lld at non-singleton dim %d (target %s, tensor %s)", (long long)shape[d],
-                      (long long)have, d, ms_shape_str(ndim, shape, b1, sizeof b1),
+                      (long long)have, d - ndim, ms_shape_str(ndim, shape, b1, sizeof b1),
                       ms_shape_str(t->ndim, t->shape, b2, sizeof b2)), NULL;
     sh[d] = want;
     st[d] = src >= 0 && have == want ? t->strides[src] : 0;

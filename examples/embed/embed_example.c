@@ -38,7 +38,7 @@ static void run_scale(ms_state *S) {
   if (y != NULL) {
     expect(y->ndim == 2 && y->shape[0] == 2 && y->shape[1] == 3, "result shape (2, 3)");
     for (int64_t i = 0; i < ms_tensor_numel(y); i++)
-      expect(fabs(ms_tensor_get_flat(y, i) - (2.0 * host[i] + 1.0)) < 1e-6, "result value");
+      expect(fabs(ms_tensor_get_flat(y, i) - (2.0 * (double)host[i] + 1.0)) < 1e-6, "result value");
     printf("scale(x) = 2x + 1: ");
     for (int64_t i = 0; i < ms_tensor_numel(y); i++) printf("%g ", ms_tensor_get_flat(y, i));
     printf("\n");

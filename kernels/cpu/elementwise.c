@@ -118,8 +118,9 @@ void ms_k_binary(ms_k_binop op, ms_k_dtype dt, int64_t n, void *out, int64_t so,
     LOOP(EXPR);                                                                             \
   } while (0)
 
-static inline float sign_f(float v) { return (float)((v > 0) - (v < 0)) + (v - v); }
-static inline double sign_d(double v) { return (double)((v > 0) - (v < 0)) + (v - v); }
+/* sign(NaN) is 0, as PyTorch 1.13 gives on the CPU; infinities keep their sign. */
+static inline float sign_f(float v) { return (float)((v > 0) - (v < 0)); }
+static inline double sign_d(double v) { return (double)((v > 0) - (v < 0)); }
 
 static void unary_f32(ms_k_unop op, int64_t n, float *o, int64_t so, const float *x, int64_t sa) {
   switch (op) {
@@ -198,14 +199,15 @@ void ms_k_unary(ms_k_unop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, c
   else unary_i64(op, n, out, so, a, sa);
 }
 
-/* NaN passes through both comparisons untouched, as torch.clamp leaves it. */
+/* min first, then max: with min > max everything becomes max, as in torch.clamp. NaN passes
+ * through both comparisons untouched, as torch.clamp leaves it. */
 #define CLAMP_LOOP(T)                                                                       \
   do {                                                                                      \
     T *o = out;                                                                             \
     const T *x = a;                                                                         \
     T l = lo ? (T)*lo : 0, h = hi ? (T)*hi : 0;                                             \
     int hl = lo != NULL, hh = hi != NULL;                                                   \
-    ULOOP(hh && X > h ? h : (hl && X < l ? l : X));                                         \
+    ULOOP(hh && (hl && X < l ? l : X) > h ? h : (hl && X < l ? l : X));                   \
   } while (0)
 
 void ms_k_clamp(ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a, int64_t sa,

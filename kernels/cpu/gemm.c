@@ -20,6 +20,10 @@ static const char *const isa_names[] = {"generic", "avx2", "avx512"};
 
 /* Below this many multiply-adds per thread, waking another thread costs more than it saves. */
 #define MIN_WORK_PER_THREAD (48 * 48 * 48)
+/* Work units of each B panel per thread (at least): enough to even out uneven progress. */
+#define UNITS_PER_THREAD 4
+/* B micro-panels packed per claim. */
+#define PACK_GROUP 4
 
 typedef struct gemm_plan gemm_plan;
 
@@ -47,6 +51,7 @@ struct gemm_plan {
   const gemm_kernel *kern;
   char *bpack;        /* the shared packed B panel, owned by the calling thread */
   _Atomic int bar_count, bar_phase;
+  _Atomic int64_t next_pack, next_unit; /* work counters of the current panel */
 };
 
 /* ---- portable C micro-kernels ---------------------------------------------------------------- */
@@ -55,8 +60,8 @@ struct gemm_plan {
 #define GEN_SNR 8
 #define GEN_DNR 4
 
-static void sukr_generic(int64_t k, float alpha, const float *a, const float *b, float beta,
-                         float *c, int64_t rsc, int64_t csc) {
+static void sukr_generic(int64_t k, const float *alpha, const float *a, const float *b,
+                         const float *beta, float *c, int64_t rsc, int64_t csc) {
   float acc[GEN_MR][GEN_SNR] = {{0}};
   for (int64_t p = 0; p < k; p++, a += GEN_MR, b += GEN_SNR)
     for (int i = 0; i < GEN_MR; i++)
@@ -64,12 +69,12 @@ static void sukr_generic(int64_t k, float alpha, const float *a, const float *b,
   for (int i = 0; i < GEN_MR; i++)
     for (int j = 0; j < GEN_SNR; j++) {
       float *cij = c + i * rsc + j * csc;
-      *cij = beta == 0.0f ? alpha * acc[i][j] : alpha * acc[i][j] + beta * *cij;
+      *cij = *beta == 0.0f ? *alpha * acc[i][j] : *alpha * acc[i][j] + *beta * *cij;
     }
 }
 
-static void dukr_generic(int64_t k, double alpha, const double *a, const double *b, double beta,
-                         double *c, int64_t rsc, int64_t csc) {
+static void dukr_generic(int64_t k, const double *alpha, const double *a, const double *b,
+                         const double *beta, double *c, int64_t rsc, int64_t csc) {
   double acc[GEN_MR][GEN_DNR] = {{0}};
   for (int64_t p = 0; p < k; p++, a += GEN_MR, b += GEN_DNR)
     for (int i = 0; i < GEN_MR; i++)
@@ -77,13 +82,14 @@ static void dukr_generic(int64_t k, double alpha, const double *a, const double 
   for (int i = 0; i < GEN_MR; i++)
     for (int j = 0; j < GEN_DNR; j++) {
       double *cij = c + i * rsc + j * csc;
-      *cij = beta == 0.0 ? alpha * acc[i][j] : alpha * acc[i][j] + beta * *cij;
+      *cij = *beta == 0.0 ? *alpha * acc[i][j] : *alpha * acc[i][j] + *beta * *cij;
     }
 }
 
-/* ---- packing: zero-padded to whole micro-panels so the kernels never see a ragged edge -------- */
+/* ---- packing: zero-padded to whole micro-panels so the kernels never see a ragged edge ------ */
 
-static void pack_a_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t p0, int64_t k, void *dst) {
+static void pack_a_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t p0, int64_t k,
+                       void *dst) {
   const int mr = p->kern->mr;
   const float *A = (const float *)p->A + i0 * p->rsA + p0 * p->csA;
   float *d = dst;
@@ -107,7 +113,8 @@ static void pack_a_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t p0, in
   }
 }
 
-static void pack_a_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t p0, int64_t k, void *dst) {
+static void pack_a_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t p0, int64_t k,
+                       void *dst) {
   const int mr = p->kern->mr;
   const double *A = (const double *)p->A + i0 * p->rsA + p0 * p->csA;
   double *d = dst;
@@ -131,7 +138,8 @@ static void pack_a_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t p0, in
   }
 }
 
-static void pack_b_f32(const gemm_plan *p, int64_t p0, int64_t k, int64_t j0, int64_t n, void *dst) {
+static void pack_b_f32(const gemm_plan *p, int64_t p0, int64_t k, int64_t j0, int64_t n,
+                       void *dst) {
   const int nr = p->kern->nr;
   const float *B = (const float *)p->B + p0 * p->rsB + j0 * p->csB;
   float *d = dst;
@@ -152,7 +160,8 @@ static void pack_b_f32(const gemm_plan *p, int64_t p0, int64_t k, int64_t j0, in
   }
 }
 
-static void pack_b_f64(const gemm_plan *p, int64_t p0, int64_t k, int64_t j0, int64_t n, void *dst) {
+static void pack_b_f64(const gemm_plan *p, int64_t p0, int64_t k, int64_t j0, int64_t n,
+                       void *dst) {
   const int nr = p->kern->nr;
   const double *B = (const double *)p->B + p0 * p->rsB + j0 * p->csB;
   double *d = dst;
@@ -181,6 +190,7 @@ static void macro_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
                       const void *pa, const void *pb, int first) {
   const int mr = p->kern->mr, nr = p->kern->nr;
   const float alpha = (float)p->alpha, beta = first ? (float)p->beta : 1.0f;
+  const float one = 1.0f, zero = 0.0f;
   float *C = (float *)p->C + i0 * p->rsC + j0 * p->csC;
   _Alignas(64) float t[MS_GEMM_MAX_TILE];
   for (int64_t j = 0; j < n; j += nr) {
@@ -189,11 +199,11 @@ static void macro_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
       const float *a = (const float *)pa + i * k;
       float *c = C + i * p->rsC + j * p->csC;
       if (m - i >= mr && n - j >= nr) {
-        p->kern->sukr(k, alpha, a, b, beta, c, p->rsC, p->csC);
+        p->kern->sukr(k, &alpha, a, b, &beta, c, p->rsC, p->csC);
         continue;
       }
       int64_t mm = m - i < mr ? m - i : mr, nn = n - j < nr ? n - j : nr;
-      p->kern->sukr(k, 1.0f, a, b, 0.0f, t, nr, 1);
+      p->kern->sukr(k, &one, a, b, &zero, t, nr, 1);
       for (int64_t r = 0; r < mm; r++)
         for (int64_t q = 0; q < nn; q++) {
           float *cij = c + r * p->rsC + q * p->csC;
@@ -206,7 +216,7 @@ static void macro_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
 static void macro_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t k,
                       const void *pa, const void *pb, int first) {
   const int mr = p->kern->mr, nr = p->kern->nr;
-  const double alpha = p->alpha, beta = first ? p->beta : 1.0;
+  const double alpha = p->alpha, beta = first ? p->beta : 1.0, one = 1.0, zero = 0.0;
   double *C = (double *)p->C + i0 * p->rsC + j0 * p->csC;
   _Alignas(64) double t[MS_GEMM_MAX_TILE];
   for (int64_t j = 0; j < n; j += nr) {
@@ -215,11 +225,11 @@ static void macro_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
       const double *a = (const double *)pa + i * k;
       double *c = C + i * p->rsC + j * p->csC;
       if (m - i >= mr && n - j >= nr) {
-        p->kern->dukr(k, alpha, a, b, beta, c, p->rsC, p->csC);
+        p->kern->dukr(k, &alpha, a, b, &beta, c, p->rsC, p->csC);
         continue;
       }
       int64_t mm = m - i < mr ? m - i : mr, nn = n - j < nr ? n - j : nr;
-      p->kern->dukr(k, 1.0, a, b, 0.0, t, nr, 1);
+      p->kern->dukr(k, &one, a, b, &zero, t, nr, 1);
       for (int64_t r = 0; r < mm; r++)
         for (int64_t q = 0; q < nn; q++) {
           double *cij = c + r * p->rsC + q * p->csC;
@@ -229,7 +239,7 @@ static void macro_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
   }
 }
 
-/* ---- unpacked fallbacks: used only when a packing buffer cannot be allocated ------------------ */
+/* ---- unpacked fallbacks: used only when a packing buffer cannot be allocated ---------------- */
 
 static void naive_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t p0,
                       int64_t k, int first) {
@@ -239,7 +249,8 @@ static void naive_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
   for (int64_t i = i0; i < i0 + m; i++)
     for (int64_t j = j0; j < j0 + n; j++) {
       float s = 0.0f;
-      for (int64_t q = p0; q < p0 + k; q++) s += A[i * p->rsA + q * p->csA] * B[q * p->rsB + j * p->csB];
+      for (int64_t q = p0; q < p0 + k; q++)
+        s += A[i * p->rsA + q * p->csA] * B[q * p->rsB + j * p->csB];
       float *cij = C + i * p->rsC + j * p->csC;
       *cij = beta == 0.0f ? alpha * s : alpha * s + beta * *cij;
     }
@@ -253,7 +264,8 @@ static void naive_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
   for (int64_t i = i0; i < i0 + m; i++)
     for (int64_t j = j0; j < j0 + n; j++) {
       double s = 0.0;
-      for (int64_t q = p0; q < p0 + k; q++) s += A[i * p->rsA + q * p->csA] * B[q * p->rsB + j * p->csB];
+      for (int64_t q = p0; q < p0 + k; q++)
+        s += A[i * p->rsA + q * p->csA] * B[q * p->rsB + j * p->csB];
       double *cij = C + i * p->rsC + j * p->csC;
       *cij = beta == 0.0 ? p->alpha * s : p->alpha * s + beta * *cij;
     }
@@ -309,7 +321,7 @@ static int gemm_isa(void) {
 
 const char *ms_k_gemm_isa(void) { return isa_names[gemm_isa()]; }
 
-/* ---- per-thread packing buffers: kept between calls, freed when their thread exits ------------ */
+/* ---- per-thread packing buffers: kept between calls, freed when their thread exits ---------- */
 
 typedef struct {
   void *ptr[2];
@@ -358,11 +370,15 @@ static void cpu_relax(void) {
 }
 
 /* The team's barrier around the shared B panel: spin briefly, then yield, so an oversubscribed
- * machine (several ranks on few cores) still makes progress. */
-static void team_barrier(gemm_plan *p, int nt) {
-  if (nt <= 1) return;
+ * machine (several ranks on few cores) still makes progress. With `reset`, the last thread to
+ * arrive rewinds the work counters before anyone leaves. */
+static void team_barrier(gemm_plan *p, int nt, int reset) {
   int phase = atomic_load(&p->bar_phase);
-  if (atomic_fetch_add(&p->bar_count, 1) == nt - 1) {
+  if (nt <= 1 || atomic_fetch_add(&p->bar_count, 1) == nt - 1) {
+    if (reset) {
+      atomic_store(&p->next_pack, 0);
+      atomic_store(&p->next_unit, 0);
+    }
     atomic_store(&p->bar_count, 0);
     atomic_store(&p->bar_phase, phase + 1);
     return;
@@ -374,70 +390,67 @@ static void team_barrier(gemm_plan *p, int nt) {
 }
 
 /* Splits `units` into `parts` contiguous nearly equal pieces; returns piece `i` as [*b, *e). */
-static void split(int64_t units, int parts, int i, int64_t *b, int64_t *e) {
+static void split(int64_t units, int64_t parts, int64_t i, int64_t *b, int64_t *e) {
   int64_t q = units / parts, r = units % parts;
   *b = i * q + (i < r ? i : r);
   *e = *b + q + (i < r ? 1 : 0);
 }
 
-/* Row groups x column groups for nt threads: the split whose per-thread block of C is the most
- * square, so packed A (shared along a row group) and packed B are both reused well. */
-static void choose_grid(const gemm_plan *p, int nt, int *tm, int *tn) {
-  double best = -1.0;
-  *tm = nt;
-  *tn = 1;
-  for (int a = 1; a <= nt; a++) {
-    if (nt % a) continue;
-    double bm = (double)p->M / a, bn = (double)p->N / (nt / a);
-    double score = bm < bn ? bm / bn : bn / bm;
-    if (score > best + 1e-9) {
-      best = score;
-      *tm = a;
-      *tn = nt / a;
-    }
+/* Packs this thread's claims of the current B panel, PACK_GROUP micro-panels at a time. */
+static void pack_b_shared(gemm_plan *p, int64_t jc, int64_t nc, int64_t pc, int64_t kc) {
+  const gemm_kernel *kr = p->kern;
+  int64_t npanels = (nc + kr->nr - 1) / kr->nr;
+  for (;;) {
+    int64_t b0 = atomic_fetch_add(&p->next_pack, 1) * PACK_GROUP;
+    if (b0 >= npanels) return;
+    int64_t b1 = b0 + PACK_GROUP < npanels ? b0 + PACK_GROUP : npanels;
+    int64_t jb = b0 * kr->nr, je = b1 * kr->nr < nc ? b1 * kr->nr : nc;
+    kr->pack_b(p, pc, kc, jc + jb, je - jb, p->bpack + (size_t)(jb * kc) * kr->es);
   }
 }
 
+/* One team member. For each KC x NC panel of B (packed by all), the C block it feeds is cut into
+ * units (an MC block of rows x a slice of the panel's columns) that threads claim from a counter:
+ * a thread that gets less CPU (another process on its core) simply does fewer units. Slices are
+ * used only when there are too few row blocks to go round, since each thread packs the A block
+ * of every unit it takes. */
 static void gemm_member(void *ctx, int t, int nt) {
+  (void)t;
   gemm_plan *p = ctx;
   const gemm_kernel *kr = p->kern;
-  int tm, tn;
-  choose_grid(p, nt, &tm, &tn);
-  int ti = t % tm, tj = t / tm;
-  int64_t m0, m1;
-  split((p->M + kr->mr - 1) / kr->mr, tm, ti, &m0, &m1);
-  m0 *= kr->mr;
-  m1 = m1 * kr->mr < p->M ? m1 * kr->mr : p->M;
-  int64_t mc_cap = m1 - m0 < kr->mc ? ((m1 - m0 + kr->mr - 1) / kr->mr) * kr->mr : kr->mc;
-  int64_t kc_cap = p->K < kr->kc ? p->K : kr->kc;
-  char *apack = m1 > m0 ? thread_buffer(BUF_A, (size_t)(mc_cap * kc_cap) * kr->es) : NULL;
+  char *apack = NULL;
+  int64_t n_ic = (p->M + kr->mc - 1) / kr->mc;
+  int64_t mr_rows = (p->M + kr->mr - 1) / kr->mr * kr->mr;
+  int64_t a_rows = mr_rows < kr->mc ? mr_rows : kr->mc, a_cols = p->K < kr->kc ? p->K : kr->kc;
+  size_t a_size = (size_t)(a_rows * a_cols) * kr->es;
   for (int64_t jc = 0; jc < p->N; jc += kr->nc) {
     int64_t nc = p->N - jc < kr->nc ? p->N - jc : kr->nc;
     int64_t npanels = (nc + kr->nr - 1) / kr->nr;
+    int64_t want = UNITS_PER_THREAD * (int64_t)nt;
+    int64_t slices = nt == 1 || n_ic >= want ? 1 : (want + n_ic - 1) / n_ic;
+    if (slices > npanels) slices = npanels;
     for (int64_t pc = 0; pc < p->K; pc += kr->kc) {
       int64_t kc = p->K - pc < kr->kc ? p->K - pc : kr->kc;
-      int first = pc == 0;
-      int64_t b0, b1; /* this thread's share of the packing */
-      split(npanels, nt, t, &b0, &b1);
-      team_barrier(p, nt); /* everyone is done with the previous panel */
-      if (b1 > b0) {
-        int64_t jb = b0 * kr->nr, je = b1 * kr->nr < nc ? b1 * kr->nr : nc;
-        kr->pack_b(p, pc, kc, jc + jb, je - jb, p->bpack + (size_t)(jb * kc) * kr->es);
-      }
-      team_barrier(p, nt);
-      int64_t c0, c1; /* this thread's columns of the panel */
-      split(npanels, tn, tj, &c0, &c1);
-      int64_t j0 = c0 * kr->nr, j1 = c1 * kr->nr < nc ? c1 * kr->nr : nc;
-      if (j1 <= j0) continue;
-      for (int64_t ic = m0; ic < m1; ic += kr->mc) {
-        int64_t mc = m1 - ic < kr->mc ? m1 - ic : kr->mc;
+      team_barrier(p, nt, 1); /* everyone is done with the previous panel */
+      pack_b_shared(p, jc, nc, pc, kc);
+      team_barrier(p, nt, 0);
+      int64_t packed_ic = -1; /* the row block apack holds for this panel */
+      for (;;) {
+        int64_t u = atomic_fetch_add(&p->next_unit, 1);
+        if (u >= n_ic * slices) break;
+        int64_t ic = u / slices * kr->mc, mc = p->M - ic < kr->mc ? p->M - ic : kr->mc;
+        int64_t c0, c1;
+        split(npanels, slices, u % slices, &c0, &c1);
+        int64_t j0 = c0 * kr->nr, j1 = c1 * kr->nr < nc ? c1 * kr->nr : nc;
+        if (!apack) apack = thread_buffer(BUF_A, a_size);
         if (!apack) {
-          kr->naive(p, ic, mc, jc + j0, j1 - j0, pc, kc, first);
+          kr->naive(p, ic, mc, jc + j0, j1 - j0, pc, kc, pc == 0);
           continue;
         }
-        kr->pack_a(p, ic, mc, pc, kc, apack);
+        if (ic != packed_ic) kr->pack_a(p, ic, mc, pc, kc, apack);
+        packed_ic = ic;
         kr->macro(p, ic, mc, jc + j0, j1 - j0, kc, apack, p->bpack + (size_t)(j0 * kc) * kr->es,
-                  first);
+                  pc == 0);
       }
     }
   }
@@ -482,7 +495,8 @@ static void gemm_run(gemm_plan *p) {
   const gemm_kernel *kr = p->kern;
   double work = (double)p->M * (double)p->N * (double)p->K;
   int nt = ms_k_get_num_threads();
-  if (work / MIN_WORK_PER_THREAD < nt) nt = work < MIN_WORK_PER_THREAD ? 1 : (int)(work / MIN_WORK_PER_THREAD);
+  if (work / MIN_WORK_PER_THREAD < nt)
+    nt = work < MIN_WORK_PER_THREAD ? 1 : (int)(work / MIN_WORK_PER_THREAD);
   int64_t kc_cap = p->K < kr->kc ? p->K : kr->kc;
   int64_t nc_cap = p->N < kr->nc ? (p->N + kr->nr - 1) / kr->nr * kr->nr : kr->nc;
   p->bpack = thread_buffer(BUF_B, (size_t)(kc_cap * nc_cap) * kr->es);
@@ -492,6 +506,8 @@ static void gemm_run(gemm_plan *p) {
   }
   atomic_init(&p->bar_count, 0);
   atomic_init(&p->bar_phase, 0);
+  atomic_init(&p->next_pack, 0);
+  atomic_init(&p->next_unit, 0);
   ms_k_parallel_team(nt, gemm_member, p);
 }
 

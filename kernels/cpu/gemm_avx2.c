@@ -1,6 +1,7 @@
 /* gemm_avx2.c: the AVX2 + FMA GEMM micro-kernels (built with -mavx2 -mfma, called only when the
  * CPU has both). Each keeps an MR x NR tile of C in 2*MR ymm accumulators: per step of k it loads
- * one row of the packed B panel (two vectors) and broadcasts MR values of the packed A panel. */
+ * one row of the packed B panel (two vectors) and broadcasts MR values of the packed A panel.
+ * gemm_avx512.c is this file with 512-bit types (sed s/256/512/): keep the two in step. */
 #include "kernels/cpu/gemm_ukr.h"
 
 #include <immintrin.h>
@@ -24,8 +25,8 @@ static void store_tile_f64(const double *t, int mr, int nr, double alpha, double
     }
 }
 
-void ms_k_sgemm_ukr_avx2(int64_t k, float alpha, const float *a, const float *b, float beta,
-                         float *c, int64_t rsc, int64_t csc) {
+void ms_k_sgemm_ukr_avx2(int64_t k, const float *alpha_p, const float *a, const float *b,
+                         const float *beta_p, float *c, int64_t rsc, int64_t csc) {
   enum { MR = MS_SGEMM_AVX2_MR, NR = MS_SGEMM_AVX2_NR };
   _Static_assert(NR == 2 * sizeof(__m256) / sizeof(float), "NR is two vectors");
   __m256 c0[MR], c1[MR];
@@ -37,7 +38,6 @@ void ms_k_sgemm_ukr_avx2(int64_t k, float alpha, const float *a, const float *b,
     _mm_prefetch((const char *)(c + i * rsc), _MM_HINT_T0);
     _mm_prefetch((const char *)(c + i * rsc + (NR - 1) * csc), _MM_HINT_T0);
   }
-#pragma GCC unroll 4
   for (int64_t p = 0; p < k; p++) {
     __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + NR / 2);
 #pragma GCC unroll 16
@@ -49,6 +49,7 @@ void ms_k_sgemm_ukr_avx2(int64_t k, float alpha, const float *a, const float *b,
     a += MR;
     b += NR;
   }
+  const float alpha = *alpha_p, beta = *beta_p;
   if (csc != 1) {
     float t[MR * NR];
 #pragma GCC unroll 16
@@ -74,8 +75,8 @@ void ms_k_sgemm_ukr_avx2(int64_t k, float alpha, const float *a, const float *b,
   }
 }
 
-void ms_k_dgemm_ukr_avx2(int64_t k, double alpha, const double *a, const double *b, double beta,
-                         double *c, int64_t rsc, int64_t csc) {
+void ms_k_dgemm_ukr_avx2(int64_t k, const double *alpha_p, const double *a, const double *b,
+                         const double *beta_p, double *c, int64_t rsc, int64_t csc) {
   enum { MR = MS_DGEMM_AVX2_MR, NR = MS_DGEMM_AVX2_NR };
   _Static_assert(NR == 2 * sizeof(__m256d) / sizeof(double), "NR is two vectors");
   __m256d c0[MR], c1[MR];
@@ -86,7 +87,6 @@ void ms_k_dgemm_ukr_avx2(int64_t k, double alpha, const double *a, const double 
     _mm_prefetch((const char *)(c + i * rsc), _MM_HINT_T0);
     _mm_prefetch((const char *)(c + i * rsc + (NR - 1) * csc), _MM_HINT_T0);
   }
-#pragma GCC unroll 4
   for (int64_t p = 0; p < k; p++) {
     __m256d b0 = _mm256_load_pd(b), b1 = _mm256_load_pd(b + NR / 2);
 #pragma GCC unroll 16
@@ -98,6 +98,7 @@ void ms_k_dgemm_ukr_avx2(int64_t k, double alpha, const double *a, const double 
     a += MR;
     b += NR;
   }
+  const double alpha = *alpha_p, beta = *beta_p;
   if (csc != 1) {
     double t[MR * NR];
 #pragma GCC unroll 16

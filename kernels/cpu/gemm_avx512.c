@@ -1,6 +1,7 @@
-/* gemm_avx512.c: the AVX-512F GEMM micro-kernels (built with -mavx512f/bw/dq/vl, called only when
- * the CPU has them). The same code as gemm_avx2.c with 512-bit vectors and 12 rows: 24 zmm
- * accumulators; per step of k, one row of packed B (two vectors) and MR broadcasts from packed A. */
+/* gemm_avx512.c: the AVX-512F GEMM micro-kernels (built with -mavx512f/bw/dq/vl, called only
+ * when the CPU has them). gemm_avx2.c with 512-bit types (sed s/256/512/, keep them in step) and
+ * 12 rows: 24 zmm accumulators; per step of k, one row of packed B (two vectors) and MR broadcasts
+ * of packed A. Not runnable on the development machine (Zen 3): checked under emulation. */
 #include "kernels/cpu/gemm_ukr.h"
 
 #include <immintrin.h>
@@ -24,8 +25,8 @@ static void store_tile_f64(const double *t, int mr, int nr, double alpha, double
     }
 }
 
-void ms_k_sgemm_ukr_avx512(int64_t k, float alpha, const float *a, const float *b, float beta,
-                         float *c, int64_t rsc, int64_t csc) {
+void ms_k_sgemm_ukr_avx512(int64_t k, const float *alpha_p, const float *a, const float *b,
+                           const float *beta_p, float *c, int64_t rsc, int64_t csc) {
   enum { MR = MS_SGEMM_AVX512_MR, NR = MS_SGEMM_AVX512_NR };
   _Static_assert(NR == 2 * sizeof(__m512) / sizeof(float), "NR is two vectors");
   __m512 c0[MR], c1[MR];
@@ -37,7 +38,6 @@ void ms_k_sgemm_ukr_avx512(int64_t k, float alpha, const float *a, const float *
     _mm_prefetch((const char *)(c + i * rsc), _MM_HINT_T0);
     _mm_prefetch((const char *)(c + i * rsc + (NR - 1) * csc), _MM_HINT_T0);
   }
-#pragma GCC unroll 4
   for (int64_t p = 0; p < k; p++) {
     __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + NR / 2);
 #pragma GCC unroll 16
@@ -49,6 +49,7 @@ void ms_k_sgemm_ukr_avx512(int64_t k, float alpha, const float *a, const float *
     a += MR;
     b += NR;
   }
+  const float alpha = *alpha_p, beta = *beta_p;
   if (csc != 1) {
     float t[MR * NR];
 #pragma GCC unroll 16
@@ -74,8 +75,8 @@ void ms_k_sgemm_ukr_avx512(int64_t k, float alpha, const float *a, const float *
   }
 }
 
-void ms_k_dgemm_ukr_avx512(int64_t k, double alpha, const double *a, const double *b, double beta,
-                         double *c, int64_t rsc, int64_t csc) {
+void ms_k_dgemm_ukr_avx512(int64_t k, const double *alpha_p, const double *a, const double *b,
+                           const double *beta_p, double *c, int64_t rsc, int64_t csc) {
   enum { MR = MS_DGEMM_AVX512_MR, NR = MS_DGEMM_AVX512_NR };
   _Static_assert(NR == 2 * sizeof(__m512d) / sizeof(double), "NR is two vectors");
   __m512d c0[MR], c1[MR];
@@ -86,7 +87,6 @@ void ms_k_dgemm_ukr_avx512(int64_t k, double alpha, const double *a, const doubl
     _mm_prefetch((const char *)(c + i * rsc), _MM_HINT_T0);
     _mm_prefetch((const char *)(c + i * rsc + (NR - 1) * csc), _MM_HINT_T0);
   }
-#pragma GCC unroll 4
   for (int64_t p = 0; p < k; p++) {
     __m512d b0 = _mm512_load_pd(b), b1 = _mm512_load_pd(b + NR / 2);
 #pragma GCC unroll 16
@@ -98,6 +98,7 @@ void ms_k_dgemm_ukr_avx512(int64_t k, double alpha, const double *a, const doubl
     a += MR;
     b += NR;
   }
+  const double alpha = *alpha_p, beta = *beta_p;
   if (csc != 1) {
     double t[MR * NR];
 #pragma GCC unroll 16

@@ -8,31 +8,34 @@
 /* One MR x NR tile of C: c = alpha * a * b + beta * c, with beta == 0 meaning c is not read.
  * a is the packed A micro-panel: k groups of MR values (column p of the MR rows, contiguous).
  * b is the packed B micro-panel: k groups of NR values (row p of the NR columns, contiguous).
- * Both are 64-byte aligned. c has element strides rsc/csc; csc == 1 is the fast case. */
-typedef void (*ms_k_sgemm_ukr)(int64_t k, float alpha, const float *a, const float *b, float beta,
-                               float *c, int64_t rsc, int64_t csc);
-typedef void (*ms_k_dgemm_ukr)(int64_t k, double alpha, const double *a, const double *b,
-                               double beta, double *c, int64_t rsc, int64_t csc);
+ * Both are 64-byte aligned. c has element strides rsc/csc; csc == 1 is the fast case.
+ * alpha and beta come by pointer so that no vector register is tied up by them during the loop:
+ * with 2*MR accumulators in flight, compilers would otherwise spill an accumulator at -O2. */
+typedef void (*ms_k_sgemm_ukr)(int64_t k, const float *alpha, const float *a, const float *b,
+                               const float *beta, float *c, int64_t rsc, int64_t csc);
+typedef void (*ms_k_dgemm_ukr)(int64_t k, const double *alpha, const double *a, const double *b,
+                               const double *beta, double *c, int64_t rsc, int64_t csc);
 
-/* AVX2 + FMA (gemm_avx2.c): vectors along N, MR rows broadcast from A. */
+/* AVX2 + FMA (gemm_avx2.c): vectors along N, MR rows broadcast from A; 12 ymm accumulators. */
 #define MS_SGEMM_AVX2_MR 6
 #define MS_SGEMM_AVX2_NR 16
 #define MS_DGEMM_AVX2_MR 6
 #define MS_DGEMM_AVX2_NR 8
-void ms_k_sgemm_ukr_avx2(int64_t k, float alpha, const float *a, const float *b, float beta,
-                         float *c, int64_t rsc, int64_t csc);
-void ms_k_dgemm_ukr_avx2(int64_t k, double alpha, const double *a, const double *b, double beta,
-                         double *c, int64_t rsc, int64_t csc);
+void ms_k_sgemm_ukr_avx2(int64_t k, const float *alpha, const float *a, const float *b,
+                         const float *beta, float *c, int64_t rsc, int64_t csc);
+void ms_k_dgemm_ukr_avx2(int64_t k, const double *alpha, const double *a, const double *b,
+                         const double *beta, double *c, int64_t rsc, int64_t csc);
 
-/* AVX-512F (gemm_avx512.c): the same shape with 512-bit vectors and twice the rows (32 zmm). */
+/* AVX-512F (gemm_avx512.c): the same code with 512-bit vectors and twice the rows: 24 of the 32
+ * zmm registers accumulate. */
 #define MS_SGEMM_AVX512_MR 12
 #define MS_SGEMM_AVX512_NR 32
 #define MS_DGEMM_AVX512_MR 12
 #define MS_DGEMM_AVX512_NR 16
-void ms_k_sgemm_ukr_avx512(int64_t k, float alpha, const float *a, const float *b, float beta,
-                           float *c, int64_t rsc, int64_t csc);
-void ms_k_dgemm_ukr_avx512(int64_t k, double alpha, const double *a, const double *b,
-                           double beta, double *c, int64_t rsc, int64_t csc);
+void ms_k_sgemm_ukr_avx512(int64_t k, const float *alpha, const float *a, const float *b,
+                           const float *beta, float *c, int64_t rsc, int64_t csc);
+void ms_k_dgemm_ukr_avx512(int64_t k, const double *alpha, const double *a, const double *b,
+                           const double *beta, double *c, int64_t rsc, int64_t csc);
 
 /* The largest tile any kernel uses, for the driver's edge-tile scratch. */
 #define MS_GEMM_MAX_TILE (12 * 32)

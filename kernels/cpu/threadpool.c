@@ -12,19 +12,37 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 /* More threads than this in one team is never useful on a CPU node; it bounds the static slots. */
 #define POOL_MAX_WORKERS 255
-/* Polls of the job word before a worker sleeps: about 50-100 us on current x86 cores, long enough
- * to bridge the gap between the kernels of one layer, short enough not to steal an oversubscribed
- * core (several MPI ranks on one machine) for long. */
-#define POOL_SPIN 20000
+/* How long a worker polls for its next job (and the caller for the team's end) before sleeping:
+ * long enough to bridge the gaps between the kernels of one step (waking a sleeping thread costs
+ * 10-100+ us, more in a VM), short enough not to steal an oversubscribed core (several MPI ranks
+ * on one machine) for long. Measured in time, since a pause instruction takes 10 to 140 cycles
+ * depending on the core. */
+#define POOL_SPIN_NS 100000
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Called on each poll; true once the spinning time is used up (the clock is read every 64). */
+static int spin_over(int i, int64_t *start) {
+  cpu_relax();
+  if ((i & 63) != 63) return 0;
+  int64_t t = now_ns();
+  if (*start == 0) *start = t;
+  return t - *start > POOL_SPIN_NS;
 }
 
 /* One per worker, on its own cache line so that posting to one does not disturb another. */
@@ -115,10 +133,11 @@ int ms_k_get_num_threads(void) {
  * seq are both seq_cst, so either the dispatcher sees sleeping and signals under mu, or the worker
  * sees the new seq before it waits: a post is never lost. */
 static unsigned wait_for_job(worker_slot *s, unsigned seen) {
-  for (int i = 0; i < POOL_SPIN; i++) {
+  int64_t start = 0;
+  for (int i = 0;; i++) {
     unsigned q = atomic_load_explicit(&s->seq, memory_order_acquire);
     if (q != seen) return q;
-    cpu_relax();
+    if (spin_over(i, &start)) break;
   }
   unsigned q;
   pthread_mutex_lock(&pool.mu);
@@ -180,9 +199,10 @@ static void post_job(worker_slot *s) {
 }
 
 static void wait_for_team(void) {
-  for (int i = 0; i < POOL_SPIN; i++) {
+  int64_t start = 0;
+  for (int i = 0;; i++) {
     if (atomic_load_explicit(&pool.pending, memory_order_acquire) == 0) return;
-    cpu_relax();
+    if (spin_over(i, &start)) break;
   }
   pthread_mutex_lock(&pool.mu);
   atomic_store(&pool.caller_sleeping, 1);

@@ -1,7 +1,8 @@
 /* test_gemm.c: ms_k_sgemm and ms_k_dgemm against a naive double-precision loop, over shapes from
  * 0 and 1 up to ones that cross every cache block, all transpose combinations (through strides),
  * row-, column-major and fully strided C, alpha/beta (beta 0 over NaN), 1, 2 and 3 threads, and
- * every micro-kernel this CPU can run: each ISA is tested in a forked child with MS_GEMM_ISA set. */
+ * every micro-kernel this CPU can run: each ISA is tested in a forked child with MS_GEMM_ISA
+ * set. */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
 #include "test.h"
@@ -14,7 +15,8 @@
 
 #define SENTINEL 12345.0
 
-static _Thread_local uint64_t rng_state = 88172645463325252ull; /* per thread: the concurrency test */
+/* Per thread: the concurrency test fills matrices from two threads at once. */
+static _Thread_local uint64_t rng_state = 88172645463325252ull;
 static double rnd(void) { /* xorshift64: uniform in [-1, 1) */
   rng_state ^= rng_state << 13;
   rng_state ^= rng_state >> 7;
@@ -76,7 +78,8 @@ static int run_case(const gemm_case *g, int dp) {
       double c = C.buf[i * C.rs + j * C.cs];
       ref[i * N + j] = g->alpha * s + (g->beta == 0.0 ? 0.0 : g->beta * c);
       double eps = dp ? 1.2e-16 : 6.0e-8;
-      bound[i * N + j] = (2.0 * K + 4.0) * eps * (fabs(g->alpha) * sa + (g->beta == 0.0 ? 0.0 : fabs(g->beta * c))) + 1e-300;
+      double mag = fabs(g->alpha) * sa + (g->beta == 0.0 ? 0.0 : fabs(g->beta * c));
+      bound[i * N + j] = (2.0 * K + 4.0) * eps * mag + 1e-300;
     }
   if (dp)
     ms_k_dgemm(M, N, K, g->alpha, A.buf, A.rs, A.cs, B.buf, B.rs, B.cs, g->beta, C.buf, C.rs, C.cs);

@@ -180,7 +180,7 @@ static int child_default_threads(void *arg) {
   return ms_k_get_num_threads() == want ? 0 : 2;
 }
 
-/* ---- several user threads at once --------------------------------------------------------------- */
+/* ---- several user threads at once ----------------------------------------------------------- */
 
 static void *user_thread(void *arg) {
   int *ok = arg;
