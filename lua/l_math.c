@@ -449,16 +449,22 @@ static int l_tolist(lua_State *L) {
 
 /* ---- geometry queries --------------------------------------------------------------------------------- */
 
+/* A dim of a tensor that has at least one (a 0-dim tensor has no size or stride to ask for). */
+static int check_existing_dim(lua_State *L, const ms_tensor *t, const char *fname) {
+  if (t->ndim == 0) luaL_error(L, "%s: a 0-dim tensor has no dimensions (dim %s given)", fname, ms_lua_describe(L, 2));
+  return ms_lua_check_dim(L, 2, t->ndim, fname, "dim");
+}
+
 static int l_size(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "size");
   if (lua_isnoneornil(L, 2)) return ms_lua_push_size(L, t->ndim, t->shape), 1;
-  lua_pushinteger(L, t->shape[ms_lua_check_dim(L, 2, t->ndim, "size", "dim")]);
+  lua_pushinteger(L, t->shape[check_existing_dim(L, t, "size")]);
   return 1;
 }
 
 static int l_stride(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "stride");
-  if (!lua_isnoneornil(L, 2)) return lua_pushinteger(L, t->strides[ms_lua_check_dim(L, 2, t->ndim, "stride", "dim")]), 1;
+  if (!lua_isnoneornil(L, 2)) return lua_pushinteger(L, t->strides[check_existing_dim(L, t, "stride")]), 1;
   lua_createtable(L, t->ndim, 0);
   for (int d = 0; d < t->ndim; d++) lua_pushinteger(L, t->strides[d]), lua_rawseti(L, -2, d + 1);
   return 1;

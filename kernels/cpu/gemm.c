@@ -419,10 +419,13 @@ static void gemm_member(void *ctx, int t, int nt) {
   gemm_plan *p = ctx;
   const gemm_kernel *kr = p->kern;
   char *apack = NULL;
+  /* Row blocks of at most MC, as even as MR allows, their count a multiple of the team's size,
+   * so that no thread is left with a short last block while another still works. */
   int64_t n_ic = (p->M + kr->mc - 1) / kr->mc;
-  int64_t mr_rows = (p->M + kr->mr - 1) / kr->mr * kr->mr;
-  int64_t a_rows = mr_rows < kr->mc ? mr_rows : kr->mc, a_cols = p->K < kr->kc ? p->K : kr->kc;
-  size_t a_size = (size_t)(a_rows * a_cols) * kr->es;
+  n_ic = (n_ic + nt - 1) / nt * nt;
+  int64_t mc = ((p->M + n_ic - 1) / n_ic + kr->mr - 1) / kr->mr * kr->mr;
+  n_ic = (p->M + mc - 1) / mc;
+  size_t a_size = (size_t)(mc * (p->K < kr->kc ? p->K : kr->kc)) * kr->es;
   for (int64_t jc = 0; jc < p->N; jc += kr->nc) {
     int64_t nc = p->N - jc < kr->nc ? p->N - jc : kr->nc;
     int64_t npanels = (nc + kr->nr - 1) / kr->nr;
@@ -438,18 +441,18 @@ static void gemm_member(void *ctx, int t, int nt) {
       for (;;) {
         int64_t u = atomic_fetch_add(&p->next_unit, 1);
         if (u >= n_ic * slices) break;
-        int64_t ic = u / slices * kr->mc, mc = p->M - ic < kr->mc ? p->M - ic : kr->mc;
+        int64_t ic = u / slices * mc, m = p->M - ic < mc ? p->M - ic : mc;
         int64_t c0, c1;
         split(npanels, slices, u % slices, &c0, &c1);
         int64_t j0 = c0 * kr->nr, j1 = c1 * kr->nr < nc ? c1 * kr->nr : nc;
         if (!apack) apack = thread_buffer(BUF_A, a_size);
         if (!apack) {
-          kr->naive(p, ic, mc, jc + j0, j1 - j0, pc, kc, pc == 0);
+          kr->naive(p, ic, m, jc + j0, j1 - j0, pc, kc, pc == 0);
           continue;
         }
-        if (ic != packed_ic) kr->pack_a(p, ic, mc, pc, kc, apack);
+        if (ic != packed_ic) kr->pack_a(p, ic, m, pc, kc, apack);
         packed_ic = ic;
-        kr->macro(p, ic, mc, jc + j0, j1 - j0, kc, apack, p->bpack + (size_t)(j0 * kc) * kr->es,
+        kr->macro(p, ic, m, jc + j0, j1 - j0, kc, apack, p->bpack + (size_t)(j0 * kc) * kr->es,
                   pc == 0);
       }
     }

@@ -237,4 +237,12 @@ T.test("many temporaries are collected without collectgarbage()", function()
   T.truthy(ms.memory_stats().current - before < 512 * 1024 * 1024, "memory stays bounded")
 end)
 
+T.test("size and stride of a 0-dim tensor take no dim", function()
+  local s = ms.tensor(3.5)
+  T.eq(#s:size(), 0)
+  T.eq(#s:stride(), 0)
+  T.raises(function() return s:size(1) end, "size", "0-dim", "no dimensions")
+  T.raises(function() return s:stride(-1) end, "stride", "0-dim")
+end)
+
 T.finish()
