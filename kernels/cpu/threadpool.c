@@ -102,7 +102,6 @@ static void pool_after_fork_child(void) {
     pthread_cond_init(&pool.slots[w].cv, NULL);
   }
   pool.nworkers = 0;
-  tl_in_region = 0;
 }
 
 static void pool_init(void) {
