@@ -27,9 +27,13 @@ const char *ms_unary_op_name(ms_unary_op op) { return unary_names[op]; }
 
 static bool is_comparison(ms_binary_op op) { return op >= MS_OP_EQ; }
 
-static ms_status check_data(const char *op, const ms_tensor *t) {
-  if (ms_tensor_data(t) || ms_tensor_numel(t) == 0) return MS_OK;
-  return ms_error(MS_ERR_RUNTIME, "%s: the tensor's storage has been released", op);
+/* The kernels write the compute dtype; the result dtype may be narrower (float16, int32, ...).
+ * Takes over `out` (NULL passes through). */
+static ms_tensor *cast_result(ms_tensor *out, ms_dtype rd) {
+  if (!out || out->dtype == rd) return out;
+  ms_tensor *cast = ms_tensor_to_dtype(out, rd);
+  ms_tensor_release(out);
+  return cast;
 }
 
 static void operand_type(ms_operand o, ms_dtype *dt, ms_operand_kind *kind) {
@@ -124,7 +128,7 @@ static ms_tensor *pow_root(ms_tensor *a, double e, ms_dtype common) {
 ms_tensor *ms_binary(ms_binary_op op, ms_operand a, ms_operand b) {
   const char *name = binary_names[op];
   if (!a.tensor && !b.tensor) return ms_error(MS_ERR_ARG, "%s: expected at least one tensor operand", name), NULL;
-  if ((a.tensor && check_data(name, a.tensor)) || (b.tensor && check_data(name, b.tensor))) return NULL;
+  if ((a.tensor && ms_tensor_check_data(name, a.tensor)) || (b.tensor && ms_tensor_check_data(name, b.tensor))) return NULL;
   if (check_binary_operands(op, a, b, common_dtype(a, b)) != MS_OK) return NULL;
   if (pow_is_root(op, b, common_dtype(a, b))) return pow_root(a.tensor, b.value, common_dtype(a, b));
   int ndim = 0;
@@ -139,12 +143,7 @@ ms_tensor *ms_binary(ms_binary_op op, ms_operand a, ms_operand b) {
   if (out) run_binary(op, cd, out, pa, pb);
   ms_tensor_release(pa);
   ms_tensor_release(pb);
-  if (out && out->dtype != rd) {
-    ms_tensor *cast = ms_tensor_to_dtype(out, rd);
-    ms_tensor_release(out);
-    out = cast;
-  }
-  return out;
+  return cast_result(out, rd);
 }
 
 /* Whether a result of dtype `from` may be written into a tensor of dtype `to` (PyTorch's
@@ -192,7 +191,7 @@ ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
   bool direct = a->dtype == cd && !is_comparison(op) && !pow_is_root(op, b, common) &&
                 (!b.tensor || b.tensor->storage != a->storage);
   if (!direct) return store_into(a, ms_binary(op, ms_operand_tensor(a), b));
-  if (check_data(name, a) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_tensor_check_data(name, a) != MS_OK) return MS_ERR_RUNTIME;
   ms_tensor *pb = prepare_operand(b, cd, a->ndim, a->shape);
   if (!pb) return MS_ERR_MEMORY;
   run_binary(op, cd, a, a, pb);
@@ -219,7 +218,7 @@ static ms_dtype unary_result_dtype(ms_unary_op op, ms_dtype in) {
 
 /* PyTorch refuses these on bool rather than guess (negating a mask is a bug to report). */
 static ms_status check_unary_input(ms_unary_op op, const ms_tensor *a) {
-  if (a->dtype != MS_BOOL) return check_data(unary_names[op], a);
+  if (a->dtype != MS_BOOL) return ms_tensor_check_data(unary_names[op], a);
   switch (op) {
   case MS_OP_NEG:
     return ms_error(MS_ERR_ARG, "neg: negation of a bool tensor is not supported (to invert a mask "
@@ -227,7 +226,7 @@ static ms_status check_unary_input(ms_unary_op op, const ms_tensor *a) {
   case MS_OP_ABS: case MS_OP_RELU: case MS_OP_FLOOR: case MS_OP_CEIL: case MS_OP_ROUND:
     return ms_error(MS_ERR_ARG, "%s: not supported for bool tensors (convert with :long() or :float())",
                     unary_names[op]);
-  default: return check_data(unary_names[op], a);
+  default: return ms_tensor_check_data(unary_names[op], a);
   }
 }
 
@@ -255,12 +254,7 @@ ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a) {
     ms_iter_run(&it, unary_row, &c);
   }
   ms_tensor_release(in);
-  if (out && out->dtype != rd) {
-    ms_tensor *cast = ms_tensor_to_dtype(out, rd);
-    ms_tensor_release(out);
-    out = cast;
-  }
-  return out;
+  return cast_result(out, rd);
 }
 
 ms_status ms_unary_(ms_unary_op op, ms_tensor *a) {
@@ -302,7 +296,7 @@ static double bound_in(ms_dtype dt, double v) {
 
 ms_tensor *ms_clamp(ms_tensor *a, const double *min, const double *max) {
   if (!min && !max) return ms_error(MS_ERR_ARG, "clamp: at least one of min and max must be given"), NULL;
-  if (check_data("clamp", a) != MS_OK) return NULL;
+  if (ms_tensor_check_data("clamp", a) != MS_OK) return NULL;
   ms_dtype rd = clamp_result_dtype(a, min, max), cd = ms_compute_dtype(rd);
   double lo_v = min ? bound_in(rd, *min) : 0, hi_v = max ? bound_in(rd, *max) : 0;
   const double *lo = min ? &lo_v : NULL, *hi = max ? &hi_v : NULL;
@@ -316,12 +310,7 @@ ms_tensor *ms_clamp(ms_tensor *a, const double *min, const double *max) {
     ms_iter_run(&it, clamp_row, &c);
   }
   ms_tensor_release(in);
-  if (out && out->dtype != rd) {
-    ms_tensor *cast = ms_tensor_to_dtype(out, rd);
-    ms_tensor_release(out);
-    out = cast;
-  }
-  return out;
+  return cast_result(out, rd);
 }
 
 ms_status ms_clamp_(ms_tensor *a, const double *lo, const double *hi) {
@@ -365,18 +354,13 @@ ms_tensor *ms_where(ms_tensor *cond, ms_operand a, ms_operand b) {
   ms_tensor_release(pc);
   ms_tensor_release(pa);
   ms_tensor_release(pb);
-  if (out && out->dtype != rd) {
-    ms_tensor *cast = ms_tensor_to_dtype(out, rd);
-    ms_tensor_release(out);
-    out = cast;
-  }
-  return out;
+  return cast_result(out, rd);
 }
 
 ms_tensor *ms_masked_fill(ms_tensor *a, ms_tensor *mask, double value) {
   if (mask->dtype != MS_BOOL)
     return ms_error(MS_ERR_ARG, "masked_fill: mask must be a bool tensor, got %s", ms_dtype_name(mask->dtype)), NULL;
-  if (check_data("masked_fill", a) != MS_OK) return NULL;
+  if (ms_tensor_check_data("masked_fill", a) != MS_OK) return NULL;
   /* Out of place, the mask may broadcast the tensor (a (3,) row under a (2, 3) mask), as in
    * PyTorch; the value takes the tensor's dtype. */
   return ms_where(mask, ms_operand_number(value, a->dtype), ms_operand_tensor(a));

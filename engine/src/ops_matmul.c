@@ -13,11 +13,6 @@ static ms_status check_same_dtype(const char *op, const ms_tensor *a, const ms_t
                   op, ms_dtype_name(a->dtype), ms_dtype_name(b->dtype));
 }
 
-static ms_status check_materialized(const char *op, const ms_tensor *a, const ms_tensor *b) {
-  if ((ms_tensor_data(a) || !ms_tensor_numel(a)) && (ms_tensor_data(b) || !ms_tensor_numel(b))) return MS_OK;
-  return ms_error(MS_ERR_RUNTIME, "%s: an operand's storage has been released", op);
-}
-
 /* Integer products stay exact (wrapping like PyTorch's) in int64: alpha and beta arrive as whole
  * numbers, and nothing passes through a double that would round past 2^53. */
 static void int_gemm(int64_t M, int64_t N, int64_t K, double alpha, const ms_tensor *a,
@@ -76,7 +71,8 @@ static ms_status check_mm(const char *op, const ms_tensor *a, const ms_tensor *b
                     op, ms_shape_str(2, a->shape, b1, sizeof b1), ms_shape_str(2, b->shape, b2, sizeof b2),
                     (long long)a->shape[1], (long long)b->shape[0]);
   if (check_same_dtype(op, a, b)) return MS_ERR_ARG;
-  return check_materialized(op, a, b);
+  if (ms_tensor_check_data(op, a) != MS_OK) return MS_ERR_RUNTIME;
+  return ms_tensor_check_data(op, b);
 }
 
 ms_tensor *ms_mm(ms_tensor *a, ms_tensor *b) {
@@ -92,7 +88,7 @@ ms_tensor *ms_bmm(ms_tensor *a, ms_tensor *b) {
   if (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0] || a->shape[2] != b->shape[1])
     return ms_error(MS_ERR_ARG, "bmm: expected (b, n, k) and (b, k, m) batches, got shapes %s and %s",
                     ms_shape_str(a->ndim, a->shape, b1, sizeof b1), ms_shape_str(b->ndim, b->shape, b2, sizeof b2)), NULL;
-  if (check_same_dtype("bmm", a, b) || check_materialized("bmm", a, b)) return NULL;
+  if (check_same_dtype("bmm", a, b) || ms_tensor_check_data("bmm", a) || ms_tensor_check_data("bmm", b)) return NULL;
   int64_t shape[3] = {a->shape[0], a->shape[1], b->shape[2]};
   ms_tensor *c = ms_tensor_new_empty(3, shape, a->dtype);
   for (int64_t i = 0; c && i < shape[0]; i++) {

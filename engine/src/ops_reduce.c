@@ -95,8 +95,7 @@ static void reduce_range(void *arg, int64_t begin, int64_t end) {
 
 static ms_status check_reduce_input(ms_reduce_op op, const ms_tensor *a, int64_t n) {
   const char *name = reduce_names[op];
-  if (!ms_tensor_data(a) && ms_tensor_numel(a) > 0)
-    return ms_error(MS_ERR_RUNTIME, "%s: the tensor's storage has been released", name);
+  if (ms_tensor_check_data(name, a) != MS_OK) return MS_ERR_RUNTIME;
   if (needs_floating(op) && !ms_dtype_is_floating(a->dtype))
     return ms_error(MS_ERR_ARG, "%s: expected a floating point tensor, got %s (convert it with "
                     ":float() or :double())", name, ms_dtype_name(a->dtype));

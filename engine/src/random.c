@@ -40,12 +40,6 @@ static void reserve(int64_t blocks, uint64_t *seed, uint64_t *offset) {
   pthread_mutex_unlock(&g_lock);
 }
 
-static ms_status check_materialized(const char *op, const ms_tensor *t) {
-  if (t->storage->data) return MS_OK;
-  return ms_error(MS_ERR_RUNTIME, "%s: the tensor's storage has been released (its data is not "
-                  "materialized)", op);
-}
-
 /* ---- filling any tensor from a kernel that writes a contiguous buffer ----------------------- */
 
 /* Writes n values of the compute dtype into out, starting at block `offset`. */
@@ -107,7 +101,7 @@ static bool uniform_fits(ms_dtype cdt, double low, double high) {
 
 ms_status ms_tensor_uniform_(ms_tensor *t, double low, double high) {
   ms_status st = check_floating("uniform_", t);
-  if (st || (st = check_materialized("uniform_", t))) return st;
+  if (st || (st = ms_tensor_check_data("uniform_", t))) return st;
   if (!isfinite(low) || !isfinite(high) || !(low <= high))
     return ms_error(MS_ERR_ARG, "uniform_: expected finite low <= high, got low = %g, high = %g",
                     low, high);
@@ -137,7 +131,7 @@ static void gen_normal_f64(const void *args, uint64_t seed, uint64_t offset, int
 
 ms_status ms_tensor_normal_(ms_tensor *t, double mean, double std) {
   ms_status st = check_floating("normal_", t);
-  if (st || (st = check_materialized("normal_", t))) return st;
+  if (st || (st = ms_tensor_check_data("normal_", t))) return st;
   if (!isfinite(mean))
     return ms_error(MS_ERR_ARG, "normal_: expected a finite mean, got %g", mean);
   if (!(std >= 0) || !isfinite(std))
@@ -174,7 +168,7 @@ static void gen_randint(const void *args, uint64_t seed, uint64_t offset, int64_
 }
 
 ms_status ms_tensor_randint_(ms_tensor *t, int64_t low, int64_t high) {
-  if (check_materialized("randint_", t)) return MS_ERR_RUNTIME;
+  if (ms_tensor_check_data("randint_", t)) return MS_ERR_RUNTIME;
   if (low >= high)
     return ms_error(MS_ERR_ARG, "randint_: low (%lld) must be less than high (%lld)",
                     (long long)low, (long long)high);
@@ -213,7 +207,7 @@ ms_tensor *ms_tensor_new_bernoulli(ms_tensor *p) {
              ms_dtype_name(p->dtype));
     return NULL;
   }
-  if (check_materialized("bernoulli", p)) return NULL;
+  if (ms_tensor_check_data("bernoulli", p)) return NULL;
   ms_tensor *prob = probabilities(p);
   if (!prob) return NULL;
   ms_tensor *bits = ms_tensor_new_empty(p->ndim, p->shape, MS_UINT8);

@@ -181,6 +181,12 @@ void *ms_tensor_data(const ms_tensor *t) {
   return (char *)t->storage->data + t->offset * (int64_t)ms_dtype_size(t->dtype);
 }
 
+ms_status ms_tensor_check_data(const char *op, const ms_tensor *t) {
+  if (t->storage->data || ms_tensor_numel(t) == 0) return MS_OK;
+  return ms_error(MS_ERR_RUNTIME, "%s: the tensor's storage has been released (its data is not "
+                  "materialized)", op);
+}
+
 const char *ms_shape_str(int ndim, const int64_t *shape, char *buf, size_t len) {
   size_t used = (size_t)snprintf(buf, len, "(");
   for (int d = 0; d < ndim && used < len; d++)

@@ -6,12 +6,6 @@
 #include "moonshard/tensor.h"
 #include "tensor_iter.h"
 
-static ms_status check_materialized(const char *op, const ms_tensor *t) {
-  if (t->storage->data) return MS_OK;
-  return ms_error(MS_ERR_RUNTIME, "%s: the tensor's storage has been released (its data is not "
-                  "materialized)", op);
-}
-
 typedef struct cast_ctx {
   ms_dtype dst, src;
 } cast_ctx;
@@ -31,7 +25,7 @@ static void copy_same_shape(ms_tensor *dst, ms_tensor *src) {
 }
 
 ms_status ms_tensor_copy_(ms_tensor *dst, ms_tensor *src) {
-  if (check_materialized("copy_", dst) || check_materialized("copy_", src)) return MS_ERR_RUNTIME;
+  if (ms_tensor_check_data("copy_", dst) || ms_tensor_check_data("copy_", src)) return MS_ERR_RUNTIME;
   ms_tensor *b = ms_tensor_expand(src, dst->ndim, dst->shape);
   if (!b) {
     char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
@@ -52,7 +46,7 @@ ms_status ms_tensor_copy_(ms_tensor *dst, ms_tensor *src) {
 
 /* A new contiguous tensor of dtype dt holding t's values. */
 static ms_tensor *copy_as(ms_tensor *t, ms_dtype dt) {
-  if (check_materialized("copy", t) != MS_OK) return NULL;
+  if (ms_tensor_check_data("copy", t) != MS_OK) return NULL;
   ms_tensor *out = ms_tensor_new_empty(t->ndim, t->shape, dt);
   if (out) copy_same_shape(out, t);
   return out;
@@ -81,7 +75,7 @@ static void fill_row(void *arg, int64_t n, char **p, const int64_t *s) {
 }
 
 ms_status ms_tensor_fill_(ms_tensor *t, double value) {
-  if (check_materialized("fill_", t) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_tensor_check_data("fill_", t) != MS_OK) return MS_ERR_RUNTIME;
   ms_iter it;
   ms_iter_init(&it, t->ndim, t->shape, 1, &t);
   fill_ctx c = {t->dtype, value};
@@ -125,7 +119,7 @@ ms_status ms_tensor_item(const ms_tensor *t, double *out) {
     return ms_error(MS_ERR_ARG, "item: only a one-element tensor can be converted to a number, "
                     "got shape %s (%lld elements)", ms_shape_str(t->ndim, t->shape, b, sizeof b), (long long)n);
   }
-  if (check_materialized("item", t) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_tensor_check_data("item", t) != MS_OK) return MS_ERR_RUNTIME;
   *out = ms_tensor_get_flat(t, 0);
   return MS_OK;
 }

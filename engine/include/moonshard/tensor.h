@@ -54,6 +54,9 @@ int64_t ms_tensor_numel(const ms_tensor *t);
 bool ms_tensor_is_contiguous(const ms_tensor *t);
 /* Pointer to the first element (storage data + offset); NULL if the storage is released. */
 void *ms_tensor_data(const ms_tensor *t);
+/* MS_OK when t's data can be read (materialized, or no elements); otherwise an error naming
+ * `op`. Every op checks its inputs with it before touching their bytes. */
+ms_status ms_tensor_check_data(const char *op, const ms_tensor *t);
 /* "(2, 3)" into buf; returns buf. For error messages. */
 const char *ms_shape_str(int ndim, const int64_t *shape, char *buf, size_t len);
 #define MS_SHAPE_STR_LEN 256
