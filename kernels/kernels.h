@@ -128,4 +128,10 @@ void ms_k_philox_u64(uint64_t seed, uint64_t offset, int64_t n, uint64_t *out);
 void ms_k_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, const double *p, int64_t ps,
                            uint8_t *out);
 
+/* ---- convolution and pooling (kernels/cpu/conv.c, pool.c) ---- */
+
+/* ---- activations, softmax, losses, normalization (kernels/cpu/nn_ops.c) ---- */
+
+/* ---- fused optimizer steps (kernels/cpu/optim.c) ---- */
+
 #endif

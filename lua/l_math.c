@@ -485,16 +485,6 @@ static int l_is_floating_point(lua_State *L) {
   return lua_pushboolean(L, ms_dtype_is_floating(ms_lua_check_tensor(L, 1, "is_floating_point")->dtype)), 1;
 }
 
-static int l_requires_grad_(lua_State *L) {
-  ms_tensor *t = ms_lua_check_tensor(L, 1, "requires_grad_");
-  bool on = lua_isnoneornil(L, 2) ? true : lua_toboolean(L, 2);
-  if (on && !ms_dtype_is_floating(t->dtype))
-    return luaL_error(L, "requires_grad_: only floating point tensors can require gradients, got dtype %s",
-                      ms_dtype_name(t->dtype));
-  t->requires_grad = on;
-  lua_settop(L, 1);
-  return 1;
-}
 
 void ms_lua_open_math(lua_State *L) {
   static const struct { const char *name; lua_CFunction fn; } both[] = {
@@ -525,8 +515,7 @@ void ms_lua_open_math(lua_State *L) {
       {"byte", l_byte}, {"bool", l_bool}, {"to", l_to}, {"item", l_item}, {"tolist", l_tolist},
       {"size", l_size}, {"stride", l_stride}, {"dim", l_dim}, {"numel", l_numel},
       {"is_contiguous", l_is_contiguous}, {"storage_offset", l_storage_offset},
-      {"element_size", l_element_size}, {"is_floating_point", l_is_floating_point},
-      {"requires_grad_", l_requires_grad_}};
+      {"element_size", l_element_size}, {"is_floating_point", l_is_floating_point}};
   for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) ms_lua_register_both(L, both[i].name, both[i].fn);
   lua_pushcfunction(L, l_where);
   lua_setfield(L, -3, "where");

@@ -65,6 +65,11 @@ static int push_field(lua_State *L, ms_tensor *t, const char *key) {
   else if (strcmp(key, "device") == 0) lua_pushliteral(L, "cpu");
   else if (strcmp(key, "requires_grad") == 0) lua_pushboolean(L, t->requires_grad);
   else if (strcmp(key, "ndim") == 0) lua_pushinteger(L, t->ndim);
+  else if (strcmp(key, "is_leaf") == 0) lua_pushboolean(L, ms_tensor_is_leaf(t));
+  else if (strcmp(key, "grad_fn") == 0) {
+    if (t->grad_fn) lua_pushstring(L, t->grad_fn->name); /* the node's name, or nil for leaves */
+    else lua_pushnil(L);
+  }
   else if (strcmp(key, "grad") == 0) {
     if (t->grad) ms_tensor_retain(t->grad);
     ms_lua_push_tensor(L, t->grad);
@@ -92,11 +97,7 @@ static int tensor_index(lua_State *L) {
 
 static void set_requires_grad(lua_State *L, ms_tensor *t, int idx) {
   luaL_checktype(L, idx, LUA_TBOOLEAN);
-  bool on = lua_toboolean(L, idx);
-  if (on && !ms_dtype_is_floating(t->dtype))
-    luaL_error(L, "requires_grad: only floating point tensors can require gradients, got dtype %s",
-               ms_dtype_name(t->dtype));
-  t->requires_grad = on;
+  ms_lua_set_requires_grad(L, t, lua_toboolean(L, idx), "requires_grad");
 }
 
 static void set_grad(lua_State *L, ms_tensor *t, int idx) {

@@ -43,6 +43,11 @@ int luaopen_moonshard(lua_State *L) {
   ms_lua_open_view(L);
   ms_lua_open_math(L);
   ms_lua_open_runtime(L);
+  ms_lua_open_autograd(L);
+  ms_lua_open_nn_conv(L);
+  ms_lua_open_nn_ops(L);
+  ms_lua_open_optim(L);
+  ms_lua_open_io(L);
   lua_setfield(L, -2, "Tensor"); /* ms.Tensor: the method table, to extend from Lua */
   /* ms.flatten(x, start_dim) is the same function as x:flatten(start_dim): already there. */
   return 1;

@@ -70,6 +70,9 @@ void ms_lua_push_element(lua_State *L, const ms_tensor *t, int64_t flat_index);
 /* Pushes a Size table {d1, d2, ...} with __tostring "torch.Size([d1, d2])". */
 void ms_lua_push_size(lua_State *L, int ndim, const int64_t *shape);
 
+/* Sets requires_grad with PyTorch's rules (floating dtypes only; leaves only when turning off). */
+void ms_lua_set_requires_grad(lua_State *L, ms_tensor *t, bool on, const char *fname);
+
 /* ---- memory ---------------------------------------------------------------------------------- */
 /* Lua's collector cannot see tensor bytes: after each new tensor, run a full collection when
  * the engine's bytes have grown past a threshold that doubles with the live set. */
@@ -83,6 +86,11 @@ void ms_lua_open_view(lua_State *L);
 void ms_lua_open_math(lua_State *L);
 void ms_lua_open_runtime(lua_State *L);
 void ms_lua_open_tensor(lua_State *L);
+void ms_lua_open_autograd(lua_State *L);
+void ms_lua_open_nn_conv(lua_State *L);   /* l_nn_conv.c: conv2d and pooling */
+void ms_lua_open_nn_ops(lua_State *L);    /* l_nn_ops.c: activations, losses, normalization */
+void ms_lua_open_optim(lua_State *L);     /* l_optim.c: fused optimizer steps */
+void ms_lua_open_io(lua_State *L);        /* l_io.c: ms.save / ms.load (safetensors) */
 /* Registers fn under `name` in both the module table (-2) and the method table (-1). */
 void ms_lua_register_both(lua_State *L, const char *name, lua_CFunction fn);
 

@@ -6,6 +6,7 @@
 
 #include "kernels/kernels.h"
 #include "moonshard/ops.h"
+#include "autograd/grad_util.h"
 #include "tensor_iter.h"
 
 static const char *binary_names[MS_BINARY_OP_COUNT] = {
@@ -125,7 +126,7 @@ static ms_tensor *pow_root(ms_tensor *a, double e, ms_dtype common) {
   return out;
 }
 
-ms_tensor *ms_binary(ms_binary_op op, ms_operand a, ms_operand b) {
+static ms_tensor *binary_forward(ms_binary_op op, ms_operand a, ms_operand b) {
   const char *name = binary_names[op];
   if (!a.tensor && !b.tensor) return ms_error(MS_ERR_ARG, "%s: expected at least one tensor operand", name), NULL;
   if ((a.tensor && ms_tensor_check_data(name, a.tensor)) || (b.tensor && ms_tensor_check_data(name, b.tensor))) return NULL;
@@ -144,6 +145,13 @@ ms_tensor *ms_binary(ms_binary_op op, ms_operand a, ms_operand b) {
   ms_tensor_release(pa);
   ms_tensor_release(pb);
   return cast_result(out, rd);
+}
+
+ms_tensor *ms_binary(ms_binary_op op, ms_operand a, ms_operand b) {
+  bool prev = ms_grad_set_enabled(false); /* the forward's own steps record nothing */
+  ms_tensor *out = binary_forward(op, a, b);
+  ms_grad_set_enabled(prev);
+  return ms_grad_record_binary(op, a, b, out);
 }
 
 /* Whether a result of dtype `from` may be written into a tensor of dtype `to` (PyTorch's
@@ -187,6 +195,8 @@ ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
         return ms_error(MS_ERR_ARG, "%s_: output with shape %s doesn't match the broadcast shape %s", name,
                         ms_shape_str(a->ndim, a->shape, b1, sizeof b1), ms_shape_str(ndim, shape, b2, sizeof b2));
   }
+  if (ms_autograd_wants(2, (ms_tensor *[]){a, b.tensor}))
+    return ms_grad_rebase_inplace(name, a, ms_binary(op, ms_operand_tensor(a), b));
   ms_dtype cd = binary_compute_dtype(op, common);
   bool direct = a->dtype == cd && !is_comparison(op) && !pow_is_root(op, b, common) &&
                 (!b.tensor || b.tensor->storage != a->storage);

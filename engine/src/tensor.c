@@ -5,12 +5,14 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "autograd/autograd_internal.h"
 #include "moonshard/tensor.h"
 
 void ms_tensor_retain(ms_tensor *t) { atomic_fetch_add(&t->refcount, 1); }
 
 void ms_tensor_release(ms_tensor *t) {
   if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
+  ms_autograd_tensor_free(t);
   ms_tensor_release(t->grad);
   ms_storage_release(t->storage);
   free(t);

@@ -2,6 +2,7 @@
 #ifndef MOONSHARD_H
 #define MOONSHARD_H
 
+#include "moonshard/autograd.h"
 #include "moonshard/dtype.h"
 #include "moonshard/error.h"
 #include "moonshard/memory.h"

@@ -24,9 +24,13 @@ struct ms_tensor {
   int64_t strides[MS_MAX_DIMS];
   int64_t offset;     /* in elements, from the start of the storage */
   ms_storage *storage; /* owned reference */
-  /* autograd */
+  /* autograd (moonshard/autograd.h) */
   bool requires_grad;
-  ms_tensor *grad;     /* owned reference or NULL */
+  ms_tensor *grad;                 /* owned reference or NULL */
+  struct ms_node *grad_fn;         /* owned; NULL for leaves */
+  int output_nr;                   /* which output of grad_fn this tensor is */
+  struct ms_node *grad_accumulator; /* a leaf's AccumulateGrad node while a graph uses it (weak) */
+  struct ms_hook *hooks;           /* a leaf's gradient and post-accumulate hooks (owned) */
 };
 
 /* ---- lifetime ---------------------------------------------------------------------------- */

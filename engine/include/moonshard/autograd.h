@@ -1,0 +1,125 @@
+/* autograd.h: the dynamic graph. An op whose inputs require grad (and grad mode is on) records
+ * a node: its backward function, edges to the nodes that produced its inputs, and the tensors it
+ * saved. ms_backward walks the nodes in reverse creation order and accumulates leaf gradients
+ * into t->grad. Hooks are C callbacks, so the distributed layer can use them natively; the Lua
+ * face wraps Lua functions in them.
+ *
+ * How an op records itself (see engine/src/ops_*_grad.c for many examples):
+ *
+ *   bool prev = ms_grad_set_enabled(false);   // internals must not record
+ *   ms_tensor *out = mul_impl(a, b);
+ *   ms_grad_set_enabled(prev);
+ *   if (out && ms_autograd_wants(2, (ms_tensor *[]){a, b})) {
+ *     ms_node *n = ms_node_new("MulBackward0", mul_backward, 2, (ms_tensor *[]){a, b});
+ *     ms_node_save(n, a); ms_node_save(n, b);
+ *     ms_node_attach(n, out, 0);              // out->grad_fn = n (retained)
+ *     ms_node_release(n);                     // the recording's own reference
+ *   }
+ */
+#ifndef MOONSHARD_AUTOGRAD_H
+#define MOONSHARD_AUTOGRAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "moonshard/tensor.h"
+
+/* ---- grad mode (thread-local, on by default) -------------------------------------------------- */
+bool ms_grad_enabled(void);
+/* Sets grad mode and returns the previous value, for scoped restore. */
+bool ms_grad_set_enabled(bool enabled);
+
+/* ---- nodes ------------------------------------------------------------------------------------ */
+typedef struct ms_node ms_node;
+
+typedef struct ms_edge {
+  ms_node *node; /* owned reference; NULL when that input needs no gradient */
+  int input_nr;  /* which output of `node` the input was */
+} ms_edge;
+
+/* Computes the gradients of the node's inputs from the gradient of its output(s).
+ * grad_out[k] is the gradient of output k (never NULL: missing ones are zeros). It writes a new
+ * reference (or NULL for "no gradient") into grad_in[i] for each input i whose edge has a node;
+ * it may leave the others NULL. Returns MS_OK or an error (with ms_error set). */
+typedef ms_status (*ms_backward_fn)(ms_node *self, ms_tensor *const *grad_out, ms_tensor **grad_in);
+
+/* A hook on the gradient flowing into a node's output k (tensor hooks) or into a leaf: may
+ * replace it by storing a new reference in *replace (leave NULL to keep it). */
+typedef ms_status (*ms_grad_hook_fn)(void *ctx, ms_tensor *grad, ms_tensor **replace);
+/* Runs after a leaf's .grad has been updated by backward (per-parameter post-accumulate hook). */
+typedef ms_status (*ms_post_accumulate_fn)(void *ctx, ms_tensor *param);
+typedef void (*ms_hook_ctx_free)(void *ctx);
+
+typedef struct ms_saved {
+  ms_tensor *tensor; /* owned reference */
+  int version;       /* its storage version when saved: a later in-place write is an error */
+} ms_saved;
+
+#define MS_NODE_MAX_OUTPUTS 4
+#define MS_NODE_MAX_SAVED 8
+
+struct ms_node {
+  atomic_int refcount;
+  const char *name;        /* PyTorch's grad_fn name: "MulBackward0" */
+  ms_backward_fn backward;
+  uint64_t sequence;       /* creation order: later nodes run first */
+  int num_inputs;
+  ms_edge *next;           /* num_inputs edges */
+  int num_outputs;
+  /* shape and dtype of each output, to make zero gradients for outputs nobody used */
+  int out_ndim[MS_NODE_MAX_OUTPUTS];
+  int64_t out_shape[MS_NODE_MAX_OUTPUTS][MS_MAX_DIMS];
+  ms_dtype out_dtype[MS_NODE_MAX_OUTPUTS];
+  /* what the backward needs */
+  int num_saved;
+  ms_saved saved[MS_NODE_MAX_SAVED];
+  double scalars[8];
+  int64_t ints[2 * MS_MAX_DIMS + 8];
+  void *ctx;               /* anything else, freed with free_ctx */
+  void (*free_ctx)(void *ctx);
+  bool released;           /* saved state freed by a backward without retain_graph */
+  ms_tensor *variable;     /* AccumulateGrad only: the leaf (owned) */
+  struct ms_hook *pre_hooks; /* tensor hooks of non-leaf outputs, by output number */
+  /* the backward walk's scratch (engine/src/autograd/backward.c) */
+  uint64_t walk;             /* which walk last visited this node */
+  int dependencies;          /* edges from nodes of this walk not yet run */
+  ms_tensor *grad_buf[MS_NODE_MAX_OUTPUTS];
+  struct ms_node *release_next; /* ms_node_release's work list */
+};
+
+/* True when grad mode is on and any of the n inputs (NULLs allowed) requires grad. */
+bool ms_autograd_wants(int n, ms_tensor *const *inputs);
+/* A new node (one reference, the caller's) with edges to the inputs' producers: their grad_fn,
+ * or for leaves requiring grad their AccumulateGrad node. */
+ms_node *ms_node_new(const char *name, ms_backward_fn backward, int n, ms_tensor *const *inputs);
+/* Saves t (retained) with its current version. Returns its slot. */
+int ms_node_save(ms_node *node, ms_tensor *t);
+/* The saved tensor in slot i, or NULL with an error if the graph was freed or the tensor was
+ * modified in place since it was saved. */
+ms_tensor *ms_node_saved(ms_node *node, int i);
+/* Makes `node` the grad_fn of `out` as output number k (out then requires grad; it retains the
+ * node). Attach every output, then release the recording's own reference. */
+void ms_node_attach(ms_node *node, ms_tensor *out, int k);
+void ms_node_retain(ms_node *node);
+void ms_node_release(ms_node *node); /* NULL is fine */
+
+/* ---- tensors ---------------------------------------------------------------------------------- */
+/* A leaf tensor (no grad_fn) that requires grad, or any tensor without requires_grad. */
+bool ms_tensor_is_leaf(const ms_tensor *t);
+/* The same data, cut from the graph (new reference; shares storage). */
+ms_tensor *ms_tensor_detach(ms_tensor *t);
+/* Backpropagates from root. grad is d(something)/d(root), NULL meaning 1 for a one-element root.
+ * With retain_graph false, every node's saved state is freed as the walk passes it. */
+ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph);
+
+/* Hooks; each returns a handle (> 0) for removal, or 0 with an error. The ctx is freed with
+ * free_ctx (may be NULL) when the hook is removed or its node dies. */
+int ms_tensor_register_hook(ms_tensor *t, ms_grad_hook_fn fn, void *ctx, ms_hook_ctx_free free_ctx);
+int ms_tensor_register_post_accumulate_hook(ms_tensor *t, ms_post_accumulate_fn fn, void *ctx,
+                                            ms_hook_ctx_free free_ctx);
+ms_status ms_tensor_remove_hook(ms_tensor *t, int handle);
+
+/* Adds `grad` into t->grad (allocating it on first use), the way AccumulateGrad does. */
+ms_status ms_tensor_accumulate_grad(ms_tensor *t, ms_tensor *grad);
+
+#endif

@@ -1,0 +1,189 @@
+/* backward.c: the backward walk. It finds every node reachable from the root, counts how many
+ * edges lead into each, then runs nodes whose inputs are complete, latest-created first, summing
+ * the gradients that meet at a node before running it. Grad mode is off during the walk. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd_internal.h"
+#include "moonshard/ops.h"
+
+static atomic_ullong walk_counter;
+
+/* A growable array of nodes, used as the discovery stack, the visited list and the heap. */
+typedef struct node_list {
+  ms_node **items;
+  int64_t count, cap;
+} node_list;
+
+static ms_status list_push(node_list *l, ms_node *n) {
+  if (l->count == l->cap) {
+    int64_t cap = l->cap ? 2 * l->cap : 64;
+    ms_node **items = realloc(l->items, (size_t)cap * sizeof *items);
+    if (!items) return ms_error(MS_ERR_MEMORY, "backward: out of memory walking the graph");
+    l->items = items, l->cap = cap;
+  }
+  l->items[l->count++] = n;
+  return MS_OK;
+}
+
+/* ---- the ready queue: a max-heap on creation order ------------------------------------------- */
+
+static ms_status heap_push(node_list *h, ms_node *n) {
+  if (list_push(h, n) != MS_OK) return MS_ERR_MEMORY;
+  for (int64_t i = h->count - 1; i > 0;) {
+    int64_t parent = (i - 1) / 2;
+    if (h->items[parent]->sequence >= h->items[i]->sequence) break;
+    ms_node *t = h->items[parent];
+    h->items[parent] = h->items[i], h->items[i] = t;
+    i = parent;
+  }
+  return MS_OK;
+}
+
+static ms_node *heap_pop(node_list *h) {
+  ms_node *top = h->items[0];
+  h->items[0] = h->items[--h->count];
+  for (int64_t i = 0;;) {
+    int64_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < h->count && h->items[l]->sequence > h->items[m]->sequence) m = l;
+    if (r < h->count && h->items[r]->sequence > h->items[m]->sequence) m = r;
+    if (m == i) break;
+    ms_node *t = h->items[m];
+    h->items[m] = h->items[i], h->items[i] = t;
+    i = m;
+  }
+  return top;
+}
+
+/* Marks every node reachable from root with this walk and counts its incoming edges. */
+static ms_status discover(ms_node *root, uint64_t walk, node_list *visited) {
+  node_list stack = {0};
+  root->walk = walk;
+  root->dependencies = 0;
+  ms_status st = list_push(&stack, root);
+  if (st == MS_OK) st = list_push(visited, root);
+  while (st == MS_OK && stack.count) {
+    ms_node *n = stack.items[--stack.count];
+    for (int i = 0; st == MS_OK && i < n->num_inputs; i++) {
+      ms_node *child = n->next[i].node;
+      if (!child) continue;
+      if (child->walk != walk) {
+        child->walk = walk;
+        child->dependencies = 0;
+        st = list_push(&stack, child);
+        if (st == MS_OK) st = list_push(visited, child);
+      }
+      child->dependencies++;
+    }
+  }
+  free(stack.items);
+  return st;
+}
+
+/* Adds grad (taken over) into the node's buffer for output k, checking its shape. */
+static ms_status buffer_add(ms_node *from, int input, ms_node *to, int k, ms_tensor *grad) {
+  char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
+  bool same = grad->ndim == to->out_ndim[k] &&
+              memcmp(grad->shape, to->out_shape[k], sizeof(int64_t) * (size_t)grad->ndim) == 0;
+  if (!same) {
+    ms_status st = ms_error(MS_ERR_RUNTIME, "backward: %s returned a gradient of shape %s for its "
+                            "input %d, which has shape %s", from->name,
+                            ms_shape_str(grad->ndim, grad->shape, b1, sizeof b1), input + 1,
+                            ms_shape_str(to->out_ndim[k], to->out_shape[k], b2, sizeof b2));
+    ms_tensor_release(grad);
+    return st;
+  }
+  if (!to->grad_buf[k]) {
+    to->grad_buf[k] = grad;
+    return MS_OK;
+  }
+  ms_tensor *sum = ms_binary(MS_OP_ADD, ms_operand_tensor(to->grad_buf[k]), ms_operand_tensor(grad));
+  ms_tensor_release(grad);
+  if (!sum) return MS_ERR_MEMORY;
+  ms_tensor_release(to->grad_buf[k]);
+  to->grad_buf[k] = sum;
+  return MS_OK;
+}
+
+/* Takes the node's gradient buffers as its grad_out (zeros for outputs nobody used) and runs
+ * the tensor hooks registered on them. */
+static ms_status gather_grad_out(ms_node *n, ms_tensor **grad_out) {
+  for (int k = 0; k < n->num_outputs; k++) {
+    grad_out[k] = n->grad_buf[k];
+    n->grad_buf[k] = NULL;
+    if (!grad_out[k] && !(grad_out[k] = ms_tensor_new_zeros(n->out_ndim[k], n->out_shape[k], n->out_dtype[k])))
+      return MS_ERR_MEMORY;
+    if (ms_autograd_run_grad_hooks(n->pre_hooks, k, &grad_out[k]) != MS_OK) return MS_ERR_RUNTIME;
+  }
+  return MS_OK;
+}
+
+/* Runs one node and hands its input gradients on, queueing the nodes they complete. */
+static ms_status run_node(ms_node *n, node_list *ready, bool retain_graph) {
+  ms_tensor *grad_out[MS_NODE_MAX_OUTPUTS] = {0};
+  ms_tensor **grad_in = n->num_inputs ? calloc((size_t)n->num_inputs, sizeof *grad_in) : NULL;
+  ms_status st = n->num_inputs && !grad_in ? ms_error(MS_ERR_MEMORY, "backward: out of memory") : MS_OK;
+  if (st == MS_OK) st = gather_grad_out(n, grad_out);
+  if (st == MS_OK) st = n->backward(n, grad_out, grad_in);
+  for (int k = 0; k < MS_NODE_MAX_OUTPUTS; k++) ms_tensor_release(grad_out[k]);
+  for (int i = 0; i < n->num_inputs; i++) {
+    ms_edge e = n->next[i];
+    if (!e.node) {
+      ms_tensor_release(grad_in ? grad_in[i] : NULL);
+      continue;
+    }
+    if (st == MS_OK && grad_in[i]) st = buffer_add(n, i, e.node, e.input_nr, grad_in[i]);
+    else if (grad_in) ms_tensor_release(grad_in[i]);
+    if (st == MS_OK && --e.node->dependencies == 0) st = heap_push(ready, e.node);
+  }
+  free(grad_in);
+  if (!retain_graph) ms_node_release_saved(n);
+  return st;
+}
+
+static ms_tensor *root_gradient(ms_tensor *root, ms_tensor *grad) {
+  char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
+  if (!grad) {
+    if (ms_tensor_numel(root) != 1)
+      return ms_error(MS_ERR_ARG, "backward: grad can be implicitly created only for scalar outputs; "
+                      "this tensor has shape %s, so pass the gradient: t:backward(grad)",
+                      ms_shape_str(root->ndim, root->shape, b1, sizeof b1)), NULL;
+    return ms_tensor_new_full(root->ndim, root->shape, root->dtype, 1.0);
+  }
+  if (grad->ndim != root->ndim || memcmp(grad->shape, root->shape, sizeof(int64_t) * (size_t)root->ndim))
+    return ms_error(MS_ERR_ARG, "backward: grad has shape %s but the tensor has shape %s",
+                    ms_shape_str(grad->ndim, grad->shape, b1, sizeof b1),
+                    ms_shape_str(root->ndim, root->shape, b2, sizeof b2)), NULL;
+  return ms_tensor_to_dtype(grad, root->dtype);
+}
+
+ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph) {
+  if (!root->requires_grad)
+    return ms_error(MS_ERR_ARG, "backward: the tensor does not require grad and has no grad_fn "
+                    "(no input of the computation had requires_grad=true)");
+  bool prev = ms_grad_set_enabled(false);
+  ms_tensor *g = root_gradient(root, grad);
+  ms_node *start = root->grad_fn;
+  if (start) ms_node_retain(start);
+  else start = ms_autograd_grad_accumulator(root);
+  node_list visited = {0}, ready = {0};
+  ms_status st = g && start ? MS_OK : MS_ERR_MEMORY;
+  if (st == MS_OK) st = discover(start, atomic_fetch_add(&walk_counter, 1) + 1, &visited);
+  if (st == MS_OK) {
+    start->grad_buf[root->grad_fn ? root->output_nr : 0] = g;
+    g = NULL;
+    st = heap_push(&ready, start);
+  }
+  while (st == MS_OK && ready.count) st = run_node(heap_pop(&ready), &ready, retain_graph);
+  for (int64_t i = 0; i < visited.count; i++) /* after an error: drop half-summed gradients */
+    for (int k = 0; k < MS_NODE_MAX_OUTPUTS; k++) {
+      ms_tensor_release(visited.items[i]->grad_buf[k]);
+      visited.items[i]->grad_buf[k] = NULL;
+    }
+  free(visited.items);
+  free(ready.items);
+  ms_tensor_release(g);
+  ms_node_release(start);
+  ms_grad_set_enabled(prev);
+  return st;
+}

@@ -1,0 +1,153 @@
+/* grad_elementwise.c: derivatives of the binary and unary elementwise ops. Each backward
+ * computes with the public ops (grad mode is off during backward) and reduces broadcast
+ * gradients to each input's shape with ms_grad_sum_to. */
+#include <math.h>
+
+#include "grad_util.h"
+
+static const char *binary_node_names[MS_BINARY_OP_COUNT] = {
+    "AddBackward0", "SubBackward0", "MulBackward0", "DivBackward0", "PowBackward0",
+    "MaximumBackward0", "MinimumBackward0"};
+
+/* Saved layout: slot i = operand i when it is a tensor the derivative reads (else empty);
+ * scalars[i] = operand i when a plain number; ints[0] = op; ints[1 + i] = operand i is a tensor. */
+
+/* One input's gradient: grad * factor (factor may be NULL for 1), reduced to the input's shape. */
+static ms_tensor *scaled_to(ms_tensor *grad, ms_tensor *factor, double sign, const ms_node *n, int i) {
+  ms_tensor *g = factor ? ms_binary(MS_OP_MUL, ms_operand_tensor(grad), ms_operand_tensor(factor))
+                        : (ms_tensor_retain(grad), grad);
+  if (g && sign != 1) {
+    ms_tensor *neg = ms_binary(MS_OP_MUL, ms_operand_tensor(g), ms_operand_number(sign, MS_FLOAT64));
+    ms_tensor_release(g);
+    g = neg;
+  }
+  if (!g) return NULL;
+  const ms_edge *e = &n->next[i];
+  ms_tensor *r = ms_grad_sum_to(g, e->node->out_ndim[e->input_nr], e->node->out_shape[e->input_nr]);
+  ms_tensor_release(g);
+  return r;
+}
+
+/* The saved operands as they were: tensors (checked for in-place changes) or plain numbers. */
+static ms_status load_operands(ms_node *n, ms_operand *a, ms_operand *b) {
+  ms_operand *o[2] = {a, b};
+  for (int i = 0; i < 2; i++) {
+    if (!n->ints[1 + i]) {
+      *o[i] = ms_operand_number(n->scalars[i], MS_FLOAT64);
+      continue;
+    }
+    ms_tensor *t = ms_node_saved(n, i);
+    if (!t) return MS_ERR_RUNTIME;
+    *o[i] = ms_operand_tensor(t);
+  }
+  return MS_OK;
+}
+
+/* d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 */
+static ms_status div_backward(ms_node *n, ms_tensor *g, ms_tensor **grad_in) {
+  ms_operand a, b;
+  if (load_operands(n, &a, &b) != MS_OK) return MS_ERR_RUNTIME;
+  ms_tensor *ga = ms_binary(MS_OP_DIV, ms_operand_tensor(g), b);
+  if (!ga) return MS_ERR_MEMORY;
+  if (ms_grad_needed(n, 0) && !(grad_in[0] = scaled_to(ga, NULL, 1, n, 0))) return ms_tensor_release(ga), MS_ERR_MEMORY;
+  if (ms_grad_needed(n, 1)) {
+    ms_tensor *q = ms_binary(MS_OP_DIV, a, b); /* a/b; times ga = g/b gives g*a/b^2 */
+    grad_in[1] = q ? scaled_to(ga, q, -1, n, 1) : NULL;
+    ms_tensor_release(q);
+    if (!grad_in[1]) return ms_tensor_release(ga), MS_ERR_MEMORY;
+  }
+  ms_tensor_release(ga);
+  return MS_OK;
+}
+
+/* d(a^b)/da = b a^(b-1), d(a^b)/db = a^b log a */
+static ms_status pow_backward(ms_node *n, ms_tensor *g, ms_tensor **grad_in) {
+  ms_operand a, b;
+  if (load_operands(n, &a, &b) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_grad_needed(n, 0)) {
+    ms_tensor *bm1 = b.tensor ? ms_binary(MS_OP_SUB, b, ms_operand_number(1, MS_INT64)) : NULL;
+    ms_operand e = b.tensor ? ms_operand_tensor(bm1) : ms_operand_number(b.value - 1, MS_FLOAT64);
+    ms_tensor *p = !b.tensor || bm1 ? ms_binary(MS_OP_POW, a, e) : NULL;
+    ms_tensor *f = p ? ms_binary(MS_OP_MUL, ms_operand_tensor(p), b) : NULL;
+    grad_in[0] = f ? scaled_to(g, f, 1, n, 0) : NULL;
+    ms_tensor_release(bm1), ms_tensor_release(p), ms_tensor_release(f);
+    if (!grad_in[0]) return MS_ERR_MEMORY;
+  }
+  if (ms_grad_needed(n, 1)) {
+    ms_tensor *p = ms_binary(MS_OP_POW, a, b);
+    ms_tensor *la = a.tensor ? ms_unary(MS_OP_LOG, a.tensor) : ms_tensor_new_scalar(log(a.value), MS_FLOAT32);
+    ms_tensor *f = p && la ? ms_binary(MS_OP_MUL, ms_operand_tensor(p), ms_operand_tensor(la)) : NULL;
+    grad_in[1] = f ? scaled_to(g, f, 1, n, 1) : NULL;
+    ms_tensor_release(p), ms_tensor_release(la), ms_tensor_release(f);
+    if (!grad_in[1]) return MS_ERR_MEMORY;
+  }
+  return MS_OK;
+}
+
+/* maximum/minimum: the gradient goes to the chosen operand; ties split it in halves (PyTorch). */
+static ms_status extremum_backward(ms_node *n, ms_tensor *g, ms_tensor **grad_in, bool is_max) {
+  ms_operand a, b;
+  if (load_operands(n, &a, &b) != MS_OK) return MS_ERR_RUNTIME;
+  ms_tensor *win = ms_binary(is_max ? MS_OP_GT : MS_OP_LT, a, b), *tie = ms_binary(MS_OP_EQ, a, b);
+  ms_tensor *wa = NULL, *wb = NULL;
+  if (win && tie) { /* weight of a: 1 where it wins, 0.5 on ties */
+    ms_tensor *wf = ms_tensor_to_dtype(win, g->dtype), *tf = ms_tensor_to_dtype(tie, g->dtype);
+    ms_tensor *half = tf ? ms_binary(MS_OP_MUL, ms_operand_tensor(tf), ms_operand_number(0.5, MS_FLOAT64)) : NULL;
+    wa = wf && half ? ms_binary(MS_OP_ADD, ms_operand_tensor(wf), ms_operand_tensor(half)) : NULL;
+    wb = wa ? ms_binary(MS_OP_SUB, ms_operand_number(1, MS_INT64), ms_operand_tensor(wa)) : NULL;
+    ms_tensor_release(wf), ms_tensor_release(tf), ms_tensor_release(half);
+  }
+  ms_status st = wa && wb ? MS_OK : MS_ERR_MEMORY;
+  if (st == MS_OK && ms_grad_needed(n, 0) && !(grad_in[0] = scaled_to(g, wa, 1, n, 0))) st = MS_ERR_MEMORY;
+  if (st == MS_OK && ms_grad_needed(n, 1) && !(grad_in[1] = scaled_to(g, wb, 1, n, 1))) st = MS_ERR_MEMORY;
+  ms_tensor_release(win), ms_tensor_release(tie), ms_tensor_release(wa), ms_tensor_release(wb);
+  return st;
+}
+
+static ms_status binary_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
+  ms_tensor *g = grad_out[0];
+  switch ((ms_binary_op)n->ints[0]) {
+  case MS_OP_ADD: case MS_OP_SUB:
+    if (ms_grad_needed(n, 0) && !(grad_in[0] = scaled_to(g, NULL, 1, n, 0))) return MS_ERR_MEMORY;
+    if (ms_grad_needed(n, 1) && !(grad_in[1] = scaled_to(g, NULL, n->ints[0] == MS_OP_SUB ? -1 : 1, n, 1)))
+      return MS_ERR_MEMORY;
+    return MS_OK;
+  case MS_OP_MUL: {
+    ms_operand a, b;
+    if (load_operands(n, &a, &b) != MS_OK) return MS_ERR_RUNTIME;
+    for (int i = 0; i < 2; i++) {
+      if (!ms_grad_needed(n, i)) continue;
+      ms_operand other = i == 0 ? b : a;
+      ms_tensor *f = other.tensor ? (ms_tensor_retain(other.tensor), other.tensor) : ms_tensor_new_scalar(other.value, g->dtype);
+      grad_in[i] = f ? scaled_to(g, f, 1, n, i) : NULL;
+      ms_tensor_release(f);
+      if (!grad_in[i]) return MS_ERR_MEMORY;
+    }
+    return MS_OK;
+  }
+  case MS_OP_DIV: return div_backward(n, g, grad_in);
+  case MS_OP_POW: return pow_backward(n, g, grad_in);
+  case MS_OP_MAXIMUM: return extremum_backward(n, g, grad_in, true);
+  case MS_OP_MINIMUM: return extremum_backward(n, g, grad_in, false);
+  default: return ms_error(MS_ERR_RUNTIME, "backward: %s has no derivative", ms_binary_op_name((ms_binary_op)n->ints[0]));
+  }
+}
+
+ms_tensor *ms_grad_record_binary(ms_binary_op op, ms_operand a, ms_operand b, ms_tensor *out) {
+  ms_tensor *ins[2] = {a.tensor, b.tensor};
+  /* comparisons and logical ops give bool results: nothing flows back through them */
+  if (!out || op >= MS_OP_EQ || !ms_autograd_wants(2, ins)) return out;
+  ms_node *n = ms_node_new(binary_node_names[op], binary_backward, 2, ins);
+  if (!n) return ms_tensor_release(out), NULL;
+  n->ints[0] = op;
+  for (int i = 0; i < 2; i++) {
+    n->ints[1 + i] = ins[i] != NULL;
+    n->scalars[i] = i == 0 ? a.value : b.value;
+    bool reads_operands = op != MS_OP_ADD && op != MS_OP_SUB;
+    if (ins[i] && reads_operands) ms_node_save(n, ins[i]);
+    else n->saved[n->num_saved++] = (ms_saved){NULL, 0}; /* slot i stays operand i */
+  }
+  ms_node_attach(n, out, 0);
+  ms_node_release(n);
+  return out;
+}

@@ -1,0 +1,42 @@
+/* grad_util.c: shared backward helpers: reducing a broadcast gradient to an input's shape, and
+ * the bookkeeping of in-place ops under autograd. */
+#include <string.h>
+
+#include "grad_util.h"
+
+ms_tensor *ms_grad_sum_to(ms_tensor *grad, int ndim, const int64_t *shape) {
+  ms_tensor_retain(grad);
+  /* leading dims that broadcasting added, then dims expanded from size 1 */
+  while (grad->ndim > ndim) {
+    ms_tensor *s = ms_reduce(MS_RED_SUM, grad, (ms_reduce_opts){.dim = 0});
+    ms_tensor_release(grad);
+    if (!(grad = s)) return NULL;
+  }
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] != 1 || grad->shape[d] == 1) continue;
+    ms_tensor *s = ms_reduce(MS_RED_SUM, grad, (ms_reduce_opts){.dim = d, .keepdim = true});
+    ms_tensor_release(grad);
+    if (!(grad = s)) return NULL;
+  }
+  return grad;
+}
+
+ms_status ms_grad_check_inplace(const char *op, const ms_tensor *a) {
+  if (!ms_grad_enabled() || !a->requires_grad || a->grad_fn) return MS_OK;
+  return ms_error(MS_ERR_RUNTIME, "%s_: a leaf tensor that requires grad is being used in an "
+                  "in-place operation (do it under ms.no_grad(), or on a clone)", op);
+}
+
+ms_status ms_grad_rebase_inplace(const char *op, ms_tensor *a, ms_tensor *out) {
+  ms_status st = out ? ms_grad_check_inplace(op, a) : MS_ERR_MEMORY;
+  if (st == MS_OK) {
+    bool prev = ms_grad_set_enabled(false);
+    st = ms_tensor_copy_(a, out);
+    ms_grad_set_enabled(prev);
+  }
+  if (st == MS_OK && out->grad_fn) {
+    ms_node_attach(out->grad_fn, a, out->output_nr);
+  }
+  ms_tensor_release(out);
+  return st;
+}
