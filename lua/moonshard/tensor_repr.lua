@@ -246,7 +246,10 @@ function M.format(t)
     if not INFERRED[dtype] then suffixes[#suffixes + 1] = "dtype=torch." .. dtype end
     body = body_str(t, indent, opts)
   end
-  if t.requires_grad then suffixes[#suffixes + 1] = "requires_grad=True" end
+  -- a computed tensor names the node that made it; a leaf only says it requires grad
+  local grad_fn = t.grad_fn
+  if grad_fn then suffixes[#suffixes + 1] = ("grad_fn=<%s>"):format(grad_fn)
+  elseif t.requires_grad then suffixes[#suffixes + 1] = "requires_grad=True" end
   return add_suffixes(prefix .. body, suffixes, indent, opts)
 end
 
