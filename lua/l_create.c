@@ -98,6 +98,37 @@ static int l_tensor(lua_State *L) {
   return 1;
 }
 
+/* frombuffer(string, {dtype="uint8", offset=0, count=-1}): a tensor holding a copy of the
+ * bytes (Lua strings are immutable, so no sharing), read as little-endian elements. */
+static int l_frombuffer(lua_State *L) {
+  static const char *const known[] = {"dtype", "offset", "count", NULL};
+  size_t len;
+  const char *bytes = luaL_checklstring(L, 1, &len);
+  ms_lua_opts o = ms_lua_check_opts(L, 2, "frombuffer", known);
+  ms_dtype dt = MS_UINT8;
+  int64_t offset = 0, count = -1;
+  ms_lua_opt_dtype(o, "dtype", &dt);
+  ms_lua_opt_integer(o, "offset", &offset);
+  ms_lua_opt_integer(o, "count", &count);
+  size_t es = ms_dtype_size(dt);
+  if (offset < 0 || (size_t)offset > len)
+    return luaL_error(L, "frombuffer: offset %d is outside the buffer of %d bytes", (int)offset, (int)len);
+  int64_t avail = (int64_t)((len - (size_t)offset) / es);
+  if (count < 0) {
+    if ((len - (size_t)offset) % es)
+      return luaL_error(L, "frombuffer: %d bytes after offset %d are not a whole number of %s elements",
+                        (int)(len - (size_t)offset), (int)offset, ms_dtype_name(dt));
+    count = avail;
+  } else if (count > avail) {
+    return luaL_error(L, "frombuffer: count %d exceeds the %d %s elements the buffer holds after offset %d",
+                      (int)count, (int)avail, ms_dtype_name(dt), (int)offset);
+  }
+  ms_tensor *t = ms_tensor_new_empty(1, &count, dt);
+  if (!t) return ms_lua_raise(L);
+  memcpy(ms_tensor_data(t), bytes + offset, (size_t)count * es);
+  return ms_lua_push_result(L, t);
+}
+
 /* ---- constant fills --------------------------------------------------------------------------- */
 
 /* Raises the engine's error under the factory's name: zeros and ones are made by the engine's
@@ -349,7 +380,7 @@ static int l_randint_like(lua_State *L) {
 
 void ms_lua_open_create(lua_State *L) {
   static const luaL_Reg fns[] = {
-      {"tensor", l_tensor},         {"zeros", l_zeros},           {"ones", l_ones},
+      {"tensor", l_tensor},         {"frombuffer", l_frombuffer},         {"zeros", l_zeros},           {"ones", l_ones},
       {"empty", l_empty},           {"full", l_full},             {"arange", l_arange},
       {"linspace", l_linspace},     {"eye", l_eye},               {"rand", l_rand},
       {"randn", l_randn},           {"randint", l_randint},       {"randperm", l_randperm},

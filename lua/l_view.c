@@ -131,6 +131,25 @@ static int l_clone(lua_State *L) {
   return ms_lua_push_result(L, ms_tensor_clone(ms_lua_check_tensor(L, 1, "clone")));
 }
 
+/* index_select(t, dim, index): index holds 1-based positions (negative count from the end is
+ * not accepted here: positions are data). */
+static int l_index_select(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "index_select");
+  if (t->ndim == 0) return luaL_error(L, "index_select: a 0-dim tensor cannot be indexed");
+  int dim = ms_lua_check_dim(L, 2, t->ndim, "index_select", "dim");
+  ms_tensor *idx = ms_lua_check_tensor(L, 3, "index_select");
+  if (idx->dtype != MS_INT64 && idx->dtype != MS_INT32)
+    return ms_lua_arg_error(L, 3, "index_select", "index", "an int64 or int32 tensor of 1-based positions");
+  ms_tensor *zero_based = ms_binary(MS_OP_SUB, ms_operand_tensor(idx), ms_operand_number(1, MS_INT64));
+  if (!zero_based) return ms_lua_raise(L);
+  ms_tensor *out = ms_tensor_index_select(t, dim, zero_based);
+  ms_tensor_release(zero_based);
+  if (!out) /* the engine counts from 0: say it in the user's terms */
+    return luaL_error(L, "index_select: bad argument #3 (index): expected positions in 1..%d of "
+                      "dim %d (%s)", (int)t->shape[dim], dim + 1, ms_error_last());
+  return ms_lua_push_result(L, out);
+}
+
 /* Pushes the n tensors of parts as a Lua sequence, taking over their references. */
 static int push_parts(lua_State *L, ms_tensor **parts, int n) {
   if (!parts) return ms_lua_raise(L);
@@ -223,7 +242,7 @@ void ms_lua_open_view(lua_State *L) {
       {"select", l_select},     {"transpose", l_transpose},   {"t", l_t},
       {"permute", l_permute},   {"squeeze", l_squeeze},       {"unsqueeze", l_unsqueeze},
       {"expand", l_expand},     {"flatten", l_flatten},       {"contiguous", l_contiguous},
-      {"clone", l_clone},       {"chunk", l_chunk},           {"split", l_split}};
+      {"clone", l_clone},       {"index_select", l_index_select},       {"chunk", l_chunk},           {"split", l_split}};
   for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) ms_lua_register_both(L, both[i].name, both[i].fn);
   lua_pushcfunction(L, l_cat);
   lua_setfield(L, -3, "cat");

@@ -89,6 +89,9 @@ ms_tensor *ms_tensor_clone(ms_tensor *t);
  * Returns a malloc'd array of new references that the caller frees (and releases). */
 ms_tensor **ms_tensor_split(ms_tensor *t, int64_t size, int dim, int *count);
 ms_tensor **ms_tensor_chunk(ms_tensor *t, int chunks, int dim, int *count);
+/* The slices idx[0], idx[1], ... of t along dim (0-based values, int64 or int32), as a new
+ * tensor; differentiable. */
+ms_tensor *ms_tensor_index_select(ms_tensor *t, int dim, ms_tensor *idx);
 ms_tensor *ms_tensor_cat(ms_tensor *const *ts, int n, int dim);
 ms_tensor *ms_tensor_stack(ms_tensor *const *ts, int n, int dim);
 

@@ -1,0 +1,63 @@
+/* tensor_index.c: gathering slices by an index tensor (index_select) and its gradient, which
+ * adds each gradient slice back into the row it came from. */
+#include "autograd/grad_util.h"
+#include "moonshard/tensor.h"
+
+static ms_status check_index(const ms_tensor *t, int dim, const ms_tensor *idx) {
+  char b[MS_SHAPE_STR_LEN];
+  if (idx->ndim != 1 || (idx->dtype != MS_INT64 && idx->dtype != MS_INT32))
+    return ms_error(MS_ERR_ARG, "index_select: index must be a 1-D int64 or int32 tensor, got %s of shape %s",
+                    ms_dtype_name(idx->dtype), ms_shape_str(idx->ndim, idx->shape, b, sizeof b));
+  for (int64_t i = 0; i < idx->shape[0]; i++) {
+    int64_t k = ms_tensor_get_flat_int(idx, i);
+    if (k < 0 || k >= t->shape[dim])
+      return ms_error(MS_ERR_ARG, "index_select: index %lld at position %lld is out of range for "
+                      "dimension %d of size %lld", (long long)k, (long long)i, dim, (long long)t->shape[dim]);
+  }
+  return MS_OK;
+}
+
+/* Copies slice idx[i] of src into slice i of dst along dim (or adds, for the gradient). */
+static ms_status move_slices(ms_tensor *dst, ms_tensor *src, int dim, ms_tensor *idx, bool scatter_add) {
+  ms_status st = MS_OK;
+  for (int64_t i = 0; st == MS_OK && i < idx->shape[0]; i++) {
+    int64_t k = ms_tensor_get_flat_int(idx, i);
+    ms_tensor *d = ms_tensor_select(dst, dim, scatter_add ? k : i);
+    ms_tensor *s = ms_tensor_select(src, dim, scatter_add ? i : k);
+    st = d && s ? (scatter_add ? ms_binary_(MS_OP_ADD, d, ms_operand_tensor(s)) : ms_tensor_copy_(d, s)) : MS_ERR_MEMORY;
+    ms_tensor_release(d), ms_tensor_release(s);
+  }
+  return st;
+}
+
+static ms_status index_select_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
+  ms_tensor *idx = ms_node_saved(n, 0);
+  if (!idx) return MS_ERR_RUNTIME;
+  const ms_edge *e = &n->next[0];
+  ms_tensor *g = ms_tensor_new_zeros(e->node->out_ndim[e->input_nr], e->node->out_shape[e->input_nr], grad_out[0]->dtype);
+  ms_status st = g ? move_slices(g, grad_out[0], (int)n->ints[0], idx, true) : MS_ERR_MEMORY;
+  if (st == MS_OK) grad_in[0] = g;
+  else ms_tensor_release(g);
+  return st;
+}
+
+ms_tensor *ms_tensor_index_select(ms_tensor *t, int dim, ms_tensor *idx) {
+  if (t->ndim == 0) return ms_error(MS_ERR_ARG, "index_select: cannot index a 0-dim tensor"), NULL;
+  if (ms_dim_normalize("index_select", "dim", dim, t->ndim, &dim) != MS_OK || check_index(t, dim, idx) != MS_OK ||
+      ms_tensor_check_data("index_select", t) != MS_OK)
+    return NULL;
+  int64_t shape[MS_MAX_DIMS];
+  for (int d = 0; d < t->ndim; d++) shape[d] = d == dim ? idx->shape[0] : t->shape[d];
+  bool prev = ms_grad_set_enabled(false);
+  ms_tensor *out = ms_tensor_new_empty(t->ndim, shape, t->dtype);
+  if (out && move_slices(out, t, dim, idx, false) != MS_OK) ms_tensor_release(out), out = NULL;
+  ms_grad_set_enabled(prev);
+  if (!out || !ms_autograd_wants(1, &t)) return out;
+  ms_node *node = ms_node_new("IndexSelectBackward0", index_select_backward, 1, &t);
+  if (!node) return ms_tensor_release(out), NULL;
+  node->ints[0] = dim;
+  ms_node_save(node, idx);
+  ms_node_attach(node, out, 0);
+  ms_node_release(node);
+  return out;
+}
