@@ -129,9 +129,144 @@ void ms_k_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, const doub
                            uint8_t *out);
 
 /* ---- convolution and pooling (kernels/cpu/conv.c, pool.c) ---- */
+/* Every tensor here is contiguous (N, C, H, W); dt is MS_K_F32 or MS_K_F64. The engine has
+ * checked the geometry (output sizes >= 1, channels divisible by groups) before the call. */
+typedef struct ms_k_conv2d_geom {
+  int64_t n, c, h, w;       /* input (N, C, H, W) */
+  int64_t o, kh, kw;        /* weight (O, C / groups, KH, KW) */
+  int64_t oh, ow;           /* output (N, O, OH, OW) */
+  int64_t sh, sw, ph, pw, dh, dw, groups;
+} ms_k_conv2d_geom;
+/* out = conv2d(x, w) + b (b may be NULL). im2col per sample into one GEMM per group; samples
+ * run in parallel (each GEMM then runs on its thread) when there are enough of them. Returns
+ * 0, or -1 when a work buffer could not be allocated. */
+int ms_k_conv2d_forward(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *x, const void *w,
+                        const void *b, void *out);
+/* The gradients from gout (N, O, OH, OW): gx (like x), gw (like w), gb (O); each may be NULL
+ * when not wanted and is overwritten otherwise. x is read only for gw. Returns 0 or -1. */
+int ms_k_conv2d_backward(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *x, const void *w,
+                         const void *gout, void *gx, void *gw, void *gb);
+
+/* Pooling over `planes` independent (H, W) planes (N * C) into (OH, OW) ones. */
+typedef struct ms_k_pool2d_geom {
+  int64_t planes, h, w, oh, ow;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw; /* max pooling's window; avg pooling uses windows */
+} ms_k_pool2d_geom;
+/* Max over each dilated window (padding never wins; NaN does) with the 0-based flat index
+ * (ih * W + iw) of the winner in its plane, PyTorch's indices. */
+void ms_k_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *x, void *out,
+                             int64_t *indices);
+/* gx (overwritten) = gout scattered back to the winners. */
+void ms_k_max_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *gout,
+                              const int64_t *indices, void *gx);
+/* Averaging windows given per output row i: input rows [hs[i], he[i]), and per output column j:
+ * columns [ws[j], we[j]); output (i, j) is the window's sum over hdiv[i] * wdiv[j]. This one
+ * form serves avg_pool2d (either count_include_pad) and adaptive_avg_pool2d. */
+typedef struct ms_k_pool_windows {
+  const int64_t *hs, *he, *hdiv, *ws, *we, *wdiv;
+} ms_k_pool_windows;
+void ms_k_avg_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const ms_k_pool_windows *win,
+                             const void *x, void *out);
+/* gx (overwritten) = each gout spread evenly over its window. */
+void ms_k_avg_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g,
+                              const ms_k_pool_windows *win, const void *gout, void *gx);
 
 /* ---- activations, softmax, losses, normalization (kernels/cpu/nn_ops.c) ---- */
+/* F32 and F64 only, contiguous buffers; the engine converts and checks everything first (class
+ * and embedding indices included: these kernels trust them). Sums accumulate in double. */
+/* softmax (log = 0) or log_softmax (log = 1) over the middle dim of an (outer, C, inner) block. */
+void ms_k_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x, void *y,
+                  int log);
+/* From the forward's output y: gx = g - exp(y) sum(g) (log), or y (g - sum(g y)). */
+void ms_k_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
+                           const void *g, void *gx, int log);
+typedef enum ms_k_act { MS_K_ACT_GELU, MS_K_ACT_GELU_TANH, MS_K_ACT_SILU } ms_k_act;
+void ms_k_activation(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, void *y);
+void ms_k_activation_backward(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, const void *g,
+                              void *gx);
+/* y = mask ? x * scale : 0 (dropout; mask bytes are 0 or 1). */
+void ms_k_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const uint8_t *mask, double scale,
+                       void *y);
+/* Class targets of an (N, C, inner) input: target[n * inner + i] equal to ignore_index is
+ * skipped; any other value minus `base` is the 0-based class (the Lua face passes base 1). */
+typedef struct ms_k_nll_args {
+  int64_t N, C, inner;
+  const int64_t *target;
+  int64_t base, ignore_index;
+  const void *weight; /* C class weights, or NULL */
+} ms_k_nll_args;
+/* Per position: nll = -w_k logp_k, wt = w_k, smooth (if not NULL) = -sum_c w_c logp_c. */
+void ms_k_nll_rows(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, void *nll, void *wt,
+                   void *smooth);
+/* Writes all of gx. logp NULL: gradient of the nll term alone w.r.t. log-probabilities, g[p * gs]
+ * * nll_scale at the target. logp given: gradient w.r.t. the logits of cross entropy with label
+ * smoothing `smoothing` (nll term scaled by nll_scale, smooth term by smooth_scale). */
+void ms_k_nll_backward(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, const void *g,
+                       int64_t gs, double nll_scale, double smooth_scale, double smoothing, void *gx);
+/* out row r = w row (idx[r] - base), rows of D elements. */
+void ms_k_embedding(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
+                    const void *w, void *out);
+/* gw (zeroed by the caller) += g rows at idx - base, except row padding_idx (0-based; -1: none). */
+void ms_k_embedding_backward(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
+                             int64_t padding_idx, const void *g, void *gw);
+/* Rows of M x N: y = (x - mean) * rstd * w + b (w, b may be NULL); mean and rstd are written. */
+void ms_k_layer_norm(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *w,
+                     const void *b, double eps, void *y, void *mean, void *rstd);
+void ms_k_layer_norm_backward(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *g,
+                              const void *mean, const void *rstd, const void *w, void *gx, void *gw,
+                              void *gb); /* any output may be NULL */
+/* Channels of (N, C, inner): batch mean and biased variance. */
+void ms_k_batch_norm_stats(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
+                           void *mean, void *var);
+void ms_k_batch_norm_apply(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
+                           const void *mean, const void *invstd, const void *w, const void *b,
+                           void *y);
+/* training: the batch statistics depend on x; otherwise they are constants. */
+void ms_k_batch_norm_backward(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
+                              const void *g, const void *mean, const void *invstd, const void *w,
+                              int training, void *gx, void *gw, void *gb);
 
 /* ---- fused optimizer steps (kernels/cpu/optim.c) ---- */
+/* One pass over n contiguous elements of a parameter, its gradient and its optimizer state, all
+ * of dtype dt (F32 or F64), with PyTorch's formulas (torch.optim, single-tensor path) in its order
+ * of operations. Float32 arrays are computed in double and rounded once per stored value. State
+ * arrays an option does not use are NULL. The grad is only read. Parallel over the pool. */
+typedef struct ms_k_sgd_hp {
+  double lr, momentum, dampening, weight_decay;
+  int nesterov, maximize;
+  int init_buffer; /* the buffer is new: it takes the gradient as is (PyTorch's clone) */
+} ms_k_sgd_hp;
+/* momentum_buffer is NULL when momentum == 0. */
+void ms_k_sgd_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *momentum_buffer,
+                   const ms_k_sgd_hp *hp);
+typedef struct ms_k_adam_hp {
+  double lr, beta1, beta2, eps, weight_decay;
+  double step; /* the step count after this step's increment (1 on the first) */
+  int amsgrad, maximize;
+  int decoupled; /* AdamW: decay the parameter itself instead of adding to the gradient */
+} ms_k_adam_hp;
+/* max_exp_avg_sq is NULL unless amsgrad. */
+void ms_k_adam_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
+                    void *exp_avg_sq, void *max_exp_avg_sq, const ms_k_adam_hp *hp);
+typedef struct ms_k_adadelta_hp {
+  double lr, rho, eps, weight_decay;
+  int maximize;
+} ms_k_adadelta_hp;
+void ms_k_adadelta_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
+                        void *acc_delta, const ms_k_adadelta_hp *hp);
+typedef struct ms_k_adagrad_hp {
+  double lr, lr_decay, weight_decay, eps;
+  double step; /* after this step's increment */
+  int maximize;
+} ms_k_adagrad_hp;
+void ms_k_adagrad_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *state_sum,
+                       const ms_k_adagrad_hp *hp);
+typedef struct ms_k_rmsprop_hp {
+  double lr, alpha, eps, weight_decay, momentum;
+  int centered, maximize;
+} ms_k_rmsprop_hp;
+/* grad_avg is NULL unless centered; momentum_buffer is NULL unless momentum > 0. */
+void ms_k_rmsprop_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
+                       void *grad_avg, void *momentum_buffer, const ms_k_rmsprop_hp *hp);
 
 #endif

@@ -77,7 +77,10 @@ static int l_tensor(lua_State *L) {
   if (src) { /* a copy, as torch.tensor(t) makes */
     ms_lua_factory_opts o = ms_lua_factory_options(L, 2, "tensor", src->dtype);
     ms_tensor *t = ms_tensor_new_empty(src->ndim, src->shape, o.dtype);
-    if (!t || ms_tensor_copy_(t, src) != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
+    bool prev = ms_grad_set_enabled(false); /* a new leaf, cut from src's graph as in torch */
+    ms_status st = t ? ms_tensor_copy_(t, src) : MS_ERR_MEMORY;
+    ms_grad_set_enabled(prev);
+    if (st != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
     ms_lua_apply_factory_options(L, t, o, "tensor");
     return ms_lua_push_result(L, t);
   }

@@ -127,25 +127,21 @@ static int tensor_newindex(lua_State *L) {
                       "grad, got key %s", ms_lua_describe(L, 2));
   if (t->ndim == 0) return luaL_error(L, "newindex: a 0-dim tensor cannot be indexed (use :fill_())");
   int64_t i = ms_lua_check_index(L, 2, t->shape[0], "newindex", "index");
-  ms_tensor *slice = ms_tensor_select(t, 0, i);
-  if (!slice) return ms_lua_raise(L);
-  ms_tensor *src = ms_lua_to_tensor(L, 3);
-  ms_status st;
+  ms_tensor *src = ms_lua_to_tensor(L, 3), *v;
   if (src) {
-    /* As torch's setitem, leading size-1 dims of the value beyond the slice's rank are dropped. */
+    /* As torch's setitem, leading size-1 dims of the value beyond the slice's rank are dropped
+     * (through view, so a value that requires grad keeps its graph). */
     int k = 0;
-    while (src->ndim - k > slice->ndim && src->shape[k] == 1) k++;
-    ms_tensor *v = ms_tensor_new_view(src->storage, src->dtype, src->ndim - k, src->shape + k,
-                                      src->strides + k, src->offset);
-    st = v ? ms_tensor_copy_(slice, v) : MS_ERR_MEMORY;
-    ms_tensor_release(v);
-  } else if (lua_type(L, 3) == LUA_TNUMBER || lua_isboolean(L, 3))
-    st = ms_tensor_fill_(slice, lua_isboolean(L, 3) ? lua_toboolean(L, 3) : lua_tonumber(L, 3));
-  else {
-    ms_tensor_release(slice);
+    while (src->ndim - k > t->ndim - 1 && src->shape[k] == 1) k++;
+    v = ms_tensor_view(src, src->ndim - k, src->shape + k);
+  } else if (lua_type(L, 3) == LUA_TNUMBER || lua_isboolean(L, 3)) {
+    v = ms_tensor_new_scalar(lua_isboolean(L, 3) ? lua_toboolean(L, 3) : lua_tonumber(L, 3), t->dtype);
+  } else {
     return ms_lua_arg_error(L, 3, "newindex", "value", "a number, a boolean or a tensor");
   }
-  ms_tensor_release(slice);
+  /* the write goes through the engine so that autograd sees it (CopySlices on t) */
+  ms_status st = v ? ms_tensor_select_assign_(t, 0, i, v) : MS_ERR_MEMORY;
+  ms_tensor_release(v);
   ms_lua_check_status(L, st);
   return 0;
 }

@@ -48,6 +48,7 @@ int luaopen_moonshard(lua_State *L) {
   ms_lua_open_nn_ops(L);
   ms_lua_open_optim(L);
   ms_lua_open_io(L);
+  ms_lua_open_random_fill(L);
   lua_setfield(L, -2, "Tensor"); /* ms.Tensor: the method table, to extend from Lua */
   /* ms.flatten(x, start_dim) is the same function as x:flatten(start_dim): already there. */
   return 1;

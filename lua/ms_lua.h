@@ -91,6 +91,7 @@ void ms_lua_open_nn_conv(lua_State *L);   /* l_nn_conv.c: conv2d and pooling */
 void ms_lua_open_nn_ops(lua_State *L);    /* l_nn_ops.c: activations, losses, normalization */
 void ms_lua_open_optim(lua_State *L);     /* l_optim.c: fused optimizer steps */
 void ms_lua_open_io(lua_State *L);        /* l_io.c: ms.save / ms.load (safetensors) */
+void ms_lua_open_random_fill(lua_State *L); /* l_random_fill.c: uniform_, normal_ in place */
 /* Registers fn under `name` in both the module table (-2) and the method table (-1). */
 void ms_lua_register_both(lua_State *L, const char *name, lua_CFunction fn);
 

@@ -176,6 +176,21 @@ static ms_status store_into(ms_tensor *a, ms_tensor *result) {
   return st;
 }
 
+/* In place under autograd: computed out of place and rebased onto a. When the derivative reads
+ * the operands, it reads a copy of a's old values, which stands for a in the graph: saving a
+ * itself would see it overwritten (and a would own the node that owns it). */
+static ms_status binary_inplace_grad(ms_binary_op op, ms_tensor *a, ms_operand b) {
+  const char *name = binary_names[op];
+  if (ms_grad_check_inplace(name, a) != MS_OK) return MS_ERR_RUNTIME;
+  bool reads_operands = op != MS_OP_ADD && op != MS_OP_SUB;
+  ms_tensor *src = reads_operands ? ms_grad_inplace_original(a) : (ms_tensor_retain(a), a);
+  if (!src) return MS_ERR_MEMORY;
+  if (b.tensor == a) b = ms_operand_tensor(src); /* y:mul_(y) reads the old y twice */
+  ms_tensor *out = ms_binary(op, ms_operand_tensor(src), b);
+  ms_tensor_release(src);
+  return ms_grad_rebase_inplace(name, a, out);
+}
+
 ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
   const char *name = binary_names[op];
   ms_dtype common = common_dtype(ms_operand_tensor(a), b), rd = binary_result_dtype(op, common);
@@ -195,8 +210,7 @@ ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
         return ms_error(MS_ERR_ARG, "%s_: output with shape %s doesn't match the broadcast shape %s", name,
                         ms_shape_str(a->ndim, a->shape, b1, sizeof b1), ms_shape_str(ndim, shape, b2, sizeof b2));
   }
-  if (ms_autograd_wants(2, (ms_tensor *[]){a, b.tensor}))
-    return ms_grad_rebase_inplace(name, a, ms_binary(op, ms_operand_tensor(a), b));
+  if (ms_autograd_wants(2, (ms_tensor *[]){a, b.tensor})) return binary_inplace_grad(op, a, b);
   ms_dtype cd = binary_compute_dtype(op, common);
   bool direct = a->dtype == cd && !is_comparison(op) && !pow_is_root(op, b, common) &&
                 (!b.tensor || b.tensor->storage != a->storage);
@@ -250,7 +264,7 @@ static void unary_row(void *arg, int64_t n, char **p, const int64_t *s) {
   ms_k_unary(c->op, c->cd, n, p[0], s[0], p[1], s[1]);
 }
 
-ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a) {
+static ms_tensor *unary_forward(ms_unary_op op, ms_tensor *a) {
   if (check_unary_input(op, a) != MS_OK) return NULL;
   ms_dtype rd = unary_result_dtype(op, a->dtype);
   ms_dtype cd = ms_compute_dtype(op == MS_OP_LOGICAL_NOT ? a->dtype : rd);
@@ -267,11 +281,29 @@ ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a) {
   return cast_result(out, rd);
 }
 
+ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a) {
+  bool prev = ms_grad_set_enabled(false); /* the forward's own steps record nothing */
+  ms_tensor *out = unary_forward(op, a);
+  ms_grad_set_enabled(prev);
+  return ms_grad_record_unary(op, a, out);
+}
+
+/* In place under autograd: computed out of place (from a copy of a when the derivative reads
+ * the input) and rebased onto a. */
+static ms_status unary_inplace_grad(ms_unary_op op, ms_tensor *a) {
+  if (ms_grad_check_inplace(unary_names[op], a) != MS_OK) return MS_ERR_RUNTIME;
+  ms_tensor *src = ms_grad_unary_reads_input(op) ? ms_grad_inplace_original(a) : (ms_tensor_retain(a), a);
+  ms_tensor *out = src ? ms_unary(op, src) : NULL;
+  ms_tensor_release(src);
+  return ms_grad_rebase_inplace(unary_names[op], a, out);
+}
+
 ms_status ms_unary_(ms_unary_op op, ms_tensor *a) {
   ms_status st = check_unary_input(op, a);
   if (st != MS_OK) return st;
   ms_dtype rd = unary_result_dtype(op, a->dtype);
   if (check_inplace_dtype(unary_names[op], rd, a) != MS_OK) return MS_ERR_ARG;
+  if (ms_autograd_wants(1, &a)) return unary_inplace_grad(op, a);
   return store_into(a, ms_unary(op, a));
 }
 
@@ -304,7 +336,7 @@ static double bound_in(ms_dtype dt, double v) {
   return back;
 }
 
-ms_tensor *ms_clamp(ms_tensor *a, const double *min, const double *max) {
+static ms_tensor *clamp_forward(ms_tensor *a, const double *min, const double *max) {
   if (!min && !max) return ms_error(MS_ERR_ARG, "clamp: at least one of min and max must be given"), NULL;
   if (ms_tensor_check_data("clamp", a) != MS_OK) return NULL;
   ms_dtype rd = clamp_result_dtype(a, min, max), cd = ms_compute_dtype(rd);
@@ -323,9 +355,22 @@ ms_tensor *ms_clamp(ms_tensor *a, const double *min, const double *max) {
   return cast_result(out, rd);
 }
 
+ms_tensor *ms_clamp(ms_tensor *a, const double *min, const double *max) {
+  bool prev = ms_grad_set_enabled(false);
+  ms_tensor *out = clamp_forward(a, min, max);
+  ms_grad_set_enabled(prev);
+  return ms_grad_record_clamp(a, min, max, out);
+}
+
 ms_status ms_clamp_(ms_tensor *a, const double *lo, const double *hi) {
   if (check_inplace_dtype("clamp", clamp_result_dtype(a, lo, hi), a) != MS_OK) return MS_ERR_ARG;
-  return store_into(a, ms_clamp(a, lo, hi));
+  if (!ms_autograd_wants(1, &a)) return store_into(a, ms_clamp(a, lo, hi));
+  /* the node saves the input, which the write below would overwrite: clamp a copy */
+  if (ms_grad_check_inplace("clamp", a) != MS_OK) return MS_ERR_RUNTIME;
+  ms_tensor *src = ms_grad_inplace_original(a);
+  ms_tensor *out = src ? ms_clamp(src, lo, hi) : NULL;
+  ms_tensor_release(src);
+  return ms_grad_rebase_inplace("clamp", a, out);
 }
 
 typedef struct where_ctx {
@@ -337,7 +382,7 @@ static void where_row(void *arg, int64_t n, char **p, const int64_t *s) {
   ms_k_where(c->cd, n, p[0], s[0], (const uint8_t *)p[1], s[1], p[2], s[2], p[3], s[3]);
 }
 
-ms_tensor *ms_where(ms_tensor *cond, ms_operand a, ms_operand b) {
+static ms_tensor *where_forward(ms_tensor *cond, ms_operand a, ms_operand b) {
   if (cond->dtype != MS_BOOL)
     return ms_error(MS_ERR_ARG, "where: condition must be a bool tensor, got %s", ms_dtype_name(cond->dtype)), NULL;
   int ndim = cond->ndim;
@@ -367,13 +412,23 @@ ms_tensor *ms_where(ms_tensor *cond, ms_operand a, ms_operand b) {
   return cast_result(out, rd);
 }
 
+ms_tensor *ms_where(ms_tensor *cond, ms_operand a, ms_operand b) {
+  bool prev = ms_grad_set_enabled(false);
+  ms_tensor *out = where_forward(cond, a, b);
+  ms_grad_set_enabled(prev);
+  return ms_grad_record_where(cond, a, b, out);
+}
+
 ms_tensor *ms_masked_fill(ms_tensor *a, ms_tensor *mask, double value) {
   if (mask->dtype != MS_BOOL)
     return ms_error(MS_ERR_ARG, "masked_fill: mask must be a bool tensor, got %s", ms_dtype_name(mask->dtype)), NULL;
   if (ms_tensor_check_data("masked_fill", a) != MS_OK) return NULL;
   /* Out of place, the mask may broadcast the tensor (a (3,) row under a (2, 3) mask), as in
    * PyTorch; the value takes the tensor's dtype. */
-  return ms_where(mask, ms_operand_number(value, a->dtype), ms_operand_tensor(a));
+  bool prev = ms_grad_set_enabled(false);
+  ms_tensor *out = where_forward(mask, ms_operand_number(value, a->dtype), ms_operand_tensor(a));
+  ms_grad_set_enabled(prev);
+  return ms_grad_record_masked_fill(a, mask, out);
 }
 
 ms_status ms_masked_fill_(ms_tensor *a, ms_tensor *mask, double value) {
@@ -384,6 +439,12 @@ ms_status ms_masked_fill_(ms_tensor *a, ms_tensor *mask, double value) {
     char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
     return ms_error(MS_ERR_ARG, "masked_fill_: mask of shape %s does not broadcast to the tensor's shape %s",
                     ms_shape_str(mask->ndim, mask->shape, b1, sizeof b1), ms_shape_str(a->ndim, a->shape, b2, sizeof b2));
+  }
+  /* under autograd the node saves only the mask, so a may be overwritten directly */
+  if (ms_autograd_wants(1, &a)) {
+    ms_tensor *out = ms_masked_fill(a, m, value);
+    ms_tensor_release(m);
+    return ms_grad_rebase_inplace("masked_fill", a, out);
   }
   ms_tensor *filled = ms_where(m, ms_operand_number(value, a->dtype), ms_operand_tensor(a));
   ms_tensor_release(m);

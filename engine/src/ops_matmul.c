@@ -1,9 +1,13 @@
 /* ops_matmul.c: mm, bmm, matmul and addmm. float32 and float64 run on the packed GEMM with the
  * operands' own strides (a transposed view costs no copy); 16-bit floats compute in float32;
- * integer dtypes use a plain exact loop. */
+ * integer dtypes use a plain exact loop. Under autograd mm, bmm and addmm record one node each
+ * (computing with grad mode off); matmul records nothing itself: it is built from public ops
+ * (unsqueeze, expand, reshape, mm, bmm, view, squeeze) that record their own nodes, run with
+ * the caller's grad mode, so its gradient needs no formula of its own. */
 #include <math.h>
 #include <string.h>
 
+#include "autograd/grad_util.h"
 #include "kernels/kernels.h"
 #include "moonshard/ops.h"
 
@@ -75,7 +79,7 @@ static ms_status check_mm(const char *op, const ms_tensor *a, const ms_tensor *b
   return ms_tensor_check_data(op, b);
 }
 
-ms_tensor *ms_mm(ms_tensor *a, ms_tensor *b) {
+static ms_tensor *mm_impl(ms_tensor *a, ms_tensor *b) {
   if (check_mm("mm", a, b) != MS_OK) return NULL;
   int64_t shape[2] = {a->shape[0], b->shape[1]};
   ms_tensor *c = ms_tensor_new_empty(2, shape, a->dtype);
@@ -83,7 +87,7 @@ ms_tensor *ms_mm(ms_tensor *a, ms_tensor *b) {
   return c;
 }
 
-ms_tensor *ms_bmm(ms_tensor *a, ms_tensor *b) {
+static ms_tensor *bmm_impl(ms_tensor *a, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
   if (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0] || a->shape[2] != b->shape[1])
     return ms_error(MS_ERR_ARG, "bmm: expected (b, n, k) and (b, k, m) batches, got shapes %s and %s",
@@ -98,6 +102,20 @@ ms_tensor *ms_bmm(ms_tensor *a, ms_tensor *b) {
     if (st != MS_OK) ms_tensor_release(c), c = NULL;
   }
   return c;
+}
+
+ms_tensor *ms_mm(ms_tensor *a, ms_tensor *b) {
+  bool prev = ms_grad_set_enabled(false); /* 16-bit operands are converted: not recorded */
+  ms_tensor *out = mm_impl(a, b);
+  ms_grad_set_enabled(prev);
+  return ms_grad_record_mm(a, b, out);
+}
+
+ms_tensor *ms_bmm(ms_tensor *a, ms_tensor *b) {
+  bool prev = ms_grad_set_enabled(false); /* the per-batch selects are not recorded */
+  ms_tensor *out = bmm_impl(a, b);
+  ms_grad_set_enabled(prev);
+  return ms_grad_record_bmm(a, b, out);
 }
 
 /* Broadcast batched product of a (..., n, k) and b (..., k, m), both at least 2-D. */
@@ -156,7 +174,7 @@ ms_tensor *ms_matmul(ms_tensor *a, ms_tensor *b) {
   return c;
 }
 
-ms_tensor *ms_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha) {
+static ms_tensor *addmm_impl(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha) {
   if (check_mm("addmm", a, b) != MS_OK || check_same_dtype("addmm", c, a) != MS_OK) return NULL;
   int64_t shape[2] = {a->shape[0], b->shape[1]};
   ms_tensor *bc = ms_tensor_expand(c, 2, shape);
@@ -178,4 +196,11 @@ ms_tensor *ms_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, doubl
   ms_tensor_release(bc);
   if (st != MS_OK) ms_tensor_release(out), out = NULL;
   return out;
+}
+
+ms_tensor *ms_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha) {
+  bool prev = ms_grad_set_enabled(false);
+  ms_tensor *out = addmm_impl(c, a, b, beta, alpha);
+  ms_grad_set_enabled(prev);
+  return ms_grad_record_addmm(c, a, b, beta, alpha, out);
 }

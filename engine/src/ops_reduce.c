@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "autograd/grad_util.h"
 #include "moonshard/ops.h"
 #include "tensor_iter.h"
 
@@ -135,7 +136,7 @@ static int reduced_shape(const ms_tensor *a, int dim, bool keepdim, int64_t *sha
   return nd;
 }
 
-ms_tensor *ms_reduce(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts) {
+static ms_tensor *reduce_forward(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts) {
   ms_dtype rd = reduce_result_dtype(op, a->dtype);
   if (opts.all || a->ndim == 0) {
     if (check_reduce_input(op, a, ms_tensor_numel(a)) != MS_OK) return NULL;
@@ -156,8 +157,15 @@ ms_tensor *ms_reduce(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts) {
   return out;
 }
 
-ms_status ms_reduce_with_indices(ms_reduce_op op, ms_tensor *a, int dim, bool keepdim,
-                                 ms_tensor **values, ms_tensor **indices) {
+ms_tensor *ms_reduce(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts) {
+  bool prev = ms_grad_set_enabled(false); /* the forward's own steps record nothing */
+  ms_tensor *out = reduce_forward(op, a, opts);
+  ms_grad_set_enabled(prev);
+  return ms_grad_record_reduce(op, a, opts, out);
+}
+
+static ms_status reduce_indices_forward(ms_reduce_op op, ms_tensor *a, int dim, bool keepdim,
+                                        ms_tensor **values, ms_tensor **indices) {
   *values = *indices = NULL;
   if (op != MS_RED_MAX && op != MS_RED_MIN)
     return ms_error(MS_ERR_ARG, "%s: only max and min return indices", reduce_names[op]);
@@ -180,4 +188,19 @@ ms_status ms_reduce_with_indices(ms_reduce_op op, ms_tensor *a, int dim, bool ke
     *values = *indices = NULL;
   }
   return st;
+}
+
+ms_status ms_reduce_with_indices(ms_reduce_op op, ms_tensor *a, int dim, bool keepdim,
+                                 ms_tensor **values, ms_tensor **indices) {
+  bool prev = ms_grad_set_enabled(false);
+  ms_status st = reduce_indices_forward(op, a, dim, keepdim, values, indices);
+  ms_grad_set_enabled(prev);
+  if (st != MS_OK) return st;
+  /* the gradient flows through the values only; the indices are integers */
+  if (!(*values = ms_grad_record_reduce_indices(op, a, dim, keepdim, *indices, *values))) {
+    ms_tensor_release(*indices);
+    *indices = NULL;
+    return MS_ERR_MEMORY;
+  }
+  return MS_OK;
 }

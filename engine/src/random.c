@@ -7,6 +7,7 @@
 
 #include "kernels/kernels.h"
 #include "moonshard/random.h"
+#include "random_state.h"
 
 /* The same default as PyTorch's, so an unseeded run is still reproducible. */
 #define MS_DEFAULT_SEED 67280421310721ULL
@@ -31,8 +32,7 @@ uint64_t ms_initial_seed(void) {
   return s;
 }
 
-/* Takes `blocks` 128-bit Philox blocks for one op: *seed and *offset say where they start. */
-static void reserve(int64_t blocks, uint64_t *seed, uint64_t *offset) {
+void ms_random_reserve(int64_t blocks, uint64_t *seed, uint64_t *offset) {
   pthread_mutex_lock(&g_lock);
   *seed = g_seed;
   *offset = g_offset;
@@ -51,7 +51,7 @@ static ms_status fill_with(ms_tensor *t, ms_dtype cdt, int lanes, gen_fn fn, con
   int64_t n = ms_tensor_numel(t);
   if (n == 0) return MS_OK;
   uint64_t seed, offset;
-  reserve(ms_k_philox_blocks(n, lanes), &seed, &offset);
+  ms_random_reserve(ms_k_philox_blocks(n, lanes), &seed, &offset);
   if (t->dtype == cdt && ms_tensor_is_contiguous(t)) {
     fn(args, seed, offset, n, ms_tensor_data(t));
     ms_tensor_bump_version(t);
@@ -215,7 +215,7 @@ ms_tensor *ms_tensor_new_bernoulli(ms_tensor *p) {
   if (bits) {
     int64_t n = ms_tensor_numel(bits);
     uint64_t seed, offset;
-    reserve(ms_k_philox_blocks(n, 4), &seed, &offset);
+    ms_random_reserve(ms_k_philox_blocks(n, 4), &seed, &offset);
     ms_k_philox_bernoulli(seed, offset, n, ms_tensor_data(prob), 1, ms_tensor_data(bits));
     out = ms_tensor_to_dtype(bits, p->dtype);
   }
@@ -245,7 +245,7 @@ static bool random_permutation(int64_t n, int64_t *out) {
     return false;
   }
   uint64_t seed, offset;
-  reserve(ms_k_philox_blocks(n, 2), &seed, &offset);
+  ms_random_reserve(ms_k_philox_blocks(n, 2), &seed, &offset);
   ms_k_philox_u64(seed, offset, n, keys);
   for (int64_t i = 0; i < n; i++) k[i] = (keyed){keys[i], i};
   qsort(k, (size_t)n, sizeof *k, keyed_cmp);

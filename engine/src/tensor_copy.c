@@ -1,7 +1,10 @@
 /* tensor_copy.c: copying between tensors (with broadcasting and dtype conversion), contiguous,
- * clone, fill, and single-element access. */
+ * clone, fill, slice assignment, and single-element access. The public ops compute with grad
+ * mode off and then record (engine/src/autograd/grad_view.c); in-place writes into a leaf that
+ * requires grad are refused while grad mode is on, as in PyTorch. */
 #include <string.h>
 
+#include "autograd/grad_util.h"
 #include "kernels/kernels.h"
 #include "moonshard/tensor.h"
 #include "tensor_iter.h"
@@ -24,7 +27,7 @@ static void copy_same_shape(ms_tensor *dst, ms_tensor *src) {
   ms_iter_run(&it, cast_row, &c);
 }
 
-ms_status ms_tensor_copy_(ms_tensor *dst, ms_tensor *src) {
+static ms_status copy_impl(ms_tensor *dst, ms_tensor *src) {
   if (ms_tensor_check_data("copy_", dst) || ms_tensor_check_data("copy_", src)) return MS_ERR_RUNTIME;
   ms_tensor *b = ms_tensor_expand(src, dst->ndim, dst->shape);
   if (!b) {
@@ -52,17 +55,40 @@ static ms_tensor *copy_as(ms_tensor *t, ms_dtype dt) {
   return out;
 }
 
+/* Under autograd the new values are made out of place and recorded, then written in by
+ * ms_grad_rebase_inplace, which also records a write through a view on the view's base. */
+static ms_status copy_recorded(ms_tensor *dst, ms_tensor *src) {
+  if (ms_grad_check_inplace("copy", dst) != MS_OK) return MS_ERR_RUNTIME;
+  ms_tensor *out = ms_tensor_new_empty(dst->ndim, dst->shape, dst->dtype);
+  bool prev = ms_grad_set_enabled(false);
+  ms_status st = out ? copy_impl(out, src) : MS_ERR_MEMORY;
+  ms_grad_set_enabled(prev);
+  if (st != MS_OK) return ms_tensor_release(out), st;
+  return ms_grad_rebase_inplace("copy", dst, ms_grad_record_copy_into(src, out));
+}
+
+ms_status ms_tensor_copy_(ms_tensor *dst, ms_tensor *src) {
+  if (ms_autograd_wants(2, (ms_tensor *[]){dst, src})) return copy_recorded(dst, src);
+  bool prev = ms_grad_set_enabled(false); /* the broadcast and private copy record nothing */
+  ms_status st = copy_impl(dst, src);
+  ms_grad_set_enabled(prev);
+  return st;
+}
+
+/* The same tensor (with its grad_fn) when nothing changes, else a copy recorded as one. */
 ms_tensor *ms_tensor_to_dtype(ms_tensor *t, ms_dtype dt) {
   if (t->dtype == dt) return ms_tensor_retain(t), t;
-  return copy_as(t, dt);
+  return ms_grad_record_copy("ToCopyBackward0", t, copy_as(t, dt));
 }
 
 ms_tensor *ms_tensor_contiguous(ms_tensor *t) {
   if (ms_tensor_is_contiguous(t)) return ms_tensor_retain(t), t;
-  return copy_as(t, t->dtype);
+  return ms_grad_record_copy("CloneBackward0", t, copy_as(t, t->dtype));
 }
 
-ms_tensor *ms_tensor_clone(ms_tensor *t) { return copy_as(t, t->dtype); }
+ms_tensor *ms_tensor_clone(ms_tensor *t) {
+  return ms_grad_record_copy("CloneBackward0", t, copy_as(t, t->dtype));
+}
 
 typedef struct fill_ctx {
   ms_dtype dt;
@@ -74,7 +100,7 @@ static void fill_row(void *arg, int64_t n, char **p, const int64_t *s) {
   ms_k_fill(n, p[0], (ms_k_dtype)c->dt, s[0], c->value);
 }
 
-ms_status ms_tensor_fill_(ms_tensor *t, double value) {
+static ms_status fill_impl(ms_tensor *t, double value) {
   if (ms_tensor_check_data("fill_", t) != MS_OK) return MS_ERR_RUNTIME;
   ms_iter it;
   ms_iter_init(&it, t->ndim, t->shape, 1, &t);
@@ -84,7 +110,58 @@ ms_status ms_tensor_fill_(ms_tensor *t, double value) {
   return MS_OK;
 }
 
-ms_status ms_tensor_zero_(ms_tensor *t) { return ms_tensor_fill_(t, 0); }
+/* `op` is the out-of-place name for messages ("fill"), node the grad_fn t gets under autograd:
+ * t's new values are constants, made out of place and written in as copy_ does. */
+static ms_status fill_as(const char *op, const char *node, ms_tensor *t, double value) {
+  if (!ms_autograd_wants(1, &t)) return fill_impl(t, value);
+  if (ms_grad_check_inplace(op, t) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_tensor_check_data("fill_", t) != MS_OK) return MS_ERR_RUNTIME;
+  ms_tensor *out = ms_tensor_new_full(t->ndim, t->shape, t->dtype, value);
+  return ms_grad_rebase_inplace(op, t, ms_grad_record_fill(node, out));
+}
+
+ms_status ms_tensor_fill_(ms_tensor *t, double value) { return fill_as("fill", "FillBackward0", t, value); }
+
+ms_status ms_tensor_zero_(ms_tensor *t) { return fill_as("zero", "ZeroBackward0", t, 0); }
+
+/* A copy of t whose slice `index` of dim holds src (broadcast). */
+static ms_tensor *select_scatter_impl(ms_tensor *t, ms_tensor *src, int dim, int64_t index) {
+  ms_tensor *out = ms_tensor_clone(t);
+  ms_tensor *slot = out ? ms_tensor_select(out, dim, index) : NULL;
+  ms_status st = slot ? ms_tensor_copy_(slot, src) : MS_ERR_RUNTIME;
+  ms_tensor_release(slot);
+  if (st != MS_OK) ms_tensor_release(out), out = NULL;
+  return out;
+}
+
+ms_tensor *ms_tensor_select_scatter(ms_tensor *t, ms_tensor *src, int dim, int64_t index) {
+  bool prev = ms_grad_set_enabled(false);
+  ms_tensor *out = select_scatter_impl(t, src, dim, index);
+  ms_grad_set_enabled(prev);
+  if (!out) return NULL;
+  if (dim < 0) dim += t->ndim;
+  if (index < 0) index += t->shape[dim];
+  return ms_grad_record_select_scatter("SelectScatterBackward0", t, src, dim, index, out);
+}
+
+/* Without autograd, a plain write through a view. With it, t is replaced by the
+ * select_scatter result, so t's gradient flows to its old self outside the slice and to src
+ * inside it (PyTorch's CopySlices). */
+ms_status ms_tensor_select_assign_(ms_tensor *t, int dim, int64_t index, ms_tensor *src) {
+  if (ms_autograd_wants(2, (ms_tensor *[]){t, src})) {
+    if (ms_grad_check_inplace("copy", t) != MS_OK) return MS_ERR_RUNTIME;
+    bool prev = ms_grad_set_enabled(false);
+    ms_tensor *out = select_scatter_impl(t, src, dim, index);
+    ms_grad_set_enabled(prev);
+    if (out && dim < 0) dim += t->ndim;
+    if (out && index < 0) index += t->shape[dim];
+    return ms_grad_rebase_inplace("copy", t, ms_grad_record_select_scatter("CopySlices", t, src, dim, index, out));
+  }
+  ms_tensor *slot = ms_tensor_select(t, dim, index);
+  ms_status st = slot ? ms_tensor_copy_(slot, src) : MS_ERR_RUNTIME;
+  ms_tensor_release(slot);
+  return st;
+}
 
 /* Byte address of the element at logical row-major position i. */
 static char *element_at(const ms_tensor *t, int64_t i) {

@@ -31,6 +31,8 @@ struct ms_tensor {
   int output_nr;                   /* which output of grad_fn this tensor is */
   struct ms_node *grad_accumulator; /* a leaf's AccumulateGrad node while a graph uses it (weak) */
   struct ms_hook *hooks;           /* a leaf's gradient and post-accumulate hooks (owned) */
+  ms_tensor *grad_base;            /* a view recorded by autograd: the tensor it views (owned),
+                                      on which in-place writes through the view are recorded */
 };
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
@@ -101,6 +103,13 @@ ms_tensor *ms_tensor_stack(ms_tensor *const *ts, int n, int dim);
 ms_status ms_tensor_copy_(ms_tensor *dst, ms_tensor *src);
 ms_tensor *ms_tensor_to_dtype(ms_tensor *t, ms_dtype dt); /* t retained if already dt */
 ms_status ms_tensor_fill_(ms_tensor *t, double value);
+/* A copy of t whose slice `index` of `dim` holds src (broadcast to the slice): PyTorch's
+ * select_scatter (new reference). */
+ms_tensor *ms_tensor_select_scatter(ms_tensor *t, ms_tensor *src, int dim, int64_t index);
+/* t[index along dim] = src (broadcast), in place. Under autograd t's grad_fn becomes the write
+ * (CopySlices), so gradients reach both t's old values and src; a leaf that requires grad
+ * refuses while grad mode is on. */
+ms_status ms_tensor_select_assign_(ms_tensor *t, int dim, int64_t index, ms_tensor *src);
 ms_status ms_tensor_zero_(ms_tensor *t);
 /* Reads/writes one element by 0-based flat index in row-major (logical) order. */
 double ms_tensor_get_flat(const ms_tensor *t, int64_t i);

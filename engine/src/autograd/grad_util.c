@@ -22,9 +22,15 @@ ms_tensor *ms_grad_sum_to(ms_tensor *grad, int ndim, const int64_t *shape) {
 }
 
 ms_status ms_grad_check_inplace(const char *op, const ms_tensor *a) {
-  if (!ms_grad_enabled() || !a->requires_grad || a->grad_fn) return MS_OK;
-  return ms_error(MS_ERR_RUNTIME, "%s_: a leaf tensor that requires grad is being used in an "
-                  "in-place operation (do it under ms.no_grad(), or on a clone)", op);
+  if (!ms_grad_enabled() || !a->requires_grad) return MS_OK;
+  if (!a->grad_fn)
+    return ms_error(MS_ERR_RUNTIME, "%s_: a leaf tensor that requires grad is being used in an "
+                    "in-place operation (do it under ms.no_grad(), or on a clone)", op);
+  /* the write would change the leaf's values behind the graph's back */
+  if (ms_grad_is_view_of_leaf(a))
+    return ms_error(MS_ERR_RUNTIME, "%s_: a view of a leaf tensor that requires grad is being used "
+                    "in an in-place operation (do it under ms.no_grad(), or on a clone)", op);
+  return MS_OK;
 }
 
 ms_status ms_grad_rebase_inplace(const char *op, ms_tensor *a, ms_tensor *out) {
@@ -34,9 +40,10 @@ ms_status ms_grad_rebase_inplace(const char *op, ms_tensor *a, ms_tensor *out) {
     st = ms_tensor_copy_(a, out);
     ms_grad_set_enabled(prev);
   }
-  if (st == MS_OK && out->grad_fn) {
-    ms_node_attach(out->grad_fn, a, out->output_nr);
-  }
+  /* a write through a view changes its base: the base records it (views made without grad
+   * mode have no grad_base) */
+  if (st == MS_OK && ms_grad_enabled() && a->grad_base) st = ms_grad_record_view_write(a, out);
+  else if (st == MS_OK && out->grad_fn) ms_node_attach(out->grad_fn, a, out->output_nr);
   ms_tensor_release(out);
   return st;
 }

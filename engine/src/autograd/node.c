@@ -273,6 +273,7 @@ ms_node *ms_autograd_grad_accumulator(ms_tensor *leaf) {
 void ms_autograd_tensor_free(ms_tensor *t) {
   ms_node_release(t->grad_fn);
   free_hooks(t->hooks);
+  ms_tensor_release(t->grad_base);
 }
 
 ms_tensor *ms_tensor_detach(ms_tensor *t) {

@@ -1,0 +1,46 @@
+/* io.h: checkpoints in the safetensors format (https://github.com/huggingface/safetensors):
+ * an 8-byte little-endian header length N, N bytes of JSON naming each tensor's dtype, shape
+ * and byte range (plus an optional "__metadata__" object of string pairs), padded with spaces
+ * to a multiple of 8, then the raw little-endian, row-major bytes of every tensor. Files written
+ * here load in PyTorch's `safetensors.torch.load_file` and the other way round. */
+#ifndef MOONSHARD_IO_H
+#define MOONSHARD_IO_H
+
+#include <stdbool.h>
+
+#include "moonshard/error.h"
+#include "moonshard/tensor.h"
+
+/* Writes n tensors under their names (data in the order given; non-contiguous tensors are
+ * written as their contiguous copy) and, when meta_keys is not NULL, a "__metadata__" object
+ * of n_meta key/value strings (in the order given). Names, keys and values must be UTF-8; names
+ * unique and not "__metadata__". The file appears atomically: the bytes go to
+ * "<path>.tmp.<pid>", are flushed and fsync'd, then renamed over path; on any failure the
+ * temporary file is removed and an existing file at path is untouched. */
+ms_status ms_safetensors_save(const char *path, int n, const char *const *names, ms_tensor *const *tensors,
+                              int n_meta, const char *const *meta_keys, const char *const *meta_values);
+
+/* What ms_safetensors_load returns: tensors in the order of the file's header, each a new
+ * contiguous CPU tensor owned by the struct; metadata in header order. */
+typedef struct ms_safetensors {
+  int count;
+  char **names;
+  ms_tensor **tensors;
+  bool has_metadata; /* the header had a "__metadata__" object (possibly empty) */
+  int meta_count;
+  char **meta_keys;
+  char **meta_values;
+} ms_safetensors;
+
+/* Reads and validates a whole file into *out (initialised here; release it with
+ * ms_safetensors_free, also after a failure, which leaves it empty). Every inconsistency -- a
+ * truncated file, a header length past the end, malformed JSON, an unknown dtype, a byte range
+ * that does not match the shape, ranges that overlap, leave gaps or run past the data, bytes
+ * after the last tensor -- is an MS_ERR_IO error naming the file and the problem. */
+ms_status ms_safetensors_load(const char *path, ms_safetensors *out);
+void ms_safetensors_free(ms_safetensors *st);
+
+/* The safetensors name of a dtype ("F32", "BF16", "BOOL", ...). */
+const char *ms_safetensors_dtype_name(ms_dtype dt);
+
+#endif

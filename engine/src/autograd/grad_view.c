@@ -1,0 +1,365 @@
+/* grad_view.c: derivatives of the view and shape ops, copies and dtype conversions, in-place
+ * writes (copy_, fill_, slice assignment) and the joins (cat, stack). A view's gradient is the
+ * output gradient put back into the input's geometry: reshaped, permuted back, embedded into
+ * zeros (narrow, select) or summed over what was broadcast (expand). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "grad_util.h"
+
+/* ints layout of the one-input nodes: the input's ndim, shape and dtype (the gradient must come
+ * back in that geometry), then the op's own parameters (dim, start, length, permutation). */
+enum { IN_NDIM = 0, IN_SHAPE = 1, IN_DTYPE = 1 + MS_MAX_DIMS, PARAM = 2 + MS_MAX_DIMS };
+
+static void save_geometry(ms_node *n, const ms_tensor *in) {
+  n->ints[IN_NDIM] = in->ndim;
+  for (int d = 0; d < in->ndim; d++) n->ints[IN_SHAPE + d] = in->shape[d];
+  n->ints[IN_DTYPE] = in->dtype;
+}
+
+static int in_ndim(const ms_node *n) { return (int)n->ints[IN_NDIM]; }
+static const int64_t *in_shape(const ms_node *n) { return &n->ints[IN_SHAPE]; }
+static ms_dtype in_dtype(const ms_node *n) { return (ms_dtype)n->ints[IN_DTYPE]; }
+
+/* Backward functions return through this: a NULL result already carries its error. */
+static ms_status result(ms_tensor **slot, ms_tensor *t) {
+  *slot = t;
+  return t ? MS_OK : MS_ERR_RUNTIME;
+}
+
+/* A one-input node for an op on `in`, with in's geometry saved; NULL on failure. */
+static ms_node *new_unary(const char *name, ms_backward_fn fn, ms_tensor *in) {
+  ms_node *n = ms_node_new(name, fn, 1, &in);
+  if (n) save_geometry(n, in);
+  return n;
+}
+
+/* Attaches n as out's grad_fn and drops the recording's reference; out is released (and NULL
+ * returned) when the node could not be made. */
+static ms_tensor *finish(ms_node *n, ms_tensor *out) {
+  if (!n) return ms_tensor_release(out), NULL;
+  ms_node_attach(n, out, 0);
+  ms_node_release(n);
+  return out;
+}
+
+/* finish() for a view: out also remembers the tensor it views (the first one that is not a
+ * view itself), so that an in-place write through out can be recorded on that base. A reshape
+ * that had to copy is no view: it shares no storage with its input. */
+static ms_tensor *finish_view(ms_node *n, ms_tensor *in, ms_tensor *out) {
+  if (!(out = finish(n, out)) || out->storage != in->storage) return out;
+  ms_tensor *base = in->grad_base ? in->grad_base : in;
+  ms_tensor_retain(base);
+  ms_tensor_release(out->grad_base);
+  out->grad_base = base;
+  return out;
+}
+
+/* Whether out = op(in) gets a node: an op that handed back its input itself keeps in's node. */
+static bool records(ms_tensor *in, ms_tensor *out) {
+  return out && out != in && ms_autograd_wants(1, &in);
+}
+
+/* ---- shape changes that keep the element order: view, reshape, flatten, (un)squeeze -------- */
+
+static ms_status reshape_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
+  return result(&gi[0], ms_tensor_reshape(g[0], in_ndim(n), in_shape(n)));
+}
+
+ms_tensor *ms_grad_record_reshape(const char *name, ms_tensor *in, ms_tensor *out) {
+  if (!records(in, out)) return out;
+  return finish_view(new_unary(name, reshape_backward, in), in, out);
+}
+
+/* ---- transpose and permute ------------------------------------------------------------------ */
+
+static ms_status permute_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
+  int inverse[MS_MAX_DIMS];
+  for (int d = 0; d < in_ndim(n); d++) inverse[n->ints[PARAM + d]] = d;
+  return result(&gi[0], ms_tensor_permute(g[0], inverse));
+}
+
+ms_tensor *ms_grad_record_permute(const char *name, ms_tensor *in, const int *dims, ms_tensor *out) {
+  if (!records(in, out)) return out;
+  ms_node *n = new_unary(name, permute_backward, in);
+  for (int d = 0; n && d < in->ndim; d++) n->ints[PARAM + d] = dims[d];
+  return finish_view(n, in, out);
+}
+
+/* ---- narrow and select: the gradient fills its slot of a zero tensor of the input's shape -- */
+
+enum { P_DIM = PARAM, P_START, P_LENGTH, P_SELECT };
+
+static ms_tensor *slot_of(ms_tensor *t, const ms_node *n) {
+  int dim = (int)n->ints[P_DIM];
+  if (n->ints[P_SELECT]) return ms_tensor_select(t, dim, n->ints[P_START]);
+  return ms_tensor_narrow(t, dim, n->ints[P_START], n->ints[P_LENGTH]);
+}
+
+static ms_status embed_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
+  ms_tensor *z = ms_tensor_new_zeros(in_ndim(n), in_shape(n), g[0]->dtype);
+  ms_tensor *slot = z ? slot_of(z, n) : NULL;
+  ms_status st = slot ? ms_tensor_copy_(slot, g[0]) : MS_ERR_RUNTIME;
+  ms_tensor_release(slot);
+  if (st != MS_OK) ms_tensor_release(z), z = NULL;
+  return result(&gi[0], z);
+}
+
+static ms_tensor *record_slot(const char *name, ms_tensor *in, int dim, int64_t start,
+                              int64_t length, bool select, ms_tensor *out) {
+  if (!records(in, out)) return out;
+  ms_node *n = new_unary(name, embed_backward, in);
+  if (n) {
+    n->ints[P_DIM] = dim, n->ints[P_START] = start;
+    n->ints[P_LENGTH] = length, n->ints[P_SELECT] = select;
+  }
+  return finish_view(n, in, out);
+}
+
+ms_tensor *ms_grad_record_narrow(const char *name, ms_tensor *in, int dim, int64_t start,
+                                 int64_t length, ms_tensor *out) {
+  return record_slot(name, in, dim, start, length, false, out);
+}
+
+ms_tensor *ms_grad_record_select(ms_tensor *in, int dim, int64_t index, ms_tensor *out) {
+  return record_slot("SelectBackward0", in, dim, index, 1, true, out);
+}
+
+/* ---- expand: every read of a broadcast element adds to its gradient ------------------------ */
+
+static ms_status expand_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
+  return result(&gi[0], ms_grad_sum_to(g[0], in_ndim(n), in_shape(n)));
+}
+
+ms_tensor *ms_grad_record_expand(ms_tensor *in, ms_tensor *out) {
+  if (!records(in, out)) return out;
+  return finish(new_unary("ExpandBackward0", expand_backward, in), out);
+}
+
+/* ---- copies: clone, contiguous, dtype conversion ------------------------------------------- */
+
+static ms_status copy_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
+  return result(&gi[0], ms_tensor_to_dtype(g[0], in_dtype(n)));
+}
+
+ms_tensor *ms_grad_record_copy(const char *name, ms_tensor *in, ms_tensor *out) {
+  /* a conversion to an integer or bool dtype is not differentiable: its result needs no grad */
+  if (!records(in, out) || !ms_dtype_is_floating(out->dtype)) return out;
+  return finish(new_unary(name, copy_backward, in), out);
+}
+
+/* ---- in-place writes ---------------------------------------------------------------------- */
+
+/* copy_ under autograd computes dst's new values out of place first (then written in by
+ * ms_grad_rebase_inplace): they are src's, broadcast and converted, so their gradient goes to
+ * src, summed over the broadcast dims, in src's dtype; dst's old values get nothing. */
+static ms_status copy_into_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
+  if (!ms_grad_needed(n, 0)) return MS_OK;
+  ms_tensor *s = ms_grad_sum_to(g[0], in_ndim(n), in_shape(n));
+  ms_tensor *c = s ? ms_tensor_to_dtype(s, in_dtype(n)) : NULL;
+  ms_tensor_release(s);
+  return result(&gi[0], c);
+}
+
+/* Recorded even when src needs no gradient: dst's new grad_fn must cut it from its old values. */
+ms_tensor *ms_grad_record_copy_into(ms_tensor *src, ms_tensor *out) {
+  if (!out || !ms_dtype_is_floating(out->dtype)) return out;
+  ms_node *n = ms_node_new("CopyBackwards", copy_into_backward, 1, &src);
+  if (n) save_geometry(n, src);
+  return finish(n, out);
+}
+
+/* fill_ and zero_: the new values are constants, so the node has no inputs and the gradient
+ * stops there. */
+static ms_status fill_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
+  (void)n, (void)g, (void)gi;
+  return MS_OK;
+}
+
+ms_tensor *ms_grad_record_fill(const char *name, ms_tensor *out) {
+  if (!out || !ms_dtype_is_floating(out->dtype)) return out;
+  return finish(ms_node_new(name, fill_backward, 0, NULL), out);
+}
+
+/* select_scatter(t, src, dim, index): t's gradient is g with the written slice zeroed; src's is
+ * that slice of g, summed over the broadcast dims, in src's dtype. The ints hold src's
+ * geometry and the slice's place. */
+static ms_tensor *zero_slot(ms_tensor *g, const ms_node *n) {
+  ms_tensor *c = ms_tensor_clone(g), *slot = c ? slot_of(c, n) : NULL;
+  ms_status st = slot ? ms_tensor_zero_(slot) : MS_ERR_RUNTIME;
+  ms_tensor_release(slot);
+  if (st != MS_OK) ms_tensor_release(c), c = NULL;
+  return c;
+}
+
+static ms_status scatter_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
+  if (ms_grad_needed(n, 0) && result(&gi[0], zero_slot(g[0], n)) != MS_OK) return MS_ERR_RUNTIME;
+  if (!ms_grad_needed(n, 1)) return MS_OK;
+  ms_tensor *slot = slot_of(g[0], n);
+  ms_tensor *s = slot ? ms_grad_sum_to(slot, in_ndim(n), in_shape(n)) : NULL;
+  ms_tensor *c = s ? ms_tensor_to_dtype(s, in_dtype(n)) : NULL;
+  ms_tensor_release(slot), ms_tensor_release(s);
+  return result(&gi[1], c);
+}
+
+ms_tensor *ms_grad_record_select_scatter(const char *name, ms_tensor *t, ms_tensor *src, int dim,
+                                         int64_t index, ms_tensor *out) {
+  if (!out || !ms_autograd_wants(2, (ms_tensor *[]){t, src}) || !ms_dtype_is_floating(out->dtype)) return out;
+  ms_node *n = ms_node_new(name, scatter_backward, 2, (ms_tensor *[]){t, src});
+  if (n) {
+    save_geometry(n, src);
+    n->ints[P_DIM] = dim, n->ints[P_START] = index, n->ints[P_LENGTH] = 1, n->ints[P_SELECT] = 1;
+  }
+  return finish(n, out);
+}
+
+/* ---- in-place writes through a view: recorded on the view's base ----------------------------
+ * The base's new values are its old ones with the view's region replaced by `out` (the
+ * write's out-of-place result, whose own graph already reads the old region through the view's
+ * nodes): CopySlices, as PyTorch calls it. The view then becomes a view of the new base. The
+ * region is kept as the view's geometry relative to the base, which must be contiguous, so the
+ * same geometry finds the region in a contiguous gradient of the base's shape.
+ * ints: [0] ndim, [1..] shape, [R_STRIDES..] strides, [R_OFFSET] offset from the base's,
+ * [R_DTYPE] out's dtype. */
+enum { R_SHAPE = 1, R_STRIDES = 1 + MS_MAX_DIMS, R_OFFSET = 1 + 2 * MS_MAX_DIMS, R_DTYPE };
+
+static void save_region(ms_node *n, const ms_tensor *view, const ms_tensor *base, ms_dtype out_dtype) {
+  n->ints[0] = view->ndim;
+  for (int d = 0; d < view->ndim; d++)
+    n->ints[R_SHAPE + d] = view->shape[d], n->ints[R_STRIDES + d] = view->strides[d];
+  n->ints[R_OFFSET] = view->offset - base->offset;
+  n->ints[R_DTYPE] = out_dtype;
+}
+
+/* The view's region of g, a contiguous tensor of the base's shape (a view of g). */
+static ms_tensor *region_of(ms_tensor *g, const ms_node *n) {
+  return ms_tensor_new_view(g->storage, g->dtype, (int)n->ints[0], &n->ints[R_SHAPE],
+                            &n->ints[R_STRIDES], g->offset + n->ints[R_OFFSET]);
+}
+
+/* inputs: the base's old self, out. */
+static ms_status copy_slices_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
+  ms_tensor *gc = ms_tensor_clone(g[0]); /* contiguous, and ours to zero */
+  ms_tensor *r = gc ? region_of(gc, n) : NULL;
+  ms_status st = r ? MS_OK : MS_ERR_RUNTIME;
+  if (st == MS_OK && ms_grad_needed(n, 1)) { /* a copy: the region is zeroed below */
+    ms_tensor *c = ms_tensor_new_empty(r->ndim, r->shape, (ms_dtype)n->ints[R_DTYPE]);
+    st = c ? ms_tensor_copy_(c, r) : MS_ERR_RUNTIME;
+    if (st == MS_OK) gi[1] = c;
+    else ms_tensor_release(c);
+  }
+  if (st == MS_OK && ms_grad_needed(n, 0) && (st = ms_tensor_zero_(r)) == MS_OK) gi[0] = gc, gc = NULL;
+  ms_tensor_release(r), ms_tensor_release(gc);
+  return st;
+}
+
+/* The view's node after the write: its gradient lands in its region of the base's. */
+static ms_status region_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
+  const ms_edge *e = &n->next[0];
+  ms_tensor *z = ms_tensor_new_zeros(e->node->out_ndim[e->input_nr], e->node->out_shape[e->input_nr], g[0]->dtype);
+  ms_tensor *r = z ? region_of(z, n) : NULL;
+  ms_status st = r ? ms_tensor_copy_(r, g[0]) : MS_ERR_RUNTIME;
+  ms_tensor_release(r);
+  if (st != MS_OK) ms_tensor_release(z), z = NULL;
+  return result(&gi[0], z);
+}
+
+ms_status ms_grad_record_view_write(ms_tensor *view, ms_tensor *out) {
+  ms_tensor *base = view->grad_base;
+  if (!ms_tensor_is_contiguous(base))
+    return ms_error(MS_ERR_RUNTIME, "autograd: an in-place write through a view of a non-contiguous "
+                    "tensor that requires grad is not supported; write into a clone");
+  ms_node *cs = ms_node_new("CopySlices", copy_slices_backward, 2, (ms_tensor *[]){base, out});
+  if (!cs) return MS_ERR_MEMORY;
+  save_region(cs, view, base, out->dtype);
+  ms_node_attach(cs, base, 0);
+  ms_node_release(cs);
+  ms_node *v = ms_node_new("AsStridedBackward0", region_backward, 1, &base);
+  if (!v) return MS_ERR_MEMORY;
+  save_region(v, view, base, view->dtype);
+  ms_node_attach(v, view, 0);
+  ms_node_release(v);
+  return MS_OK;
+}
+
+bool ms_grad_is_view_of_leaf(const ms_tensor *t) {
+  return t->grad_base && t->grad_base->requires_grad && !t->grad_base->grad_fn;
+}
+
+/* ---- joins: each input's gradient is its piece of g, in its own dtype ---------------------- */
+
+/* ctx of CatBackward0 and StackBackward0: per input, its size along dim (cat) and dtype. */
+typedef struct join_ctx {
+  int n;
+  int64_t *sizes;
+  ms_dtype *dtypes;
+} join_ctx;
+
+static void join_ctx_free(void *p) {
+  join_ctx *c = p;
+  free(c->sizes), free(c->dtypes), free(c);
+}
+
+static join_ctx *join_ctx_new(ms_tensor *const *ts, int n, int dim) {
+  join_ctx *c = calloc(1, sizeof *c);
+  if (c) c->sizes = calloc((size_t)n, sizeof *c->sizes), c->dtypes = calloc((size_t)n, sizeof *c->dtypes);
+  if (!c || !c->sizes || !c->dtypes) {
+    if (c) join_ctx_free(c);
+    ms_error(MS_ERR_MEMORY, "autograd: out of memory recording a join of %d tensors", n);
+    return NULL;
+  }
+  c->n = n;
+  for (int i = 0; i < n; i++) c->sizes[i] = ts[i]->ndim > dim ? ts[i]->shape[dim] : 0, c->dtypes[i] = ts[i]->dtype;
+  return c;
+}
+
+/* The piece of g that input i produced: a narrow (cat) or a select (stack), converted. */
+static ms_tensor *join_piece(ms_tensor *g, const ms_node *n, int i, int64_t at, bool stack) {
+  const join_ctx *c = n->ctx;
+  int dim = (int)n->ints[0];
+  ms_tensor *p = stack ? ms_tensor_select(g, dim, i) : ms_tensor_narrow(g, dim, at, c->sizes[i]);
+  ms_tensor *cast = p ? ms_tensor_to_dtype(p, c->dtypes[i]) : NULL;
+  ms_tensor_release(p);
+  return cast;
+}
+
+static ms_status join_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi, bool stack) {
+  const join_ctx *c = n->ctx;
+  if (!c) /* the sizes went with the graph's saved state after the first backward */
+    return ms_error(MS_ERR_RUNTIME, "backward: trying to backward through the graph a second time: "
+                    "%s's saved state was freed by the first backward; pass {retain_graph=true} "
+                    "to it if you need to backward twice", n->name);
+  int64_t at = 0;
+  for (int i = 0; i < c->n; at += c->sizes[i], i++)
+    if (ms_grad_needed(n, i) && result(&gi[i], join_piece(g[0], n, i, at, stack)) != MS_OK) return MS_ERR_RUNTIME;
+  return MS_OK;
+}
+
+static ms_status cat_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
+  return join_backward(n, g, gi, false);
+}
+
+static ms_status stack_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
+  return join_backward(n, g, gi, true);
+}
+
+static ms_tensor *record_join(const char *name, ms_backward_fn fn, ms_tensor *const *ts, int n,
+                              int dim, ms_tensor *out) {
+  if (!out || !ms_autograd_wants(n, ts) || !ms_dtype_is_floating(out->dtype)) return out;
+  ms_node *node = ms_node_new(name, fn, n, ts);
+  join_ctx *c = node ? join_ctx_new(ts, n, dim) : NULL;
+  if (node && !c) ms_node_release(node), node = NULL;
+  if (node) {
+    node->ctx = c, node->free_ctx = join_ctx_free;
+    node->ints[0] = dim;
+  }
+  return finish(node, out);
+}
+
+ms_tensor *ms_grad_record_cat(ms_tensor *const *ts, int n, int dim, ms_tensor *out) {
+  return record_join("CatBackward0", cat_backward, ts, n, dim, out);
+}
+
+ms_tensor *ms_grad_record_stack(ms_tensor *const *ts, int n, int dim, ms_tensor *out) {
+  return record_join("StackBackward0", stack_backward, ts, n, dim, out);
+}

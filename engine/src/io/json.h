@@ -1,0 +1,55 @@
+/* json.h (private to the engine): the little JSON a safetensors header needs. A reader that
+ * builds a small tree and rejects anything that is not strict JSON (RFC 8259), and a writer
+ * that appends compact JSON to a growable buffer, escaping strings exactly as serde_json does so
+ * that our headers are byte-identical to the reference library's. */
+#ifndef MS_IO_JSON_H
+#define MS_IO_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum ms_json_kind {
+  MS_JSON_NULL,
+  MS_JSON_BOOL,
+  MS_JSON_NUMBER,
+  MS_JSON_STRING,
+  MS_JSON_ARRAY,
+  MS_JSON_OBJECT
+} ms_json_kind;
+
+typedef struct ms_json ms_json;
+struct ms_json {
+  ms_json_kind kind;
+  bool boolean;
+  bool is_uint;   /* a number written as a non-negative integer that fits in 64 bits */
+  uint64_t uint;  /* its value */
+  char *string;   /* MS_JSON_STRING: NUL-terminated UTF-8 (embedded NULs are refused) */
+  int count;      /* arrays and objects: entries, in file order */
+  char **keys;    /* objects only */
+  ms_json *items;
+};
+
+/* Parses len bytes of text. Returns a new tree (free with ms_json_free) or NULL with a reason
+ * and the byte position in err. */
+ms_json *ms_json_parse(const char *text, size_t len, char *err, size_t errlen);
+void ms_json_free(ms_json *j); /* NULL is fine */
+/* The value under key in an object, or NULL (first match; callers reject duplicates). */
+const ms_json *ms_json_get(const ms_json *obj, const char *key);
+const char *ms_json_kind_name(ms_json_kind k);
+/* Whether s[0..len) is well-formed UTF-8 (JSON text must be). */
+bool ms_json_utf8_valid(const char *s, size_t len);
+
+/* ---- writer ------------------------------------------------------------------------------ */
+typedef struct ms_json_buf {
+  char *data;
+  size_t len, cap;
+  bool failed; /* an allocation failed; the content is incomplete */
+} ms_json_buf;
+
+void ms_json_buf_raw(ms_json_buf *b, const char *s, size_t n);
+void ms_json_buf_str(ms_json_buf *b, const char *s); /* a quoted, escaped JSON string */
+void ms_json_buf_uint(ms_json_buf *b, uint64_t v);
+void ms_json_buf_free(ms_json_buf *b);
+
+#endif

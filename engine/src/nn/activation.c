@@ -1,0 +1,46 @@
+/* activation.c: GELU (exact or tanh-approximated) and SiLU; relu, tanh and sigmoid are unary ops
+ * (ops.h). Each saves its input and differentiates in one kernel. */
+#include "autograd/grad_util.h"
+#include "moonshard/nn_ops.h"
+#include "nn/nn_internal.h"
+
+static const char *act_names[] = {"gelu", "gelu", "silu"};
+static const char *act_nodes[] = {"GeluBackward0", "GeluBackward0", "SiluBackward0"};
+
+/* ints[0] = the ms_k_act; slot 0 = the input. */
+static ms_status act_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
+  ms_tensor *x = ms_node_saved(n, 0);
+  if (!x) return MS_ERR_RUNTIME;
+  ms_tensor *xc = ms_nn_contiguous(x, x->dtype), *g = xc ? ms_nn_contiguous(grad_out[0], x->dtype) : NULL;
+  ms_tensor *gx = g ? ms_tensor_new_empty(x->ndim, x->shape, x->dtype) : NULL;
+  if (gx)
+    ms_k_activation_backward((ms_k_act)n->ints[0], ms_nn_kdtype(x->dtype), ms_tensor_numel(x),
+                             ms_tensor_data(xc), ms_tensor_data(g), ms_tensor_data(gx));
+  ms_tensor_release(xc), ms_tensor_release(g);
+  grad_in[0] = gx;
+  return gx ? MS_OK : MS_ERR_MEMORY;
+}
+
+static ms_tensor *activation(ms_k_act act, ms_tensor *x) {
+  if (ms_nn_check_float(act_names[act], "input", x)) return NULL;
+  ms_tensor *xc = ms_nn_contiguous(x, x->dtype);
+  ms_tensor *out = xc ? ms_tensor_new_empty(x->ndim, x->shape, x->dtype) : NULL;
+  if (out)
+    ms_k_activation(act, ms_nn_kdtype(x->dtype), ms_tensor_numel(x), ms_tensor_data(xc),
+                    ms_tensor_data(out));
+  ms_tensor_release(xc);
+  if (!out || !ms_autograd_wants(1, &x)) return out;
+  ms_node *n = ms_node_new(act_nodes[act], act_backward, 1, &x);
+  if (!n) return ms_tensor_release(out), NULL;
+  n->ints[0] = act;
+  ms_node_save(n, x);
+  ms_node_attach(n, out, 0);
+  ms_node_release(n);
+  return out;
+}
+
+ms_tensor *ms_gelu(ms_tensor *x, bool approximate_tanh) {
+  return activation(approximate_tanh ? MS_K_ACT_GELU_TANH : MS_K_ACT_GELU, x);
+}
+
+ms_tensor *ms_silu(ms_tensor *x) { return activation(MS_K_ACT_SILU, x); }

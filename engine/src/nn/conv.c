@@ -1,0 +1,154 @@
+/* conv.c: ms_conv2d, its checks (PyTorch's rules and messages, with shapes) and its gradient
+ * node ConvolutionBackward0. The arithmetic is kernels/cpu/conv.c's; this file decides shapes,
+ * makes operands contiguous and records the graph. */
+#include <stdlib.h>
+
+#include "kernels/kernels.h"
+#include "moonshard/autograd.h"
+#include "moonshard/nn_conv.h"
+#include "autograd/grad_util.h"
+#include "nn/conv_internal.h"
+
+ms_status ms_nn_check_4d(const char *op, const char *arg, const ms_tensor *x) {
+  char b[MS_SHAPE_STR_LEN];
+  if (x->ndim != 4)
+    return ms_error(MS_ERR_ARG, "%s: %s must be 4-D (N, C, H, W), got %s", op, arg,
+                    ms_shape_str(x->ndim, x->shape, b, sizeof b));
+  if (x->dtype != MS_FLOAT32 && x->dtype != MS_FLOAT64)
+    return ms_error(MS_ERR_ARG, "%s: %s must be float32 or float64, got %s", op, arg, ms_dtype_name(x->dtype));
+  return ms_tensor_check_data(op, x);
+}
+
+ms_status ms_nn_check_pair(const char *op, const char *arg, const int64_t v[2], int64_t min) {
+  if (v[0] >= min && v[1] >= min) return MS_OK;
+  return ms_error(MS_ERR_ARG, "%s: %s must be >= %lld, got (%lld, %lld)", op, arg, (long long)min,
+                  (long long)v[0], (long long)v[1]);
+}
+
+/* The weight and bias against the input: dims, dtypes, channels and groups. */
+static ms_status check_weight(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, int64_t groups) {
+  char s1[MS_SHAPE_STR_LEN], s2[MS_SHAPE_STR_LEN];
+  if (w->ndim != 4)
+    return ms_error(MS_ERR_ARG, "conv2d: weight must be 4-D (out_channels, in_channels / groups, kH, kW), got %s",
+                    ms_shape_str(w->ndim, w->shape, s1, sizeof s1));
+  if (w->dtype != x->dtype)
+    return ms_error(MS_ERR_ARG, "conv2d: weight dtype %s does not match input dtype %s", ms_dtype_name(w->dtype),
+                    ms_dtype_name(x->dtype));
+  if (groups < 1) return ms_error(MS_ERR_ARG, "conv2d: groups must be positive, got %lld", (long long)groups);
+  if (w->shape[0] % groups != 0)
+    return ms_error(MS_ERR_ARG, "conv2d: out_channels %lld (weight %s) must be divisible by groups %lld",
+                    (long long)w->shape[0], ms_shape_str(4, w->shape, s1, sizeof s1), (long long)groups);
+  if (x->shape[1] != w->shape[1] * groups)
+    return ms_error(MS_ERR_ARG, "conv2d: given groups=%lld and weight of size %s, expected input %s to have %lld "
+                    "channels, but got %lld channels instead", (long long)groups,
+                    ms_shape_str(4, w->shape, s1, sizeof s1), ms_shape_str(4, x->shape, s2, sizeof s2),
+                    (long long)(w->shape[1] * groups), (long long)x->shape[1]);
+  if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+    return ms_error(MS_ERR_ARG, "conv2d: bias must be 1-D with %lld elements (out_channels), got %s",
+                    (long long)w->shape[0], ms_shape_str(b->ndim, b->shape, s1, sizeof s1));
+  if (b && b->dtype != x->dtype)
+    return ms_error(MS_ERR_ARG, "conv2d: bias dtype %s does not match input dtype %s", ms_dtype_name(b->dtype),
+                    ms_dtype_name(x->dtype));
+  if (ms_tensor_check_data("conv2d", w) != MS_OK) return MS_ERR_RUNTIME;
+  return b ? ms_tensor_check_data("conv2d", b) : MS_OK;
+}
+
+/* Fills the kernel geometry (output size included) after checking every argument. */
+static ms_status conv_geometry(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, const int64_t st[2],
+                               const int64_t pad[2], const int64_t dil[2], int64_t groups, ms_k_conv2d_geom *g) {
+  if (ms_nn_check_4d("conv2d", "input", x) != MS_OK || check_weight(x, w, b, groups) != MS_OK) return MS_ERR_ARG;
+  if (ms_nn_check_pair("conv2d", "stride", st, 1) || ms_nn_check_pair("conv2d", "padding", pad, 0) ||
+      ms_nn_check_pair("conv2d", "dilation", dil, 1))
+    return MS_ERR_ARG;
+  *g = (ms_k_conv2d_geom){.n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
+                          .o = w->shape[0], .kh = w->shape[2], .kw = w->shape[3], .sh = st[0], .sw = st[1],
+                          .ph = pad[0], .pw = pad[1], .dh = dil[0], .dw = dil[1], .groups = groups};
+  int64_t ekh = dil[0] * (g->kh - 1) + 1, ekw = dil[1] * (g->kw - 1) + 1;
+  int64_t ph = g->h + 2 * pad[0], pw = g->w + 2 * pad[1];
+  if (ekh > ph || ekw > pw)
+    return ms_error(MS_ERR_ARG, "conv2d: calculated padded input size per channel: (%lld x %lld); kernel size "
+                    "(dilated): (%lld x %lld); kernel size can't be greater than actual input size",
+                    (long long)ph, (long long)pw, (long long)ekh, (long long)ekw);
+  g->oh = (ph - ekh) / st[0] + 1;
+  g->ow = (pw - ekw) / st[1] + 1;
+  return MS_OK;
+}
+
+static ms_k_conv2d_geom geom_from_node(const ms_node *n, const ms_tensor *x, const ms_tensor *w) {
+  const int64_t *v = n->ints;
+  ms_k_conv2d_geom g = {.n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
+                        .o = w->shape[0], .kh = w->shape[2], .kw = w->shape[3], .sh = v[0], .sw = v[1],
+                        .ph = v[2], .pw = v[3], .dh = v[4], .dw = v[5], .groups = v[6]};
+  g.oh = (g.h + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
+  g.ow = (g.w + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+  return g;
+}
+
+/* A fresh tensor shaped like `like` for input i when its gradient is needed, else NULL. */
+static ms_tensor *grad_buffer(const ms_node *n, int i, const ms_tensor *like, ms_status *st) {
+  if (!ms_grad_needed(n, i) || *st != MS_OK) return NULL;
+  ms_tensor *t = ms_tensor_new_empty(like->ndim, like->shape, like->dtype);
+  if (!t) *st = MS_ERR_MEMORY;
+  return t;
+}
+
+static ms_status conv_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
+  ms_tensor *xs = ms_node_saved(n, 0), *ws = ms_node_saved(n, 1);
+  if (!xs || !ws) return MS_ERR_RUNTIME;
+  ms_k_conv2d_geom g = geom_from_node(n, xs, ws);
+  ms_tensor *x = ms_tensor_contiguous(xs), *w = ms_tensor_contiguous(ws);
+  ms_tensor *go = ms_tensor_to_dtype(grad_out[0], xs->dtype), *gc = go ? ms_tensor_contiguous(go) : NULL;
+  ms_status st = x && w && gc ? MS_OK : MS_ERR_MEMORY;
+  int64_t bshape = g.o;
+  ms_tensor *gx = grad_buffer(n, 0, xs, &st), *gw = grad_buffer(n, 1, ws, &st);
+  ms_tensor *gb = ms_grad_needed(n, 2) && st == MS_OK ? ms_tensor_new_empty(1, &bshape, xs->dtype) : NULL;
+  if (ms_grad_needed(n, 2) && !gb) st = MS_ERR_MEMORY;
+  if (st == MS_OK && ms_k_conv2d_backward((ms_k_dtype)xs->dtype, &g, ms_tensor_data(x), ms_tensor_data(w),
+                                          ms_tensor_data(gc), gx ? ms_tensor_data(gx) : NULL,
+                                          gw ? ms_tensor_data(gw) : NULL, gb ? ms_tensor_data(gb) : NULL) != 0)
+    st = ms_error(MS_ERR_MEMORY, "conv2d backward: out of memory for the column buffers");
+  ms_tensor_release(x), ms_tensor_release(w), ms_tensor_release(go), ms_tensor_release(gc);
+  if (st != MS_OK) {
+    ms_tensor_release(gx), ms_tensor_release(gw), ms_tensor_release(gb);
+    return st;
+  }
+  grad_in[0] = gx, grad_in[1] = gw, grad_in[2] = gb;
+  return MS_OK;
+}
+
+/* The forward on contiguous copies; grad mode is off around it. */
+static ms_tensor *conv_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b, const ms_k_conv2d_geom *g) {
+  ms_tensor *xc = ms_tensor_contiguous(x), *wc = ms_tensor_contiguous(w);
+  ms_tensor *bc = b ? ms_tensor_contiguous(b) : NULL;
+  int64_t shape[4] = {g->n, g->o, g->oh, g->ow};
+  ms_tensor *out = xc && wc && (!b || bc) ? ms_tensor_new_empty(4, shape, x->dtype) : NULL;
+  if (out && ms_k_conv2d_forward((ms_k_dtype)x->dtype, g, ms_tensor_data(xc), ms_tensor_data(wc),
+                                 bc ? ms_tensor_data(bc) : NULL, ms_tensor_data(out)) != 0) {
+    ms_error(MS_ERR_MEMORY, "conv2d: out of memory for the column buffers");
+    ms_tensor_release(out);
+    out = NULL;
+  }
+  ms_tensor_release(xc), ms_tensor_release(wc), ms_tensor_release(bc);
+  return out;
+}
+
+ms_tensor *ms_conv2d(ms_tensor *x, ms_tensor *w, ms_tensor *b, const int64_t stride[2],
+                     const int64_t padding[2], const int64_t dilation[2], int64_t groups) {
+  if (!x || !w) return ms_error(MS_ERR_ARG, "conv2d: input and weight are required"), NULL;
+  ms_k_conv2d_geom g;
+  if (conv_geometry(x, w, b, stride, padding, dilation, groups, &g) != MS_OK) return NULL;
+  bool prev = ms_grad_set_enabled(false); /* the forward's own steps record nothing */
+  ms_tensor *out = conv_forward(x, w, b, &g);
+  ms_grad_set_enabled(prev);
+  ms_tensor *ins[3] = {x, w, b};
+  if (!out || !ms_autograd_wants(3, ins)) return out;
+  ms_node *n = ms_node_new("ConvolutionBackward0", conv_backward, 3, ins);
+  if (!n) return ms_tensor_release(out), NULL;
+  int64_t params[7] = {stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups};
+  for (int i = 0; i < 7; i++) n->ints[i] = params[i];
+  ms_node_save(n, x);
+  ms_node_save(n, w);
+  ms_node_attach(n, out, 0);
+  ms_node_release(n);
+  return out;
+}

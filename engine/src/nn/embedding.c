@@ -1,0 +1,76 @@
+/* embedding.c: rows of a weight table gathered by index, and the gradient scattered back (summed
+ * over repeated indices, none into the padding row). */
+#include "autograd/grad_util.h"
+#include "moonshard/nn_ops.h"
+#include "nn/nn_internal.h"
+
+/* ints[0] = padding_idx, ints[1] = index base; slot 0 = the indices (contiguous). */
+static ms_status embedding_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
+  ms_tensor *idx = ms_node_saved(n, 0);
+  if (!idx) return MS_ERR_RUNTIME;
+  ms_dtype dt = n->out_dtype[0];
+  const ms_edge *e = &n->next[0];
+  const int64_t *wshape = e->node->out_shape[e->input_nr];
+  ms_tensor *g = ms_nn_contiguous(grad_out[0], dt);
+  ms_tensor *gw = g ? ms_tensor_new_zeros(2, wshape, dt) : NULL;
+  if (gw)
+    ms_k_embedding_backward(ms_nn_kdtype(dt), ms_tensor_numel(idx), wshape[1], ms_tensor_data(idx),
+                            n->ints[1], n->ints[0], ms_tensor_data(g), ms_tensor_data(gw));
+  ms_tensor_release(g);
+  grad_in[0] = gw;
+  return gw ? MS_OK : MS_ERR_MEMORY;
+}
+
+static ms_status check_indices(const ms_tensor *idx, int64_t rows, int64_t base) {
+  const int64_t *v = ms_tensor_data(idx);
+  for (int64_t i = 0, n = ms_tensor_numel(idx); i < n; i++) {
+    if (v[i] - base >= 0 && v[i] - base < rows) continue;
+    return ms_error(MS_ERR_ARG, "embedding: index %lld is out of range for %lld embeddings%s",
+                    (long long)v[i], (long long)rows,
+                    base == 1 ? " (indices are 1-based)" : "");
+  }
+  return MS_OK;
+}
+
+static ms_status check_embedding(ms_tensor *indices, ms_tensor *w, int64_t padding_idx) {
+  char buf[MS_SHAPE_STR_LEN];
+  if (ms_nn_check_index_tensor("embedding", "indices", indices)) return MS_ERR_ARG;
+  if (ms_nn_check_float("embedding", "weight", w)) return MS_ERR_ARG;
+  if (w->ndim != 2)
+    return ms_error(MS_ERR_ARG, "embedding: weight must be 2-D (num_embeddings, embedding_dim), got %s",
+                    ms_shape_str(w->ndim, w->shape, buf, sizeof buf));
+  if (indices->ndim + 1 > MS_MAX_DIMS)
+    return ms_error(MS_ERR_ARG, "embedding: indices have too many dims (%d)", indices->ndim);
+  if (padding_idx < -1 || padding_idx >= w->shape[0])
+    return ms_error(MS_ERR_ARG, "embedding: padding_idx must be within the %lld embeddings",
+                    (long long)w->shape[0]);
+  return MS_OK;
+}
+
+ms_tensor *ms_embedding(ms_tensor *indices, ms_tensor *w, int64_t padding_idx, int64_t index_base) {
+  if (check_embedding(indices, w, padding_idx)) return NULL;
+  ms_tensor *idx = ms_nn_contiguous(indices, MS_INT64), *wc = idx ? ms_nn_contiguous(w, w->dtype) : NULL;
+  ms_tensor *out = NULL;
+  if (wc && check_indices(idx, w->shape[0], index_base) == MS_OK) {
+    int64_t shape[MS_MAX_DIMS];
+    for (int d = 0; d < idx->ndim; d++) shape[d] = idx->shape[d];
+    shape[idx->ndim] = w->shape[1];
+    out = ms_tensor_new_empty(idx->ndim + 1, shape, w->dtype);
+  }
+  if (out)
+    ms_k_embedding(ms_nn_kdtype(w->dtype), ms_tensor_numel(idx), w->shape[1], ms_tensor_data(idx),
+                   index_base, ms_tensor_data(wc), ms_tensor_data(out));
+  ms_tensor_release(wc);
+  bool wants = out && ms_autograd_wants(1, &w);
+  ms_node *n = wants ? ms_node_new("EmbeddingBackward0", embedding_backward, 1, &w) : NULL;
+  if (n) {
+    n->ints[0] = padding_idx, n->ints[1] = index_base;
+    ms_node_save(n, idx);
+    ms_node_attach(n, out, 0);
+    ms_node_release(n);
+  } else if (wants) {
+    ms_tensor_release(out), out = NULL;
+  }
+  ms_tensor_release(idx);
+  return out;
+}

@@ -1,0 +1,102 @@
+/* linear.c: y = x @ w^T + b on the packed GEMM. w^T, the gradient's transpose and any
+ * transposed view of x are passed as strides, never copied; only a >2-D x that is not
+ * contiguous is copied once, to flatten its leading dims. */
+#include "autograd/grad_util.h"
+#include "moonshard/nn_ops.h"
+#include "nn/nn_internal.h"
+
+/* C (M x N) = A (M x K) @ B (K x N) + beta * C, each operand (pointer, row stride, col stride). */
+typedef struct mat {
+  void *p;
+  int64_t rs, cs;
+} mat;
+
+static mat mat_of(const ms_tensor *t) { return (mat){ms_tensor_data(t), t->strides[0], t->strides[1]}; }
+static mat mat_t(const ms_tensor *t) { return (mat){ms_tensor_data(t), t->strides[1], t->strides[0]}; }
+
+static void gemm(ms_dtype dt, int64_t M, int64_t N, int64_t K, mat a, mat b, double beta, mat c) {
+  if (dt == MS_FLOAT32)
+    ms_k_sgemm(M, N, K, 1.0f, a.p, a.rs, a.cs, b.p, b.rs, b.cs, (float)beta, c.p, c.rs, c.cs);
+  else
+    ms_k_dgemm(M, N, K, 1.0, a.p, a.rs, a.cs, b.p, b.rs, b.cs, beta, c.p, c.rs, c.cs);
+}
+
+/* t viewed as 2-D (rows, last dim): a view when possible, else a copy. */
+static ms_tensor *as_matrix(ms_tensor *t) {
+  if (t->ndim == 2) return ms_tensor_retain(t), t;
+  int64_t shape[2] = {-1, t->ndim ? t->shape[t->ndim - 1] : 1};
+  return ms_tensor_reshape(t, 2, shape);
+}
+
+/* inputs {x, w, b}; slots 0 = x, 1 = w. */
+static ms_status linear_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
+  ms_tensor *x = ms_node_saved(n, 0), *w = x ? ms_node_saved(n, 1) : NULL;
+  if (!w) return MS_ERR_RUNTIME;
+  ms_dtype dt = w->dtype;
+  ms_tensor *g = ms_tensor_to_dtype(grad_out[0], dt), *g2 = g ? as_matrix(g) : NULL;
+  ms_tensor *x2 = g2 ? as_matrix(x) : NULL;
+  ms_status st = x2 ? MS_OK : MS_ERR_MEMORY;
+  int64_t M = x2 ? x2->shape[0] : 0, in = w->shape[1], out = w->shape[0];
+  if (st == MS_OK && ms_grad_needed(n, 0)) {
+    ms_tensor *gx = ms_tensor_new_empty(2, (int64_t[]){M, in}, dt);
+    if (gx) gemm(dt, M, in, out, mat_of(g2), mat_of(w), 0, mat_of(gx));
+    grad_in[0] = gx ? ms_tensor_reshape(gx, x->ndim, x->shape) : NULL;
+    ms_tensor_release(gx);
+    if (!grad_in[0]) st = MS_ERR_MEMORY;
+  }
+  if (st == MS_OK && ms_grad_needed(n, 1)) {
+    ms_tensor *gw = ms_tensor_new_empty(2, w->shape, dt);
+    if (gw) gemm(dt, out, in, M, mat_t(g2), mat_of(x2), 0, mat_of(gw));
+    if (!(grad_in[1] = gw)) st = MS_ERR_MEMORY;
+  }
+  if (st == MS_OK && ms_grad_needed(n, 2) &&
+      !(grad_in[2] = ms_reduce(MS_RED_SUM, g2, (ms_reduce_opts){.dim = 0})))
+    st = MS_ERR_MEMORY;
+  ms_tensor_release(g), ms_tensor_release(g2), ms_tensor_release(x2);
+  return st;
+}
+
+static ms_status check_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
+  char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
+  if (ms_nn_check_float("linear", "input", x)) return MS_ERR_ARG;
+  if (ms_nn_check_param("linear", "weight", w, x->dtype, -1)) return MS_ERR_ARG;
+  if (w->ndim != 2)
+    return ms_error(MS_ERR_ARG, "linear: weight must be 2-D (out_features, in_features), got %s",
+                    ms_shape_str(w->ndim, w->shape, b1, sizeof b1));
+  if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
+    return ms_error(MS_ERR_ARG, "linear: input shape %s and weight shape %s cannot be multiplied "
+                    "(the input's last dim must be in_features = %lld)",
+                    ms_shape_str(x->ndim, x->shape, b1, sizeof b1),
+                    ms_shape_str(w->ndim, w->shape, b2, sizeof b2), (long long)w->shape[1]);
+  return ms_nn_check_param("linear", "bias", b, x->dtype, w->shape[0]);
+}
+
+/* The forward (grad mode off): (M, out) then viewed as (..., out). */
+static ms_tensor *linear_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
+  ms_tensor *x2 = as_matrix(x);
+  int64_t M = x2 ? x2->shape[0] : 0, shape[MS_MAX_DIMS];
+  ms_tensor *y = x2 ? ms_tensor_new_empty(2, (int64_t[]){M, w->shape[0]}, x->dtype) : NULL;
+  ms_status st = y ? MS_OK : MS_ERR_MEMORY;
+  if (st == MS_OK && b) st = ms_tensor_copy_(y, b); /* each row starts as the bias: beta = 1 */
+  if (st == MS_OK) gemm(x->dtype, M, w->shape[0], w->shape[1], mat_of(x2), mat_t(w), b ? 1 : 0, mat_of(y));
+  for (int d = 0; d < x->ndim - 1; d++) shape[d] = x->shape[d];
+  shape[x->ndim - 1] = w->shape[0];
+  ms_tensor *out = st == MS_OK ? ms_tensor_view(y, x->ndim, shape) : NULL;
+  ms_tensor_release(x2), ms_tensor_release(y);
+  return out;
+}
+
+ms_tensor *ms_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
+  if (check_linear(x, w, b) != MS_OK) return NULL;
+  bool prev = ms_grad_set_enabled(false);
+  ms_tensor *out = linear_forward(x, w, b);
+  ms_grad_set_enabled(prev);
+  ms_tensor *ins[3] = {x, w, b};
+  if (!out || !ms_autograd_wants(3, ins)) return out;
+  ms_node *n = ms_node_new(b ? "AddmmBackward0" : "MmBackward0", linear_backward, 3, ins);
+  if (!n) return ms_tensor_release(out), NULL;
+  ms_node_save(n, x), ms_node_save(n, w);
+  ms_node_attach(n, out, 0);
+  ms_node_release(n);
+  return out;
+}

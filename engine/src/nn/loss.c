@@ -1,0 +1,253 @@
+/* loss.c: nll_loss, cross_entropy (log_softmax fused with nll_loss, with label smoothing) and
+ * mse_loss. Class targets are checked once here so the kernels can trust them; the Lua face's
+ * 1-based targets arrive with index_base 1 and are never copied to shift them. */
+#include "autograd/grad_util.h"
+#include "moonshard/nn_ops.h"
+#include "nn/nn_internal.h"
+
+/* Node layout shared by nll_loss and cross_entropy: slot 0 = target (contiguous), 1 = weight or
+ * empty, 2 = log-probabilities (cross_entropy only); ints = N, C, inner, ignore_index, base,
+ * reduction; scalars = nll scale, smooth scale, label smoothing (for a reduction's scalar g). */
+enum { I_N, I_C, I_INNER, I_IGNORE, I_BASE, I_RED };
+
+/* A new tensor of the shape of the node's input i (which needs a gradient). */
+static ms_tensor *new_like_input(const ms_node *n, int i, ms_dtype dt) {
+  const ms_edge *e = &n->next[i];
+  return ms_tensor_new_empty(e->node->out_ndim[e->input_nr], e->node->out_shape[e->input_nr], dt);
+}
+
+static ms_tensor *scaled(ms_tensor *t, double k) {
+  return ms_binary(MS_OP_MUL, ms_operand_tensor(t), ms_operand_number(k, MS_FLOAT64));
+}
+
+static ms_status nll_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
+  ms_tensor *target, *weight, *logp = NULL;
+  if (!ms_nn_saved(n, 0, &target) || !ms_nn_saved(n, 1, &weight)) return MS_ERR_RUNTIME;
+  if (n->num_saved > 2 && !(logp = ms_node_saved(n, 2))) return MS_ERR_RUNTIME;
+  ms_dtype dt = n->out_dtype[0];
+  ms_tensor *g = ms_nn_contiguous(grad_out[0], dt);
+  ms_tensor *gx = g ? new_like_input(n, 0, dt) : NULL;
+  if (gx) {
+    ms_k_nll_args a = {n->ints[I_N], n->ints[I_C], n->ints[I_INNER], ms_tensor_data(target),
+                       n->ints[I_BASE], n->ints[I_IGNORE], weight ? ms_tensor_data(weight) : NULL};
+    int64_t gs = n->ints[I_RED] == MS_REDUCTION_NONE ? 1 : 0;
+    ms_k_nll_backward(ms_nn_kdtype(dt), &a, logp ? ms_tensor_data(logp) : NULL, ms_tensor_data(g), gs,
+                      n->scalars[0], n->scalars[1], n->scalars[2], ms_tensor_data(gx));
+  }
+  ms_tensor_release(g);
+  grad_in[0] = gx;
+  return gx ? MS_OK : MS_ERR_MEMORY;
+}
+
+/* input (N, C, d...) with target (N, d...), or (C) with a 0-dim target. */
+static ms_status check_shapes(const char *op, const ms_tensor *input, const ms_tensor *target,
+                              ms_k_nll_args *a) {
+  char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
+  bool ok = input->ndim >= 1 && target->ndim == input->ndim - 1;
+  for (int d = 0; ok && d < target->ndim; d++) ok = target->shape[d] == input->shape[d == 0 ? 0 : d + 1];
+  if (!ok)
+    return ms_error(MS_ERR_ARG, "%s: expected input (N, C, d...) with target (N, d...) or input (C) "
+                    "with a 0-dim target; got input %s and target %s", op,
+                    ms_shape_str(input->ndim, input->shape, b1, sizeof b1),
+                    ms_shape_str(target->ndim, target->shape, b2, sizeof b2));
+  int cdim = input->ndim == 1 ? 0 : 1;
+  ms_nn_split(input, cdim, &a->N, &a->C, &a->inner);
+  return MS_OK;
+}
+
+static ms_status check_targets(const char *op, const ms_k_nll_args *a) {
+  for (int64_t p = 0, n = a->N * a->inner; p < n; p++) {
+    int64_t t = a->target[p];
+    if (t == a->ignore_index || (t - a->base >= 0 && t - a->base < a->C)) continue;
+    return ms_error(MS_ERR_ARG, "%s: target %lld is out of bounds for %lld classes%s", op,
+                    (long long)t, (long long)a->C,
+                    a->base == 1 ? " (targets are 1-based class indices)" : "");
+  }
+  return MS_OK;
+}
+
+static ms_status check_loss(const char *op, ms_tensor *input, ms_tensor *target, ms_tensor *weight,
+                            ms_k_nll_args *a) {
+  if (ms_nn_check_float(op, "input", input)) return MS_ERR_ARG;
+  if (ms_nn_check_index_tensor(op, "target", target)) return MS_ERR_ARG;
+  if (check_shapes(op, input, target, a)) return MS_ERR_ARG;
+  return ms_nn_check_param(op, "weight", weight, input->dtype, a->C);
+}
+
+/* The per-position terms, combined by the reduction: (1 - s) nll + s / C smooth. *nll_scale and
+ * *smooth_scale receive what the backward multiplies a scalar gradient by. */
+typedef struct loss_terms {
+  ms_tensor *nll, *wt, *smooth; /* contiguous, target's shape; smooth NULL without smoothing */
+} loss_terms;
+
+static ms_tensor *combine(const loss_terms *t, ms_reduction red, double s, int64_t C, double *nll_scale,
+                          double *smooth_scale) {
+  ms_dtype dt = t->nll->dtype;
+  double sn = ms_nn_sum(t->nll), sw = ms_nn_sum(t->wt), ss = t->smooth ? ms_nn_sum(t->smooth) : 0;
+  /* the mean divides both terms by the weight of the targets not ignored (their count when
+   * unweighted), as PyTorch 1.13 does */
+  *nll_scale = *smooth_scale = red == MS_REDUCTION_MEAN ? 1 / sw : 1;
+  if (red != MS_REDUCTION_NONE)
+    return ms_tensor_new_scalar((1 - s) * sn * *nll_scale + s / (double)C * ss * *smooth_scale, dt);
+  if (!t->smooth) return ms_tensor_retain(t->nll), t->nll;
+  ms_tensor *a = scaled(t->nll, 1 - s), *b = a ? scaled(t->smooth, s / (double)C) : NULL;
+  ms_tensor *out = b ? ms_binary(MS_OP_ADD, ms_operand_tensor(a), ms_operand_tensor(b)) : NULL;
+  ms_tensor_release(a), ms_tensor_release(b);
+  return out;
+}
+
+static void terms_release(loss_terms *t) {
+  ms_tensor_release(t->nll), ms_tensor_release(t->wt), ms_tensor_release(t->smooth);
+}
+
+/* Both losses after their checks, grad mode off: logp holds the log-probabilities (contiguous);
+ * scales[] receives the backward's nll scale, smooth scale and the smoothing. */
+static ms_tensor *loss_forward(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *target,
+                               ms_reduction red, double s, double scales[3]) {
+  ms_dtype dt = logp->dtype;
+  loss_terms t = {ms_tensor_new_empty(target->ndim, target->shape, dt),
+                  ms_tensor_new_empty(target->ndim, target->shape, dt),
+                  s > 0 ? ms_tensor_new_empty(target->ndim, target->shape, dt) : NULL};
+  ms_tensor *out = NULL;
+  if (t.nll && t.wt && (s == 0 || t.smooth)) {
+    ms_k_nll_rows(ms_nn_kdtype(dt), a, ms_tensor_data(logp), ms_tensor_data(t.nll), ms_tensor_data(t.wt),
+                  t.smooth ? ms_tensor_data(t.smooth) : NULL);
+    out = combine(&t, red, s, a->C, &scales[0], &scales[1]);
+    scales[2] = s;
+  }
+  terms_release(&t);
+  return out;
+}
+
+/* Records the node of either loss: the input is the only differentiable argument. */
+static ms_tensor *record(const char *name, ms_tensor *input, ms_tensor *out, const ms_k_nll_args *a,
+                         ms_tensor *target, ms_tensor *weight, ms_tensor *logp, ms_reduction red,
+                         const double scales[3]) {
+  if (!out || !ms_autograd_wants(1, &input)) return out;
+  ms_node *n = ms_node_new(name, nll_backward, 1, &input);
+  if (!n) return ms_tensor_release(out), NULL;
+  int64_t ints[] = {a->N, a->C, a->inner, a->ignore_index, a->base, red};
+  for (int i = 0; i < 6; i++) n->ints[i] = ints[i];
+  for (int i = 0; i < 3; i++) n->scalars[i] = scales[i];
+  ms_node_save(n, target);
+  ms_nn_save(n, weight);
+  if (logp) ms_node_save(n, logp);
+  ms_node_attach(n, out, 0);
+  ms_node_release(n);
+  return out;
+}
+
+/* The checks and conversions of both losses; on success the caller owns *target and *weight. */
+static ms_status prepare(const char *op, ms_tensor *input, ms_tensor *target_in, ms_tensor *weight_in,
+                         int64_t ignore_index, int64_t base, ms_k_nll_args *a, ms_tensor **target,
+                         ms_tensor **weight) {
+  *a = (ms_k_nll_args){.ignore_index = ignore_index, .base = base};
+  *target = *weight = NULL;
+  if (check_loss(op, input, target_in, weight_in, a)) return MS_ERR_ARG;
+  *target = ms_nn_contiguous(target_in, MS_INT64);
+  *weight = *target && weight_in ? ms_nn_contiguous(weight_in, input->dtype) : NULL;
+  if (!*target || (weight_in && !*weight)) return MS_ERR_MEMORY;
+  a->target = ms_tensor_data(*target);
+  a->weight = *weight ? ms_tensor_data(*weight) : NULL;
+  return check_targets(op, a);
+}
+
+ms_tensor *ms_nll_loss(ms_tensor *input, ms_tensor *target_in, ms_tensor *weight_in, int64_t ignore_index,
+                       ms_reduction reduction, int64_t index_base) {
+  ms_k_nll_args a;
+  ms_tensor *target, *weight, *logp = NULL, *out = NULL;
+  double scales[3] = {1, 1, 0};
+  ms_status st = prepare("nll_loss", input, target_in, weight_in, ignore_index, index_base, &a, &target,
+                         &weight);
+  if (st == MS_OK && (logp = ms_nn_contiguous(input, input->dtype))) {
+    bool prev = ms_grad_set_enabled(false);
+    out = loss_forward(&a, logp, target, reduction, 0, scales);
+    ms_grad_set_enabled(prev);
+    out = record("NllLossBackward0", input, out, &a, target, weight, NULL, reduction, scales);
+  }
+  ms_tensor_release(target), ms_tensor_release(weight), ms_tensor_release(logp);
+  return out;
+}
+
+/* log_softmax over the class dim into a new contiguous tensor. */
+static ms_tensor *class_log_softmax(ms_tensor *input, const ms_k_nll_args *a) {
+  ms_tensor *xc = ms_nn_contiguous(input, input->dtype);
+  ms_tensor *logp = xc ? ms_tensor_new_empty(input->ndim, input->shape, input->dtype) : NULL;
+  if (logp)
+    ms_k_softmax(ms_nn_kdtype(input->dtype), a->N, a->C, a->inner, ms_tensor_data(xc),
+                 ms_tensor_data(logp), 1);
+  ms_tensor_release(xc);
+  return logp;
+}
+
+ms_tensor *ms_cross_entropy(ms_tensor *input, ms_tensor *target_in, ms_tensor *weight_in,
+                            int64_t ignore_index, ms_reduction reduction, double label_smoothing,
+                            int64_t index_base) {
+  if (!(label_smoothing >= 0 && label_smoothing <= 1))
+    return ms_error(MS_ERR_ARG, "cross_entropy: label_smoothing must be between 0.0 and 1.0, got %g",
+                    label_smoothing), NULL;
+  ms_k_nll_args a;
+  ms_tensor *target, *weight, *logp = NULL, *out = NULL;
+  double scales[3] = {1, 1, 0};
+  ms_status st = prepare("cross_entropy", input, target_in, weight_in, ignore_index, index_base, &a,
+                         &target, &weight);
+  if (st == MS_OK && (logp = class_log_softmax(input, &a))) {
+    bool prev = ms_grad_set_enabled(false);
+    out = loss_forward(&a, logp, target, reduction, label_smoothing, scales);
+    ms_grad_set_enabled(prev);
+    out = record("NllLossBackward0", input, out, &a, target, weight, logp, reduction, scales);
+  }
+  ms_tensor_release(target), ms_tensor_release(weight), ms_tensor_release(logp);
+  return out;
+}
+
+/* ---- mse_loss --------------------------------------------------------------------------------- */
+
+/* ints[0] = reduction; slots 0, 1 = a, b. d/da = 2 (a - b) g (/ numel for mean), d/db = -that. */
+static ms_status mse_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
+  ms_tensor *a = ms_node_saved(n, 0), *b = a ? ms_node_saved(n, 1) : NULL;
+  if (!b) return MS_ERR_RUNTIME;
+  ms_tensor *d = ms_binary(MS_OP_SUB, ms_operand_tensor(a), ms_operand_tensor(b));
+  double k = n->ints[0] == MS_REDUCTION_MEAN && d ? 2.0 / (double)ms_tensor_numel(d) : 2.0;
+  ms_tensor *dk = d ? scaled(d, k) : NULL;
+  ms_tensor *f = dk ? ms_binary(MS_OP_MUL, ms_operand_tensor(dk), ms_operand_tensor(grad_out[0])) : NULL;
+  ms_status st = f ? MS_OK : MS_ERR_MEMORY;
+  for (int i = 0; i < 2 && st == MS_OK; i++) {
+    if (!ms_grad_needed(n, i)) continue;
+    const ms_edge *e = &n->next[i];
+    const int64_t *shape = e->node->out_shape[e->input_nr];
+    ms_tensor *s = i == 0 ? (ms_tensor_retain(f), f) : ms_unary(MS_OP_NEG, f);
+    grad_in[i] = s ? ms_grad_sum_to(s, e->node->out_ndim[e->input_nr], shape) : NULL;
+    ms_tensor_release(s);
+    if (!grad_in[i]) st = MS_ERR_MEMORY;
+  }
+  ms_tensor_release(d), ms_tensor_release(dk), ms_tensor_release(f);
+  return st;
+}
+
+static ms_tensor *mse_forward(ms_tensor *a, ms_tensor *b, ms_reduction red) {
+  ms_tensor *d = ms_binary(MS_OP_SUB, ms_operand_tensor(a), ms_operand_tensor(b));
+  ms_tensor *sq = d ? ms_unary(MS_OP_SQUARE, d) : NULL;
+  ms_tensor_release(d);
+  if (!sq || red == MS_REDUCTION_NONE) return sq;
+  ms_reduce_op op = red == MS_REDUCTION_SUM ? MS_RED_SUM : MS_RED_MEAN;
+  ms_tensor *r = ms_reduce(op, sq, (ms_reduce_opts){.all = true});
+  ms_tensor_release(sq);
+  return r;
+}
+
+ms_tensor *ms_mse_loss(ms_tensor *a, ms_tensor *b, ms_reduction reduction) {
+  if (ms_nn_check_float("mse_loss", "input", a) || ms_nn_check_float("mse_loss", "target", b)) return NULL;
+  bool prev = ms_grad_set_enabled(false);
+  ms_tensor *out = mse_forward(a, b, reduction);
+  ms_grad_set_enabled(prev);
+  ms_tensor *ins[2] = {a, b};
+  if (!out || !ms_autograd_wants(2, ins)) return out;
+  ms_node *n = ms_node_new("MseLossBackward0", mse_backward, 2, ins);
+  if (!n) return ms_tensor_release(out), NULL;
+  n->ints[0] = reduction;
+  ms_node_save(n, a), ms_node_save(n, b);
+  ms_node_attach(n, out, 0);
+  ms_node_release(n);
+  return out;
+}

@@ -1,0 +1,65 @@
+/* nn_util.c: the checks and conversions that the NN ops share (nn_internal.h). */
+#include "autograd/grad_util.h"
+#include "moonshard/nn_ops.h"
+#include "nn/nn_internal.h"
+
+ms_status ms_nn_check_float(const char *op, const char *arg, const ms_tensor *t) {
+  if (t->dtype != MS_FLOAT32 && t->dtype != MS_FLOAT64)
+    return ms_error(MS_ERR_ARG, "%s: %s must be float32 or float64, got %s", op, arg,
+                    ms_dtype_name(t->dtype));
+  return ms_tensor_check_data(op, t);
+}
+
+ms_status ms_nn_check_param(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt,
+                            int64_t n) {
+  if (!t) return MS_OK;
+  char buf[MS_SHAPE_STR_LEN];
+  if (t->dtype != dt)
+    return ms_error(MS_ERR_ARG, "%s: %s must have the input's dtype %s, got %s", op, arg,
+                    ms_dtype_name(dt), ms_dtype_name(t->dtype));
+  if (n >= 0 && (t->ndim != 1 || t->shape[0] != n))
+    return ms_error(MS_ERR_ARG, "%s: %s must have shape (%lld,), got %s", op, arg, (long long)n,
+                    ms_shape_str(t->ndim, t->shape, buf, sizeof buf));
+  return ms_tensor_check_data(op, t);
+}
+
+ms_status ms_nn_check_index_tensor(const char *op, const char *arg, const ms_tensor *t) {
+  if (t->dtype != MS_INT64)
+    return ms_error(MS_ERR_ARG, "%s: %s must be an int64 tensor, got %s (convert with :long())",
+                    op, arg, ms_dtype_name(t->dtype));
+  return ms_tensor_check_data(op, t);
+}
+
+void ms_nn_split(const ms_tensor *t, int dim, int64_t *outer, int64_t *size, int64_t *inner) {
+  *outer = 1, *inner = 1, *size = t->ndim ? t->shape[dim] : 1;
+  for (int d = 0; d < dim; d++) *outer *= t->shape[d];
+  for (int d = dim + 1; d < t->ndim; d++) *inner *= t->shape[d];
+}
+
+ms_tensor *ms_nn_contiguous(ms_tensor *t, ms_dtype dt) {
+  bool prev = ms_grad_set_enabled(false); /* conversions inside an op record nothing */
+  ms_tensor *d = ms_tensor_to_dtype(t, dt);
+  ms_tensor *c = d ? ms_tensor_contiguous(d) : NULL;
+  ms_tensor_release(d);
+  ms_grad_set_enabled(prev);
+  return c;
+}
+
+double ms_nn_sum(const ms_tensor *t) {
+  int64_t n = ms_tensor_numel(t);
+  if (n == 0) return 0;
+  ms_k_reduce_result r;
+  ms_k_reduce_row(MS_K_RSUM, ms_nn_kdtype(t->dtype), n, ms_tensor_data(t), 1, 0, &r);
+  return r.f;
+}
+
+bool ms_nn_saved(ms_node *n, int i, ms_tensor **out) {
+  *out = NULL;
+  if (n->saved[i].tensor == NULL && !n->released) return true;
+  return (*out = ms_node_saved(n, i)) != NULL;
+}
+
+void ms_nn_save(ms_node *n, ms_tensor *t) {
+  if (t) ms_node_save(n, t);
+  else n->saved[n->num_saved++] = (ms_saved){NULL, 0};
+}

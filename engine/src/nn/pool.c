@@ -1,0 +1,218 @@
+/* pool.c: max_pool2d, avg_pool2d and adaptive_avg_pool2d: PyTorch's output sizes (ceil_mode
+ * included), checks and messages, and their gradient nodes. Average pooling of either kind is
+ * turned into explicit per-row and per-column windows here, so one kernel serves both. */
+#include <stdlib.h>
+
+#include "kernels/kernels.h"
+#include "moonshard/autograd.h"
+#include "moonshard/nn_conv.h"
+#include "autograd/grad_util.h"
+#include "nn/conv_internal.h"
+
+/* PyTorch's pooling_output_shape: a last window that would start inside the right padding
+ * only is dropped in ceil mode. */
+static int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil, bool ceil_mode) {
+  int64_t span = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t out = (span < 0 ? -((-span + s - 1) / s) : span / s) + 1; /* floor division */
+  if (ceil_mode && (out - 1) * s >= in + pad) out--;
+  return out;
+}
+
+/* Checks the window and fills g (planes, sizes, window) for max and avg pooling. */
+static ms_status pool_geometry(const char *op, const ms_tensor *x, const int64_t k[2], const int64_t st[2],
+                               const int64_t pad[2], const int64_t dil[2], bool ceil_mode, ms_k_pool2d_geom *g) {
+  if (ms_nn_check_4d(op, "input", x) != MS_OK) return MS_ERR_ARG;
+  if (ms_nn_check_pair(op, "kernel_size", k, 1) || ms_nn_check_pair(op, "stride", st, 1) ||
+      ms_nn_check_pair(op, "padding", pad, 0) || ms_nn_check_pair(op, "dilation", dil, 1))
+    return MS_ERR_ARG;
+  if (pad[0] > k[0] / 2 || pad[1] > k[1] / 2)
+    return ms_error(MS_ERR_ARG, "%s: pad should be smaller than or equal to half of kernel size, but got "
+                    "padding (%lld, %lld) for kernel_size (%lld, %lld)", op, (long long)pad[0],
+                    (long long)pad[1], (long long)k[0], (long long)k[1]);
+  *g = (ms_k_pool2d_geom){.planes = x->shape[0] * x->shape[1], .h = x->shape[2], .w = x->shape[3],
+                          .kh = k[0], .kw = k[1], .sh = st[0], .sw = st[1], .ph = pad[0], .pw = pad[1],
+                          .dh = dil[0], .dw = dil[1]};
+  g->oh = pooled_size(g->h, k[0], st[0], pad[0], dil[0], ceil_mode);
+  g->ow = pooled_size(g->w, k[1], st[1], pad[1], dil[1], ceil_mode);
+  if (g->oh < 1 || g->ow < 1)
+    return ms_error(MS_ERR_ARG, "%s: given input size (%lld x %lld x %lld), calculated output size (%lld x %lld "
+                    "x %lld) is too small", op, (long long)x->shape[1], (long long)g->h, (long long)g->w,
+                    (long long)x->shape[1], (long long)g->oh, (long long)g->ow);
+  return MS_OK;
+}
+
+static ms_tensor *new_output(const ms_tensor *x, const ms_k_pool2d_geom *g, ms_dtype dt) {
+  int64_t shape[4] = {x->shape[0], x->shape[1], g->oh, g->ow};
+  return ms_tensor_new_empty(4, shape, dt);
+}
+
+/* Node ints: [0, 4) the input's shape, then the geometry (planes, h, w, oh, ow, kh, kw, sh, sw,
+ * ph, pw, dh, dw) at [4, 17), then the op's flags. */
+static void store_geometry(ms_node *n, const ms_tensor *x, const ms_k_pool2d_geom *g) {
+  const int64_t v[13] = {g->planes, g->h, g->w, g->oh, g->ow, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw};
+  for (int i = 0; i < 4; i++) n->ints[i] = x->shape[i];
+  for (int i = 0; i < 13; i++) n->ints[4 + i] = v[i];
+}
+
+static ms_k_pool2d_geom load_geometry(const ms_node *n) {
+  const int64_t *v = n->ints + 4;
+  return (ms_k_pool2d_geom){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12]};
+}
+
+/* The incoming gradient as a contiguous tensor of dtype dt (new reference). */
+static ms_tensor *grad_contiguous(ms_tensor *g, ms_dtype dt) {
+  ms_tensor *d = ms_tensor_to_dtype(g, dt);
+  ms_tensor *c = d ? ms_tensor_contiguous(d) : NULL;
+  ms_tensor_release(d);
+  return c;
+}
+
+/* ---- max pooling -------------------------------------------------------------------------- */
+
+static ms_status max_pool_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
+  ms_tensor *idx = ms_node_saved(n, 0);
+  if (!idx) return MS_ERR_RUNTIME;
+  ms_k_pool2d_geom g = load_geometry(n);
+  ms_dtype dt = n->out_dtype[0];
+  ms_tensor *go = grad_contiguous(grad_out[0], dt);
+  ms_tensor *gx = go ? ms_tensor_new_empty(4, n->ints, dt) : NULL;
+  if (gx) ms_k_max_pool2d_backward((ms_k_dtype)dt, &g, ms_tensor_data(go), ms_tensor_data(idx), ms_tensor_data(gx));
+  ms_tensor_release(go);
+  if (!gx) return MS_ERR_MEMORY;
+  grad_in[0] = gx;
+  return MS_OK;
+}
+
+ms_status ms_max_pool2d_with_indices(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                                     const int64_t padding[2], const int64_t dilation[2],
+                                     bool ceil_mode, ms_tensor **values, ms_tensor **indices) {
+  ms_k_pool2d_geom g;
+  *values = *indices = NULL;
+  if (pool_geometry("max_pool2d", x, kernel, stride, padding, dilation, ceil_mode, &g) != MS_OK) return MS_ERR_ARG;
+  bool prev = ms_grad_set_enabled(false); /* the contiguous copy is the op's own business */
+  ms_tensor *xc = ms_tensor_contiguous(x);
+  ms_grad_set_enabled(prev);
+  ms_tensor *out = xc ? new_output(x, &g, x->dtype) : NULL, *idx = out ? new_output(x, &g, MS_INT64) : NULL;
+  if (!idx) return ms_tensor_release(xc), ms_tensor_release(out), MS_ERR_MEMORY;
+  ms_k_max_pool2d_forward((ms_k_dtype)x->dtype, &g, ms_tensor_data(xc), ms_tensor_data(out), ms_tensor_data(idx));
+  ms_tensor_release(xc);
+  if (ms_autograd_wants(1, &x)) {
+    ms_node *n = ms_node_new("MaxPool2DWithIndicesBackward0", max_pool_backward, 1, &x);
+    if (!n) return ms_tensor_release(out), ms_tensor_release(idx), MS_ERR_MEMORY;
+    store_geometry(n, x, &g);
+    ms_node_save(n, idx);
+    ms_node_attach(n, out, 0);
+    ms_node_release(n);
+  }
+  *values = out, *indices = idx;
+  return MS_OK;
+}
+
+ms_tensor *ms_max_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                         const int64_t padding[2], const int64_t dilation[2], bool ceil_mode) {
+  ms_tensor *values, *indices;
+  if (ms_max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode, &values, &indices) != MS_OK)
+    return NULL;
+  ms_tensor_release(indices); /* the node keeps its own reference */
+  return values;
+}
+
+/* ---- average pooling ---------------------------------------------------------------------- */
+
+/* The windows of an average pool: one malloc'd block, viewed through `w`. */
+typedef struct avg_windows {
+  int64_t *buf;
+  ms_k_pool_windows w;
+} avg_windows;
+
+/* Node ints after the geometry: [17] kind (0 avg_pool2d, 1 adaptive), [18] count_include_pad. */
+enum { AVG_KIND = 17, AVG_INCLUDE_PAD = 18 };
+
+/* One axis of avg_pool2d, as PyTorch's avg_pool2d_out_frame: the divisor counts the padding
+ * (when asked) but never the part of a ceil-mode window hanging past it. */
+static void axis_fixed(int64_t *s, int64_t *e, int64_t *div, int64_t out, int64_t in, int64_t k, int64_t st,
+                       int64_t pad, bool include_pad) {
+  for (int64_t i = 0; i < out; i++) {
+    int64_t a = i * st - pad, b = a + k < in + pad ? a + k : in + pad;
+    int64_t full = b - a;
+    a = a < 0 ? 0 : a, b = b > in ? in : b;
+    s[i] = a, e[i] = b, div[i] = include_pad ? full : b - a;
+  }
+}
+
+/* One axis of adaptive pooling: window i covers [floor(i*in/out), ceil((i+1)*in/out)). */
+static void axis_adaptive(int64_t *s, int64_t *e, int64_t *div, int64_t out, int64_t in) {
+  for (int64_t i = 0; i < out; i++) {
+    s[i] = i * in / out;
+    e[i] = ((i + 1) * in + out - 1) / out;
+    div[i] = e[i] - s[i];
+  }
+}
+
+static ms_status make_windows(const ms_k_pool2d_geom *g, bool adaptive, bool include_pad, avg_windows *aw) {
+  aw->buf = malloc(sizeof(int64_t) * (size_t)(3 * (g->oh + g->ow)));
+  if (!aw->buf) return ms_error(MS_ERR_MEMORY, "avg_pool2d: out of memory");
+  int64_t *r = aw->buf, *c = aw->buf + 3 * g->oh;
+  aw->w = (ms_k_pool_windows){r, r + g->oh, r + 2 * g->oh, c, c + g->ow, c + 2 * g->ow};
+  if (adaptive) {
+    axis_adaptive(r, r + g->oh, r + 2 * g->oh, g->oh, g->h);
+    axis_adaptive(c, c + g->ow, c + 2 * g->ow, g->ow, g->w);
+  } else {
+    axis_fixed(r, r + g->oh, r + 2 * g->oh, g->oh, g->h, g->kh, g->sh, g->ph, include_pad);
+    axis_fixed(c, c + g->ow, c + 2 * g->ow, g->ow, g->w, g->kw, g->sw, g->pw, include_pad);
+  }
+  return MS_OK;
+}
+
+static ms_status avg_pool_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
+  ms_k_pool2d_geom g = load_geometry(n);
+  avg_windows aw;
+  if (make_windows(&g, n->ints[AVG_KIND], n->ints[AVG_INCLUDE_PAD], &aw) != MS_OK) return MS_ERR_MEMORY;
+  ms_dtype dt = n->out_dtype[0];
+  ms_tensor *go = grad_contiguous(grad_out[0], dt);
+  ms_tensor *gx = go ? ms_tensor_new_empty(4, n->ints, dt) : NULL;
+  if (gx) ms_k_avg_pool2d_backward((ms_k_dtype)dt, &g, &aw.w, ms_tensor_data(go), ms_tensor_data(gx));
+  ms_tensor_release(go);
+  free(aw.buf);
+  if (!gx) return MS_ERR_MEMORY;
+  grad_in[0] = gx;
+  return MS_OK;
+}
+
+/* The forward from a checked geometry, and its node. */
+static ms_tensor *avg_pool(ms_tensor *x, const ms_k_pool2d_geom *g, bool adaptive, bool include_pad) {
+  avg_windows aw;
+  if (make_windows(g, adaptive, include_pad, &aw) != MS_OK) return NULL;
+  bool prev = ms_grad_set_enabled(false); /* the contiguous copy is the op's own business */
+  ms_tensor *xc = ms_tensor_contiguous(x), *out = xc ? new_output(x, g, x->dtype) : NULL;
+  ms_grad_set_enabled(prev);
+  if (out) ms_k_avg_pool2d_forward((ms_k_dtype)x->dtype, g, &aw.w, ms_tensor_data(xc), ms_tensor_data(out));
+  ms_tensor_release(xc);
+  free(aw.buf);
+  if (!out || !ms_autograd_wants(1, &x)) return out;
+  ms_node *n = ms_node_new(adaptive ? "AdaptiveAvgPool2DBackward0" : "AvgPool2DBackward0", avg_pool_backward, 1, &x);
+  if (!n) return ms_tensor_release(out), NULL;
+  store_geometry(n, x, g);
+  n->ints[AVG_KIND] = adaptive, n->ints[AVG_INCLUDE_PAD] = include_pad;
+  ms_node_attach(n, out, 0);
+  ms_node_release(n);
+  return out;
+}
+
+ms_tensor *ms_avg_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                         const int64_t padding[2], bool ceil_mode, bool count_include_pad) {
+  ms_k_pool2d_geom g;
+  const int64_t one[2] = {1, 1};
+  if (pool_geometry("avg_pool2d", x, kernel, stride, padding, one, ceil_mode, &g) != MS_OK) return NULL;
+  return avg_pool(x, &g, false, count_include_pad);
+}
+
+ms_tensor *ms_adaptive_avg_pool2d(ms_tensor *x, int64_t out_h, int64_t out_w) {
+  const int64_t size[2] = {out_h, out_w};
+  if (ms_nn_check_4d("adaptive_avg_pool2d", "input", x) != MS_OK ||
+      ms_nn_check_pair("adaptive_avg_pool2d", "output_size", size, 1) != MS_OK)
+    return NULL;
+  ms_k_pool2d_geom g = {.planes = x->shape[0] * x->shape[1], .h = x->shape[2], .w = x->shape[3],
+                        .oh = out_h, .ow = out_w, .kh = 1, .kw = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1};
+  return avg_pool(x, &g, true, false);
+}

@@ -1,0 +1,174 @@
+/* optim.c: the engine side of the fused optimizer steps: optimizer state allocated as its own
+ * memory category, and the checks every tensor of a step passes (dtype, shape, layout, released
+ * storage) before the kernel sees raw pointers. */
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "moonshard/optim.h"
+
+ms_tensor *ms_optim_state_new(const ms_tensor *param, double value) {
+  int64_t numel = ms_tensor_numel(param), strides[MS_MAX_DIMS];
+  size_t nbytes = (size_t)numel * ms_dtype_size(param->dtype);
+  /* counted as optimizer state, so memory_stats shows what the optimizer holds */
+  ms_storage *s = ms_storage_new(nbytes, MS_MEM_OPTIMIZER);
+  if (!s) return NULL;
+  int64_t acc = 1;
+  for (int d = param->ndim - 1; d >= 0; d--) {
+    strides[d] = acc;
+    acc *= param->shape[d] > 0 ? param->shape[d] : 1;
+  }
+  ms_tensor *t = ms_tensor_new_view(s, param->dtype, param->ndim, param->shape, strides, 0);
+  ms_storage_release(s);
+  if (t && ms_tensor_fill_(t, value) != MS_OK) ms_tensor_release(t), t = NULL;
+  return t;
+}
+
+static bool same_shape(const ms_tensor *a, const ms_tensor *b) {
+  return a->ndim == b->ndim && memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) == 0;
+}
+
+/* A tensor the step reads or writes alongside param: same shape and dtype, readable; written
+ * ones must be contiguous too. */
+static ms_status check_like(const char *op, const char *arg, const ms_tensor *param,
+                            const ms_tensor *t, bool written) {
+  char want[MS_SHAPE_STR_LEN], got[MS_SHAPE_STR_LEN];
+  if (!t) return ms_error(MS_ERR_ARG, "%s: %s is required by the options given", op, arg);
+  if (!same_shape(param, t))
+    return ms_error(MS_ERR_ARG, "%s: %s must have the parameter's shape %s, got %s", op, arg,
+                    ms_shape_str(param->ndim, param->shape, want, sizeof want),
+                    ms_shape_str(t->ndim, t->shape, got, sizeof got));
+  if (t->dtype != param->dtype)
+    return ms_error(MS_ERR_ARG, "%s: %s must have the parameter's dtype %s, got %s", op, arg,
+                    ms_dtype_name(param->dtype), ms_dtype_name(t->dtype));
+  if (written && !ms_tensor_is_contiguous(t))
+    return ms_error(MS_ERR_ARG, "%s: %s must be contiguous", op, arg);
+  return ms_tensor_check_data(op, t);
+}
+
+/* The checks shared by every step; *g receives a contiguous grad (new reference). */
+static ms_status check_step(const char *op, ms_tensor *param, ms_tensor *grad, ms_tensor **g) {
+  *g = NULL;
+  if (!param || !grad) return ms_error(MS_ERR_ARG, "%s: param and grad are required", op);
+  if (param->dtype != MS_FLOAT32 && param->dtype != MS_FLOAT64)
+    return ms_error(MS_ERR_ARG, "%s: param must be float32 or float64, got %s", op,
+                    ms_dtype_name(param->dtype));
+  if (!ms_tensor_is_contiguous(param))
+    return ms_error(MS_ERR_ARG, "%s: param must be contiguous", op);
+  ms_status st = ms_tensor_check_data(op, param);
+  if (st == MS_OK) st = check_like(op, "grad", param, grad, false);
+  if (st != MS_OK) return st;
+  /* a strided gradient (an expanded or transposed view) is packed once here */
+  *g = ms_tensor_contiguous(grad);
+  return *g ? MS_OK : MS_ERR_MEMORY;
+}
+
+/* Checks each state that the options use (NULL entries of `used` are skipped). */
+static ms_status check_states(const char *op, ms_tensor *param, int n, ms_tensor *const *states,
+                              const char *const *names, const bool *used) {
+  for (int i = 0; i < n; i++) {
+    if (!used[i]) continue;
+    ms_status st = check_like(op, names[i], param, states[i], true);
+    if (st != MS_OK) return st;
+  }
+  return MS_OK;
+}
+
+static void *data_or_null(ms_tensor *t, bool used) { return used ? ms_tensor_data(t) : NULL; }
+
+ms_status ms_optim_sgd_step(ms_tensor *param, ms_tensor *grad, ms_tensor *momentum_buffer,
+                            bool init_buffer, const ms_sgd_options *o) {
+  static const char *const names[] = {"momentum_buffer"};
+  bool used[] = {o->momentum != 0};
+  ms_tensor *g;
+  ms_status st = check_step("sgd_step", param, grad, &g);
+  if (st == MS_OK) st = check_states("sgd_step", param, 1, &momentum_buffer, names, used);
+  if (st == MS_OK) {
+    ms_k_sgd_hp hp = {o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov, o->maximize,
+                      init_buffer};
+    ms_k_sgd_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
+                  ms_tensor_data(g), data_or_null(momentum_buffer, used[0]), &hp);
+    ms_tensor_bump_version(param);
+  }
+  ms_tensor_release(g);
+  return st;
+}
+
+ms_status ms_optim_adam_step(ms_tensor *param, ms_tensor *grad, ms_tensor *exp_avg,
+                             ms_tensor *exp_avg_sq, ms_tensor *max_exp_avg_sq,
+                             const ms_adam_options *o) {
+  static const char *const names[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  ms_tensor *states[] = {exp_avg, exp_avg_sq, max_exp_avg_sq};
+  bool used[] = {true, true, o->amsgrad};
+  const char *op = o->decoupled ? "adamw_step" : "adam_step";
+  ms_tensor *g;
+  ms_status st = check_step(op, param, grad, &g);
+  if (st == MS_OK) st = check_states(op, param, 3, states, names, used);
+  if (st == MS_OK && o->step < 1) st = ms_error(MS_ERR_ARG, "%s: step must be >= 1, got %lld", op, (long long)o->step);
+  if (st == MS_OK) {
+    ms_k_adam_hp hp = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, (double)o->step,
+                       o->amsgrad, o->maximize, o->decoupled};
+    ms_k_adam_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
+                   ms_tensor_data(g), ms_tensor_data(exp_avg), ms_tensor_data(exp_avg_sq),
+                   data_or_null(max_exp_avg_sq, used[2]), &hp);
+    ms_tensor_bump_version(param);
+  }
+  ms_tensor_release(g);
+  return st;
+}
+
+ms_status ms_optim_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
+                                 ms_tensor *acc_delta, const ms_adadelta_options *o) {
+  static const char *const names[] = {"square_avg", "acc_delta"};
+  ms_tensor *states[] = {square_avg, acc_delta};
+  bool used[] = {true, true};
+  ms_tensor *g;
+  ms_status st = check_step("adadelta_step", param, grad, &g);
+  if (st == MS_OK) st = check_states("adadelta_step", param, 2, states, names, used);
+  if (st == MS_OK) {
+    ms_k_adadelta_hp hp = {o->lr, o->rho, o->eps, o->weight_decay, o->maximize};
+    ms_k_adadelta_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
+                       ms_tensor_data(g), ms_tensor_data(square_avg), ms_tensor_data(acc_delta), &hp);
+    ms_tensor_bump_version(param);
+  }
+  ms_tensor_release(g);
+  return st;
+}
+
+ms_status ms_optim_adagrad_step(ms_tensor *param, ms_tensor *grad, ms_tensor *state_sum,
+                                const ms_adagrad_options *o) {
+  static const char *const names[] = {"sum"};
+  bool used[] = {true};
+  ms_tensor *g;
+  ms_status st = check_step("adagrad_step", param, grad, &g);
+  if (st == MS_OK) st = check_states("adagrad_step", param, 1, &state_sum, names, used);
+  if (st == MS_OK && o->step < 1) st = ms_error(MS_ERR_ARG, "adagrad_step: step must be >= 1, got %lld", (long long)o->step);
+  if (st == MS_OK) {
+    ms_k_adagrad_hp hp = {o->lr, o->lr_decay, o->weight_decay, o->eps, (double)o->step, o->maximize};
+    ms_k_adagrad_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
+                      ms_tensor_data(g), ms_tensor_data(state_sum), &hp);
+    ms_tensor_bump_version(param);
+  }
+  ms_tensor_release(g);
+  return st;
+}
+
+ms_status ms_optim_rmsprop_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
+                                ms_tensor *grad_avg, ms_tensor *momentum_buffer,
+                                const ms_rmsprop_options *o) {
+  static const char *const names[] = {"square_avg", "grad_avg", "momentum_buffer"};
+  ms_tensor *states[] = {square_avg, grad_avg, momentum_buffer};
+  bool used[] = {true, o->centered, o->momentum > 0};
+  ms_tensor *g;
+  ms_status st = check_step("rmsprop_step", param, grad, &g);
+  if (st == MS_OK) st = check_states("rmsprop_step", param, 3, states, names, used);
+  if (st == MS_OK) {
+    ms_k_rmsprop_hp hp = {o->lr, o->alpha, o->eps, o->weight_decay, o->momentum, o->centered,
+                          o->maximize};
+    ms_k_rmsprop_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
+                      ms_tensor_data(g), ms_tensor_data(square_avg),
+                      data_or_null(grad_avg, used[1]), data_or_null(momentum_buffer, used[2]), &hp);
+    ms_tensor_bump_version(param);
+  }
+  ms_tensor_release(g);
+  return st;
+}

@@ -1,0 +1,175 @@
+/* nn_ops.c: the kernels of the NN layers: softmax and log_softmax (fused max/sum/write per row),
+ * GELU and SiLU, dropout's masked scale, the negative log likelihood fused with the softmax
+ * gradient (cross entropy), embedding gathers, layer and batch normalization. Work is split over
+ * rows, positions or channels on the thread pool; each split writes disjoint outputs, so results
+ * do not depend on the thread count. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+/* Every kernel's arguments in one shape, so one range function per kernel fits the pool. */
+typedef struct nn_job {
+  int64_t N, C, inner;      /* rows (or batch), row length (or channels), trailing size */
+  const void *a, *b;        /* main input; second input (gradient, or bias) */
+  const void *weight;       /* per-class or per-feature weight (may be NULL) */
+  const void *stat0, *stat1; /* saved mean and inverse std */
+  void *out, *out2, *out3;
+  const uint8_t *mask;
+  const int64_t *target;
+  int64_t base, ignore_index, gs;
+  double s0, s1, s2;
+  int flag, backward;
+} nn_job;
+
+#define T float
+#define SFX(name) name##_f32
+#define EXP expf
+#define LOG logf
+#define ERF erff
+#define TANH tanhf
+#include "kernels/cpu/nn_ops_body.h"
+#undef T
+#undef SFX
+#undef EXP
+#undef LOG
+#undef ERF
+#undef TANH
+
+#define T double
+#define SFX(name) name##_f64
+#define EXP exp
+#define LOG log
+#define ERF erf
+#define TANH tanh
+#include "kernels/cpu/nn_ops_body.h"
+#undef T
+#undef SFX
+#undef EXP
+#undef LOG
+#undef ERF
+#undef TANH
+
+/* About this many elements per task: enough to amortise a dispatch. */
+#define NN_GRAIN_ELEMS 32768
+
+static int64_t grain_for(int64_t per_item) {
+  return per_item >= NN_GRAIN_ELEMS ? 1 : NN_GRAIN_ELEMS / (per_item > 0 ? per_item : 1);
+}
+
+typedef void (*nn_range_fn)(const nn_job *j, int64_t begin, int64_t end);
+typedef struct nn_task {
+  const nn_job *job;
+  nn_range_fn fn;
+} nn_task;
+
+static void run_range(void *ctx, int64_t begin, int64_t end) {
+  const nn_task *t = ctx;
+  t->fn(t->job, begin, end);
+}
+
+/* Runs the float or double body over [0, n) in parallel. */
+static void run(ms_k_dtype dt, nn_range_fn f32, nn_range_fn f64, int64_t n, int64_t per_item,
+                const nn_job *j) {
+  nn_task t = {j, dt == MS_K_F64 ? f64 : f32};
+  ms_k_parallel_for(n, grain_for(per_item), run_range, &t);
+}
+
+void ms_k_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x, void *y,
+                  int log) {
+  nn_job j = {.C = C, .inner = inner, .a = x, .out = y, .flag = log};
+  run(dt, softmax_rows_f32, softmax_rows_f64, outer * inner, C, &j);
+}
+
+void ms_k_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
+                           const void *g, void *gx, int log) {
+  nn_job j = {.C = C, .inner = inner, .a = y, .b = g, .out = gx, .flag = log, .backward = 1};
+  run(dt, softmax_rows_f32, softmax_rows_f64, outer * inner, C, &j);
+}
+
+void ms_k_activation(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, void *y) {
+  nn_job j = {.a = x, .out = y, .flag = (int)act};
+  run(dt, activation_range_f32, activation_range_f64, n, 1, &j);
+}
+
+void ms_k_activation_backward(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, const void *g,
+                              void *gx) {
+  nn_job j = {.a = x, .b = g, .out = gx, .flag = (int)act};
+  run(dt, activation_backward_range_f32, activation_backward_range_f64, n, 1, &j);
+}
+
+void ms_k_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const uint8_t *mask, double scale,
+                       void *y) {
+  nn_job j = {.a = x, .mask = mask, .s0 = scale, .out = y};
+  run(dt, masked_scale_range_f32, masked_scale_range_f64, n, 1, &j);
+}
+
+static nn_job nll_job(const ms_k_nll_args *a) {
+  nn_job j = {.N = a->N, .C = a->C, .inner = a->inner, .target = a->target, .base = a->base,
+              .ignore_index = a->ignore_index, .weight = a->weight};
+  return j;
+}
+
+void ms_k_nll_rows(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, void *nll, void *wt,
+                   void *smooth) {
+  nn_job j = nll_job(a);
+  j.a = logp, j.out = nll, j.out2 = wt, j.out3 = smooth;
+  run(dt, nll_rows_f32, nll_rows_f64, a->N * a->inner, smooth ? a->C : 1, &j);
+}
+
+void ms_k_nll_backward(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, const void *g,
+                       int64_t gs, double nll_scale, double smooth_scale, double smoothing, void *gx) {
+  nn_job j = nll_job(a);
+  j.a = logp, j.b = g, j.gs = gs, j.s0 = nll_scale, j.s1 = smooth_scale, j.s2 = smoothing, j.out = gx;
+  run(dt, nll_backward_rows_f32, nll_backward_rows_f64, a->N * a->inner, a->C, &j);
+}
+
+void ms_k_embedding(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
+                    const void *w, void *out) {
+  nn_job j = {.C = D, .target = idx, .base = base, .a = w, .out = out};
+  run(dt, embedding_rows_f32, embedding_rows_f64, n, D, &j);
+}
+
+void ms_k_embedding_backward(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
+                             int64_t padding_idx, const void *g, void *gw) {
+  nn_job j = {.N = n, .C = D, .target = idx, .base = base, .ignore_index = padding_idx, .b = g,
+              .out = gw};
+  run(dt, embedding_backward_cols_f32, embedding_backward_cols_f64, D, n, &j);
+}
+
+void ms_k_layer_norm(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *w,
+                     const void *b, double eps, void *y, void *mean, void *rstd) {
+  nn_job j = {.C = N, .a = x, .weight = w, .b = b, .s0 = eps, .out = y, .out2 = mean, .out3 = rstd};
+  run(dt, layer_norm_rows_f32, layer_norm_rows_f64, M, N, &j);
+}
+
+void ms_k_layer_norm_backward(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *g,
+                              const void *mean, const void *rstd, const void *w, void *gx, void *gw,
+                              void *gb) {
+  nn_job j = {.N = M, .C = N, .a = x, .b = g, .stat0 = mean, .stat1 = rstd, .weight = w,
+              .out = gx, .out2 = gw, .out3 = gb};
+  if (gx) run(dt, layer_norm_backward_rows_f32, layer_norm_backward_rows_f64, M, N, &j);
+  if (gw || gb) run(dt, layer_norm_param_cols_f32, layer_norm_param_cols_f64, N, M, &j);
+}
+
+void ms_k_batch_norm_stats(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
+                           void *mean, void *var) {
+  nn_job j = {.N = N, .C = C, .inner = inner, .a = x, .out2 = mean, .out3 = var};
+  run(dt, batch_norm_stats_channels_f32, batch_norm_stats_channels_f64, C, N * inner, &j);
+}
+
+void ms_k_batch_norm_apply(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
+                           const void *mean, const void *invstd, const void *w, const void *b,
+                           void *y) {
+  nn_job j = {.N = N, .C = C, .inner = inner, .a = x, .stat0 = mean, .stat1 = invstd, .weight = w,
+              .b = b, .out = y};
+  run(dt, batch_norm_apply_channels_f32, batch_norm_apply_channels_f64, C, N * inner, &j);
+}
+
+void ms_k_batch_norm_backward(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
+                              const void *g, const void *mean, const void *invstd, const void *w,
+                              int training, void *gx, void *gw, void *gb) {
+  nn_job j = {.N = N, .C = C, .inner = inner, .a = x, .b = g, .stat0 = mean, .stat1 = invstd,
+              .weight = w, .flag = training, .out = gx, .out2 = gw, .out3 = gb};
+  run(dt, batch_norm_backward_channels_f32, batch_norm_backward_channels_f64, C, N * inner, &j);
+}

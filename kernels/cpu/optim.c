@@ -1,0 +1,224 @@
+/* optim.c: the fused optimizer updates. Each optimizer is one loop over double arrays (its
+ * "block" function); a shared driver splits the elements over the pool and, for float32, widens
+ * a small block of every array into stack buffers, runs the loop and narrows the results back,
+ * so each formula is written once and float32 rounds once per stored value. */
+#include <math.h>
+
+#include "kernels/kernels.h"
+
+/* Arrays of one update: param, grad, then up to three state arrays. */
+enum { ARR_PARAM, ARR_GRAD, ARR_COUNT = 5 };
+/* Elements per float32 staging block: 5 arrays of doubles stay within 10 KiB of stack. */
+#define STAGE 256
+/* Below this many elements a step stays on the calling thread. */
+#define OPTIM_GRAIN 16384
+
+typedef void (*block_fn)(const void *hp, int64_t n, double *const *a);
+
+typedef struct {
+  block_fn fn;
+  const void *hp;
+  ms_k_dtype dt;
+  void *arr[ARR_COUNT]; /* NULL for unused state */
+} optim_job;
+
+static void run_f32(const optim_job *j, int64_t begin, int64_t end) {
+  double stage[ARR_COUNT][STAGE];
+  double *a[ARR_COUNT];
+  for (int64_t b = begin; b < end; b += STAGE) {
+    int64_t m = end - b < STAGE ? end - b : STAGE;
+    for (int k = 0; k < ARR_COUNT; k++) {
+      a[k] = j->arr[k] ? stage[k] : NULL;
+      if (!j->arr[k]) continue;
+      const float *src = (const float *)j->arr[k] + b;
+      for (int64_t i = 0; i < m; i++) stage[k][i] = src[i];
+    }
+    j->fn(j->hp, m, a);
+    for (int k = 0; k < ARR_COUNT; k++) {
+      if (k == ARR_GRAD || !j->arr[k]) continue;
+      float *dst = (float *)j->arr[k] + b;
+      for (int64_t i = 0; i < m; i++) dst[i] = (float)stage[k][i];
+    }
+  }
+}
+
+static void run_range(void *ctx, int64_t begin, int64_t end) {
+  const optim_job *j = ctx;
+  if (j->dt == MS_K_F32) {
+    run_f32(j, begin, end);
+    return;
+  }
+  double *a[ARR_COUNT];
+  for (int k = 0; k < ARR_COUNT; k++) a[k] = j->arr[k] ? (double *)j->arr[k] + begin : NULL;
+  j->fn(j->hp, end - begin, a);
+}
+
+static void run(block_fn fn, const void *hp, ms_k_dtype dt, int64_t n, void *param,
+                const void *grad, void *s0, void *s1, void *s2) {
+  if (n <= 0) return;
+  /* the grad is cast to void * only to share the array table; it is never written */
+  optim_job j = {fn, hp, dt, {param, (void *)grad, s0, s1, s2}};
+  ms_k_parallel_for(n, OPTIM_GRAIN, run_range, &j);
+}
+
+/* The gradient as the update sees it: negated to maximize, plus L2 weight decay. */
+static inline double effective_grad(double g, double p, int maximize, double weight_decay) {
+  if (maximize) g = -g;
+  return weight_decay != 0 ? g + weight_decay * p : g;
+}
+
+/* torch.maximum: NaN propagates from either side. */
+static inline double max_nan(double a, double b) { return a != a || a > b ? a : b; }
+
+/* ---- SGD: a[2] momentum buffer -------------------------------------------------------------- */
+/* with_buffer is a constant at each call site, so both loops vectorise. */
+static inline void sgd_loop(const ms_k_sgd_hp *hpv, int64_t n, double *const *a,
+                            const int with_buffer) {
+  const ms_k_sgd_hp h = *hpv; /* a local copy: stores to the arrays cannot alias it */
+  double *p = a[0], *buf = a[2];
+  const double *g = a[1];
+  for (int64_t i = 0; i < n; i++) {
+    double d = effective_grad(g[i], p[i], h.maximize, h.weight_decay);
+    if (with_buffer) {
+      buf[i] = h.init_buffer ? d : buf[i] * h.momentum + (1 - h.dampening) * d;
+      d = h.nesterov ? d + h.momentum * buf[i] : buf[i];
+    }
+    p[i] += -h.lr * d;
+  }
+}
+
+static void sgd_block(const void *hpv, int64_t n, double *const *a) {
+  if (a[2]) sgd_loop(hpv, n, a, 1);
+  else sgd_loop(hpv, n, a, 0);
+}
+
+void ms_k_sgd_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *momentum_buffer,
+                   const ms_k_sgd_hp *hp) {
+  run(sgd_block, hp, dt, n, param, grad, momentum_buffer, NULL, NULL);
+}
+
+/* ---- Adam / AdamW: a[2] exp_avg, a[3] exp_avg_sq, a[4] max_exp_avg_sq ------------------------ */
+typedef struct {
+  const ms_k_adam_hp *hp;
+  double step_size, bias_correction2_sqrt; /* per step, computed once as PyTorch does in Python */
+} adam_ctx;
+
+/* amsgrad is a constant at each call site, so each variant is a loop without branches that the
+ * compiler vectorises (a conditional store would stop it). */
+static inline void adam_loop(const adam_ctx *c, int64_t n, double *const *a, const int amsgrad) {
+  const ms_k_adam_hp h = *c->hp; /* local copies: stores to the arrays cannot alias them */
+  const double step_size = c->step_size, bc2_sqrt = c->bias_correction2_sqrt;
+  double *p = a[0], *m = a[2], *v = a[3], *vmax = a[4];
+  const double *g = a[1];
+  /* AdamW decays the parameter (a multiply by exactly 1 otherwise); Adam adds L2 to the grad */
+  const double decay = h.decoupled ? 1 - h.lr * h.weight_decay : 1;
+  const double l2 = h.decoupled ? 0 : h.weight_decay;
+  for (int64_t i = 0; i < n; i++) {
+    double gi = effective_grad(g[i], p[i], h.maximize, l2);
+    p[i] *= decay;
+    m[i] = m[i] * h.beta1 + (1 - h.beta1) * gi;
+    v[i] = v[i] * h.beta2 + (1 - h.beta2) * gi * gi;
+    double vv = v[i];
+    if (amsgrad) vv = vmax[i] = max_nan(vmax[i], v[i]);
+    double denom = sqrt(vv) / bc2_sqrt + h.eps;
+    p[i] += -step_size * m[i] / denom;
+  }
+}
+
+static void adam_block(const void *ctxv, int64_t n, double *const *a) {
+  if (a[4]) adam_loop(ctxv, n, a, 1);
+  else adam_loop(ctxv, n, a, 0);
+}
+
+void ms_k_adam_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
+                    void *exp_avg_sq, void *max_exp_avg_sq, const ms_k_adam_hp *hp) {
+  adam_ctx c = {hp, hp->lr / (1 - pow(hp->beta1, hp->step)), sqrt(1 - pow(hp->beta2, hp->step))};
+  run(adam_block, &c, dt, n, param, grad, exp_avg, exp_avg_sq, hp->amsgrad ? max_exp_avg_sq : NULL);
+}
+
+/* ---- Adadelta: a[2] square_avg, a[3] acc_delta ------------------------------------------------ */
+static void adadelta_block(const void *hpv, int64_t n, double *const *a) {
+  const ms_k_adadelta_hp h = *(const ms_k_adadelta_hp *)hpv, *hp = &h; /* unaliased copy */
+  double *p = a[0], *sq = a[2], *acc = a[3];
+  const double *g = a[1];
+  for (int64_t i = 0; i < n; i++) {
+    double gi = effective_grad(g[i], p[i], hp->maximize, hp->weight_decay);
+    sq[i] = sq[i] * hp->rho + (1 - hp->rho) * gi * gi;
+    double std = sqrt(sq[i] + hp->eps);
+    double delta = sqrt(acc[i] + hp->eps) / std * gi;
+    acc[i] = acc[i] * hp->rho + (1 - hp->rho) * delta * delta;
+    p[i] += -hp->lr * delta;
+  }
+}
+
+void ms_k_adadelta_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
+                        void *acc_delta, const ms_k_adadelta_hp *hp) {
+  run(adadelta_block, hp, dt, n, param, grad, square_avg, acc_delta, NULL);
+}
+
+/* ---- Adagrad: a[2] state_sum ------------------------------------------------------------------ */
+typedef struct {
+  const ms_k_adagrad_hp *hp;
+  double clr; /* the decayed learning rate of this step */
+} adagrad_ctx;
+
+static void adagrad_block(const void *ctxv, int64_t n, double *const *a) {
+  const adagrad_ctx *c = ctxv;
+  const ms_k_adagrad_hp h = *c->hp; /* unaliased copies */
+  const double clr = c->clr;
+  double *p = a[0], *sum = a[2];
+  const double *g = a[1];
+  for (int64_t i = 0; i < n; i++) {
+    double gi = effective_grad(g[i], p[i], h.maximize, h.weight_decay);
+    sum[i] += gi * gi;
+    p[i] += -clr * gi / (sqrt(sum[i]) + h.eps);
+  }
+}
+
+void ms_k_adagrad_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *state_sum,
+                       const ms_k_adagrad_hp *hp) {
+  adagrad_ctx c = {hp, hp->lr / (1 + (hp->step - 1) * hp->lr_decay)};
+  run(adagrad_block, &c, dt, n, param, grad, state_sum, NULL, NULL);
+}
+
+/* ---- RMSprop: a[2] square_avg, a[3] grad_avg, a[4] momentum buffer ----------------------------- */
+/* centered and momentum are constants at each call site: four branch-free loops. */
+static inline void rmsprop_loop(const ms_k_rmsprop_hp *hpv, int64_t n, double *const *a,
+                                const int centered, const int momentum) {
+  const ms_k_rmsprop_hp h = *hpv; /* unaliased copy */
+  double *p = a[0], *sq = a[2], *gavg = a[3], *buf = a[4];
+  const double *g = a[1];
+  for (int64_t i = 0; i < n; i++) {
+    double gi = effective_grad(g[i], p[i], h.maximize, h.weight_decay);
+    sq[i] = sq[i] * h.alpha + (1 - h.alpha) * gi * gi;
+    double avg;
+    if (centered) {
+      gavg[i] = gavg[i] * h.alpha + (1 - h.alpha) * gi;
+      avg = sqrt(sq[i] - gavg[i] * gavg[i]);
+    } else {
+      avg = sqrt(sq[i]);
+    }
+    avg += h.eps;
+    if (momentum) {
+      buf[i] = buf[i] * h.momentum + gi / avg;
+      p[i] += -h.lr * buf[i];
+    } else {
+      p[i] += -h.lr * gi / avg;
+    }
+  }
+}
+
+static void rmsprop_block(const void *hpv, int64_t n, double *const *a) {
+  switch ((a[3] != NULL) * 2 + (a[4] != NULL)) {
+  case 0: rmsprop_loop(hpv, n, a, 0, 0); break;
+  case 1: rmsprop_loop(hpv, n, a, 0, 1); break;
+  case 2: rmsprop_loop(hpv, n, a, 1, 0); break;
+  default: rmsprop_loop(hpv, n, a, 1, 1); break;
+  }
+}
+
+void ms_k_rmsprop_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
+                       void *grad_avg, void *momentum_buffer, const ms_k_rmsprop_hp *hp) {
+  run(rmsprop_block, hp, dt, n, param, grad, square_avg, hp->centered ? grad_avg : NULL,
+      hp->momentum > 0 ? momentum_buffer : NULL);
+}

@@ -1,0 +1,168 @@
+/* pool.c: 2-D max and average pooling on the CPU, forward and backward. Planes (one per sample
+ * and channel) are independent, so the pool splits them; max pooling records each winner's
+ * index in the same pass, which is all its backward needs. Values are read as double (exact for
+ * float32) so one body serves both dtypes. */
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+static inline double load(const void *p, int64_t i, bool f64) {
+  return f64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
+}
+
+static inline void store(void *p, int64_t i, bool f64, double v) {
+  if (f64) ((double *)p)[i] = v;
+  else ((float *)p)[i] = (float)v;
+}
+
+typedef struct pool_job {
+  bool f64;
+  const ms_k_pool2d_geom *g;
+  const ms_k_pool_windows *win;
+  const void *in;
+  void *out;
+  const int64_t *cidx;
+  int64_t *idx;
+} pool_job;
+
+/* Planes per parallel piece: enough work to be worth a thread. */
+static int64_t plane_grain(const ms_k_pool2d_geom *g) {
+  int64_t work = g->oh * g->ow * (g->kh * g->kw > 0 ? g->kh * g->kw : 1);
+  return work >= 16384 ? 1 : 16384 / (work + 1) + 1;
+}
+
+/* The window taps k in [*lo, *hi) of a dilated window starting at s that land in [0, n). */
+static void taps(int64_t s, int64_t k, int64_t d, int64_t n, int64_t *lo, int64_t *hi) {
+  int64_t a = s >= 0 ? 0 : (-s + d - 1) / d, b = n - 1 - s < 0 ? 0 : (n - 1 - s) / d + 1;
+  *lo = a;
+  *hi = b < k ? (b > a ? b : a) : k;
+}
+
+/* Inlined with a constant f64, so each dtype gets its own loop without a per-element branch. */
+static inline __attribute__((always_inline)) void max_forward_plane(const pool_job *j, int64_t pl, bool f64) {
+  const ms_k_pool2d_geom *g = j->g;
+  int64_t base = pl * g->h * g->w, obase = pl * g->oh * g->ow;
+  for (int64_t oh = 0; oh < g->oh; oh++) {
+    int64_t h0 = oh * g->sh - g->ph, ilo, ihi;
+    taps(h0, g->kh, g->dh, g->h, &ilo, &ihi);
+    for (int64_t ow = 0; ow < g->ow; ow++) {
+      int64_t w0 = ow * g->sw - g->pw, klo, khi, at = -1;
+      taps(w0, g->kw, g->dw, g->w, &klo, &khi);
+      double best = -INFINITY;
+      for (int64_t i = ilo; i < ihi; i++) {
+        int64_t row = (h0 + i * g->dh) * g->w + w0;
+        for (int64_t k = klo; k < khi; k++) {
+          double v = load(j->in, base + row + k * g->dw, f64);
+          if (at < 0 || v > best || isnan(v)) best = v, at = row + k * g->dw; /* NaN sticks, as in PyTorch */
+        }
+      }
+      store(j->out, obase + oh * g->ow + ow, f64, best);
+      j->idx[obase + oh * g->ow + ow] = at;
+    }
+  }
+}
+
+static void max_forward_range(void *ctx, int64_t begin, int64_t end) {
+  const pool_job *j = ctx;
+  for (int64_t pl = begin; pl < end; pl++) {
+    if (j->f64) max_forward_plane(j, pl, true);
+    else max_forward_plane(j, pl, false);
+  }
+}
+
+void ms_k_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *x, void *out,
+                             int64_t *indices) {
+  pool_job j = {.f64 = dt == MS_K_F64, .g = g, .in = x, .out = out, .idx = indices};
+  ms_k_parallel_for(g->planes, plane_grain(g), max_forward_range, &j);
+}
+
+static inline __attribute__((always_inline)) void max_backward_body(const pool_job *j, int64_t begin, int64_t end,
+                                                                    bool f64) {
+  const ms_k_pool2d_geom *g = j->g;
+  size_t es = f64 ? 8 : 4;
+  for (int64_t pl = begin; pl < end; pl++) {
+    int64_t base = pl * g->h * g->w, obase = pl * g->oh * g->ow;
+    memset((char *)j->out + (size_t)base * es, 0, (size_t)(g->h * g->w) * es);
+    for (int64_t o = 0; o < g->oh * g->ow; o++) {
+      int64_t at = j->cidx[obase + o];
+      if (at < 0) continue;
+      store(j->out, base + at, f64, load(j->out, base + at, f64) + load(j->in, obase + o, f64));
+    }
+  }
+}
+
+static void max_backward_range(void *ctx, int64_t begin, int64_t end) {
+  const pool_job *j = ctx;
+  if (j->f64) max_backward_body(j, begin, end, true);
+  else max_backward_body(j, begin, end, false);
+}
+
+void ms_k_max_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *gout,
+                              const int64_t *indices, void *gx) {
+  pool_job j = {.f64 = dt == MS_K_F64, .g = g, .in = gout, .out = gx, .cidx = indices};
+  ms_k_parallel_for(g->planes, plane_grain(g), max_backward_range, &j);
+}
+
+/* ---- average pooling over explicit windows ------------------------------------------------ */
+
+static inline __attribute__((always_inline)) void avg_forward_body(const pool_job *j, int64_t begin, int64_t end,
+                                                                   bool f64) {
+  const ms_k_pool2d_geom *g = j->g;
+  const ms_k_pool_windows *w = j->win;
+  for (int64_t pl = begin; pl < end; pl++) {
+    int64_t base = pl * g->h * g->w, obase = pl * g->oh * g->ow;
+    for (int64_t oh = 0; oh < g->oh; oh++)
+      for (int64_t ow = 0; ow < g->ow; ow++) {
+        double sum = 0;
+        for (int64_t ih = w->hs[oh]; ih < w->he[oh]; ih++)
+          for (int64_t iw = w->ws[ow]; iw < w->we[ow]; iw++) sum += load(j->in, base + ih * g->w + iw, f64);
+        store(j->out, obase + oh * g->ow + ow, f64, sum / (double)(w->hdiv[oh] * w->wdiv[ow]));
+      }
+  }
+}
+
+static void avg_forward_range(void *ctx, int64_t begin, int64_t end) {
+  const pool_job *j = ctx;
+  if (j->f64) avg_forward_body(j, begin, end, true);
+  else avg_forward_body(j, begin, end, false);
+}
+
+void ms_k_avg_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const ms_k_pool_windows *win,
+                             const void *x, void *out) {
+  pool_job j = {.f64 = dt == MS_K_F64, .g = g, .win = win, .in = x, .out = out};
+  ms_k_parallel_for(g->planes, plane_grain(g), avg_forward_range, &j);
+}
+
+static inline __attribute__((always_inline)) void avg_backward_body(const pool_job *j, int64_t begin, int64_t end,
+                                                                    bool f64) {
+  const ms_k_pool2d_geom *g = j->g;
+  const ms_k_pool_windows *w = j->win;
+  size_t es = f64 ? 8 : 4;
+  for (int64_t pl = begin; pl < end; pl++) {
+    int64_t base = pl * g->h * g->w, obase = pl * g->oh * g->ow;
+    memset((char *)j->out + (size_t)base * es, 0, (size_t)(g->h * g->w) * es);
+    for (int64_t oh = 0; oh < g->oh; oh++)
+      for (int64_t ow = 0; ow < g->ow; ow++) {
+        double v = load(j->in, obase + oh * g->ow + ow, f64) / (double)(w->hdiv[oh] * w->wdiv[ow]);
+        for (int64_t ih = w->hs[oh]; ih < w->he[oh]; ih++)
+          for (int64_t iw = w->ws[ow]; iw < w->we[ow]; iw++) {
+            int64_t at = base + ih * g->w + iw;
+            store(j->out, at, f64, load(j->out, at, f64) + v);
+          }
+      }
+  }
+}
+
+static void avg_backward_range(void *ctx, int64_t begin, int64_t end) {
+  const pool_job *j = ctx;
+  if (j->f64) avg_backward_body(j, begin, end, true);
+  else avg_backward_body(j, begin, end, false);
+}
+
+void ms_k_avg_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g,
+                              const ms_k_pool_windows *win, const void *gout, void *gx) {
+  pool_job j = {.f64 = dt == MS_K_F64, .g = g, .win = win, .in = gout, .out = gx};
+  ms_k_parallel_for(g->planes, plane_grain(g), avg_backward_range, &j);
+}

@@ -1,0 +1,440 @@
+-- optim.lua: torch.optim for moonshard: SGD, Adam, AdamW, Adadelta, Adagrad and RMSprop over
+-- parameter groups with per-group options, each update one fused native pass per parameter
+-- (ms._optim.*_step); the learning-rate schedulers live in optim.lr_scheduler.
+--
+--   local optim = require "moonshard.optim"
+--   local opt = optim.Adadelta(model:parameters(), {lr = 1.0})
+--   local sched = optim.lr_scheduler.StepLR(opt, {step_size = 1, gamma = 0.7})
+--
+-- state_dict() follows PyTorch's structure with Lua's 1-based positions:
+--   { state = { [i] = {step = n, square_avg = <tensor>, ...} },     -- i: the parameter's position
+--     param_groups = { {lr = ..., rho = ..., params = {1, 2, ...}}, ... } }
+-- State tensors are the live ones (as in PyTorch); numbers stay Lua numbers ('step' included,
+-- a 0-dim tensor step from elsewhere is read back as a number). ms.save/ms.load store the dict
+-- as it is. load_state_dict copies the tensors into fresh state (counted as optimizer memory),
+-- so the loaded dict may be reused. zero_grad() sets gradients to nil by default (PyTorch 2's
+-- set_to_none = true); zero_grad({set_to_none = false}) zeroes them in place.
+local ms = require "moonshard"
+local native = ms._optim
+
+local optim = {}
+
+-- ---- helpers ---------------------------------------------------------------------------------
+
+local function copy_value(v)
+  if type(v) ~= "table" then return v end
+  local c = {}
+  for k, x in pairs(v) do c[k] = copy_value(x) end
+  return c
+end
+
+local function check_options(cname, opts, defaults)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then
+    error(("%s: options must be a table, got %s"):format(cname, type(opts)), 3)
+  end
+  for k in pairs(opts) do
+    if defaults[k] == nil and k ~= "lr" then
+      error(("%s: unknown option '%s'"):format(cname, tostring(k)), 3)
+    end
+  end
+  return opts
+end
+
+-- A class table: `Class(...)` builds an instance through Class.new.
+local function class(parent)
+  local c = {}
+  c.__index = c
+  return setmetatable(c, { __index = parent, __call = function(cls, ...) return cls.new(...) end })
+end
+
+-- ---- Optimizer -------------------------------------------------------------------------------
+
+local Optimizer = class(nil)
+optim.Optimizer = Optimizer
+
+-- Normalises params (an array of tensors, an array of group tables, or an iterator function
+-- returning tensors) into an array of group tables.
+local function param_groups_of(cname, params)
+  if type(params) == "function" then
+    local list = {}
+    for p in params do list[#list + 1] = p end
+    params = list
+  end
+  if ms.is_tensor(params) then params = { params } end
+  if type(params) ~= "table" or #params == 0 then
+    error(("%s: optimizer got an empty parameter list"):format(cname), 3)
+  end
+  if ms.is_tensor(params[1]) then return { { params = params } } end
+  return params
+end
+
+-- Sets up an optimizer: `defaults` holds every option with its default value (nil for a
+-- required one, listed in `required`).
+function Optimizer.init(self, cname, params, defaults, opts)
+  self.name = cname
+  opts = check_options(cname, opts, defaults)
+  self.defaults = copy_value(defaults)
+  for k, v in pairs(opts) do self.defaults[k] = copy_value(v) end
+  self.state = {}
+  self.param_groups = {}
+  -- the parameters already placed in a group (the same userdata twice is PyTorch's error)
+  self._seen = setmetatable({}, { __mode = "k" })
+  for _, g in ipairs(param_groups_of(cname, params)) do self:add_param_group(g) end
+  return self
+end
+
+function Optimizer:add_param_group(group)
+  if type(group) ~= "table" or group.params == nil then
+    error(("%s: a parameter group must be a table with a 'params' list"):format(self.name), 2)
+  end
+  local g = {}
+  for k, v in pairs(group) do
+    if k ~= "params" and k ~= "lr" and self.defaults[k] == nil then
+      error(("%s: unknown option '%s' in a parameter group"):format(self.name, tostring(k)), 2)
+    end
+    g[k] = copy_value(v)
+  end
+  local params = ms.is_tensor(group.params) and { group.params } or group.params
+  g.params = {}
+  for i, p in ipairs(params) do
+    if not ms.is_tensor(p) then
+      error(("%s: parameter %d of a group is not a tensor"):format(self.name, i), 2)
+    end
+    if not p.requires_grad then
+      error(("%s: can't optimize a tensor that does not require grad (parameter %d)"):format(self.name, i), 2)
+    end
+    if self._seen[p] then
+      error(("%s: some parameters appear more than once in the parameter list"):format(self.name), 2)
+    end
+    self._seen[p] = true
+    g.params[i] = p
+  end
+  for k, v in pairs(self.defaults) do
+    if g[k] == nil then g[k] = copy_value(v) end
+  end
+  if g.lr == nil then error(("%s: the option 'lr' is required"):format(self.name), 2) end
+  self:_check_group(g)
+  self.param_groups[#self.param_groups + 1] = g
+  self:_init_group_state(g)
+end
+
+-- Hooks for the subclasses: option checks, state made at construction, one update.
+function Optimizer:_check_group(_) end
+function Optimizer:_init_group_state(_) end
+
+-- Clears every parameter's gradient: removed (set_to_none, the default, as in PyTorch 2) or
+-- zeroed in place.
+function Optimizer:zero_grad(opts)
+  local set_to_none = true
+  if opts ~= nil and opts.set_to_none ~= nil then set_to_none = opts.set_to_none end
+  for _, g in ipairs(self.param_groups) do
+    for _, p in ipairs(g.params) do
+      local grad = p.grad
+      if grad ~= nil then
+        if set_to_none then p.grad = nil else grad:zero_() end
+      end
+    end
+  end
+end
+
+-- One update of every parameter that has a gradient. closure, if given, recomputes the loss
+-- (with grad mode on) and its value is returned.
+function Optimizer:step(closure)
+  local loss
+  if closure ~= nil then loss = ms.enable_grad(closure) end
+  for _, g in ipairs(self.param_groups) do
+    for _, p in ipairs(g.params) do
+      local grad = p.grad
+      if grad ~= nil then
+        local state = self.state[p]
+        if state == nil then
+          state = {}
+          self.state[p] = state
+        end
+        self:_update(p, grad, g, state)
+      end
+    end
+  end
+  return loss
+end
+
+function Optimizer:state_dict()
+  local index, groups, state = {}, {}, {}
+  local n = 0
+  for gi, g in ipairs(self.param_groups) do
+    local packed = {}
+    for k, v in pairs(g) do
+      if k ~= "params" then packed[k] = copy_value(v) end
+    end
+    packed.params = {}
+    for i, p in ipairs(g.params) do
+      n = n + 1
+      index[p] = n
+      packed.params[i] = n
+    end
+    groups[gi] = packed
+  end
+  for p, s in pairs(self.state) do
+    if index[p] then
+      local copy = {}
+      for k, v in pairs(s) do copy[k] = v end
+      state[index[p]] = copy
+    end
+  end
+  return { state = state, param_groups = groups }
+end
+
+local function same_shape(a, b)
+  if a:dim() ~= b:dim() then return false end
+  for d = 1, a:dim() do
+    if a:size(d) ~= b:size(d) then return false end
+  end
+  return true
+end
+
+-- A state tensor for p holding a copy of the saved one (in p's dtype, counted as optimizer
+-- memory).
+local function load_state_tensor(cname, p, saved, key)
+  if not same_shape(p, saved) then
+    error(("%s: load_state_dict: state '%s' has shape %s but its parameter has shape %s")
+      :format(cname, key, tostring(saved:size()), tostring(p:size())), 3)
+  end
+  local t = native.state(p)
+  t:copy_(saved)
+  return t
+end
+
+function Optimizer:load_state_dict(sd)
+  local groups = sd.param_groups
+  if type(groups) ~= "table" or type(sd.state) ~= "table" then
+    error(("%s: load_state_dict expects a table with 'state' and 'param_groups'"):format(self.name), 2)
+  end
+  if #groups ~= #self.param_groups then
+    error(("%s: loaded state dict has %d parameter groups, the optimizer has %d")
+      :format(self.name, #groups, #self.param_groups), 2)
+  end
+  for gi, g in ipairs(self.param_groups) do
+    if #groups[gi].params ~= #g.params then
+      error(("%s: loaded state dict contains a parameter group that doesn't match the size of "
+        .. "optimizer's group %d"):format(self.name, gi), 2)
+    end
+  end
+  local state = {}
+  for gi, g in ipairs(self.param_groups) do
+    local saved = groups[gi]
+    for i, p in ipairs(g.params) do
+      local s = sd.state[saved.params[i]]
+      if s ~= nil then
+        local fresh = {}
+        for k, v in pairs(s) do
+          if k == "step" then
+            -- PyTorch keeps some steps as 0-dim tensors; ours are Lua integers
+            local n = ms.is_tensor(v) and v:item() or v
+            fresh[k] = math.tointeger(n) or n
+          else
+            fresh[k] = ms.is_tensor(v) and load_state_tensor(self.name, p, v, k) or v
+          end
+        end
+        state[p] = fresh
+      end
+    end
+    for k, v in pairs(saved) do
+      if k ~= "params" then g[k] = copy_value(v) end
+    end
+  end
+  self.state = state
+end
+
+local function check_range(cname, what, v, lo)
+  if type(v) ~= "number" or not (v >= lo) then
+    error(("%s: invalid %s: %s"):format(cname, what, tostring(v)), 4)
+  end
+end
+
+-- Lazily made state tensors, zero unless `value` says otherwise.
+local function state_tensor(state, key, p, value)
+  local t = state[key]
+  if t == nil then
+    t = native.state(p, value)
+    state[key] = t
+  end
+  return t
+end
+
+-- ---- SGD -------------------------------------------------------------------------------------
+
+local SGD = class(Optimizer)
+optim.SGD = SGD
+SGD.defaults = { momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false }
+
+function SGD.new(params, opts)
+  local self = setmetatable({}, SGD)
+  return Optimizer.init(self, "SGD", params, SGD.defaults, opts)
+end
+
+function SGD:_check_group(g)
+  check_range("SGD", "learning rate", g.lr, 0)
+  check_range("SGD", "momentum value", g.momentum, 0)
+  check_range("SGD", "weight_decay value", g.weight_decay, 0)
+  if g.nesterov and (g.momentum <= 0 or g.dampening ~= 0) then
+    error("SGD: nesterov momentum requires a momentum and zero dampening", 3)
+  end
+end
+
+function SGD:_update(p, grad, g, state)
+  local buf, init = nil, false
+  if g.momentum ~= 0 then
+    init = state.momentum_buffer == nil
+    buf = state_tensor(state, "momentum_buffer", p)
+  end
+  native.sgd_step(p, grad, buf, {
+    lr = g.lr, momentum = g.momentum, dampening = g.dampening, weight_decay = g.weight_decay,
+    nesterov = g.nesterov, maximize = g.maximize, init = init,
+  })
+end
+
+-- ---- Adam and AdamW --------------------------------------------------------------------------
+
+local function check_adam(cname, g)
+  check_range(cname, "learning rate", g.lr, 0)
+  check_range(cname, "epsilon value", g.eps, 0)
+  check_range(cname, "weight_decay value", g.weight_decay, 0)
+  local b = g.betas
+  if type(b) ~= "table" or type(b[1]) ~= "number" or type(b[2]) ~= "number" then
+    error(("%s: betas must be a table of two numbers"):format(cname), 4)
+  end
+  for i = 1, 2 do
+    if not (b[i] >= 0 and b[i] < 1) then
+      error(("%s: invalid beta parameter at index %d: %s"):format(cname, i, tostring(b[i])), 4)
+    end
+  end
+end
+
+local function adam_update(p, grad, g, state, decoupled)
+  state.step = (state.step or 0) + 1
+  local m = state_tensor(state, "exp_avg", p)
+  local v = state_tensor(state, "exp_avg_sq", p)
+  local vmax = g.amsgrad and state_tensor(state, "max_exp_avg_sq", p) or nil
+  native.adam_step(p, grad, m, v, vmax, {
+    lr = g.lr, beta1 = g.betas[1], beta2 = g.betas[2], eps = g.eps,
+    weight_decay = g.weight_decay, amsgrad = g.amsgrad, maximize = g.maximize,
+    decoupled = decoupled, step = state.step,
+  })
+end
+
+local Adam = class(Optimizer)
+optim.Adam = Adam
+Adam.defaults = { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0,
+                  amsgrad = false, maximize = false }
+
+function Adam.new(params, opts)
+  return Optimizer.init(setmetatable({}, Adam), "Adam", params, Adam.defaults, opts)
+end
+function Adam:_check_group(g) check_adam("Adam", g) end
+function Adam:_update(p, grad, g, state) adam_update(p, grad, g, state, false) end
+
+local AdamW = class(Optimizer)
+optim.AdamW = AdamW
+AdamW.defaults = { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 1e-2,
+                   amsgrad = false, maximize = false }
+
+function AdamW.new(params, opts)
+  return Optimizer.init(setmetatable({}, AdamW), "AdamW", params, AdamW.defaults, opts)
+end
+function AdamW:_check_group(g) check_adam("AdamW", g) end
+function AdamW:_update(p, grad, g, state) adam_update(p, grad, g, state, true) end
+
+-- ---- Adadelta --------------------------------------------------------------------------------
+
+local Adadelta = class(Optimizer)
+optim.Adadelta = Adadelta
+Adadelta.defaults = { lr = 1.0, rho = 0.9, eps = 1e-6, weight_decay = 0, maximize = false }
+
+function Adadelta.new(params, opts)
+  return Optimizer.init(setmetatable({}, Adadelta), "Adadelta", params, Adadelta.defaults, opts)
+end
+
+function Adadelta:_check_group(g)
+  check_range("Adadelta", "learning rate", g.lr, 0)
+  check_range("Adadelta", "epsilon value", g.eps, 0)
+  check_range("Adadelta", "weight_decay value", g.weight_decay, 0)
+  if not (g.rho >= 0 and g.rho <= 1) then
+    error(("Adadelta: invalid rho value: %s"):format(tostring(g.rho)), 3)
+  end
+end
+
+function Adadelta:_update(p, grad, g, state)
+  state.step = (state.step or 0) + 1
+  native.adadelta_step(p, grad, state_tensor(state, "square_avg", p),
+    state_tensor(state, "acc_delta", p),
+    { lr = g.lr, rho = g.rho, eps = g.eps, weight_decay = g.weight_decay, maximize = g.maximize })
+end
+
+-- ---- Adagrad ---------------------------------------------------------------------------------
+
+local Adagrad = class(Optimizer)
+optim.Adagrad = Adagrad
+Adagrad.defaults = { lr = 1e-2, lr_decay = 0, weight_decay = 0, initial_accumulator_value = 0,
+                     eps = 1e-10, maximize = false }
+
+function Adagrad.new(params, opts)
+  return Optimizer.init(setmetatable({}, Adagrad), "Adagrad", params, Adagrad.defaults, opts)
+end
+
+function Adagrad:_check_group(g)
+  check_range("Adagrad", "learning rate", g.lr, 0)
+  check_range("Adagrad", "lr_decay value", g.lr_decay, 0)
+  check_range("Adagrad", "weight_decay value", g.weight_decay, 0)
+  check_range("Adagrad", "initial_accumulator_value value", g.initial_accumulator_value, 0)
+  check_range("Adagrad", "epsilon value", g.eps, 0)
+end
+
+-- As PyTorch, Adagrad makes its state when a parameter joins, not at the first step.
+function Adagrad:_init_group_state(g)
+  for _, p in ipairs(g.params) do
+    self.state[p] = { step = 0, sum = native.state(p, g.initial_accumulator_value) }
+  end
+end
+
+function Adagrad:_update(p, grad, g, state)
+  state.step = (state.step or 0) + 1
+  native.adagrad_step(p, grad, state_tensor(state, "sum", p, g.initial_accumulator_value), {
+    lr = g.lr, lr_decay = g.lr_decay, weight_decay = g.weight_decay, eps = g.eps,
+    maximize = g.maximize, step = state.step,
+  })
+end
+
+-- ---- RMSprop ---------------------------------------------------------------------------------
+
+local RMSprop = class(Optimizer)
+optim.RMSprop = RMSprop
+RMSprop.defaults = { lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0,
+                     centered = false, maximize = false }
+
+function RMSprop.new(params, opts)
+  return Optimizer.init(setmetatable({}, RMSprop), "RMSprop", params, RMSprop.defaults, opts)
+end
+
+function RMSprop:_check_group(g)
+  check_range("RMSprop", "learning rate", g.lr, 0)
+  check_range("RMSprop", "epsilon value", g.eps, 0)
+  check_range("RMSprop", "momentum value", g.momentum, 0)
+  check_range("RMSprop", "weight_decay value", g.weight_decay, 0)
+  check_range("RMSprop", "alpha value", g.alpha, 0)
+end
+
+function RMSprop:_update(p, grad, g, state)
+  state.step = (state.step or 0) + 1
+  local sq = state_tensor(state, "square_avg", p)
+  local buf = g.momentum > 0 and state_tensor(state, "momentum_buffer", p) or nil
+  local gavg = g.centered and state_tensor(state, "grad_avg", p) or nil
+  native.rmsprop_step(p, grad, sq, gavg, buf, {
+    lr = g.lr, alpha = g.alpha, eps = g.eps, weight_decay = g.weight_decay,
+    momentum = g.momentum, centered = g.centered, maximize = g.maximize,
+  })
+end
+
+optim.lr_scheduler = require "moonshard.lr_scheduler"
+
+return optim
