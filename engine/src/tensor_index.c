@@ -57,7 +57,5 @@ ms_tensor *ms_tensor_index_select(ms_tensor *t, int dim, ms_tensor *idx) {
   if (!node) return ms_tensor_release(out), NULL;
   node->ints[0] = dim;
   ms_node_save(node, idx);
-  ms_node_attach(node, out, 0);
-  ms_node_release(node);
-  return out;
+  return ms_grad_finish(node, out);
 }

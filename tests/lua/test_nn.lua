@@ -31,29 +31,8 @@ local function list_of(size)
   return out
 end
 
--- The seed's model (PyTorch's FSDP MNIST example).
-local Net = nn.Module:extend("Net")
-
-function Net:init()
-  self.conv1 = nn.Conv2d(1, 32, 3, 1)
-  self.conv2 = nn.Conv2d(32, 64, 3, 1)
-  self.dropout1 = nn.Dropout(0.25)
-  self.dropout2 = nn.Dropout(0.5)
-  self.fc1 = nn.Linear(9216, 128)
-  self.fc2 = nn.Linear(128, 10)
-end
-
-function Net:forward(x)
-  x = F.relu(self.conv1(x))
-  x = F.relu(self.conv2(x))
-  x = F.max_pool2d(x, 2)
-  x = self.dropout1(x)
-  x = ms.flatten(x, 2)
-  x = F.relu(self.fc1(x))
-  x = self.dropout2(x)
-  x = self.fc2(x)
-  return F.log_softmax(x, 2)
-end
+-- The seed's model (PyTorch's FSDP MNIST example), a user module built with nn.Module:extend.
+local Net = require "moonshard.seed_net"
 
 local NET_REPR = [[
 Net(

@@ -3,31 +3,10 @@
 -- checkpoint of the trained model reloads into a fresh one that predicts the same.
 local T = require "testing"
 local ms = require "moonshard"
-local nn = require "moonshard.nn"
 local F = require "moonshard.functional"
 local optim = require "moonshard.optim"
 
-local Net = nn.Module:extend("Net")
-
-function Net:init()
-  self.conv1 = nn.Conv2d(1, 32, 3, 1)
-  self.conv2 = nn.Conv2d(32, 64, 3, 1)
-  self.dropout1 = nn.Dropout(0.25)
-  self.dropout2 = nn.Dropout(0.5)
-  self.fc1 = nn.Linear(9216, 128)
-  self.fc2 = nn.Linear(128, 10)
-end
-
-function Net:forward(x)
-  x = F.relu(self.conv1(x))
-  x = F.relu(self.conv2(x))
-  x = F.max_pool2d(x, 2)
-  x = self.dropout1(x)
-  x = ms.flatten(x, 2)
-  x = F.relu(self.fc1(x))
-  x = self.dropout2(x)
-  return F.log_softmax(self.fc2(x), 2)
-end
+local Net = require "moonshard.seed_net"
 
 -- Class c (1..10) is a bright horizontal bar at row 2c+3 of a 28x28 image, plus noise.
 local function make_batch(n)

@@ -64,12 +64,6 @@ static ms_node *product_node(const char *name, ms_backward_fn fn, int n_in, ms_t
   return n;
 }
 
-static ms_tensor *finish(ms_node *n, ms_tensor *out) {
-  if (!n) return ms_tensor_release(out), NULL;
-  ms_node_attach(n, out, 0);
-  ms_node_release(n);
-  return out;
-}
 
 static bool records(ms_tensor *out, int n, ms_tensor *const *ins) {
   return out && ms_dtype_is_floating(out->dtype) && ms_autograd_wants(n, ins);
@@ -78,13 +72,13 @@ static bool records(ms_tensor *out, int n, ms_tensor *const *ins) {
 ms_tensor *ms_grad_record_mm(ms_tensor *a, ms_tensor *b, ms_tensor *out) {
   ms_tensor *ins[2] = {a, b};
   if (!records(out, 2, ins)) return out;
-  return finish(product_node("MmBackward0", mm_backward, 2, ins, a, b, 1), out);
+  return ms_grad_finish(product_node("MmBackward0", mm_backward, 2, ins, a, b, 1), out);
 }
 
 ms_tensor *ms_grad_record_bmm(ms_tensor *a, ms_tensor *b, ms_tensor *out) {
   ms_tensor *ins[2] = {a, b};
   if (!records(out, 2, ins)) return out;
-  return finish(product_node("BmmBackward0", bmm_backward, 2, ins, a, b, 1), out);
+  return ms_grad_finish(product_node("BmmBackward0", bmm_backward, 2, ins, a, b, 1), out);
 }
 
 ms_tensor *ms_grad_record_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha,
@@ -97,5 +91,5 @@ ms_tensor *ms_grad_record_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double
     n->ints[0] = c->ndim;
     for (int d = 0; d < c->ndim; d++) n->ints[1 + d] = c->shape[d];
   }
-  return finish(n, out);
+  return ms_grad_finish(n, out);
 }

@@ -21,6 +21,13 @@ ms_tensor *ms_grad_sum_to(ms_tensor *grad, int ndim, const int64_t *shape) {
   return grad;
 }
 
+ms_tensor *ms_grad_finish(ms_node *n, ms_tensor *out) {
+  if (!n) return ms_tensor_release(out), NULL;
+  ms_node_attach(n, out, 0);
+  ms_node_release(n);
+  return out;
+}
+
 ms_status ms_grad_check_inplace(const char *op, const ms_tensor *a) {
   if (!ms_grad_enabled() || !a->requires_grad) return MS_OK;
   if (!a->grad_fn)

@@ -15,6 +15,9 @@ static inline bool ms_grad_needed(const ms_node *node, int i) { return node->nex
  * had been replaced by out. Leaves that require grad refuse (PyTorch's rule). `op` is the
  * out-of-place name ("add"); messages say "add_". */
 ms_status ms_grad_rebase_inplace(const char *op, ms_tensor *a, ms_tensor *out);
+/* Attaches n as out's grad_fn (output 0) and drops the recording's reference; out is released
+ * and NULL returned when the node could not be made (n NULL). */
+ms_tensor *ms_grad_finish(ms_node *n, ms_tensor *out);
 /* Fails with PyTorch's message when a is a leaf requiring grad, or a view of one, and grad mode
  * is on. */
 ms_status ms_grad_check_inplace(const char *op, const ms_tensor *a);

@@ -34,20 +34,12 @@ static ms_node *new_unary(const char *name, ms_backward_fn fn, ms_tensor *in) {
   return n;
 }
 
-/* Attaches n as out's grad_fn and drops the recording's reference; out is released (and NULL
- * returned) when the node could not be made. */
-static ms_tensor *finish(ms_node *n, ms_tensor *out) {
-  if (!n) return ms_tensor_release(out), NULL;
-  ms_node_attach(n, out, 0);
-  ms_node_release(n);
-  return out;
-}
 
-/* finish() for a view: out also remembers the tensor it views (the first one that is not a
+/* ms_grad_finish() for a view: out also remembers the tensor it views (the first one that is not a
  * view itself), so that an in-place write through out can be recorded on that base. A reshape
  * that had to copy is no view: it shares no storage with its input. */
 static ms_tensor *finish_view(ms_node *n, ms_tensor *in, ms_tensor *out) {
-  if (!(out = finish(n, out)) || out->storage != in->storage) return out;
+  if (!(out = ms_grad_finish(n, out)) || out->storage != in->storage) return out;
   ms_tensor *base = in->grad_base ? in->grad_base : in;
   ms_tensor_retain(base);
   ms_tensor_release(out->grad_base);
@@ -133,7 +125,7 @@ static ms_status expand_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi
 
 ms_tensor *ms_grad_record_expand(ms_tensor *in, ms_tensor *out) {
   if (!records(in, out)) return out;
-  return finish(new_unary("ExpandBackward0", expand_backward, in), out);
+  return ms_grad_finish(new_unary("ExpandBackward0", expand_backward, in), out);
 }
 
 /* ---- copies: clone, contiguous, dtype conversion ------------------------------------------- */
@@ -145,7 +137,7 @@ static ms_status copy_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) 
 ms_tensor *ms_grad_record_copy(const char *name, ms_tensor *in, ms_tensor *out) {
   /* a conversion to an integer or bool dtype is not differentiable: its result needs no grad */
   if (!records(in, out) || !ms_dtype_is_floating(out->dtype)) return out;
-  return finish(new_unary(name, copy_backward, in), out);
+  return ms_grad_finish(new_unary(name, copy_backward, in), out);
 }
 
 /* ---- in-place writes ---------------------------------------------------------------------- */
@@ -166,7 +158,7 @@ ms_tensor *ms_grad_record_copy_into(ms_tensor *src, ms_tensor *out) {
   if (!out || !ms_dtype_is_floating(out->dtype)) return out;
   ms_node *n = ms_node_new("CopyBackwards", copy_into_backward, 1, &src);
   if (n) save_geometry(n, src);
-  return finish(n, out);
+  return ms_grad_finish(n, out);
 }
 
 /* fill_ and zero_: the new values are constants, so the node has no inputs and the gradient
@@ -178,7 +170,7 @@ static ms_status fill_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) 
 
 ms_tensor *ms_grad_record_fill(const char *name, ms_tensor *out) {
   if (!out || !ms_dtype_is_floating(out->dtype)) return out;
-  return finish(ms_node_new(name, fill_backward, 0, NULL), out);
+  return ms_grad_finish(ms_node_new(name, fill_backward, 0, NULL), out);
 }
 
 /* select_scatter(t, src, dim, index): t's gradient is g with the written slice zeroed; src's is
@@ -210,7 +202,7 @@ ms_tensor *ms_grad_record_select_scatter(const char *name, ms_tensor *t, ms_tens
     save_geometry(n, src);
     n->ints[P_DIM] = dim, n->ints[P_START] = index, n->ints[P_LENGTH] = 1, n->ints[P_SELECT] = 1;
   }
-  return finish(n, out);
+  return ms_grad_finish(n, out);
 }
 
 /* ---- in-place writes through a view: recorded on the view's base ----------------------------
@@ -353,7 +345,7 @@ static ms_tensor *record_join(const char *name, ms_backward_fn fn, ms_tensor *co
     node->ctx = c, node->free_ctx = join_ctx_free;
     node->ints[0] = dim;
   }
-  return finish(node, out);
+  return ms_grad_finish(node, out);
 }
 
 ms_tensor *ms_grad_record_cat(ms_tensor *const *ts, int n, int dim, ms_tensor *out) {
