@@ -269,4 +269,14 @@ typedef struct ms_k_rmsprop_hp {
 void ms_k_rmsprop_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
                        void *grad_avg, void *momentum_buffer, const ms_k_rmsprop_hp *hp);
 
+/* ---- data transforms (kernels/cpu/transforms.c) ---- */
+/* out[i] = lut[in[i]] for i < n: a uint8 image through any per-value float32 map (ToTensor and
+ * Normalize fused into one 256-entry table). */
+void ms_k_u8_lut_f32(int64_t n, const uint8_t *in, const float *lut, float *out);
+/* A chain of nsteps per-channel normalizations of float32 data laid out (outer, C, inner):
+ * y = x, then y = (y - mean[s * C + c]) / std[s * C + c] for s = 0..nsteps-1, rounded to float32
+ * after every operation exactly as separate passes would be. in and out may be the same. */
+void ms_k_normalize_chain_f32(int64_t outer, int64_t C, int64_t inner, const float *in, float *out,
+                              int nsteps, const float *mean, const float *std);
+
 #endif

@@ -12,6 +12,7 @@
 
 #include "moonshard/embed.h"
 #include "moonshard/lua.h"
+#include "ms_lua.h"
 
 struct ms_state {
   lua_State *L;
@@ -28,6 +29,8 @@ void ms_lua_openlibs(lua_State *L) {
   lua_pushcfunction(L, luaopen_moonshard);
   lua_setfield(L, -2, "moonshard");
   lua_pop(L, 1);
+  /* the Lua library too, so `require "moonshard.nn"` works before `require "moonshard"` */
+  ms_lua_preload_embedded(L);
 }
 
 int ms_lua_msghandler(lua_State *L) {

@@ -310,10 +310,40 @@ static int l_randint(lua_State *L) {
   return ms_lua_push_result(L, t);
 }
 
+/* Takes the `seed` key out of the options table at idx (replacing it with a copy without the
+ * key, so the factory options still reject unknown keys). Returns whether a seed was given. */
+static bool take_seed_option(lua_State *L, int idx, uint64_t *seed) {
+  if (!lua_istable(L, idx)) return false;
+  lua_getfield(L, idx, "seed");
+  if (lua_isnil(L, -1)) return lua_pop(L, 1), false;
+  if (!lua_isinteger(L, -1))
+    return luaL_error(L, "randperm: option 'seed': expected an integer, got %s",
+                      ms_lua_describe(L, -1)), false;
+  *seed = (uint64_t)lua_tointeger(L, -1); /* as manual_seed: a negative seed wraps to 64 bits */
+  lua_pop(L, 1);
+  lua_newtable(L);
+  for (lua_pushnil(L); lua_next(L, idx);) {
+    lua_pushvalue(L, -2);
+    lua_insert(L, -2);
+    lua_rawset(L, -4);
+  }
+  lua_pushnil(L);
+  lua_setfield(L, -2, "seed");
+  lua_replace(L, idx);
+  return true;
+}
+
+/* randperm(n, {dtype =, requires_grad =, seed =}): with a seed, the permutation comes from a
+ * generator of its own and the global one is untouched (so ranks agree whatever they drew). */
 static int l_randperm(lua_State *L) {
   int64_t n = ms_lua_check_integer(L, 1, "randperm", "n");
+  static const char *const known[] = {"dtype", "device", "requires_grad", "seed", NULL};
+  ms_lua_check_opts(L, 2, "randperm", known); /* names seed among the known keys on a typo */
+  uint64_t seed = 0;
+  bool seeded = take_seed_option(L, 2, &seed);
   ms_lua_factory_opts o = ms_lua_factory_options(L, 2, "randperm", MS_INT64);
-  ms_tensor *t = ms_tensor_new_randperm(n, o.dtype);
+  ms_tensor *t = seeded ? ms_tensor_new_randperm_seeded(n, o.dtype, seed)
+                        : ms_tensor_new_randperm(n, o.dtype);
   if (!t) return ms_lua_raise(L);
   ms_lua_apply_factory_options(L, t, o, "randperm");
   return ms_lua_push_result(L, t);

@@ -24,7 +24,7 @@ static int load_embedded(lua_State *L) {
   return 1;
 }
 
-static void preload_embedded(lua_State *L) {
+void ms_lua_preload_embedded(lua_State *L) {
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
   for (int i = 0; ms_lua_embedded_files[i].name; i++) {
     lua_pushinteger(L, i);
@@ -35,7 +35,7 @@ static void preload_embedded(lua_State *L) {
 }
 
 int luaopen_moonshard(lua_State *L) {
-  preload_embedded(L);
+  ms_lua_preload_embedded(L);
   lua_newtable(L); /* the module */
   lua_newtable(L); /* tensor methods */
   ms_lua_open_tensor(L);
@@ -48,7 +48,10 @@ int luaopen_moonshard(lua_State *L) {
   ms_lua_open_nn_ops(L);
   ms_lua_open_optim(L);
   ms_lua_open_io(L);
+  ms_lua_open_idx(L);
   ms_lua_open_random_fill(L);
+  ms_lua_open_transforms(L);
+  ms_lua_open_loader(L);
   lua_setfield(L, -2, "Tensor"); /* ms.Tensor: the method table, to extend from Lua */
   /* ms.flatten(x, start_dim) is the same function as x:flatten(start_dim): already there. */
   return 1;

@@ -10,6 +10,7 @@
 
 #include "moonshard/lua.h"
 #include "moonshard/moonshard.h"
+#include "moonshard/transforms.h"
 
 #define MS_TENSOR_MT "moonshard.Tensor"
 #define MS_SIZE_MT "moonshard.Size"
@@ -78,6 +79,9 @@ void ms_lua_set_requires_grad(lua_State *L, ms_tensor *t, bool on, const char *f
  * the engine's bytes have grown past a threshold that doubles with the live set. */
 void ms_lua_account_memory(lua_State *L);
 
+/* Registers every embedded lua/moonshard/X.lua in package.preload as "moonshard.X" (module.c). */
+void ms_lua_preload_embedded(lua_State *L);
+
 /* ---- registration (each l_*.c file) ------------------------------------------------------------- */
 /* Each adds its functions to the module table at -2 and to the method table at -1 (both on
  * the stack). */
@@ -91,7 +95,15 @@ void ms_lua_open_nn_conv(lua_State *L);   /* l_nn_conv.c: conv2d and pooling */
 void ms_lua_open_nn_ops(lua_State *L);    /* l_nn_ops.c: activations, losses, normalization */
 void ms_lua_open_optim(lua_State *L);     /* l_optim.c: fused optimizer steps */
 void ms_lua_open_io(lua_State *L);        /* l_io.c: ms.save / ms.load (safetensors) */
+void ms_lua_open_idx(lua_State *L);       /* l_idx.c: ms.read_idx (IDX files, MNIST) */
 void ms_lua_open_random_fill(lua_State *L); /* l_random_fill.c: uniform_, normal_ in place */
+void ms_lua_open_loader(lua_State *L);      /* l_loader.c: ms._loader_new, ms.data on first use */
+void ms_lua_open_transforms(lua_State *L); /* l_transforms.c: ms.transform_batch */
+/* The Lua list of transform specs at idx ({kind = "to_tensor"}, {kind = "normalize", mean =,
+ * std =}, as Compose:native_spec() returns; or one such spec alone, as ToTensor:native_spec()
+ * returns) into specs (room for MS_TRANSFORM_MAX_SPECS);
+ * *n receives the count. Raises a Lua error naming the bad spec; checked by the engine too. */
+void ms_lua_check_transform_specs(lua_State *L, int idx, ms_transform_spec *specs, int *n);
 /* Registers fn under `name` in both the module table (-2) and the method table (-1). */
 void ms_lua_register_both(lua_State *L, const char *name, lua_CFunction fn);
 

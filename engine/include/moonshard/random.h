@@ -18,5 +18,9 @@ ms_status ms_tensor_randint_(ms_tensor *t, int64_t low, int64_t high); /* [low, 
 /* Each element becomes 1 with probability p[i] (from the tensor `p`, same shape) */
 ms_tensor *ms_tensor_new_bernoulli(ms_tensor *p);
 ms_tensor *ms_tensor_new_randperm(int64_t n, ms_dtype dt);
+/* The permutation drawn from its own generator seeded with `seed` (offset 0): the global
+ * generator is neither read nor advanced, so every process computes the same permutation for
+ * the same seed whatever it drew before (DistributedSampler's shuffle on every rank). */
+ms_tensor *ms_tensor_new_randperm_seeded(int64_t n, ms_dtype dt, uint64_t seed);
 
 #endif

@@ -1,0 +1,219 @@
+/* l_loader.c: the native DataLoader behind lua/moonshard/data.lua's fast path, as
+ * ms._loader_new(sources, batches, opts) -> a loader object with :next(), :close() and #.
+ *   sources  {{tensor = t, transform = <native spec list or nil>}, ...}: tensors sharing dim 1
+ *   batches  {{i1, i2, ...}, ...}: 1-based row indices of each batch, in order
+ *   opts     {num_workers = 0, prefetch_factor = 2, pin_memory = false}
+ * :next() returns one tensor per source for the next batch, or nothing after the last; an error
+ * made in a worker is raised there, naming the batch. __gc and __close stop the workers, so
+ * a loop left early (break, error) does not leave threads behind. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "moonshard/loader.h"
+#include "moonshard/transforms.h"
+#include "ms_lua.h"
+
+#define LOADER_MT "moonshard.Loader"
+
+typedef struct loader_box {
+  ms_loader *loader; /* NULL once closed */
+} loader_box;
+
+static loader_box *check_box(lua_State *L, int idx) { return luaL_checkudata(L, idx, LOADER_MT); }
+
+static int loader_close(lua_State *L) {
+  loader_box *box = check_box(L, 1);
+  ms_loader_destroy(box->loader); /* joins the workers: they only ever block on the loader */
+  box->loader = NULL;
+  return 0;
+}
+
+/* ---- batches: Lua index lists to 0-based flat indices and offsets ------------------------------ */
+
+/* Buffers live in userdata on the stack, so a Lua error while reading frees them. */
+static int64_t *push_buffer(lua_State *L, size_t n) {
+  return lua_newuserdatauv(L, (n ? n : 1) * sizeof(int64_t), 0);
+}
+
+static int64_t count_indices(lua_State *L, int batches, int64_t nbatches) {
+  int64_t total = 0;
+  for (int64_t k = 1; k <= nbatches; k++) {
+    if (lua_geti(L, batches, k) != LUA_TTABLE)
+      luaL_error(L, "DataLoader: batch %I must be a table of indices, got %s", (lua_Integer)k,
+                 ms_lua_describe(L, -1));
+    total += (int64_t)luaL_len(L, -1);
+    lua_pop(L, 1);
+  }
+  return total;
+}
+
+/* Checked here too, to name the index as the Lua caller wrote it (1-based). */
+static void read_indices(lua_State *L, int batches, int64_t nbatches, int64_t rows, int64_t *idx,
+                         int64_t *off) {
+  off[0] = 0;
+  for (int64_t k = 1; k <= nbatches; k++) {
+    lua_geti(L, batches, k);
+    int64_t n = (int64_t)luaL_len(L, -1), at = off[k - 1];
+    for (int64_t j = 1; j <= n; j++) {
+      lua_geti(L, -1, j);
+      int ok;
+      lua_Integer v = lua_tointegerx(L, -1, &ok);
+      if (!ok)
+        luaL_error(L, "DataLoader: batch %I, entry %I: expected an integer index, got %s",
+                   (lua_Integer)k, (lua_Integer)j, ms_lua_describe(L, -1));
+      if (v < 1 || v > rows)
+        luaL_error(L, "DataLoader: batch %I, entry %I: index %I is out of range for a dataset of "
+                   "%I samples (1 to %I)", (lua_Integer)k, (lua_Integer)j, v, (lua_Integer)rows,
+                   (lua_Integer)rows);
+      idx[at + j - 1] = (int64_t)v - 1; /* the engine is 0-based */
+      lua_pop(L, 1);
+    }
+    off[k] = at + n;
+    lua_pop(L, 1);
+  }
+}
+
+/* ---- sources and their native transforms --------------------------------------------------------- */
+
+typedef struct spec_ctx {
+  int n;
+  ms_transform_spec specs[MS_TRANSFORM_MAX_SPECS];
+} spec_ctx;
+
+/* Runs in worker threads: ms_transform_apply is thread-safe. */
+static ms_tensor *apply_specs(void *ctx, ms_tensor *batch) {
+  spec_ctx *c = ctx;
+  return ms_transform_apply(batch, c->specs, c->n);
+}
+
+/* Reads sources[i] into src, its specs (if any) into the userdata-held *spec. */
+static void read_source(lua_State *L, int sources, int i, ms_loader_source *src, spec_ctx *spec) {
+  if (lua_geti(L, sources, i) != LUA_TTABLE)
+    luaL_error(L, "DataLoader: source %d must be a table {tensor = t, transform = specs}", i);
+  lua_getfield(L, -1, "tensor");
+  src->tensor = ms_lua_check_tensor(L, lua_gettop(L), "DataLoader");
+  lua_pop(L, 1); /* the sources table keeps the tensor alive */
+  spec->n = 0;
+  lua_getfield(L, -1, "transform");
+  if (!lua_isnil(L, -1)) ms_lua_check_transform_specs(L, lua_gettop(L), spec->specs, &spec->n);
+  lua_pop(L, 2);
+  src->transform = NULL, src->ctx = NULL, src->free_ctx = NULL;
+}
+
+/* Gives each source with specs its own malloc'd copy: the loader owns (and frees) it from
+ * here on. No Lua error may strike between this and ms_loader_create. */
+static bool attach_specs(ms_loader_source *srcs, const spec_ctx *specs, int n) {
+  for (int i = 0; i < n; i++) {
+    if (specs[i].n == 0) continue;
+    spec_ctx *c = malloc(sizeof *c);
+    if (!c) {
+      for (int j = 0; j < i; j++) free(srcs[j].ctx);
+      return false;
+    }
+    *c = specs[i];
+    srcs[i].transform = apply_specs, srcs[i].ctx = c, srcs[i].free_ctx = free;
+  }
+  return true;
+}
+
+/* ---- ms._loader_new(sources, batches, opts) ----------------------------------------------------- */
+
+static ms_loader_config read_config(lua_State *L, int idx) {
+  static const char *const known[] = {"num_workers", "prefetch_factor", "pin_memory", NULL};
+  ms_lua_opts o = ms_lua_check_opts(L, idx, "DataLoader", known);
+  int64_t workers = 0, prefetch = 2;
+  bool pin = false;
+  ms_lua_opt_integer(o, "num_workers", &workers);
+  ms_lua_opt_integer(o, "prefetch_factor", &prefetch);
+  ms_lua_opt_bool(o, "pin_memory", &pin);
+  if (workers < 0 || workers > 256)
+    luaL_error(L, "DataLoader: num_workers must be in 0..256, got %I", (lua_Integer)workers);
+  if (prefetch < 1 || prefetch > 1024)
+    luaL_error(L, "DataLoader: prefetch_factor must be in 1..1024, got %I", (lua_Integer)prefetch);
+  return (ms_loader_config){.num_workers = (int)workers, .prefetch_factor = (int)prefetch,
+                            .pin_memory = pin};
+}
+
+static int l_loader_new(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  ms_loader_config cfg = read_config(L, 3);
+  int nsrc = (int)luaL_len(L, 1);
+  if (nsrc < 1 || nsrc > MS_LOADER_MAX_SOURCES)
+    return luaL_error(L, "DataLoader: expected 1 to %d source tensors, got %d", MS_LOADER_MAX_SOURCES, nsrc);
+  ms_loader_source srcs[MS_LOADER_MAX_SOURCES];
+  spec_ctx *specs = lua_newuserdatauv(L, sizeof *specs * (size_t)nsrc, 0);
+  for (int i = 0; i < nsrc; i++) read_source(L, 1, i + 1, &srcs[i], &specs[i]);
+  int64_t nbatches = (int64_t)luaL_len(L, 2);
+  int64_t *idx = push_buffer(L, (size_t)count_indices(L, 2, nbatches));
+  int64_t *off = push_buffer(L, (size_t)nbatches + 1);
+  read_indices(L, 2, nbatches, srcs[0].tensor->shape[0], idx, off);
+  loader_box *box = lua_newuserdatauv(L, sizeof *box, 0); /* before the resource it will own */
+  box->loader = NULL;
+  luaL_setmetatable(L, LOADER_MT);
+  if (!attach_specs(srcs, specs, nsrc)) return luaL_error(L, "DataLoader: out of memory");
+  box->loader = ms_loader_create(srcs, nsrc, idx, off, nbatches, cfg);
+  if (!box->loader) return ms_lua_raise(L);
+  return 1;
+}
+
+/* ---- the loader object ---------------------------------------------------------------------------- */
+
+static int loader_next(lua_State *L) {
+  loader_box *box = check_box(L, 1);
+  if (!box->loader || ms_loader_exhausted(box->loader)) return 0;
+  ms_tensor *out[MS_LOADER_MAX_SOURCES];
+  int64_t k;
+  if (ms_loader_next(box->loader, out, &k) != MS_OK) {
+    /* No position prefix: the place is the user's loop, which the traceback shows. */
+    lua_pushfstring(L, "DataLoader: batch %I: %s", (lua_Integer)k + 1, ms_error_last());
+    return lua_error(L);
+  }
+  int n = ms_loader_num_sources(box->loader);
+  luaL_checkstack(L, n, "DataLoader: too many sources");
+  /* Push every reference before anything may raise: a box owns each one as it is pushed. */
+  for (int i = 0; i < n; i++) ms_lua_push_tensor(L, out[i]);
+  return n;
+}
+
+static int loader_len(lua_State *L) {
+  loader_box *box = check_box(L, 1);
+  lua_pushinteger(L, box->loader ? ms_loader_num_batches(box->loader) : 0);
+  return 1;
+}
+
+/* ms.data is lua/moonshard/data.lua, required on first use: requiring it while the module is
+ * being opened would recurse, as data.lua requires "moonshard" itself. */
+static int module_index(lua_State *L) {
+  const char *key = lua_tostring(L, 2);
+  if (lua_type(L, 2) != LUA_TSTRING || strcmp(key, "data") != 0) return 0;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "moonshard.data");
+  lua_call(L, 1, 1);
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, 1); /* cached: later reads find the field itself */
+  return 1;
+}
+
+static void install_lazy_data(lua_State *L, int module) {
+  if (lua_getmetatable(L, module)) return (void)lua_pop(L, 1); /* someone else's: leave it */
+  lua_newtable(L);
+  lua_pushcfunction(L, module_index);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, module);
+}
+
+void ms_lua_open_loader(lua_State *L) {
+  luaL_newmetatable(L, LOADER_MT);
+  static const luaL_Reg meta[] = {{"__gc", loader_close}, {"__close", loader_close},
+                                  {"__len", loader_len}, {NULL, NULL}};
+  luaL_setfuncs(L, meta, 0);
+  static const luaL_Reg methods[] = {{"next", loader_next}, {"close", loader_close}, {NULL, NULL}};
+  luaL_newlib(L, methods);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_loader_new);
+  lua_setfield(L, -3, "_loader_new"); /* private: lua/moonshard/data.lua is the API */
+  install_lazy_data(L, lua_absindex(L, -2));
+}

@@ -1,0 +1,244 @@
+-- data.lua: torch.utils.data for Lua (`ms.data`, or `require "moonshard.data"`): the DataLoader,
+-- plus the samplers and TensorDataset re-exported from their own modules.
+--
+--   local loader = ms.data.DataLoader(dataset, {batch_size = 64, shuffle = true, num_workers = 2})
+--   for batch_idx, data, target in loader:iter() do ... end      -- batch_idx is 1-based
+--   #loader                                                       -- the number of batches
+--
+-- Each epoch's batches are index lists drawn in Lua from the batch sampler (cheap, and the one
+-- place randomness enters, so batches are the same for any num_workers). Then one of two paths:
+--
+-- * native: a dataset whose samples are rows of tensors (a TensorDataset, or MNIST-like:
+--   .data and .targets tensors, a transform that is nil or has a native spec, no
+--   target_transform) with no collate_fn. The index lists, the tensors and the transform specs
+--   go to the native loader (lua/l_loader.c, engine/src/data/loader.c): num_workers threads
+--   gather rows, transform and collate batches ahead into a bounded in-order queue of
+--   prefetch_factor * num_workers batches, while the caller trains; num_workers = 0 makes each
+--   batch on the caller's thread when asked. An error in a worker is raised in the caller when
+--   its batch is reached ("DataLoader: batch 3: ...").
+-- * Lua: any other dataset, a Lua transform or a collate_fn. Samples are read on the calling
+--   thread (a Lua state cannot be shared with threads), so num_workers is ignored there.
+--
+-- Both paths give the same batches for the same dataset and sampler. The loop closes the native
+-- loader when it ends, on break and on error (the iterator's fourth value is to-be-closed), so
+-- its threads never outlive the loop. pin_memory is a no-op without CUDA; persistent_workers is
+-- accepted, and each epoch starts fresh threads (microseconds, against an epoch of batches).
+--
+-- A dataset is any value with #ds and its samples by 1-based index: ds:get(i) returning the
+-- sample's values when the dataset has that method (as moonshard.datasets' MNIST does), else
+-- ds[i] (one value, or a plain table {v1, v2, ...} that is unpacked). Its string fields
+-- (tensors, data, targets, transform, get) are read to choose the path, so an __index
+-- function must answer them (nil is fine). The default collate stacks tensors along a new first dim,
+-- makes int64 / float64 / bool tensors of Lua integers / floats / booleans (as PyTorch's
+-- default_collate) and leaves other values as a list. collate_fn(samples) receives the list
+-- of samples, each a table.pack of its values, and returns the batch's values.
+local ms = require "moonshard"
+local samplers = require "moonshard.samplers"
+local TensorDataset = require "moonshard.tensor_dataset"
+
+local data = {
+  SequentialSampler = samplers.SequentialSampler,
+  RandomSampler = samplers.RandomSampler,
+  BatchSampler = samplers.BatchSampler,
+  DistributedSampler = samplers.DistributedSampler,
+  TensorDataset = TensorDataset,
+}
+
+local fmt, is_tensor = string.format, ms.is_tensor
+
+-- ---- options ---------------------------------------------------------------------------------
+
+local defaults = {
+  batch_size = 1, shuffle = false, num_workers = 0, pin_memory = false, drop_last = false,
+  prefetch_factor = 2, persistent_workers = false,
+}
+local optional = { sampler = true, batch_sampler = true, collate_fn = true }
+
+local function check_options(opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error(fmt("DataLoader: options must be a table, got %s", type(opts)), 3)
+  end
+  local o = {}
+  for k, v in pairs(opts or {}) do
+    if defaults[k] == nil and not optional[k] then
+      error(fmt("DataLoader: unknown option '%s'", tostring(k)), 3)
+    end
+    if defaults[k] ~= nil and type(v) ~= type(defaults[k]) then
+      error(fmt("DataLoader: option '%s' must be a %s, got %s", k, type(defaults[k]), type(v)), 3)
+    end
+    o[k] = v
+  end
+  for k, v in pairs(defaults) do if o[k] == nil then o[k] = v end end
+  return o
+end
+
+local function check_integer(name, v, min)
+  if math.type(v) ~= "integer" or v < min then
+    error(fmt("DataLoader: option '%s' must be an integer >= %d, got %s", name, min, tostring(v)), 4)
+  end
+end
+
+-- PyTorch's rules: a batch_sampler replaces batch_size, shuffle, sampler and drop_last.
+local function check_sampling(o, explicit)
+  if o.batch_sampler ~= nil then
+    if explicit.batch_size or o.shuffle or o.sampler ~= nil or o.drop_last then
+      error("DataLoader: batch_sampler option is mutually exclusive with batch_size, shuffle, "
+        .. "sampler and drop_last", 3)
+    end
+  elseif o.sampler ~= nil and o.shuffle then
+    error("DataLoader: sampler option is mutually exclusive with shuffle", 3)
+  end
+  check_integer("batch_size", o.batch_size, 1)
+  check_integer("num_workers", o.num_workers, 0)
+  check_integer("prefetch_factor", o.prefetch_factor, 1)
+  if o.collate_fn ~= nil and type(o.collate_fn) ~= "function" then
+    error(fmt("DataLoader: option 'collate_fn' must be a function, got %s", type(o.collate_fn)), 3)
+  end
+end
+
+-- ---- the DataLoader ----------------------------------------------------------------------------
+
+local DataLoader = {}
+DataLoader.__index = DataLoader
+DataLoader.__name = "DataLoader"
+
+function DataLoader.new(dataset, opts)
+  local o = check_options(opts)
+  check_sampling(o, opts or {})
+  local self = setmetatable({}, DataLoader)
+  self.dataset = dataset
+  for k, v in pairs(o) do self[k] = v end
+  if o.batch_sampler == nil then
+    self.sampler = o.sampler or (o.shuffle and samplers.RandomSampler(dataset)
+      or samplers.SequentialSampler(dataset))
+    self.batch_sampler = samplers.BatchSampler(self.sampler, o.batch_size, o.drop_last)
+  else
+    self.batch_size, self.drop_last = nil, false -- as PyTorch: the batch sampler decides
+  end
+  return self
+end
+
+function DataLoader:__len() return #self.batch_sampler end
+
+function DataLoader:__tostring()
+  return fmt("DataLoader(%d batches, num_workers=%d)", #self, self.num_workers)
+end
+
+-- This epoch's batches: a list of lists of 1-based dataset indices.
+local function epoch_batches(self)
+  local batches = {}
+  for b in self.batch_sampler:iter() do
+    local copy = {}
+    for j = 1, #b do copy[j] = b[j] end -- samplers may reuse their table
+    batches[#batches + 1] = copy
+  end
+  return batches
+end
+
+-- The native loader's sources when the dataset's samples are rows of its tensors, else nil.
+local function native_sources(ds)
+  if type(ds) ~= "table" then return nil end
+  local ts = ds.tensors
+  if type(ts) == "table" and #ts > 0 then
+    local sources = {}
+    for i, t in ipairs(ts) do
+      if not is_tensor(t) then return nil end
+      sources[i] = { tensor = t }
+    end
+    return sources
+  end
+  if not (is_tensor(ds.data) and is_tensor(ds.targets)) or ds.target_transform ~= nil then return nil end
+  local spec
+  if ds.transform ~= nil then
+    local tr = ds.transform
+    spec = type(tr) == "table" and type(tr.native_spec) == "function" and tr:native_spec() or nil
+    if spec == nil then return nil end -- a Lua transform: samples go through Lua
+  end
+  return { { tensor = ds.data, transform = spec }, { tensor = ds.targets } }
+end
+
+-- Yields (k, values...) or ends the loop when `...` is empty.
+local function yield(k, ...)
+  if select("#", ...) == 0 then return nil end
+  return k, ...
+end
+
+local function native_iter(self, sources, batches)
+  local h = ms._loader_new(sources, batches, {
+    num_workers = self.num_workers, prefetch_factor = self.prefetch_factor,
+    pin_memory = self.pin_memory })
+  local k = 0
+  local function step()
+    k = k + 1
+    return yield(k, h:next())
+  end
+  return step, nil, nil, h -- h is to-be-closed: break and errors stop its workers
+end
+
+-- ---- the Lua path: samples read one by one and collated -----------------------------------------
+
+local function get_item(ds, i)
+  if type(ds) == "table" or type(ds) == "userdata" then
+    local get = ds.get
+    if type(get) == "function" then return get(ds, i) end
+  end
+  local v = ds[i]
+  if type(v) == "table" and getmetatable(v) == nil then return table.unpack(v) end
+  return v
+end
+
+local function collate_values(values)
+  local first = values[1]
+  if is_tensor(first) then return ms.stack(values, 1) end
+  if type(first) == "number" then
+    local dt = "int64" -- PyTorch's default_collate: Python ints -> int64, floats -> float64
+    for _, v in ipairs(values) do if math.type(v) == "float" then dt = "float64" end end
+    return ms.tensor(values, { dtype = dt })
+  end
+  if type(first) == "boolean" then return ms.tensor(values, { dtype = "bool" }) end
+  return values
+end
+
+-- The batch's values: one collated value per position of the samples.
+local function default_collate(samples)
+  local out = {}
+  for p = 1, samples[1].n do
+    local column = {}
+    for j, s in ipairs(samples) do column[j] = s[p] end
+    out[p] = collate_values(column)
+  end
+  return table.unpack(out, 1, samples[1].n)
+end
+
+local function lua_iter(self, batches)
+  local ds, collate = self.dataset, self.collate_fn or default_collate
+  local k = 0
+  local function step()
+    k = k + 1
+    local idx = batches[k]
+    if idx == nil then return nil end
+    local samples = {}
+    for j, i in ipairs(idx) do samples[j] = table.pack(get_item(ds, i)) end
+    return yield(k, collate(samples))
+  end
+  return step, nil, nil, nil
+end
+
+-- for batch_idx, data, target in loader:iter() do ... end
+function DataLoader:iter()
+  local batches = epoch_batches(self)
+  local sources = self.collate_fn == nil and native_sources(self.dataset) or nil
+  if sources then return native_iter(self, sources, batches) end
+  return lua_iter(self, batches)
+end
+
+-- Whether iter() takes the native path (for tests and benchmarks).
+function DataLoader:is_native()
+  return self.collate_fn == nil and native_sources(self.dataset) ~= nil
+end
+
+data.DataLoader = setmetatable(DataLoader, {
+  __call = function(_, dataset, opts) return DataLoader.new(dataset, opts) end,
+})
+
+return data
