@@ -31,6 +31,8 @@ static int l_memory_stats(lua_State *L) {
   lua_setfield(L, -2, "peak");
   lua_pushinteger(L, s.allocations);
   lua_setfield(L, -2, "allocations");
+  lua_pushinteger(L, s.cached);
+  lua_setfield(L, -2, "cached");
   lua_createtable(L, 0, MS_MEM_CATEGORY_COUNT);
   for (int c = 0; c < MS_MEM_CATEGORY_COUNT; c++) {
     lua_pushinteger(L, s.by_category[c]);
@@ -57,6 +59,12 @@ static int l_perf_counter(lua_State *L) {
   return 1;
 }
 
+static int l_empty_cache(lua_State *L) {
+  (void)L;
+  ms_memory_empty_cache();
+  return 0;
+}
+
 static int l_is_tensor(lua_State *L) { return lua_pushboolean(L, ms_lua_to_tensor(L, 1) != NULL), 1; }
 
 void ms_lua_open_runtime(lua_State *L) {
@@ -67,6 +75,7 @@ void ms_lua_open_runtime(lua_State *L) {
                                  {"memory_stats", l_memory_stats},
                                  {"reset_peak_memory_stats", l_reset_peak_memory_stats},
                                  {"is_tensor", l_is_tensor},
+                                 {"empty_cache", l_empty_cache},
                                  {"perf_counter", l_perf_counter},
                                  {NULL, NULL}};
   lua_pushvalue(L, -2);

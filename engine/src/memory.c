@@ -1,8 +1,10 @@
 /* memory.c: the counted allocator. Every tensor byte is allocated here so the statistics
- * (current, peak, per category) are exact and the Lua face can drive its collector by them. */
+ * (current, peak, per category) are exact and the Lua face can drive its collector by them.
+ * Large blocks go through the size-class cache (block_cache.c). */
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "block_cache.h"
 #include "moonshard/error.h"
 #include "moonshard/memory.h"
 
@@ -22,8 +24,10 @@ static void raise_peak(long long now) {
 
 void *ms_mem_alloc(size_t nbytes, ms_mem_category category) {
   /* 64-byte alignment serves every SIMD width; aligned_alloc wants a multiple of it. */
-  size_t rounded = (nbytes + 63) & ~(size_t)63;
-  void *p = aligned_alloc(64, rounded ? rounded : 64);
+  size_t cls = ms_block_class(nbytes);
+  size_t rounded = cls ? cls : (nbytes + 63) & ~(size_t)63;
+  void *p = cls ? ms_block_cache_take(cls) : NULL;
+  if (!p) p = aligned_alloc(64, rounded ? rounded : 64);
   if (!p) {
     ms_error(MS_ERR_MEMORY, "out of memory: could not allocate %zu bytes", nbytes);
     return NULL;
@@ -37,7 +41,8 @@ void *ms_mem_alloc(size_t nbytes, ms_mem_category category) {
 
 void ms_mem_free(void *p, size_t nbytes, ms_mem_category category) {
   if (!p) return;
-  free(p);
+  size_t cls = ms_block_class(nbytes);
+  if (!cls || !ms_block_cache_put(p, cls)) free(p);
   atomic_fetch_sub(&mem_current, (long long)nbytes);
   atomic_fetch_sub(&mem_by_category[category], (long long)nbytes);
 }
@@ -47,8 +52,11 @@ ms_memory_stats ms_memory_stats_get(void) {
   s.current = atomic_load(&mem_current);
   s.peak = atomic_load(&mem_peak);
   s.allocations = atomic_load(&mem_allocations);
+  s.cached = ms_block_cache_bytes();
   for (int c = 0; c < MS_MEM_CATEGORY_COUNT; c++) s.by_category[c] = atomic_load(&mem_by_category[c]);
   return s;
 }
+
+void ms_memory_empty_cache(void) { ms_block_cache_empty(); }
 
 void ms_memory_reset_peak(void) { atomic_store(&mem_peak, atomic_load(&mem_current)); }

@@ -68,4 +68,29 @@ T.test("to-be-closed tensors free their bytes at the end of the scope", function
   T.eq(ms.memory_stats().current, base)
 end)
 
+T.test("large freed blocks are cached for reuse and released by empty_cache", function()
+  collectgarbage()
+  ms.empty_cache()
+  T.eq(ms.memory_stats().cached, 0)
+  local allocations = ms.memory_stats().allocations
+  do
+    local _ <close> = ms.zeros(1024, 1024) -- 4 MB: a cached size class
+  end
+  T.eq(ms.memory_stats().cached, 4 * 2^20)
+  local again <close> = ms.ones(1000, 1040) -- 4,160,000 bytes: the same 1/8-power-of-two class
+  T.eq(ms.memory_stats().cached, 0, "the cached block was reused")
+  T.eq(ms.memory_stats().allocations, allocations + 2)
+  T.same(again[1000]:narrow(1, 1040, 1):tolist(), {1.0})
+  do
+    local _ <close> = ms.zeros(100) -- small blocks are not cached
+  end
+  T.eq(ms.memory_stats().cached, 0)
+  do
+    local _ <close> = ms.zeros(3 * 2^20)
+  end
+  T.truthy(ms.memory_stats().cached >= 12 * 2^20)
+  ms.empty_cache()
+  T.eq(ms.memory_stats().cached, 0)
+end)
+
 T.finish()

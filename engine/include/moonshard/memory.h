@@ -20,6 +20,7 @@ typedef struct ms_memory_stats {
   int64_t current;     /* bytes held now */
   int64_t peak;        /* most bytes ever held at once (since the last reset) */
   int64_t allocations; /* number of allocations made */
+  int64_t cached;      /* freed large blocks kept for reuse (not in current) */
   int64_t by_category[MS_MEM_CATEGORY_COUNT];
 } ms_memory_stats;
 
@@ -30,5 +31,7 @@ void ms_mem_free(void *p, size_t nbytes, ms_mem_category category);
 /* Statistics of the CPU (device_index is for CUDA devices, later). */
 ms_memory_stats ms_memory_stats_get(void);
 void ms_memory_reset_peak(void);
+/* Returns the cached blocks to the system. */
+void ms_memory_empty_cache(void);
 
 #endif

@@ -1,0 +1,22 @@
+/* block_cache.h (engine-internal): a cache of large freed blocks by size class, so a training
+ * step that frees and allocates the same activation sizes every iteration reuses memory that is
+ * already mapped instead of paying page faults on fresh pages each time. */
+#ifndef MS_BLOCK_CACHE_H
+#define MS_BLOCK_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The size a block of nbytes is allocated with when it is large enough to cache (within 1/8
+ * of a power of two, so nearby sizes share blocks), or 0 when it is not cached. */
+size_t ms_block_class(size_t nbytes);
+/* A cached block of exactly class_bytes, or NULL. */
+void *ms_block_cache_take(size_t class_bytes);
+/* Keeps p for reuse; false (the caller frees it) when the cache is full. */
+bool ms_block_cache_put(void *p, size_t class_bytes);
+int64_t ms_block_cache_bytes(void);
+/* Frees every cached block. */
+void ms_block_cache_empty(void);
+
+#endif
