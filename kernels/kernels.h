@@ -18,7 +18,8 @@ typedef void (*ms_k_team_fn)(void *ctx, int t, int nthreads);
 void ms_k_parallel_team(int nthreads, ms_k_team_fn fn, void *ctx);
 void ms_k_set_num_threads(int n); /* n >= 1; takes effect for the next parallel region */
 int ms_k_get_num_threads(void);
-/* The pool's default size: MS_NUM_THREADS if set, else the number of online cores. */
+/* The pool's default size: MS_NUM_THREADS if set, else the online cores divided among the ranks
+ * an MPI launcher put on this node (at least 1). */
 int ms_k_default_num_threads(void);
 
 /* ---- GEMM (kernels/cpu/gemm*.c) --------------------------------------------------------- */

@@ -1,5 +1,5 @@
 /* l_runtime.c: process-wide functions of the module: seeding, threads, memory statistics,
- * dtype names as constants, and type tests. */
+ * dtype names as constants, type tests, and launching ranks (spawn). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <time.h>
 
@@ -65,6 +65,18 @@ static int l_empty_cache(lua_State *L) {
   return 0;
 }
 
+/* spawn(main, nprocs, ...): loads moonshard/spawn.lua on first use (most scripts never launch)
+ * and calls it with every argument. */
+static int l_spawn(lua_State *L) {
+  int n = lua_gettop(L);
+  if (lua_getglobal(L, "require") != LUA_TFUNCTION) return luaL_error(L, "ms.spawn: no 'require'");
+  lua_pushliteral(L, "moonshard.spawn");
+  lua_call(L, 1, 1);
+  lua_insert(L, 1);
+  lua_call(L, n, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
 static int l_is_tensor(lua_State *L) { return lua_pushboolean(L, ms_lua_to_tensor(L, 1) != NULL), 1; }
 
 void ms_lua_open_runtime(lua_State *L) {
@@ -77,6 +89,7 @@ void ms_lua_open_runtime(lua_State *L) {
                                  {"is_tensor", l_is_tensor},
                                  {"empty_cache", l_empty_cache},
                                  {"perf_counter", l_perf_counter},
+                                 {"spawn", l_spawn},
                                  {NULL, NULL}};
   lua_pushvalue(L, -2);
   luaL_setfuncs(L, fns, 0);

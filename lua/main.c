@@ -1,7 +1,8 @@
 /* main.c: the `moonshard` executable: runs scripts, -e code and -l modules in a Lua 5.4 state
  * where `require "moonshard"` works, and an interactive REPL. Command line, `arg` table and
- * error reporting follow the stock `lua` interpreter so scripts move between the two. */
-#define _POSIX_C_SOURCE 200809L /* sigaction, getline, fileno, isatty, strdup */
+ * error reporting follow the stock `lua` interpreter so scripts move between the two.
+ * `-n N` launches N ranks by re-executing itself under mpirun (see launch()). */
+#define _POSIX_C_SOURCE 200809L /* sigaction, getline, fileno, isatty, strdup, readlink */
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -30,10 +31,15 @@
 /* Prefix of error messages; NULL inside the REPL, where the prefix would only be noise. */
 static const char *progname = PROGNAME;
 
+/* This process's rank when an MPI launcher started several, else -1: errors then name the rank,
+ * since mpirun merges the stderr of every rank into one stream. */
+static long mpi_rank = -1;
+
 /* ---- messages ------------------------------------------------------------------------------ */
 
 static void print_error(const char *msg) {
   if (progname) fprintf(stderr, "%s: ", progname);
+  if (progname && mpi_rank >= 0) fprintf(stderr, "[rank %ld] ", mpi_rank);
   fprintf(stderr, "%s\n", msg);
   fflush(stderr);
 }
@@ -61,7 +67,7 @@ static void print_usage(FILE *to) {
           "  -i         enter interactive mode after running 'script' (even if it failed)\n"
           "  -l mod     require library 'mod' into global 'mod'\n"
           "  -l g=mod   require library 'mod' into global 'g'\n"
-          "  -n N       run N processes (distributed launcher; -n 1 runs here)\n"
+          "  -n N       run N ranks of the script under mpirun (-n 1 runs here)\n"
           "  -v         show version information\n"
           "  -E         ignore environment variables (LUA_PATH, LUA_CPATH)\n"
           "  -W         turn warnings on\n"
@@ -71,7 +77,10 @@ static void print_usage(FILE *to) {
           "  -          stop handling options and run stdin\n"
           "With no script and no -e, the REPL starts when stdin is a terminal; otherwise stdin\n"
           "runs as a script. Scripts load the library with: local ms = require \"moonshard\"\n"
-          "REPL history: $MOONSHARD_HISTORY (empty: none), else ~/.moonshard_history\n",
+          "REPL history: $MOONSHARD_HISTORY (empty: none), else ~/.moonshard_history\n"
+          "-n N: each rank runs the same command line; $MS_MPIRUN names the launcher (default\n"
+          "mpirun); engine threads per rank default to cores / ranks on the node\n"
+          "($MS_NUM_THREADS overrides). An error on one rank ends every rank.\n",
           PROGNAME);
   fflush(to);
 }
@@ -88,6 +97,7 @@ typedef struct options {
   bool has_e;       /* -e given: no REPL unless -i (-l alone still opens it, as in lua) */
   bool no_env;      /* -E */
   bool warnings;    /* -W */
+  long nprocs;      /* -n; 0 when not given */
 } options;
 
 enum { PARSE_RUN = -1 }; /* parse_options: go on; any other value is the exit status */
@@ -99,19 +109,16 @@ static int usage_error(const char *opt, bool missing_value) {
   return EXIT_FAILURE;
 }
 
-/* The value of -n: processes to run. Only one exists until the distributed runtime does. */
-static int check_nprocs(const char *value) {
+/* The value of -n: ranks to run (checked against the launcher's world in launch()). */
+static int check_nprocs(options *o, const char *value) {
   char *end;
   errno = 0;
   long n = strtol(value, &end, 10);
-  if (errno != 0 || end == value || *end != '\0' || n < 1) {
+  if (errno != 0 || end == value || *end != '\0' || n < 1 || n > 1000000) {
     fprintf(stderr, "%s: -n needs a positive number of processes, got '%s'\n", PROGNAME, value);
     return EXIT_FAILURE;
   }
-  if (n > 1) {
-    fprintf(stderr, "%s: -n needs the distributed runtime (not built yet)\n", PROGNAME);
-    return EXIT_FAILURE;
-  }
+  o->nprocs = n;
   return PARSE_RUN;
 }
 
@@ -143,7 +150,7 @@ static int parse_option(options *o, int *i) {
   case 'e': case 'l': case 'n': {
     const char *value = option_value(o, i);
     if (value == NULL) return usage_error(a, true);
-    if (a[1] == 'n') return check_nprocs(value);
+    if (a[1] == 'n') return check_nprocs(o, value);
     if (a[1] == 'e') o->has_e = true;
     return PARSE_RUN;
   }
@@ -170,6 +177,99 @@ static int parse_options(options *o, int argc, char **argv) {
     if (status != PARSE_RUN) return status;
   }
   return PARSE_RUN;
+}
+
+/* ---- launching ranks (-n N) ------------------------------------------------------------------ */
+
+/* A non-negative integer from the environment, else -1. */
+static long env_long(const char *name) {
+  const char *env = getenv(name);
+  if (env == NULL || *env == '\0') return -1;
+  char *end;
+  errno = 0;
+  long v = strtol(env, &end, 10);
+  return errno == 0 && *end == '\0' && v >= 0 ? v : -1;
+}
+
+/* Replaces this process with `mpirun ... -- <this executable> <argv[1..]>`, so every rank runs
+ * the same command line, -n included (a rank sees OMPI_COMM_WORLD_SIZE and runs the script).
+ * Returns only on failure, with the status to exit with. */
+static int exec_mpirun(const options *o) {
+  const char *mpirun = getenv("MS_MPIRUN");
+  if (mpirun == NULL || *mpirun == '\0') mpirun = "mpirun";
+  /* the executable by its absolute path: argv[0] may be a bare name found through PATH */
+  static char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len > 0) self[len] = '\0';
+  else snprintf(self, sizeof self, "%s", o->argv[0]);
+  /* forwarded explicitly because mpirun passes the caller's environment only to local ranks */
+  static const char *const forward[] = {"MS_NUM_THREADS", "LUA_PATH",     "LUA_CPATH",
+                                        "LUA_PATH_5_4",   "LUA_CPATH_5_4", "MOONSHARD_HISTORY"};
+  enum { NFORWARD = sizeof forward / sizeof forward[0] };
+  const char **args = malloc(sizeof *args * (size_t)(o->argc + 12 + 2 * NFORWARD));
+  if (args == NULL) {
+    print_error("not enough memory to start mpirun");
+    return EXIT_FAILURE;
+  }
+  char np[32];
+  snprintf(np, sizeof np, "%ld", o->nprocs);
+  int n = 0;
+  args[n++] = mpirun;
+  args[n++] = "-np";
+  args[n++] = np;
+  /* more ranks than cores is allowed (Open MPI refuses it by default): a rank's engine threads
+   * shrink to fit (cores / local ranks), and tests run 4 ranks on 2 cores */
+  args[n++] = "--oversubscribe";
+  /* no pinning: Open MPI binds each rank to one core when np <= 2, which would squeeze all of
+   * that rank's engine threads onto it */
+  args[n++] = "--bind-to";
+  args[n++] = "none";
+  /* Open MPI refuses root unless told; containers commonly run as root */
+  if (geteuid() == 0) args[n++] = "--allow-run-as-root";
+  for (int i = 0; i < NFORWARD; i++) {
+    if (getenv(forward[i]) == NULL) continue;
+    args[n++] = "-x";
+    args[n++] = forward[i];
+  }
+  args[n++] = "--";
+  args[n++] = self;
+  for (int i = 1; i < o->argc; i++) args[n++] = o->argv[i];
+  args[n] = NULL;
+  fflush(NULL);
+  execvp(mpirun, (char *const *)args);
+  int err = errno;
+  free(args);
+  if (err == ENOENT)
+    fprintf(stderr, "%s: -n %ld needs %s (apt-get install openmpi-bin)\n", PROGNAME, o->nprocs,
+            mpirun);
+  else
+    fprintf(stderr, "%s: cannot run %s: %s\n", PROGNAME, mpirun, strerror(err));
+  return EXIT_FAILURE;
+}
+
+/* Under a launcher (mpirun sets OMPI_COMM_WORLD_SIZE in every rank) -n must agree with its world
+ * and the script runs here; otherwise -n N > 1 becomes mpirun. PARSE_RUN, or an exit status. */
+static int launch(const options *o) {
+  long world = env_long("OMPI_COMM_WORLD_SIZE");
+  if (world >= 1) {
+    if (world > 1) mpi_rank = env_long("OMPI_COMM_WORLD_RANK");
+    if (o->nprocs > 0 && o->nprocs != world) {
+      fprintf(stderr, "%s: -n %ld, but the launcher started %ld ranks\n", PROGNAME, o->nprocs,
+              world);
+      return EXIT_FAILURE;
+    }
+    return PARSE_RUN;
+  }
+  if (o->nprocs <= 1) return PARSE_RUN;
+  /* mpirun hands stdin to rank 0 alone: a REPL or a script read from stdin cannot be replicated */
+  bool from_stdin = o->script > 0 && strcmp(o->argv[o->script], "-") == 0 &&
+                    strcmp(o->argv[o->script - 1], "--") != 0;
+  if (o->interactive || from_stdin || (o->script == 0 && !o->has_e)) {
+    fprintf(stderr, "%s: -n %ld needs a script file or -e (not -i or stdin)\n", PROGNAME,
+            o->nprocs);
+    return EXIT_FAILURE;
+  }
+  return exec_mpirun(o);
 }
 
 /* The global `arg`: the script at 0, its arguments at 1.., the interpreter and its options at
@@ -559,6 +659,7 @@ static int protected_main(lua_State *L) {
 int main(int argc, char **argv) {
   options o;
   int exit_status = parse_options(&o, argc, argv);
+  if (exit_status == PARSE_RUN) exit_status = launch(&o);
   if (exit_status != PARSE_RUN) return exit_status;
   struct sigaction old;
   sigint_ignored = sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
@@ -572,6 +673,13 @@ int main(int argc, char **argv) {
   int status = lua_pcall(L, 1, 1, 0);
   bool ok = status == LUA_OK && lua_toboolean(L, -1);
   report(L, status);
+  if (!ok && mpi_rank >= 0) {
+    /* A failed rank leaves at once, without closing the state: closing runs finalizers, and
+     * finalizing MPI waits for ranks that may be blocked in a collective with this one. The
+     * non-zero exit makes mpirun end every other rank. */
+    fflush(NULL);
+    _exit(EXIT_FAILURE);
+  }
   lua_close(L);
   return ok ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -99,6 +99,7 @@ void ms_lua_open_idx(lua_State *L);       /* l_idx.c: ms.read_idx (IDX files, MN
 void ms_lua_open_random_fill(lua_State *L); /* l_random_fill.c: uniform_, normal_ in place */
 void ms_lua_open_loader(lua_State *L);      /* l_loader.c: ms._loader_new, ms.data on first use */
 void ms_lua_open_transforms(lua_State *L); /* l_transforms.c: ms.transform_batch */
+void ms_lua_open_dist(lua_State *L);       /* l_dist.c: ms.distributed */
 /* The Lua list of transform specs at idx ({kind = "to_tensor"}, {kind = "normalize", mean =,
  * std =}, as Compose:native_spec() returns; or one such spec alone, as ToTensor:native_spec()
  * returns) into specs (room for MS_TRANSFORM_MAX_SPECS);

@@ -76,14 +76,25 @@ static _Thread_local int tl_in_region; /* a worker, or a caller inside its own r
 
 /* ---- settings ------------------------------------------------------------------------------ */
 
+/* A positive integer from the environment, else 0. */
+static long env_count(const char *name) {
+  const char *env = getenv(name);
+  if (env == NULL || *env == '\0') return 0;
+  char *end;
+  long v = strtol(env, &end, 10);
+  return *end == '\0' && v >= 1 ? v : 0;
+}
+
+/* MS_NUM_THREADS, else the cores shared among the ranks an MPI launcher started on this node
+ * (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS): N ranks that each spawn a
+ * thread per core would oversubscribe every core N times over. */
 static int read_default_threads(void) {
-  const char *env = getenv("MS_NUM_THREADS");
-  if (env && *env) {
-    char *end;
-    long v = strtol(env, &end, 10);
-    if (*end == '\0' && v >= 1 && v <= POOL_MAX_WORKERS + 1) return (int)v;
-  }
+  long v = env_count("MS_NUM_THREADS");
+  if (v >= 1 && v <= POOL_MAX_WORKERS + 1) return (int)v;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  long local = env_count("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (local == 0) local = env_count("MPI_LOCALNRANKS");
+  if (local > 1) cores /= local;
   if (cores < 1) return 1;
   return cores > POOL_MAX_WORKERS + 1 ? POOL_MAX_WORKERS + 1 : (int)cores;
 }

@@ -1,0 +1,77 @@
+/* pg_internal.h (private to engine/src/dist): what a backend implements. pg.c checks every
+ * argument and then hands a backend one normalised collective (ms_coll); the backend issues it
+ * and returns a work whose progress it reports through ms_work_ops. */
+#ifndef MS_DIST_PG_INTERNAL_H
+#define MS_DIST_PG_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "moonshard/dist.h"
+
+typedef enum ms_coll_kind {
+  MS_COLL_ALL_REDUCE,
+  MS_COLL_ALL_GATHER,
+  MS_COLL_REDUCE_SCATTER,
+  MS_COLL_BROADCAST,
+  MS_COLL_REDUCE,
+  MS_COLL_BARRIER,
+} ms_coll_kind;
+
+const char *ms_coll_name(ms_coll_kind k);
+
+/* One checked collective. For the single-tensor ops in == out. count is the elements each rank
+ * contributes (all_gather: numel(in); reduce_scatter: numel(out)). root is a group rank. */
+typedef struct ms_coll {
+  ms_coll_kind kind;
+  ms_tensor *out, *in;
+  ms_dist_op op;
+  int root;
+  int64_t count;
+} ms_coll;
+
+typedef struct ms_work_ops {
+  /* 1 done, 0 still running, -1 failed (error set). Never blocks. */
+  int (*test)(void *impl);
+  /* After test said done: finishing touches (averaging, converting back). */
+  ms_status (*complete)(void *impl);
+  void (*free)(void *impl);
+} ms_work_ops;
+
+struct ms_pg_ops {
+  const char *name;
+  ms_status (*issue)(ms_pg *pg, const ms_coll *c, ms_work **work);
+  /* MS_DIST_DEBUG: every member checks that all agree on (kind, dtype, count, op, root, seq). */
+  ms_status (*check)(ms_pg *pg, const ms_coll *c, uint64_t seq);
+  /* A subgroup of world (sorted world ranks); collective over the whole world. */
+  ms_pg *(*new_group)(ms_pg *world, const int *ranks, int n);
+  void (*destroy)(ms_pg *pg); /* frees the backend part (impl) */
+};
+
+struct ms_pg {
+  const struct ms_pg_ops *ops;
+  atomic_int refcount;
+  int rank, size;   /* rank -1: this process is not a member */
+  int *global_ranks; /* size entries */
+  void *impl;
+  uint64_t seq;     /* collectives issued on this group, for MS_DIST_DEBUG */
+  bool alive;       /* false once ms_dist_destroy ran */
+  ms_pg *next;      /* the list of live groups */
+};
+
+/* A group with the common fields set (refcount 1, alive); global_ranks copied (NULL: 0..size-1). */
+ms_pg *ms_pg_alloc(const struct ms_pg_ops *ops, int rank, int size, const int *global_ranks, void *impl);
+/* A work from a backend's pending impl, or an already finished one (ops NULL). */
+ms_work *ms_work_new(const ms_work_ops *ops, void *impl);
+/* Names the collective a work belongs to, for the timeout message. */
+void ms_work_label(ms_work *w, const char *name, uint64_t seq);
+/* Seconds every wait may take before it fails. */
+double ms_dist_timeout(void);
+/* Sleeps briefly, growing with the number of polls so far (keeps latency low at first). */
+void ms_dist_backoff(int polls);
+double ms_dist_now(void);
+
+#ifdef MS_HAVE_MPI
+ms_status ms_pg_mpi_init(ms_pg **world);
+#endif
+
+#endif

@@ -1,0 +1,376 @@
+/* pg_mpi.c: the "mpi" backend (Open MPI) on CPU tensors. Every collective is issued
+ * non-blocking (MPI_I*) so the async form is the only path; a blocking call just waits.
+ * bfloat16/float16 travel as 16-bit words when nothing is computed on them and are reduced in
+ * float32 (MPI has no such types); avg is a sum followed by a division. */
+#define _DEFAULT_SOURCE /* on_exit: finalize only on a clean exit (see at_exit) */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/pg_internal.h"
+
+typedef struct mpi_group {
+  MPI_Comm comm;
+} mpi_group;
+
+static const struct ms_pg_ops mpi_ops;
+
+static ms_status mpi_fail(const char *fname, int code) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, msg, &len);
+  return ms_error(MS_ERR_RUNTIME, "%s: MPI error: %.*s", fname, len, msg);
+}
+
+/* ---- dtypes and ops ------------------------------------------------------------------------ */
+
+static bool is_half(ms_dtype dt) { return dt == MS_BFLOAT16 || dt == MS_FLOAT16; }
+
+/* The MPI type that moves dt's elements unchanged (16-bit floats as plain words). */
+static MPI_Datatype mpi_type(ms_dtype dt) {
+  switch (dt) {
+  case MS_FLOAT32: return MPI_FLOAT;
+  case MS_FLOAT64: return MPI_DOUBLE;
+  case MS_BFLOAT16:
+  case MS_FLOAT16: return MPI_UINT16_T;
+  case MS_INT64: return MPI_INT64_T;
+  case MS_INT32: return MPI_INT32_T;
+  case MS_UINT8:
+  case MS_BOOL: return MPI_UINT8_T;
+  default: return MPI_DATATYPE_NULL;
+  }
+}
+
+/* bool follows PyTorch: sum and max are "any", product and min are "all". */
+static MPI_Op mpi_op(ms_dist_op op, ms_dtype dt) {
+  if (dt == MS_BOOL) return op == MS_DIST_SUM || op == MS_DIST_MAX ? MPI_LOR : MPI_LAND;
+  switch (op) {
+  case MS_DIST_MAX: return MPI_MAX;
+  case MS_DIST_MIN: return MPI_MIN;
+  case MS_DIST_PRODUCT: return MPI_PROD;
+  default: return MPI_SUM; /* avg divides afterwards */
+  }
+}
+
+/* buf /= size for avg; integers truncate as C does. */
+static void divide(void *buf, ms_dtype dt, int64_t n, int size) {
+  for (int64_t i = 0; i < n; i++) switch (dt) {
+    case MS_FLOAT32: ((float *)buf)[i] /= (float)size; break;
+    case MS_FLOAT64: ((double *)buf)[i] /= size; break;
+    case MS_INT64: ((int64_t *)buf)[i] /= size; break;
+    case MS_INT32: ((int32_t *)buf)[i] /= size; break;
+    case MS_UINT8: ((uint8_t *)buf)[i] /= (uint8_t)size; break;
+    default: return;
+    }
+}
+
+/* ---- work ---------------------------------------------------------------------------------- */
+
+/* A pending request and what finishing it needs. The tensors are held so Lua's collector cannot
+ * free a buffer MPI still writes. */
+typedef struct mpi_work {
+  MPI_Request req;
+  const char *fname;
+  ms_tensor *target; /* where the result belongs (retained; NULL: nothing to finish) */
+  ms_tensor *result; /* where MPI put it: target itself or a float32/staging copy (owned) */
+  ms_tensor *keep;   /* an input kept alive (owned) */
+  int divide_by;     /* > 1 for avg */
+  bool result_here;  /* this rank receives a result (reduce: only the root) */
+} mpi_work;
+
+static int mpi_work_test(void *impl) {
+  mpi_work *w = impl;
+  int flag = 0, rc = MPI_Test(&w->req, &flag, MPI_STATUS_IGNORE);
+  if (rc != MPI_SUCCESS) return mpi_fail(w->fname, rc), -1;
+  return flag;
+}
+
+static ms_status mpi_work_complete(void *impl) {
+  mpi_work *w = impl;
+  if (!w->target || !w->result_here) return MS_OK;
+  if (w->divide_by > 1)
+    divide(ms_tensor_data(w->result), w->result->dtype, ms_tensor_numel(w->result), w->divide_by);
+  if (w->result != w->target) {
+    ms_tensor *flat = ms_tensor_view(w->result, w->target->ndim, w->target->shape);
+    ms_status st = flat ? ms_tensor_copy_(w->target, flat) : MS_ERR_MEMORY;
+    ms_tensor_release(flat);
+    if (st != MS_OK) return st;
+  }
+  ms_tensor_bump_version(w->target);
+  return MS_OK;
+}
+
+static void mpi_work_free(void *impl) {
+  mpi_work *w = impl;
+  ms_tensor_release(w->target);
+  if (w->result != w->target) ms_tensor_release(w->result);
+  ms_tensor_release(w->keep);
+  free(w);
+}
+
+static const ms_work_ops mpi_work_ops = {mpi_work_test, mpi_work_complete, mpi_work_free};
+
+static mpi_work *work_alloc(const char *fname, ms_tensor *target) {
+  mpi_work *w = calloc(1, sizeof *w);
+  if (!w) return ms_error(MS_ERR_MEMORY, "%s: out of memory", fname), NULL;
+  w->req = MPI_REQUEST_NULL, w->fname = fname, w->result_here = true;
+  w->target = target, w->result = target;
+  if (target) ms_tensor_retain(target);
+  return w;
+}
+
+/* For reductions of 16-bit floats: the result is computed in a float32 copy of t. */
+static ms_status stage_reduction(mpi_work *w, ms_tensor *t) {
+  if (!is_half(t->dtype)) return MS_OK;
+  ms_tensor *flat = ms_tensor_view(t, 1, (int64_t[]){ms_tensor_numel(t)});
+  w->result = flat ? ms_tensor_to_dtype(flat, MS_FLOAT32) : NULL;
+  ms_tensor_release(flat);
+  return w->result ? MS_OK : MS_ERR_MEMORY;
+}
+
+/* ---- issuing ------------------------------------------------------------------------------- */
+
+static bool overlaps(const ms_tensor *a, const ms_tensor *b) {
+  const char *pa = ms_tensor_data(a), *pb = ms_tensor_data(b);
+  size_t la = (size_t)ms_tensor_numel(a) * ms_dtype_size(a->dtype);
+  size_t lb = (size_t)ms_tensor_numel(b) * ms_dtype_size(b->dtype);
+  return la && lb && pa < pb + lb && pb < pa + la;
+}
+
+static int issue_all_reduce(ms_pg *pg, MPI_Comm comm, const ms_coll *c, mpi_work *w) {
+  if (stage_reduction(w, c->out) != MS_OK) return -1;
+  if (c->op == MS_DIST_AVG) w->divide_by = pg->size;
+  MPI_Datatype ty = mpi_type(w->result->dtype);
+  return MPI_Iallreduce(MPI_IN_PLACE, ms_tensor_data(w->result), (int)c->count, ty,
+                        mpi_op(c->op, c->out->dtype), comm, &w->req);
+}
+
+static int issue_reduce(ms_pg *pg, MPI_Comm comm, const ms_coll *c, mpi_work *w) {
+  if (stage_reduction(w, c->out) != MS_OK) return -1;
+  w->result_here = pg->rank == c->root;
+  if (c->op == MS_DIST_AVG) w->divide_by = pg->size;
+  void *buf = ms_tensor_data(w->result);
+  MPI_Datatype ty = mpi_type(w->result->dtype);
+  return MPI_Ireduce(w->result_here ? MPI_IN_PLACE : buf, w->result_here ? buf : NULL, (int)c->count, ty,
+                     mpi_op(c->op, c->out->dtype), c->root, comm, &w->req);
+}
+
+/* The input moves from a copy when it overlaps the output anywhere but its own slot. */
+static int issue_all_gather(ms_pg *pg, MPI_Comm comm, const ms_coll *c, mpi_work *w) {
+  size_t esize = ms_dtype_size(c->in->dtype);
+  char *out = ms_tensor_data(c->out);
+  const void *send = ms_tensor_data(c->in);
+  if (c->count && send == out + (size_t)pg->rank * (size_t)c->count * esize) send = MPI_IN_PLACE;
+  else if (overlaps(c->in, c->out)) {
+    if (!(w->keep = ms_tensor_clone(c->in))) return -1;
+    send = ms_tensor_data(w->keep);
+  } else {
+    ms_tensor_retain(c->in), w->keep = c->in;
+  }
+  MPI_Datatype ty = mpi_type(c->in->dtype);
+  return MPI_Iallgather(send, (int)c->count, ty, out, (int)c->count, ty, comm, &w->req);
+}
+
+static int issue_reduce_scatter(ms_pg *pg, MPI_Comm comm, const ms_coll *c, mpi_work *w) {
+  ms_tensor *in = c->in;
+  if (is_half(in->dtype) || overlaps(c->in, c->out)) { /* a float32 or separate copy to send */
+    ms_tensor *flat = ms_tensor_view(in, 1, (int64_t[]){ms_tensor_numel(in)});
+    w->keep = !flat ? NULL : is_half(in->dtype) ? ms_tensor_to_dtype(flat, MS_FLOAT32) : ms_tensor_clone(flat);
+    ms_tensor_release(flat);
+    if (!w->keep) return -1;
+  } else {
+    ms_tensor_retain(in), w->keep = in;
+  }
+  if (is_half(in->dtype) && !(w->result = ms_tensor_new_empty(1, (int64_t[]){c->count}, MS_FLOAT32))) return -1;
+  if (c->op == MS_DIST_AVG) w->divide_by = pg->size;
+  MPI_Datatype ty = mpi_type(w->keep->dtype);
+  return MPI_Ireduce_scatter_block(ms_tensor_data(w->keep), ms_tensor_data(w->result), (int)c->count, ty,
+                                   mpi_op(c->op, in->dtype), comm, &w->req);
+}
+
+static ms_status mpi_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
+  MPI_Comm comm = ((mpi_group *)pg->impl)->comm;
+  const char *fname = ms_coll_name(c->kind);
+  mpi_work *w = work_alloc(fname, c->kind == MS_COLL_BARRIER ? NULL : c->out);
+  if (!w) return MS_ERR_MEMORY;
+  int rc;
+  switch (c->kind) {
+  case MS_COLL_ALL_REDUCE: rc = issue_all_reduce(pg, comm, c, w); break;
+  case MS_COLL_REDUCE: rc = issue_reduce(pg, comm, c, w); break;
+  case MS_COLL_ALL_GATHER: rc = issue_all_gather(pg, comm, c, w); break;
+  case MS_COLL_REDUCE_SCATTER: rc = issue_reduce_scatter(pg, comm, c, w); break;
+  case MS_COLL_BROADCAST:
+    rc = MPI_Ibcast(ms_tensor_data(c->out), (int)c->count, mpi_type(c->out->dtype), c->root, comm, &w->req);
+    w->result_here = pg->rank != c->root; /* only receivers see their tensor change */
+    break;
+  default: rc = MPI_Ibarrier(comm, &w->req); break;
+  }
+  if (rc != MPI_SUCCESS) {
+    ms_status st = rc < 0 ? MS_ERR_MEMORY : mpi_fail(fname, rc); /* -1: staging failed, error set */
+    mpi_work_free(w);
+    return st;
+  }
+  return (*work = ms_work_new(&mpi_work_ops, w)) ? MS_OK : MS_ERR_MEMORY;
+}
+
+/* ---- MS_DIST_DEBUG ------------------------------------------------------------------------- */
+
+enum { SIG_KIND, SIG_DTYPE, SIG_COUNT, SIG_OP, SIG_ROOT, SIG_SEQ, SIG_LEN };
+
+static void describe_call(const ms_pg *pg, const int64_t *s, int r, char *buf, size_t len) {
+  ms_coll_kind kind = (ms_coll_kind)s[SIG_KIND];
+  int n = snprintf(buf, len, "rank %d called %s", pg->global_ranks[r], ms_coll_name(kind));
+  if (kind != MS_COLL_BARRIER && n >= 0 && (size_t)n < len)
+    n += snprintf(buf + n, len - (size_t)n, "(%s, %lld elements", ms_dtype_name((ms_dtype)s[SIG_DTYPE]),
+                  (long long)s[SIG_COUNT]);
+  if (s[SIG_OP] >= 0 && n >= 0 && (size_t)n < len)
+    n += snprintf(buf + n, len - (size_t)n, ", op %s", ms_dist_op_name((ms_dist_op)s[SIG_OP]));
+  if ((kind == MS_COLL_BROADCAST || kind == MS_COLL_REDUCE) && n >= 0 && (size_t)n < len)
+    n += snprintf(buf + n, len - (size_t)n, ", %s %d", kind == MS_COLL_REDUCE ? "dst" : "src",
+                  s[SIG_ROOT] >= 0 && s[SIG_ROOT] < pg->size ? pg->global_ranks[s[SIG_ROOT]] : -1);
+  if (n >= 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n, "%s as its call #%lld on this group", kind != MS_COLL_BARRIER ? ")" : "",
+             (long long)s[SIG_SEQ]);
+}
+
+/* Gathers len int64 from every rank of comm into all[0 .. size*len), bounded by the timeout.
+ * all has one more slot at its end holding this rank's values: a timed-out request may still
+ * read and write the block, which then stays allocated (the caller must exit anyway). */
+static ms_status timed_allgather(MPI_Comm comm, int64_t *all, int len, int size, const char *fname,
+                                 uint64_t seq, bool *leak) {
+  *leak = false;
+  mpi_work *w = work_alloc(fname, NULL);
+  if (!w) return MS_ERR_MEMORY;
+  int rc = MPI_Iallgather(all + (size_t)len * (size_t)size, len, MPI_INT64_T, all, len, MPI_INT64_T, comm, &w->req);
+  if (rc != MPI_SUCCESS) return mpi_work_free(w), mpi_fail(fname, rc);
+  ms_work *work = ms_work_new(&mpi_work_ops, w);
+  if (!work) return *leak = true, MS_ERR_MEMORY;
+  ms_work_label(work, fname, seq);
+  ms_status st = ms_work_wait(work);
+  if (st != MS_OK && !ms_work_is_completed(work)) return *leak = true, st;
+  ms_work_free(work);
+  return st;
+}
+
+/* Every member gathers every member's signature and compares, so all of them raise the same
+ * error together instead of deadlocking in a mismatched collective. */
+static ms_status mpi_check(ms_pg *pg, const ms_coll *c, uint64_t seq) {
+  bool reduces = c->kind == MS_COLL_ALL_REDUCE || c->kind == MS_COLL_REDUCE || c->kind == MS_COLL_REDUCE_SCATTER;
+  int64_t mine[SIG_LEN] = {c->kind, c->in ? (int64_t)c->in->dtype : -1, c->count, reduces ? (int64_t)c->op : -1,
+                           c->root, (int64_t)seq};
+  if (c->kind == MS_COLL_BARRIER) mine[SIG_DTYPE] = mine[SIG_OP] = -1;
+  int64_t *all = malloc(sizeof *all * SIG_LEN * (size_t)(pg->size + 1));
+  if (!all) return ms_error(MS_ERR_MEMORY, "MS_DIST_DEBUG: out of memory");
+  memcpy(all + SIG_LEN * pg->size, mine, sizeof mine);
+  bool leak;
+  ms_status st = timed_allgather(((mpi_group *)pg->impl)->comm, all, SIG_LEN, pg->size, ms_coll_name(c->kind),
+                                 seq, &leak);
+  if (leak) return st;
+  for (int r = 1; st == MS_OK && r < pg->size; r++) {
+    if (memcmp(all, all + r * SIG_LEN, sizeof mine) == 0) continue;
+    char a[256], b[256];
+    describe_call(pg, all, 0, a, sizeof a);
+    describe_call(pg, all + r * SIG_LEN, r, b, sizeof b);
+    st = ms_error(MS_ERR_RUNTIME, "%s: MS_DIST_DEBUG: ranks disagree: %s but %s", ms_coll_name(c->kind), a, b);
+  }
+  free(all);
+  return st;
+}
+
+/* ---- groups and the world ------------------------------------------------------------------ */
+
+static ms_pg *wrap_comm(MPI_Comm comm, const int *ranks, int n) {
+  mpi_group *g = malloc(sizeof *g);
+  if (!g) return ms_error(MS_ERR_MEMORY, "new_group: out of memory"), NULL;
+  g->comm = comm;
+  int rank = -1, size = n;
+  if (comm != MPI_COMM_NULL) {
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN); /* errors become messages, not aborts */
+    MPI_Comm_rank(comm, &rank), MPI_Comm_size(comm, &size);
+  }
+  ms_pg *pg = ms_pg_alloc(&mpi_ops, rank, size, ranks, g);
+  if (!pg) {
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+    free(g);
+  }
+  return pg;
+}
+
+/* FNV-1a over the sorted rank list: what every rank must agree on before the split. */
+static int64_t ranks_hash(const int *ranks, int n) {
+  uint64_t h = 1469598103934665603u;
+  for (int i = 0; i < n; i++) h = (h ^ (uint64_t)(uint32_t)ranks[i]) * 1099511628211u;
+  return (int64_t)(h >> 1);
+}
+
+/* A bounded handshake first: MPI_Comm_split has no timeout, so it only starts once every rank
+ * has arrived, and with the same list. */
+static ms_status agree_on_ranks(ms_pg *world, const int *ranks, int n) {
+  int64_t *all = malloc(sizeof *all * 2 * (size_t)(world->size + 1));
+  if (!all) return ms_error(MS_ERR_MEMORY, "new_group: out of memory");
+  all[2 * world->size] = n, all[2 * world->size + 1] = ranks_hash(ranks, n);
+  bool leak;
+  ms_status st = timed_allgather(((mpi_group *)world->impl)->comm, all, 2, world->size, "new_group", 0, &leak);
+  if (leak) return st;
+  for (int r = 1; st == MS_OK && r < world->size; r++)
+    if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
+      st = ms_error(MS_ERR_ARG, "new_group: ranks disagree on the group: rank 0 passed %lld ranks, rank %d "
+                    "passed %lld%s (every rank must pass the same list)", (long long)all[0], r,
+                    (long long)all[2 * r], all[2 * r] == all[0] ? " different ones" : "");
+  free(all);
+  return st;
+}
+
+static ms_pg *mpi_new_group(ms_pg *world, const int *ranks, int n) {
+  int me = world->rank, pos = -1;
+  for (int i = 0; i < n; i++)
+    if (ranks[i] == me) pos = i;
+  if (agree_on_ranks(world, ranks, n) != MS_OK) return NULL;
+  MPI_Comm comm = MPI_COMM_NULL;
+  /* split over the whole world: every rank calls new_group, as PyTorch requires */
+  int rc = MPI_Comm_split(((mpi_group *)world->impl)->comm, pos >= 0 ? 0 : MPI_UNDEFINED, pos, &comm);
+  if (rc != MPI_SUCCESS) return mpi_fail("new_group", rc), NULL;
+  return wrap_comm(comm, ranks, n);
+}
+
+static void mpi_destroy(ms_pg *pg) {
+  mpi_group *g = pg->impl;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
+  free(g);
+}
+
+static const struct ms_pg_ops mpi_ops = {"mpi", mpi_issue, mpi_check, mpi_new_group, mpi_destroy};
+
+/* A clean exit finalizes, as MPI requires. A failing one must not: MPI_Finalize waits for every
+ * rank, which a rank stuck in a collective never reaches; exiting non-zero without it makes
+ * mpirun end the whole job at once instead. */
+static void at_exit(int status, void *arg) {
+  (void)arg;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (status == 0 && !finalized) MPI_Finalize();
+}
+
+ms_status ms_pg_mpi_init(ms_pg **world) {
+  int inited = 0, provided = 0, rc;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    /* SERIALIZED is enough: only the thread running Lua calls MPI */
+    rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+    if (rc != MPI_SUCCESS) return ms_error(MS_ERR_RUNTIME, "init_process_group: MPI_Init_thread failed (%d)", rc);
+    on_exit(at_exit, NULL);
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return ms_error(MS_ERR_RUNTIME, "init_process_group: MPI was already finalized");
+  /* Open MPI reports a failed non-blocking collective on the world communicator (MPI_Test):
+   * there too an error must become a message on this rank, not an abort of the job */
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm comm;
+  if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm)) != MPI_SUCCESS) return mpi_fail("init_process_group", rc);
+  *world = wrap_comm(comm, NULL, 0);
+  return *world ? MS_OK : MS_ERR_MEMORY;
+}
