@@ -269,8 +269,9 @@ function Module:__newindex(k, v)
   end
   local P, M, B = self._parameters, self._modules, self._buffers
   if nn.is_parameter(v) or is_module(v) then
-    od_remove(P, k)
-    od_remove(M, k)
+    -- like torch's __setattr__: leave the other kinds; a module replacing a module (or a
+    -- parameter a parameter) keeps its place in the registration order
+    if is_module(v) then od_remove(P, k) else od_remove(M, k) end
     od_remove(B, k)
     self._attrs[k] = nil
     if is_module(v) then self:add_module(k, v) else self:register_parameter(k, v) end

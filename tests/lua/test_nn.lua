@@ -798,4 +798,17 @@ test_native("losses through F", { "nll_loss", "cross_entropy", "mse_loss", "log_
   T.near(F.mse_loss(ms.tensor({ 1.0, 3.0 }), ms.tensor({ 0.0, 0.0 }), "sum"):item(), 10, 1e-6)
 end)
 
+T.test("replacing a child keeps its place, as torch's __setattr__ does", function()
+  local net = Net()
+  net.fc1 = nn.Linear(9216, 64)
+  local names = {}
+  for name in net:named_children() do names[#names + 1] = name end
+  T.eq(table.concat(names, " "), "conv1 conv2 dropout1 dropout2 fc1 fc2")
+  net.dropout1 = nil
+  net.dropout1 = nn.Dropout(0.1) -- removed then added again: goes to the end
+  names = {}
+  for name in net:named_children() do names[#names + 1] = name end
+  T.eq(table.concat(names, " "), "conv1 conv2 dropout2 fc1 fc2 dropout1")
+end)
+
 T.finish()
