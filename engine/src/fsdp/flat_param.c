@@ -1,0 +1,269 @@
+/* flat_param.c: the FlatParameter of an FSDP unit (moonshard/fsdp.h): packing the original
+ * parameters, gathering and releasing the full buffer, and reducing their gradients into the
+ * local shard with one collective per unit. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "moonshard/autograd.h"
+#include "moonshard/fsdp.h"
+#include "moonshard/ops.h"
+
+/* ---- creation ---------------------------------------------------------------------------------- */
+
+static ms_status check_params(ms_tensor *const *params, int n) {
+  if (n <= 0) return ms_error(MS_ERR_ARG, "fsdp: a unit needs at least one parameter, got %d", n);
+  for (int i = 0; i < n; i++) {
+    if (!params[i]) return ms_error(MS_ERR_ARG, "fsdp: parameter %d is NULL", i);
+    if (!ms_dtype_is_floating(params[i]->dtype) || params[i]->dtype != params[0]->dtype)
+      return ms_error(MS_ERR_ARG, "fsdp: parameter %d has dtype %s, expected %s like parameter 0 "
+                      "(a unit flattens parameters of one floating dtype)", i,
+                      ms_dtype_name(params[i]->dtype), ms_dtype_name(params[0]->dtype));
+  }
+  return MS_OK;
+}
+
+/* A view of s with a contiguous layout of the given shape at offset (elements). */
+static ms_tensor *contiguous_view(ms_storage *s, ms_dtype dt, int ndim, const int64_t *shape,
+                                  int64_t offset) {
+  int64_t strides[MS_MAX_DIMS], step = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    strides[d] = step;
+    step *= shape[d] > 0 ? shape[d] : 1;
+  }
+  return ms_tensor_new_view(s, dt, ndim, shape, strides, offset);
+}
+
+/* A 1-D tensor of n elements over a fresh storage of the given memory category. */
+static ms_tensor *new_flat(int64_t n, ms_dtype dt, ms_mem_category cat) {
+  ms_storage *s = ms_storage_new((size_t)(n > 0 ? n : 1) * ms_dtype_size(dt), cat);
+  if (!s) return NULL;
+  ms_tensor *t = contiguous_view(s, dt, 1, &n, 0);
+  ms_storage_release(s);
+  return t;
+}
+
+/* Copies the originals' values into the full buffer (zero padding: the padded tail is summed in
+ * reductions and must stay a neutral value). */
+static ms_status pack_values(ms_flat_param *fp, ms_tensor *const *params) {
+  ms_status st = ms_tensor_zero_(fp->full_flat);
+  for (int i = 0; st == MS_OK && i < fp->nparams; i++) {
+    int64_t len = ms_tensor_numel(params[i]);
+    ms_tensor *dst = ms_tensor_narrow(fp->full_flat, 0, fp->offsets[i], len);
+    ms_tensor *src = dst ? ms_tensor_reshape(params[i], 1, &len) : NULL;
+    st = src ? ms_tensor_copy_(dst, src) : MS_ERR_RUNTIME;
+    ms_tensor_release(src);
+    ms_tensor_release(dst);
+  }
+  return st;
+}
+
+/* The replacement leaves: views of the full storage with the originals' geometry. */
+static ms_status make_views(ms_flat_param *fp, ms_tensor *const *params) {
+  for (int i = 0; i < fp->nparams; i++) {
+    ms_tensor *v = contiguous_view(fp->full, fp->dtype, params[i]->ndim, params[i]->shape,
+                                   fp->offsets[i]);
+    if (!v) return MS_ERR_RUNTIME;
+    v->requires_grad = params[i]->requires_grad;
+    fp->params[i] = v;
+  }
+  return MS_OK;
+}
+
+/* The shard: NO_SHARD shares the full buffer (so the optimizer updates what forward reads);
+ * otherwise a copy of slice `rank` in its own storage, counted as parameters. */
+static ms_status make_shard(ms_flat_param *fp) {
+  if (fp->strategy == MS_FSDP_NO_SHARD) {
+    fp->shard = contiguous_view(fp->full, fp->dtype, 1, &fp->shard_numel, 0);
+  } else {
+    fp->shard = new_flat(fp->shard_numel, fp->dtype, MS_MEM_PARAMS);
+    ms_tensor *slice = fp->shard ? ms_tensor_narrow(fp->full_flat, 0, fp->rank * fp->shard_numel,
+                                                    fp->shard_numel) : NULL;
+    ms_status st = slice ? ms_tensor_copy_(fp->shard, slice) : MS_ERR_RUNTIME;
+    ms_tensor_release(slice);
+    if (st != MS_OK) return st;
+  }
+  if (!fp->shard) return MS_ERR_RUNTIME;
+  fp->shard->requires_grad = true;
+  return MS_OK;
+}
+
+static ms_status layout(ms_flat_param *fp, ms_tensor *const *params, int n) {
+  fp->nparams = n;
+  fp->params = calloc((size_t)n, sizeof *fp->params);
+  fp->offsets = calloc((size_t)n, sizeof *fp->offsets);
+  fp->hook_handles = calloc((size_t)n, sizeof *fp->hook_handles);
+  if (!fp->params || !fp->offsets || !fp->hook_handles) return ms_error(MS_ERR_MEMORY, "fsdp: out of memory");
+  int64_t total = 0;
+  for (int i = 0; i < n; i++) {
+    fp->offsets[i] = total;
+    total += ms_tensor_numel(params[i]);
+    if (params[i]->requires_grad) fp->grads_expected++;
+  }
+  bool shard = fp->strategy != MS_FSDP_NO_SHARD;
+  fp->numel = total;
+  fp->padded = shard ? (total + fp->world - 1) / fp->world * fp->world : total;
+  fp->shard_numel = shard ? fp->padded / fp->world : total;
+  fp->grads_pending = fp->grads_expected;
+  return MS_OK;
+}
+
+ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
+                                    ms_fsdp_strategy strategy) {
+  if (check_params(params, n) != MS_OK) return NULL;
+  if (!pg && !(pg = ms_pg_world())) return NULL;
+  ms_flat_param *fp = calloc(1, sizeof *fp);
+  if (!fp) return ms_error(MS_ERR_MEMORY, "fsdp: out of memory"), NULL;
+  ms_pg_retain(pg);
+  fp->pg = pg;
+  fp->strategy = strategy;
+  fp->world = ms_pg_size(pg);
+  fp->rank = ms_pg_rank(pg);
+  fp->dtype = params[0]->dtype;
+  ms_status st = fp->rank < 0 ? ms_error(MS_ERR_ARG, "fsdp: this process is not in the group")
+                              : layout(fp, params, n);
+  if (st == MS_OK) st = (fp->full_flat = new_flat(fp->padded, fp->dtype, MS_MEM_PARAMS)) ? MS_OK : MS_ERR_RUNTIME;
+  if (st == MS_OK) {
+    fp->full = fp->full_flat->storage;
+    st = pack_values(fp, params);
+  }
+  if (st == MS_OK) st = make_shard(fp);
+  if (st == MS_OK) st = make_views(fp, params);
+  if (st != MS_OK) return ms_flat_param_free(fp), NULL;
+  ms_flat_param_release(fp);
+  return fp;
+}
+
+void ms_flat_param_free(ms_flat_param *fp) {
+  if (!fp) return;
+  for (int i = 0; fp->params && i < fp->nparams; i++) {
+    if (!fp->params[i]) continue;
+    /* the hooks point at fp: the views may outlive it in Lua tables */
+    if (fp->hook_handles[i]) ms_tensor_remove_hook(fp->params[i], fp->hook_handles[i]);
+    ms_tensor_release(fp->params[i]);
+  }
+  free(fp->params);
+  free(fp->offsets);
+  free(fp->hook_handles);
+  ms_tensor_release(fp->shard);
+  ms_tensor_release(fp->full_flat);
+  ms_pg_release(fp->pg);
+  free(fp);
+}
+
+/* ---- gather and release ------------------------------------------------------------------------ */
+
+/* Re-materializing the full buffer restores values that the views had when autograd saved them
+ * (the shards only change in optimizer.step, after backward), so it is not a modification: the
+ * collective's version bump is undone, or FULL_SHARD's gather for backward would make every
+ * saved parameter look modified in place. */
+ms_status ms_flat_param_gather(ms_flat_param *fp) {
+  if (fp->strategy == MS_FSDP_NO_SHARD) return MS_OK;
+  ms_status st = ms_storage_materialize(fp->full);
+  if (st != MS_OK) return st;
+  int version = atomic_load(&fp->full->version);
+  bool prev = ms_grad_set_enabled(false);
+  ms_tensor *in = ms_tensor_detach(fp->shard);
+  st = in ? ms_pg_all_gather(fp->pg, fp->full_flat, in, NULL) : MS_ERR_RUNTIME;
+  ms_tensor_release(in);
+  ms_grad_set_enabled(prev);
+  atomic_store(&fp->full->version, version);
+  return st;
+}
+
+ms_status ms_flat_param_update_shard(ms_flat_param *fp) {
+  if (fp->strategy == MS_FSDP_NO_SHARD) return MS_OK;
+  if (!ms_flat_param_is_gathered(fp)) return ms_error(MS_ERR_RUNTIME, "fsdp: update_shard needs the full buffer gathered");
+  bool prev = ms_grad_set_enabled(false);
+  ms_tensor *slice = ms_tensor_narrow(fp->full_flat, 0, fp->rank * fp->shard_numel, fp->shard_numel);
+  ms_status st = slice ? ms_tensor_copy_(fp->shard, slice) : MS_ERR_RUNTIME;
+  ms_tensor_release(slice);
+  ms_grad_set_enabled(prev);
+  return st;
+}
+
+void ms_flat_param_release(ms_flat_param *fp) {
+  if (fp->strategy != MS_FSDP_NO_SHARD) ms_storage_release_data(fp->full);
+}
+
+bool ms_flat_param_is_gathered(const ms_flat_param *fp) { return ms_storage_is_materialized(fp->full); }
+
+/* ---- gradients --------------------------------------------------------------------------------- */
+
+/* The params' grads packed like their values (zeros for padding and missing grads); the
+ * params' grads are dropped once copied: the shard's grad is the only one that stays. */
+static ms_tensor *pack_grads(ms_flat_param *fp) {
+  ms_tensor *flat = new_flat(fp->padded, fp->dtype, MS_MEM_COMM);
+  ms_status st = flat ? ms_tensor_zero_(flat) : MS_ERR_RUNTIME;
+  for (int i = 0; st == MS_OK && i < fp->nparams; i++) {
+    ms_tensor *p = fp->params[i], *g = p->grad;
+    if (!g) continue;
+    int64_t len = ms_tensor_numel(p);
+    ms_tensor *dst = ms_tensor_narrow(flat, 0, fp->offsets[i], len);
+    ms_tensor *src = dst ? ms_tensor_reshape(g, 1, &len) : NULL;
+    st = src ? ms_tensor_copy_(dst, src) : MS_ERR_RUNTIME;
+    ms_tensor_release(src);
+    ms_tensor_release(dst);
+    p->grad = NULL;
+    ms_tensor_release(g);
+  }
+  if (st != MS_OK) ms_tensor_release(flat), flat = NULL;
+  return flat;
+}
+
+/* Adds g into shard->grad, or makes a grads-category copy when there is none yet. */
+static ms_status accumulate_shard_grad(ms_flat_param *fp, ms_tensor *g) {
+  ms_tensor *sg = fp->shard->grad;
+  if (sg) return ms_binary_(MS_OP_ADD, sg, ms_operand_tensor(g));
+  sg = new_flat(fp->shard_numel, fp->dtype, MS_MEM_GRADS);
+  ms_status st = sg ? ms_tensor_copy_(sg, g) : MS_ERR_RUNTIME;
+  if (st == MS_OK) fp->shard->grad = sg;
+  else ms_tensor_release(sg);
+  return st;
+}
+
+static ms_status reduce_flat(ms_flat_param *fp, ms_tensor *flat, ms_tensor **out) {
+  if (fp->strategy == MS_FSDP_NO_SHARD) {
+    ms_tensor_retain(flat);
+    *out = flat;
+    return ms_pg_all_reduce(fp->pg, flat, MS_DIST_AVG, NULL);
+  }
+  *out = new_flat(fp->shard_numel, fp->dtype, MS_MEM_COMM);
+  if (!*out) return MS_ERR_RUNTIME;
+  return ms_pg_reduce_scatter(fp->pg, *out, flat, MS_DIST_AVG, NULL);
+}
+
+ms_status ms_flat_param_reduce_grads(ms_flat_param *fp) {
+  bool prev = ms_grad_set_enabled(false);
+  ms_tensor *flat = pack_grads(fp), *red = NULL;
+  ms_status st = flat ? reduce_flat(fp, flat, &red) : MS_ERR_RUNTIME;
+  if (st == MS_OK) st = accumulate_shard_grad(fp, red);
+  ms_tensor_release(red);
+  ms_tensor_release(flat);
+  ms_grad_set_enabled(prev);
+  return st;
+}
+
+/* ---- post-backward ----------------------------------------------------------------------------- */
+
+/* Counting arrivals rather than waiting for the end of backward lets the unit's reduction run
+ * as soon as its gradients are complete, while earlier layers are still computing. */
+static ms_status on_grad_ready(void *ctx, ms_tensor *param) {
+  (void)param;
+  ms_flat_param *fp = ctx;
+  if (--fp->grads_pending > 0) return MS_OK;
+  fp->grads_pending = fp->grads_expected;
+  ms_status st = ms_flat_param_reduce_grads(fp);
+  if (st == MS_OK) ms_flat_param_release(fp);
+  return st;
+}
+
+ms_status ms_flat_param_install_hooks(ms_flat_param *fp) {
+  for (int i = 0; i < fp->nparams; i++) {
+    if (!fp->params[i]->requires_grad || fp->hook_handles[i]) continue;
+    fp->hook_handles[i] = ms_tensor_register_post_accumulate_hook(fp->params[i], on_grad_ready, fp, NULL);
+    if (!fp->hook_handles[i]) return MS_ERR_RUNTIME;
+  }
+  return MS_OK;
+}
+
+void ms_flat_param_reset_pending(ms_flat_param *fp) { fp->grads_pending = fp->grads_expected; }
