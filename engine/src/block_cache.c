@@ -1,5 +1,5 @@
 /* block_cache.c: freed large blocks kept per size class under one lock, up to a byte limit
- * (MS_CACHE_LIMIT_MB, default 1024). A freed block stores the link to the next one of its class
+ * (MS_CACHE_LIMIT_MB, default 256). A freed block stores the link to the next one of its class
  * in its own first bytes. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -29,7 +29,7 @@ size_t ms_block_class(size_t nbytes) {
 static int64_t limit(void) {
   if (limit_bytes < 0) {
     const char *env = getenv("MS_CACHE_LIMIT_MB");
-    long long mb = env ? atoll(env) : 1024;
+    long long mb = env ? atoll(env) : 256;
     limit_bytes = (mb < 0 ? 0 : mb) << 20;
   }
   return limit_bytes;
