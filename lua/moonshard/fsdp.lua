@@ -242,17 +242,6 @@ local function walk_state(m, prefix, visit)
   for _, cname in ipairs(m._modules.names) do walk_state(m._modules.map[cname], prefix .. cname .. ".", visit) end
 end
 
-local function ordered(keys)
-  return function(t)
-    local i = 0
-    return function()
-      i = i + 1
-      local k = keys[i]
-      if k ~= nil then return k, rawget(t, k) end
-    end, t, nil
-  end
-end
-
 -- The full state dict under the unwrapped module's names, on every rank (every rank takes part
 -- in the gathers; rank 0 usually saves it). Tensors are copies: the full buffers are freed after.
 function FSDP:state_dict(opts)
@@ -263,7 +252,7 @@ function FSDP:state_dict(opts)
     keys[#keys + 1] = name
     sd[name] = t:detach():clone()
   end)
-  return setmetatable(sd, { __pairs = ordered(keys) }), keys
+  return setmetatable(sd, { __pairs = nn.internal.ordered_pairs_of(keys) }), keys
 end
 
 -- Loads a full state dict (unwrapped names, as state_dict gives or an unwrapped model saved):

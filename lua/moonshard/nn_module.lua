@@ -730,7 +730,7 @@ end
 -- Helpers the layer and container files share (not part of the public API).
 nn.internal = {
   describe = describe, is_module = is_module, od_new = od_new, od_set = od_set,
-  od_remove = od_remove, pyval = pyval, pack = pack,
+  od_remove = od_remove, pyval = pyval, pack = pack, ordered_pairs_of = ordered_pairs_of,
 }
 
 return nn
