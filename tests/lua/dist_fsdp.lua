@@ -113,42 +113,12 @@ end
 
 -- ---- reprs ------------------------------------------------------------------------------------
 
-local GOLDEN = [[
-FullyShardedDataParallel(
-  (_fsdp_wrapped_module): FlattenParamsWrapper(
-    (_fpw_module): Net(
-      (conv1): Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))
-      (conv2): Conv2d(32, 64, kernel_size=(3, 3), stride=(1, 1))
-      (dropout1): Dropout(p=0.25, inplace=False)
-      (dropout2): Dropout(p=0.5, inplace=False)
-      (fc1): Linear(in_features=9216, out_features=128, bias=True)
-      (fc2): Linear(in_features=128, out_features=10, bias=True)
-    )
-  )
-)]]
-
-local GOLDEN_WRAPPED = [[
-FullyShardedDataParallel(
-  (_fsdp_wrapped_module): FlattenParamsWrapper(
-    (_fpw_module): Net(
-      (conv1): Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))
-      (conv2): Conv2d(32, 64, kernel_size=(3, 3), stride=(1, 1))
-      (dropout1): Dropout(p=0.25, inplace=False)
-      (dropout2): Dropout(p=0.5, inplace=False)
-      (fc1): FullyShardedDataParallel(
-        (_fsdp_wrapped_module): FlattenParamsWrapper(
-          (_fpw_module): Linear(in_features=9216, out_features=128, bias=True)
-        )
-      )
-      (fc2): Linear(in_features=128, out_features=10, bias=True)
-    )
-  )
-)]]
+local REPRS = dofile(debug.getinfo(1, "S").source:sub(2):match("^(.*)/") .. "/data/fsdp_reprs.lua")
 
 case("repr of FSDP(Net()) and with the 20000 policy", function()
-  T.eq(tostring(fsdp.FSDP(Net())), GOLDEN)
+  T.eq(tostring(fsdp.FSDP(Net())), REPRS.whole)
   local model = fsdp.FSDP(Net(), {auto_wrap_policy = fsdp.size_based_auto_wrap_policy{min_num_params = 20000}})
-  T.eq(tostring(model), GOLDEN_WRAPPED)
+  T.eq(tostring(model), REPRS.min_20000)
   local got = {}
   for name, p in model:named_parameters() do got[#got + 1] = name .. " " .. p:numel() end
   local function shard(n) return (n + W - 1) // W end

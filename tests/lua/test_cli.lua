@@ -9,20 +9,11 @@ local base = os.tmpname()
 local files = {out = base .. ".out", err = base .. ".err", input = base .. ".in",
                script = base .. ".lua"}
 
-local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local quote = T.quote
 
-local function write_file(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
+local write_file = T.write_file
 
-local function read_file(path)
-  local f = assert(io.open(path, "r"))
-  local text = f:read("a")
-  f:close()
-  return text
-end
+local read_file = T.read_file
 
 -- Runs a shell command line with `input` (a string, or nothing) as stdin; returns the exit
 -- status, stdout and stderr.

@@ -23,20 +23,11 @@ local files = {out = base .. ".out", err = base .. ".err", script = base .. ".lu
                input = base .. ".in"}
 local LIMIT = 10 -- seconds a failing launch may take to end every rank
 
-local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local quote = T.quote
 
-local function write_file(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
+local write_file = T.write_file
 
-local function read_file(path)
-  local f = assert(io.open(path, "r"))
-  local text = f:read("a")
-  f:close()
-  return text
-end
+local read_file = T.read_file
 
 -- Runs a shell command line (stdin empty) with a hard limit: timeout signals its whole process
 -- group (mpirun and every rank) with TERM after 60 s, KILL 5 s later. `env` is a string of

@@ -28,7 +28,7 @@ if not has_fsdp then
   os.exit(77)
 end
 
-local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local quote = T.quote
 local exe = build .. "/moonshard"
 local cwd = io.popen("pwd"):read("l")
 local script = cwd .. "/scripts/mnist_fsdp.lua"
@@ -60,37 +60,7 @@ local function count(s, pat)
   return n
 end
 
-local REPR_20000 = [[
-FullyShardedDataParallel(
-  (_fsdp_wrapped_module): FlattenParamsWrapper(
-    (_fpw_module): Net(
-      (conv1): Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))
-      (conv2): Conv2d(32, 64, kernel_size=(3, 3), stride=(1, 1))
-      (dropout1): Dropout(p=0.25, inplace=False)
-      (dropout2): Dropout(p=0.5, inplace=False)
-      (fc1): FullyShardedDataParallel(
-        (_fsdp_wrapped_module): FlattenParamsWrapper(
-          (_fpw_module): Linear(in_features=9216, out_features=128, bias=True)
-        )
-      )
-      (fc2): Linear(in_features=128, out_features=10, bias=True)
-    )
-  )
-)]]
-
-local REPR_WHOLE = [[
-FullyShardedDataParallel(
-  (_fsdp_wrapped_module): FlattenParamsWrapper(
-    (_fpw_module): Net(
-      (conv1): Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))
-      (conv2): Conv2d(32, 64, kernel_size=(3, 3), stride=(1, 1))
-      (dropout1): Dropout(p=0.25, inplace=False)
-      (dropout2): Dropout(p=0.5, inplace=False)
-      (fc1): Linear(in_features=9216, out_features=128, bias=True)
-      (fc2): Linear(in_features=128, out_features=10, bias=True)
-    )
-  )
-)]]
+local REPRS = dofile(debug.getinfo(1, "S").source:sub(2):match("^(.*)/") .. "/data/fsdp_reprs.lua")
 
 T.test("options: --help, and bad options are errors before any rank starts", function()
   local code, out = run("", "--help")
@@ -113,14 +83,14 @@ T.test("ms.spawn launch (2 ranks by default): seed-shaped output, fc1 its own un
   -- one test batch of 1000 per rank, all-reduced: 2000 samples counted
   T.eq(count(out, "Test set: Average loss: %d+%.%d%d%d%d, Accuracy: %d+/2000 %(%d+%.%d%d%%%)\n\n"), 2, out)
   T.truthy(out:find("elapsed time: %d+%.%d%d%dsec\n"), out)
-  T.truthy(out:find(REPR_20000, 1, true), out)
+  T.truthy(out:find(REPRS.min_20000, 1, true), out)
 end)
 
 T.test("moonshard -n 2 with --auto-wrap-min-params 2e9 (one unit) and --save-model", function()
   local code, out, err, dir = run("-n 2", "--dry-run --epochs 1 --auto-wrap-min-params 2000000000 --save-model")
   T.eq(code, 0, err)
   T.eq(count(out, "Train Epoch: "), 1, out)
-  T.truthy(out:find(REPR_WHOLE, 1, true), out)
+  T.truthy(out:find(REPRS.whole, 1, true), out)
   local sd = ms.load(dir .. "/mnist_cnn.safetensors")
   local net = Net()
   net:load_state_dict(sd) -- strict: the original names and shapes, nothing else

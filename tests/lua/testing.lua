@@ -66,6 +66,24 @@ function T.raises(fn, ...)
   return err
 end
 
+-- ---- helpers for tests that run the executable ---------------------------------------------------
+
+-- s quoted for the shell.
+function T.quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+function T.write_file(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
+function T.read_file(path)
+  local f = assert(io.open(path, "r"))
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
 function T.finish()
   print(("%d passed, %d failed"):format(passed, failed))
   os.exit(failed == 0 and 0 or 1)
