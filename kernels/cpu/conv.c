@@ -1,4 +1,5 @@
-/* conv.c: 2-D convolution on the CPU as im2col + GEMM, and its backward as GEMM + col2im.
+/* conv.c: 2-D convolution on the CPU. Float32 with groups = 1 goes to the implicit GEMM
+ * (conv_gemm.c); the rest (float64, grouped) is im2col + GEMM, its backward GEMM + col2im, here.
  * Each sample is unfolded into a (C*KH*KW, OH*OW) column matrix (one per thread, reused), so a
  * sample's whole convolution is one GEMM per group; samples are spread over the pool.
  *
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/cpu/conv_gemm.h"
 
 static size_t elsize(ms_k_dtype dt) { return dt == MS_K_F64 ? 8 : 4; }
 
@@ -183,6 +185,7 @@ static int team_size(const ms_k_conv2d_geom *g) {
 
 int ms_k_conv2d_forward(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *x, const void *w,
                         const void *b, void *out) {
+  if (dt == MS_K_F32 && g->groups == 1) return ms_k_conv2d_forward_gemm(g, x, w, b, out);
   conv_job j = {.dt = dt, .g = g, .x = x, .w = w, .b = b, .out = out};
   if (g->n == 0) return 0;
   ms_k_parallel_team(team_size(g), forward_member, &j);
@@ -204,6 +207,11 @@ static void reduce_partials(conv_job *j, void *gb) {
 
 int ms_k_conv2d_backward(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *x, const void *w,
                          const void *gout, void *gx, void *gw, void *gb) {
+  /* the implicit GEMM computes the bias gradient alongside the weight's */
+  if (dt == MS_K_F32 && g->groups == 1 && (gw || !gb)) {
+    if (gx && ms_k_conv2d_input_grad_gemm(g, w, gout, gx) != 0) return -1;
+    return gw ? ms_k_conv2d_weight_grad_gemm(g, x, gout, gw, gb) : 0;
+  }
   int nt = team_size(g);
   size_t wnum = (size_t)(g->o * (g->c / g->groups) * g->kh * g->kw);
   conv_job j = {.dt = dt, .g = g, .x = x, .w = w, .gout = gout, .gx = gx, .gw = gw};

@@ -323,28 +323,31 @@ static int gemm_isa(void) {
 
 const char *ms_k_gemm_isa(void) { return isa_names[gemm_isa()]; }
 
+ms_k_sgemm_tile ms_k_sgemm_tile_get(void) {
+  const gemm_kernel *k = &s_kernels[gemm_isa()];
+  return (ms_k_sgemm_tile){k->mr, k->nr, k->sukr};
+}
+
 /* ---- per-thread packing buffers: kept between calls, freed when their thread exits ---------- */
 
 typedef struct {
-  void *ptr[2];
-  size_t size[2];
+  void *ptr[MS_K_BUF_COUNT];
+  size_t size[MS_K_BUF_COUNT];
 } thread_bufs;
-enum { BUF_A, BUF_B };
+enum { BUF_A = MS_K_BUF_GEMM_A, BUF_B = MS_K_BUF_GEMM_B };
 
 static pthread_key_t bufs_key;
 static pthread_once_t bufs_once = PTHREAD_ONCE_INIT;
 
 static void bufs_free(void *v) {
   thread_bufs *b = v;
-  free(b->ptr[BUF_A]);
-  free(b->ptr[BUF_B]);
+  for (int i = 0; i < MS_K_BUF_COUNT; i++) free(b->ptr[i]);
   free(b);
 }
 
 static void bufs_init(void) { pthread_key_create(&bufs_key, bufs_free); }
 
-/* A 64-byte aligned buffer of at least `size` bytes for this thread, or NULL if out of memory. */
-static void *thread_buffer(int which, size_t size) {
+void *ms_k_thread_buffer(int which, size_t size) {
   pthread_once(&bufs_once, bufs_init);
   thread_bufs *b = pthread_getspecific(bufs_key);
   if (!b) {
@@ -447,7 +450,7 @@ static void gemm_member(void *ctx, int t, int nt) {
         int64_t c0, c1;
         split(npanels, slices, u % slices, &c0, &c1);
         int64_t j0 = c0 * kr->nr, j1 = c1 * kr->nr < nc ? c1 * kr->nr : nc;
-        if (!apack) apack = thread_buffer(BUF_A, a_size);
+        if (!apack) apack = ms_k_thread_buffer(BUF_A, a_size);
         if (!apack) {
           kr->naive(p, ic, m, jc + j0, j1 - j0, pc, kc, pc == 0);
           continue;
@@ -504,7 +507,7 @@ static void gemm_run(gemm_plan *p) {
     nt = work < MIN_WORK_PER_THREAD ? 1 : (int)(work / MIN_WORK_PER_THREAD);
   int64_t kc_cap = p->K < kr->kc ? p->K : kr->kc;
   int64_t nc_cap = p->N < kr->nc ? (p->N + kr->nr - 1) / kr->nr * kr->nr : kr->nc;
-  p->bpack = thread_buffer(BUF_B, (size_t)(kc_cap * nc_cap) * kr->es);
+  p->bpack = ms_k_thread_buffer(BUF_B, (size_t)(kc_cap * nc_cap) * kr->es);
   if (!p->bpack) {
     kr->naive(p, 0, p->M, 0, p->N, 0, p->K, 1);
     return;

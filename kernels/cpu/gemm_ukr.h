@@ -39,5 +39,25 @@ void ms_k_dgemm_ukr_avx512(int64_t k, const double *alpha, const double *a, cons
 
 /* The largest tile any kernel uses, for the driver's edge-tile scratch. */
 #define MS_GEMM_MAX_TILE (12 * 32)
+#define MS_GEMM_MAX_NR 32
+
+/* The float micro-kernel this CPU runs (gemm.c chooses it once), for callers in kernels/cpu that
+ * pack their own panels (the implicit-GEMM convolution). */
+typedef struct ms_k_sgemm_tile {
+  int mr, nr;
+  ms_k_sgemm_ukr ukr;
+} ms_k_sgemm_tile;
+ms_k_sgemm_tile ms_k_sgemm_tile_get(void);
+
+/* Per-thread work buffers, kept between calls (so a training step allocates nothing once warm)
+ * and freed when their thread exits: a 64-byte aligned block of at least `size` bytes in slot
+ * `which`, or NULL when out of memory. A slot's contents do not survive the next call for the
+ * same slot on the same thread. */
+enum {
+  MS_K_BUF_GEMM_A, MS_K_BUF_GEMM_B, /* the GEMM driver's packed blocks */
+  MS_K_BUF_CONV_W, MS_K_BUF_CONV_B, MS_K_BUF_CONV_T, MS_K_BUF_CONV_A, /* conv_gemm.c */
+  MS_K_BUF_COUNT
+};
+void *ms_k_thread_buffer(int which, size_t size);
 
 #endif

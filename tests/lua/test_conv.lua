@@ -146,6 +146,49 @@ T.test("conv2d on a batch larger than the thread count matches one sample at a t
   end
 end)
 
+-- float32 with groups = 1 runs the implicit GEMM (kernels/cpu/conv_gemm.c); float64 runs the im2col
+-- path. Both compute the same conv, so each case compares forward and all three gradients.
+T.test("conv2d float32 implicit GEMM matches the float64 im2col path", function()
+  local cases = {
+    {n = 1, c = 1, h = 28, w = 28, o = 32, k = {3, 3}, opts = {}},                  -- the seed's conv1
+    {n = 3, c = 32, h = 12, w = 11, o = 64, k = {3, 3}, opts = {}},                 -- conv2-like, odd
+    {n = 2, c = 3, h = 9, w = 7, o = 5, k = {3, 2}, opts = {stride = {2, 1}, padding = {1, 2}}},
+    {n = 5, c = 4, h = 8, w = 10, o = 7, k = {3, 3}, opts = {padding = 1, dilation = 2}},
+    {n = 2, c = 6, h = 5, w = 5, o = 13, k = {1, 1}, opts = {}},                    -- pointwise
+    {n = 3, c = 2, h = 11, w = 13, o = 3, k = {5, 4}, opts = {stride = 3, padding = {2, 0}}},
+    {n = 1, c = 1, h = 1, w = 1, o = 2, k = {1, 1}, opts = {padding = 1}},         -- all padding edges
+  }
+  for i, cs in ipairs(cases) do
+    for _, bias in ipairs({true, false}) do
+      local x = ms.randn(cs.n, cs.c, cs.h, cs.w)
+      local w = ms.randn(cs.o, cs.c, cs.k[1], cs.k[2])
+      local b = bias and ms.randn(cs.o) or nil
+      local x32, w32 = x:clone():requires_grad_(), w:clone():requires_grad_()
+      local x64, w64 = x:double():requires_grad_(), w:double():requires_grad_()
+      local b32 = b and b:clone():requires_grad_(), b64
+      b64 = b and b:double():requires_grad_()
+      local y32, y64 = ms.conv2d(x32, w32, b32, cs.opts), ms.conv2d(x64, w64, b64, cs.opts)
+      local g = ms.randn(y32:size())
+      y32:backward(g)
+      y64:backward(g:double())
+      local what = ("case %d%s"):format(i, bias and " with bias" or "")
+      local tol = {rtol = 1e-4, atol = 1e-4}
+      T.truthy(ms.allclose(y32:double(), y64:detach(), tol), what .. " forward")
+      T.truthy(ms.allclose(x32.grad:double(), x64.grad, tol), what .. " grad input")
+      T.truthy(ms.allclose(w32.grad:double(), w64.grad, tol), what .. " grad weight")
+      if bias then T.truthy(ms.allclose(b32.grad:double(), b64.grad, tol), what .. " grad bias") end
+    end
+  end
+end)
+
+T.test("conv2d float32 on a non-contiguous input and weight", function()
+  local x = ms.randn(3, 5, 9, 8):transpose(3, 4) -- (3, 5, 8, 9), not contiguous
+  local w = ms.randn(6, 3, 3, 5):transpose(2, 4)  -- (6, 5, 3, 3), not contiguous
+  local y = ms.conv2d(x, w, nil, {padding = 1})
+  local y64 = ms.conv2d(x:double(), w:double(), nil, {padding = 1})
+  T.truthy(ms.allclose(y:double(), y64, {rtol = 1e-4, atol = 1e-4}))
+end)
+
 -- ---- errors -------------------------------------------------------------------------------------
 
 T.test("conv2d argument errors", function()
