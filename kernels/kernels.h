@@ -71,6 +71,8 @@ typedef enum ms_k_unop {
  * to a floating dtype. */
 void ms_k_unary(ms_k_unop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
                 int64_t sa);
+/* relu's gradient from its result y (contiguous, F32 or F64): gx = y > 0 ? g : 0. */
+void ms_k_relu_backward(ms_k_dtype dt, int64_t n, const void *y, const void *g, void *gx);
 /* out = min(max(a, lo), hi) with either bound optional; NaN stays NaN. */
 void ms_k_clamp(ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a, int64_t sa,
                 const double *lo, const double *hi);
@@ -154,7 +156,8 @@ typedef struct ms_k_pool2d_geom {
   int64_t kh, kw, sh, sw, ph, pw, dh, dw; /* max pooling's window; avg pooling uses windows */
 } ms_k_pool2d_geom;
 /* Max over each dilated window (padding never wins; NaN does) with the 0-based flat index
- * (ih * W + iw) of the winner in its plane, PyTorch's indices. */
+ * (ih * W + iw) of the winner in its plane, PyTorch's indices; indices may be NULL when only
+ * the values are wanted (evaluation). */
 void ms_k_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *x, void *out,
                              int64_t *indices);
 /* gx (overwritten) = gout scattered back to the winners. */

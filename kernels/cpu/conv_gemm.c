@@ -31,18 +31,29 @@ typedef struct cg_job {
 
 /* Where column `col` reads the input: sample base plus the window's top-left corner. */
 typedef struct colpos {
-  int64_t n, p, ih0, iw0, xoff;
+  int64_t n, p, ih0, iw0, xoff, oh, ow;
   bool inside; /* the whole window lies in the input: no bounds checks needed */
 } colpos;
 
+static void col_finish(const ms_k_conv2d_geom *g, colpos *c) {
+  c->ih0 = c->oh * g->sh - g->ph, c->iw0 = c->ow * g->sw - g->pw;
+  c->xoff = c->n * g->c * g->h * g->w + c->ih0 * g->w + c->iw0;
+  c->inside = c->ih0 >= 0 && c->ih0 + (g->kh - 1) * g->dh < g->h && c->iw0 >= 0 &&
+              c->iw0 + (g->kw - 1) * g->dw < g->w;
+}
+
 static colpos col_at(const cg_job *j, int64_t col) {
-  const ms_k_conv2d_geom *g = j->g;
   colpos c;
-  c.n = col / j->P, c.p = col % j->P;
-  c.ih0 = c.p / g->ow * g->sh - g->ph, c.iw0 = c.p % g->ow * g->sw - g->pw;
-  c.xoff = c.n * g->c * g->h * g->w + c.ih0 * g->w + c.iw0;
-  c.inside = c.ih0 >= 0 && c.ih0 + (g->kh - 1) * g->dh < g->h && c.iw0 >= 0 &&
-             c.iw0 + (g->kw - 1) * g->dw < g->w;
+  c.n = col / j->P, c.p = col % j->P, c.oh = c.p / j->g->ow, c.ow = c.p % j->g->ow;
+  col_finish(j->g, &c);
+  return c;
+}
+
+/* The column after c, without divisions. */
+static colpos col_next(const cg_job *j, colpos c) {
+  if (++c.p == j->P) c.n++, c.p = 0, c.oh = 0, c.ow = 0;
+  else if (++c.ow == j->g->ow) c.oh++, c.ow = 0;
+  col_finish(j->g, &c);
   return c;
 }
 
@@ -67,7 +78,7 @@ typedef struct panel {
 static void panel_init(const cg_job *j, int64_t c0, int nn, panel *pn) {
   pn->nn = nn, pn->nruns = 0, pn->inside = true;
   for (int q = 0; q < nn; q++) {
-    pn->c[q] = col_at(j, c0 + q);
+    pn->c[q] = q == 0 ? col_at(j, c0) : col_next(j, pn->c[q - 1]);
     pn->inside = pn->inside && pn->c[q].inside;
     if (q == 0 || pn->c[q].xoff != pn->c[q - 1].xoff + 1) pn->run_start[pn->nruns++] = q;
   }
@@ -292,18 +303,41 @@ static void weight_grad_member(void *ctx, int t, int nt) {
   int64_t q = j->cols / nt, rem = j->cols % nt;
   int64_t cb = t * q + (t < rem ? t : rem), ce = cb + q + (t < rem ? 1 : 0);
   colpos cp[WGRAD_KC];
+  int64_t goff[WGRAD_KC], xo[WGRAD_KC];
   for (int64_t c0 = cb; c0 < ce; c0 += WGRAD_KC) {
     int64_t kc = ce - c0 < WGRAD_KC ? ce - c0 : WGRAD_KC;
-    for (int64_t l = 0; l < kc; l++) cp[l] = col_at(j, c0 + l);
-    /* B: gout^T, NR output channels per column, all O panels of this block */
+    bool inside = true;
     for (int64_t l = 0; l < kc; l++) {
-      const float *s = j->gout + cp[l].n * g->o * j->P + cp[l].p;
-      for (int64_t o = 0; o < opad; o++)
-        bp[(o / nr) * kc * nr + l * nr + o % nr] = o < g->o ? s[o * j->P] : 0.0f;
+      cp[l] = l == 0 ? col_at(j, c0) : col_next(j, cp[l - 1]);
+      goff[l] = cp[l].n * g->o * j->P + cp[l].p;
+      xo[l] = cp[l].xoff;
+      inside = inside && cp[l].inside;
+    }
+    /* B: gout^T, NR output channels per column, all O panels of this block. Written in order
+     * (a column's NR channels are one cache line); the reads walk NR rows of gout along p. */
+    for (int64_t o0 = 0; o0 < opad; o0 += nr) {
+      float *d = bp + (o0 / nr) * kc * nr;
+      int on = (int)(g->o - o0 < nr ? g->o - o0 : nr);
+      for (int64_t l = 0; l < kc; l++, d += nr) {
+        const float *s = j->gout + goff[l] + o0 * j->P;
+        for (int oo = 0; oo < on; oo++) d[oo] = s[oo * j->P];
+        for (int oo = on; oo < nr; oo++) d[oo] = 0.0f;
+      }
     }
     for (int64_t k0 = 0; k0 < j->Kb; k0 += mr) {
-      for (int64_t l = 0; l < kc; l++)
-        for (int r = 0; r < mr; r++) ap[l * mr + r] = k0 + r < j->Kb ? col_value(j, &cp[l], k0 + r) : 0.0f;
+      /* A: mr rows of the column matrix over the block's columns, written in order */
+      if (inside && k0 + mr <= j->K) {
+        int64_t ko[MS_GEMM_MAX_TILE];
+        for (int r = 0; r < mr; r++) ko[r] = j->koff[k0 + r];
+        float *d = ap;
+        for (int64_t l = 0; l < kc; l++, d += mr) {
+          const float *s = j->x + xo[l];
+          for (int r = 0; r < mr; r++) d[r] = s[ko[r]];
+        }
+      } else {
+        for (int64_t l = 0; l < kc; l++)
+          for (int r = 0; r < mr; r++) ap[l * mr + r] = k0 + r < j->Kb ? col_value(j, &cp[l], k0 + r) : 0.0f;
+      }
       for (int64_t o0 = 0; o0 < opad; o0 += nr)
         j->t.ukr(kc, &one, ap, bp + (o0 / nr) * kc * nr, &one, acc + k0 * opad + o0, opad, 1);
     }

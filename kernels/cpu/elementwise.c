@@ -2,6 +2,7 @@
  * float64, int64). LOOP writes each op once: a unit-stride form the compiler vectorises, a
  * broadcast-scalar form, and the general strided form. */
 #include <math.h>
+#include <stdbool.h>
 
 #include "kernels/kernels.h"
 
@@ -229,4 +230,35 @@ void ms_k_where(ms_k_dtype dt, int64_t n, void *out, int64_t so, const uint8_t *
   if (dt == MS_K_F32) WHERE_LOOP(float);
   else if (dt == MS_K_F64) WHERE_LOOP(double);
   else WHERE_LOOP(int64_t);
+}
+
+/* Threaded over the pool in large pieces: the loop is memory-bound, so a piece must be big. */
+typedef struct relu_bw_job {
+  bool f64;
+  const void *y, *g;
+  void *gx;
+} relu_bw_job;
+
+static void relu_bw_range(void *ctx, int64_t b, int64_t e) {
+  const relu_bw_job *j = ctx;
+  if (j->f64) {
+    const double *y = j->y, *g = j->g;
+    double *o = j->gx;
+    for (int64_t i = b; i < e; i++) { /* both loads unconditional: the select vectorises */
+      double gi = g[i];
+      o[i] = y[i] > 0 ? gi : 0.0;
+    }
+  } else {
+    const float *y = j->y, *g = j->g;
+    float *o = j->gx;
+    for (int64_t i = b; i < e; i++) {
+      float gi = g[i];
+      o[i] = y[i] > 0 ? gi : 0.0f;
+    }
+  }
+}
+
+void ms_k_relu_backward(ms_k_dtype dt, int64_t n, const void *y, const void *g, void *gx) {
+  relu_bw_job j = {dt == MS_K_F64, y, g, gx};
+  ms_k_parallel_for(n, 1 << 16, relu_bw_range, &j);
 }

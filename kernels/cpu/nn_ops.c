@@ -23,6 +23,7 @@ typedef struct nn_job {
 } nn_job;
 
 #define T float
+#define UINT_T uint32_t
 #define SFX(name) name##_f32
 #define EXP expf
 #define LOG logf
@@ -30,6 +31,7 @@ typedef struct nn_job {
 #define TANH tanhf
 #include "kernels/cpu/nn_ops_body.h"
 #undef T
+#undef UINT_T
 #undef SFX
 #undef EXP
 #undef LOG
@@ -37,6 +39,7 @@ typedef struct nn_job {
 #undef TANH
 
 #define T double
+#define UINT_T uint64_t
 #define SFX(name) name##_f64
 #define EXP exp
 #define LOG log
@@ -44,6 +47,7 @@ typedef struct nn_job {
 #define TANH tanh
 #include "kernels/cpu/nn_ops_body.h"
 #undef T
+#undef UINT_T
 #undef SFX
 #undef EXP
 #undef LOG

@@ -1,6 +1,6 @@
 /* nn_ops_body.h: private to kernels/cpu. The per-row bodies of the NN kernels, written once and
- * compiled for float and double: nn_ops.c defines T (the element type), SFX(name) (the suffixed
- * name), EXP, LOG, SQRT, ERF, TANH (the libm functions of T) and includes this file twice.
+ * compiled for float and double: nn_ops.c defines T (the element type), UINT_T (the unsigned
+ * integer of its size), SFX(name) (the suffixed name), EXP, LOG, SQRT, ERF, TANH (the libm functions of T) and includes this file twice.
  * Sums run in double: rows are short enough that it costs nothing, and float32 losses then agree
  * with PyTorch's to the last bits. */
 
@@ -100,7 +100,13 @@ static void SFX(masked_scale_range)(const nn_job *j, int64_t begin, int64_t end)
   const T *x = j->a;
   const uint8_t *m = j->mask;
   T *y = j->out, scale = (T)j->s0;
-  for (int64_t i = begin; i < end; i++) y[i] = m[i] ? x[i] * scale : (T)0;
+  /* mask bytes are 0 or 1: an all-ones or all-zeros bit mask over the product, which the
+   * compiler vectorises (a select on the byte does not); a dropped inf or NaN still gives 0 */
+  for (int64_t i = begin; i < end; i++) {
+    union { T f; UINT_T u; } v = {x[i] * scale};
+    v.u &= (UINT_T)0 - (UINT_T)m[i];
+    y[i] = v.f;
+  }
 }
 
 /* ---- negative log likelihood ------------------------------------------------------------------- */

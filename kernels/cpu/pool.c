@@ -59,15 +59,51 @@ static inline __attribute__((always_inline)) void max_forward_plane(const pool_j
         }
       }
       store(j->out, obase + oh * g->ow + ow, f64, best);
-      j->idx[obase + oh * g->ow + ow] = at;
+      if (j->idx) j->idx[obase + oh * g->ow + ow] = at;
+    }
+  }
+}
+
+/* The common 2x2 window, stride 2, no padding or dilation, in float32: one pass over each pair
+ * of input rows, branch-free selects (the compiler turns them into blends or cmovs) in PyTorch's
+ * scan order (row-major; a later value wins when greater or NaN), indices only when wanted. */
+static bool is_2x2(const ms_k_pool2d_geom *g) {
+  return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0 &&
+         g->dh == 1 && g->dw == 1;
+}
+
+static inline __attribute__((always_inline)) void max2x2_plane(const pool_job *j, int64_t pl, bool with_idx) {
+  const ms_k_pool2d_geom *g = j->g;
+  const float *in = (const float *)j->in + pl * g->h * g->w;
+  float *out = (float *)j->out + pl * g->oh * g->ow;
+  int64_t *idx = with_idx ? j->idx + pl * g->oh * g->ow : NULL;
+  for (int64_t oh = 0; oh < g->oh; oh++) {
+    const float *r0 = in + 2 * oh * g->w, *r1 = r0 + g->w;
+    float *o = out + oh * g->ow;
+    for (int64_t ow = 0; ow < g->ow; ow++) {
+      float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+      bool tb = b > a || b != b;
+      float m = tb ? b : a;
+      bool tc = c > m || c != c;
+      m = tc ? c : m;
+      bool td = d > m || d != d;
+      o[ow] = td ? d : m;
+      if (with_idx) {
+        int64_t at = 2 * oh * g->w + 2 * ow;
+        at = td ? at + g->w + 1 : tc ? at + g->w : tb ? at + 1 : at;
+        idx[oh * g->ow + ow] = at;
+      }
     }
   }
 }
 
 static void max_forward_range(void *ctx, int64_t begin, int64_t end) {
   const pool_job *j = ctx;
+  bool fast = !j->f64 && is_2x2(j->g);
   for (int64_t pl = begin; pl < end; pl++) {
-    if (j->f64) max_forward_plane(j, pl, true);
+    if (fast && j->idx) max2x2_plane(j, pl, true);
+    else if (fast) max2x2_plane(j, pl, false);
+    else if (j->f64) max_forward_plane(j, pl, true);
     else max_forward_plane(j, pl, false);
   }
 }
@@ -93,10 +129,24 @@ static inline __attribute__((always_inline)) void max_backward_body(const pool_j
   }
 }
 
+/* Float32 gradients scattered without the double round trip (each plane's winners are
+ * distinct for non-overlapping windows, but overlapping ones may repeat: hence +=). */
+static void max_backward_f32(const pool_job *j, int64_t begin, int64_t end) {
+  const ms_k_pool2d_geom *g = j->g;
+  for (int64_t pl = begin; pl < end; pl++) {
+    float *gx = (float *)j->out + pl * g->h * g->w;
+    const float *go = (const float *)j->in + pl * g->oh * g->ow;
+    const int64_t *at = j->cidx + pl * g->oh * g->ow;
+    memset(gx, 0, sizeof(float) * (size_t)(g->h * g->w));
+    for (int64_t o = 0; o < g->oh * g->ow; o++)
+      if (at[o] >= 0) gx[at[o]] += go[o];
+  }
+}
+
 static void max_backward_range(void *ctx, int64_t begin, int64_t end) {
   const pool_job *j = ctx;
   if (j->f64) max_backward_body(j, begin, end, true);
-  else max_backward_body(j, begin, end, false);
+  else max_backward_f32(j, begin, end);
 }
 
 void ms_k_max_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *gout,

@@ -189,6 +189,52 @@ T.test("conv2d float32 on a non-contiguous input and weight", function()
   T.truthy(ms.allclose(y:double(), y64, {rtol = 1e-4, atol = 1e-4}))
 end)
 
+-- Equal values, NaN where the other has NaN.
+local function same_or_nan(a, b, what)
+  local fa, fb = flat(a:double()), flat(b:double())
+  T.eq(#fa, #fb, what)
+  for i = 1, #fa do
+    local ok = (fa[i] ~= fa[i] and fb[i] ~= fb[i]) or fa[i] == fb[i]
+    if not ok then error(("%s: element %d is %s, expected %s"):format(what, i, fa[i], fb[i]), 2) end
+  end
+end
+
+-- max_pool2d's 2x2 / stride 2 float32 fast path against the general window loop (float64).
+T.test("max_pool2d 2x2 float32 fast path matches the general path, NaN and ties included", function()
+  for _, shape in ipairs({{1, 1, 4, 4}, {2, 3, 7, 9}, {3, 2, 6, 5}, {1, 1, 2, 2}}) do
+    local x = ms.randn(shape)
+    local flat_x = x:view(-1)
+    flat_x[1] = 0 / 0                  -- a NaN wins its window
+    flat_x[3], flat_x[4] = 2.5, 2.5    -- a tie keeps the first in scan order
+    flat_x[flat_x:size(1)] = 0 / 0
+    local x32, x64 = x:clone():requires_grad_(), x:double():requires_grad_()
+    local v32, i32 = ms.max_pool2d(x32, 2, {return_indices = true})
+    local v64, i64 = ms.max_pool2d(x64, 2, {return_indices = true})
+    T.truthy(ms.equal(i32, i64), "indices " .. table.concat(shape, "x"))
+    same_or_nan(v32, v64, "values")
+    local g = ms.randn(v32:size())
+    v32:backward(g)
+    v64:backward(g:double())
+    T.truthy(ms.allclose(x32.grad:double(), x64.grad), "gradients")
+    local _ <close> = ms.no_grad()
+    same_or_nan(ms.max_pool2d(x, 2), v64, "no_grad values (no indices made)")
+  end
+end)
+
+T.test("relu's gradient: the contiguous fast path and the general path agree", function()
+  local x = ms.randn(4, 6)
+  x[1][1], x[2][2] = 0, 0 / 0
+  local a = x:clone():requires_grad_()
+  local g = ms.randn(6, 4):t() -- a non-contiguous gradient takes the general path
+  local ya = a:relu()
+  ya:backward(g:contiguous())
+  local b = x:clone():requires_grad_()
+  b:relu():backward(g)
+  T.truthy(ms.equal(a.grad, b.grad))
+  T.eq(a.grad[1][1]:item(), 0.0)
+  T.eq(a.grad[2][2]:item(), 0.0)
+end)
+
 -- ---- errors -------------------------------------------------------------------------------------
 
 T.test("conv2d argument errors", function()

@@ -2,6 +2,7 @@
  * backward multiplies the incoming gradient by the op's derivative, built from the public ops
  * (grad mode is off during backward); where and masked_fill route it by their masks. */
 #include "grad_util.h"
+#include "kernels/kernels.h"
 
 static const char *unary_node_names[MS_UNARY_OP_COUNT] = {
     "NegBackward0",     "AbsBackward0",     "ExpBackward0",    "LogBackward0",
@@ -64,6 +65,23 @@ static bool unary_reads_result(ms_unary_op op) {
   }
 }
 
+/* relu's gradient in one pass when g and the saved result are contiguous floats of one shape
+ * and dtype (the training loop's case); NULL otherwise, and the caller takes the general path. */
+static ms_tensor *relu_grad_contiguous(ms_tensor *g, ms_tensor *x) {
+  if (g->dtype != x->dtype || (g->dtype != MS_FLOAT32 && g->dtype != MS_FLOAT64) || g->ndim != x->ndim ||
+      !ms_tensor_is_contiguous(g) || !ms_tensor_is_contiguous(x))
+    return NULL;
+  for (int d = 0; d < g->ndim; d++)
+    if (g->shape[d] != x->shape[d]) return NULL;
+  ms_tensor *gx = ms_tensor_new_empty(g->ndim, g->shape, g->dtype);
+  if (gx)
+    ms_k_relu_backward((ms_k_dtype)g->dtype, ms_tensor_numel(g), ms_tensor_data(x), ms_tensor_data(g),
+                       ms_tensor_data(gx));
+  else
+    ms_error_clear();
+  return gx;
+}
+
 /* The gradient of the input; x is the saved input or result (see the two lists above). */
 static ms_tensor *unary_grad(ms_unary_op op, ms_tensor *g, ms_tensor *x) {
   switch (op) {
@@ -78,6 +96,8 @@ static ms_tensor *unary_grad(ms_unary_op op, ms_tensor *g, ms_tensor *x) {
   case MS_OP_SIGMOID:
     return grad_with(g, MS_OP_MUL, grad_with(x, MS_OP_MUL, number_with(1, MS_OP_SUB, ref(x))));
   case MS_OP_RELU: { /* where, not a product: an infinite gradient must not become NaN at 0 */
+    ms_tensor *fast = relu_grad_contiguous(g, x);
+    if (fast) return fast;
     ms_tensor *pos = with_number(ref(x), MS_OP_GT, 0);
     ms_tensor *r = pos ? ms_where(pos, ms_operand_tensor(g), ms_operand_number(0, MS_INT64)) : NULL;
     ms_tensor_release(pos);

@@ -83,20 +83,26 @@ static ms_status max_pool_backward(ms_node *n, ms_tensor *const *grad_out, ms_te
   return MS_OK;
 }
 
-ms_status ms_max_pool2d_with_indices(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
-                                     const int64_t padding[2], const int64_t dilation[2],
-                                     bool ceil_mode, ms_tensor **values, ms_tensor **indices) {
+/* The forward; the indices are made only when the caller or the backward needs them
+ * (*indices stays NULL otherwise: under no_grad, ms_max_pool2d writes none). */
+static ms_status max_pool(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2], const int64_t padding[2],
+                          const int64_t dilation[2], bool ceil_mode, bool want_indices, ms_tensor **values,
+                          ms_tensor **indices) {
   ms_k_pool2d_geom g;
   *values = *indices = NULL;
   if (pool_geometry("max_pool2d", x, kernel, stride, padding, dilation, ceil_mode, &g) != MS_OK) return MS_ERR_ARG;
+  bool grad = ms_autograd_wants(1, &x);
   bool prev = ms_grad_set_enabled(false); /* the contiguous copy is the op's own business */
   ms_tensor *xc = ms_tensor_contiguous(x);
   ms_grad_set_enabled(prev);
-  ms_tensor *out = xc ? new_output(x, &g, x->dtype) : NULL, *idx = out ? new_output(x, &g, MS_INT64) : NULL;
-  if (!idx) return ms_tensor_release(xc), ms_tensor_release(out), MS_ERR_MEMORY;
-  ms_k_max_pool2d_forward((ms_k_dtype)x->dtype, &g, ms_tensor_data(xc), ms_tensor_data(out), ms_tensor_data(idx));
+  ms_tensor *out = xc ? new_output(x, &g, x->dtype) : NULL;
+  ms_tensor *idx = out && (grad || want_indices) ? new_output(x, &g, MS_INT64) : NULL;
+  if (!out || ((grad || want_indices) && !idx))
+    return ms_tensor_release(xc), ms_tensor_release(out), MS_ERR_MEMORY;
+  ms_k_max_pool2d_forward((ms_k_dtype)x->dtype, &g, ms_tensor_data(xc), ms_tensor_data(out),
+                          idx ? ms_tensor_data(idx) : NULL);
   ms_tensor_release(xc);
-  if (ms_autograd_wants(1, &x)) {
+  if (grad) {
     ms_node *n = ms_node_new("MaxPool2DWithIndicesBackward0", max_pool_backward, 1, &x);
     if (!n) return ms_tensor_release(out), ms_tensor_release(idx), MS_ERR_MEMORY;
     store_geometry(n, x, &g);
@@ -108,12 +114,17 @@ ms_status ms_max_pool2d_with_indices(ms_tensor *x, const int64_t kernel[2], cons
   return MS_OK;
 }
 
+ms_status ms_max_pool2d_with_indices(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                                     const int64_t padding[2], const int64_t dilation[2],
+                                     bool ceil_mode, ms_tensor **values, ms_tensor **indices) {
+  return max_pool(x, kernel, stride, padding, dilation, ceil_mode, true, values, indices);
+}
+
 ms_tensor *ms_max_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                          const int64_t padding[2], const int64_t dilation[2], bool ceil_mode) {
   ms_tensor *values, *indices;
-  if (ms_max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode, &values, &indices) != MS_OK)
-    return NULL;
-  ms_tensor_release(indices); /* the node keeps its own reference */
+  if (max_pool(x, kernel, stride, padding, dilation, ceil_mode, false, &values, &indices) != MS_OK) return NULL;
+  ms_tensor_release(indices); /* the node keeps its own reference (NULL without autograd) */
   return values;
 }
 
