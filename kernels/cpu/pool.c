@@ -4,6 +4,7 @@
  * float32) so one body serves both dtypes. */
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
@@ -72,26 +73,36 @@ static bool is_2x2(const ms_k_pool2d_geom *g) {
          g->dh == 1 && g->dw == 1;
 }
 
+/* t ? x : y for t = 0 or -1, on the bits: branch-free, so the loop below vectorises. */
+static inline float select_f32(int32_t t, float x, float y) {
+  union { float f; int32_t u; } a = {x}, b = {y}, r;
+  r.u = (a.u & t) | (b.u & ~t);
+  return r.f;
+}
+
 static inline __attribute__((always_inline)) void max2x2_plane(const pool_job *j, int64_t pl, bool with_idx) {
   const ms_k_pool2d_geom *g = j->g;
   const float *in = (const float *)j->in + pl * g->h * g->w;
   float *out = (float *)j->out + pl * g->oh * g->ow;
   int64_t *idx = with_idx ? j->idx + pl * g->oh * g->ow : NULL;
   for (int64_t oh = 0; oh < g->oh; oh++) {
-    const float *r0 = in + 2 * oh * g->w, *r1 = r0 + g->w;
-    float *o = out + oh * g->ow;
-    for (int64_t ow = 0; ow < g->ow; ow++) {
+    const float *restrict r0 = in + 2 * oh * g->w, *restrict r1 = r0 + g->w;
+    float *restrict o = out + oh * g->ow;
+    int64_t *restrict ix = with_idx ? idx + oh * g->ow : NULL;
+    const int64_t base = 2 * oh * g->w, W = g->w, OW = g->ow; /* locals: stores cannot alias them */
+    for (int64_t ow = 0; ow < OW; ow++) {
       float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
-      bool tb = b > a || b != b;
-      float m = tb ? b : a;
-      bool tc = c > m || c != c;
-      m = tc ? c : m;
-      bool td = d > m || d != d;
-      o[ow] = td ? d : m;
-      if (with_idx) {
-        int64_t at = 2 * oh * g->w + 2 * ow;
-        at = td ? at + g->w + 1 : tc ? at + g->w : tb ? at + 1 : at;
-        idx[oh * g->ow + ow] = at;
+      int32_t tb = -(int32_t)((b > a) | (b != b)); /* | not ||: no branch */
+      float m = select_f32(tb, b, a);
+      int32_t tc = -(int32_t)((c > m) | (c != c));
+      m = select_f32(tc, c, m);
+      int32_t td = -(int32_t)((d > m) | (d != d));
+      o[ow] = select_f32(td, d, m);
+      if (with_idx) { /* the winner's tap 0..3 */
+        int32_t tap = tb & 1;
+        tap = (tc & 2) | (~tc & tap);
+        tap = (td & 3) | (~td & tap);
+        ix[ow] = base + 2 * ow + (int64_t)(tap >> 1) * W + (tap & 1);
       }
     }
   }
