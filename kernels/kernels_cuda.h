@@ -1,0 +1,54 @@
+/* kernels_cuda.h: the CUDA bodies of the kernels (kernels/cuda/, one .cu per family), C-callable. They take
+ * device pointers, element counts and element strides like their CPU counterparts in
+ * kernels.h, plus the stream to queue on (a cudaStream_t passed as void *, NULL: the default
+ * stream). Elementwise kernels take the whole strided geometry at once (one launch per op,
+ * never one per row). Each returns 0 or the cudaError_t of its launch. */
+#ifndef MS_KERNELS_CUDA_H
+#define MS_KERNELS_CUDA_H
+
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MS_KC_MAX_DIMS 16
+#define MS_KC_MAX_OPS 4
+
+/* Up to four operands of one shape (operand 0 is the output), each with its element strides
+ * (0 on broadcast dims). The engine merges contiguous dims first (engine/src/tensor_iter.c). */
+typedef struct ms_kc_geom {
+  int ndim;
+  int64_t shape[MS_KC_MAX_DIMS];
+  int64_t strides[MS_KC_MAX_OPS][MS_KC_MAX_DIMS];
+} ms_kc_geom;
+
+/* A number standing for a broadcast operand, in the compute dtype's two forms (an int64 must
+ * not pass through a double). */
+typedef struct ms_kc_scalar {
+  double f;
+  int64_t i;
+} ms_kc_scalar;
+
+/* ---- conversions (kernels/cuda/cast.cu) ---- */
+/* dst (operand 0) = src (operand 1) converted as ms_k_cast does, bit for bit. */
+int ms_kc_cast(const ms_kc_geom *g, void *dst, ms_k_dtype dt, const void *src, ms_k_dtype st,
+               void *stream);
+/* Every element of dst (operand 0) = the element `value` (elsize bytes, already converted to dt
+ * on the host by ms_k_fill, so rounding matches the CPU). */
+int ms_kc_fill(const ms_kc_geom *g, void *dst, int elsize, const void *value, void *stream);
+
+/* ---- elementwise (kernels/cuda/elementwise.cu): ms_k_binary / ms_k_unary's semantics ---- */
+/* out (operand 0) = a (1) op b (2); a NULL a or b reads the scalar sa or sb instead. */
+int ms_kc_binary(ms_k_binop op, ms_k_dtype dt, const ms_kc_geom *g, void *out, const void *a,
+                 const ms_kc_scalar *sa, const void *b, const ms_kc_scalar *sb, void *stream);
+int ms_kc_unary(ms_k_unop op, ms_k_dtype dt, const ms_kc_geom *g, void *out, const void *a,
+                void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
