@@ -62,7 +62,11 @@ static int tensor_release(lua_State *L) {
 static int push_field(lua_State *L, ms_tensor *t, const char *key) {
   if (strcmp(key, "shape") == 0) ms_lua_push_size(L, t->ndim, t->shape);
   else if (strcmp(key, "dtype") == 0) lua_pushstring(L, ms_dtype_name(t->dtype));
-  else if (strcmp(key, "device") == 0) lua_pushliteral(L, "cpu");
+  else if (strcmp(key, "device") == 0) {
+    char b[MS_DEVICE_STR_LEN];
+    lua_pushstring(L, ms_device_str(ms_tensor_device(t), b, sizeof b));
+  }
+  else if (strcmp(key, "is_cuda") == 0) lua_pushboolean(L, ms_tensor_device(t).type == MS_CUDA);
   else if (strcmp(key, "requires_grad") == 0) lua_pushboolean(L, t->requires_grad);
   else if (strcmp(key, "ndim") == 0) lua_pushinteger(L, t->ndim);
   else if (strcmp(key, "is_leaf") == 0) lua_pushboolean(L, ms_tensor_is_leaf(t));

@@ -73,9 +73,10 @@ ms_status ms_tensor_copy_across(ms_tensor *dst, ms_tensor *src) {
 
 /* The plain move: a contiguous copy of t on `device`. */
 static ms_tensor *move(ms_tensor *t, ms_device device) {
-  char b[MS_DEVICE_STR_LEN];
-  if (device.type == MS_CUDA && ms_cuda_check_device(ms_device_str(device, b, sizeof b), device.index) != MS_OK)
-    return NULL;
+  if (device.type == MS_CUDA && !ms_cuda_is_available())
+    return ms_error(MS_ERR_RUNTIME, "to: cannot move a tensor to cuda:%d: CUDA is not available: %s",
+                    device.index, ms_cuda_unavailable_reason()), NULL;
+  if (device.type == MS_CUDA && ms_cuda_check_device("to", device.index) != MS_OK) return NULL;
   if (ms_tensor_check_data_any("to", t) != MS_OK) return NULL;
   ms_tensor *src = ms_tensor_contiguous(t);
   ms_tensor *out = src ? ms_tensor_new_empty_on(device, t->ndim, t->shape, t->dtype) : NULL;

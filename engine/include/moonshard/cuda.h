@@ -21,6 +21,8 @@ int ms_cuda_device_count(void); /* 0 when unavailable */
 const char *ms_cuda_unavailable_reason(void);
 /* MS_OK when `index` names a usable device; otherwise an error naming `op` that says why. */
 ms_status ms_cuda_check_device(const char *op, int index);
+/* The device's name ("NVIDIA H200") and compute capability into buf. */
+ms_status ms_cuda_device_name(int index, char *buf, size_t len, int *major, int *minor);
 /* The calling thread's current device (0 until set). */
 ms_status ms_cuda_set_device(int index);
 int ms_cuda_current_device(void);

@@ -13,6 +13,11 @@ bool ms_cuda_is_available(void) { return false; }
 int ms_cuda_device_count(void) { return 0; }
 const char *ms_cuda_unavailable_reason(void) { return REASON; }
 ms_status ms_cuda_check_device(const char *op, int index) { return (void)index, absent(op); }
+ms_status ms_cuda_device_name(int index, char *buf, size_t len, int *major, int *minor) {
+  (void)index, (void)len, (void)major, (void)minor;
+  if (len) buf[0] = 0;
+  return absent("get_device_name");
+}
 ms_status ms_cuda_set_device(int index) { return (void)index, absent("set_device"); }
 int ms_cuda_current_device(void) { return 0; }
 ms_status ms_cuda_synchronize(int index) { return (void)index, absent("synchronize"); }

@@ -59,6 +59,15 @@ ms_status ms_cuda_check_device(const char *op, int index) {
   return MS_OK;
 }
 
+ms_status ms_cuda_device_name(int index, char *buf, size_t len, int *major, int *minor) {
+  if (ms_cuda_check_device("get_device_name", index) != MS_OK) return MS_ERR_RUNTIME;
+  struct cudaDeviceProp p;
+  if (ms_cuda_check("get_device_name", cudaGetDeviceProperties(&p, index)) != MS_OK) return MS_ERR_RUNTIME;
+  snprintf(buf, len, "%s", p.name);
+  *major = p.major, *minor = p.minor;
+  return MS_OK;
+}
+
 static _Thread_local int current_device; /* what this thread last made current */
 static _Thread_local bool current_set;
 
