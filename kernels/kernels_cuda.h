@@ -47,6 +47,22 @@ int ms_kc_binary(ms_k_binop op, ms_k_dtype dt, const ms_kc_geom *g, void *out, c
 int ms_kc_unary(ms_k_unop op, ms_k_dtype dt, const ms_kc_geom *g, void *out, const void *a,
                 void *stream);
 
+/* ---- reductions (kernels/cuda/reduce.cu): ms_k_reduce_row's semantics for every row ---- */
+/* Rows of n elements `stride` apart; row r starts at the offset its index has in the outer
+ * geometry (ndim dims, row-major). One block per row. */
+typedef struct ms_kc_rows {
+  int ndim;
+  int64_t shape[MS_KC_MAX_DIMS];
+  int64_t strides[MS_KC_MAX_DIMS];
+  int64_t rows, n, stride;
+} ms_kc_rows;
+/* op is RSUM, RPROD, RMAX, RMIN, RARGMAX or RARGMIN over dt (F32, F64, I64); out[r] (contiguous,
+ * dtype out_dt) gets the row's value (divided by n when mean), or its index for the arg ops;
+ * indices (may be NULL) the 0-based position of max/min. Floating sums accumulate in double,
+ * int64 ones wrap; max/min propagate NaN, the first extreme (or NaN) wins. */
+int ms_kc_reduce_rows(ms_k_redop op, ms_k_dtype dt, const ms_kc_rows *g, const void *src, int mean,
+                      void *out, ms_k_dtype out_dt, int64_t *indices, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

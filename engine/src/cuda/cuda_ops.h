@@ -16,6 +16,10 @@ ms_status ms_cuda_fill(ms_tensor *t, double value);
  * An operand on the CPU is a broadcast number (a plain number or a 0-dim tensor): read once. */
 ms_status ms_cuda_binary(ms_k_binop op, ms_dtype cd, ms_tensor *out, ms_tensor *a, ms_tensor *b);
 ms_status ms_cuda_unary(ms_k_unop op, ms_dtype cd, ms_tensor *out, ms_tensor *a);
+/* Reduces the last dim of `in` (compute dtype, on a CUDA device) into out (contiguous, one
+ * element per row of in's other dims), with ms_k_reduce_row's semantics; mean divides by the row
+ * length; indices (may be NULL) receives max/min positions. */
+ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out, ms_tensor *indices);
 /* c = alpha * a @ b + beta * c for 2-D float32/float64 operands on one device (cuBLAS); any
  * strides (a matrix with neither unit row nor unit column stride is copied first). */
 ms_status ms_cuda_gemm(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c);

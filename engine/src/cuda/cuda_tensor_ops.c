@@ -82,3 +82,17 @@ ms_status ms_cuda_unary(ms_k_unop op, ms_dtype cd, ms_tensor *out, ms_tensor *a)
   to_geom(&it, &g);
   return ms_cuda_check("unary op", (cudaError_t)ms_kc_unary(op, (ms_k_dtype)cd, &g, it.data[0], it.data[1], s));
 }
+
+ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out, ms_tensor *indices) {
+  cudaStream_t s;
+  if (use("reduce", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  ms_kc_rows g = {0};
+  g.ndim = in->ndim - 1;
+  for (int d = 0; d < g.ndim; d++) g.shape[d] = in->shape[d], g.strides[d] = in->strides[d];
+  g.rows = ms_tensor_numel(out);
+  g.n = in->ndim > 0 ? in->shape[in->ndim - 1] : 1;
+  g.stride = in->ndim > 0 ? in->strides[in->ndim - 1] : 0;
+  int err = ms_kc_reduce_rows(op, (ms_k_dtype)in->dtype, &g, ms_tensor_data(in), mean, ms_tensor_data(out),
+                              (ms_k_dtype)out->dtype, indices ? ms_tensor_data(indices) : NULL, s);
+  return ms_cuda_check("reduce", (cudaError_t)err);
+}
