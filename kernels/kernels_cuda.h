@@ -63,6 +63,36 @@ typedef struct ms_kc_rows {
 int ms_kc_reduce_rows(ms_k_redop op, ms_k_dtype dt, const ms_kc_rows *g, const void *src, int mean,
                       void *out, ms_k_dtype out_dt, int64_t *indices, void *stream);
 
+/* ---- NN ops (kernels/cuda/nn_ops.cu): the CPU bodies' formulas (kernels/cpu/nn_ops_body.h),
+ * F32 and F64, contiguous device buffers; sums in double as on the CPU ---- */
+int ms_kc_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x, void *y,
+                  int log, void *stream);
+int ms_kc_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
+                           const void *g, void *gx, int log, void *stream);
+int ms_kc_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const uint8_t *mask, double scale,
+                       void *y, void *stream);
+/* ms_k_philox_bernoulli with one probability p for all: the same bits for the same (seed,
+ * offset), so a seed gives the same dropout mask on either device. */
+int ms_kc_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, double p, uint8_t *out,
+                           void *stream);
+/* a->target and a->weight are device pointers here. */
+int ms_kc_nll_rows(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, void *nll, void *wt,
+                   void *smooth, void *stream);
+int ms_kc_nll_backward(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, const void *g,
+                       int64_t gs, double nll_scale, double smooth_scale, double smoothing, void *gx,
+                       void *stream);
+
+/* ---- pooling (kernels/cuda/pool.cu): ms_k_max_pool2d_*'s semantics ---- */
+int ms_kc_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *x, void *out,
+                             int64_t *indices, void *stream);
+int ms_kc_max_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *gout,
+                              const int64_t *indices, void *gx, void *stream);
+
+/* ---- fused optimizer steps (kernels/cuda/optim.cu): kernels/cpu/optim.c's formulas, in double,
+ * rounded once per stored value ---- */
+int ms_kc_adadelta_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
+                        void *acc_delta, const ms_k_adadelta_hp *hp, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -75,3 +75,36 @@ ms_status ms_cuda_gemm(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms
 ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out, ms_tensor *indices) {
   return (void)op, (void)mean, (void)in, (void)out, (void)indices, absent("reduce");
 }
+ms_status ms_cuda_softmax(ms_tensor *x, ms_tensor *y, int64_t outer, int64_t C, int64_t inner, int log) {
+  return (void)x, (void)y, (void)outer, (void)C, (void)inner, (void)log, absent("softmax");
+}
+ms_status ms_cuda_softmax_backward(ms_tensor *y, ms_tensor *g, ms_tensor *gx, int64_t outer, int64_t C,
+                                   int64_t inner, int log) {
+  return (void)y, (void)g, (void)gx, (void)outer, (void)C, (void)inner, (void)log, absent("softmax");
+}
+ms_status ms_cuda_bernoulli_mask(ms_tensor *mask, uint64_t seed, uint64_t offset, double keep) {
+  return (void)mask, (void)seed, (void)offset, (void)keep, absent("dropout");
+}
+ms_status ms_cuda_masked_scale(ms_tensor *x, ms_tensor *mask, double scale, ms_tensor *y) {
+  return (void)x, (void)mask, (void)scale, (void)y, absent("dropout");
+}
+ms_status ms_cuda_nll_rows(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *nll, ms_tensor *wt,
+                           ms_tensor *smooth) {
+  return (void)a, (void)logp, (void)nll, (void)wt, (void)smooth, absent("nll_loss");
+}
+ms_status ms_cuda_nll_backward(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *g, int64_t gs,
+                               double nll_scale, double smooth_scale, double smoothing, ms_tensor *gx) {
+  (void)a, (void)logp, (void)g, (void)gs, (void)nll_scale, (void)smooth_scale, (void)smoothing, (void)gx;
+  return absent("nll_loss");
+}
+ms_status ms_cuda_max_pool2d(const ms_k_pool2d_geom *g, ms_tensor *x, ms_tensor *out, ms_tensor *indices) {
+  return (void)g, (void)x, (void)out, (void)indices, absent("max_pool2d");
+}
+ms_status ms_cuda_max_pool2d_backward(const ms_k_pool2d_geom *g, ms_tensor *gout, ms_tensor *indices,
+                                      ms_tensor *gx) {
+  return (void)g, (void)gout, (void)indices, (void)gx, absent("max_pool2d");
+}
+ms_status ms_cuda_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
+                                ms_tensor *acc_delta, const ms_k_adadelta_hp *hp) {
+  return (void)param, (void)grad, (void)square_avg, (void)acc_delta, (void)hp, absent("adadelta_step");
+}

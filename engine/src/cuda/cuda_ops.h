@@ -24,6 +24,25 @@ ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out
  * strides (a matrix with neither unit row nor unit column stride is copied first). */
 ms_status ms_cuda_gemm(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c);
 
+/* ---- NN ops and optimizer steps (engine/src/cuda/cuda_nn.c): the CPU kernels' arguments, with
+ * contiguous tensors on one CUDA device in place of pointers ---- */
+ms_status ms_cuda_softmax(ms_tensor *x, ms_tensor *y, int64_t outer, int64_t C, int64_t inner, int log);
+ms_status ms_cuda_softmax_backward(ms_tensor *y, ms_tensor *g, ms_tensor *gx, int64_t outer, int64_t C,
+                                   int64_t inner, int log);
+/* mask (uint8) = the Philox bernoulli draws of ms_k_philox_bernoulli with one probability keep. */
+ms_status ms_cuda_bernoulli_mask(ms_tensor *mask, uint64_t seed, uint64_t offset, double keep);
+ms_status ms_cuda_masked_scale(ms_tensor *x, ms_tensor *mask, double scale, ms_tensor *y);
+/* a->target and a->weight point into device tensors. */
+ms_status ms_cuda_nll_rows(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *nll, ms_tensor *wt,
+                           ms_tensor *smooth);
+ms_status ms_cuda_nll_backward(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *g, int64_t gs,
+                               double nll_scale, double smooth_scale, double smoothing, ms_tensor *gx);
+ms_status ms_cuda_max_pool2d(const ms_k_pool2d_geom *g, ms_tensor *x, ms_tensor *out, ms_tensor *indices);
+ms_status ms_cuda_max_pool2d_backward(const ms_k_pool2d_geom *g, ms_tensor *gout, ms_tensor *indices,
+                                      ms_tensor *gx);
+ms_status ms_cuda_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
+                                ms_tensor *acc_delta, const ms_k_adadelta_hp *hp);
+
 /* dst = src between two devices (src already broadcast to dst's shape; dtypes may differ):
  * converted on src's device, then one contiguous copy (engine/src/tensor_device.c). */
 ms_status ms_tensor_copy_across(ms_tensor *dst, ms_tensor *src);

@@ -10,13 +10,18 @@
 #include "nn/conv_internal.h"
 
 ms_status ms_nn_check_4d(const char *op, const char *arg, const ms_tensor *x) {
+  ms_status st = ms_nn_check_4d_any(op, arg, x);
+  return st == MS_OK ? ms_tensor_check_data(op, x) : st;
+}
+
+ms_status ms_nn_check_4d_any(const char *op, const char *arg, const ms_tensor *x) {
   char b[MS_SHAPE_STR_LEN];
   if (x->ndim != 4)
     return ms_error(MS_ERR_ARG, "%s: %s must be 4-D (N, C, H, W), got %s", op, arg,
                     ms_shape_str(x->ndim, x->shape, b, sizeof b));
   if (x->dtype != MS_FLOAT32 && x->dtype != MS_FLOAT64)
     return ms_error(MS_ERR_ARG, "%s: %s must be float32 or float64, got %s", op, arg, ms_dtype_name(x->dtype));
-  return ms_tensor_check_data(op, x);
+  return ms_tensor_check_data_any(op, x);
 }
 
 ms_status ms_nn_check_pair(const char *op, const char *arg, const int64_t v[2], int64_t min) {
