@@ -250,4 +250,120 @@ T.test("events time work in milliseconds; devices and names", function()
   T.raises(function() ms.cuda.set_device(ms.cuda.device_count()) end, "invalid CUDA device")
 end)
 
+local F = require "moonshard.functional"
+
+-- The output and the input gradients of fn on both devices; `inputs` are CPU tensors.
+local function compare_grad(what, inputs, fn, tol)
+  local results = {}
+  for _, d in ipairs { "cpu", DEV } do
+    local xs = {}
+    for i, t in ipairs(inputs) do
+      xs[i] = t:to(d):detach() -- a fresh leaf on either device
+      if t:is_floating_point() then xs[i].requires_grad = true end
+    end
+    local y = fn(table.unpack(xs))
+    ms.manual_seed(7)
+    local w = ms.randn(y:size()):to(d)
+    ;(y * w):sum():backward()
+    results[d] = { y = y, xs = xs }
+  end
+  same(results[DEV].y:detach(), results.cpu.y:detach(), tol, what)
+  for i, t in ipairs(inputs) do
+    if t:is_floating_point() then
+      same(results[DEV].xs[i].grad, results.cpu.xs[i].grad, tol, what .. " grad " .. i)
+    end
+  end
+end
+
+T.test("softmax, log_softmax, dropout, losses, pooling, conv2d: forward and backward", function()
+  for _, dt in ipairs { "float32", "float64" } do
+    local tol = dt == "float32" and 1e-5 or 1e-12
+    for _, dim in ipairs { 2, 1, 3 } do
+      compare_grad("softmax " .. dt, { data({ 4, 10, 3 }, dt) }, function(x) return F.softmax(x, dim) end, tol)
+      compare_grad("log_softmax " .. dt, { data({ 4, 10, 3 }, dt) }, function(x) return F.log_softmax(x, dim) end, tol)
+    end
+    local target = ms.tensor({ 1, 10, 3, 3, 7, 2 })
+    for _, red in ipairs { "mean", "sum", "none" } do
+      compare_grad("nll_loss " .. red, { F.log_softmax(data({ 6, 10 }, dt), 2) },
+        function(x) return F.nll_loss(x, target:to(x.device), { reduction = red }) end, tol)
+      compare_grad("cross_entropy " .. red, { data({ 6, 10 }, dt) },
+        function(x) return F.cross_entropy(x, target:to(x.device), { reduction = red, label_smoothing = 0.1 }) end, tol)
+    end
+    local cw = data({ 10 }, dt):abs()
+    compare_grad("nll_loss weighted, ignore_index", { F.log_softmax(data({ 6, 10 }, dt), 2) },
+      function(x) return F.nll_loss(x, target:to(x.device), { weight = cw:to(x.device), ignore_index = 3 }) end, tol)
+    compare_grad("mse_loss " .. dt, { data({ 5, 4 }, dt, 1), data({ 5, 4 }, dt, 2) }, F.mse_loss, tol)
+    compare_grad("max_pool2d " .. dt, { data({ 2, 3, 9, 8 }, dt) }, function(x) return F.max_pool2d(x, 2) end, tol)
+    compare_grad("max_pool2d strided, padded " .. dt, { data({ 2, 3, 9, 8 }, dt) },
+      function(x) return F.max_pool2d(x, 3, { stride = 2, padding = 1 }) end, tol)
+    for _, c in ipairs { { 1, 0, 1 }, { 2, 1, 1 }, { 1, 2, 2 } } do -- stride, padding, groups
+      compare_grad(("conv2d %s stride %d pad %d groups %d"):format(dt, c[1], c[2], c[3]),
+        { data({ 2, 4, 11, 10 }, dt, 1), data({ 6, 4 / c[3], 3, 3 }, dt, 2), data({ 6 }, dt, 3) },
+        function(x, w, b) return F.conv2d(x, w, b, { stride = c[1], padding = c[2], groups = c[3] }) end,
+        dt == "float32" and 1e-4 or 1e-10)
+    end
+  end
+  -- the same seed draws the same dropout mask on either device
+  for _, p in ipairs { 0.25, 0.5 } do
+    compare("dropout p=" .. p, function(d)
+      local x = data({ 37, 53 }):to(d)
+      ms.manual_seed(1234)
+      return F.dropout(x, p)
+    end, 0)
+  end
+  compare_grad("dropout backward", { data({ 8, 9 }) }, function(x)
+    ms.manual_seed(99)
+    return F.dropout(x, 0.3)
+  end, 1e-6)
+  T.raises(function() return F.nll_loss(data({ 2, 3 }):cuda(), ms.tensor({ 1, 2 })) end, "same device")
+  T.raises(function() return F.nll_loss(data({ 2, 3 }):cuda(), ms.tensor({ 1, 9 }):cuda()) end,
+    "nll_loss", "out of bounds")
+  T.raises(function() return F.avg_pool2d(data({ 1, 1, 4, 4 }):cuda(), 2) end, "avg_pool2d", "not implemented for CUDA")
+end)
+
+T.test("Adadelta on CUDA: the CPU's update", function()
+  local optim = require "moonshard.optim"
+  local ps = {}
+  for _, d in ipairs { "cpu", DEV } do
+    local p = data({ 50, 7 }):to(d)
+    p.requires_grad = true
+    local opt = optim.Adadelta({ p }, { lr = 1.0, weight_decay = 0.01 })
+    for step = 1, 3 do
+      opt:zero_grad()
+      ;(p * data({ 50, 7 }, "float32", step)):sum():backward()
+      opt:step()
+    end
+    ps[d] = p
+  end
+  same(ps[DEV]:detach(), ps.cpu:detach(), 1e-6, "params after 3 steps")
+  T.raises(function()
+    local p = data({ 3 }):cuda()
+    p.requires_grad = true
+    local opt = optim.SGD({ p }, { lr = 0.1 })
+    p:sum():backward()
+    opt:step()
+  end, "not implemented for CUDA")
+end)
+
+T.test("one training step of the seed's Net: CUDA against the CPU", function()
+  local optim = require "moonshard.optim"
+  local Net = require "moonshard.seed_net"
+  local params = {}
+  for _, d in ipairs { "cpu", DEV } do
+    ms.manual_seed(1)
+    local model = Net():to(d)
+    local opt = optim.Adadelta(model:parameters(), { lr = 1.0 })
+    local x, y = data({ 16, 1, 28, 28 }, "float32", 5):to(d), ms.randint(1, 11, { 16 }):to(d)
+    for _ = 1, 2 do
+      ms.manual_seed(42) -- the dropout masks
+      local loss = F.nll_loss(model(x), y)
+      opt:zero_grad()
+      loss:backward()
+      opt:step()
+    end
+    params[d] = model:parameters()
+  end
+  for i, p in ipairs(params.cpu) do same(params[DEV][i]:detach(), p:detach(), 1e-3, "parameter " .. i) end
+end)
+
 T.finish()

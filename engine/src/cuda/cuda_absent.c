@@ -108,3 +108,11 @@ ms_status ms_cuda_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *sq
                                 ms_tensor *acc_delta, const ms_k_adadelta_hp *hp) {
   return (void)param, (void)grad, (void)square_avg, (void)acc_delta, (void)hp, absent("adadelta_step");
 }
+ms_status ms_cuda_conv2d_forward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *b,
+                                 ms_tensor *out) {
+  return (void)g, (void)x, (void)w, (void)b, (void)out, absent("conv2d");
+}
+ms_status ms_cuda_conv2d_backward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *gout,
+                                  ms_tensor *gx, ms_tensor *gw, ms_tensor *gb) {
+  return (void)g, (void)x, (void)w, (void)gout, (void)gx, (void)gw, (void)gb, absent("conv2d");
+}

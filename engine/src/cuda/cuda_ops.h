@@ -43,6 +43,13 @@ ms_status ms_cuda_max_pool2d_backward(const ms_k_pool2d_geom *g, ms_tensor *gout
 ms_status ms_cuda_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
                                 ms_tensor *acc_delta, const ms_k_adadelta_hp *hp);
 
+/* conv2d through cuDNN (engine/src/cuda/cuda_conv.c): contiguous NCHW tensors of one device and
+ * dtype; b, gx, gw, gb may be NULL. */
+ms_status ms_cuda_conv2d_forward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *b,
+                                 ms_tensor *out);
+ms_status ms_cuda_conv2d_backward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *gout,
+                                  ms_tensor *gx, ms_tensor *gw, ms_tensor *gb);
+
 /* dst = src between two devices (src already broadcast to dst's shape; dtypes may differ):
  * converted on src's device, then one contiguous copy (engine/src/tensor_device.c). */
 ms_status ms_tensor_copy_across(ms_tensor *dst, ms_tensor *src);
