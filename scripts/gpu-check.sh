@@ -31,20 +31,27 @@ step "GPU tests (ctest -R cuda)" 180 bash -c "cd '$BUILD' && ctest --output-on-f
 step "CPU smoke tests (ctest -R ops_reference|autograd|nn_ops)" 120 \
   bash -c "cd '$BUILD' && ctest --output-on-failure -j$JOBS -R 'ops_reference|test_autograd|test_nn_ops'"
 
-# MNIST on CUDA: first one training step of the seed's Net on a CUDA batch; the epoch runs only
-# when that works (ops without CUDA kernels raise a clear error, quoted here).
+# MNIST on CUDA: first one training step of the seed's Net on a CUDA batch, plain and wrapped in
+# FSDP (one rank); the epoch runs only when both work (ops without CUDA kernels raise a clear
+# error, quoted here).
 preflight='
 local ms = require "moonshard"
 local F = require "moonshard.functional"
 local optim = require "moonshard.optim"
 local Net = require "moonshard.seed_net"
-local model = Net():to("cuda:0")
-local opt = optim.Adadelta(model:parameters(), { lr = 1.0 })
+local fsdp, fsdp_wrap, dist = require "moonshard.fsdp", require "moonshard.fsdp_wrap", ms.distributed
 local x, y = ms.randn(8, 1, 28, 28):cuda(), ms.randint(1, 11, { 8 }):cuda()
-local loss = F.nll_loss(model(x), y)
-opt:zero_grad(); loss:backward(); opt:step()
-print(("one CUDA training step of the seed Net: loss %.4f"):format(loss:item()))'
-echo "== MNIST preflight (one training step on cuda:0)"
+local function step(model, what)
+  local opt = optim.Adadelta(model:parameters(), { lr = 1.0 })
+  local loss = F.nll_loss(model(x), y)
+  opt:zero_grad(); loss:backward(); opt:step()
+  print(("one CUDA training step of the seed Net (%s): loss %.4f"):format(what, loss:item()))
+end
+step(Net():to("cuda:0"), "plain")
+dist.init_process_group("auto")
+step(fsdp.FSDP(Net():to("cuda:0"), { auto_wrap_policy = fsdp_wrap.size_based_auto_wrap_policy{ min_num_params = 20000 } }), "FSDP")
+dist.destroy_process_group()'
+echo "== MNIST preflight (one training step on cuda:0, plain and FSDP)"
 if out=$(timeout 60 "$BUILD/moonshard" -e "$preflight" 2>&1); then
   echo "$out"
   if [ -f data/MNIST/raw/train-images-idx3-ubyte ] || [ -f data/MNIST/raw/train-images-idx3-ubyte.gz ]; then

@@ -90,6 +90,20 @@ ms_tensor *ms_tensor_new_empty_on(ms_device device, int ndim, const int64_t *sha
   return new_contiguous_on(device, "empty", ndim, shape, dt);
 }
 
+ms_tensor *ms_tensor_new_full_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt, double value) {
+  if (device.type == MS_CPU) return ms_tensor_new_full(ndim, shape, dt, value);
+  ms_tensor *t = new_contiguous_on(device, "full", ndim, shape, dt);
+  bool prev = ms_grad_set_enabled(false); /* a new tensor: nothing to record */
+  if (t && ms_tensor_fill_(t, value) != MS_OK) ms_tensor_release(t), t = NULL;
+  ms_grad_set_enabled(prev);
+  return t;
+}
+
+ms_tensor *ms_tensor_new_zeros_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt) {
+  if (device.type == MS_CPU) return ms_tensor_new_zeros(ndim, shape, dt);
+  return ms_tensor_new_full_on(device, ndim, shape, dt, 0);
+}
+
 ms_tensor *ms_tensor_new_full(int ndim, const int64_t *shape, ms_dtype dt, double value) {
   ms_tensor *t = new_contiguous("full", ndim, shape, dt);
   if (t) ms_k_fill(ms_tensor_numel(t), ms_tensor_data(t), (ms_k_dtype)dt, 1, value);

@@ -44,6 +44,8 @@ void ms_tensor_release(ms_tensor *t); /* NULL is fine */
 ms_tensor *ms_tensor_new_empty(int ndim, const int64_t *shape, ms_dtype dt);
 /* The same on `device` (a CUDA device must be available; otherwise an error saying why). */
 ms_tensor *ms_tensor_new_empty_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt);
+ms_tensor *ms_tensor_new_full_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt, double value);
+ms_tensor *ms_tensor_new_zeros_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt);
 ms_tensor *ms_tensor_new_full(int ndim, const int64_t *shape, ms_dtype dt, double value);
 ms_tensor *ms_tensor_new_zeros(int ndim, const int64_t *shape, ms_dtype dt);
 /* A view over existing storage (retained) with the given geometry; checked against its size. */
