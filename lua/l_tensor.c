@@ -15,11 +15,14 @@ typedef struct tensor_box {
  * collection, so collections stay proportional to allocation (as Lua's own pause works). */
 static _Thread_local int64_t gc_threshold = 64 << 20;
 
+/* Bytes the engine holds for tensors: the CPU's and every CUDA device's. */
+static int64_t engine_bytes(void) { return ms_memory_stats_get().current + ms_cuda_memory_current_total(); }
+
 void ms_lua_account_memory(lua_State *L) {
-  int64_t now = ms_memory_stats_get().current;
+  int64_t now = engine_bytes();
   if (now <= gc_threshold) return;
   lua_gc(L, LUA_GCCOLLECT);
-  int64_t live = ms_memory_stats_get().current;
+  int64_t live = engine_bytes();
   gc_threshold = live * 2 > live + (64 << 20) ? live * 2 : live + (64 << 20);
 }
 

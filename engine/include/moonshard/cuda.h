@@ -46,6 +46,9 @@ typedef struct ms_cuda_memory_stats {
   int64_t reserved_peak;
 } ms_cuda_memory_stats;
 ms_status ms_cuda_memory_stats_get(int index, ms_cuda_memory_stats *out);
+/* Bytes of live tensors on all CUDA devices together (0 without CUDA): what the Lua face adds to
+ * the CPU's bytes to pace its collector, so device memory stays bounded in a loop too. */
+int64_t ms_cuda_memory_current_total(void);
 ms_status ms_cuda_reset_peak(int index);
 /* Returns every cached block of every device to the driver (after a synchronize). */
 ms_status ms_cuda_empty_cache(void);

@@ -34,6 +34,7 @@ ms_status ms_cuda_memory_stats_get(int index, ms_cuda_memory_stats *out) {
   (void)index, (void)out;
   return absent("memory_stats");
 }
+int64_t ms_cuda_memory_current_total(void) { return 0; }
 ms_status ms_cuda_reset_peak(int index) { return (void)index, absent("reset_peak_memory_stats"); }
 ms_status ms_cuda_empty_cache(void) { return MS_OK; } /* as PyTorch: a no-op without devices */
 

@@ -3,6 +3,7 @@
  * step that frees and allocates the same sizes every iteration never calls cudaMalloc/cudaFree
  * after the first one: both synchronize the device and cost milliseconds. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -24,6 +25,7 @@ typedef struct device_pool {
 } device_pool;
 
 static device_pool pools[MS_CUDA_MAX_DEVICES];
+static _Atomic int64_t total_current; /* all devices, read without the pools' locks */
 static pthread_once_t pools_once = PTHREAD_ONCE_INIT;
 
 static void pools_init(void) {
@@ -69,6 +71,7 @@ static void release_cached(device_pool *p) {
 
 static void account(device_pool *p, int64_t nbytes, ms_mem_category category) {
   p->current += nbytes;
+  atomic_fetch_add(&total_current, nbytes);
   p->by_category[category] += nbytes;
   if (p->current > p->peak) p->peak = p->current;
 }
@@ -143,6 +146,8 @@ ms_status ms_cuda_memory_stats_get(int index, ms_cuda_memory_stats *out) {
   pthread_mutex_unlock(&p->lock);
   return MS_OK;
 }
+
+int64_t ms_cuda_memory_current_total(void) { return atomic_load(&total_current); }
 
 ms_status ms_cuda_reset_peak(int index) {
   if (ms_cuda_check_device("reset_peak_memory_stats", index) != MS_OK) return MS_ERR_RUNTIME;
