@@ -76,12 +76,13 @@ static int l_tensor(lua_State *L) {
   ms_tensor *src = ms_lua_to_tensor(L, 1);
   if (src) { /* a copy, as torch.tensor(t) makes */
     ms_lua_factory_opts o = ms_lua_factory_options(L, 2, "tensor", src->dtype);
-    ms_tensor *t = ms_tensor_new_empty(src->ndim, src->shape, o.dtype);
+    if (!o.has_device) o.device = ms_tensor_device(src);
+    ms_tensor *t = ms_tensor_new_empty_on(o.device, src->ndim, src->shape, o.dtype);
     bool prev = ms_grad_set_enabled(false); /* a new leaf, cut from src's graph as in torch */
     ms_status st = t ? ms_tensor_copy_(t, src) : MS_ERR_MEMORY;
     ms_grad_set_enabled(prev);
     if (st != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
-    ms_lua_apply_factory_options(L, t, o, "tensor");
+    t = ms_lua_apply_factory_options(L, t, o, "tensor");
     return ms_lua_push_result(L, t);
   }
   if (!lua_istable(L, 1) && lua_type(L, 1) != LUA_TNUMBER && !lua_isboolean(L, 1))
@@ -94,11 +95,11 @@ static int l_tensor(lua_State *L) {
   ms_lua_factory_opts o = ms_lua_factory_options(L, 2, "tensor", inferred_dtype(&info));
   ms_tensor *t = ms_tensor_new_empty(info.ndim, info.shape, o.dtype);
   if (!t) return ms_lua_raise(L);
-  ms_lua_apply_factory_options(L, t, o, "tensor"); /* releases t if it raises: not Lua's yet */
   ms_lua_push_tensor(L, t); /* owned by Lua before the walk, which may raise */
   pos = 0;
   nested_walk(L, 1, 0, &info, t, &pos, path, sizeof path);
-  return 1;
+  ms_tensor_retain(t); /* the walk wrote on the CPU; now the device and requires_grad */
+  return ms_lua_push_result(L, ms_lua_apply_factory_options(L, t, o, "tensor"));
 }
 
 /* frombuffer(string, {dtype="uint8", offset=0, count=-1}): a tensor holding a copy of the
@@ -168,7 +169,7 @@ static int fill_factory(lua_State *L, const char *fname, double value, bool unin
   ms_tensor *t = uninitialised ? ms_tensor_new_empty(nd, shape, o.dtype)
                                : ms_tensor_new_full(nd, shape, o.dtype, value);
   if (!t) return raise_as(L, fname);
-  ms_lua_apply_factory_options(L, t, o, fname);
+  t = ms_lua_apply_factory_options(L, t, o, fname);
   return ms_lua_push_result(L, t);
 }
 
@@ -210,7 +211,7 @@ static int l_full(lua_State *L) {
   ms_lua_factory_opts o = ms_lua_factory_options(L, vidx + 1, "full", value_dtype(L, vidx));
   ms_tensor *t = ms_tensor_new_full(nd, shape, o.dtype, v);
   if (!t) return ms_lua_raise(L);
-  ms_lua_apply_factory_options(L, t, o, "full");
+  t = ms_lua_apply_factory_options(L, t, o, "full");
   return ms_lua_push_result(L, t);
 }
 
@@ -227,7 +228,7 @@ static int l_arange(lua_State *L) {
   ms_lua_factory_opts o = ms_lua_factory_options(L, nnum + 1, "arange", all_int ? MS_INT64 : MS_FLOAT32);
   ms_tensor *t = ms_tensor_new_arange(start, end, step, o.dtype);
   if (!t) return ms_lua_raise(L);
-  ms_lua_apply_factory_options(L, t, o, "arange");
+  t = ms_lua_apply_factory_options(L, t, o, "arange");
   return ms_lua_push_result(L, t);
 }
 
@@ -237,7 +238,7 @@ static int l_linspace(lua_State *L) {
   ms_lua_factory_opts o = ms_lua_factory_options(L, 4, "linspace", MS_FLOAT32);
   ms_tensor *t = ms_tensor_new_linspace(start, end, steps, o.dtype);
   if (!t) return ms_lua_raise(L);
-  ms_lua_apply_factory_options(L, t, o, "linspace");
+  t = ms_lua_apply_factory_options(L, t, o, "linspace");
   return ms_lua_push_result(L, t);
 }
 
@@ -250,7 +251,7 @@ static int l_eye(lua_State *L) {
   ms_lua_factory_opts o = ms_lua_factory_options(L, optidx, "eye", MS_FLOAT32);
   ms_tensor *t = ms_tensor_new_eye(n, m, o.dtype);
   if (!t) return ms_lua_raise(L);
-  ms_lua_apply_factory_options(L, t, o, "eye");
+  t = ms_lua_apply_factory_options(L, t, o, "eye");
   return ms_lua_push_result(L, t);
 }
 
@@ -281,7 +282,7 @@ static int random_factory(lua_State *L, const char *fname, random_kind kind) {
   ms_tensor *t = ms_tensor_new_empty(nd, shape, o.dtype);
   if (!t) return raise_as(L, fname);
   random_fill(L, t, kind);
-  ms_lua_apply_factory_options(L, t, o, fname);
+  t = ms_lua_apply_factory_options(L, t, o, fname);
   return ms_lua_push_result(L, t);
 }
 
@@ -306,7 +307,7 @@ static int l_randint(lua_State *L) {
   ms_tensor *t = ms_tensor_new_empty(nd, shape, o.dtype);
   if (!t) return ms_lua_raise(L);
   if (ms_tensor_randint_(t, low, high) != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
-  ms_lua_apply_factory_options(L, t, o, "randint");
+  t = ms_lua_apply_factory_options(L, t, o, "randint");
   return ms_lua_push_result(L, t);
 }
 
@@ -345,7 +346,7 @@ static int l_randperm(lua_State *L) {
   ms_tensor *t = seeded ? ms_tensor_new_randperm_seeded(n, o.dtype, seed)
                         : ms_tensor_new_randperm(n, o.dtype);
   if (!t) return ms_lua_raise(L);
-  ms_lua_apply_factory_options(L, t, o, "randperm");
+  t = ms_lua_apply_factory_options(L, t, o, "randperm");
   return ms_lua_push_result(L, t);
 }
 
@@ -367,6 +368,7 @@ static int l_bernoulli(lua_State *L) {
 static int like_factory(lua_State *L, const char *fname, int kind, int optidx) {
   ms_tensor *src = ms_lua_check_tensor(L, 1, fname);
   ms_lua_factory_opts o = ms_lua_factory_options(L, optidx, fname, src->dtype);
+  if (!o.has_device) o.device = ms_tensor_device(src); /* *_like keeps the source's device */
   double value = kind == 2 ? check_fill_value(L, 2, fname) : 0; /* may raise: before t exists */
   if (kind >= 4) check_random_dtype(L, o.dtype, fname);
   ms_tensor *t = ms_tensor_new_empty(src->ndim, src->shape, o.dtype);
@@ -381,7 +383,7 @@ static int like_factory(lua_State *L, const char *fname, int kind, int optidx) {
   case 5: st = ms_tensor_normal_(t, 0, 1); break;
   }
   if (st != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
-  ms_lua_apply_factory_options(L, t, o, fname);
+  t = ms_lua_apply_factory_options(L, t, o, fname);
   return ms_lua_push_result(L, t);
 }
 
@@ -404,10 +406,11 @@ static int l_randint_like(lua_State *L) {
     high = ms_lua_check_integer(L, 2, "randint_like", "high");
   }
   ms_lua_factory_opts o = ms_lua_factory_options(L, optidx, "randint_like", src->dtype);
+  if (!o.has_device) o.device = ms_tensor_device(src);
   ms_tensor *t = ms_tensor_new_empty(src->ndim, src->shape, o.dtype);
   if (!t) return ms_lua_raise(L);
   if (ms_tensor_randint_(t, low, high) != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
-  ms_lua_apply_factory_options(L, t, o, "randint_like");
+  t = ms_lua_apply_factory_options(L, t, o, "randint_like");
   return ms_lua_push_result(L, t);
 }
 

@@ -182,14 +182,24 @@ static int l_init(lua_State *L) {
 
 static int l_is_initialized(lua_State *L) { return lua_pushboolean(L, ms_dist_is_initialized()), 1; }
 static int l_true(lua_State *L) { return lua_pushboolean(L, 1), 1; }
-static int l_false(lua_State *L) { return lua_pushboolean(L, 0), 1; }
 
 static int l_is_mpi_available(lua_State *L) {
 #ifdef MS_HAVE_MPI
-  return l_true(L);
+  bool built = true;
 #else
-  return l_false(L);
+  bool built = false;
 #endif
+  return lua_pushboolean(L, built), 1;
+}
+
+/* Built with NCCL (and MPI to start it); a GPU is still needed at init_process_group("nccl"). */
+static int l_is_nccl_available(lua_State *L) {
+#if defined(MS_HAVE_MPI) && defined(MS_HAVE_NCCL)
+  bool built = true;
+#else
+  bool built = false;
+#endif
+  return lua_pushboolean(L, built), 1;
 }
 
 /* get_rank([group]): the world rank, or the rank in group (-1 when not a member). */
@@ -390,7 +400,7 @@ void ms_lua_open_dist(lua_State *L) {
       {"is_initialized", l_is_initialized},
       {"is_available", l_true},
       {"is_mpi_available", l_is_mpi_available},
-      {"is_nccl_available", l_false},
+      {"is_nccl_available", l_is_nccl_available},
       {"get_rank", l_get_rank},
       {"get_world_size", l_get_world_size},
       {"get_local_rank", l_get_local_rank},

@@ -397,25 +397,31 @@ static int l_int(lua_State *L) { return convert(L, MS_INT32, "int"); }
 static int l_byte(lua_State *L) { return convert(L, MS_UINT8, "byte"); }
 static int l_bool(lua_State *L) { return convert(L, MS_BOOL, "bool"); }
 
-/* to("float64"), to("cpu"), to({dtype=, device=}), to(other_tensor). */
+/* to("float64"), to("cpu"), to("cuda:1"), to(1) (a CUDA device index, as torch), to({dtype=,
+ * device=}), to(other_tensor) (its dtype and device). */
 static int l_to(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "to");
   ms_tensor *other = ms_lua_to_tensor(L, 2);
-  if (other) return ms_lua_push_result(L, ms_tensor_to_dtype(t, other->dtype));
   ms_dtype dt = t->dtype;
-  if (lua_istable(L, 2)) {
-    dt = ms_lua_factory_options(L, 2, "to", t->dtype).dtype;
+  ms_device dev = ms_tensor_device(t);
+  if (other) {
+    dt = other->dtype, dev = ms_tensor_device(other);
+  } else if (lua_istable(L, 2)) {
+    ms_lua_factory_opts o = ms_lua_factory_options(L, 2, "to", t->dtype);
+    dt = o.dtype;
+    if (o.has_device) dev = o.device;
   } else if (lua_type(L, 2) == LUA_TSTRING) {
-    const char *s = lua_tostring(L, 2);
-    if (strcmp(s, "cpu") == 0) return lua_settop(L, 1), 1;
-    if (strncmp(s, "cuda", 4) == 0)
-      return luaL_error(L, "to: device '%s' is not available (this build runs on the CPU only; CUDA "
-                        "devices come with the CUDA backend)", s);
-    dt = ms_lua_check_dtype(L, 2, "to", "dtype_or_device");
+    if (!ms_device_parse(lua_tostring(L, 2), &dev)) dt = ms_lua_check_dtype(L, 2, "to", "dtype_or_device");
+  } else if (lua_isinteger(L, 2)) {
+    dev = ms_lua_check_device(L, 2, "to", "device");
   } else {
     return ms_lua_arg_error(L, 2, "to", "dtype_or_device", "a dtype name, a device name, an options table or a tensor");
   }
-  return ms_lua_push_result(L, ms_tensor_to_dtype(t, dt));
+  ms_tensor *moved = ms_tensor_to_device(t, dev);
+  if (!moved) return ms_lua_raise(L);
+  ms_tensor *out = ms_tensor_to_dtype(moved, dt);
+  ms_tensor_release(moved);
+  return ms_lua_push_result(L, out);
 }
 
 static int l_item(lua_State *L) {

@@ -15,11 +15,14 @@ typedef struct tensor_box {
  * collection, so collections stay proportional to allocation (as Lua's own pause works). */
 static _Thread_local int64_t gc_threshold = 64 << 20;
 
+/* Bytes the engine holds for tensors: the CPU's and every CUDA device's. */
+static int64_t engine_bytes(void) { return ms_memory_stats_get().current + ms_cuda_memory_current_total(); }
+
 void ms_lua_account_memory(lua_State *L) {
-  int64_t now = ms_memory_stats_get().current;
+  int64_t now = engine_bytes();
   if (now <= gc_threshold) return;
   lua_gc(L, LUA_GCCOLLECT);
-  int64_t live = ms_memory_stats_get().current;
+  int64_t live = engine_bytes();
   gc_threshold = live * 2 > live + (64 << 20) ? live * 2 : live + (64 << 20);
 }
 
@@ -62,7 +65,11 @@ static int tensor_release(lua_State *L) {
 static int push_field(lua_State *L, ms_tensor *t, const char *key) {
   if (strcmp(key, "shape") == 0) ms_lua_push_size(L, t->ndim, t->shape);
   else if (strcmp(key, "dtype") == 0) lua_pushstring(L, ms_dtype_name(t->dtype));
-  else if (strcmp(key, "device") == 0) lua_pushliteral(L, "cpu");
+  else if (strcmp(key, "device") == 0) {
+    char b[MS_DEVICE_STR_LEN];
+    lua_pushstring(L, ms_device_str(ms_tensor_device(t), b, sizeof b));
+  }
+  else if (strcmp(key, "is_cuda") == 0) lua_pushboolean(L, ms_tensor_device(t).type == MS_CUDA);
   else if (strcmp(key, "requires_grad") == 0) lua_pushboolean(L, t->requires_grad);
   else if (strcmp(key, "ndim") == 0) lua_pushinteger(L, t->ndim);
   else if (strcmp(key, "is_leaf") == 0) lua_pushboolean(L, ms_tensor_is_leaf(t));

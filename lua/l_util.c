@@ -203,34 +203,47 @@ bool ms_lua_opt_integer(ms_lua_opts o, const char *key, int64_t *out) {
   return true;
 }
 
-static void check_device_option(ms_lua_opts o) {
+ms_device ms_lua_check_device(lua_State *L, int idx, const char *fname, const char *what) {
+  ms_device d = {MS_CPU, 0};
+  if (lua_isinteger(L, idx) && lua_tointeger(L, idx) >= 0 && lua_tointeger(L, idx) < MS_CUDA_MAX_DEVICES)
+    return (ms_device){MS_CUDA, (int)lua_tointeger(L, idx)}; /* model:to(rank), as torch */
+  if (lua_type(L, idx) != LUA_TSTRING || !ms_device_parse(lua_tostring(L, idx), &d))
+    ms_lua_arg_error(L, idx, fname, what, "a device: \"cpu\", \"cuda\", \"cuda:N\" or a CUDA device index");
+  return d;
+}
+
+static void check_device_option(ms_lua_opts o, ms_lua_factory_opts *f) {
   if (!opt_push(o, "device")) return;
-  const char *dev = lua_tostring(o.L, -1);
-  if (lua_type(o.L, -1) != LUA_TSTRING) opt_type_error(o, "device", "a device name such as \"cpu\"");
-  if (strcmp(dev, "cpu") != 0)
-    luaL_error(o.L, "%s: option 'device': device '%s' is not available (this build runs on the "
-               "CPU only; CUDA devices come with the CUDA backend)", o.fname, dev);
+  if (lua_type(o.L, -1) != LUA_TSTRING && !lua_isinteger(o.L, -1))
+    opt_type_error(o, "device", "a device name such as \"cpu\" or \"cuda:0\"");
+  f->device = ms_lua_check_device(o.L, lua_gettop(o.L), o.fname, "device");
+  f->has_device = true;
   lua_pop(o.L, 1);
 }
 
 ms_lua_factory_opts ms_lua_factory_options(lua_State *L, int idx, const char *fname, ms_dtype dflt) {
   static const char *const known[] = {"dtype", "device", "requires_grad", NULL};
   ms_lua_opts o = ms_lua_check_opts(L, idx, fname, known);
-  ms_lua_factory_opts f = {dflt, false};
+  ms_lua_factory_opts f = {dflt, false, false, {MS_CPU, 0}};
   ms_lua_opt_dtype(o, "dtype", &f.dtype);
   ms_lua_opt_bool(o, "requires_grad", &f.requires_grad);
-  check_device_option(o);
+  check_device_option(o, &f);
   return f;
 }
 
-void ms_lua_apply_factory_options(lua_State *L, ms_tensor *t, ms_lua_factory_opts o, const char *fname) {
-  if (!o.requires_grad) return;
-  if (!ms_dtype_is_floating(t->dtype)) {
+ms_tensor *ms_lua_apply_factory_options(lua_State *L, ms_tensor *t, ms_lua_factory_opts o, const char *fname) {
+  if (o.requires_grad && !ms_dtype_is_floating(t->dtype)) {
     ms_tensor_release(t);
     luaL_error(L, "%s: only floating point tensors can require gradients, got dtype %s", fname,
                ms_dtype_name(o.dtype));
   }
-  t->requires_grad = true;
+  if (!ms_device_equal(ms_tensor_device(t), o.device)) {
+    ms_tensor *moved = ms_tensor_to_device(t, o.device); /* t is no leaf requiring grad yet */
+    ms_tensor_release(t);
+    if (!(t = moved)) luaL_error(L, "%s: option 'device': %s", fname, ms_error_last());
+  }
+  if (o.requires_grad) t->requires_grad = true;
+  return t;
 }
 
 ms_operand ms_lua_check_operand(lua_State *L, int idx, const char *fname, const char *what) {

@@ -57,10 +57,17 @@ bool ms_lua_opt_integer(ms_lua_opts o, const char *key, int64_t *out);
 typedef struct ms_lua_factory_opts {
   ms_dtype dtype;
   bool requires_grad;
+  bool has_device; /* device was given; otherwise the CPU (or, for *_like, the source's) */
+  ms_device device;
 } ms_lua_factory_opts;
 ms_lua_factory_opts ms_lua_factory_options(lua_State *L, int idx, const char *fname, ms_dtype dflt);
-/* Applies requires_grad (only floating tensors may require gradients). */
-void ms_lua_apply_factory_options(lua_State *L, ms_tensor *t, ms_lua_factory_opts o, const char *fname);
+/* Applies the device (t, made on the CPU, is moved there: the same values on every device) and
+ * requires_grad (only floating tensors may require gradients). Takes over t and returns the
+ * tensor to push; on an error releases t and raises. */
+ms_tensor *ms_lua_apply_factory_options(lua_State *L, ms_tensor *t, ms_lua_factory_opts o, const char *fname);
+/* A device name ("cpu", "cuda", "cuda:1") or a CUDA device index at idx; raises for anything else
+ * (a CUDA device that cannot be used raises when a tensor is put there, saying why). */
+ms_device ms_lua_check_device(lua_State *L, int idx, const char *fname, const char *what);
 
 /* A binary operand: a tensor, a Lua number or a boolean. */
 ms_operand ms_lua_check_operand(lua_State *L, int idx, const char *fname, const char *what);
@@ -101,6 +108,7 @@ void ms_lua_open_loader(lua_State *L);      /* l_loader.c: ms._loader_new, ms.da
 void ms_lua_open_transforms(lua_State *L); /* l_transforms.c: ms.transform_batch */
 void ms_lua_open_dist(lua_State *L);       /* l_dist.c: ms.distributed */
 void ms_lua_open_fsdp(lua_State *L);       /* l_fsdp.c: ms._fsdp (flat parameters) */
+void ms_lua_open_cuda(lua_State *L);       /* l_cuda.c: ms.cuda, t:cuda(), t:cpu() */
 /* The Lua list of transform specs at idx ({kind = "to_tensor"}, {kind = "normalize", mean =,
  * std =}, as Compose:native_spec() returns; or one such spec alone, as ToTensor:native_spec()
  * returns) into specs (room for MS_TRANSFORM_MAX_SPECS);

@@ -7,6 +7,7 @@
 #include "kernels/kernels.h"
 #include "moonshard/ops.h"
 #include "autograd/grad_util.h"
+#include "cuda/cuda_ops.h"
 #include "tensor_iter.h"
 
 static const char *binary_names[MS_BINARY_OP_COUNT] = {
@@ -75,13 +76,35 @@ static void binary_row(void *arg, int64_t n, char **p, const int64_t *s) {
   ms_k_binary(c->op, c->cd, n, p[0], s[0], p[1], s[1], p[2], s[2]);
 }
 
-/* out (of the compute dtype, or bool for comparisons) = a op b, all of out's shape. */
-static void run_binary(ms_binary_op op, ms_dtype cd, ms_tensor *out, ms_tensor *a, ms_tensor *b) {
+/* out (of the compute dtype, or bool for comparisons) = a op b, all of out's shape, on out's
+ * device. */
+static ms_status run_binary(ms_binary_op op, ms_dtype cd, ms_tensor *out, ms_tensor *a, ms_tensor *b) {
+  if (ms_tensor_device(out).type == MS_CUDA) return ms_cuda_binary(kernel_binop[op], cd, out, a, b);
   ms_iter it;
   ms_tensor *ops[3] = {out, a, b};
   ms_iter_init(&it, out->ndim, out->shape, 3, ops);
   binary_ctx c = {kernel_binop[op], (ms_k_dtype)cd};
   ms_iter_run(&it, binary_row, &c);
+  return MS_OK;
+}
+
+/* The device a binary op runs on, with its operands' data checked: where the tensors are, and
+ * when one is on a CUDA device, a 0-dim CPU tensor counts as a number there (as in PyTorch). */
+static ms_status binary_device(const char *name, ms_tensor *a, ms_tensor *b, ms_device *dev) {
+  ms_tensor *main = a && (a->ndim > 0 || !b || ms_tensor_device(a).type == MS_CUDA) ? a : b;
+  ms_tensor *other = main == a ? b : a;
+  *dev = ms_tensor_device(main);
+  if (other && !(other->ndim == 0 && ms_tensor_device(other).type == MS_CPU) &&
+      ms_check_same_device(name, 2, (ms_tensor *[]){a, b}) != MS_OK)
+    return MS_ERR_ARG;
+  for (int k = 0; k < 2; k++) {
+    ms_tensor *t = k ? b : a;
+    if (!t) continue;
+    ms_status st = ms_tensor_device(t).type == MS_CPU && dev->type == MS_CPU ? ms_tensor_check_data(name, t)
+                                                                             : ms_tensor_check_data_any(name, t);
+    if (st != MS_OK) return st;
+  }
+  return MS_OK;
 }
 
 /* Result dtype of op on operands whose common dtype is `common`. */
@@ -129,7 +152,8 @@ static ms_tensor *pow_root(ms_tensor *a, double e, ms_dtype common) {
 static ms_tensor *binary_forward(ms_binary_op op, ms_operand a, ms_operand b) {
   const char *name = binary_names[op];
   if (!a.tensor && !b.tensor) return ms_error(MS_ERR_ARG, "%s: expected at least one tensor operand", name), NULL;
-  if ((a.tensor && ms_tensor_check_data(name, a.tensor)) || (b.tensor && ms_tensor_check_data(name, b.tensor))) return NULL;
+  ms_device dev;
+  if (binary_device(name, a.tensor, b.tensor, &dev) != MS_OK) return NULL;
   if (check_binary_operands(op, a, b, common_dtype(a, b)) != MS_OK) return NULL;
   if (pow_is_root(op, b, common_dtype(a, b))) return pow_root(a.tensor, b.value, common_dtype(a, b));
   int ndim = 0;
@@ -140,8 +164,8 @@ static ms_tensor *binary_forward(ms_binary_op op, ms_operand a, ms_operand b) {
   ms_dtype rd = binary_result_dtype(op, common);
   ms_tensor *pa = prepare_operand(a, cd, ndim, shape), *pb = prepare_operand(b, cd, ndim, shape);
   ms_dtype kernel_out = is_comparison(op) ? MS_BOOL : cd;
-  ms_tensor *out = pa && pb ? ms_tensor_new_empty(ndim, shape, kernel_out) : NULL;
-  if (out) run_binary(op, cd, out, pa, pb);
+  ms_tensor *out = pa && pb ? ms_tensor_new_empty_on(dev, ndim, shape, kernel_out) : NULL;
+  if (out && run_binary(op, cd, out, pa, pb) != MS_OK) ms_tensor_release(out), out = NULL;
   ms_tensor_release(pa);
   ms_tensor_release(pb);
   return cast_result(out, rd);
@@ -215,13 +239,16 @@ ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
   bool direct = a->dtype == cd && !is_comparison(op) && !pow_is_root(op, b, common) &&
                 (!b.tensor || b.tensor->storage != a->storage);
   if (!direct) return store_into(a, ms_binary(op, ms_operand_tensor(a), b));
-  if (ms_tensor_check_data(name, a) != MS_OK) return MS_ERR_RUNTIME;
+  ms_device dev;
+  if (binary_device(name, a, b.tensor, &dev) != MS_OK) return MS_ERR_RUNTIME;
+  if (!ms_device_equal(dev, ms_tensor_device(a))) /* a 0-dim CPU a cannot take CUDA results */
+    return ms_check_same_device(name, 2, (ms_tensor *[]){a, b.tensor});
   ms_tensor *pb = prepare_operand(b, cd, a->ndim, a->shape);
   if (!pb) return MS_ERR_MEMORY;
-  run_binary(op, cd, a, a, pb);
+  ms_status st = run_binary(op, cd, a, a, pb);
   ms_tensor_release(pb);
-  ms_tensor_bump_version(a);
-  return MS_OK;
+  if (st == MS_OK) ms_tensor_bump_version(a);
+  return st;
 }
 
 /* Ops that exist on integers without leaving them (neg, abs, ...); the rest go to floating. */
@@ -242,7 +269,7 @@ static ms_dtype unary_result_dtype(ms_unary_op op, ms_dtype in) {
 
 /* PyTorch refuses these on bool rather than guess (negating a mask is a bug to report). */
 static ms_status check_unary_input(ms_unary_op op, const ms_tensor *a) {
-  if (a->dtype != MS_BOOL) return ms_tensor_check_data(unary_names[op], a);
+  if (a->dtype != MS_BOOL) return ms_tensor_check_data_any(unary_names[op], a);
   switch (op) {
   case MS_OP_NEG:
     return ms_error(MS_ERR_ARG, "neg: negation of a bool tensor is not supported (to invert a mask "
@@ -250,7 +277,7 @@ static ms_status check_unary_input(ms_unary_op op, const ms_tensor *a) {
   case MS_OP_ABS: case MS_OP_RELU: case MS_OP_FLOOR: case MS_OP_CEIL: case MS_OP_ROUND:
     return ms_error(MS_ERR_ARG, "%s: not supported for bool tensors (convert with :long() or :float())",
                     unary_names[op]);
-  default: return ms_tensor_check_data(unary_names[op], a);
+  default: return ms_tensor_check_data_any(unary_names[op], a);
   }
 }
 
@@ -269,8 +296,11 @@ static ms_tensor *unary_forward(ms_unary_op op, ms_tensor *a) {
   ms_dtype rd = unary_result_dtype(op, a->dtype);
   ms_dtype cd = ms_compute_dtype(op == MS_OP_LOGICAL_NOT ? a->dtype : rd);
   ms_tensor *in = ms_tensor_to_dtype(a, cd);
-  ms_tensor *out = in ? ms_tensor_new_empty(a->ndim, a->shape, op == MS_OP_LOGICAL_NOT ? MS_BOOL : cd) : NULL;
-  if (out) {
+  ms_dtype kernel_out = op == MS_OP_LOGICAL_NOT ? MS_BOOL : cd;
+  ms_tensor *out = in ? ms_tensor_new_empty_on(ms_tensor_device(a), a->ndim, a->shape, kernel_out) : NULL;
+  if (out && ms_tensor_device(a).type == MS_CUDA) {
+    if (ms_cuda_unary(kernel_unop[op], cd, out, in) != MS_OK) ms_tensor_release(out), out = NULL;
+  } else if (out) {
     ms_iter it;
     ms_tensor *ops[2] = {out, in};
     ms_iter_init(&it, a->ndim, a->shape, 2, ops);
@@ -383,6 +413,9 @@ static void where_row(void *arg, int64_t n, char **p, const int64_t *s) {
 }
 
 static ms_tensor *where_forward(ms_tensor *cond, ms_operand a, ms_operand b) {
+  if (ms_tensor_check_data("where", cond) || (a.tensor && ms_tensor_check_data("where", a.tensor)) ||
+      (b.tensor && ms_tensor_check_data("where", b.tensor)))
+    return NULL;
   if (cond->dtype != MS_BOOL)
     return ms_error(MS_ERR_ARG, "where: condition must be a bool tensor, got %s", ms_dtype_name(cond->dtype)), NULL;
   int ndim = cond->ndim;

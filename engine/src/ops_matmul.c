@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "autograd/grad_util.h"
+#include "cuda/cuda_ops.h"
 #include "kernels/kernels.h"
 #include "moonshard/ops.h"
 
@@ -15,6 +16,16 @@ static ms_status check_same_dtype(const char *op, const ms_tensor *a, const ms_t
   if (a->dtype == b->dtype) return MS_OK;
   return ms_error(MS_ERR_ARG, "%s: expected both operands to have the same dtype, got %s and %s",
                   op, ms_dtype_name(a->dtype), ms_dtype_name(b->dtype));
+}
+
+/* One device for all operands (c may be NULL), data readable there. */
+static ms_status check_operands(const char *op, ms_tensor *a, ms_tensor *b, ms_tensor *c) {
+  if (ms_check_same_device(op, 3, (ms_tensor *[]){a, b, c}) != MS_OK) return MS_ERR_ARG;
+  for (int k = 0; k < 3; k++) {
+    ms_tensor *t = (ms_tensor *[]){a, b, c}[k];
+    if (t && ms_tensor_check_data_any(op, t) != MS_OK) return MS_ERR_RUNTIME;
+  }
+  return MS_OK;
 }
 
 /* Integer products stay exact (wrapping like PyTorch's) in int64: alpha and beta arrive as whole
@@ -50,22 +61,28 @@ static void gemm2d(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_ten
   }
 }
 
+/* gemm2d on c's device: cuBLAS for CUDA tensors (floating only so far). */
+static ms_status gemm2d_on_device(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
+  if (ms_tensor_device(c).type == MS_CPU) return gemm2d(alpha, a, b, beta, c), MS_OK;
+  if (a->dtype == MS_FLOAT32 || a->dtype == MS_FLOAT64) return ms_cuda_gemm(alpha, a, b, beta, c);
+  return ms_error(MS_ERR_ARG, "mm: %s matrices are not implemented for CUDA tensors yet (float32 and "
+                  "float64 are)", ms_dtype_name(a->dtype));
+}
+
 /* Runs gemm2d in float32 for 16-bit floats, which have no arithmetic of their own. */
 static ms_status gemm2d_any(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
-  if (a->dtype != MS_BFLOAT16 && a->dtype != MS_FLOAT16) return gemm2d(alpha, a, b, beta, c), MS_OK;
+  if (a->dtype != MS_BFLOAT16 && a->dtype != MS_FLOAT16) return gemm2d_on_device(alpha, a, b, beta, c);
   ms_tensor *fa = ms_tensor_to_dtype(a, MS_FLOAT32), *fb = ms_tensor_to_dtype(b, MS_FLOAT32);
   ms_tensor *fc = fa && fb ? ms_tensor_to_dtype(c, MS_FLOAT32) : NULL;
   ms_status st = fc ? MS_OK : MS_ERR_MEMORY;
-  if (fc) {
-    gemm2d(alpha, fa, fb, beta, fc);
-    st = ms_tensor_copy_(c, fc);
-  }
+  if (fc) st = gemm2d_on_device(alpha, fa, fb, beta, fc);
+  if (fc && st == MS_OK) st = ms_tensor_copy_(c, fc);
   ms_tensor_release(fa), ms_tensor_release(fb), ms_tensor_release(fc);
   return st;
 }
 
 /* The checks mm and addmm share: 2-D, inner sizes agree, one dtype, data present. */
-static ms_status check_mm(const char *op, const ms_tensor *a, const ms_tensor *b) {
+static ms_status check_mm(const char *op, ms_tensor *a, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
   if (a->ndim != 2 || b->ndim != 2)
     return ms_error(MS_ERR_ARG, "%s: expected 2-D matrices, got shapes %s and %s", op,
@@ -75,14 +92,13 @@ static ms_status check_mm(const char *op, const ms_tensor *a, const ms_tensor *b
                     op, ms_shape_str(2, a->shape, b1, sizeof b1), ms_shape_str(2, b->shape, b2, sizeof b2),
                     (long long)a->shape[1], (long long)b->shape[0]);
   if (check_same_dtype(op, a, b)) return MS_ERR_ARG;
-  if (ms_tensor_check_data(op, a) != MS_OK) return MS_ERR_RUNTIME;
-  return ms_tensor_check_data(op, b);
+  return check_operands(op, a, b, NULL);
 }
 
 static ms_tensor *mm_impl(ms_tensor *a, ms_tensor *b) {
   if (check_mm("mm", a, b) != MS_OK) return NULL;
   int64_t shape[2] = {a->shape[0], b->shape[1]};
-  ms_tensor *c = ms_tensor_new_empty(2, shape, a->dtype);
+  ms_tensor *c = ms_tensor_new_empty_on(ms_tensor_device(a), 2, shape, a->dtype);
   if (c && gemm2d_any(1, a, b, 0, c) != MS_OK) ms_tensor_release(c), c = NULL;
   return c;
 }
@@ -92,9 +108,9 @@ static ms_tensor *bmm_impl(ms_tensor *a, ms_tensor *b) {
   if (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0] || a->shape[2] != b->shape[1])
     return ms_error(MS_ERR_ARG, "bmm: expected (b, n, k) and (b, k, m) batches, got shapes %s and %s",
                     ms_shape_str(a->ndim, a->shape, b1, sizeof b1), ms_shape_str(b->ndim, b->shape, b2, sizeof b2)), NULL;
-  if (check_same_dtype("bmm", a, b) || ms_tensor_check_data("bmm", a) || ms_tensor_check_data("bmm", b)) return NULL;
+  if (check_same_dtype("bmm", a, b) || check_operands("bmm", a, b, NULL)) return NULL;
   int64_t shape[3] = {a->shape[0], a->shape[1], b->shape[2]};
-  ms_tensor *c = ms_tensor_new_empty(3, shape, a->dtype);
+  ms_tensor *c = ms_tensor_new_empty_on(ms_tensor_device(a), 3, shape, a->dtype);
   for (int64_t i = 0; c && i < shape[0]; i++) {
     ms_tensor *ai = ms_tensor_select(a, 0, i), *bi = ms_tensor_select(b, 0, i), *ci = ms_tensor_select(c, 0, i);
     ms_status st = ai && bi && ci ? gemm2d_any(1, ai, bi, 0, ci) : MS_ERR_MEMORY;
@@ -175,7 +191,9 @@ ms_tensor *ms_matmul(ms_tensor *a, ms_tensor *b) {
 }
 
 static ms_tensor *addmm_impl(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha) {
-  if (check_mm("addmm", a, b) != MS_OK || check_same_dtype("addmm", c, a) != MS_OK) return NULL;
+  if (check_mm("addmm", a, b) != MS_OK || check_same_dtype("addmm", c, a) != MS_OK ||
+      check_operands("addmm", a, b, c) != MS_OK)
+    return NULL;
   int64_t shape[2] = {a->shape[0], b->shape[1]};
   ms_tensor *bc = ms_tensor_expand(c, 2, shape);
   if (!bc) {
@@ -187,7 +205,7 @@ static ms_tensor *addmm_impl(ms_tensor *c, ms_tensor *a, ms_tensor *b, double be
   bool integral = !ms_dtype_is_floating(a->dtype);
   if (integral) beta = trunc(beta), alpha = trunc(alpha);
   /* out = beta * c, then the GEMM accumulates alpha * a @ b into it. */
-  ms_tensor *out = ms_tensor_new_empty(2, shape, a->dtype);
+  ms_tensor *out = ms_tensor_new_empty_on(ms_tensor_device(a), 2, shape, a->dtype);
   ms_status st = out ? MS_OK : MS_ERR_MEMORY;
   if (st == MS_OK) st = beta == 0 ? ms_tensor_zero_(out) : ms_tensor_copy_(out, bc);
   if (st == MS_OK && beta != 0 && beta != 1)

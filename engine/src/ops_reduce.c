@@ -6,6 +6,7 @@
 
 #include "kernels/kernels.h"
 #include "autograd/grad_util.h"
+#include "cuda/cuda_ops.h"
 #include "moonshard/ops.h"
 #include "tensor_iter.h"
 
@@ -96,7 +97,10 @@ static void reduce_range(void *arg, int64_t begin, int64_t end) {
 
 static ms_status check_reduce_input(ms_reduce_op op, const ms_tensor *a, int64_t n) {
   const char *name = reduce_names[op];
-  if (ms_tensor_check_data(name, a) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_tensor_check_data_any(name, a) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_tensor_device(a).type == MS_CUDA && (needs_floating(op) && op != MS_RED_MEAN))
+    return ms_error(MS_ERR_ARG, "%s: not implemented for CUDA tensors yet (move the tensor with "
+                    ":cpu() first)", name);
   if (needs_floating(op) && !ms_dtype_is_floating(a->dtype))
     return ms_error(MS_ERR_ARG, "%s: expected a floating point tensor, got %s (convert it with "
                     ":float() or :double())", name, ms_dtype_name(a->dtype));
@@ -118,6 +122,11 @@ static ms_status reduce_dim(ms_reduce_op op, ms_tensor *a, int dim, ms_reduce_op
   ms_tensor *moved = in ? ms_tensor_permute(in, perm) : NULL;
   ms_tensor_release(in);
   if (!moved) return MS_ERR_MEMORY;
+  if (ms_tensor_device(a).type == MS_CUDA) {
+    ms_status st = ms_cuda_reduce(kernel_op(op), op == MS_RED_MEAN, moved, out, indices);
+    ms_tensor_release(moved);
+    return st;
+  }
   reduce_job job = {op, opts, moved, out, indices, a->shape[dim]};
   /* Long rows are worth a thread each; short rows are grouped. */
   int64_t grain = job.n >= 4096 ? 1 : 4096 / (job.n + 1) + 1;
@@ -141,7 +150,7 @@ static ms_tensor *reduce_forward(ms_reduce_op op, ms_tensor *a, ms_reduce_opts o
   if (opts.all || a->ndim == 0) {
     if (check_reduce_input(op, a, ms_tensor_numel(a)) != MS_OK) return NULL;
     ms_tensor *flat = ms_tensor_reshape(a, 1, (int64_t[]){ms_tensor_numel(a)});
-    ms_tensor *out = flat ? ms_tensor_new_empty(0, NULL, rd) : NULL;
+    ms_tensor *out = flat ? ms_tensor_new_empty_on(ms_tensor_device(a), 0, NULL, rd) : NULL;
     ms_status st = out ? reduce_dim(op, flat, 0, opts, out, NULL) : MS_ERR_MEMORY;
     ms_tensor_release(flat);
     if (st != MS_OK) ms_tensor_release(out), out = NULL;
@@ -152,7 +161,7 @@ static ms_tensor *reduce_forward(ms_reduce_op op, ms_tensor *a, ms_reduce_opts o
   if (check_reduce_input(op, a, a->shape[dim]) != MS_OK) return NULL;
   int64_t shape[MS_MAX_DIMS];
   int nd = reduced_shape(a, dim, opts.keepdim, shape);
-  ms_tensor *out = ms_tensor_new_empty(nd, shape, rd);
+  ms_tensor *out = ms_tensor_new_empty_on(ms_tensor_device(a), nd, shape, rd);
   if (out && reduce_dim(op, a, dim, opts, out, NULL) != MS_OK) ms_tensor_release(out), out = NULL;
   return out;
 }
@@ -177,8 +186,8 @@ static ms_status reduce_indices_forward(ms_reduce_op op, ms_tensor *a, int dim, 
   int64_t shape[MS_MAX_DIMS];
   int nd = a->ndim == 0 ? 0 : reduced_shape(src, dim, keepdim, shape);
   if (st == MS_OK) {
-    *values = ms_tensor_new_empty(nd, shape, a->dtype);
-    *indices = ms_tensor_new_empty(nd, shape, MS_INT64);
+    *values = ms_tensor_new_empty_on(ms_tensor_device(a), nd, shape, a->dtype);
+    *indices = ms_tensor_new_empty_on(ms_tensor_device(a), nd, shape, MS_INT64);
     ms_reduce_opts opts = {.dim = dim, .keepdim = keepdim};
     st = *values && *indices ? reduce_dim(op, src, dim, opts, *values, *indices) : MS_ERR_MEMORY;
   }

@@ -1,7 +1,18 @@
 /* storage.c: refcounted byte blocks whose data can be released and materialized again. */
 #include <stdlib.h>
 
+#include "moonshard/cuda.h"
 #include "moonshard/storage.h"
+
+/* The one place bytes of a storage are obtained and given back, by device. */
+static void *device_alloc(ms_device d, size_t nbytes, ms_mem_category category) {
+  return d.type == MS_CUDA ? ms_cuda_alloc(d.index, nbytes, category) : ms_mem_alloc(nbytes, category);
+}
+
+static void device_free(ms_device d, void *p, size_t nbytes, ms_mem_category category) {
+  if (d.type == MS_CUDA) ms_cuda_free(d.index, p, nbytes, category);
+  else ms_mem_free(p, nbytes, category);
+}
 
 static ms_storage *storage_alloc_object(void) {
   ms_storage *s = calloc(1, sizeof *s);
@@ -10,14 +21,19 @@ static ms_storage *storage_alloc_object(void) {
   return s;
 }
 
-ms_storage *ms_storage_new(size_t nbytes, ms_mem_category category) {
+ms_storage *ms_storage_new_on(ms_device device, size_t nbytes, ms_mem_category category) {
   ms_storage *s = storage_alloc_object();
   if (!s) return NULL;
+  s->device = device;
   s->category = category;
   s->nbytes = nbytes;
-  s->data = ms_mem_alloc(nbytes, category);
+  s->data = device_alloc(device, nbytes, category);
   if (!s->data) return free(s), NULL;
   return s;
+}
+
+ms_storage *ms_storage_new(size_t nbytes, ms_mem_category category) {
+  return ms_storage_new_on((ms_device){MS_CPU, 0}, nbytes, category);
 }
 
 ms_storage *ms_storage_new_external(void *data, size_t nbytes, ms_storage_deleter deleter, void *ctx) {
@@ -38,7 +54,7 @@ static void storage_free_data(ms_storage *s) {
   if (s->external) {
     if (s->deleter) s->deleter(s->data, s->deleter_ctx);
   } else {
-    ms_mem_free(s->data, s->nbytes, s->category);
+    device_free(s->device, s->data, s->nbytes, s->category);
   }
   s->data = NULL;
 }
@@ -57,6 +73,6 @@ void ms_storage_release_data(ms_storage *s) {
 
 ms_status ms_storage_materialize(ms_storage *s) {
   if (s->data) return MS_OK;
-  s->data = ms_mem_alloc(s->nbytes, s->category);
+  s->data = device_alloc(s->device, s->nbytes, s->category);
   return s->data ? MS_OK : MS_ERR_MEMORY;
 }

@@ -60,12 +60,14 @@ static ms_tensor *tensor_wrap(ms_storage *s, ms_dtype dt, int ndim, const int64_
   return t;
 }
 
-/* A contiguous uninitialised tensor; `op` names the factory in errors. */
-static ms_tensor *new_contiguous(const char *op, int ndim, const int64_t *shape, ms_dtype dt) {
+/* A contiguous uninitialised tensor on `dev`; `op` names the factory in errors. */
+static ms_tensor *new_contiguous_on(ms_device dev, const char *op, int ndim, const int64_t *shape,
+                                    ms_dtype dt) {
   int64_t numel = 0, strides[MS_MAX_DIMS];
   if (check_shape(op, ndim, shape, &numel) != MS_OK) return NULL;
   size_t nbytes = (size_t)numel * ms_dtype_size(dt);
-  ms_storage *s = ms_storage_new(nbytes, MS_MEM_OTHER);
+  ms_storage *s = ms_storage_new_on(dev, nbytes, MS_MEM_OTHER);
+  if (!s && dev.type == MS_CUDA) return NULL; /* the allocator's message says why */
   if (!s) {
     char b[MS_SHAPE_STR_LEN];
     ms_error(MS_ERR_MEMORY, "%s: out of memory: could not allocate %zu bytes for a %s tensor of "
@@ -76,8 +78,30 @@ static ms_tensor *new_contiguous(const char *op, int ndim, const int64_t *shape,
   return tensor_wrap(s, dt, ndim, shape, strides, 0);
 }
 
+static ms_tensor *new_contiguous(const char *op, int ndim, const int64_t *shape, ms_dtype dt) {
+  return new_contiguous_on((ms_device){MS_CPU, 0}, op, ndim, shape, dt);
+}
+
 ms_tensor *ms_tensor_new_empty(int ndim, const int64_t *shape, ms_dtype dt) {
   return new_contiguous("empty", ndim, shape, dt);
+}
+
+ms_tensor *ms_tensor_new_empty_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt) {
+  return new_contiguous_on(device, "empty", ndim, shape, dt);
+}
+
+ms_tensor *ms_tensor_new_full_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt, double value) {
+  if (device.type == MS_CPU) return ms_tensor_new_full(ndim, shape, dt, value);
+  ms_tensor *t = new_contiguous_on(device, "full", ndim, shape, dt);
+  bool prev = ms_grad_set_enabled(false); /* a new tensor: nothing to record */
+  if (t && ms_tensor_fill_(t, value) != MS_OK) ms_tensor_release(t), t = NULL;
+  ms_grad_set_enabled(prev);
+  return t;
+}
+
+ms_tensor *ms_tensor_new_zeros_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt) {
+  if (device.type == MS_CPU) return ms_tensor_new_zeros(ndim, shape, dt);
+  return ms_tensor_new_full_on(device, ndim, shape, dt, 0);
 }
 
 ms_tensor *ms_tensor_new_full(int ndim, const int64_t *shape, ms_dtype dt, double value) {
@@ -183,10 +207,17 @@ void *ms_tensor_data(const ms_tensor *t) {
   return (char *)t->storage->data + t->offset * (int64_t)ms_dtype_size(t->dtype);
 }
 
-ms_status ms_tensor_check_data(const char *op, const ms_tensor *t) {
+ms_status ms_tensor_check_data_any(const char *op, const ms_tensor *t) {
   if (t->storage->data || ms_tensor_numel(t) == 0) return MS_OK;
   return ms_error(MS_ERR_RUNTIME, "%s: the tensor's storage has been released (its data is not "
                   "materialized)", op);
+}
+
+ms_status ms_tensor_check_data(const char *op, const ms_tensor *t) {
+  if (t->storage->device.type == MS_CUDA)
+    return ms_error(MS_ERR_RUNTIME, "%s: not implemented for CUDA tensors yet (move the tensor "
+                    "with :cpu() first)", op);
+  return ms_tensor_check_data_any(op, t);
 }
 
 const char *ms_shape_str(int ndim, const int64_t *shape, char *buf, size_t len) {

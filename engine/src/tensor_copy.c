@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "autograd/grad_util.h"
+#include "cuda/cuda_ops.h"
 #include "kernels/kernels.h"
+#include "moonshard/cuda.h"
 #include "moonshard/tensor.h"
 #include "tensor_iter.h"
 
@@ -18,17 +20,20 @@ static void cast_row(void *arg, int64_t n, char **p, const int64_t *s) {
   ms_k_cast(n, p[0], (ms_k_dtype)c->dst, s[0], p[1], (ms_k_dtype)c->src, s[1]);
 }
 
-/* Copies src (already of dst's shape) into dst; both materialized and non-overlapping. */
-static void copy_same_shape(ms_tensor *dst, ms_tensor *src) {
+/* Copies src (already of dst's shape) into dst; both materialized, non-overlapping and on one
+ * device. */
+static ms_status copy_same_shape(ms_tensor *dst, ms_tensor *src) {
+  if (ms_tensor_device(dst).type == MS_CUDA) return ms_cuda_copy_same_shape(dst, src);
   ms_iter it;
   ms_tensor *ops[2] = {dst, src};
   ms_iter_init(&it, dst->ndim, dst->shape, 2, ops);
   cast_ctx c = {dst->dtype, src->dtype};
   ms_iter_run(&it, cast_row, &c);
+  return MS_OK;
 }
 
 static ms_status copy_impl(ms_tensor *dst, ms_tensor *src) {
-  if (ms_tensor_check_data("copy_", dst) || ms_tensor_check_data("copy_", src)) return MS_ERR_RUNTIME;
+  if (ms_tensor_check_data_any("copy_", dst) || ms_tensor_check_data_any("copy_", src)) return MS_ERR_RUNTIME;
   ms_tensor *b = ms_tensor_expand(src, dst->ndim, dst->shape);
   if (!b) {
     char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
@@ -41,17 +46,19 @@ static ms_status copy_impl(ms_tensor *dst, ms_tensor *src) {
     ms_tensor_release(b);
     if (!(b = c)) return MS_ERR_MEMORY;
   }
-  copy_same_shape(dst, b);
+  /* copy_ is the one op that may cross devices, as in PyTorch */
+  ms_status st = ms_device_equal(ms_tensor_device(dst), ms_tensor_device(b)) ? copy_same_shape(dst, b)
+                                                                             : ms_tensor_copy_across(dst, b);
   ms_tensor_release(b);
-  ms_tensor_bump_version(dst);
-  return MS_OK;
+  if (st == MS_OK) ms_tensor_bump_version(dst);
+  return st;
 }
 
 /* A new contiguous tensor of dtype dt holding t's values. */
 static ms_tensor *copy_as(ms_tensor *t, ms_dtype dt) {
-  if (ms_tensor_check_data("copy", t) != MS_OK) return NULL;
-  ms_tensor *out = ms_tensor_new_empty(t->ndim, t->shape, dt);
-  if (out) copy_same_shape(out, t);
+  if (ms_tensor_check_data_any("copy", t) != MS_OK) return NULL;
+  ms_tensor *out = ms_tensor_new_empty_on(ms_tensor_device(t), t->ndim, t->shape, dt);
+  if (out && copy_same_shape(out, t) != MS_OK) ms_tensor_release(out), out = NULL;
   return out;
 }
 
@@ -101,7 +108,12 @@ static void fill_row(void *arg, int64_t n, char **p, const int64_t *s) {
 }
 
 static ms_status fill_impl(ms_tensor *t, double value) {
-  if (ms_tensor_check_data("fill_", t) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_tensor_check_data_any("fill_", t) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_tensor_device(t).type == MS_CUDA) {
+    ms_status st = ms_cuda_fill(t, value);
+    if (st == MS_OK) ms_tensor_bump_version(t);
+    return st;
+  }
   ms_iter it;
   ms_iter_init(&it, t->ndim, t->shape, 1, &t);
   fill_ctx c = {t->dtype, value};
@@ -115,7 +127,7 @@ static ms_status fill_impl(ms_tensor *t, double value) {
 static ms_status fill_as(const char *op, const char *node, ms_tensor *t, double value) {
   if (!ms_autograd_wants(1, &t)) return fill_impl(t, value);
   if (ms_grad_check_inplace(op, t) != MS_OK) return MS_ERR_RUNTIME;
-  if (ms_tensor_check_data("fill_", t) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_tensor_check_data_any("fill_", t) != MS_OK) return MS_ERR_RUNTIME;
   ms_tensor *out = ms_tensor_new_full(t->ndim, t->shape, t->dtype, value);
   return ms_grad_rebase_inplace(op, t, ms_grad_record_fill(node, out));
 }
@@ -173,20 +185,37 @@ static char *element_at(const ms_tensor *t, int64_t i) {
   return (char *)ms_tensor_data(t) + off * (int64_t)ms_dtype_size(t->dtype);
 }
 
+/* The bytes of element i where the CPU can read them: in place, or copied from the device into
+ * `buf` (zeros, with the error set, if the copy fails). */
+static const void *element_bytes(const ms_tensor *t, int64_t i, void *buf) {
+  ms_device d = ms_tensor_device(t);
+  if (d.type == MS_CPU) return element_at(t, i);
+  memset(buf, 0, 8);
+  ms_cuda_memcpy(buf, 0, element_at(t, i), d.index, ms_dtype_size(t->dtype), MS_CUDA_D2H);
+  return buf;
+}
+
 double ms_tensor_get_flat(const ms_tensor *t, int64_t i) {
-  double v;
-  ms_k_cast(1, &v, MS_K_F64, 1, element_at(t, i), (ms_k_dtype)t->dtype, 1);
+  double v, buf;
+  ms_k_cast(1, &v, MS_K_F64, 1, element_bytes(t, i, &buf), (ms_k_dtype)t->dtype, 1);
   return v;
 }
 
 int64_t ms_tensor_get_flat_int(const ms_tensor *t, int64_t i) {
-  int64_t v;
-  ms_k_cast(1, &v, MS_K_I64, 1, element_at(t, i), (ms_k_dtype)t->dtype, 1);
+  int64_t v, buf;
+  ms_k_cast(1, &v, MS_K_I64, 1, element_bytes(t, i, &buf), (ms_k_dtype)t->dtype, 1);
   return v;
 }
 
 void ms_tensor_set_flat(ms_tensor *t, int64_t i, double v) {
-  ms_k_cast(1, element_at(t, i), (ms_k_dtype)t->dtype, 1, &v, MS_K_F64, 1);
+  ms_device d = ms_tensor_device(t);
+  if (d.type == MS_CPU) {
+    ms_k_cast(1, element_at(t, i), (ms_k_dtype)t->dtype, 1, &v, MS_K_F64, 1);
+    return;
+  }
+  int64_t buf;
+  ms_k_cast(1, &buf, (ms_k_dtype)t->dtype, 1, &v, MS_K_F64, 1);
+  ms_cuda_memcpy(element_at(t, i), d.index, &buf, 0, ms_dtype_size(t->dtype), MS_CUDA_H2D);
 }
 
 ms_status ms_tensor_item(const ms_tensor *t, double *out) {
@@ -196,7 +225,11 @@ ms_status ms_tensor_item(const ms_tensor *t, double *out) {
     return ms_error(MS_ERR_ARG, "item: only a one-element tensor can be converted to a number, "
                     "got shape %s (%lld elements)", ms_shape_str(t->ndim, t->shape, b, sizeof b), (long long)n);
   }
-  if (ms_tensor_check_data("item", t) != MS_OK) return MS_ERR_RUNTIME;
-  *out = ms_tensor_get_flat(t, 0);
-  return MS_OK;
+  if (ms_tensor_check_data_any("item", t) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_tensor_device(t).type == MS_CPU) return *out = ms_tensor_get_flat(t, 0), MS_OK;
+  double v = 0; /* one element from the device: read it with its error */
+  ms_status st = ms_cuda_memcpy(&v, 0, ms_tensor_data(t), ms_tensor_device(t).index,
+                                ms_dtype_size(t->dtype), MS_CUDA_D2H);
+  if (st == MS_OK) ms_k_cast(1, out, MS_K_F64, 1, &v, (ms_k_dtype)t->dtype, 1);
+  return st;
 }

@@ -86,7 +86,8 @@ static ms_tensor *cat_impl(ms_tensor *const *ts, int n, int dim) {
   memcpy(shape, ts[0]->shape, sizeof shape);
   shape[dim] = 0;
   for (int i = 0; i < n; i++) shape[dim] += ts[i]->shape[dim];
-  ms_tensor *out = ms_tensor_new_empty(ts[0]->ndim, shape, dt);
+  if (ms_check_same_device("cat", n, ts) != MS_OK) return NULL;
+  ms_tensor *out = ms_tensor_new_empty_on(ms_tensor_device(ts[0]), ts[0]->ndim, shape, dt);
   int64_t at = 0;
   for (int i = 0; out && i < n; i++) {
     ms_tensor *slot = ms_tensor_narrow(out, dim, at, ts[i]->shape[dim]);

@@ -586,6 +586,8 @@ end
 function Module:float() return self:to("float32") end
 function Module:double() return self:to("float64") end
 function Module:cpu() return self:to("cpu") end
+-- model:cuda() (the current device) or model:cuda(i), as torch
+function Module:cuda(device) return self:to(device and ("cuda:" .. device) or "cuda") end
 
 -- ---- state dict -------------------------------------------------------------------------------
 

@@ -244,7 +244,8 @@ function M.format(t)
     body = "[]"
   else
     if not INFERRED[dtype] then suffixes[#suffixes + 1] = "dtype=torch." .. dtype end
-    body = body_str(t, indent, opts)
+    -- a device's values are printed from one copy on the CPU, not read element by element
+    body = body_str(t.is_cuda and t:detach():cpu() or t, indent, opts)
   end
   -- a computed tensor names the node that made it; a leaf only says it requires grad
   local grad_fn = t.grad_fn

@@ -511,7 +511,8 @@ T.test("to: dtype names, options, tensors, devices", function()
   T.raises(function() x:to("cuda:1") end, "to", "cuda:1")
   T.raises(function() x:to({ device = "cuda" }) end, "to", "cuda")
   T.raises(function() x:to("float128") end, "to", "float128", "dtype")
-  T.raises(function() x:to(3) end, "to", "#2", "3")
+  T.raises(function() x:to(3) end, "to", "cuda:3", "not available") -- an index names a CUDA device, as in torch
+  T.raises(function() x:to(true) end, "to", "#2", "a dtype name")
   T.raises(function() x:to({ dtyp = "float32" }) end, "to", "unknown option", "dtyp")
 end)
 

@@ -35,6 +35,8 @@ typedef struct ms_storage {
 
 /* New storage of nbytes (uninitialised) on the CPU; NULL with an error on failure. */
 ms_storage *ms_storage_new(size_t nbytes, ms_mem_category category);
+/* The same on any device: CUDA bytes come from that device's caching allocator (moonshard/cuda.h). */
+ms_storage *ms_storage_new_on(ms_device device, size_t nbytes, ms_mem_category category);
 /* Wraps memory the caller owns, without copying; deleter (may be NULL) runs at the last release. */
 ms_storage *ms_storage_new_external(void *data, size_t nbytes, ms_storage_deleter deleter, void *ctx);
 void ms_storage_retain(ms_storage *s);

@@ -42,6 +42,10 @@ void ms_tensor_release(ms_tensor *t); /* NULL is fine */
 /* ---- creation (new references; NULL with an error on failure) --------------------------- */
 /* Contiguous, uninitialised. shape may be NULL when ndim == 0 (a scalar tensor). */
 ms_tensor *ms_tensor_new_empty(int ndim, const int64_t *shape, ms_dtype dt);
+/* The same on `device` (a CUDA device must be available; otherwise an error saying why). */
+ms_tensor *ms_tensor_new_empty_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt);
+ms_tensor *ms_tensor_new_full_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt, double value);
+ms_tensor *ms_tensor_new_zeros_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt);
 ms_tensor *ms_tensor_new_full(int ndim, const int64_t *shape, ms_dtype dt, double value);
 ms_tensor *ms_tensor_new_zeros(int ndim, const int64_t *shape, ms_dtype dt);
 /* A view over existing storage (retained) with the given geometry; checked against its size. */
@@ -55,14 +59,36 @@ ms_tensor *ms_tensor_new_arange(double start, double end, double step, ms_dtype 
 ms_tensor *ms_tensor_new_linspace(double start, double end, int64_t steps, ms_dtype dt);
 ms_tensor *ms_tensor_new_eye(int64_t n, int64_t m, ms_dtype dt);
 
+/* ---- devices (engine/src/tensor_device.c) ------------------------------------------------- */
+static inline ms_device ms_tensor_device(const ms_tensor *t) { return t->storage->device; }
+static inline bool ms_device_equal(ms_device a, ms_device b) {
+  return a.type == b.type && (a.type == MS_CPU || a.index == b.index);
+}
+/* "cpu" or "cuda:0" into buf; returns buf. */
+const char *ms_device_str(ms_device d, char *buf, size_t len);
+#define MS_DEVICE_STR_LEN 32
+/* Parses "cpu", "cuda" (the current device), "cuda:N"; false for anything else. */
+bool ms_device_parse(const char *s, ms_device *out);
+/* MS_OK when the n tensors (NULLs skipped) are on one device; otherwise PyTorch's message
+ * ("Expected all tensors to be on the same device, but found at least two devices, cpu and
+ * cuda:0") naming `op`. */
+ms_status ms_check_same_device(const char *op, int n, ms_tensor *const *ts);
+/* t on `device` (new reference; t itself, retained, when already there). Differentiable: the
+ * gradient goes back to t's device. */
+ms_tensor *ms_tensor_to_device(ms_tensor *t, ms_device device);
+
 /* ---- geometry ---------------------------------------------------------------------------- */
 int64_t ms_tensor_numel(const ms_tensor *t);
 bool ms_tensor_is_contiguous(const ms_tensor *t);
 /* Pointer to the first element (storage data + offset); NULL if the storage is released. */
 void *ms_tensor_data(const ms_tensor *t);
-/* MS_OK when t's data can be read (materialized, or no elements); otherwise an error naming
- * `op`. Every op checks its inputs with it before touching their bytes. */
+/* MS_OK when t's data can be read by the CPU (on the CPU and materialized, or no elements);
+ * otherwise an error naming `op`. Every op checks its inputs with it before touching their
+ * bytes, so an op with no CUDA kernel refuses CUDA tensors here ("op: not implemented for CUDA
+ * tensors yet") instead of reading device memory. */
 ms_status ms_tensor_check_data(const char *op, const ms_tensor *t);
+/* The same on any device: for ops that dispatch to a CUDA kernel themselves. */
+ms_status ms_tensor_check_data_any(const char *op, const ms_tensor *t);
 /* "(2, 3)" into buf; returns buf. For error messages. */
 const char *ms_shape_str(int ndim, const int64_t *shape, char *buf, size_t len);
 #define MS_SHAPE_STR_LEN 256
@@ -111,7 +137,8 @@ ms_tensor *ms_tensor_select_scatter(ms_tensor *t, ms_tensor *src, int dim, int64
  * refuses while grad mode is on. */
 ms_status ms_tensor_select_assign_(ms_tensor *t, int dim, int64_t index, ms_tensor *src);
 ms_status ms_tensor_zero_(ms_tensor *t);
-/* Reads/writes one element by 0-based flat index in row-major (logical) order. */
+/* Reads/writes one element by 0-based flat index in row-major (logical) order (on a CUDA
+ * tensor: one small copy each, for printing and tests, never for loops). */
 double ms_tensor_get_flat(const ms_tensor *t, int64_t i);
 int64_t ms_tensor_get_flat_int(const ms_tensor *t, int64_t i);
 void ms_tensor_set_flat(ms_tensor *t, int64_t i, double v);

@@ -148,7 +148,7 @@ static ms_tensor *root_gradient(ms_tensor *root, ms_tensor *grad) {
       return ms_error(MS_ERR_ARG, "backward: grad can be implicitly created only for scalar outputs; "
                       "this tensor has shape %s, so pass the gradient: t:backward(grad)",
                       ms_shape_str(root->ndim, root->shape, b1, sizeof b1)), NULL;
-    return ms_tensor_new_full(root->ndim, root->shape, root->dtype, 1.0);
+    return ms_tensor_new_full_on(ms_tensor_device(root), root->ndim, root->shape, root->dtype, 1.0);
   }
   if (grad->ndim != root->ndim || memcmp(grad->shape, root->shape, sizeof(int64_t) * (size_t)root->ndim))
     return ms_error(MS_ERR_ARG, "backward: grad has shape %s but the tensor has shape %s",

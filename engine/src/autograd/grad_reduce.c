@@ -139,7 +139,7 @@ static ms_tensor *norm_grad(ms_node *n, ms_tensor *g, ms_tensor *x, ms_tensor *o
   if (p == 0) { /* the count of nonzeros is flat */
     int nd;
     const int64_t *shape = input_shape(n, &nd);
-    return ms_tensor_new_zeros(nd, shape, x->dtype);
+    return ms_tensor_new_zeros_on(ms_tensor_device(x), nd, shape, x->dtype);
   }
   if (p == 1) return bin(keep(g, n), MS_OP_MUL, ms_unary(MS_OP_SIGN, x));
   if (isinf(p)) { /* the largest magnitudes share it, with their signs */

@@ -104,7 +104,7 @@ static ms_tensor *unary_grad(ms_unary_op op, ms_tensor *g, ms_tensor *x) {
     return r;
   }
   case MS_OP_SIGN: case MS_OP_FLOOR: case MS_OP_CEIL: case MS_OP_ROUND: /* flat almost everywhere */
-    return ms_tensor_new_zeros(g->ndim, g->shape, g->dtype);
+    return ms_tensor_new_zeros_on(ms_tensor_device(g), g->ndim, g->shape, g->dtype);
   case MS_OP_SIN: return grad_with(g, MS_OP_MUL, ms_unary(MS_OP_COS, x));
   case MS_OP_COS: return grad_with(g, MS_OP_MUL, apply(MS_OP_NEG, ms_unary(MS_OP_SIN, x)));
   case MS_OP_LOG1P: return grad_with(g, MS_OP_DIV, with_number(ref(x), MS_OP_ADD, 1));

@@ -89,7 +89,7 @@ static ms_tensor *slot_of(ms_tensor *t, const ms_node *n) {
 }
 
 static ms_status embed_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
-  ms_tensor *z = ms_tensor_new_zeros(in_ndim(n), in_shape(n), g[0]->dtype);
+  ms_tensor *z = ms_tensor_new_zeros_on(ms_tensor_device(g[0]), in_ndim(n), in_shape(n), g[0]->dtype);
   ms_tensor *slot = z ? slot_of(z, n) : NULL;
   ms_status st = slot ? ms_tensor_copy_(slot, g[0]) : MS_ERR_RUNTIME;
   ms_tensor_release(slot);
@@ -235,7 +235,7 @@ static ms_status copy_slices_backward(ms_node *n, ms_tensor *const *g, ms_tensor
   ms_tensor *r = gc ? region_of(gc, n) : NULL;
   ms_status st = r ? MS_OK : MS_ERR_RUNTIME;
   if (st == MS_OK && ms_grad_needed(n, 1)) { /* a copy: the region is zeroed below */
-    ms_tensor *c = ms_tensor_new_empty(r->ndim, r->shape, (ms_dtype)n->ints[R_DTYPE]);
+    ms_tensor *c = ms_tensor_new_empty_on(ms_tensor_device(r), r->ndim, r->shape, (ms_dtype)n->ints[R_DTYPE]);
     st = c ? ms_tensor_copy_(c, r) : MS_ERR_RUNTIME;
     if (st == MS_OK) gi[1] = c;
     else ms_tensor_release(c);
@@ -248,7 +248,7 @@ static ms_status copy_slices_backward(ms_node *n, ms_tensor *const *g, ms_tensor
 /* The view's node after the write: its gradient lands in its region of the base's. */
 static ms_status region_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
   const ms_edge *e = &n->next[0];
-  ms_tensor *z = ms_tensor_new_zeros(e->node->out_ndim[e->input_nr], e->node->out_shape[e->input_nr], g[0]->dtype);
+  ms_tensor *z = ms_tensor_new_zeros_on(ms_tensor_device(g[0]), e->node->out_ndim[e->input_nr], e->node->out_shape[e->input_nr], g[0]->dtype);
   ms_tensor *r = z ? region_of(z, n) : NULL;
   ms_status st = r ? ms_tensor_copy_(r, g[0]) : MS_ERR_RUNTIME;
   ms_tensor_release(r);

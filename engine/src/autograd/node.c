@@ -230,7 +230,7 @@ ms_status ms_tensor_accumulate_grad(ms_tensor *t, ms_tensor *grad) {
   ms_status st = MS_OK;
   if (!t->grad) {
     /* a private copy in the leaf's dtype: the incoming gradient may be shared or broadcast */
-    ms_tensor *g = ms_tensor_new_empty(t->ndim, t->shape, t->dtype);
+    ms_tensor *g = ms_tensor_new_empty_on(ms_tensor_device(t), t->ndim, t->shape, t->dtype);
     st = g ? ms_tensor_copy_(g, grad) : MS_ERR_MEMORY;
     if (st == MS_OK) t->grad = g;
     else ms_tensor_release(g);

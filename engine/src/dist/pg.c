@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "dist/pg_internal.h"
+#include "moonshard/cuda.h"
 
 static ms_pg *g_world;      /* owned reference while initialized */
 static ms_pg *g_live;       /* every group not yet released, to destroy with the world */
@@ -149,8 +150,21 @@ static ms_status init_backend(const char *backend) {
     return ms_error(MS_ERR_RUNTIME, "init_process_group: the mpi backend is not built (CMake found no MPI)");
 #endif
   }
-  if (strcmp(backend, "nccl") == 0)
-    return ms_error(MS_ERR_RUNTIME, "init_process_group: nccl needs the CUDA backend (not built)");
+  if (strcmp(backend, "nccl") == 0) {
+#if defined(MS_HAVE_MPI) && defined(MS_HAVE_NCCL)
+    g_backend = "nccl";
+    return ms_pg_nccl_init(&g_world);
+#else
+    return ms_error(MS_ERR_RUNTIME, "init_process_group: the nccl backend is not built (it needs CUDA, "
+                                    "NCCL and MPI; this build lacks %s)",
+#ifndef MS_HAVE_NCCL
+                    "NCCL or CUDA"
+#else
+                    "MPI"
+#endif
+    );
+#endif
+  }
   return ms_error(MS_ERR_ARG, "init_process_group: unknown backend '%s' (expected \"mpi\", \"self\", "
                               "\"auto\" or \"nccl\")", backend);
 }
@@ -244,7 +258,14 @@ static ms_status check_tensor(const char *fname, const char *what, const ms_tens
   if (ms_tensor_numel(t) > INT_MAX)
     return ms_error(MS_ERR_ARG, "%s: %s has %lld elements, more than one collective moves (%d)",
                     fname, what, (long long)ms_tensor_numel(t), INT_MAX);
-  return ms_tensor_check_data(fname, t);
+  /* nccl moves CUDA tensors, mpi CPU ones, self (one rank: copies at most) either */
+  const char *backend = ms_dist_backend();
+  bool nccl = backend && strcmp(backend, "nccl") == 0, cuda = ms_tensor_device(t).type == MS_CUDA;
+  bool self = backend && strcmp(backend, "self") == 0;
+  if (nccl != cuda && !self)
+    return ms_error(MS_ERR_ARG, "%s: %s is a %s tensor but the %s backend works on %s tensors", fname, what,
+                    cuda ? "CUDA" : "CPU", backend ? backend : "(none)", nccl ? "CUDA" : "CPU");
+  return ms_tensor_check_data_any(fname, t);
 }
 
 static ms_status check_op(const char *fname, ms_dist_op op, ms_dtype dt) {
@@ -260,6 +281,7 @@ static ms_status check_pair(const char *fname, const ms_tensor *out, const ms_te
   if (st == MS_OK && out->dtype != in->dtype)
     st = ms_error(MS_ERR_ARG, "%s: output is %s but input is %s (they must match)", fname,
                   ms_dtype_name(out->dtype), ms_dtype_name(in->dtype));
+  if (st == MS_OK) st = ms_check_same_device(fname, 2, (ms_tensor *[]){(ms_tensor *)out, (ms_tensor *)in});
   return st;
 }
 
@@ -355,8 +377,16 @@ ms_status ms_pg_barrier(ms_pg *pg, ms_work **work) {
 
 static ms_status self_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
   (void)pg;
-  if ((c->kind == MS_COLL_ALL_GATHER || c->kind == MS_COLL_REDUCE_SCATTER) && c->count > 0)
-    memmove(ms_tensor_data(c->out), ms_tensor_data(c->in), (size_t)c->count * ms_dtype_size(c->in->dtype));
+  if ((c->kind == MS_COLL_ALL_GATHER || c->kind == MS_COLL_REDUCE_SCATTER) && c->count > 0) {
+    size_t nbytes = (size_t)c->count * ms_dtype_size(c->in->dtype);
+    ms_device d = ms_tensor_device(c->out);
+    if (d.type == MS_CPU) {
+      memmove(ms_tensor_data(c->out), ms_tensor_data(c->in), nbytes);
+    } else {
+      ms_status st = ms_cuda_memcpy(ms_tensor_data(c->out), d.index, ms_tensor_data(c->in), d.index, nbytes, MS_CUDA_D2D);
+      if (st != MS_OK) return st;
+    }
+  }
   if (c->kind != MS_COLL_BARRIER && c->kind != MS_COLL_BROADCAST) ms_tensor_bump_version(c->out);
   *work = ms_work_new(NULL, NULL);
   return *work ? MS_OK : MS_ERR_MEMORY;

@@ -73,5 +73,8 @@ double ms_dist_now(void);
 #ifdef MS_HAVE_MPI
 ms_status ms_pg_mpi_init(ms_pg **world);
 #endif
+#if defined(MS_HAVE_MPI) && defined(MS_HAVE_NCCL)
+ms_status ms_pg_nccl_init(ms_pg **world); /* pg_nccl.c: MPI carries the NCCL id */
+#endif
 
 #endif

@@ -7,16 +7,22 @@
 #include "moonshard/autograd.h"
 #include "moonshard/nn_conv.h"
 #include "autograd/grad_util.h"
+#include "cuda/cuda_ops.h"
 #include "nn/conv_internal.h"
 
 ms_status ms_nn_check_4d(const char *op, const char *arg, const ms_tensor *x) {
+  ms_status st = ms_nn_check_4d_any(op, arg, x);
+  return st == MS_OK ? ms_tensor_check_data(op, x) : st;
+}
+
+ms_status ms_nn_check_4d_any(const char *op, const char *arg, const ms_tensor *x) {
   char b[MS_SHAPE_STR_LEN];
   if (x->ndim != 4)
     return ms_error(MS_ERR_ARG, "%s: %s must be 4-D (N, C, H, W), got %s", op, arg,
                     ms_shape_str(x->ndim, x->shape, b, sizeof b));
   if (x->dtype != MS_FLOAT32 && x->dtype != MS_FLOAT64)
     return ms_error(MS_ERR_ARG, "%s: %s must be float32 or float64, got %s", op, arg, ms_dtype_name(x->dtype));
-  return ms_tensor_check_data(op, x);
+  return ms_tensor_check_data_any(op, x);
 }
 
 ms_status ms_nn_check_pair(const char *op, const char *arg, const int64_t v[2], int64_t min) {
@@ -49,14 +55,16 @@ static ms_status check_weight(const ms_tensor *x, const ms_tensor *w, const ms_t
   if (b && b->dtype != x->dtype)
     return ms_error(MS_ERR_ARG, "conv2d: bias dtype %s does not match input dtype %s", ms_dtype_name(b->dtype),
                     ms_dtype_name(x->dtype));
-  if (ms_tensor_check_data("conv2d", w) != MS_OK) return MS_ERR_RUNTIME;
-  return b ? ms_tensor_check_data("conv2d", b) : MS_OK;
+  if (ms_check_same_device("conv2d", 3, (ms_tensor *[]){(ms_tensor *)x, (ms_tensor *)w, (ms_tensor *)b}))
+    return MS_ERR_ARG;
+  if (ms_tensor_check_data_any("conv2d", w) != MS_OK) return MS_ERR_RUNTIME;
+  return b ? ms_tensor_check_data_any("conv2d", b) : MS_OK;
 }
 
 /* Fills the kernel geometry (output size included) after checking every argument. */
 static ms_status conv_geometry(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, const int64_t st[2],
                                const int64_t pad[2], const int64_t dil[2], int64_t groups, ms_k_conv2d_geom *g) {
-  if (ms_nn_check_4d("conv2d", "input", x) != MS_OK || check_weight(x, w, b, groups) != MS_OK) return MS_ERR_ARG;
+  if (ms_nn_check_4d_any("conv2d", "input", x) != MS_OK || check_weight(x, w, b, groups) != MS_OK) return MS_ERR_ARG;
   if (ms_nn_check_pair("conv2d", "stride", st, 1) || ms_nn_check_pair("conv2d", "padding", pad, 0) ||
       ms_nn_check_pair("conv2d", "dilation", dil, 1))
     return MS_ERR_ARG;
@@ -87,7 +95,7 @@ static ms_k_conv2d_geom geom_from_node(const ms_node *n, const ms_tensor *x, con
 /* A fresh tensor shaped like `like` for input i when its gradient is needed, else NULL. */
 static ms_tensor *grad_buffer(const ms_node *n, int i, const ms_tensor *like, ms_status *st) {
   if (!ms_grad_needed(n, i) || *st != MS_OK) return NULL;
-  ms_tensor *t = ms_tensor_new_empty(like->ndim, like->shape, like->dtype);
+  ms_tensor *t = ms_tensor_new_empty_on(ms_tensor_device(like), like->ndim, like->shape, like->dtype);
   if (!t) *st = MS_ERR_MEMORY;
   return t;
 }
@@ -101,9 +109,11 @@ static ms_status conv_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor
   ms_status st = x && w && gc ? MS_OK : MS_ERR_MEMORY;
   int64_t bshape = g.o;
   ms_tensor *gx = grad_buffer(n, 0, xs, &st), *gw = grad_buffer(n, 1, ws, &st);
-  ms_tensor *gb = ms_grad_needed(n, 2) && st == MS_OK ? ms_tensor_new_empty(1, &bshape, xs->dtype) : NULL;
+  ms_tensor *gb = ms_grad_needed(n, 2) && st == MS_OK ? ms_tensor_new_empty_on(ms_tensor_device(xs), 1, &bshape, xs->dtype) : NULL;
   if (ms_grad_needed(n, 2) && !gb) st = MS_ERR_MEMORY;
-  if (st == MS_OK && ms_k_conv2d_backward((ms_k_dtype)xs->dtype, &g, ms_tensor_data(x), ms_tensor_data(w),
+  if (st == MS_OK && ms_tensor_device(xs).type == MS_CUDA)
+    st = ms_cuda_conv2d_backward(&g, x, w, gc, gx, gw, gb);
+  else if (st == MS_OK && ms_k_conv2d_backward((ms_k_dtype)xs->dtype, &g, ms_tensor_data(x), ms_tensor_data(w),
                                           ms_tensor_data(gc), gx ? ms_tensor_data(gx) : NULL,
                                           gw ? ms_tensor_data(gw) : NULL, gb ? ms_tensor_data(gb) : NULL) != 0)
     st = ms_error(MS_ERR_MEMORY, "conv2d backward: out of memory for the column buffers");
@@ -121,8 +131,10 @@ static ms_tensor *conv_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b, const m
   ms_tensor *xc = ms_tensor_contiguous(x), *wc = ms_tensor_contiguous(w);
   ms_tensor *bc = b ? ms_tensor_contiguous(b) : NULL;
   int64_t shape[4] = {g->n, g->o, g->oh, g->ow};
-  ms_tensor *out = xc && wc && (!b || bc) ? ms_tensor_new_empty(4, shape, x->dtype) : NULL;
-  if (out && ms_k_conv2d_forward((ms_k_dtype)x->dtype, g, ms_tensor_data(xc), ms_tensor_data(wc),
+  ms_tensor *out = xc && wc && (!b || bc) ? ms_tensor_new_empty_on(ms_tensor_device(x), 4, shape, x->dtype) : NULL;
+  if (out && ms_tensor_device(x).type == MS_CUDA) {
+    if (ms_cuda_conv2d_forward(g, xc, wc, bc, out) != MS_OK) ms_tensor_release(out), out = NULL;
+  } else if (out && ms_k_conv2d_forward((ms_k_dtype)x->dtype, g, ms_tensor_data(xc), ms_tensor_data(wc),
                                  bc ? ms_tensor_data(bc) : NULL, ms_tensor_data(out)) != 0) {
     ms_error(MS_ERR_MEMORY, "conv2d: out of memory for the column buffers");
     ms_tensor_release(out);

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "autograd/grad_util.h"
+#include "cuda/cuda_ops.h"
 #include "moonshard/nn_ops.h"
 #include "nn/nn_internal.h"
 #include "random_state.h"
@@ -14,8 +15,10 @@ static ms_status dropout_backward(ms_node *n, ms_tensor *const *grad_out, ms_ten
   if (!mask) return MS_ERR_RUNTIME;
   ms_dtype dt = n->out_dtype[0];
   ms_tensor *g = ms_nn_contiguous(grad_out[0], dt);
-  ms_tensor *gx = g ? ms_tensor_new_empty(mask->ndim, mask->shape, dt) : NULL;
-  if (gx)
+  ms_tensor *gx = g ? ms_tensor_new_empty_on(ms_tensor_device(mask), mask->ndim, mask->shape, dt) : NULL;
+  if (gx && ms_tensor_device(mask).type == MS_CUDA) {
+    if (ms_cuda_masked_scale(g, mask, n->scalars[0], gx) != MS_OK) ms_tensor_release(gx), gx = NULL;
+  } else if (gx)
     ms_k_masked_scale(ms_nn_kdtype(dt), ms_tensor_numel(gx), ms_tensor_data(g), ms_tensor_data(mask),
                       n->scalars[0], ms_tensor_data(gx));
   ms_tensor_release(g);
@@ -23,15 +26,20 @@ static ms_status dropout_backward(ms_node *n, ms_tensor *const *grad_out, ms_ten
   return gx ? MS_OK : MS_ERR_MEMORY;
 }
 
-/* A uint8 mask of x's shape: each element 1 with probability 1 - p. */
+/* A uint8 mask of x's shape on x's device: each element 1 with probability 1 - p, the same
+ * draws on either device. */
 static ms_tensor *draw_mask(const ms_tensor *x, double p) {
-  ms_tensor *mask = ms_tensor_new_empty(x->ndim, x->shape, MS_UINT8);
+  ms_tensor *mask = ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, MS_UINT8);
   if (!mask) return NULL;
   int64_t n = ms_tensor_numel(mask);
   uint64_t seed, offset;
   double keep = 1 - p;
   ms_random_reserve(ms_k_philox_blocks(n, 4), &seed, &offset);
-  ms_k_philox_bernoulli(seed, offset, n, &keep, 0, ms_tensor_data(mask));
+  if (ms_tensor_device(x).type == MS_CUDA) {
+    if (ms_cuda_bernoulli_mask(mask, seed, offset, keep) != MS_OK) ms_tensor_release(mask), mask = NULL;
+  } else {
+    ms_k_philox_bernoulli(seed, offset, n, &keep, 0, ms_tensor_data(mask));
+  }
   return mask;
 }
 
@@ -49,12 +57,14 @@ static ms_tensor *record(ms_tensor *x, ms_tensor *out, ms_tensor *mask, double s
 ms_tensor *ms_dropout(ms_tensor *x, double p, bool training) {
   if (!(p >= 0 && p <= 1))
     return ms_error(MS_ERR_ARG, "dropout: probability has to be between 0 and 1, but got %g", p), NULL;
-  if (ms_nn_check_float("dropout", "input", x)) return NULL;
+  if (ms_nn_check_float_any("dropout", "input", x)) return NULL;
   if (!training || p == 0) return ms_tensor_retain(x), x;
   ms_tensor *xc = ms_nn_contiguous(x, x->dtype), *mask = xc ? draw_mask(x, p) : NULL;
-  ms_tensor *out = mask ? ms_tensor_new_empty(x->ndim, x->shape, x->dtype) : NULL;
+  ms_tensor *out = mask ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
   double scale = p == 1 ? 0 : 1 / (1 - p); /* p = 1 drops everything: the scale is never used */
-  if (out)
+  if (out && ms_tensor_device(x).type == MS_CUDA) {
+    if (ms_cuda_masked_scale(xc, mask, scale, out) != MS_OK) ms_tensor_release(out), out = NULL;
+  } else if (out)
     ms_k_masked_scale(ms_nn_kdtype(x->dtype), ms_tensor_numel(x), ms_tensor_data(xc), ms_tensor_data(mask),
                       scale, ms_tensor_data(out));
   ms_tensor_release(xc);

@@ -21,6 +21,16 @@ static void gemm(ms_dtype dt, int64_t M, int64_t N, int64_t K, mat a, mat b, dou
     ms_k_dgemm(M, N, K, 1.0, a.p, a.rs, a.cs, b.p, b.rs, b.cs, beta, c.p, c.rs, c.cs);
 }
 
+/* a @ b, with either transposed (as a view), through the device-dispatching mm: the CUDA path,
+ * where cuBLAS takes the transposes as strides too. */
+static ms_tensor *mm_t(ms_tensor *a, bool ta, ms_tensor *b, bool tb) {
+  ms_tensor *at = ta ? ms_tensor_transpose(a, 0, 1) : (ms_tensor_retain(a), a);
+  ms_tensor *bt = tb ? ms_tensor_transpose(b, 0, 1) : (ms_tensor_retain(b), b);
+  ms_tensor *c = at && bt ? ms_mm(at, bt) : NULL;
+  ms_tensor_release(at), ms_tensor_release(bt);
+  return c;
+}
+
 /* t viewed as 2-D (rows, last dim): a view when possible, else a copy. */
 static ms_tensor *as_matrix(ms_tensor *t) {
   if (t->ndim == 2) return ms_tensor_retain(t), t;
@@ -37,16 +47,17 @@ static ms_status linear_backward(ms_node *n, ms_tensor *const *grad_out, ms_tens
   ms_tensor *x2 = g2 ? as_matrix(x) : NULL;
   ms_status st = x2 ? MS_OK : MS_ERR_MEMORY;
   int64_t M = x2 ? x2->shape[0] : 0, in = w->shape[1], out = w->shape[0];
+  bool cuda = ms_tensor_device(w).type == MS_CUDA;
   if (st == MS_OK && ms_grad_needed(n, 0)) {
-    ms_tensor *gx = ms_tensor_new_empty(2, (int64_t[]){M, in}, dt);
-    if (gx) gemm(dt, M, in, out, mat_of(g2), mat_of(w), 0, mat_of(gx));
+    ms_tensor *gx = cuda ? mm_t(g2, false, w, false) : ms_tensor_new_empty(2, (int64_t[]){M, in}, dt);
+    if (gx && !cuda) gemm(dt, M, in, out, mat_of(g2), mat_of(w), 0, mat_of(gx));
     grad_in[0] = gx ? ms_tensor_reshape(gx, x->ndim, x->shape) : NULL;
     ms_tensor_release(gx);
     if (!grad_in[0]) st = MS_ERR_MEMORY;
   }
   if (st == MS_OK && ms_grad_needed(n, 1)) {
-    ms_tensor *gw = ms_tensor_new_empty(2, w->shape, dt);
-    if (gw) gemm(dt, out, in, M, mat_t(g2), mat_of(x2), 0, mat_of(gw));
+    ms_tensor *gw = cuda ? mm_t(g2, true, x2, false) : ms_tensor_new_empty(2, w->shape, dt);
+    if (gw && !cuda) gemm(dt, out, in, M, mat_t(g2), mat_of(x2), 0, mat_of(gw));
     if (!(grad_in[1] = gw)) st = MS_ERR_MEMORY;
   }
   if (st == MS_OK && ms_grad_needed(n, 2) &&
@@ -58,8 +69,9 @@ static ms_status linear_backward(ms_node *n, ms_tensor *const *grad_out, ms_tens
 
 static ms_status check_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
-  if (ms_nn_check_float("linear", "input", x)) return MS_ERR_ARG;
-  if (ms_nn_check_param("linear", "weight", w, x->dtype, -1)) return MS_ERR_ARG;
+  if (ms_nn_check_float_any("linear", "input", x)) return MS_ERR_ARG;
+  if (ms_nn_check_param_any("linear", "weight", w, x->dtype, -1)) return MS_ERR_ARG;
+  if (ms_check_same_device("linear", 3, (ms_tensor *[]){x, w, b})) return MS_ERR_ARG;
   if (w->ndim != 2)
     return ms_error(MS_ERR_ARG, "linear: weight must be 2-D (out_features, in_features), got %s",
                     ms_shape_str(w->ndim, w->shape, b1, sizeof b1));
@@ -68,17 +80,27 @@ static ms_status check_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
                     "(the input's last dim must be in_features = %lld)",
                     ms_shape_str(x->ndim, x->shape, b1, sizeof b1),
                     ms_shape_str(w->ndim, w->shape, b2, sizeof b2), (long long)w->shape[1]);
-  return ms_nn_check_param("linear", "bias", b, x->dtype, w->shape[0]);
+  return ms_nn_check_param_any("linear", "bias", b, x->dtype, w->shape[0]);
 }
 
 /* The forward (grad mode off): (M, out) then viewed as (..., out). */
 static ms_tensor *linear_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   ms_tensor *x2 = as_matrix(x);
   int64_t M = x2 ? x2->shape[0] : 0, shape[MS_MAX_DIMS];
-  ms_tensor *y = x2 ? ms_tensor_new_empty(2, (int64_t[]){M, w->shape[0]}, x->dtype) : NULL;
-  ms_status st = y ? MS_OK : MS_ERR_MEMORY;
-  if (st == MS_OK && b) st = ms_tensor_copy_(y, b); /* each row starts as the bias: beta = 1 */
-  if (st == MS_OK) gemm(x->dtype, M, w->shape[0], w->shape[1], mat_of(x2), mat_t(w), b ? 1 : 0, mat_of(y));
+  ms_tensor *y = NULL;
+  ms_status st = MS_OK;
+  if (x2 && ms_tensor_device(x).type == MS_CUDA) { /* b + x2 @ w^T on the device */
+    ms_tensor *wt = ms_tensor_transpose(w, 0, 1);
+    y = !wt ? NULL : b ? ms_addmm(b, x2, wt, 1, 1) : ms_mm(x2, wt);
+    ms_tensor_release(wt);
+    if (!y) st = MS_ERR_RUNTIME;
+  } else {
+    y = x2 ? ms_tensor_new_empty(2, (int64_t[]){M, w->shape[0]}, x->dtype) : NULL;
+    st = y ? MS_OK : MS_ERR_MEMORY;
+    if (st == MS_OK && b) st = ms_tensor_copy_(y, b); /* each row starts as the bias: beta = 1 */
+  }
+  if (st == MS_OK && ms_tensor_device(x).type == MS_CPU)
+    gemm(x->dtype, M, w->shape[0], w->shape[1], mat_of(x2), mat_t(w), b ? 1 : 0, mat_of(y));
   for (int d = 0; d < x->ndim - 1; d++) shape[d] = x->shape[d];
   shape[x->ndim - 1] = w->shape[0];
   ms_tensor *out = st == MS_OK ? ms_tensor_view(y, x->ndim, shape) : NULL;

@@ -2,6 +2,7 @@
  * mse_loss. Class targets are checked once here so the kernels can trust them; the Lua face's
  * 1-based targets arrive with index_base 1 and are never copied to shift them. */
 #include "autograd/grad_util.h"
+#include "cuda/cuda_ops.h"
 #include "moonshard/nn_ops.h"
 #include "nn/nn_internal.h"
 
@@ -10,10 +11,10 @@
  * reduction; scalars = nll scale, smooth scale, label smoothing (for a reduction's scalar g). */
 enum { I_N, I_C, I_INNER, I_IGNORE, I_BASE, I_RED };
 
-/* A new tensor of the shape of the node's input i (which needs a gradient). */
-static ms_tensor *new_like_input(const ms_node *n, int i, ms_dtype dt) {
+/* A new tensor of the shape of the node's input i (which needs a gradient), on `dev`. */
+static ms_tensor *new_like_input(const ms_node *n, int i, ms_dtype dt, ms_device dev) {
   const ms_edge *e = &n->next[i];
-  return ms_tensor_new_empty(e->node->out_ndim[e->input_nr], e->node->out_shape[e->input_nr], dt);
+  return ms_tensor_new_empty_on(dev, e->node->out_ndim[e->input_nr], e->node->out_shape[e->input_nr], dt);
 }
 
 static ms_tensor *scaled(ms_tensor *t, double k) {
@@ -26,13 +27,21 @@ static ms_status nll_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor 
   if (n->num_saved > 2 && !(logp = ms_node_saved(n, 2))) return MS_ERR_RUNTIME;
   ms_dtype dt = n->out_dtype[0];
   ms_tensor *g = ms_nn_contiguous(grad_out[0], dt);
-  ms_tensor *gx = g ? new_like_input(n, 0, dt) : NULL;
+  /* the input's device is its target's: a reduced loss's gradient may arrive as a CPU number */
+  ms_tensor *gdev = g ? ms_tensor_to_device(g, ms_tensor_device(target)) : NULL;
+  ms_tensor_release(g), g = gdev;
+  ms_tensor *gx = g ? new_like_input(n, 0, dt, ms_tensor_device(target)) : NULL;
   if (gx) {
     ms_k_nll_args a = {n->ints[I_N], n->ints[I_C], n->ints[I_INNER], ms_tensor_data(target),
                        n->ints[I_BASE], n->ints[I_IGNORE], weight ? ms_tensor_data(weight) : NULL};
     int64_t gs = n->ints[I_RED] == MS_REDUCTION_NONE ? 1 : 0;
-    ms_k_nll_backward(ms_nn_kdtype(dt), &a, logp ? ms_tensor_data(logp) : NULL, ms_tensor_data(g), gs,
-                      n->scalars[0], n->scalars[1], n->scalars[2], ms_tensor_data(gx));
+    if (ms_tensor_device(gx).type == MS_CUDA) {
+      if (ms_cuda_nll_backward(&a, logp, g, gs, n->scalars[0], n->scalars[1], n->scalars[2], gx) != MS_OK)
+        ms_tensor_release(gx), gx = NULL;
+    } else {
+      ms_k_nll_backward(ms_nn_kdtype(dt), &a, logp ? ms_tensor_data(logp) : NULL, ms_tensor_data(g), gs,
+                        n->scalars[0], n->scalars[1], n->scalars[2], ms_tensor_data(gx));
+    }
   }
   ms_tensor_release(g);
   grad_in[0] = gx;
@@ -55,23 +64,31 @@ static ms_status check_shapes(const char *op, const ms_tensor *input, const ms_t
   return MS_OK;
 }
 
-static ms_status check_targets(const char *op, const ms_k_nll_args *a) {
-  for (int64_t p = 0, n = a->N * a->inner; p < n; p++) {
-    int64_t t = a->target[p];
+/* Every target is a class or ignore_index; `target` (contiguous int64) is read where it is (one
+ * copy to the CPU when it lives on a device: the kernels trust what passes here). */
+static ms_status check_targets(const char *op, const ms_k_nll_args *a, ms_tensor *target) {
+  ms_tensor *host = ms_tensor_to_device(target, (ms_device){MS_CPU, 0});
+  if (!host) return MS_ERR_RUNTIME;
+  const int64_t *tg = ms_tensor_data(host);
+  ms_status st = MS_OK;
+  for (int64_t p = 0, n = a->N * a->inner; p < n && st == MS_OK; p++) {
+    int64_t t = tg[p];
     if (t == a->ignore_index || (t - a->base >= 0 && t - a->base < a->C)) continue;
-    return ms_error(MS_ERR_ARG, "%s: target %lld is out of bounds for %lld classes%s", op,
-                    (long long)t, (long long)a->C,
-                    a->base == 1 ? " (targets are 1-based class indices)" : "");
+    st = ms_error(MS_ERR_ARG, "%s: target %lld is out of bounds for %lld classes%s", op,
+                  (long long)t, (long long)a->C,
+                  a->base == 1 ? " (targets are 1-based class indices)" : "");
   }
-  return MS_OK;
+  ms_tensor_release(host);
+  return st;
 }
 
 static ms_status check_loss(const char *op, ms_tensor *input, ms_tensor *target, ms_tensor *weight,
                             ms_k_nll_args *a) {
-  if (ms_nn_check_float(op, "input", input)) return MS_ERR_ARG;
-  if (ms_nn_check_index_tensor(op, "target", target)) return MS_ERR_ARG;
+  if (ms_nn_check_float_any(op, "input", input)) return MS_ERR_ARG;
+  if (ms_nn_check_index_tensor_any(op, "target", target)) return MS_ERR_ARG;
+  if (ms_check_same_device(op, 3, (ms_tensor *[]){input, target, weight})) return MS_ERR_ARG;
   if (check_shapes(op, input, target, a)) return MS_ERR_ARG;
-  return ms_nn_check_param(op, "weight", weight, input->dtype, a->C);
+  return ms_nn_check_param_any(op, "weight", weight, input->dtype, a->C);
 }
 
 /* The per-position terms, combined by the reduction: (1 - s) nll + s / C smooth. *nll_scale and
@@ -87,8 +104,12 @@ static ms_tensor *combine(const loss_terms *t, ms_reduction red, double s, int64
   /* the mean divides both terms by the weight of the targets not ignored (their count when
    * unweighted), as PyTorch 1.13 does */
   *nll_scale = *smooth_scale = red == MS_REDUCTION_MEAN ? 1 / sw : 1;
-  if (red != MS_REDUCTION_NONE)
-    return ms_tensor_new_scalar((1 - s) * sn * *nll_scale + s / (double)C * ss * *smooth_scale, dt);
+  if (red != MS_REDUCTION_NONE) {
+    ms_tensor *v = ms_tensor_new_scalar((1 - s) * sn * *nll_scale + s / (double)C * ss * *smooth_scale, dt);
+    ms_tensor *on = v ? ms_tensor_to_device(v, ms_tensor_device(t->nll)) : NULL; /* where the input is */
+    ms_tensor_release(v);
+    return on;
+  }
   if (!t->smooth) return ms_tensor_retain(t->nll), t->nll;
   ms_tensor *a = scaled(t->nll, 1 - s), *b = a ? scaled(t->smooth, s / (double)C) : NULL;
   ms_tensor *out = b ? ms_binary(MS_OP_ADD, ms_operand_tensor(a), ms_operand_tensor(b)) : NULL;
@@ -105,14 +126,19 @@ static void terms_release(loss_terms *t) {
 static ms_tensor *loss_forward(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *target,
                                ms_reduction red, double s, double scales[3]) {
   ms_dtype dt = logp->dtype;
-  loss_terms t = {ms_tensor_new_empty(target->ndim, target->shape, dt),
-                  ms_tensor_new_empty(target->ndim, target->shape, dt),
-                  s > 0 ? ms_tensor_new_empty(target->ndim, target->shape, dt) : NULL};
+  ms_device dev = ms_tensor_device(logp);
+  loss_terms t = {ms_tensor_new_empty_on(dev, target->ndim, target->shape, dt),
+                  ms_tensor_new_empty_on(dev, target->ndim, target->shape, dt),
+                  s > 0 ? ms_tensor_new_empty_on(dev, target->ndim, target->shape, dt) : NULL};
   ms_tensor *out = NULL;
   if (t.nll && t.wt && (s == 0 || t.smooth)) {
-    ms_k_nll_rows(ms_nn_kdtype(dt), a, ms_tensor_data(logp), ms_tensor_data(t.nll), ms_tensor_data(t.wt),
-                  t.smooth ? ms_tensor_data(t.smooth) : NULL);
-    out = combine(&t, red, s, a->C, &scales[0], &scales[1]);
+    ms_status st = MS_OK;
+    if (dev.type == MS_CUDA)
+      st = ms_cuda_nll_rows(a, logp, t.nll, t.wt, t.smooth);
+    else
+      ms_k_nll_rows(ms_nn_kdtype(dt), a, ms_tensor_data(logp), ms_tensor_data(t.nll), ms_tensor_data(t.wt),
+                    t.smooth ? ms_tensor_data(t.smooth) : NULL);
+    if (st == MS_OK) out = combine(&t, red, s, a->C, &scales[0], &scales[1]);
     scales[2] = s;
   }
   terms_release(&t);
@@ -149,7 +175,7 @@ static ms_status prepare(const char *op, ms_tensor *input, ms_tensor *target_in,
   if (!*target || (weight_in && !*weight)) return MS_ERR_MEMORY;
   a->target = ms_tensor_data(*target);
   a->weight = *weight ? ms_tensor_data(*weight) : NULL;
-  return check_targets(op, a);
+  return check_targets(op, a, *target);
 }
 
 ms_tensor *ms_nll_loss(ms_tensor *input, ms_tensor *target_in, ms_tensor *weight_in, int64_t ignore_index,
@@ -172,8 +198,10 @@ ms_tensor *ms_nll_loss(ms_tensor *input, ms_tensor *target_in, ms_tensor *weight
 /* log_softmax over the class dim into a new contiguous tensor. */
 static ms_tensor *class_log_softmax(ms_tensor *input, const ms_k_nll_args *a) {
   ms_tensor *xc = ms_nn_contiguous(input, input->dtype);
-  ms_tensor *logp = xc ? ms_tensor_new_empty(input->ndim, input->shape, input->dtype) : NULL;
-  if (logp)
+  ms_tensor *logp = xc ? ms_tensor_new_empty_on(ms_tensor_device(input), input->ndim, input->shape, input->dtype) : NULL;
+  if (logp && ms_tensor_device(input).type == MS_CUDA) {
+    if (ms_cuda_softmax(xc, logp, a->N, a->C, a->inner, 1) != MS_OK) ms_tensor_release(logp), logp = NULL;
+  } else if (logp)
     ms_k_softmax(ms_nn_kdtype(input->dtype), a->N, a->C, a->inner, ms_tensor_data(xc),
                  ms_tensor_data(logp), 1);
   ms_tensor_release(xc);
@@ -237,7 +265,7 @@ static ms_tensor *mse_forward(ms_tensor *a, ms_tensor *b, ms_reduction red) {
 }
 
 ms_tensor *ms_mse_loss(ms_tensor *a, ms_tensor *b, ms_reduction reduction) {
-  if (ms_nn_check_float("mse_loss", "input", a) || ms_nn_check_float("mse_loss", "target", b)) return NULL;
+  if (ms_nn_check_float_any("mse_loss", "input", a) || ms_nn_check_float_any("mse_loss", "target", b)) return NULL;
   bool prev = ms_grad_set_enabled(false);
   ms_tensor *out = mse_forward(a, b, reduction);
   ms_grad_set_enabled(prev);

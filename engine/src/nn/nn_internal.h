@@ -15,15 +15,20 @@ static inline ms_k_dtype ms_nn_kdtype(ms_dtype dt) { return (ms_k_dtype)dt; }
 
 /* MS_OK when t is a readable float32/float64 tensor; else "op: arg must be float32 or float64". */
 ms_status ms_nn_check_float(const char *op, const char *arg, const ms_tensor *t);
+/* The same for ops with a CUDA kernel: t may be on any device. */
+ms_status ms_nn_check_float_any(const char *op, const char *arg, const ms_tensor *t);
 /* An optional parameter (NULL passes): dtype dt and, when n >= 0, shape (n). */
 ms_status ms_nn_check_param(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt, int64_t n);
 /* MS_OK when t is a readable int64 tensor. */
 ms_status ms_nn_check_index_tensor(const char *op, const char *arg, const ms_tensor *t);
+/* Both, for ops with a CUDA kernel: any device, but all the n tensors (NULLs skipped) on one. */
+ms_status ms_nn_check_param_any(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt, int64_t n);
+ms_status ms_nn_check_index_tensor_any(const char *op, const char *arg, const ms_tensor *t);
 /* t's shape seen as (outer, size, inner) around dim. */
 void ms_nn_split(const ms_tensor *t, int dim, int64_t *outer, int64_t *size, int64_t *inner);
 /* t as a contiguous tensor of dtype dt (new reference; t itself retained when it already is). */
 ms_tensor *ms_nn_contiguous(ms_tensor *t, ms_dtype dt);
-/* The sum of a contiguous float tensor's elements, in double. */
+/* The sum of a contiguous float tensor's elements, in double (on any device). */
 double ms_nn_sum(const ms_tensor *t);
 /* Saved slot i: *out = the tensor, or NULL when nothing was saved there; false on error. */
 bool ms_nn_saved(ms_node *n, int i, ms_tensor **out);

@@ -1,17 +1,29 @@
 /* nn_util.c: the checks and conversions that the NN ops share (nn_internal.h). */
 #include "autograd/grad_util.h"
 #include "moonshard/nn_ops.h"
+#include "moonshard/ops.h"
 #include "nn/nn_internal.h"
 
-ms_status ms_nn_check_float(const char *op, const char *arg, const ms_tensor *t) {
+ms_status ms_nn_check_float_any(const char *op, const char *arg, const ms_tensor *t) {
   if (t->dtype != MS_FLOAT32 && t->dtype != MS_FLOAT64)
     return ms_error(MS_ERR_ARG, "%s: %s must be float32 or float64, got %s", op, arg,
                     ms_dtype_name(t->dtype));
-  return ms_tensor_check_data(op, t);
+  return ms_tensor_check_data_any(op, t);
+}
+
+ms_status ms_nn_check_float(const char *op, const char *arg, const ms_tensor *t) {
+  ms_status st = ms_nn_check_float_any(op, arg, t);
+  return st == MS_OK ? ms_tensor_check_data(op, t) : st;
 }
 
 ms_status ms_nn_check_param(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt,
                             int64_t n) {
+  ms_status st = ms_nn_check_param_any(op, arg, t, dt, n);
+  return st == MS_OK && t ? ms_tensor_check_data(op, t) : st;
+}
+
+ms_status ms_nn_check_param_any(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt,
+                                int64_t n) {
   if (!t) return MS_OK;
   char buf[MS_SHAPE_STR_LEN];
   if (t->dtype != dt)
@@ -20,14 +32,19 @@ ms_status ms_nn_check_param(const char *op, const char *arg, const ms_tensor *t,
   if (n >= 0 && (t->ndim != 1 || t->shape[0] != n))
     return ms_error(MS_ERR_ARG, "%s: %s must have shape (%lld,), got %s", op, arg, (long long)n,
                     ms_shape_str(t->ndim, t->shape, buf, sizeof buf));
-  return ms_tensor_check_data(op, t);
+  return ms_tensor_check_data_any(op, t);
 }
 
-ms_status ms_nn_check_index_tensor(const char *op, const char *arg, const ms_tensor *t) {
+ms_status ms_nn_check_index_tensor_any(const char *op, const char *arg, const ms_tensor *t) {
   if (t->dtype != MS_INT64)
     return ms_error(MS_ERR_ARG, "%s: %s must be an int64 tensor, got %s (convert with :long())",
                     op, arg, ms_dtype_name(t->dtype));
-  return ms_tensor_check_data(op, t);
+  return ms_tensor_check_data_any(op, t);
+}
+
+ms_status ms_nn_check_index_tensor(const char *op, const char *arg, const ms_tensor *t) {
+  ms_status st = ms_nn_check_index_tensor_any(op, arg, t);
+  return st == MS_OK ? ms_tensor_check_data(op, t) : st;
 }
 
 void ms_nn_split(const ms_tensor *t, int dim, int64_t *outer, int64_t *size, int64_t *inner) {
@@ -48,6 +65,14 @@ ms_tensor *ms_nn_contiguous(ms_tensor *t, ms_dtype dt) {
 double ms_nn_sum(const ms_tensor *t) {
   int64_t n = ms_tensor_numel(t);
   if (n == 0) return 0;
+  if (ms_tensor_device(t).type == MS_CUDA) { /* summed there in double, one number comes back */
+    ms_tensor *d = ms_tensor_to_dtype((ms_tensor *)t, MS_FLOAT64);
+    ms_tensor *s = d ? ms_reduce(MS_RED_SUM, d, (ms_reduce_opts){.all = true}) : NULL;
+    double v = 0;
+    if (s) ms_tensor_item(s, &v);
+    ms_tensor_release(d), ms_tensor_release(s);
+    return v;
+  }
   ms_k_reduce_result r;
   ms_k_reduce_row(MS_K_RSUM, ms_nn_kdtype(t->dtype), n, ms_tensor_data(t), 1, 0, &r);
   return r.f;

@@ -7,6 +7,7 @@
 #include "moonshard/autograd.h"
 #include "moonshard/nn_conv.h"
 #include "autograd/grad_util.h"
+#include "cuda/cuda_ops.h"
 #include "nn/conv_internal.h"
 
 /* PyTorch's pooling_output_shape: a last window that would start inside the right padding
@@ -18,10 +19,12 @@ static int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64_
   return out;
 }
 
-/* Checks the window and fills g (planes, sizes, window) for max and avg pooling. */
+/* Checks the window and fills g (planes, sizes, window) for max and avg pooling; x may be on a
+ * CUDA device when `any_device` (the op has a kernel there). */
 static ms_status pool_geometry(const char *op, const ms_tensor *x, const int64_t k[2], const int64_t st[2],
-                               const int64_t pad[2], const int64_t dil[2], bool ceil_mode, ms_k_pool2d_geom *g) {
-  if (ms_nn_check_4d(op, "input", x) != MS_OK) return MS_ERR_ARG;
+                               const int64_t pad[2], const int64_t dil[2], bool ceil_mode, bool any_device,
+                               ms_k_pool2d_geom *g) {
+  if ((any_device ? ms_nn_check_4d_any : ms_nn_check_4d)(op, "input", x) != MS_OK) return MS_ERR_ARG;
   if (ms_nn_check_pair(op, "kernel_size", k, 1) || ms_nn_check_pair(op, "stride", st, 1) ||
       ms_nn_check_pair(op, "padding", pad, 0) || ms_nn_check_pair(op, "dilation", dil, 1))
     return MS_ERR_ARG;
@@ -43,7 +46,7 @@ static ms_status pool_geometry(const char *op, const ms_tensor *x, const int64_t
 
 static ms_tensor *new_output(const ms_tensor *x, const ms_k_pool2d_geom *g, ms_dtype dt) {
   int64_t shape[4] = {x->shape[0], x->shape[1], g->oh, g->ow};
-  return ms_tensor_new_empty(4, shape, dt);
+  return ms_tensor_new_empty_on(ms_tensor_device(x), 4, shape, dt);
 }
 
 /* Node ints: [0, 4) the input's shape, then the geometry (planes, h, w, oh, ow, kh, kw, sh, sw,
@@ -75,8 +78,12 @@ static ms_status max_pool_backward(ms_node *n, ms_tensor *const *grad_out, ms_te
   ms_k_pool2d_geom g = load_geometry(n);
   ms_dtype dt = n->out_dtype[0];
   ms_tensor *go = grad_contiguous(grad_out[0], dt);
-  ms_tensor *gx = go ? ms_tensor_new_empty(4, n->ints, dt) : NULL;
-  if (gx) ms_k_max_pool2d_backward((ms_k_dtype)dt, &g, ms_tensor_data(go), ms_tensor_data(idx), ms_tensor_data(gx));
+  ms_tensor *gx = go ? ms_tensor_new_empty_on(ms_tensor_device(idx), 4, n->ints, dt) : NULL;
+  if (gx && ms_tensor_device(idx).type == MS_CUDA) {
+    if (ms_cuda_max_pool2d_backward(&g, go, idx, gx) != MS_OK) ms_tensor_release(gx), gx = NULL;
+  } else if (gx) {
+    ms_k_max_pool2d_backward((ms_k_dtype)dt, &g, ms_tensor_data(go), ms_tensor_data(idx), ms_tensor_data(gx));
+  }
   ms_tensor_release(go);
   if (!gx) return MS_ERR_MEMORY;
   grad_in[0] = gx;
@@ -90,18 +97,23 @@ static ms_status max_pool(ms_tensor *x, const int64_t kernel[2], const int64_t s
                           ms_tensor **indices) {
   ms_k_pool2d_geom g;
   *values = *indices = NULL;
-  if (pool_geometry("max_pool2d", x, kernel, stride, padding, dilation, ceil_mode, &g) != MS_OK) return MS_ERR_ARG;
+  if (pool_geometry("max_pool2d", x, kernel, stride, padding, dilation, ceil_mode, true, &g) != MS_OK) return MS_ERR_ARG;
   bool grad = ms_autograd_wants(1, &x);
+  bool cuda = ms_tensor_device(x).type == MS_CUDA;
+  bool with_indices = grad || want_indices || cuda; /* the CUDA kernel always writes them */
   bool prev = ms_grad_set_enabled(false); /* the contiguous copy is the op's own business */
   ms_tensor *xc = ms_tensor_contiguous(x);
   ms_grad_set_enabled(prev);
   ms_tensor *out = xc ? new_output(x, &g, x->dtype) : NULL;
-  ms_tensor *idx = out && (grad || want_indices) ? new_output(x, &g, MS_INT64) : NULL;
-  if (!out || ((grad || want_indices) && !idx))
+  ms_tensor *idx = out && with_indices ? new_output(x, &g, MS_INT64) : NULL;
+  if (!out || (with_indices && !idx))
     return ms_tensor_release(xc), ms_tensor_release(out), MS_ERR_MEMORY;
-  ms_k_max_pool2d_forward((ms_k_dtype)x->dtype, &g, ms_tensor_data(xc), ms_tensor_data(out),
-                          idx ? ms_tensor_data(idx) : NULL);
+  ms_status st = MS_OK;
+  if (cuda) st = ms_cuda_max_pool2d(&g, xc, out, idx);
+  else ms_k_max_pool2d_forward((ms_k_dtype)x->dtype, &g, ms_tensor_data(xc), ms_tensor_data(out),
+                               idx ? ms_tensor_data(idx) : NULL);
   ms_tensor_release(xc);
+  if (st != MS_OK) return ms_tensor_release(out), ms_tensor_release(idx), st;
   if (grad) {
     ms_node *n = ms_node_new("MaxPool2DWithIndicesBackward0", max_pool_backward, 1, &x);
     if (!n) return ms_tensor_release(out), ms_tensor_release(idx), MS_ERR_MEMORY;
@@ -214,7 +226,7 @@ ms_tensor *ms_avg_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t st
                          const int64_t padding[2], bool ceil_mode, bool count_include_pad) {
   ms_k_pool2d_geom g;
   const int64_t one[2] = {1, 1};
-  if (pool_geometry("avg_pool2d", x, kernel, stride, padding, one, ceil_mode, &g) != MS_OK) return NULL;
+  if (pool_geometry("avg_pool2d", x, kernel, stride, padding, one, ceil_mode, false, &g) != MS_OK) return NULL;
   return avg_pool(x, &g, false, count_include_pad);
 }
 

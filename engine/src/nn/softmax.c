@@ -1,6 +1,7 @@
 /* softmax.c: softmax and log_softmax over one dim, fused per row (max, sum of exponentials and
  * the write in one kernel), and their gradients from the saved output. */
 #include "autograd/grad_util.h"
+#include "cuda/cuda_ops.h"
 #include "moonshard/nn_ops.h"
 #include "nn/nn_internal.h"
 
@@ -10,10 +11,12 @@ static ms_status softmax_backward(ms_node *n, ms_tensor *const *grad_out, ms_ten
   ms_tensor *y = ms_node_saved(n, 0);
   if (!y) return MS_ERR_RUNTIME;
   ms_tensor *g = ms_nn_contiguous(grad_out[0], y->dtype);
-  ms_tensor *gx = g ? ms_tensor_new_empty(y->ndim, y->shape, y->dtype) : NULL;
-  if (gx) {
-    int64_t outer, C, inner;
-    ms_nn_split(y, (int)n->ints[0], &outer, &C, &inner);
+  ms_tensor *gx = g ? ms_tensor_new_empty_on(ms_tensor_device(y), y->ndim, y->shape, y->dtype) : NULL;
+  int64_t outer, C, inner;
+  ms_nn_split(y, (int)n->ints[0], &outer, &C, &inner);
+  if (gx && ms_tensor_device(y).type == MS_CUDA) {
+    if (ms_cuda_softmax_backward(y, g, gx, outer, C, inner, (int)n->ints[1]) != MS_OK) ms_tensor_release(gx), gx = NULL;
+  } else if (gx) {
     ms_k_softmax_backward(ms_nn_kdtype(y->dtype), outer, C, inner, ms_tensor_data(y),
                           ms_tensor_data(g), ms_tensor_data(gx), (int)n->ints[1]);
   }
@@ -25,10 +28,12 @@ static ms_status softmax_backward(ms_node *n, ms_tensor *const *grad_out, ms_ten
 /* The forward alone: a new contiguous tensor (grad mode must be off). */
 static ms_tensor *softmax_forward(ms_tensor *x, int dim, int log) {
   ms_tensor *xc = ms_nn_contiguous(x, x->dtype);
-  ms_tensor *out = xc ? ms_tensor_new_empty(x->ndim, x->shape, x->dtype) : NULL;
-  if (out) {
-    int64_t outer, C, inner;
-    ms_nn_split(x, dim, &outer, &C, &inner);
+  ms_tensor *out = xc ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
+  int64_t outer, C, inner;
+  ms_nn_split(x, dim, &outer, &C, &inner);
+  if (out && ms_tensor_device(x).type == MS_CUDA) {
+    if (ms_cuda_softmax(xc, out, outer, C, inner, log) != MS_OK) ms_tensor_release(out), out = NULL;
+  } else if (out) {
     ms_k_softmax(ms_nn_kdtype(x->dtype), outer, C, inner, ms_tensor_data(xc), ms_tensor_data(out), log);
   }
   ms_tensor_release(xc);
@@ -50,7 +55,7 @@ static ms_tensor *record(ms_tensor *x, ms_tensor *out, int dim, int log) {
 
 static ms_tensor *softmax_common(const char *op, ms_tensor *x, int dim, int log) {
   int d;
-  if (ms_nn_check_float(op, "input", x)) return NULL;
+  if (ms_nn_check_float_any(op, "input", x)) return NULL;
   /* a 0-dim tensor behaves as one row of one element, with dim 0 or -1 (as PyTorch) */
   if (ms_dim_normalize(op, "dim", dim, x->ndim ? x->ndim : 1, &d)) return NULL;
   bool prev = ms_grad_set_enabled(false);

@@ -3,6 +3,7 @@
  * storage) before the kernel sees raw pointers. */
 #include <string.h>
 
+#include "cuda/cuda_ops.h"
 #include "kernels/kernels.h"
 #include "moonshard/optim.h"
 
@@ -10,7 +11,7 @@ ms_tensor *ms_optim_state_new(const ms_tensor *param, double value) {
   int64_t numel = ms_tensor_numel(param), strides[MS_MAX_DIMS];
   size_t nbytes = (size_t)numel * ms_dtype_size(param->dtype);
   /* counted as optimizer state, so memory_stats shows what the optimizer holds */
-  ms_storage *s = ms_storage_new(nbytes, MS_MEM_OPTIMIZER);
+  ms_storage *s = ms_storage_new_on(ms_tensor_device(param), nbytes, MS_MEM_OPTIMIZER); /* beside param */
   if (!s) return NULL;
   int64_t acc = 1;
   for (int d = param->ndim - 1; d >= 0; d--) {
@@ -42,7 +43,8 @@ static ms_status check_like(const char *op, const char *arg, const ms_tensor *pa
                     ms_dtype_name(param->dtype), ms_dtype_name(t->dtype));
   if (written && !ms_tensor_is_contiguous(t))
     return ms_error(MS_ERR_ARG, "%s: %s must be contiguous", op, arg);
-  return ms_tensor_check_data(op, t);
+  if (ms_check_same_device(op, 2, (ms_tensor *[]){(ms_tensor *)param, (ms_tensor *)t}) != MS_OK) return MS_ERR_ARG;
+  return ms_tensor_check_data_any(op, t);
 }
 
 /* The checks shared by every step; *g receives a contiguous grad (new reference). */
@@ -54,7 +56,9 @@ static ms_status check_step(const char *op, ms_tensor *param, ms_tensor *grad, m
                     ms_dtype_name(param->dtype));
   if (!ms_tensor_is_contiguous(param))
     return ms_error(MS_ERR_ARG, "%s: param must be contiguous", op);
-  ms_status st = ms_tensor_check_data(op, param);
+  /* steps with a CUDA kernel take device tensors; the others refuse them here */
+  bool has_cuda_kernel = strcmp(op, "adadelta_step") == 0;
+  ms_status st = has_cuda_kernel ? ms_tensor_check_data_any(op, param) : ms_tensor_check_data(op, param);
   if (st == MS_OK) st = check_like(op, "grad", param, grad, false);
   if (st != MS_OK) return st;
   /* a strided gradient (an expanded or transposed view) is packed once here */
@@ -126,9 +130,12 @@ ms_status ms_optim_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *s
   if (st == MS_OK) st = check_states("adadelta_step", param, 2, states, names, used);
   if (st == MS_OK) {
     ms_k_adadelta_hp hp = {o->lr, o->rho, o->eps, o->weight_decay, o->maximize};
-    ms_k_adadelta_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
-                       ms_tensor_data(g), ms_tensor_data(square_avg), ms_tensor_data(acc_delta), &hp);
-    ms_tensor_bump_version(param);
+    if (ms_tensor_device(param).type == MS_CUDA)
+      st = ms_cuda_adadelta_step(param, g, square_avg, acc_delta, &hp);
+    else
+      ms_k_adadelta_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
+                         ms_tensor_data(g), ms_tensor_data(square_avg), ms_tensor_data(acc_delta), &hp);
+    if (st == MS_OK) ms_tensor_bump_version(param);
   }
   ms_tensor_release(g);
   return st;

@@ -1,0 +1,174 @@
+/* cuda_alloc.c: the caching allocator of device memory. Freed blocks are kept per device in
+ * size classes (as the CPU block cache, engine/src/block_cache.c) and per stream, so a training
+ * step that frees and allocates the same sizes every iteration never calls cudaMalloc/cudaFree
+ * after the first one: both synchronize the device and cost milliseconds. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "cuda_internal.h"
+
+/* A cached block: its pointer, size class and the stream its last user ran on. */
+typedef struct cached_block {
+  void *ptr;
+  size_t size;
+  cudaStream_t stream;
+  struct cached_block *next;
+} cached_block;
+
+typedef struct device_pool {
+  pthread_mutex_t lock;
+  cached_block *blocks; /* every cached block; short in practice: the step's distinct sizes */
+  int64_t current, peak, allocations, cached, reserved, reserved_peak;
+  int64_t by_category[MS_MEM_CATEGORY_COUNT];
+} device_pool;
+
+static device_pool pools[MS_CUDA_MAX_DEVICES];
+static _Atomic int64_t total_current; /* all devices, read without the pools' locks */
+static pthread_once_t pools_once = PTHREAD_ONCE_INIT;
+
+static void pools_init(void) {
+  for (int i = 0; i < MS_CUDA_MAX_DEVICES; i++) pthread_mutex_init(&pools[i].lock, NULL);
+}
+
+/* Small sizes round to 512 bytes (cuBLAS and vector loads want aligned starts anyway); from
+ * 1 MiB up, to an eighth of their power of two, so nearby sizes share blocks. */
+static size_t size_class(size_t nbytes) {
+  if (nbytes < 512) return 512;
+  if (nbytes < (1u << 20)) return (nbytes + 511) & ~(size_t)511;
+  size_t top = (size_t)1 << (63 - __builtin_clzll((unsigned long long)nbytes));
+  size_t step = top / 8;
+  return (nbytes + step - 1) / step * step;
+}
+
+/* Takes a cached block of exactly `size` for `stream` out of the pool; caller holds the lock. */
+static void *take_cached(device_pool *p, size_t size, cudaStream_t stream) {
+  for (cached_block **b = &p->blocks; *b; b = &(*b)->next)
+    if ((*b)->size == size && (*b)->stream == stream) {
+      cached_block *hit = *b;
+      void *ptr = hit->ptr;
+      *b = hit->next;
+      free(hit);
+      p->cached -= (int64_t)size;
+      return ptr;
+    }
+  return NULL;
+}
+
+/* Frees every cached block of device `index` to the driver; caller holds the lock. */
+static void release_cached(device_pool *p) {
+  cudaDeviceSynchronize(); /* a cached block may still be read by queued work */
+  while (p->blocks) {
+    cached_block *b = p->blocks;
+    p->blocks = b->next;
+    cudaFree(b->ptr);
+    p->reserved -= (int64_t)b->size;
+    free(b);
+  }
+  p->cached = 0;
+}
+
+static void account(device_pool *p, int64_t nbytes, ms_mem_category category) {
+  p->current += nbytes;
+  atomic_fetch_add(&total_current, nbytes);
+  p->by_category[category] += nbytes;
+  if (p->current > p->peak) p->peak = p->current;
+}
+
+void *ms_cuda_alloc(int index, size_t nbytes, ms_mem_category category) {
+  if (ms_cuda_use("alloc", index) != MS_OK) return NULL;
+  pthread_once(&pools_once, pools_init);
+  device_pool *p = &pools[index];
+  size_t size = size_class(nbytes);
+  cudaStream_t stream = ms_cuda_raw_stream(index);
+  pthread_mutex_lock(&p->lock);
+  void *ptr = take_cached(p, size, stream);
+  if (!ptr) {
+    cudaError_t err = cudaMalloc(&ptr, size);
+    if (err == cudaErrorMemoryAllocation && p->blocks) { /* give the cache back, try once more */
+      (void)cudaGetLastError();
+      release_cached(p);
+      err = cudaMalloc(&ptr, size);
+    }
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      ms_error(MS_ERR_MEMORY, "CUDA out of memory: tried to allocate %zu bytes on cuda:%d (%s); "
+               "%lld bytes in live tensors, %lld reserved by moonshard, %zu of %zu free on the device",
+               nbytes, index, cudaGetErrorString(err), (long long)p->current, (long long)p->reserved,
+               free_b, total_b);
+      (void)cudaGetLastError();
+      pthread_mutex_unlock(&p->lock);
+      return NULL;
+    }
+    p->reserved += (int64_t)size;
+    if (p->reserved > p->reserved_peak) p->reserved_peak = p->reserved;
+  }
+  account(p, (int64_t)nbytes, category);
+  p->allocations++;
+  pthread_mutex_unlock(&p->lock);
+  return ptr;
+}
+
+void ms_cuda_free(int index, void *ptr, size_t nbytes, ms_mem_category category) {
+  if (!ptr) return;
+  device_pool *p = &pools[index];
+  cached_block *b = malloc(sizeof *b);
+  pthread_mutex_lock(&p->lock);
+  account(p, -(int64_t)nbytes, category);
+  if (b) {
+    /* Stream order makes the reuse safe: the next user of this block on the same stream runs
+     * after every kernel already queued there that reads it. */
+    *b = (cached_block){ptr, size_class(nbytes), ms_cuda_raw_stream(index), p->blocks};
+    p->blocks = b;
+    p->cached += (int64_t)b->size;
+  } else { /* no room to remember it: hand it back (cudaFree waits for queued work) */
+    cudaFree(ptr);
+    p->reserved -= (int64_t)size_class(nbytes);
+  }
+  pthread_mutex_unlock(&p->lock);
+}
+
+ms_status ms_cuda_memory_stats_get(int index, ms_cuda_memory_stats *out) {
+  if (ms_cuda_check_device("memory_stats", index) != MS_OK) return MS_ERR_RUNTIME;
+  pthread_once(&pools_once, pools_init);
+  device_pool *p = &pools[index];
+  pthread_mutex_lock(&p->lock);
+  out->mem.current = p->current;
+  out->mem.peak = p->peak;
+  out->mem.allocations = p->allocations;
+  out->mem.cached = p->cached;
+  for (int c = 0; c < MS_MEM_CATEGORY_COUNT; c++) out->mem.by_category[c] = p->by_category[c];
+  out->reserved = p->reserved;
+  out->reserved_peak = p->reserved_peak;
+  pthread_mutex_unlock(&p->lock);
+  return MS_OK;
+}
+
+int64_t ms_cuda_memory_current_total(void) { return atomic_load(&total_current); }
+
+ms_status ms_cuda_reset_peak(int index) {
+  if (ms_cuda_check_device("reset_peak_memory_stats", index) != MS_OK) return MS_ERR_RUNTIME;
+  pthread_once(&pools_once, pools_init);
+  device_pool *p = &pools[index];
+  pthread_mutex_lock(&p->lock);
+  p->peak = p->current;
+  p->reserved_peak = p->reserved;
+  pthread_mutex_unlock(&p->lock);
+  return MS_OK;
+}
+
+ms_status ms_cuda_empty_cache(void) {
+  int n = ms_cuda_device_count(); /* nothing was ever allocated without a device */
+  pthread_once(&pools_once, pools_init);
+  int prev = ms_cuda_current_device();
+  for (int i = 0; i < n; i++) {
+    if (ms_cuda_use("empty_cache", i) != MS_OK) return MS_ERR_RUNTIME;
+    pthread_mutex_lock(&pools[i].lock);
+    release_cached(&pools[i]);
+    pthread_mutex_unlock(&pools[i].lock);
+  }
+  return n > 0 ? ms_cuda_use("empty_cache", prev) : MS_OK;
+}

@@ -1,0 +1,106 @@
+/* cuda_blas.c: matrix products on CUDA tensors through cuBLAS, one handle per device created on
+ * first use. cuBLAS is column-major: a row-major product C = A B is computed as C^T = B^T A^T,
+ * so any matrix with one unit stride is passed as it lies, never copied. */
+#include <cublas_v2.h>
+#include <pthread.h>
+
+#include "cuda_internal.h"
+#include "cuda_ops.h"
+
+static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
+static cublasHandle_t handles[MS_CUDA_MAX_DEVICES];
+
+static ms_status check_blas(const char *op, cublasStatus_t st) {
+  if (st == CUBLAS_STATUS_SUCCESS) return MS_OK;
+  return ms_error(st == CUBLAS_STATUS_ALLOC_FAILED ? MS_ERR_MEMORY : MS_ERR_RUNTIME,
+                  "%s: cuBLAS error: %s (%s)", op, cublasGetStatusString(st), cublasGetStatusName(st));
+}
+
+/* The device's handle, bound to the calling thread's current stream; the device is current. */
+static cublasHandle_t handle_for(const char *op, int dev) {
+  if (ms_cuda_use(op, dev) != MS_OK) return NULL;
+  pthread_mutex_lock(&handles_lock);
+  if (!handles[dev] && check_blas(op, cublasCreate(&handles[dev])) != MS_OK) handles[dev] = NULL;
+  cublasHandle_t h = handles[dev];
+  pthread_mutex_unlock(&handles_lock);
+  if (h && check_blas(op, cublasSetStream(h, ms_cuda_raw_stream(dev))) != MS_OK) return NULL;
+  return h;
+}
+
+/* How a rows x cols view lies for cuBLAS: row-major (element (i, j) at i * ld + j: its bytes
+ * read column-major are the transpose) or column-major (at i + j * ld: the matrix itself). A
+ * stride of a size-1 dim is never stepped, so it does not decide. False when neither fits (no
+ * unit stride, or a broadcast zero stride): the matrix must be copied. */
+typedef struct layout {
+  bool col_major;
+  int64_t ld;
+} layout;
+
+static bool layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs, layout *l) {
+  int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
+  if ((cols == 1 || cs == 1) && (rows == 1 || rs >= c1))
+    return *l = (layout){false, rows == 1 ? c1 : rs}, true;
+  if ((rows == 1 || rs == 1) && (cols == 1 || cs >= r1))
+    return *l = (layout){true, cols == 1 ? r1 : cs}, true;
+  return false;
+}
+
+/* c (2-D, c's layout given) = alpha a b + beta c, with a and b laid out usably. */
+static ms_status gemm_raw(cublasHandle_t h, ms_dtype dt, int64_t M, int64_t N, int64_t K,
+                          double alpha, const ms_tensor *a, layout la, const ms_tensor *b,
+                          layout lb, double beta, ms_tensor *c, layout lc) {
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || la.ld > INT32_MAX || lb.ld > INT32_MAX || lc.ld > INT32_MAX)
+    return ms_error(MS_ERR_ARG, "mm: sizes beyond 2^31 are not supported by cuBLAS's 32-bit interface");
+  const void *A = ms_tensor_data(a), *B = ms_tensor_data(b);
+  void *C = ms_tensor_data(c);
+  cublasStatus_t st;
+  if (!lc.col_major) {
+    /* C^T (N x M, column-major) = B^T A^T: B's buffer read column-major is B^T when B is
+     * row-major (no transpose needed), and B itself when column-major (transpose it). */
+    cublasOperation_t ob = lb.col_major ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t oa = la.col_major ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (dt == MS_FLOAT32) {
+      float fa = (float)alpha, fb = (float)beta;
+      st = cublasSgemm(h, ob, oa, (int)N, (int)M, (int)K, &fa, B, (int)lb.ld, A, (int)la.ld, &fb, C, (int)lc.ld);
+    } else {
+      st = cublasDgemm(h, ob, oa, (int)N, (int)M, (int)K, &alpha, B, (int)lb.ld, A, (int)la.ld, &beta, C, (int)lc.ld);
+    }
+  } else {
+    cublasOperation_t oa = la.col_major ? CUBLAS_OP_N : CUBLAS_OP_T;
+    cublasOperation_t ob = lb.col_major ? CUBLAS_OP_N : CUBLAS_OP_T;
+    if (dt == MS_FLOAT32) {
+      float fa = (float)alpha, fb = (float)beta;
+      st = cublasSgemm(h, oa, ob, (int)M, (int)N, (int)K, &fa, A, (int)la.ld, B, (int)lb.ld, &fb, C, (int)lc.ld);
+    } else {
+      st = cublasDgemm(h, oa, ob, (int)M, (int)N, (int)K, &alpha, A, (int)la.ld, B, (int)lb.ld, &beta, C, (int)lc.ld);
+    }
+  }
+  return check_blas("mm", st);
+}
+
+static layout matrix_layout(const ms_tensor *t, bool *ok) {
+  layout l = {false, 1};
+  *ok = layout_of(t->shape[0], t->shape[1], t->strides[0], t->strides[1], &l);
+  return l;
+}
+
+ms_status ms_cuda_gemm(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
+  int64_t M = a->shape[0], K = a->shape[1], N = b->shape[1];
+  if (M == 0 || N == 0) return MS_OK;
+  cublasHandle_t h = handle_for("mm", ms_tensor_device(c).index);
+  if (!h) return MS_ERR_RUNTIME;
+  bool ok_a, ok_b, ok_c;
+  layout la = matrix_layout(a, &ok_a), lb = matrix_layout(b, &ok_b), lc = matrix_layout(c, &ok_c);
+  /* operands with no unit stride are copied contiguous; so is c, written back afterwards */
+  ms_tensor *ca = ok_a ? (ms_tensor_retain(a), a) : ms_tensor_contiguous(a);
+  ms_tensor *cb = ok_b ? (ms_tensor_retain(b), b) : ms_tensor_contiguous(b);
+  ms_tensor *cc = ok_c ? (ms_tensor_retain(c), c) : ms_tensor_contiguous(c);
+  ms_status st = ca && cb && cc ? MS_OK : MS_ERR_MEMORY;
+  if (st == MS_OK) {
+    la = matrix_layout(ca, &ok_a), lb = matrix_layout(cb, &ok_b), lc = matrix_layout(cc, &ok_c);
+    st = gemm_raw(h, a->dtype, M, N, K, alpha, ca, la, cb, lb, beta, cc, lc);
+  }
+  if (st == MS_OK && cc != c) st = ms_tensor_copy_(c, cc);
+  ms_tensor_release(ca), ms_tensor_release(cb), ms_tensor_release(cc);
+  return st;
+}

@@ -1,0 +1,57 @@
+/* cuda_ops.h (engine-internal): the device side of the engine's ops, called by the shared op
+ * files (tensor_copy.c, ops_elementwise.c, ops_matmul.c) at their device-dispatch points once
+ * every rule (dtype, shape, broadcasting) is settled. Without CUDA, cuda_absent.c answers these
+ * with an error (no CUDA tensor can exist there, so they are never reached). */
+#ifndef MS_CUDA_OPS_H
+#define MS_CUDA_OPS_H
+
+#include "kernels/kernels.h"
+#include "moonshard/tensor.h"
+
+/* dst = src converted, both on one CUDA device and of dst's shape (src may be broadcast). */
+ms_status ms_cuda_copy_same_shape(ms_tensor *dst, ms_tensor *src);
+/* Every element of t (on a CUDA device) = value, converted as ms_k_fill does. */
+ms_status ms_cuda_fill(ms_tensor *t, double value);
+/* out = a op b, all of out's shape (a and b broadcast) in compute dtype cd; out is cd or bool.
+ * An operand on the CPU is a broadcast number (a plain number or a 0-dim tensor): read once. */
+ms_status ms_cuda_binary(ms_k_binop op, ms_dtype cd, ms_tensor *out, ms_tensor *a, ms_tensor *b);
+ms_status ms_cuda_unary(ms_k_unop op, ms_dtype cd, ms_tensor *out, ms_tensor *a);
+/* Reduces the last dim of `in` (compute dtype, on a CUDA device) into out (contiguous, one
+ * element per row of in's other dims), with ms_k_reduce_row's semantics; mean divides by the row
+ * length; indices (may be NULL) receives max/min positions. */
+ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out, ms_tensor *indices);
+/* c = alpha * a @ b + beta * c for 2-D float32/float64 operands on one device (cuBLAS); any
+ * strides (a matrix with neither unit row nor unit column stride is copied first). */
+ms_status ms_cuda_gemm(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c);
+
+/* ---- NN ops and optimizer steps (engine/src/cuda/cuda_nn.c): the CPU kernels' arguments, with
+ * contiguous tensors on one CUDA device in place of pointers ---- */
+ms_status ms_cuda_softmax(ms_tensor *x, ms_tensor *y, int64_t outer, int64_t C, int64_t inner, int log);
+ms_status ms_cuda_softmax_backward(ms_tensor *y, ms_tensor *g, ms_tensor *gx, int64_t outer, int64_t C,
+                                   int64_t inner, int log);
+/* mask (uint8) = the Philox bernoulli draws of ms_k_philox_bernoulli with one probability keep. */
+ms_status ms_cuda_bernoulli_mask(ms_tensor *mask, uint64_t seed, uint64_t offset, double keep);
+ms_status ms_cuda_masked_scale(ms_tensor *x, ms_tensor *mask, double scale, ms_tensor *y);
+/* a->target and a->weight point into device tensors. */
+ms_status ms_cuda_nll_rows(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *nll, ms_tensor *wt,
+                           ms_tensor *smooth);
+ms_status ms_cuda_nll_backward(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *g, int64_t gs,
+                               double nll_scale, double smooth_scale, double smoothing, ms_tensor *gx);
+ms_status ms_cuda_max_pool2d(const ms_k_pool2d_geom *g, ms_tensor *x, ms_tensor *out, ms_tensor *indices);
+ms_status ms_cuda_max_pool2d_backward(const ms_k_pool2d_geom *g, ms_tensor *gout, ms_tensor *indices,
+                                      ms_tensor *gx);
+ms_status ms_cuda_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
+                                ms_tensor *acc_delta, const ms_k_adadelta_hp *hp);
+
+/* conv2d through cuDNN (engine/src/cuda/cuda_conv.c): contiguous NCHW tensors of one device and
+ * dtype; b, gx, gw, gb may be NULL. */
+ms_status ms_cuda_conv2d_forward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *b,
+                                 ms_tensor *out);
+ms_status ms_cuda_conv2d_backward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *gout,
+                                  ms_tensor *gx, ms_tensor *gw, ms_tensor *gb);
+
+/* dst = src between two devices (src already broadcast to dst's shape; dtypes may differ):
+ * converted on src's device, then one contiguous copy (engine/src/tensor_device.c). */
+ms_status ms_tensor_copy_across(ms_tensor *dst, ms_tensor *src);
+
+#endif

@@ -1,0 +1,141 @@
+// common.cuh: what the CUDA kernels share: the grid-stride launch shape, strided offsets from a
+// linear index, and element loads/stores with ms_k_cast's conversion rules (kernels/cpu/cast.c).
+#ifndef MS_KC_COMMON_CUH
+#define MS_KC_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/kernels_cuda.h"
+
+namespace mskc {
+
+constexpr int kThreads = 256;
+
+// Blocks for n elements with a grid-stride loop: enough to fill the GPU, never more than n needs.
+inline unsigned blocks_for(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  return (unsigned)(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
+}
+
+// Element offsets of linear (row-major) index i in operands 0..nops-1.
+template <int NOPS>
+__device__ inline void offsets(const ms_kc_geom &g, int64_t i, int64_t *off) {
+  for (int k = 0; k < NOPS; k++) off[k] = 0;
+  for (int d = g.ndim - 1; d >= 0; d--) {
+    int64_t size = g.shape[d], idx = i % size;
+    i /= size;
+    for (int k = 0; k < NOPS; k++) off[k] += idx * g.strides[k][d];
+  }
+}
+
+__host__ __device__ inline float bf16_to_f32(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+__host__ __device__ inline uint16_t f32_to_bf16(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return (uint16_t)(bits >> 16);
+}
+
+__device__ inline float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {
+      float f = (float)man * 0x1p-24f;
+      memcpy(&bits, &f, 4);
+      bits |= sign;
+    }
+  } else {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+__device__ inline uint16_t f32_to_f16(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  uint16_t sign = (uint16_t)((bits >> 16) & 0x8000);
+  float a = fabsf(f);
+  if (isnan(f)) return sign | 0x7e00;
+  if (a >= 65520.0f) return sign | 0x7c00;
+  if (a < 0x1p-14f) return sign | (uint16_t)lrintf(a * 0x1p24f);
+  uint32_t abits = bits & 0x7fffffffu;
+  uint32_t r = abits + 0xfffu + ((abits >> 13) & 1u);
+  return sign | (uint16_t)((r >> 13) - (112u << 10));
+}
+
+__device__ inline bool is_floating(ms_k_dtype t) { return t <= MS_K_F16; }
+
+__device__ inline double load_f(const char *p, ms_k_dtype t) {
+  switch (t) {
+  case MS_K_F32: return *(const float *)p;
+  case MS_K_F64: return *(const double *)p;
+  case MS_K_BF16: return bf16_to_f32(*(const uint16_t *)p);
+  case MS_K_F16: return f16_to_f32(*(const uint16_t *)p);
+  case MS_K_I64: return (double)*(const int64_t *)p;
+  case MS_K_I32: return *(const int32_t *)p;
+  case MS_K_U8: return *(const uint8_t *)p;
+  case MS_K_BOOL: return *(const uint8_t *)p != 0;
+  }
+  return 0;
+}
+
+__device__ inline int64_t load_i(const char *p, ms_k_dtype t) {
+  switch (t) {
+  case MS_K_I64: return *(const int64_t *)p;
+  case MS_K_I32: return *(const int32_t *)p;
+  case MS_K_U8: return *(const uint8_t *)p;
+  case MS_K_BOOL: return *(const uint8_t *)p != 0;
+  default: return 0;
+  }
+}
+
+__device__ inline void store_i(char *p, ms_k_dtype t, int64_t v) {
+  switch (t) {
+  case MS_K_I64: *(int64_t *)p = v; break;
+  case MS_K_I32: *(int32_t *)p = (int32_t)(uint32_t)v; break;
+  case MS_K_U8: *(uint8_t *)p = (uint8_t)v; break;
+  case MS_K_BOOL: *(uint8_t *)p = v != 0; break;
+  default: break;
+  }
+}
+
+__device__ inline int64_t f_to_i64(double v) {
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) return INT64_MIN;
+  return (int64_t)v;
+}
+
+__device__ inline void store_f(char *p, ms_k_dtype t, double v) {
+  switch (t) {
+  case MS_K_F32: *(float *)p = (float)v; break;
+  case MS_K_F64: *(double *)p = v; break;
+  case MS_K_BF16: *(uint16_t *)p = f32_to_bf16((float)v); break;
+  case MS_K_F16: *(uint16_t *)p = f32_to_f16((float)v); break;
+  case MS_K_BOOL: *(uint8_t *)p = v != 0; break;
+  default: store_i(p, t, f_to_i64(v)); break;
+  }
+}
+
+__host__ __device__ inline int elsize(ms_k_dtype t) {
+  return t == MS_K_F64 || t == MS_K_I64 ? 8 : t == MS_K_F32 || t == MS_K_I32 ? 4 : t <= MS_K_F16 ? 2 : 1;
+}
+
+inline int launch_status() { return (int)cudaGetLastError(); }
+
+} // namespace mskc
+
+#endif

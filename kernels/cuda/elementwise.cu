@@ -1,0 +1,207 @@
+// elementwise.cu: binary and unary maps over strided, broadcast operands in the three compute
+// dtypes, with the formulas of kernels/cpu/elementwise.c (NaN propagation, wrapping int64,
+// sign(NaN) = 0, round half to even), one launch for the whole tensor.
+#include "common.cuh"
+
+using namespace mskc;
+
+template <typename T> __device__ inline T maxnan(T x, T y) { return x != x ? x : y != y ? y : x > y ? x : y; }
+template <typename T> __device__ inline T minnan(T x, T y) { return x != x ? x : y != y ? y : x < y ? x : y; }
+
+__device__ inline int64_t ipow(int64_t base, int64_t e) {
+  if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;
+  uint64_t r = 1, b = (uint64_t)base;
+  for (; e; e >>= 1, b *= b)
+    if (e & 1) r *= b;
+  return (int64_t)r;
+}
+
+__device__ inline float arith(ms_k_binop op, float x, float y) {
+  switch (op) {
+  case MS_K_ADD: return x + y;
+  case MS_K_SUB: return x - y;
+  case MS_K_MUL: return x * y;
+  case MS_K_DIV: return x / y;
+  case MS_K_POW: return powf(x, y);
+  case MS_K_MAXIMUM: return maxnan(x, y);
+  case MS_K_MINIMUM: return minnan(x, y);
+  default: return 0;
+  }
+}
+
+__device__ inline double arith(ms_k_binop op, double x, double y) {
+  switch (op) {
+  case MS_K_ADD: return x + y;
+  case MS_K_SUB: return x - y;
+  case MS_K_MUL: return x * y;
+  case MS_K_DIV: return x / y;
+  case MS_K_POW: return pow(x, y);
+  case MS_K_MAXIMUM: return maxnan(x, y);
+  case MS_K_MINIMUM: return minnan(x, y);
+  default: return 0;
+  }
+}
+
+__device__ inline int64_t arith(ms_k_binop op, int64_t x, int64_t y) {
+  switch (op) {
+  case MS_K_ADD: return (int64_t)((uint64_t)x + (uint64_t)y);
+  case MS_K_SUB: return (int64_t)((uint64_t)x - (uint64_t)y);
+  case MS_K_MUL: return (int64_t)((uint64_t)x * (uint64_t)y);
+  case MS_K_POW: return ipow(x, y);
+  case MS_K_MAXIMUM: return x > y ? x : y;
+  case MS_K_MINIMUM: return x < y ? x : y;
+  default: return 0; // DIV is true division: the engine sends it to a floating dtype
+  }
+}
+
+template <typename T> __device__ inline uint8_t compare(ms_k_binop op, T x, T y) {
+  switch (op) {
+  case MS_K_EQ: return x == y;
+  case MS_K_NE: return x != y;
+  case MS_K_LT: return x < y;
+  case MS_K_LE: return x <= y;
+  case MS_K_GT: return x > y;
+  case MS_K_GE: return x >= y;
+  case MS_K_AND: return x != 0 && y != 0;
+  case MS_K_OR: return x != 0 || y != 0;
+  default: return 0;
+  }
+}
+
+template <typename T> __device__ inline T scalar_as(const ms_kc_scalar &s);
+template <> __device__ inline float scalar_as<float>(const ms_kc_scalar &s) { return (float)s.f; }
+template <> __device__ inline double scalar_as<double>(const ms_kc_scalar &s) { return s.f; }
+template <> __device__ inline int64_t scalar_as<int64_t>(const ms_kc_scalar &s) { return s.i; }
+
+// OUT is T for arithmetic and uint8_t (bool) for comparisons.
+template <typename T, typename OUT>
+__global__ void binary_kernel(ms_k_binop op, ms_kc_geom g, int64_t n, OUT *out, const T *a,
+                              ms_kc_scalar sa, const T *b, ms_kc_scalar sb) {
+  T xa = scalar_as<T>(sa), xb = scalar_as<T>(sb);
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t off[3];
+    offsets<3>(g, i, off);
+    T x = a ? a[off[1]] : xa, y = b ? b[off[2]] : xb;
+    if constexpr (sizeof(OUT) == 1) out[off[0]] = compare(op, x, y);
+    else out[off[0]] = arith(op, x, y);
+  }
+}
+
+template <typename T>
+static void launch_binary(ms_k_binop op, const ms_kc_geom *g, int64_t n, void *out, const void *a,
+                          ms_kc_scalar sa, const void *b, ms_kc_scalar sb, cudaStream_t s) {
+  if (op >= MS_K_EQ)
+    binary_kernel<T, uint8_t><<<blocks_for(n), kThreads, 0, s>>>(op, *g, n, (uint8_t *)out, (const T *)a, sa, (const T *)b, sb);
+  else
+    binary_kernel<T, T><<<blocks_for(n), kThreads, 0, s>>>(op, *g, n, (T *)out, (const T *)a, sa, (const T *)b, sb);
+}
+
+static int64_t numel(const ms_kc_geom *g) {
+  int64_t n = 1;
+  for (int d = 0; d < g->ndim; d++) n *= g->shape[d];
+  return n;
+}
+
+extern "C" int ms_kc_binary(ms_k_binop op, ms_k_dtype dt, const ms_kc_geom *g, void *out,
+                            const void *a, const ms_kc_scalar *sa, const void *b,
+                            const ms_kc_scalar *sb, void *stream) {
+  int64_t n = numel(g);
+  if (n == 0) return 0;
+  ms_kc_scalar za = a ? ms_kc_scalar{0, 0} : *sa, zb = b ? ms_kc_scalar{0, 0} : *sb;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (dt == MS_K_F32) launch_binary<float>(op, g, n, out, a, za, b, zb, s);
+  else if (dt == MS_K_F64) launch_binary<double>(op, g, n, out, a, za, b, zb, s);
+  else launch_binary<int64_t>(op, g, n, out, a, za, b, zb, s);
+  return launch_status();
+}
+
+__device__ inline float unary(ms_k_unop op, float x) {
+  switch (op) {
+  case MS_K_NEG: return -x;
+  case MS_K_ABS: return fabsf(x);
+  case MS_K_EXP: return expf(x);
+  case MS_K_LOG: return logf(x);
+  case MS_K_SQRT: return sqrtf(x);
+  case MS_K_RSQRT: return 1.0f / sqrtf(x);
+  case MS_K_TANH: return tanhf(x);
+  case MS_K_SIGMOID: return 1.0f / (1.0f + expf(-x));
+  case MS_K_RELU: return x > 0 ? x : (x == x ? 0.0f : x);
+  case MS_K_SIGN: return (float)((x > 0) - (x < 0));
+  case MS_K_FLOOR: return floorf(x);
+  case MS_K_CEIL: return ceilf(x);
+  case MS_K_ROUND: return rintf(x);
+  case MS_K_SIN: return sinf(x);
+  case MS_K_COS: return cosf(x);
+  case MS_K_LOG1P: return log1pf(x);
+  case MS_K_EXPM1: return expm1f(x);
+  case MS_K_RECIPROCAL: return 1.0f / x;
+  case MS_K_SQUARE: return x * x;
+  default: return 0;
+  }
+}
+
+__device__ inline double unary(ms_k_unop op, double x) {
+  switch (op) {
+  case MS_K_NEG: return -x;
+  case MS_K_ABS: return fabs(x);
+  case MS_K_EXP: return exp(x);
+  case MS_K_LOG: return log(x);
+  case MS_K_SQRT: return sqrt(x);
+  case MS_K_RSQRT: return 1.0 / sqrt(x);
+  case MS_K_TANH: return tanh(x);
+  case MS_K_SIGMOID: return 1.0 / (1.0 + exp(-x));
+  case MS_K_RELU: return x > 0 ? x : (x == x ? 0.0 : x);
+  case MS_K_SIGN: return (double)((x > 0) - (x < 0));
+  case MS_K_FLOOR: return floor(x);
+  case MS_K_CEIL: return ceil(x);
+  case MS_K_ROUND: return rint(x);
+  case MS_K_SIN: return sin(x);
+  case MS_K_COS: return cos(x);
+  case MS_K_LOG1P: return log1p(x);
+  case MS_K_EXPM1: return expm1(x);
+  case MS_K_RECIPROCAL: return 1.0 / x;
+  case MS_K_SQUARE: return x * x;
+  default: return 0;
+  }
+}
+
+__device__ inline int64_t unary(ms_k_unop op, int64_t x) {
+  switch (op) {
+  case MS_K_NEG: return (int64_t)(0 - (uint64_t)x);
+  case MS_K_ABS: return x < 0 ? (int64_t)(0 - (uint64_t)x) : x;
+  case MS_K_RELU: return x > 0 ? x : 0;
+  case MS_K_SIGN: return (x > 0) - (x < 0);
+  case MS_K_SQUARE: return (int64_t)((uint64_t)x * (uint64_t)x);
+  default: return x; // FLOOR, CEIL, ROUND; the rest go to floating in the engine
+  }
+}
+
+template <typename T, typename OUT>
+__global__ void unary_kernel(ms_k_unop op, ms_kc_geom g, int64_t n, OUT *out, const T *a) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t off[2];
+    offsets<2>(g, i, off);
+    T x = a[off[1]];
+    if constexpr (sizeof(OUT) == 1) out[off[0]] = x == 0; // logical_not
+    else out[off[0]] = unary(op, x);
+  }
+}
+
+template <typename T>
+static void launch_unary(ms_k_unop op, const ms_kc_geom *g, int64_t n, void *out, const void *a, cudaStream_t s) {
+  if (op == MS_K_NOT)
+    unary_kernel<T, uint8_t><<<blocks_for(n), kThreads, 0, s>>>(op, *g, n, (uint8_t *)out, (const T *)a);
+  else
+    unary_kernel<T, T><<<blocks_for(n), kThreads, 0, s>>>(op, *g, n, (T *)out, (const T *)a);
+}
+
+extern "C" int ms_kc_unary(ms_k_unop op, ms_k_dtype dt, const ms_kc_geom *g, void *out,
+                           const void *a, void *stream) {
+  int64_t n = numel(g);
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (dt == MS_K_F32) launch_unary<float>(op, g, n, out, a, s);
+  else if (dt == MS_K_F64) launch_unary<double>(op, g, n, out, a, s);
+  else launch_unary<int64_t>(op, g, n, out, a, s);
+  return launch_status();
+}

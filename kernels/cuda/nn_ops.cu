@@ -1,0 +1,190 @@
+// nn_ops.cu: softmax and log_softmax (forward and backward), dropout's mask (Philox, the CPU's
+// stream bit for bit) and masked scale, and the negative log likelihood rows and gradient, with
+// the formulas of kernels/cpu/nn_ops_body.h. One thread per row or position: the rows of the
+// models this serves are short (classes), so a row never needs a block of its own.
+#include "common.cuh"
+
+using namespace mskc;
+
+__device__ inline float dexp(float v) { return expf(v); }
+__device__ inline double dexp(double v) { return exp(v); }
+__device__ inline float dlog(float v) { return logf(v); }
+__device__ inline double dlog(double v) { return log(v); }
+
+template <typename T>
+__global__ void softmax_kernel(int64_t rows, int64_t C, int64_t inner, const T *x, T *y, int is_log) {
+  for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows; r += (int64_t)gridDim.x * blockDim.x) {
+    int64_t base = (r / inner) * C * inner + r % inner, s = inner;
+    const T *xr = x + base;
+    T *yr = y + base;
+    T m = -INFINITY;
+    for (int64_t c = 0; c < C; c++) m = (xr[c * s] > m || xr[c * s] != xr[c * s]) ? xr[c * s] : m;
+    double sum = 0;
+    if (is_log) {
+      for (int64_t c = 0; c < C; c++) sum += dexp(xr[c * s] - m);
+      T lse = m + dlog((T)sum);
+      for (int64_t c = 0; c < C; c++) yr[c * s] = xr[c * s] - lse;
+    } else {
+      for (int64_t c = 0; c < C; c++) sum += (yr[c * s] = dexp(xr[c * s] - m));
+      T inv = (T)(1.0 / sum);
+      for (int64_t c = 0; c < C; c++) yr[c * s] *= inv;
+    }
+  }
+}
+
+template <typename T>
+__global__ void softmax_backward_kernel(int64_t rows, int64_t C, int64_t inner, const T *y, const T *g,
+                                        T *gx, int is_log) {
+  for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows; r += (int64_t)gridDim.x * blockDim.x) {
+    int64_t base = (r / inner) * C * inner + r % inner, s = inner;
+    const T *yr = y + base, *gr = g + base;
+    T *o = gx + base;
+    double sum = 0;
+    if (is_log) {
+      for (int64_t c = 0; c < C; c++) sum += gr[c * s];
+      for (int64_t c = 0; c < C; c++) o[c * s] = gr[c * s] - dexp(yr[c * s]) * (T)sum;
+    } else {
+      for (int64_t c = 0; c < C; c++) sum += gr[c * s] * yr[c * s];
+      for (int64_t c = 0; c < C; c++) o[c * s] = yr[c * s] * (gr[c * s] - (T)sum);
+    }
+  }
+}
+
+extern "C" int ms_kc_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x,
+                             void *y, int log, void *stream) {
+  int64_t rows = outer * inner;
+  if (rows == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (dt == MS_K_F64) softmax_kernel<double><<<blocks_for(rows), kThreads, 0, s>>>(rows, C, inner, (const double *)x, (double *)y, log);
+  else softmax_kernel<float><<<blocks_for(rows), kThreads, 0, s>>>(rows, C, inner, (const float *)x, (float *)y, log);
+  return launch_status();
+}
+
+extern "C" int ms_kc_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner,
+                                      const void *y, const void *g, void *gx, int log, void *stream) {
+  int64_t rows = outer * inner;
+  if (rows == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (dt == MS_K_F64)
+    softmax_backward_kernel<double><<<blocks_for(rows), kThreads, 0, s>>>(rows, C, inner, (const double *)y, (const double *)g, (double *)gx, log);
+  else
+    softmax_backward_kernel<float><<<blocks_for(rows), kThreads, 0, s>>>(rows, C, inner, (const float *)y, (const float *)g, (float *)gx, log);
+  return launch_status();
+}
+
+template <typename T>
+__global__ void masked_scale_kernel(int64_t n, const T *x, const uint8_t *m, T scale, T *y) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = m[i] ? x[i] * scale : (T)0;
+}
+
+extern "C" int ms_kc_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const uint8_t *mask,
+                                  double scale, void *y, void *stream) {
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (dt == MS_K_F64) masked_scale_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(n, (const double *)x, mask, scale, (double *)y);
+  else masked_scale_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(n, (const float *)x, mask, (float)scale, (float *)y);
+  return launch_status();
+}
+
+// Philox 4x32-10 exactly as kernels/cpu/philox.c: block b of a fill is counter offset + b.
+__device__ inline void philox(uint64_t seed, uint64_t block, uint32_t out[4]) {
+  uint32_t c0 = (uint32_t)block, c1 = (uint32_t)(block >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  for (int r = 0; r < 10; r++) {
+    if (r > 0) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    c0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+    c1 = (uint32_t)p1;
+    c2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c3 = (uint32_t)p0;
+  }
+  out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+// One thread per block of four elements (lane k of the block is word k, as on the CPU).
+__global__ void bernoulli_kernel(uint64_t seed, uint64_t offset, int64_t n, double p, uint8_t *out) {
+  int64_t blocks = (n + 3) / 4;
+  for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < blocks; b += (int64_t)gridDim.x * blockDim.x) {
+    uint32_t w[4];
+    philox(seed, offset + (uint64_t)b, w);
+    for (int k = 0; k < 4 && b * 4 + k < n; k++) out[b * 4 + k] = (double)w[k] * 0x1p-32 < p;
+  }
+}
+
+extern "C" int ms_kc_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, double p, uint8_t *out,
+                                      void *stream) {
+  if (n <= 0) return 0;
+  bernoulli_kernel<<<blocks_for((n + 3) / 4), kThreads, 0, (cudaStream_t)stream>>>(seed, offset, n, p, out);
+  return launch_status();
+}
+
+template <typename T>
+__global__ void nll_rows_kernel(ms_k_nll_args a, const T *logp, T *nll, T *wt, T *smooth) {
+  const T *w = (const T *)a.weight;
+  int64_t positions = a.N * a.inner;
+  for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < positions; p += (int64_t)gridDim.x * blockDim.x) {
+    int64_t n = p / a.inner, i = p % a.inner, t = a.target[p];
+    const T *row = logp + n * a.C * a.inner + i;
+    if (t == a.ignore_index) {
+      nll[p] = 0, wt[p] = 0;
+      if (smooth) smooth[p] = 0;
+      continue;
+    }
+    int64_t k = t - a.base;
+    T wk = w ? w[k] : (T)1;
+    nll[p] = -wk * row[k * a.inner], wt[p] = wk;
+    if (!smooth) continue;
+    double s = 0;
+    for (int64_t c = 0; c < a.C; c++) s -= (double)(w ? w[c] : (T)1) * row[c * a.inner];
+    smooth[p] = (T)s;
+  }
+}
+
+template <typename T>
+__global__ void nll_backward_kernel(ms_k_nll_args a, const T *logp, const T *g, int64_t gs, double s0,
+                                    double s1, double s2, T *gx) {
+  const T *w = (const T *)a.weight;
+  int64_t positions = a.N * a.inner;
+  for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < positions; p += (int64_t)gridDim.x * blockDim.x) {
+    int64_t n = p / a.inner, i = p % a.inner, t = a.target[p], s = a.inner;
+    T *row = gx + n * a.C * s + i;
+    for (int64_t c = 0; c < a.C; c++) row[c * s] = 0;
+    if (t == a.ignore_index) continue;
+    int64_t k = t - a.base;
+    T gp = g[p * gs], av = gp * (T)s0 * (T)(1 - s2), bv = gp * (T)s1 * (T)(s2 / (double)a.C);
+    row[k * s] = -av * (w ? w[k] : (T)1);
+    if (!logp) continue;
+    double sum = 0;
+    for (int64_t c = 0; c < a.C; c++) sum += (row[c * s] -= bv * (w ? w[c] : (T)1));
+    const T *lp = logp + n * a.C * s + i;
+    for (int64_t c = 0; c < a.C; c++) row[c * s] -= dexp(lp[c * s]) * (T)sum;
+  }
+}
+
+extern "C" int ms_kc_nll_rows(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, void *nll,
+                              void *wt, void *smooth, void *stream) {
+  int64_t n = a->N * a->inner;
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (dt == MS_K_F64)
+    nll_rows_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(*a, (const double *)logp, (double *)nll, (double *)wt, (double *)smooth);
+  else
+    nll_rows_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(*a, (const float *)logp, (float *)nll, (float *)wt, (float *)smooth);
+  return launch_status();
+}
+
+extern "C" int ms_kc_nll_backward(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, const void *g,
+                                  int64_t gs, double nll_scale, double smooth_scale, double smoothing,
+                                  void *gx, void *stream) {
+  int64_t n = a->N * a->inner;
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (dt == MS_K_F64)
+    nll_backward_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(*a, (const double *)logp, (const double *)g, gs,
+                                                                   nll_scale, smooth_scale, smoothing, (double *)gx);
+  else
+    nll_backward_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(*a, (const float *)logp, (const float *)g, gs,
+                                                                  nll_scale, smooth_scale, smoothing, (float *)gx);
+  return launch_status();
+}

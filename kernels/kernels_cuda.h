@@ -1,0 +1,100 @@
+/* kernels_cuda.h: the CUDA bodies of the kernels (kernels/cuda/, one .cu per family), C-callable. They take
+ * device pointers, element counts and element strides like their CPU counterparts in
+ * kernels.h, plus the stream to queue on (a cudaStream_t passed as void *, NULL: the default
+ * stream). Elementwise kernels take the whole strided geometry at once (one launch per op,
+ * never one per row). Each returns 0 or the cudaError_t of its launch. */
+#ifndef MS_KERNELS_CUDA_H
+#define MS_KERNELS_CUDA_H
+
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MS_KC_MAX_DIMS 16
+#define MS_KC_MAX_OPS 4
+
+/* Up to four operands of one shape (operand 0 is the output), each with its element strides
+ * (0 on broadcast dims). The engine merges contiguous dims first (engine/src/tensor_iter.c). */
+typedef struct ms_kc_geom {
+  int ndim;
+  int64_t shape[MS_KC_MAX_DIMS];
+  int64_t strides[MS_KC_MAX_OPS][MS_KC_MAX_DIMS];
+} ms_kc_geom;
+
+/* A number standing for a broadcast operand, in the compute dtype's two forms (an int64 must
+ * not pass through a double). */
+typedef struct ms_kc_scalar {
+  double f;
+  int64_t i;
+} ms_kc_scalar;
+
+/* ---- conversions (kernels/cuda/cast.cu) ---- */
+/* dst (operand 0) = src (operand 1) converted as ms_k_cast does, bit for bit. */
+int ms_kc_cast(const ms_kc_geom *g, void *dst, ms_k_dtype dt, const void *src, ms_k_dtype st,
+               void *stream);
+/* Every element of dst (operand 0) = the element `value` (elsize bytes, already converted to dt
+ * on the host by ms_k_fill, so rounding matches the CPU). */
+int ms_kc_fill(const ms_kc_geom *g, void *dst, int elsize, const void *value, void *stream);
+
+/* ---- elementwise (kernels/cuda/elementwise.cu): ms_k_binary / ms_k_unary's semantics ---- */
+/* out (operand 0) = a (1) op b (2); a NULL a or b reads the scalar sa or sb instead. */
+int ms_kc_binary(ms_k_binop op, ms_k_dtype dt, const ms_kc_geom *g, void *out, const void *a,
+                 const ms_kc_scalar *sa, const void *b, const ms_kc_scalar *sb, void *stream);
+int ms_kc_unary(ms_k_unop op, ms_k_dtype dt, const ms_kc_geom *g, void *out, const void *a,
+                void *stream);
+
+/* ---- reductions (kernels/cuda/reduce.cu): ms_k_reduce_row's semantics for every row ---- */
+/* Rows of n elements `stride` apart; row r starts at the offset its index has in the outer
+ * geometry (ndim dims, row-major). One block per row. */
+typedef struct ms_kc_rows {
+  int ndim;
+  int64_t shape[MS_KC_MAX_DIMS];
+  int64_t strides[MS_KC_MAX_DIMS];
+  int64_t rows, n, stride;
+} ms_kc_rows;
+/* op is RSUM, RPROD, RMAX, RMIN, RARGMAX or RARGMIN over dt (F32, F64, I64); out[r] (contiguous,
+ * dtype out_dt) gets the row's value (divided by n when mean), or its index for the arg ops;
+ * indices (may be NULL) the 0-based position of max/min. Floating sums accumulate in double,
+ * int64 ones wrap; max/min propagate NaN, the first extreme (or NaN) wins. */
+int ms_kc_reduce_rows(ms_k_redop op, ms_k_dtype dt, const ms_kc_rows *g, const void *src, int mean,
+                      void *out, ms_k_dtype out_dt, int64_t *indices, void *stream);
+
+/* ---- NN ops (kernels/cuda/nn_ops.cu): the CPU bodies' formulas (kernels/cpu/nn_ops_body.h),
+ * F32 and F64, contiguous device buffers; sums in double as on the CPU ---- */
+int ms_kc_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x, void *y,
+                  int log, void *stream);
+int ms_kc_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
+                           const void *g, void *gx, int log, void *stream);
+int ms_kc_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const uint8_t *mask, double scale,
+                       void *y, void *stream);
+/* ms_k_philox_bernoulli with one probability p for all: the same bits for the same (seed,
+ * offset), so a seed gives the same dropout mask on either device. */
+int ms_kc_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, double p, uint8_t *out,
+                           void *stream);
+/* a->target and a->weight are device pointers here. */
+int ms_kc_nll_rows(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, void *nll, void *wt,
+                   void *smooth, void *stream);
+int ms_kc_nll_backward(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, const void *g,
+                       int64_t gs, double nll_scale, double smooth_scale, double smoothing, void *gx,
+                       void *stream);
+
+/* ---- pooling (kernels/cuda/pool.cu): ms_k_max_pool2d_*'s semantics ---- */
+int ms_kc_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *x, void *out,
+                             int64_t *indices, void *stream);
+int ms_kc_max_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *gout,
+                              const int64_t *indices, void *gx, void *stream);
+
+/* ---- fused optimizer steps (kernels/cuda/optim.cu): kernels/cpu/optim.c's formulas, in double,
+ * rounded once per stored value ---- */
+int ms_kc_adadelta_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
+                        void *acc_delta, const ms_k_adadelta_hp *hp, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,210 @@
+/* l_cuda.c: ms.cuda (devices, memory statistics, events) and the tensor methods that move data
+ * between devices (t:cuda(), t:cpu()). Device indices are CUDA's own, 0-based as in PyTorch
+ * (they name devices, not positions). */
+#include <string.h>
+
+#include "ms_lua.h"
+
+#define MS_EVENT_MT "moonshard.cuda.Event"
+
+static int l_is_available(lua_State *L) { return lua_pushboolean(L, ms_cuda_is_available()), 1; }
+static int l_device_count(lua_State *L) { return lua_pushinteger(L, ms_cuda_device_count()), 1; }
+
+/* Why CUDA cannot be used (nil when it can): for scripts that fall back to the CPU. */
+static int l_unavailable_reason(lua_State *L) {
+  const char *r = ms_cuda_unavailable_reason();
+  if (*r) lua_pushstring(L, r);
+  else lua_pushnil(L);
+  return 1;
+}
+
+/* A device argument: nil (the current device), an index, "cuda:N" or a CUDA tensor's device. */
+static int check_index(lua_State *L, int idx, const char *fname) {
+  if (lua_isnoneornil(L, idx)) return ms_cuda_current_device();
+  ms_device d = ms_lua_check_device(L, idx, fname, "device");
+  if (d.type != MS_CUDA) ms_lua_arg_error(L, idx, fname, "device", "a CUDA device");
+  ms_lua_check_status(L, ms_cuda_check_device(fname, d.index));
+  return d.index;
+}
+
+static int l_set_device(lua_State *L) {
+  ms_lua_check_status(L, ms_cuda_set_device(check_index(L, 1, "set_device")));
+  return 0;
+}
+
+static int l_current_device(lua_State *L) {
+  ms_lua_check_status(L, ms_cuda_check_device("current_device", ms_cuda_current_device()));
+  return lua_pushinteger(L, ms_cuda_current_device()), 1;
+}
+
+static int l_get_device_name(lua_State *L) {
+  char name[256];
+  int major, minor;
+  ms_lua_check_status(L, ms_cuda_device_name(check_index(L, 1, "get_device_name"), name, sizeof name, &major, &minor));
+  lua_pushstring(L, name);
+  return 1;
+}
+
+static int l_synchronize(lua_State *L) {
+  ms_lua_check_status(L, ms_cuda_synchronize(check_index(L, 1, "synchronize")));
+  return 0;
+}
+
+static int l_empty_cache(lua_State *L) {
+  ms_lua_check_status(L, ms_cuda_empty_cache());
+  return 0;
+}
+
+static ms_cuda_memory_stats stats_of(lua_State *L, const char *fname) {
+  ms_cuda_memory_stats s;
+  ms_lua_check_status(L, ms_cuda_memory_stats_get(check_index(L, 1, fname), &s));
+  return s;
+}
+
+static int l_memory_allocated(lua_State *L) { return lua_pushinteger(L, stats_of(L, "memory_allocated").mem.current), 1; }
+static int l_max_memory_allocated(lua_State *L) { return lua_pushinteger(L, stats_of(L, "max_memory_allocated").mem.peak), 1; }
+static int l_memory_reserved(lua_State *L) { return lua_pushinteger(L, stats_of(L, "memory_reserved").reserved), 1; }
+static int l_max_memory_reserved(lua_State *L) { return lua_pushinteger(L, stats_of(L, "max_memory_reserved").reserved_peak), 1; }
+
+/* memory_stats([dev]): the fields of ms.memory_stats() plus reserved bytes, device "cuda:N". */
+static int l_memory_stats(lua_State *L) {
+  int dev = check_index(L, 1, "memory_stats");
+  ms_cuda_memory_stats s;
+  ms_lua_check_status(L, ms_cuda_memory_stats_get(dev, &s));
+  lua_createtable(L, 0, 8);
+  const struct { const char *k; int64_t v; } f[] = {
+      {"current", s.mem.current}, {"peak", s.mem.peak}, {"allocations", s.mem.allocations},
+      {"cached", s.mem.cached}, {"reserved", s.reserved}, {"reserved_peak", s.reserved_peak}};
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+    lua_pushinteger(L, f[i].v);
+    lua_setfield(L, -2, f[i].k);
+  }
+  lua_createtable(L, 0, MS_MEM_CATEGORY_COUNT);
+  for (int c = 0; c < MS_MEM_CATEGORY_COUNT; c++) {
+    lua_pushinteger(L, s.mem.by_category[c]);
+    lua_setfield(L, -2, ms_mem_category_name((ms_mem_category)c));
+  }
+  lua_setfield(L, -2, "by_category");
+  lua_pushfstring(L, "cuda:%d", dev);
+  lua_setfield(L, -2, "device");
+  return 1;
+}
+
+static int l_reset_peak_memory_stats(lua_State *L) {
+  ms_lua_check_status(L, ms_cuda_reset_peak(check_index(L, 1, "reset_peak_memory_stats")));
+  return 0;
+}
+
+/* ---- events: the userdata exists before the event it will own (liolib's order) ------------- */
+
+typedef struct event_box {
+  ms_cuda_event *e; /* NULL once released */
+} event_box;
+
+static ms_cuda_event *check_event(lua_State *L, int idx, const char *fname) {
+  event_box *b = luaL_checkudata(L, idx, MS_EVENT_MT);
+  if (!b->e) luaL_error(L, "%s: the event has been released", fname);
+  return b->e;
+}
+
+/* Event({enable_timing = true}) */
+static int l_event_new(lua_State *L) {
+  static const char *const known[] = {"enable_timing", "blocking", "interprocess", NULL};
+  ms_lua_opts o = ms_lua_check_opts(L, 1, "Event", known);
+  bool timing = false, flag = false;
+  ms_lua_opt_bool(o, "enable_timing", &timing);
+  if (ms_lua_opt_bool(o, "interprocess", &flag) && flag)
+    return luaL_error(L, "Event: interprocess events are not supported");
+  ms_lua_opt_bool(o, "blocking", &flag); /* synchronize() blocks either way */
+  event_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->e = NULL;
+  luaL_setmetatable(L, MS_EVENT_MT);
+  if (!(b->e = ms_cuda_event_create(timing))) return ms_lua_raise(L);
+  return 1;
+}
+
+static int l_event_release(lua_State *L) {
+  event_box *b = luaL_checkudata(L, 1, MS_EVENT_MT);
+  ms_cuda_event_destroy(b->e);
+  b->e = NULL;
+  return 0;
+}
+
+static int l_event_record(lua_State *L) {
+  ms_lua_check_status(L, ms_cuda_event_record(check_event(L, 1, "record"), NULL));
+  return lua_settop(L, 1), 1;
+}
+
+static int l_event_synchronize(lua_State *L) {
+  ms_lua_check_status(L, ms_cuda_event_synchronize(check_event(L, 1, "synchronize")));
+  return 0;
+}
+
+static int l_event_query(lua_State *L) {
+  bool done;
+  ms_lua_check_status(L, ms_cuda_event_query(check_event(L, 1, "query"), &done));
+  return lua_pushboolean(L, done), 1;
+}
+
+/* start:elapsed_time(end_event): milliseconds, as torch.cuda.Event.elapsed_time. */
+static int l_event_elapsed_time(lua_State *L) {
+  float ms = 0;
+  ms_lua_check_status(L, ms_cuda_event_elapsed_ms(check_event(L, 1, "elapsed_time"),
+                                                  check_event(L, 2, "elapsed_time"), &ms));
+  return lua_pushnumber(L, ms), 1;
+}
+
+static int l_event_tostring(lua_State *L) {
+  event_box *b = luaL_checkudata(L, 1, MS_EVENT_MT);
+  lua_pushfstring(L, b->e ? "cuda.Event(%p)" : "cuda.Event(released)", (void *)b->e);
+  return 1;
+}
+
+/* ---- tensor methods -------------------------------------------------------------------------- */
+
+/* t:cuda([device]): a copy on a CUDA device (the current one by default); t itself when there. */
+static int l_tensor_cuda(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "cuda");
+  ms_device d = {MS_CUDA, ms_cuda_current_device()};
+  if (!lua_isnoneornil(L, 2)) {
+    d = ms_lua_check_device(L, 2, "cuda", "device");
+    if (d.type != MS_CUDA) return ms_lua_arg_error(L, 2, "cuda", "device", "a CUDA device");
+  }
+  return ms_lua_push_result(L, ms_tensor_to_device(t, d));
+}
+
+static int l_tensor_cpu(lua_State *L) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, "cpu");
+  return ms_lua_push_result(L, ms_tensor_to_device(t, (ms_device){MS_CPU, 0}));
+}
+
+void ms_lua_open_cuda(lua_State *L) {
+  /* stack: module, methods */
+  lua_pushcfunction(L, l_tensor_cuda);
+  lua_setfield(L, -2, "cuda");
+  lua_pushcfunction(L, l_tensor_cpu);
+  lua_setfield(L, -2, "cpu");
+
+  static const luaL_Reg event_methods[] = {
+      {"record", l_event_record}, {"synchronize", l_event_synchronize}, {"query", l_event_query},
+      {"elapsed_time", l_event_elapsed_time}, {"release", l_event_release}, {NULL, NULL}};
+  static const luaL_Reg event_meta[] = {
+      {"__gc", l_event_release}, {"__close", l_event_release}, {"__tostring", l_event_tostring}, {NULL, NULL}};
+  luaL_newmetatable(L, MS_EVENT_MT);
+  luaL_setfuncs(L, event_meta, 0);
+  luaL_newlib(L, event_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+
+  static const luaL_Reg fns[] = {
+      {"is_available", l_is_available}, {"device_count", l_device_count},
+      {"unavailable_reason", l_unavailable_reason}, {"set_device", l_set_device},
+      {"current_device", l_current_device}, {"get_device_name", l_get_device_name},
+      {"synchronize", l_synchronize}, {"empty_cache", l_empty_cache},
+      {"memory_allocated", l_memory_allocated}, {"max_memory_allocated", l_max_memory_allocated},
+      {"memory_reserved", l_memory_reserved}, {"max_memory_reserved", l_max_memory_reserved},
+      {"memory_stats", l_memory_stats}, {"reset_peak_memory_stats", l_reset_peak_memory_stats},
+      {"Event", l_event_new}, {NULL, NULL}};
+  luaL_newlib(L, fns);
+  lua_setfield(L, -3, "cuda");
+}

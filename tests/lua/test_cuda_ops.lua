@@ -1,0 +1,369 @@
+-- test_cuda_ops.lua: every op with a CUDA kernel, run on the CPU and on cuda:0 with the same
+-- inputs and compared (exactly where the arithmetic is the same, within a per-dtype tolerance
+-- where the order of operations differs); plus moves, printing, memory statistics and events.
+-- Exits 77 (skipped) where no GPU is usable.
+local T = require "testing"
+local ms = require "moonshard"
+
+if not ms.cuda.is_available() then
+  print("skipped: " .. tostring(ms.cuda.unavailable_reason()))
+  os.exit(77)
+end
+
+local DEV = "cuda:0"
+local TOL = { float32 = 1e-5, float64 = 1e-12, bfloat16 = 1e-2, float16 = 1e-3 }
+
+-- Compares a CUDA result with the CPU one: same shape, dtype, values (relative tolerance tol).
+local function same(got, want, tol, what)
+  what = what or "result"
+  T.eq(got.device, DEV, what .. " device")
+  T.eq(got.dtype, want.dtype, what .. " dtype")
+  T.same(got:size(), want:size(), 0, what .. " shape")
+  local g, w = got:cpu():double():reshape(-1):tolist(), want:double():reshape(-1):tolist()
+  for i = 1, #w do
+    local a, b = g[i], w[i]
+    local ok = a == b or (a ~= a and b ~= b) or math.abs(a - b) <= (tol or 0) * math.max(1, math.abs(b))
+    if not ok then error(("%s[%d]: cuda %.9g, cpu %.9g"):format(what, i, a, b), 2) end
+  end
+end
+
+-- fn(device) builds its inputs on the CPU, moves them with :to(device) and returns the result.
+local function compare(what, fn, tol)
+  local want = fn("cpu")
+  local got = fn(DEV)
+  same(got, want, tol, what)
+end
+
+local function data(shape, dtype, seed)
+  ms.manual_seed(seed or 1)
+  local x = ms.randn(shape):mul(3)
+  if dtype == "int64" or dtype == "int32" or dtype == "uint8" then x = x:round():abs() end
+  if dtype == "bool" then return x:gt(0) end
+  return x:to(dtype or "float32")
+end
+
+T.test("moves: round trips keep every dtype's bits; device fields; printing", function()
+  for _, dt in ipairs { "float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8", "bool" } do
+    local x = data({ 3, 5 }, dt)
+    local g = x:cuda()
+    T.eq(g.device, DEV)
+    T.eq(g.is_cuda, true)
+    T.eq(g.dtype, dt)
+    T.truthy(ms.equal(g:cpu(), x), dt)
+    T.truthy(ms.equal(x:to(DEV):to("cpu"), x), dt)
+    T.truthy(ms.equal(x:t():cuda():cpu(), x:t()), dt .. " strided source")
+  end
+  local g = ms.tensor({ { 1, 2 }, { 3, 4 } }):float():cuda()
+  T.eq(tostring(g), "tensor([[1., 2.],\n        [3., 4.]], device='cuda:0')")
+  T.eq(ms.zeros(2, { device = "cuda" }).device, DEV)
+  T.eq(ms.zeros_like(g).device, DEV)
+  T.eq(g:sum():item(), 10)
+  T.raises(function() return g + ms.ones(2, 2) end,
+    "Expected all tensors to be on the same device, but found at least two devices")
+  T.raises(function() return ms.ones(2, 2):mm(g) end, "same device", "cpu", "cuda:0")
+  -- a 0-dim CPU tensor counts as a number on the device, as in PyTorch
+  same(g * ms.tensor(2.0), ms.tensor({ { 2, 4 }, { 6, 8 } }):float(), 0, "0-dim operand")
+  if ms.cuda.device_count() > 1 then
+    local h = g:cuda(1)
+    T.eq(h.device, "cuda:1")
+    T.truthy(ms.equal(h:cpu(), g:cpu()))
+    T.truthy(ms.equal(g:to("cuda:1"):to("cuda:0"):cpu(), g:cpu()))
+  end
+end)
+
+T.test("gradients flow back across devices", function()
+  local w = ms.randn(4, 3, { requires_grad = true })
+  local y = (w:cuda() * 3):sum()
+  y:backward()
+  T.eq(w.grad.device, "cpu")
+  T.truthy(ms.equal(w.grad, ms.full({ 4, 3 }, 3)))
+end)
+
+T.test("copy, cast, fill, strided and broadcast", function()
+  local dts = { "float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8", "bool" }
+  for _, from in ipairs(dts) do
+    for _, to in ipairs(dts) do
+      compare(from .. "->" .. to, function(d) return data({ 4, 6 }, from):to(d):t():to(to) end)
+    end
+  end
+  compare("copy_ broadcast", function(d)
+    local dst = ms.zeros(3, 4):to(d):t()
+    dst:copy_(ms.arange(3):double():to(d))
+    return dst
+  end)
+  compare("copy_ across devices into a view", function(d)
+    local dst = ms.zeros(4, 5):to(d)
+    dst:narrow(2, 2, 3):copy_(ms.arange(12):view(4, 3))
+    return dst
+  end)
+  for _, dt in ipairs(dts) do
+    compare("fill_ " .. dt, function(d) return ms.zeros({ 3, 4 }, { dtype = dt }):to(d):t():fill_(2.7) end)
+  end
+  compare("contiguous", function(d) return data({ 3, 4, 5 }):to(d):permute(3, 1, 2):contiguous() end)
+end)
+
+local BINARY = { "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
+                 "ge", "logical_and", "logical_or" }
+T.test("binary ops with broadcasting, numbers and in-place forms", function()
+  for _, dt in ipairs { "float32", "float64", "int64", "int32", "bfloat16" } do
+    for _, op in ipairs(BINARY) do
+      local tol = TOL[dt] or 0
+      if not (op == "pow" and (dt == "int64" or dt == "int32")) then
+        compare(op .. " " .. dt, function(d)
+          local x = data({ 4, 1, 5 }, dt, 1):to(d)
+          return x[op](x, data({ 3, 1 }, dt, 2):to(d))
+        end, tol)
+        compare(op .. " " .. dt .. " number", function(d)
+          local x = data({ 2, 3 }, dt):to(d)
+          return x[op](x, 2)
+        end, tol)
+      end
+    end
+    compare("add number " .. dt, function(d) return data({ 5, 5 }, dt):to(d) + 3 end, TOL[dt] or 0)
+    compare("mul float " .. dt, function(d) return data({ 5, 5 }, dt):to(d) * 0.5 end, TOL[dt] or 0)
+    compare("int pow", function(d) return data({ 5 }, "int64"):to(d):pow(3) end)
+    compare("add_ " .. dt, function(d)
+      local x = data({ 3, 4 }, dt):to(d)
+      x:add_(data({ 4 }, dt, 3):to(d))
+      return x
+    end, TOL[dt] or 0)
+  end
+  compare("x ** 0.5", function(d) return data({ 10 }):abs():to(d) ^ 0.5 end, 1e-6)
+end)
+
+local UNARY = { "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "sign", "floor",
+                "ceil", "round", "sin", "cos", "reciprocal", "square", "logical_not" }
+T.test("unary ops", function()
+  for _, dt in ipairs { "float32", "float64", "int64", "float16" } do
+    for _, op in ipairs(UNARY) do
+      compare(op .. " " .. dt, function(d)
+        local x = data({ 7, 9 }, dt):to(d):t()
+        return x[op](x)
+      end, (TOL[dt] or 0) * 4)
+    end
+  end
+  compare("relu_", function(d) local x = data({ 100 }):to(d); x:relu_(); return x end)
+end)
+
+T.test("reductions", function()
+  for _, dt in ipairs { "float32", "float64", "int64" } do
+    local tol = TOL[dt] or 0
+    for _, op in ipairs { "sum", "prod", "max", "min", "argmax", "argmin" } do
+      compare(op .. " all " .. dt, function(d)
+        local x = data({ 6, 7 }, dt):to(d)
+        return x[op](x)
+      end, tol)
+      for _, dim in ipairs { 1, 2, -1 } do
+        compare(op .. " dim " .. dim .. " " .. dt, function(d)
+          local x = data({ 6, 7, 3 }, dt):to(d):transpose(1, 3)
+          return (x[op](x, dim))
+        end, tol)
+      end
+    end
+    if dt ~= "int64" then
+      compare("mean " .. dt, function(d) return data({ 6, 7 }, dt):to(d):mean(2, true) end, tol)
+    end
+  end
+  compare("big sum", function(d) return data({ 1 << 20 }):to(d):sum() end, 1e-6)
+  compare("max with indices", function(d)
+    local v, i = data({ 5, 8 }):to(d):max(2)
+    return i
+  end)
+  local nan = ms.tensor({ 1, 0 / 0, 3 }):float()
+  same(nan:cuda():max(), nan:max(), 0, "NaN propagates")
+  same(nan:cuda():argmax(), nan:argmax(), 0, "NaN wins argmax")
+  T.raises(function() return data({ 3 }):cuda():var() end, "var", "not implemented for CUDA")
+end)
+
+T.test("matrix products through cuBLAS", function()
+  for _, dt in ipairs { "float32", "float64", "float16", "bfloat16" } do
+    local tol = (TOL[dt] or 0) * 10
+    compare("mm " .. dt, function(d) return data({ 33, 17 }, dt, 1):to(d):mm(data({ 17, 9 }, dt, 2):to(d)) end, tol)
+    compare("mm transposed " .. dt, function(d)
+      return data({ 17, 33 }, dt, 1):to(d):t():mm(data({ 9, 17 }, dt, 2):to(d):t())
+    end, tol)
+    compare("bmm " .. dt, function(d) return data({ 4, 5, 6 }, dt, 1):to(d):bmm(data({ 4, 6, 3 }, dt, 2):to(d)) end, tol)
+    compare("addmm " .. dt, function(d)
+      return data({ 7 }, dt, 3):to(d):addmm(data({ 5, 6 }, dt, 1):to(d), data({ 6, 7 }, dt, 2):to(d), { beta = 0.5, alpha = 2 })
+    end, tol)
+    compare("matmul batched " .. dt, function(d)
+      return data({ 2, 3, 5 }, dt, 1):to(d):matmul(data({ 5, 4 }, dt, 2):to(d))
+    end, tol)
+  end
+  compare("linear", function(d)
+    return ms.linear(data({ 8, 20 }, "float32", 1):to(d), data({ 10, 20 }, "float32", 2):to(d), data({ 10 }, "float32", 3):to(d))
+  end, 1e-5)
+  compare("mm with a broadcast operand", function(d)
+    return data({ 4, 3 }, "float32", 1):to(d):mm(data({ 3, 1 }, "float32", 2):expand(3, 5):to(d))
+  end, 1e-5)
+  T.raises(function() return data({ 2, 2 }, "int64"):cuda():mm(data({ 2, 2 }, "int64"):cuda()) end,
+    "mm", "int64", "not implemented for CUDA")
+end)
+
+T.test("ops without a CUDA kernel raise, never read device memory", function()
+  local g = data({ 3, 4 }):cuda()
+  T.raises(function() return g:clamp(0, 1) end, "clamp", "not implemented for CUDA tensors yet")
+  T.raises(function() return g:index_select(1, ms.tensor({ 1 })) end, "not implemented for CUDA")
+end)
+
+T.test("memory statistics and the caching allocator", function()
+  collectgarbage()
+  ms.cuda.empty_cache()
+  local before = ms.cuda.memory_allocated()
+  local x = ms.zeros(1 << 20, { device = "cuda" }) -- 4 MiB
+  T.eq(ms.cuda.memory_allocated() - before, 4 << 20)
+  T.truthy(ms.cuda.max_memory_allocated() >= before + (4 << 20))
+  local reserved = ms.cuda.memory_reserved()
+  x = nil
+  collectgarbage()
+  T.eq(ms.cuda.memory_allocated(), before)
+  T.eq(ms.cuda.memory_reserved(), reserved) -- cached, not returned
+  local y = ms.zeros(1 << 20, { device = "cuda:0" })
+  T.eq(ms.cuda.memory_reserved(), reserved) -- reused
+  y = nil
+  collectgarbage()
+  ms.cuda.empty_cache()
+  T.truthy(ms.cuda.memory_reserved() < reserved)
+  local s = ms.cuda.memory_stats(0)
+  T.eq(s.device, "cuda:0")
+  T.truthy(s.allocations >= 2)
+end)
+
+T.test("events time work in milliseconds; devices and names", function()
+  local start, stop = ms.cuda.Event({ enable_timing = true }), ms.cuda.Event({ enable_timing = true })
+  start:record()
+  local a = ms.randn(512, 512):cuda()
+  for _ = 1, 10 do a = a:mm(a):mul(1e-3) end
+  stop:record()
+  stop:synchronize()
+  local ms_elapsed = start:elapsed_time(stop)
+  T.truthy(ms_elapsed > 0 and ms_elapsed < 60000, tostring(ms_elapsed))
+  T.eq(stop:query(), true)
+  local plain = ms.cuda.Event()
+  plain:record()
+  T.raises(function() return start:elapsed_time(plain) end, "enable_timing")
+  T.raises(function() return ms.cuda.Event():elapsed_time(stop) end, "elapsed_time")
+  ms.cuda.synchronize()
+  ms.cuda.set_device(0)
+  T.eq(ms.cuda.current_device(), 0)
+  T.truthy(#ms.cuda.get_device_name(0) > 0)
+  T.raises(function() ms.cuda.set_device(ms.cuda.device_count()) end, "invalid CUDA device")
+end)
+
+local F = require "moonshard.functional"
+
+-- The output and the input gradients of fn on both devices; `inputs` are CPU tensors.
+local function compare_grad(what, inputs, fn, tol)
+  local results = {}
+  for _, d in ipairs { "cpu", DEV } do
+    local xs = {}
+    for i, t in ipairs(inputs) do
+      xs[i] = t:to(d):detach() -- a fresh leaf on either device
+      if t:is_floating_point() then xs[i].requires_grad = true end
+    end
+    local y = fn(table.unpack(xs))
+    ms.manual_seed(7)
+    local w = ms.randn(y:size()):to(d)
+    ;(y * w):sum():backward()
+    results[d] = { y = y, xs = xs }
+  end
+  same(results[DEV].y:detach(), results.cpu.y:detach(), tol, what)
+  for i, t in ipairs(inputs) do
+    if t:is_floating_point() then
+      same(results[DEV].xs[i].grad, results.cpu.xs[i].grad, tol, what .. " grad " .. i)
+    end
+  end
+end
+
+T.test("softmax, log_softmax, dropout, losses, pooling, conv2d: forward and backward", function()
+  for _, dt in ipairs { "float32", "float64" } do
+    local tol = dt == "float32" and 1e-5 or 1e-12
+    for _, dim in ipairs { 2, 1, 3 } do
+      compare_grad("softmax " .. dt, { data({ 4, 10, 3 }, dt) }, function(x) return F.softmax(x, dim) end, tol)
+      compare_grad("log_softmax " .. dt, { data({ 4, 10, 3 }, dt) }, function(x) return F.log_softmax(x, dim) end, tol)
+    end
+    local target = ms.tensor({ 1, 10, 3, 3, 7, 2 })
+    for _, red in ipairs { "mean", "sum", "none" } do
+      compare_grad("nll_loss " .. red, { F.log_softmax(data({ 6, 10 }, dt), 2) },
+        function(x) return F.nll_loss(x, target:to(x.device), { reduction = red }) end, tol)
+      compare_grad("cross_entropy " .. red, { data({ 6, 10 }, dt) },
+        function(x) return F.cross_entropy(x, target:to(x.device), { reduction = red, label_smoothing = 0.1 }) end, tol)
+    end
+    local cw = data({ 10 }, dt):abs()
+    compare_grad("nll_loss weighted, ignore_index", { F.log_softmax(data({ 6, 10 }, dt), 2) },
+      function(x) return F.nll_loss(x, target:to(x.device), { weight = cw:to(x.device), ignore_index = 3 }) end, tol)
+    compare_grad("mse_loss " .. dt, { data({ 5, 4 }, dt, 1), data({ 5, 4 }, dt, 2) }, F.mse_loss, tol)
+    compare_grad("max_pool2d " .. dt, { data({ 2, 3, 9, 8 }, dt) }, function(x) return F.max_pool2d(x, 2) end, tol)
+    compare_grad("max_pool2d strided, padded " .. dt, { data({ 2, 3, 9, 8 }, dt) },
+      function(x) return F.max_pool2d(x, 3, { stride = 2, padding = 1 }) end, tol)
+    for _, c in ipairs { { 1, 0, 1 }, { 2, 1, 1 }, { 1, 2, 2 } } do -- stride, padding, groups
+      compare_grad(("conv2d %s stride %d pad %d groups %d"):format(dt, c[1], c[2], c[3]),
+        { data({ 2, 4, 11, 10 }, dt, 1), data({ 6, 4 / c[3], 3, 3 }, dt, 2), data({ 6 }, dt, 3) },
+        function(x, w, b) return F.conv2d(x, w, b, { stride = c[1], padding = c[2], groups = c[3] }) end,
+        dt == "float32" and 1e-4 or 1e-10)
+    end
+  end
+  -- the same seed draws the same dropout mask on either device
+  for _, p in ipairs { 0.25, 0.5 } do
+    compare("dropout p=" .. p, function(d)
+      local x = data({ 37, 53 }):to(d)
+      ms.manual_seed(1234)
+      return F.dropout(x, p)
+    end, 0)
+  end
+  compare_grad("dropout backward", { data({ 8, 9 }) }, function(x)
+    ms.manual_seed(99)
+    return F.dropout(x, 0.3)
+  end, 1e-6)
+  T.raises(function() return F.nll_loss(data({ 2, 3 }):cuda(), ms.tensor({ 1, 2 })) end, "same device")
+  T.raises(function() return F.nll_loss(data({ 2, 3 }):cuda(), ms.tensor({ 1, 9 }):cuda()) end,
+    "nll_loss", "out of bounds")
+  T.raises(function() return F.avg_pool2d(data({ 1, 1, 4, 4 }):cuda(), 2) end, "avg_pool2d", "not implemented for CUDA")
+end)
+
+T.test("Adadelta on CUDA: the CPU's update", function()
+  local optim = require "moonshard.optim"
+  local ps = {}
+  for _, d in ipairs { "cpu", DEV } do
+    local p = data({ 50, 7 }):to(d)
+    p.requires_grad = true
+    local opt = optim.Adadelta({ p }, { lr = 1.0, weight_decay = 0.01 })
+    for step = 1, 3 do
+      opt:zero_grad()
+      ;(p * data({ 50, 7 }, "float32", step)):sum():backward()
+      opt:step()
+    end
+    ps[d] = p
+  end
+  same(ps[DEV]:detach(), ps.cpu:detach(), 1e-6, "params after 3 steps")
+  T.raises(function()
+    local p = data({ 3 }):cuda()
+    p.requires_grad = true
+    local opt = optim.SGD({ p }, { lr = 0.1 })
+    p:sum():backward()
+    opt:step()
+  end, "not implemented for CUDA")
+end)
+
+T.test("one training step of the seed's Net: CUDA against the CPU", function()
+  local optim = require "moonshard.optim"
+  local Net = require "moonshard.seed_net"
+  local params = {}
+  for _, d in ipairs { "cpu", DEV } do
+    ms.manual_seed(1)
+    local model = Net():to(d)
+    local opt = optim.Adadelta(model:parameters(), { lr = 1.0 })
+    local x, y = data({ 16, 1, 28, 28 }, "float32", 5):to(d), ms.randint(1, 11, { 16 }):to(d)
+    for _ = 1, 2 do
+      ms.manual_seed(42) -- the dropout masks
+      local loss = F.nll_loss(model(x), y)
+      opt:zero_grad()
+      loss:backward()
+      opt:step()
+    end
+    params[d] = model:parameters()
+  end
+  for i, p in ipairs(params.cpu) do same(params[DEV][i]:detach(), p:detach(), 1e-3, "parameter " .. i) end
+end)
+
+T.finish()
