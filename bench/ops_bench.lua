@@ -193,7 +193,7 @@ for _, c in ipairs(cases) do
     ms.set_num_threads(t)
     report(c.id, t, time_call(fn), work)
   end
-  fn = nil -- luacheck: ignore (drops the case's tensors before the next one)
+  fn, work = nil, nil -- the case's tensors go before the next case allocates its own
   collectgarbage()
   ::next_case::
 end

@@ -47,7 +47,7 @@ peak_bin="$build/bench/sgemm_bench"
 for f in "$moonshard" "$peak_bin"; do
   [ -x "$f" ] || { echo "run.sh: $f is missing: build first (README.md)" >&2; exit 1; }
 done
-python=/usr/bin/python3
+python=${MS_BENCH_PYTHON:-/usr/bin/python3} # Debian's python3-torch lives there
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
