@@ -91,11 +91,10 @@ have_torch=0
 tuned_env=(env MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=17179869184)
 q=(); [ "$quick" = 1 ] && q=(--quick)
 
-{
-  echo "# moonshard bench: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')," \
-    "$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)), load $(cut -d' ' -f1-3 /proc/loadavg)," \
-    "parts $parts, repeat $repeat$([ "$quick" = 1 ] && echo ', quick')"
-} | tee "$tmp/header"
+# The load average tells how much other work shared the cores: say it with the numbers.
+echo "# moonshard bench: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')," \
+  "$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)), load $(cut -d' ' -f1-3 /proc/loadavg)," \
+  "parts $parts, repeat $repeat$([ "$quick" = 1 ] && echo ', quick')"
 
 for ((r = 1; r <= repeat; r++)); do
   run_part peak "" "$peak_bin" --peak
