@@ -1,6 +1,7 @@
 /* sgemm_bench.c: how fast is ms_k_sgemm/ms_k_dgemm on this machine? Measures the core's FP32 FMA
  * peak with a register-only loop, then GEMM GFLOP/s on square sizes with 1 and 2 threads, as a
- * share of that peak and, when libopenblas.so.0 can be loaded, next to OpenBLAS. See README.md. */
+ * share of that peak and, when libopenblas.so.0 can be loaded, next to OpenBLAS. See README.md.
+ * `sgemm_bench --peak` prints only the peaks (FMA and a streaming copy) as bench/run.sh's lines. */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
 
@@ -84,21 +85,64 @@ static void peak_member(void *ctx, int t, int nt) {
   if (s == 42.0) j->sink = s; /* the result is "used" */
 }
 
-/* FP32 GFLOP/s of `threads` cores running the FMA loop at once. */
-static double measure_peak(const char *isa, int threads) {
+/* FP32 GFLOP/s of `threads` cores running the FMA loop at once, best of `reps` runs (more of them
+ * find a quiet moment on a shared machine). */
+static double measure_peak(const char *isa, int threads, int reps) {
   int wide = strcmp(isa, "avx512") == 0, avx2 = strcmp(isa, "avx2") == 0;
   double lanes = wide ? 16 : avx2 ? 8 : 1;
   double chains = wide ? AVX512_CHAINS : avx2 ? AVX2_CHAINS : SCALAR_CHAINS;
   double iters = wide || avx2 ? PEAK_ITERS : PEAK_ITERS / 8;
   peak_job job = {isa, 0};
   double best = 0;
-  for (int rep = 0; rep < 3; rep++) {
+  for (int rep = 0; rep < reps; rep++) {
     double t0 = now();
     ms_k_parallel_team(threads, peak_member, &job);
     double g = threads * iters * chains * lanes * 2 / (now() - t0) / 1e9;
     if (g > best) best = g;
   }
   return best;
+}
+
+/* ---- memory bandwidth: each thread memcpy's its own buffers, far larger than the caches ---------- */
+
+#define COPY_BYTES ((size_t)64 << 20) /* per thread and buffer: several times any L3 */
+
+typedef struct {
+  char *src[2], *dst[2];
+} copy_job;
+
+static void copy_member(void *ctx, int t, int nt) {
+  (void)nt;
+  copy_job *j = ctx;
+  memcpy(j->dst[t], j->src[t], COPY_BYTES);
+}
+
+/* GB/s of `threads` threads copying at once, counting bytes read plus bytes written (as STREAM's
+ * copy does), best of 5 after a pass that faults the pages in. */
+static double measure_copy(int threads) {
+  copy_job job;
+  for (int t = 0; t < threads; t++) {
+    job.src[t] = aligned_alloc(64, COPY_BYTES), job.dst[t] = aligned_alloc(64, COPY_BYTES);
+    memset(job.src[t], t + 1, COPY_BYTES), memset(job.dst[t], 0, COPY_BYTES);
+  }
+  double best = 0;
+  for (int rep = 0; rep < 6; rep++) {
+    double t0 = now();
+    ms_k_parallel_team(threads, copy_member, &job);
+    double g = threads * 2.0 * COPY_BYTES / (now() - t0) / 1e9;
+    if (rep > 0 && g > best) best = g;
+  }
+  for (int t = 0; t < threads; t++) free(job.src[t]), free(job.dst[t]);
+  return best;
+}
+
+/* bench/run.sh's peak part: "BENCH peak <id> key=value ..." lines, see bench/README.md. */
+static int print_peaks(void) {
+  const char *isa = ms_k_gemm_isa();
+  for (int t = 1; t <= 2; t++)
+    printf("BENCH peak fma/t%d gflops=%.1f isa=%s\n", t, measure_peak(isa, t, 8), isa);
+  for (int t = 1; t <= 2; t++) printf("BENCH peak copy/t%d gbs=%.2f\n", t, measure_copy(t));
+  return 0;
 }
 
 /* ---- GEMM timing ----------------------------------------------------------------------------- */
@@ -189,6 +233,7 @@ static void bench_size(const char *name, int n, int dp, int threads, double peak
 
 int main(int argc, char **argv) {
   int sizes[16] = {256, 512, 1024, 1536, 2048}, nsizes = 5;
+  if (argc == 2 && strcmp(argv[1], "--peak") == 0) return print_peaks();
   if (argc > 1) { /* sgemm_bench [n ...]: only these sizes */
     nsizes = 0;
     for (int i = 1; i < argc && nsizes < 16; i++) sizes[nsizes++] = atoi(argv[i]);
@@ -199,7 +244,7 @@ int main(int argc, char **argv) {
          ob.sgemm ? "loaded" : "not found (libopenblas.so.0)");
   double peak[3] = {0};
   for (int t = 1; t <= 2; t++) {
-    peak[t] = measure_peak(isa, t);
+    peak[t] = measure_peak(isa, t, 3);
     printf("peak fp32 fma isa=%s threads=%d %.1f GFLOP/s\n", isa, t, peak[t]);
   }
   for (int s = 0; s < nsizes; s++)

@@ -127,6 +127,7 @@ local function train(args, model, rank, device, train_loader, optimizer, epoch, 
   if rank == 0 then
     print(("Train Epoch: %d \tLoss: %.6f"):format(epoch, total[1] / total[2]))
   end
+  return count
 end
 
 -- The test batch goes through the model in chunks of this many samples: the same sums as one
@@ -161,6 +162,27 @@ local function test(args, model, rank, device, test_loader)
       total[1] / total[3], math.tointeger(total[2]) or total[2], math.tointeger(total[3]) or total[3],
       100 * total[2] / total[3]))
   end
+  return count, 100 * total[2] / total[3]
+end
+
+-- ---- bench/run.sh's hook: with MS_BENCH_REPORT=1 each rank prints one machine-readable line ------
+
+-- Seconds this rank has spent blocked on FSDP's collectives (the exposed communication), where
+-- fsdp.comm_stats exists; nil otherwise.
+local function comm_wait_seconds(model)
+  local stats_fn = rawget(fsdp, "comm_stats")
+  local ok, stats = pcall(function() return type(stats_fn) == "function" and stats_fn(model) or nil end)
+  return ok and type(stats) == "table" and tonumber(stats.wait_seconds) or nil
+end
+
+local function bench_report(rank, world_size, model, t)
+  local status = io.open("/proc/self/status")
+  local hwm = status and status:read("a"):match("VmHWM:%s*(%d+)") or "n/a"
+  if status then status:close() end
+  local exposed = t.train_wait and ("%.4f"):format(t.train_wait) or "n/a"
+  io.write(("BENCH-RANK fsdp rank=%d world=%d train_s=%.4f test_s=%.4f train_samples=%d test_samples=%d vmhwm_kb=%s exposed_comm_s=%s accuracy=%.2f\n"):format(
+    rank, world_size, t.train_s, t.test_s, t.train_n, t.test_n, hwm, exposed, t.accuracy or 0))
+  io.stdout:flush()
 end
 
 -- ---- one rank ------------------------------------------------------------------------------------
@@ -216,9 +238,16 @@ local function fsdp_main(rank, world_size, args)
   local scheduler = optim.lr_scheduler.StepLR(optimizer, { step_size = 1, gamma = args.gamma })
 
   local start = ms.perf_counter()
+  local times = { train_s = 0, test_s = 0, train_n = 0, test_n = 0 } -- this rank's, for the bench
   for epoch = 1, args.epochs do
-    train(args, model, rank, device, train_loader, optimizer, epoch, sampler1)
-    test(args, model, rank, device, test_loader)
+    local w0, t0 = comm_wait_seconds(model), ms.perf_counter()
+    times.train_n = times.train_n + train(args, model, rank, device, train_loader, optimizer, epoch, sampler1)
+    local t1, w1 = ms.perf_counter(), comm_wait_seconds(model)
+    if w0 and w1 then times.train_wait = (times.train_wait or 0) + (w1 - w0) end
+    local tested
+    tested, times.accuracy = test(args, model, rank, device, test_loader)
+    times.test_n = times.test_n + tested
+    times.train_s, times.test_s = times.train_s + (t1 - t0), times.test_s + (ms.perf_counter() - t1)
     scheduler:step()
   end
   local elapsed = ms.perf_counter() - start
@@ -227,6 +256,7 @@ local function fsdp_main(rank, world_size, args)
     print(("elapsed time: %.3fsec"):format(elapsed))
     print(tostring(model))
   end
+  if os.getenv("MS_BENCH_REPORT") == "1" then bench_report(rank, world_size, model, times) end
 
   if args["save-model"] then
     dist.barrier() -- every rank is done training

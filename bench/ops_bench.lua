@@ -1,0 +1,199 @@
+-- ops_bench.lua: per-op microbenchmarks of the engine at the seed's shapes (SGEMM, conv2d forward
+-- and both backwards, max_pool2d, relu, log_softmax+nll_loss, the Adadelta step), each timed
+-- through the Lua face as training calls it, printed as bench/run.sh's "BENCH ops ..." lines.
+--   build/moonshard bench/ops_bench.lua [--quick] [--threads 1,2] [--only PATTERN]
+--                                       [fma1=G fma2=G copy1=G copy2=G]
+-- --only keeps the ops whose id matches the Lua pattern (e.g. "conv2d_fwd", "b64").
+-- The peaks (GFLOP/s of the FMA loop, GB/s of a streaming copy, per thread count) come from
+-- `build/bench/sgemm_bench --peak`; without them pct_peak is "n/a".
+local ms = require "moonshard"
+local F = require "moonshard.functional"
+local optim = require "moonshard.optim"
+local Net = require "moonshard.seed_net"
+
+local opts = { quick = false, threads = { 1, 2 }, peak = {}, only = nil }
+do
+  local i = 1
+  while i <= #arg do
+    local a = arg[i]
+    local key, value = a:match("^(%w+)=(.+)$")
+    if a == "--quick" then
+      opts.quick = true
+    elseif a == "--threads" then
+      opts.threads = {}
+      for t in (arg[i + 1] or ""):gmatch("%d+") do opts.threads[#opts.threads + 1] = math.tointeger(t) end
+      i = i + 1
+    elseif a == "--only" then
+      opts.only = arg[i + 1] or error("ops_bench.lua: --only needs a pattern", 0)
+      i = i + 1
+    elseif key and tonumber(value) then
+      opts.peak[key] = tonumber(value)
+    else
+      error(("ops_bench.lua: unknown argument %q"):format(a), 0)
+    end
+    i = i + 1
+  end
+end
+
+-- A sample is a run of `inner` back-to-back calls lasting about `sample_s`, so short ops are not
+-- lost in the clock's resolution; the result is the median sample, after warm-up calls.
+local SAMPLE_S = opts.quick and 0.005 or 0.05
+local SAMPLES = opts.quick and 1 or 9
+local WARMUP = opts.quick and 1 or 3
+
+local function median(xs)
+  table.sort(xs)
+  local n = #xs
+  return n % 2 == 1 and xs[(n + 1) // 2] or (xs[n // 2] + xs[n // 2 + 1]) / 2
+end
+
+-- Seconds per call of fn(), median over samples.
+local function time_call(fn)
+  local t0 = ms.perf_counter()
+  for _ = 1, WARMUP do fn() end
+  local per = (ms.perf_counter() - t0) / WARMUP
+  local inner = math.max(1, math.floor(SAMPLE_S / math.max(per, 1e-7)))
+  local samples = {}
+  for s = 1, SAMPLES do
+    t0 = ms.perf_counter()
+    for _ = 1, inner do fn() end
+    samples[s] = (ms.perf_counter() - t0) / inner
+  end
+  return median(samples)
+end
+
+local function fmt_pct(v, peak)
+  return peak and ("%.1f"):format(100 * v / peak) or "n/a"
+end
+
+-- One line per measurement: id, then GFLOP/s (flops given) or GB/s (bytes given), % of the peak
+-- with the same thread count, milliseconds per call.
+local function report(id, t, s, work)
+  local line
+  if work.flops then
+    local g = work.flops / s / 1e9
+    line = ("BENCH ops %s/t%d gflops=%.2f pct_peak=%s ms=%.4f"):format(id, t, g, fmt_pct(g, opts.peak["fma" .. t]), s * 1e3)
+  else
+    local g = work.bytes / s / 1e9
+    line = ("BENCH ops %s/t%d gbs=%.2f pct_peak=%s ms=%.4f"):format(id, t, g, fmt_pct(g, opts.peak["copy" .. t]), s * 1e3)
+  end
+  print(line)
+  io.stdout:flush()
+end
+
+-- ---- the benchmarks: each returns fn (one call) and its work ------------------------------------
+-- Work counts: a GEMM or convolution is 2 multiply-adds' flops per MAC (bias and activation not
+-- counted); a memory-bound op counts the float32 bytes it must read plus those it must write.
+
+local cases = {}
+local function case(id, make) cases[#cases + 1] = { id = id, make = make } end
+
+-- SGEMM C (m x n) = A (m x k) B (k x n); B given as its transpose where the layer stores it so.
+local function sgemm(m, k, n, b_transposed)
+  return function()
+    local a = ms.randn(m, k)
+    local b = b_transposed and ms.randn(n, k):t() or ms.randn(k, n)
+    return function() return a:mm(b) end, { flops = 2.0 * m * k * n }
+  end
+end
+case("sgemm/1024x1024x1024", sgemm(1024, 1024, 1024))
+-- fc1 (9216 -> 128): forward x W^T, grad-input gout W, grad-weight gout^T x; batch 64 and 1000
+case("sgemm/fc1_fwd_b64/64x9216x128", sgemm(64, 9216, 128, true))
+case("sgemm/fc1_gin_b64/64x128x9216", sgemm(64, 128, 9216))
+case("sgemm/fc1_gw_b64/128x64x9216", function()
+  local gout, x = ms.randn(64, 128), ms.randn(64, 9216)
+  return function() return gout:t():mm(x) end, { flops = 2.0 * 128 * 64 * 9216 }
+end)
+case("sgemm/fc1_fwd_b1000/1000x9216x128", sgemm(1000, 9216, 128, true))
+
+-- conv2d at the seed's layers: conv1 1->32 on 28x28, conv2 32->64 on 26x26, 3x3, stride 1.
+local CONVS = { { name = "conv1", c = 1, o = 32, hw = 28 }, { name = "conv2", c = 32, o = 64, hw = 26 } }
+for _, batch in ipairs({ 64, 1000 }) do
+  for _, L in ipairs(CONVS) do
+    local oh = L.hw - 2
+    local flops = 2.0 * batch * L.o * oh * oh * L.c * 9
+    local tag = ("%s_b%d"):format(L.name, batch)
+    case("conv2d_fwd/" .. tag, function()
+      local x, w, b = ms.randn(batch, L.c, L.hw, L.hw), ms.randn(L.o, L.c, 3, 3), ms.randn(L.o)
+      local _ <close> = ms.no_grad()
+      return function() return F.conv2d(x, w, b) end, { flops = flops }
+    end)
+    -- Each backward alone: only the wanted input requires grad, so the node computes only it.
+    for _, which in ipairs({ "gin", "gw" }) do
+      case(("conv2d_%s/%s"):format(which, tag), function()
+        local x, w = ms.randn(batch, L.c, L.hw, L.hw), ms.randn(L.o, L.c, 3, 3)
+        local wanted = which == "gin" and x or w
+        wanted:requires_grad_()
+        local y = F.conv2d(x, w)
+        local gout = ms.randn(batch, L.o, oh, oh)
+        return function()
+          wanted.grad = nil
+          y:backward(gout, { retain_graph = true })
+        end, { flops = flops }
+      end)
+    end
+  end
+end
+
+-- The memory-bound layers at batch 64 on conv2's output (64, 64, 24, 24), as in training.
+local ACT = { 64, 64, 24, 24 }
+local ACT_BYTES = 4.0 * 64 * 64 * 24 * 24
+case("relu_fwd/64x64x24x24", function()
+  local x = ms.randn(table.unpack(ACT))
+  local _ <close> = ms.no_grad()
+  return function() return F.relu(x) end, { bytes = 2 * ACT_BYTES }
+end)
+-- Forward as in training (grad enabled, the winners' indices kept); bytes: input + output floats.
+case("max_pool2d_fwd/64x64x24x24", function()
+  local x = ms.randn(table.unpack(ACT)):requires_grad_()
+  return function() return F.max_pool2d(x, 2) end, { bytes = ACT_BYTES * 1.25 }
+end)
+case("max_pool2d_bwd/64x64x24x24", function()
+  local x = ms.randn(table.unpack(ACT)):requires_grad_()
+  local y = F.max_pool2d(x, 2)
+  local g = ms.randn(y:size())
+  return function()
+    x.grad = nil
+    y:backward(g, { retain_graph = true })
+  end, { bytes = ACT_BYTES * 1.25 }
+end)
+-- log_softmax + nll_loss (sum) forward and backward on the (N, 10) logits: bytes of logits read,
+-- log-probabilities written and read back, gradient written (N x 10 floats each).
+for _, batch in ipairs({ 64, 1000 }) do
+  case(("log_softmax_nll_fwdbwd/b%d"):format(batch), function()
+    local z = ms.randn(batch, 10):requires_grad_()
+    local target = ms.randint(1, 11, { batch })
+    return function()
+      z.grad = nil
+      F.nll_loss(F.log_softmax(z, 2), target, { reduction = "sum" }):backward()
+    end, { bytes = 4.0 * batch * 10 * 4 }
+  end)
+end
+-- The fused Adadelta step over the seed Net's 8 parameters (1,199,882 floats): reads param, grad,
+-- square_avg, acc_delta, writes param, square_avg, acc_delta.
+case("adadelta_step/seed_net_1.2M", function()
+  local net = Net()
+  local numel = 0
+  for _, p in ipairs(net:parameters()) do numel = numel + p:numel() end
+  local opt = optim.Adadelta(net:parameters(), { lr = 1.0 })
+  F.nll_loss(net(ms.randn(2, 1, 28, 28)), ms.randint(1, 11, { 2 })):backward()
+  opt:step() -- the state exists before timing
+  return function() opt:step() end, { bytes = 4.0 * 7 * numel }
+end)
+
+-- ---- run ------------------------------------------------------------------------------------------
+
+print(("# ops_bench: %s, threads %s, %d samples of ~%g s after %d warm-up calls"):format(
+  opts.quick and "quick" or "full", table.concat(opts.threads, ","), SAMPLES, SAMPLE_S, WARMUP))
+ms.manual_seed(1)
+for _, c in ipairs(cases) do
+  if opts.only and not c.id:find(opts.only) then goto next_case end
+  local fn, work = c.make()
+  for _, t in ipairs(opts.threads) do
+    ms.set_num_threads(t)
+    report(c.id, t, time_call(fn), work)
+  end
+  fn, work = nil, nil -- the case's tensors go before the next case allocates its own
+  collectgarbage()
+  ::next_case::
+end
