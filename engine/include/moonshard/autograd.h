@@ -112,6 +112,14 @@ ms_tensor *ms_tensor_detach(ms_tensor *t);
  * With retain_graph false, every node's saved state is freed as the walk passes it. */
 ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph);
 
+/* Queues fn(ctx) to run once the current ms_backward's graph walk has completed: callbacks run
+ * in queue order (one queued while callbacks run joins the end of the queue), before backward
+ * returns; the first failing callback's error becomes backward's error and the rest are dropped.
+ * Meant for hooks (FSDP finishes its units' gradient reductions this way). An error outside a
+ * backward. After a failed walk the queued callbacks are dropped without running, so a ctx
+ * must not need freeing by its callback. */
+ms_status ms_autograd_queue_callback(ms_status (*fn)(void *ctx), void *ctx);
+
 /* Hooks; each returns a handle (> 0) for removal, or 0 with an error. The ctx is freed with
  * free_ctx (may be NULL) when the hook is removed or its node dies. */
 int ms_tensor_register_hook(ms_tensor *t, ms_grad_hook_fn fn, void *ctx, ms_hook_ctx_free free_ctx);

@@ -141,6 +141,44 @@ static ms_status run_node(ms_node *n, node_list *ready, bool retain_graph) {
   return st;
 }
 
+/* ---- end-of-backward callbacks ---------------------------------------------------------------- */
+
+typedef struct callback {
+  ms_status (*fn)(void *ctx);
+  void *ctx;
+} callback;
+
+typedef struct callback_queue {
+  callback *items;
+  int count, cap;
+} callback_queue;
+
+/* The queue of the innermost ms_backward running on this thread (a hook may run a backward). */
+static _Thread_local callback_queue *current_callbacks;
+
+ms_status ms_autograd_queue_callback(ms_status (*fn)(void *ctx), void *ctx) {
+  callback_queue *q = current_callbacks;
+  if (!fn) return ms_error(MS_ERR_ARG, "autograd_queue_callback: fn must be a function, got NULL");
+  if (!q)
+    return ms_error(MS_ERR_RUNTIME, "autograd_queue_callback: no backward is running (callbacks are "
+                    "queued from hooks during a backward)");
+  if (q->count == q->cap) {
+    int cap = q->cap ? 2 * q->cap : 8;
+    callback *items = realloc(q->items, (size_t)cap * sizeof *items);
+    if (!items) return ms_error(MS_ERR_MEMORY, "autograd_queue_callback: out of memory");
+    q->items = items, q->cap = cap;
+  }
+  q->items[q->count++] = (callback){fn, ctx};
+  return MS_OK;
+}
+
+/* Runs the queue in order; the count is re-read because a callback may queue another. */
+static ms_status run_callbacks(callback_queue *q) {
+  ms_status st = MS_OK;
+  for (int i = 0; st == MS_OK && i < q->count; i++) st = q->items[i].fn(q->items[i].ctx);
+  return st;
+}
+
 static ms_tensor *root_gradient(ms_tensor *root, ms_tensor *grad) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
   if (!grad) {
@@ -167,6 +205,8 @@ ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph) {
   if (start) ms_node_retain(start);
   else start = ms_autograd_grad_accumulator(root);
   node_list visited = {0}, ready = {0};
+  callback_queue callbacks = {0}, *outer = current_callbacks;
+  current_callbacks = &callbacks;
   ms_status st = g && start ? MS_OK : MS_ERR_MEMORY;
   if (st == MS_OK) st = discover(start, atomic_fetch_add(&walk_counter, 1) + 1, &visited);
   if (st == MS_OK) {
@@ -175,6 +215,9 @@ ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph) {
     st = heap_push(&ready, start);
   }
   while (st == MS_OK && ready.count) st = run_node(heap_pop(&ready), &ready, retain_graph);
+  if (st == MS_OK) st = run_callbacks(&callbacks);
+  current_callbacks = outer;
+  free(callbacks.items);
   for (int64_t i = 0; i < visited.count; i++) /* after an error: drop half-summed gradients */
     for (int k = 0; k < MS_NODE_MAX_OUTPUTS; k++) {
       ms_tensor_release(visited.items[i]->grad_buf[k]);
