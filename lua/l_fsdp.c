@@ -3,6 +3,7 @@
  * state dicts; this file only moves bytes and runs collectives. */
 #include <string.h>
 
+#include "moonshard/autograd.h"
 #include "moonshard/dist.h"
 #include "moonshard/fsdp.h"
 #include "ms_lua.h"
@@ -47,8 +48,9 @@ static void push_retained(lua_State *L, ms_tensor *t) {
   ms_lua_push_tensor(L, t);
 }
 
-/* _fsdp.flat_param(params, strategy, group) -> fp, shard, {views}: params is a list of tensors
- * in registration order; the views replace them in their modules. */
+/* _fsdp.flat_param(params, strategy, group) -> fp, shard, {views}, {pieces}: params is a list
+ * of tensors in registration order; the views replace them in their modules during forward,
+ * the pieces (this rank's parts, fp->pieces) are what named_parameters gives. */
 static int l_flat_param(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   ms_fsdp_strategy strategy = check_strategy(L, 2);
@@ -71,7 +73,12 @@ static int l_flat_param(lua_State *L) {
     push_retained(L, u->fp->params[i]);
     lua_rawseti(L, -2, i + 1);
   }
-  return 3;
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    push_retained(L, u->fp->pieces[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 4;
 }
 
 static int fp_gather(lua_State *L) {
@@ -99,17 +106,39 @@ static int fp_update_shard(lua_State *L) {
   return 0;
 }
 
-/* True when a backward delivered some but not all of the unit's grads (then nothing was
- * reduced: a parameter that requires grad took no part in the loss). */
-static int fp_grads_incomplete(lua_State *L) {
-  ms_flat_param *fp = check_fp(L);
-  lua_pushboolean(L, fp->grads_pending != fp->grads_expected);
-  return 1;
-}
-
 static int fp_reset_pending(lua_State *L) {
   ms_flat_param_reset_pending(check_fp(L));
   return 0;
+}
+
+/* fp:set_no_sync(on): while on, backwards leave the grads in the params, accumulating. */
+static int fp_set_no_sync(lua_State *L) {
+  ms_flat_param *fp = check_fp(L);
+  luaL_checktype(L, 2, LUA_TBOOLEAN);
+  fp->no_sync = lua_toboolean(L, 2);
+  return 0;
+}
+
+static int fp_finish_backward(lua_State *L) {
+  ms_lua_check_status(L, ms_flat_param_finish_backward(check_fp(L)));
+  return 0;
+}
+
+static int fp_drop_unused_grad(lua_State *L) {
+  ms_flat_param_drop_unused_grad(check_fp(L));
+  return 0;
+}
+
+/* fp:piece_offsets() -> {o1, o2, ...}: where each piece starts in its flattened param (elements,
+ * from 0). */
+static int fp_piece_offsets(lua_State *L) {
+  ms_flat_param *fp = check_fp(L);
+  lua_createtable(L, fp->nparams, 0);
+  for (int i = 0; i < fp->nparams; i++) {
+    lua_pushinteger(L, fp->piece_offsets[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
 }
 
 /* fp:info() -> {numel =, padded =, shard_numel =, world =, rank =} */
@@ -124,6 +153,62 @@ static int fp_info(lua_State *L) {
   return 1;
 }
 
+/* ---- the root's end of backward ------------------------------------------------------------------ */
+
+/* The units of one root, finished together by one callback queued when the root's backward
+ * starts. The userdata's user value (the list of FlatParam userdata) keeps the units alive; no
+ * allocation per backward, so a failed backward that drops the callback leaks nothing. */
+typedef struct lua_finisher {
+  bool queued;
+  int n;
+  ms_flat_param *fps[];
+} lua_finisher;
+
+#define MS_FINISHER_MT "moonshard.FsdpFinisher"
+
+static ms_status finish_all(void *ctx) {
+  lua_finisher *f = ctx;
+  f->queued = false;
+  ms_status st = MS_OK;
+  for (int i = 0; st == MS_OK && i < f->n; i++) st = ms_flat_param_finish_backward(f->fps[i]);
+  return st;
+}
+
+/* _fsdp.finisher({fp, ...}) -> a finisher with :queue() (during a backward; once per backward)
+ * and :reset() (a new forward: a failed backward may have left it queued). */
+static int l_finisher(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int n = (int)luaL_len(L, 1);
+  lua_finisher *f = lua_newuserdatauv(L, sizeof *f + sizeof f->fps[0] * (size_t)n, 1);
+  f->queued = false;
+  f->n = 0;
+  for (int i = 0; i < n; i++) {
+    lua_geti(L, 1, i + 1);
+    lua_flat_param *u = luaL_testudata(L, -1, MS_FLAT_PARAM_MT);
+    if (!u || !u->fp) ms_lua_arg_error(L, 1, "fsdp.finisher", "units", "a list of flat parameters");
+    f->fps[f->n++] = u->fp;
+    lua_pop(L, 1);
+  }
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, 1);
+  luaL_setmetatable(L, MS_FINISHER_MT);
+  return 1;
+}
+
+static int finisher_queue(lua_State *L) {
+  lua_finisher *f = luaL_checkudata(L, 1, MS_FINISHER_MT);
+  if (f->queued) return 0;
+  ms_lua_check_status(L, ms_autograd_queue_callback(finish_all, f));
+  f->queued = true;
+  return 0;
+}
+
+static int finisher_reset(lua_State *L) {
+  lua_finisher *f = luaL_checkudata(L, 1, MS_FINISHER_MT);
+  f->queued = false;
+  return 0;
+}
+
 static int fp_gc(lua_State *L) {
   lua_flat_param *u = luaL_checkudata(L, 1, MS_FLAT_PARAM_MT);
   ms_flat_param_free(u->fp);
@@ -136,8 +221,13 @@ void ms_lua_open_fsdp(lua_State *L) {
       {"gather", fp_gather},           {"release", fp_release},
       {"is_gathered", fp_is_gathered}, {"reduce_grads", fp_reduce_grads},
       {"reset_pending", fp_reset_pending}, {"info", fp_info},
-      {"update_shard", fp_update_shard}, {"grads_incomplete", fp_grads_incomplete},
+      {"update_shard", fp_update_shard},
+      {"set_no_sync", fp_set_no_sync}, {"finish_backward", fp_finish_backward},
+      {"drop_unused_grad", fp_drop_unused_grad}, {"piece_offsets", fp_piece_offsets},
       {NULL, NULL},
+  };
+  static const luaL_Reg finisher_methods[] = {
+      {"queue", finisher_queue}, {"reset", finisher_reset}, {NULL, NULL},
   };
   luaL_newmetatable(L, MS_FLAT_PARAM_MT);
   luaL_newlib(L, methods);
@@ -145,8 +235,14 @@ void ms_lua_open_fsdp(lua_State *L) {
   lua_pushcfunction(L, fp_gc);
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
-  lua_createtable(L, 0, 1);
+  luaL_newmetatable(L, MS_FINISHER_MT);
+  luaL_newlib(L, finisher_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+  lua_createtable(L, 0, 2);
   lua_pushcfunction(L, l_flat_param);
   lua_setfield(L, -2, "flat_param");
+  lua_pushcfunction(L, l_finisher);
+  lua_setfield(L, -2, "finisher");
   lua_setfield(L, -3, "_fsdp"); /* module at -2 before the push */
 }

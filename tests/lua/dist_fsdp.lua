@@ -119,13 +119,31 @@ case("repr of FSDP(Net()) and with the 20000 policy", function()
   T.eq(tostring(fsdp.FSDP(Net())), REPRS.whole)
   local model = fsdp.FSDP(Net(), {auto_wrap_policy = fsdp.size_based_auto_wrap_policy{min_num_params = 20000}})
   T.eq(tostring(model), REPRS.min_20000)
-  local got = {}
-  for name, p in model:named_parameters() do got[#got + 1] = name .. " " .. p:numel() end
-  local function shard(n) return (n + W - 1) // W end
-  T.same(got, {
-    "_fsdp_wrapped_module.flat_param " .. shard(320 + 18496 + 1290),
-    "_fsdp_wrapped_module._fpw_module.fc1._fsdp_wrapped_module.flat_param " .. shard(1179776),
-  })
+  -- the original names, each with this rank's piece of its unit's flat parameter (laid out in
+  -- registration order, padded, rank R holding [R*S, (R+1)*S) with S = ceil(total / W))
+  local function piece(offset, n, total)
+    local S = (total + W - 1) // W
+    return math.max(math.min(offset + n, (R + 1) * S) - math.max(offset, R * S), 0)
+  end
+  local root, fc1 = 320 + 18496 + 1290, 1179776
+  local want = {
+    { "conv1.weight", piece(0, 288, root) }, { "conv1.bias", piece(288, 32, root) },
+    { "conv2.weight", piece(320, 18432, root) }, { "conv2.bias", piece(18752, 64, root) },
+    { "fc1.weight", piece(0, 1179648, fc1) }, { "fc1.bias", piece(1179648, 128, fc1) },
+    { "fc2.weight", piece(18816, 1280, root) }, { "fc2.bias", piece(20096, 10, root) },
+  }
+  local got, numels = {}, {}
+  for name, p in model:named_parameters() do
+    got[#got + 1] = { name, p:numel() }
+    numels[#numels + 1] = p:numel()
+    T.eq(p.ndim, 1, name .. " is a 1-D piece")
+    T.truthy(p.requires_grad, name .. " requires grad")
+  end
+  T.same(got, want)
+  -- the pieces of all ranks together are the whole parameters
+  local total = ms.tensor(numels, { dtype = "int64" })
+  dist.all_reduce(total)
+  T.same(total:tolist(), { 288, 32, 18432, 64, 1179648, 128, 1280, 10 })
 end)
 
 case("refused options name what is not built", function()
@@ -134,14 +152,21 @@ case("refused options name what is not built", function()
   T.raises(function() fsdp.FSDP(Small(), {sharding_stratgy = "NO_SHARD"}) end, "unknown option", "sharding_stratgy")
 end)
 
-case("a parameter left out of the loss is reported at the next forward, not silently lost", function()
+case("a parameter left out of the loss gets a zero gradient and does not block its unit", function()
   ms.manual_seed(1)
   local m = Small()
   m.unused = nn.Linear(2, 2)
   local model = fsdp.FSDP(m)
   local x, y = batch(SMALL_SHAPE)
   F.nll_loss(model(x), y):backward()
-  T.raises(function() model(x) end, "unused parameters are not supported yet")
+  for name, p in model:named_parameters() do
+    if p:numel() > 0 then
+      T.truthy(p.grad ~= nil, name .. " has a grad")
+      if name:match("^unused") then T.eq(p.grad:abs():max():item(), 0.0, name .. " grad") end
+    end
+  end
+  T.eq(fsdp.memory_report(model).gathered, 0, "units resharded after backward")
+  F.nll_loss(model(x), y):backward() -- the next step runs as usual
 end)
 
 -- ---- equivalence ------------------------------------------------------------------------------
@@ -229,7 +254,10 @@ case("FULL_SHARD: params + grads + optimizer state per rank are a 1/W share", fu
   -- each of params, grads and Adadelta's two states holds one shard per unit: 4 x 4 bytes an
   -- element, bounded by ceil(total / W) plus each unit's padding (< W elements)
   local bound = 16 * ((total + W - 1) // W + rep.units * W)
-  T.eq(bytes, 16 * rep.shard_numel, "bytes held")
+  -- params and grads: the shards (padding included); Adadelta's states: the pieces it updates
+  local pieces = 0
+  for _, p in ipairs(model:parameters()) do pieces = pieces + p:numel() end
+  T.eq(bytes, 8 * rep.shard_numel + 8 * pieces, "bytes held")
   T.truthy(bytes <= bound, ("%d bytes held, bound %d"):format(bytes, bound))
   T.truthy(opt ~= nil) -- the optimizer (and its state) stayed alive through the measurement
 end)

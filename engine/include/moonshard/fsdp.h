@@ -36,6 +36,14 @@ typedef struct ms_flat_param {
   int *hook_handles;  /* post-accumulate hooks on params (0: none) */
   int grads_pending;  /* params requiring grad whose grad has not arrived in this backward */
   int grads_expected;
+  /* The original parameters as the optimizer sees them (PyTorch's use_orig_params=True): piece i
+   * is this rank's part of param i, a 1-D view of the shard (0 elements where the rank holds
+   * none of it) with param i's requires_grad, starting at element piece_offsets[i] of the
+   * flattened param. After a reduction each piece's grad is the matching view of shard->grad;
+   * the optimizer updates the pieces, i.e. the shard, in place. */
+  ms_tensor **pieces;
+  int64_t *piece_offsets;
+  bool no_sync; /* grads stay in params (accumulating) until a backward without no_sync */
 } ms_flat_param;
 
 /* Packs params[0..n) (borrowed; all of one floating dtype, on the CPU) into a new flat parameter
@@ -56,12 +64,23 @@ ms_status ms_flat_param_update_shard(ms_flat_param *fp);
 void ms_flat_param_release(ms_flat_param *fp);
 bool ms_flat_param_is_gathered(const ms_flat_param *fp);
 /* Packs the params' grads (zeros where none), reduces them across ranks (average) into a
- * shard-sized gradient accumulated into shard->grad, and drops the params' grads. */
+ * shard-sized gradient accumulated into shard->grad, and drops the params' grads. shard->grad
+ * first takes what the pieces' grads say (none at all: start from zero; a piece without one:
+ * its slice zeroed; one assigned by the user: copied in); after, the pieces' grads are views
+ * of it (pieces of frozen params and empty pieces get none). */
 ms_status ms_flat_param_reduce_grads(ms_flat_param *fp);
 /* Registers native post-accumulate hooks: once every param requiring grad has its grad in a
  * backward, reduce_grads runs, then (sharded strategies) the full buffer is released. */
 ms_status ms_flat_param_install_hooks(ms_flat_param *fp);
 /* Starts a new count of pending grads (call at each forward). */
 void ms_flat_param_reset_pending(ms_flat_param *fp);
+/* End of a backward (run from the root's ms_autograd_queue_callback): a unit that received some
+ * but not all of its grads reduces now, the missing ones counting as zeros (unless no_sync);
+ * then the count restarts and the sharded strategies release the full buffer. */
+ms_status ms_flat_param_finish_backward(ms_flat_param *fp);
+/* Frees shard->grad when no piece holds a grad any more (optimizer.zero_grad() set them to
+ * nil), so that memory is not held through the next forward; the next reduction starts from
+ * zero either way. */
+void ms_flat_param_drop_unused_grad(ms_flat_param *fp);
 
 #endif

@@ -87,6 +87,29 @@ static ms_status make_shard(ms_flat_param *fp) {
   return MS_OK;
 }
 
+/* Piece i is the intersection of param i's range [o, o + n) with this rank's shard range
+ * [r*S, (r+1)*S), as a view of the shard's storage; empty pieces sit at the clamped start. */
+static ms_status make_pieces(ms_flat_param *fp) {
+  fp->pieces = calloc((size_t)fp->nparams, sizeof *fp->pieces);
+  fp->piece_offsets = calloc((size_t)fp->nparams, sizeof *fp->piece_offsets);
+  if (!fp->pieces || !fp->piece_offsets) return ms_error(MS_ERR_MEMORY, "fsdp: out of memory");
+  int64_t lo_shard = fp->strategy == MS_FSDP_NO_SHARD ? 0 : fp->rank * fp->shard_numel;
+  int64_t hi_shard = lo_shard + fp->shard_numel;
+  for (int i = 0; i < fp->nparams; i++) {
+    int64_t o = fp->offsets[i], n = ms_tensor_numel(fp->params[i]);
+    int64_t lo = o > lo_shard ? o : lo_shard, hi = o + n < hi_shard ? o + n : hi_shard;
+    if (lo > o + n) lo = o + n;
+    if (hi < lo) hi = lo;
+    int64_t len = hi - lo, at = lo - lo_shard;
+    if (at > fp->shard_numel) at = fp->shard_numel;
+    fp->pieces[i] = contiguous_view(fp->shard->storage, fp->dtype, 1, &len, fp->shard->offset + at);
+    if (!fp->pieces[i]) return MS_ERR_RUNTIME;
+    fp->pieces[i]->requires_grad = fp->params[i]->requires_grad;
+    fp->piece_offsets[i] = lo - o;
+  }
+  return MS_OK;
+}
+
 static ms_status layout(ms_flat_param *fp, ms_tensor *const *params, int n) {
   fp->nparams = n;
   fp->params = calloc((size_t)n, sizeof *fp->params);
@@ -128,6 +151,7 @@ ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
   }
   if (st == MS_OK) st = make_shard(fp);
   if (st == MS_OK) st = make_views(fp, params);
+  if (st == MS_OK) st = make_pieces(fp);
   if (st != MS_OK) return ms_flat_param_free(fp), NULL;
   ms_flat_param_release(fp);
   return fp;
@@ -141,6 +165,9 @@ void ms_flat_param_free(ms_flat_param *fp) {
     if (fp->hook_handles[i]) ms_tensor_remove_hook(fp->params[i], fp->hook_handles[i]);
     ms_tensor_release(fp->params[i]);
   }
+  for (int i = 0; fp->pieces && i < fp->nparams; i++) ms_tensor_release(fp->pieces[i]);
+  free(fp->pieces);
+  free(fp->piece_offsets);
   free(fp->params);
   free(fp->offsets);
   free(fp->hook_handles);
@@ -232,11 +259,71 @@ static ms_status reduce_flat(ms_flat_param *fp, ms_tensor *flat, ms_tensor **out
   return ms_pg_reduce_scatter(fp->pg, *out, flat, MS_DIST_AVG, NULL);
 }
 
+/* ---- the pieces' grads ------------------------------------------------------------------------- */
+
+/* The view of base (shard-sized) that piece i covers (new reference). */
+static ms_tensor *piece_view(ms_flat_param *fp, int i, ms_tensor *base) {
+  ms_tensor *p = fp->pieces[i];
+  int64_t len = ms_tensor_numel(p);
+  return contiguous_view(base->storage, fp->dtype, 1, &len, base->offset + (p->offset - fp->shard->offset));
+}
+
+static bool any_piece_grad(const ms_flat_param *fp) {
+  for (int i = 0; i < fp->nparams; i++)
+    if (fp->pieces[i]->grad && ms_tensor_numel(fp->pieces[i]) > 0) return true;
+  return false;
+}
+
+void ms_flat_param_drop_unused_grad(ms_flat_param *fp) {
+  if (!fp->shard->grad || any_piece_grad(fp)) return;
+  ms_tensor_release(fp->shard->grad);
+  fp->shard->grad = NULL;
+}
+
+/* Makes shard->grad say what the pieces' grads say (see reduce_grads in fsdp.h). */
+static ms_status sync_shard_grad(ms_flat_param *fp) {
+  ms_flat_param_drop_unused_grad(fp);
+  if (!any_piece_grad(fp)) return MS_OK;
+  ms_tensor *sg = fp->shard->grad;
+  if (!sg) {
+    if (!(sg = new_flat(fp->shard_numel, fp->dtype, MS_MEM_GRADS)) || ms_tensor_zero_(sg) != MS_OK)
+      return ms_tensor_release(sg), MS_ERR_RUNTIME;
+    fp->shard->grad = sg;
+  }
+  ms_status st = MS_OK;
+  for (int i = 0; st == MS_OK && i < fp->nparams; i++) {
+    ms_tensor *g = fp->pieces[i]->grad;
+    if (ms_tensor_numel(fp->pieces[i]) == 0) continue;
+    ms_tensor *dst = piece_view(fp, i, sg);
+    if (!dst) return MS_ERR_RUNTIME;
+    if (!g) st = ms_tensor_zero_(dst);
+    else if (g->storage != dst->storage || g->offset != dst->offset || !ms_tensor_is_contiguous(g))
+      st = ms_tensor_copy_(dst, g); /* assigned by the user */
+    ms_tensor_release(dst);
+  }
+  return st;
+}
+
+/* After a reduction: each piece that requires grad sees its slice of shard->grad. */
+static ms_status use_piece_grad_views(ms_flat_param *fp) {
+  for (int i = 0; i < fp->nparams; i++) {
+    ms_tensor *p = fp->pieces[i];
+    if (!p->requires_grad || ms_tensor_numel(p) == 0) continue;
+    ms_tensor *v = piece_view(fp, i, fp->shard->grad);
+    if (!v) return MS_ERR_RUNTIME;
+    ms_tensor_release(p->grad);
+    p->grad = v;
+  }
+  return MS_OK;
+}
+
 ms_status ms_flat_param_reduce_grads(ms_flat_param *fp) {
   bool prev = ms_grad_set_enabled(false);
-  ms_tensor *flat = pack_grads(fp), *red = NULL;
-  ms_status st = flat ? reduce_flat(fp, flat, &red) : MS_ERR_RUNTIME;
+  ms_tensor *flat = NULL, *red = NULL;
+  ms_status st = sync_shard_grad(fp);
+  if (st == MS_OK) st = (flat = pack_grads(fp)) ? reduce_flat(fp, flat, &red) : MS_ERR_RUNTIME;
   if (st == MS_OK) st = accumulate_shard_grad(fp, red);
+  if (st == MS_OK) st = use_piece_grad_views(fp);
   ms_tensor_release(red);
   ms_tensor_release(flat);
   ms_grad_set_enabled(prev);
@@ -252,7 +339,7 @@ static ms_status on_grad_ready(void *ctx, ms_tensor *param) {
   ms_flat_param *fp = ctx;
   if (--fp->grads_pending > 0) return MS_OK;
   fp->grads_pending = fp->grads_expected;
-  ms_status st = ms_flat_param_reduce_grads(fp);
+  ms_status st = fp->no_sync ? MS_OK : ms_flat_param_reduce_grads(fp);
   if (st == MS_OK) ms_flat_param_release(fp);
   return st;
 }
@@ -267,3 +354,11 @@ ms_status ms_flat_param_install_hooks(ms_flat_param *fp) {
 }
 
 void ms_flat_param_reset_pending(ms_flat_param *fp) { fp->grads_pending = fp->grads_expected; }
+
+ms_status ms_flat_param_finish_backward(ms_flat_param *fp) {
+  bool partial = fp->grads_pending != fp->grads_expected;
+  fp->grads_pending = fp->grads_expected;
+  ms_status st = partial && !fp->no_sync ? ms_flat_param_reduce_grads(fp) : MS_OK;
+  if (st == MS_OK) ms_flat_param_release(fp);
+  return st;
+}
