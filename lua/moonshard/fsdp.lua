@@ -50,7 +50,7 @@
 --
 -- Not built yet: HYBRID_SHARD, mixed_precision, the prefetch options (refused with "not
 -- supported yet"); sharded state dicts and optimizer state dicts by name; communication is
--- synchronous (no overlap). A parameter shared by two units is not detected.
+-- synchronous (no overlap). A parameter shared by two units (tied) is refused at wrap time.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
 
@@ -224,6 +224,10 @@ local function broadcast_from_first(tensors, group)
   end
 end
 
+-- The original tensors already flattened by some unit (weak: a flattened tensor lives on only
+-- where a module still holds it, i.e. where a tie would flatten it a second time).
+local FLATTENED = setmetatable({}, { __mode = "k" })
+
 -- Builds the unit's flat parameter; a parameter shared by two modules is flattened once.
 local function flatten(self, module, strategy, group, ignored, sync)
   local buffers = sync and {} or nil
@@ -237,6 +241,10 @@ local function flatten(self, module, strategy, group, ignored, sync)
       seen[e.tensor] = k
     end
     index[i] = k
+    if FLATTENED[e.tensor] then
+      error(fmt("FSDP: parameter '%s' of %s is already in another FSDP unit (tied parameters must be in "
+        .. "one unit: wrap a module holding every user of it)", e.name, e.module:_get_name()), 4)
+    end
   end
   if sync then
     local all = {}
@@ -245,10 +253,10 @@ local function flatten(self, module, strategy, group, ignored, sync)
     broadcast_from_first(all, group)
   end
   if #uniq == 0 then return end
-  local fp, shard, views, pieces = native.flat_param(uniq, strategy, group)
+  local fp, _, views, pieces = native.flat_param(uniq, strategy, group)
+  for _, t in ipairs(uniq) do FLATTENED[t] = true end
   self._attrs._orig = install_views(entries, index, views, pieces)
   self._attrs._flat = fp
-  self._attrs._shard = shard
 end
 
 -- ---- construction ---------------------------------------------------------------------------

@@ -492,6 +492,15 @@ case("bad options name the function, the argument, what was expected and what ca
   T.raises(function() fsdp.FSDP(make(), {sync_module_states = "yes"}) end,
     "FSDP", "sync_module_states", "expected a boolean", "got string")
   T.raises(function() fsdp.FSDP(make(), {use_orig_params = false}) end, "FSDP", "use_orig_params", "expected true")
+  local tied = make({spare = true})
+  tied.spare.weight = tied.fc2.weight -- one tensor in two units: refused, not silently untied
+  T.raises(function() fsdp.FSDP(tied, {auto_wrap_policy = POLICY}) end, "FSDP", "'weight' of Linear",
+    "already in another FSDP unit")
+  local tied_one = make({spare = true})
+  tied_one.spare.weight = tied_one.fc2.weight -- in one unit: flattened once, given once
+  local n = 0
+  for _ in fsdp.FSDP(tied_one):named_parameters() do n = n + 1 end
+  T.eq(n, 7)
   local model = fsdp.FSDP(make())
   T.raises(function() model:summon_full_params({writeback = 1}) end,
     "summon_full_params", "writeback", "expected a boolean", "got number")
