@@ -59,7 +59,6 @@ local fmt = string.format
 local pack, unpack = table.pack, table.unpack
 local native = ms._fsdp
 local is_module = nn.is_module
-local od_set, od_remove = nn.internal.od_set, nn.internal.od_remove
 
 local ok_wrap, wrap = pcall(require, "moonshard.fsdp_wrap")
 if ok_wrap then
@@ -105,7 +104,8 @@ local NOT_YET = {
   device_id = true, cpu_offload = true, limit_all_gathers = true,
 }
 
-local KNOWN = "auto_wrap_policy, ignored_modules, process_group, sharding_strategy, sync_module_states, use_orig_params"
+local KNOWN = "auto_wrap_policy, ignored_modules, process_group, sharding_strategy, sync_module_states, "
+  .. "use_orig_params"
 
 local function check_options(opts)
   if opts == nil then return {} end
@@ -166,7 +166,9 @@ local function unit_params(m, out, ignored, buffers)
   end
   for _, cname in ipairs(m._modules.names) do
     local child = m._modules.map[cname]
-    if not child:isinstance(FSDP) and not (ignored and ignored[child]) then unit_params(child, out, ignored, buffers) end
+    if not child:isinstance(FSDP) and not (ignored and ignored[child]) then
+      unit_params(child, out, ignored, buffers)
+    end
   end
   return out
 end
@@ -271,7 +273,7 @@ function FSDP:init(module, opts)
   local ignored = ignored_set(opts.ignored_modules)
   if ignored[module] then
     error("FSDP: option 'ignored_modules': expected modules inside the wrapped module, got the wrapped "
-      .. "module itself (or one of its ancestors)", 3)
+      .. "module itself (or a module around it)", 3)
   end
   if opts.auto_wrap_policy ~= nil then
     if not ok_wrap then error("FSDP: auto_wrap_policy needs moonshard.fsdp_wrap: " .. tostring(wrap), 3) end

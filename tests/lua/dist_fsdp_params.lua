@@ -414,7 +414,8 @@ case("summon_full_params: full values in the modules; writeback reaches the shar
     do
       local _ <close> = model:summon_full_params()
       T.eq(tostring(inner.fc1.weight.shape), "torch.Size([8, 6])")
-      check_near({w = inner.fc1.weight, b = inner.head.bias}, {w = plain.fc1.weight, b = plain.head.bias}, 0, "summoned")
+      check_near({w = inner.fc1.weight, b = inner.head.bias}, {w = plain.fc1.weight, b = plain.head.bias}, 0,
+        "summoned")
       local _ <close> = ms.no_grad()
       inner.fc1.weight:add_(1)
       inner.head.bias:mul_(2)
@@ -504,11 +505,16 @@ case("bad options name the function, the argument, what was expected and what ca
   local model = fsdp.FSDP(make())
   T.raises(function() model:summon_full_params({writeback = 1}) end,
     "summon_full_params", "writeback", "expected a boolean", "got number")
-  T.raises(function() model:summon_full_params({rank0_only = true}) end, "summon_full_params", "unknown option 'rank0_only'")
-  T.raises(function() model:summon_full_params(true) end, "summon_full_params", "opts", "expected an options table", "got boolean")
-  T.raises(function() fsdp.clip_grad_norm_(make(), 1.0) end, "clip_grad_norm_", "model", "expected an FSDP module", "got Tiny")
-  T.raises(function() fsdp.clip_grad_norm_(model, "1") end, "clip_grad_norm_", "max_norm", "expected a number", "got string")
-  T.raises(function() model:clip_grad_norm_(1.0, -1) end, "clip_grad_norm_", "norm_type", "expected a positive number", "got -1")
+  T.raises(function() model:summon_full_params({rank0_only = true}) end,
+    "summon_full_params", "unknown option 'rank0_only'")
+  T.raises(function() model:summon_full_params(true) end,
+    "summon_full_params", "opts", "expected an options table", "got boolean")
+  T.raises(function() fsdp.clip_grad_norm_(make(), 1.0) end,
+    "clip_grad_norm_", "model", "expected an FSDP module", "got Tiny")
+  T.raises(function() fsdp.clip_grad_norm_(model, "1") end,
+    "clip_grad_norm_", "max_norm", "expected a number", "got string")
+  T.raises(function() model:clip_grad_norm_(1.0, -1) end,
+    "clip_grad_norm_", "norm_type", "expected a positive number", "got -1")
 end)
 
 -- ---- summary: reached only when every rank passed every case ---------------------------------
