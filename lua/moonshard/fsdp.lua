@@ -126,6 +126,9 @@ local function check_options(opts)
         error(fmt("FSDP: option 'ignored_modules': expected a list of modules, got %s",
           is_module(v) and "a module" or type(v)), 3)
       end
+      if #v == 0 and next(v) ~= nil then
+        error("FSDP: option 'ignored_modules': expected a list of modules, got a table that is not a list", 3)
+      end
       for i, m in ipairs(v) do
         if not is_module(m) then
           error(fmt("FSDP: option 'ignored_modules': expected a list of modules, got %s at position %d",

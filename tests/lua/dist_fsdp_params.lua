@@ -489,6 +489,8 @@ case("bad options name the function, the argument, what was expected and what ca
   T.raises(function() fsdp.FSDP(make(), {ignored_modules = {1}}) end,
     "FSDP", "ignored_modules", "expected a list of modules", "got number")
   local m = make()
+  T.raises(function() fsdp.FSDP(m, {ignored_modules = {[m.fc1] = true}}) end,
+    "FSDP", "ignored_modules", "expected a list of modules", "not a list")
   T.raises(function() fsdp.FSDP(m, {ignored_modules = {m}}) end, "FSDP", "ignored_modules", "the wrapped module itself")
   T.raises(function() fsdp.FSDP(make(), {sync_module_states = "yes"}) end,
     "FSDP", "sync_module_states", "expected a boolean", "got string")
