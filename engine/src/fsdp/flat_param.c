@@ -265,7 +265,8 @@ static ms_status reduce_flat(ms_flat_param *fp, ms_tensor *flat, ms_tensor **out
 static ms_tensor *piece_view(ms_flat_param *fp, int i, ms_tensor *base) {
   ms_tensor *p = fp->pieces[i];
   int64_t len = ms_tensor_numel(p);
-  return contiguous_view(base->storage, fp->dtype, 1, &len, base->offset + (p->offset - fp->shard->offset));
+  int64_t at = p->offset - fp->shard->offset; /* the piece's place in the shard */
+  return contiguous_view(base->storage, fp->dtype, 1, &len, base->offset + at);
 }
 
 static bool any_piece_grad(const ms_flat_param *fp) {
