@@ -1,5 +1,6 @@
 -- dist_fsdp.lua: FSDP across the ranks of an mpirun launch (registered for 1..4 ranks, with and
--- without MS_DIST_DEBUG=1): the wrapped reprs, training equivalence with one process on the
+-- without MS_DIST_DEBUG=1): the wrapped reprs and the original parameter names with each rank's
+-- piece (dist_fsdp_params.lua tests what hangs on them), training equivalence with one process on the
 -- whole batch for every built strategy (with a nested unit, explicit or by policy), full state
 -- dicts (names, load into the unwrapped model, load back), the memory bound of FULL_SHARD, and
 -- refused options. Every rank runs every case in the same order; a failed case ends the launch.
