@@ -1,7 +1,9 @@
 /* l_fsdp.c: ms._fsdp, the native half of moonshard.fsdp: a FlatParam userdata per FSDP unit
  * (moonshard/fsdp.h). The Lua half (lua/moonshard/fsdp.lua) owns wrapping, module hooks and
  * state dicts; this file only moves bytes and runs collectives. */
+#define _POSIX_C_SOURCE 200809L /* gethostname */
 #include <string.h>
+#include <unistd.h>
 
 #include "moonshard/dist.h"
 #include "moonshard/fsdp.h"
@@ -47,8 +49,22 @@ static void push_retained(lua_State *L, ms_tensor *t) {
   ms_lua_push_tensor(L, t);
 }
 
-/* _fsdp.flat_param(params, strategy, group) -> fp, shard, {views}: params is a list of tensors
- * in registration order; the views replace them in their modules. */
+/* Mixed precision from arg idx: nil, or {param_dtype, reduce_dtype} as dtype names (fsdp.lua
+ * validated them and filled the defaults). */
+static ms_status apply_mixed_precision(lua_State *L, int idx, ms_flat_param *fp) {
+  if (lua_isnoneornil(L, idx)) return MS_OK;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  ms_dtype pd, rd;
+  lua_getfield(L, idx, "param_dtype");
+  lua_getfield(L, idx, "reduce_dtype");
+  if (!ms_dtype_from_name(luaL_checkstring(L, -2), &pd) || !ms_dtype_from_name(luaL_checkstring(L, -1), &rd))
+    return ms_error(MS_ERR_ARG, "fsdp: mixed_precision: unknown dtype name");
+  lua_pop(L, 2);
+  return ms_flat_param_set_mixed_precision(fp, pd, rd);
+}
+
+/* _fsdp.flat_param(params, strategy, group[, mixed_precision]) -> fp, shard, {views}: params is
+ * a list of tensors in registration order; the views replace them in their modules. */
 static int l_flat_param(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   ms_fsdp_strategy strategy = check_strategy(L, 2);
@@ -64,7 +80,8 @@ static int l_flat_param(lua_State *L) {
   u->fp = NULL;
   luaL_setmetatable(L, MS_FLAT_PARAM_MT);
   u->fp = ms_flat_param_create(params, n, pg, strategy);
-  if (!u->fp || ms_flat_param_install_hooks(u->fp) != MS_OK) return ms_lua_raise(L);
+  if (!u->fp || apply_mixed_precision(L, 4, u->fp) != MS_OK || ms_flat_param_install_hooks(u->fp) != MS_OK)
+    return ms_lua_raise(L);
   push_retained(L, u->fp->shard);
   lua_createtable(L, n, 0);
   for (int i = 0; i < n; i++) {
@@ -124,6 +141,86 @@ static int fp_info(lua_State *L) {
   return 1;
 }
 
+/* ---- communication (flat_param_comm.c, flat_param_mp.c) ------------------------------------- */
+
+/* fp:gather_compute_async(prefetch) issues the compute buffer's all-gather; fp:gather_compute()
+ * makes it ready. */
+static int fp_gather_compute_async(lua_State *L) {
+  ms_lua_check_status(L, ms_flat_param_gather_compute_async(check_fp(L), lua_toboolean(L, 2)));
+  return 0;
+}
+
+static int fp_gather_compute(lua_State *L) {
+  ms_lua_check_status(L, ms_flat_param_gather_compute(check_fp(L)));
+  return 0;
+}
+
+static int fp_compute_gathered(lua_State *L) {
+  lua_pushboolean(L, ms_flat_param_compute_gathered(check_fp(L)));
+  return 1;
+}
+
+static int fp_wait_reduce(lua_State *L) {
+  ms_lua_check_status(L, ms_flat_param_wait_reduce(check_fp(L)));
+  return 0;
+}
+
+static int fp_set_inter_group(lua_State *L) {
+  ms_flat_param *fp = check_fp(L);
+  ms_lua_check_status(L, ms_flat_param_set_inter_group(fp, opt_group(L, 2)));
+  return 0;
+}
+
+/* fp:compute_views() -> {views} in param dtype (nil without mixed precision: the modules keep
+ * the views flat_param returned) */
+static int fp_compute_views(lua_State *L) {
+  ms_flat_param *fp = check_fp(L);
+  if (!ms_flat_param_mixed(fp)) return lua_pushnil(L), 1;
+  lua_createtable(L, fp->nparams, 0);
+  for (int i = 0; i < fp->nparams; i++) {
+    push_retained(L, fp->compute_params[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* fp:stats([reset]) -> the unit's communication counters (moonshard/fsdp.h), then zeroes them
+ * when reset is true. */
+static int fp_stats(lua_State *L) {
+  ms_flat_param *fp = check_fp(L);
+  const ms_fsdp_comm_stats *s = &fp->stats;
+  lua_createtable(L, 0, 8);
+  lua_pushinteger(L, s->allgather_calls), lua_setfield(L, -2, "allgather_calls");
+  lua_pushinteger(L, s->prefetch_calls), lua_setfield(L, -2, "prefetch_calls");
+  lua_pushinteger(L, s->reduce_calls), lua_setfield(L, -2, "reduce_calls");
+  lua_pushinteger(L, s->allreduce_calls), lua_setfield(L, -2, "allreduce_calls");
+  lua_pushinteger(L, s->allgather_bytes), lua_setfield(L, -2, "allgather_bytes");
+  lua_pushinteger(L, s->reduce_bytes), lua_setfield(L, -2, "reduce_bytes");
+  lua_pushinteger(L, s->waits), lua_setfield(L, -2, "waits");
+  lua_pushnumber(L, s->wait_seconds), lua_setfield(L, -2, "wait_seconds");
+  lua_pushstring(L, ms_dtype_name(fp->param_dtype)), lua_setfield(L, -2, "param_dtype");
+  lua_pushstring(L, ms_dtype_name(fp->reduce_dtype)), lua_setfield(L, -2, "reduce_dtype");
+  if (lua_toboolean(L, 2)) ms_flat_param_stats_reset(fp);
+  return 1;
+}
+
+static int l_progress(lua_State *L) {
+  (void)L;
+  ms_fsdp_progress();
+  return 0;
+}
+
+/* _fsdp.host_key() -> an integer naming this host (a hash of its name), for HYBRID_SHARD's
+ * default groups: the ranks with equal keys share a node. */
+static int l_host_key(lua_State *L) {
+  char name[256] = "";
+  if (gethostname(name, sizeof name - 1) != 0) return luaL_error(L, "fsdp: gethostname failed");
+  uint64_t h = 1469598103934665603u;
+  for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211u;
+  lua_pushinteger(L, (lua_Integer)(h >> 1));
+  return 1;
+}
+
 static int fp_gc(lua_State *L) {
   lua_flat_param *u = luaL_checkudata(L, 1, MS_FLAT_PARAM_MT);
   ms_flat_param_free(u->fp);
@@ -137,6 +234,10 @@ void ms_lua_open_fsdp(lua_State *L) {
       {"is_gathered", fp_is_gathered}, {"reduce_grads", fp_reduce_grads},
       {"reset_pending", fp_reset_pending}, {"info", fp_info},
       {"update_shard", fp_update_shard}, {"grads_incomplete", fp_grads_incomplete},
+      {"gather_compute_async", fp_gather_compute_async}, {"gather_compute", fp_gather_compute},
+      {"compute_gathered", fp_compute_gathered}, {"wait_reduce", fp_wait_reduce},
+      {"set_inter_group", fp_set_inter_group}, {"compute_views", fp_compute_views},
+      {"stats", fp_stats},
       {NULL, NULL},
   };
   luaL_newmetatable(L, MS_FLAT_PARAM_MT);
@@ -145,8 +246,12 @@ void ms_lua_open_fsdp(lua_State *L) {
   lua_pushcfunction(L, fp_gc);
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
-  lua_createtable(L, 0, 1);
+  lua_createtable(L, 0, 3);
   lua_pushcfunction(L, l_flat_param);
   lua_setfield(L, -2, "flat_param");
+  lua_pushcfunction(L, l_progress);
+  lua_setfield(L, -2, "progress");
+  lua_pushcfunction(L, l_host_key);
+  lua_setfield(L, -2, "host_key");
   lua_setfield(L, -3, "_fsdp"); /* module at -2 before the push */
 }

@@ -20,16 +20,29 @@
 -- shard's grad and the full buffer is freed (FULL_SHARD, SHARD_GRAD_OP). NO_SHARD keeps
 -- everything on every rank and all-reduces the packed grads.
 --
--- Not built yet: the options HYBRID_SHARD, mixed_precision, the prefetch options,
--- ignored_modules, sync_module_states=true raise "not supported yet"; sharded state dicts,
--- no_sync, summon_full_params, clip_grad_norm_ and optimizer state dicts by name are absent;
--- communication is synchronous (no overlap); use_orig_params (named_parameters under the original names), unused
+-- Communication (fsdp_comm.lua, engine/src/fsdp/flat_param_comm.c): all-gathers and gradient
+-- reductions are non-blocking collectives. forward_prefetch=true issues the next unit's
+-- all-gather (in the forward order recorded on the previous iteration) before the current unit
+-- computes; backward_prefetch="BACKWARD_PRE" issues the next-in-backward unit's when the current
+-- unit's backward begins, "BACKWARD_POST" once the current unit's grads are reduced. Reductions
+-- are waited for at the end of backward (an autograd callback). The root keeps its parameters
+-- gathered from forward to backward (PyTorch 1.13). fsdp.comm_stats(model) counts calls, bytes
+-- and the time blocked waiting. mixed_precision = {param_dtype=, reduce_dtype=, buffer_dtype=}
+-- (PyTorch 1.13's MixedPrecision): shards stay float32, units compute with a param_dtype copy
+-- gathered in param_dtype, grads are reduced in reduce_dtype (default param_dtype), the root
+-- casts floating inputs to param_dtype and buffers to buffer_dtype. HYBRID_SHARD shards within
+-- a node and replicates across nodes (process_group = {intra, inter}, or by host by default).
+--
+-- Not built yet: the options ignored_modules, sync_module_states=true raise "not supported
+-- yet"; sharded state dicts, no_sync, summon_full_params, clip_grad_norm_ and optimizer state
+-- dicts by name are absent; use_orig_params (named_parameters under the original names), unused
 -- parameters: a parameter that requires grad but gets no gradient in a backward keeps its unit
 -- from reducing, which the next forward reports as an error. Frozen parameters
 -- (requires_grad=false before wrapping) get zero gradients in the shard, so an optimizer with
 -- weight decay would still move them.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
+local comm = require "moonshard.fsdp_comm"
 
 local M = {}
 local fmt = string.format
@@ -46,8 +59,10 @@ if ok_wrap then
   M.lambda_auto_wrap_policy = wrap.lambda_auto_wrap_policy
 end
 
-local STRATEGIES = { FULL_SHARD = true, SHARD_GRAD_OP = true, NO_SHARD = true }
-M.ShardingStrategy = { FULL_SHARD = "FULL_SHARD", SHARD_GRAD_OP = "SHARD_GRAD_OP", NO_SHARD = "NO_SHARD" }
+local STRATEGIES = { FULL_SHARD = true, SHARD_GRAD_OP = true, NO_SHARD = true, HYBRID_SHARD = true }
+M.ShardingStrategy = { FULL_SHARD = "FULL_SHARD", SHARD_GRAD_OP = "SHARD_GRAD_OP", NO_SHARD = "NO_SHARD",
+  HYBRID_SHARD = "HYBRID_SHARD" }
+M.BackwardPrefetch = { BACKWARD_PRE = "BACKWARD_PRE", BACKWARD_POST = "BACKWARD_POST" }
 
 -- ---- the wrapper classes --------------------------------------------------------------------
 
@@ -64,9 +79,9 @@ M.FullyShardedDataParallel = FSDP
 
 -- Options the issue names that this version does not implement: refused, never ignored.
 local NOT_YET = {
-  mixed_precision = true, backward_prefetch = true, forward_prefetch = true, ignored_modules = true,
-  device_id = true, cpu_offload = true, use_orig_params = true, limit_all_gathers = true,
+  ignored_modules = true, device_id = true, cpu_offload = true, use_orig_params = true, limit_all_gathers = true,
 }
+local COMM_OPTIONS = { mixed_precision = true, backward_prefetch = true, forward_prefetch = true }
 
 local function check_options(opts)
   if opts == nil then return {} end
@@ -76,15 +91,19 @@ local function check_options(opts)
       error(fmt("FSDP: option '%s' is not supported yet", tostring(k)), 3)
     elseif k == "sync_module_states" then
       if v then error("FSDP: sync_module_states=true is not supported yet", 3) end
-    elseif k ~= "auto_wrap_policy" and k ~= "sharding_strategy" and k ~= "process_group" then
-      error(fmt("FSDP: unknown option '%s' (known: auto_wrap_policy, process_group, sharding_strategy)",
-        tostring(k)), 3)
+    elseif k ~= "auto_wrap_policy" and k ~= "sharding_strategy" and k ~= "process_group" and not COMM_OPTIONS[k] then
+      error(fmt("FSDP: unknown option '%s' (known: auto_wrap_policy, backward_prefetch, forward_prefetch, "
+        .. "mixed_precision, process_group, sharding_strategy)", tostring(k)), 3)
     end
   end
   local s = opts.sharding_strategy or "FULL_SHARD"
   if not STRATEGIES[s] then
-    error(fmt("FSDP: sharding_strategy '%s' is not supported yet (FULL_SHARD, SHARD_GRAD_OP or NO_SHARD)",
+    error(fmt("FSDP: option 'sharding_strategy': expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD, got %s",
       tostring(s)), 3)
+  end
+  if s ~= "HYBRID_SHARD" and type(opts.process_group) == "table" then
+    error("FSDP: option 'process_group': a pair {intra_group, inter_group} is for HYBRID_SHARD, got sharding_strategy "
+      .. s, 3)
   end
   return opts
 end
@@ -120,8 +139,29 @@ local function install_views(entries, index, views)
   end
 end
 
+-- BACKWARD_POST: once the unit's grads were reduced (the native hook, registered first, ran and
+-- restarted the count), the next unit in backward order is gathered ahead.
+local function post_reduce_prefetch(self, fp, views)
+  local function hook()
+    if fp:grads_incomplete() then return end
+    local e = self._attrs._root and self._attrs._root._attrs._exec
+    local prev = e and e.bwd_prev or {}
+    for i, u in ipairs(prev) do
+      if u == self then
+        local nfp = prev[i + 1] and prev[i + 1]._attrs._flat
+        if nfp then nfp:gather_compute_async(true) end
+        return
+      end
+    end
+  end
+  for _, v in ipairs(views) do
+    if v.requires_grad then v:register_post_accumulate_grad_hook(hook) end
+  end
+end
+
 -- Builds the unit's flat parameter; a parameter shared by two modules is flattened once.
-local function flatten(self, module, strategy, group)
+-- c: the unit's comm settings (fsdp_comm.check_options); inter: HYBRID_SHARD's inter group.
+local function flatten(self, module, strategy, group, c, inter)
   local entries = unit_params(module, {})
   local uniq, index, seen = {}, {}, {}
   for i, e in ipairs(entries) do
@@ -134,9 +174,14 @@ local function flatten(self, module, strategy, group)
     index[i] = k
   end
   if #uniq == 0 then return end
-  local fp, shard, views = native.flat_param(uniq, strategy, group)
+  local fp, shard, views = native.flat_param(uniq, strategy == "HYBRID_SHARD" and "FULL_SHARD" or strategy, group,
+    comm.native_mp(c, uniq[1].dtype))
+  if inter then fp:set_inter_group(inter) end
   install_views(entries, index, views)
   self._attrs._flat = fp
+  self._attrs._entries, self._attrs._entry_index = entries, index
+  self._attrs._compute_views = fp:compute_views()
+  if c.backward_prefetch == "BACKWARD_POST" then post_reduce_prefetch(self, fp, fp:compute_views() or views) end
   od_set(self._fsdp_wrapped_module._parameters, "flat_param", shard)
 end
 
@@ -147,17 +192,22 @@ function FSDP:init(module, opts)
     error(fmt("FSDP: bad argument #1 (module): expected a module, got %s", type(module)), 3)
   end
   opts = check_options(opts)
+  local c = comm.check_options(opts, 2)
   local strategy = opts.sharding_strategy or "FULL_SHARD"
-  local group = opts.process_group
+  local group, inter = opts.process_group, nil
+  if strategy == "HYBRID_SHARD" then group, inter = comm.hybrid_groups(group, 2) end
   if opts.auto_wrap_policy ~= nil then
     if not ok_wrap then error("FSDP: auto_wrap_policy needs moonshard.fsdp_wrap: " .. tostring(wrap), 3) end
-    local child_opts = { sharding_strategy = strategy, process_group = group }
+    local child_opts = { sharding_strategy = strategy, process_group = inter and { group, inter } or group,
+      mixed_precision = opts.mixed_precision, forward_prefetch = opts.forward_prefetch,
+      backward_prefetch = opts.backward_prefetch }
     module = wrap.auto_wrap(module, opts.auto_wrap_policy, function(m) return FSDP(m, child_opts) end,
       { wrapper_cls = FSDP })
   end
   self._fsdp_wrapped_module = FlattenParamsWrapper(module)
   self._attrs.sharding_strategy = strategy
-  flatten(self, module, strategy, group)
+  self._attrs._comm = c
+  flatten(self, module, strategy, group, c, inter)
 end
 
 -- FSDP(module, opts): the wrapped module (see the file's header).
@@ -180,19 +230,6 @@ local function each_tensor(v, fn)
   end
 end
 
--- FULL_SHARD freed the full buffer after forward; the first gradient reaching an output of the
--- unit means its backward is about to read the saved parameter views: gather them back.
-local function pre_backward_hooks(fp, outs)
-  local function hook()
-    if not fp:is_gathered() then fp:gather() end
-  end
-  for i = 1, outs.n do
-    each_tensor(outs[i], function(t)
-      if t.requires_grad then t:register_hook(hook) end
-    end)
-  end
-end
-
 local function needs_backward(outs)
   local any = false
   for i = 1, outs.n do
@@ -201,24 +238,147 @@ local function needs_backward(outs)
   return any
 end
 
-function FSDP:forward(...)
+-- The root's execution-order record, when the unit runs inside its root's forward.
+local function exec_of(unit)
+  local root = unit._attrs._root
+  return root and root._attrs._exec
+end
+
+-- The first gradient reaching an output of the unit means its backward is about to read the
+-- saved parameter views: gather them back (FULL_SHARD freed them after forward), first issuing
+-- the next unit's gather with BACKWARD_PRE, and record the backward order that prefetch follows.
+local function pre_backward_hooks(unit, fp, outs)
+  local done = false
+  local function hook()
+    if done then return end
+    done = true
+    comm.progress()
+    local e = exec_of(unit)
+    local nxt = e and comm.record(e.bwd, e.bwd_prev, unit)
+    if not fp:compute_gathered() then fp:gather_compute_async(false) end
+    if unit._attrs._comm.backward_prefetch == "BACKWARD_PRE" and nxt and nxt._attrs._flat then
+      nxt._attrs._flat:gather_compute_async(true)
+    end
+    fp:gather_compute()
+  end
+  for i = 1, outs.n do
+    each_tensor(outs[i], function(t)
+      if t.requires_grad then t:register_hook(hook) end
+    end)
+  end
+end
+
+-- Mixed precision: the unit's modules compute with the param_dtype views while its forward runs
+-- (autograd saves those); outside it they show the full-precision views (state dicts). Returns
+-- a to-be-closed value that puts the full-precision ones back.
+local function compute_views_scope(unit)
+  local cviews = unit._attrs._compute_views
+  if not cviews then return nil end
+  local entries, index = unit._attrs._entries, unit._attrs._entry_index
+  local saved = {}
+  for i, e in ipairs(entries) do
+    saved[i] = e.module._attrs[e.name]
+    e.module._attrs[e.name] = cviews[index[i]]
+  end
+  return setmetatable({}, { __close = function()
+    for i, e in ipairs(entries) do e.module._attrs[e.name] = saved[i] end
+  end })
+end
+
+local function unit_forward(self, is_root, ...)
   local fp, strategy = self._attrs._flat, self._attrs.sharding_strategy
   if fp == nil then return self._fsdp_wrapped_module(...) end
   if fp:grads_incomplete() then
     fp:reset_pending()
     error("FSDP: the last backward gave gradients to only some parameters of a unit, so its gradients were "
       .. "never reduced (unused parameters are not supported yet: every parameter that requires grad "
-      .. "must take part in the loss)", 2)
+      .. "must take part in the loss)", 3)
   end
-  -- gathered every forward: the optimizer may have changed the shards since the last gather
-  fp:gather()
-  local outs = pack(self._fsdp_wrapped_module(...))
+  comm.progress()
+  local e = exec_of(self)
+  local nxt = e and comm.record(e.fwd, e.fwd_prev, self)
+  -- a prefetched gather is waited for here; otherwise gathered now (NO_SHARD with mixed
+  -- precision: cast again, the optimizer changed the full-precision values)
+  fp:gather_compute()
+  if self._attrs._comm.forward_prefetch and nxt and nxt._attrs._flat then
+    nxt._attrs._flat:gather_compute_async(true)
+  end
+  local outs
+  do
+    local _ <close> = compute_views_scope(self)
+    outs = pack(self._fsdp_wrapped_module(...))
+  end
   if strategy ~= "NO_SHARD" then
     local backward = needs_backward(outs)
-    if strategy == "FULL_SHARD" or not backward then fp:release() end
-    if strategy == "FULL_SHARD" and backward then pre_backward_hooks(fp, outs) end
+    -- the root keeps its parameters for the backward that follows at once (PyTorch 1.13)
+    local reshard = (strategy == "FULL_SHARD" or strategy == "HYBRID_SHARD") and not is_root
+    if reshard or not backward then fp:release() end
+    if backward then pre_backward_hooks(self, fp, outs) end
   end
   return unpack(outs, 1, outs.n)
+end
+
+local active_root -- the root whose forward is running (nested units see it)
+
+-- The root's lazy initialisation (PyTorch's _lazy_init): every unit below learns its root, whose
+-- execution order they record; buffers are cast to buffer_dtype once.
+local function lazy_init(root)
+  if root._attrs._exec then return root._attrs._exec end
+  local mods = root:modules()
+  for _, m in ipairs(mods) do
+    if m:isinstance(FSDP) then m._attrs._root = root end
+  end
+  local mp = root._attrs._comm.mixed_precision
+  if mp and mp.buffer_dtype then comm.cast_buffers(mods, mp.buffer_dtype) end
+  root._attrs._exec = comm.new_exec()
+  return root._attrs._exec
+end
+
+local function root_forward(self, ...)
+  comm.exec_begin(lazy_init(self))
+  local args = pack(...)
+  local mp = self._attrs._comm.mixed_precision
+  if mp and mp.param_dtype then comm.cast_inputs(mp.param_dtype, args) end
+  active_root = self
+  local res = pack(pcall(unit_forward, self, true, unpack(args, 1, args.n)))
+  active_root = nil
+  if not res[1] then error(res[2], 0) end
+  return unpack(res, 2, res.n)
+end
+
+function FSDP:forward(...)
+  if active_root == nil then return root_forward(self, ...) end
+  return unit_forward(self, false, ...)
+end
+
+-- The units (modules with a flat parameter) of model's tree.
+local function flat_params(model)
+  local fps = {}
+  for _, m in ipairs(model:modules()) do
+    local fp = m:isinstance(FSDP) and m._attrs._flat
+    if fp then fps[#fps + 1] = fp end
+  end
+  return fps
+end
+
+-- fsdp.comm_stats(model[, {reset = true}]) -> this rank's communication counters summed over
+-- the model's units: allgather_calls, prefetch_calls, reduce_calls (reduce-scatters, NO_SHARD's
+-- all-reduces), allreduce_calls (HYBRID_SHARD's across nodes), allgather_bytes, reduce_bytes,
+-- bytes, waits and wait_seconds (time blocked waiting: the exposed communication), units,
+-- param_dtype, reduce_dtype. reset zeroes the counters after reading them.
+function M.comm_stats(model, opts)
+  if not is_module(model) then
+    error(fmt("comm_stats: bad argument #1 (model): expected an FSDP module, got %s", type(model)), 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error(fmt("comm_stats: bad argument #2 (opts): expected a table {reset=}, got %s", type(opts)), 2)
+  end
+  return comm.stats(flat_params(model), opts and opts.reset)
+end
+
+-- fsdp.reset_comm_stats(model): zeroes the model's counters.
+function M.reset_comm_stats(model)
+  M.comm_stats(model, { reset = true })
 end
 
 -- ---- state dicts (FULL type) ----------------------------------------------------------------

@@ -21,6 +21,18 @@ typedef enum ms_fsdp_strategy {
   MS_FSDP_NO_SHARD        /* every rank holds everything: the shard is the full buffer */
 } ms_fsdp_strategy;
 
+/* Per-unit communication counters (flat_param_comm.c); a model's are the sum over its units. */
+typedef struct ms_fsdp_comm_stats {
+  int64_t allgather_calls;  /* all-gathers of the compute buffer (prefetched or not) */
+  int64_t prefetch_calls;   /* of those, issued ahead of the unit's use */
+  int64_t reduce_calls;     /* gradient reductions (reduce-scatter; NO_SHARD: all-reduce) */
+  int64_t allreduce_calls;  /* HYBRID_SHARD's second stage, across replicas */
+  int64_t allgather_bytes;  /* bytes of the gathered buffers (padded, param dtype) */
+  int64_t reduce_bytes;     /* bytes of the reduced gradient buffers (reduce dtype), both stages */
+  int64_t waits;            /* waits that found their collective unfinished */
+  double wait_seconds;      /* time blocked in those waits: the exposed communication */
+} ms_fsdp_comm_stats;
+
 typedef struct ms_flat_param {
   ms_pg *pg; /* owned reference */
   ms_fsdp_strategy strategy;
@@ -36,6 +48,22 @@ typedef struct ms_flat_param {
   int *hook_handles;  /* post-accumulate hooks on params (0: none) */
   int grads_pending;  /* params requiring grad whose grad has not arrived in this backward */
   int grads_expected;
+  /* communication (flat_param_comm.c) */
+  ms_pg *inter;         /* HYBRID_SHARD: this shard's replicas on other nodes (owned), else NULL */
+  ms_work *gather_work; /* the in-flight all-gather into `compute`, or NULL */
+  int gather_version;   /* compute's version before it: re-gathering is not a write */
+  ms_work *reduce_work; /* the in-flight gradient reduction (stage 1 or 2), or NULL */
+  ms_tensor *reduce_out; /* where it lands: shard-sized (NO_SHARD: padded), reduce dtype */
+  int reduce_stage;     /* 1: the reduce-scatter/all-reduce in flight; 2: the inter all-reduce */
+  struct ms_flat_param *inflight_next; /* the list of units with work in flight */
+  bool inflight;
+  ms_fsdp_comm_stats stats;
+  /* mixed precision (flat_param_mp.c): forward and backward compute in param_dtype from a
+   * separate buffer; the shard and `full` (state dicts) stay in dtype */
+  ms_dtype param_dtype, reduce_dtype; /* both = dtype when mixed precision is off */
+  ms_storage *compute;       /* the buffer modules compute with: `full`, or a param_dtype one */
+  ms_tensor *compute_flat;   /* 1-D view of all of `compute` */
+  ms_tensor **compute_params; /* its views: `params`, or param_dtype views (owned then) */
 } ms_flat_param;
 
 /* Packs params[0..n) (borrowed; all of one floating dtype, on the CPU) into a new flat parameter
@@ -63,5 +91,39 @@ ms_status ms_flat_param_reduce_grads(ms_flat_param *fp);
 ms_status ms_flat_param_install_hooks(ms_flat_param *fp);
 /* Starts a new count of pending grads (call at each forward). */
 void ms_flat_param_reset_pending(ms_flat_param *fp);
+
+/* ---- mixed precision (flat_param_mp.c) ------------------------------------------------------- */
+/* Computes in param_dtype: a second full buffer and views in that dtype (fp->compute_params, which
+ * the modules should use in forward) gathered from the shard cast to param_dtype (half the bytes
+ * for 16-bit types); gradients are reduced in reduce_dtype and land in the shard's grad in
+ * fp->dtype. Call right after create, before install_hooks. */
+ms_status ms_flat_param_set_mixed_precision(ms_flat_param *fp, ms_dtype param_dtype, ms_dtype reduce_dtype);
+bool ms_flat_param_mixed(const ms_flat_param *fp); /* compute buffer separate from `full` */
+
+/* ---- asynchronous communication (flat_param_comm.c) ----------------------------------------- */
+/* HYBRID_SHARD: fp->pg shards inside a node; inter (borrowed, retained) holds the ranks with the
+ * same shard on the other nodes, across which the reduced shard gradients are all-reduced (avg).
+ * Must have this process as a member. */
+ms_status ms_flat_param_set_inter_group(ms_flat_param *fp, ms_pg *inter);
+/* Issues the all-gather of the compute buffer without waiting (prefetch: nothing when already
+ * gathered or in flight). NO_SHARD with mixed precision: a local cast, done at once. */
+ms_status ms_flat_param_gather_compute_async(ms_flat_param *fp, bool prefetch);
+/* Makes the compute buffer ready: waits for its all-gather, issuing it first when none is in
+ * flight and it is not gathered. */
+ms_status ms_flat_param_gather_compute(ms_flat_param *fp);
+bool ms_flat_param_compute_gathered(const ms_flat_param *fp); /* gathered or in flight */
+/* Frees the compute buffer (and `full`, when separate), waiting first for an in-flight gather. */
+void ms_flat_param_release_compute(ms_flat_param *fp);
+/* Packs the compute views' grads in reduce_dtype and issues their reduction; inside a backward
+ * its completion is queued for the end of that backward (ms_autograd_queue_callback), outside
+ * one it is waited for at once. */
+ms_status ms_flat_param_reduce_grads_async(ms_flat_param *fp);
+/* Finishes the in-flight reduction (HYBRID: runs the second stage), adding the result into
+ * shard->grad. Nothing to do when none is in flight. */
+ms_status ms_flat_param_wait_reduce(ms_flat_param *fp);
+/* Tests every unit's in-flight collectives without blocking, which is what lets Open MPI's
+ * non-blocking collectives progress while computation runs (see flat_param_comm.c). */
+void ms_fsdp_progress(void);
+void ms_flat_param_stats_reset(ms_flat_param *fp);
 
 #endif
