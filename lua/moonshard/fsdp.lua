@@ -145,14 +145,8 @@ local function post_reduce_prefetch(self, fp, views)
   local function hook()
     if fp:grads_incomplete() then return end
     local e = self._attrs._root and self._attrs._root._attrs._exec
-    local prev = e and e.bwd_prev or {}
-    for i, u in ipairs(prev) do
-      if u == self then
-        local nfp = prev[i + 1] and prev[i + 1]._attrs._flat
-        if nfp then nfp:gather_compute_async(true) end
-        return
-      end
-    end
+    local nxt = e and e.fwd_seen and comm.next_in_backward(e, self)
+    if nxt and nxt._attrs._flat then nxt._attrs._flat:gather_compute_async(true) end
   end
   for _, v in ipairs(views) do
     if v.requires_grad then v:register_post_accumulate_grad_hook(hook) end
@@ -254,7 +248,7 @@ local function pre_backward_hooks(unit, fp, outs)
     done = true
     comm.progress()
     local e = exec_of(unit)
-    local nxt = e and comm.record(e.bwd, e.bwd_prev, unit)
+    local nxt = e and comm.record_backward(e, unit)
     if not fp:compute_gathered() then fp:gather_compute_async(false) end
     if unit._attrs._comm.backward_prefetch == "BACKWARD_PRE" and nxt and nxt._attrs._flat then
       nxt._attrs._flat:gather_compute_async(true)
@@ -296,7 +290,7 @@ local function unit_forward(self, is_root, ...)
   end
   comm.progress()
   local e = exec_of(self)
-  local nxt = e and comm.record(e.fwd, e.fwd_prev, self)
+  local nxt = e and comm.record_forward(e, self)
   -- a prefetched gather is waited for here; otherwise gathered now (NO_SHARD with mixed
   -- precision: cast again, the optimizer changed the full-precision values)
   fp:gather_compute()
@@ -324,10 +318,12 @@ local active_root -- the root whose forward is running (nested units see it)
 -- execution order they record; buffers are cast to buffer_dtype once.
 local function lazy_init(root)
   if root._attrs._exec then return root._attrs._exec end
-  local mods = root:modules()
+  local mods, fps = root:modules(), {}
   for _, m in ipairs(mods) do
     if m:isinstance(FSDP) then m._attrs._root = root end
+    if m:isinstance(FSDP) and m._attrs._flat then fps[#fps + 1] = m._attrs._flat end
   end
+  root._attrs._units = fps
   local mp = root._attrs._comm.mixed_precision
   if mp and mp.buffer_dtype then comm.cast_buffers(mods, mp.buffer_dtype) end
   root._attrs._exec = comm.new_exec()
@@ -336,6 +332,9 @@ end
 
 local function root_forward(self, ...)
   comm.exec_begin(lazy_init(self))
+  -- a new iteration: what is still gathered was gathered before the optimizer's step (a
+  -- prefetch that found no use, a forward never backpropagated), so it is stale
+  for _, fp in ipairs(self._attrs._units) do fp:release() end
   local args = pack(...)
   local mp = self._attrs._comm.mixed_precision
   if mp and mp.param_dtype then comm.cast_inputs(mp.param_dtype, args) end

@@ -156,19 +156,38 @@ end
 function M.exec_begin(e)
   if #e.fwd > 0 then e.fwd_prev, e.fwd = e.fwd, {} end
   if #e.bwd > 0 then e.bwd_prev, e.bwd = e.bwd, {} end
+  e.fwd_seen, e.bwd_seen = {}, {}
 end
 
--- Appends unit to list; returns the unit that followed it in prev, if any.
-function M.record(list, prev, unit)
-  list[#list + 1] = unit
-  local nxt = prev[#list + 1]
-  if nxt ~= nil and nxt ~= unit and prev[#list] == unit then return nxt end
-  -- the order changed: look the unit up instead of trusting the position
+-- The unit after `unit` in the previous iteration's order that has not run yet in this one (a
+-- unit that already ran would be gathered for nothing, and hold values the optimizer is about
+-- to change).
+local function next_pending(prev, seen, unit)
   for i, u in ipairs(prev) do
-    if u == unit then return prev[i + 1] end
+    if u == unit then
+      for j = i + 1, #prev do
+        if not seen[prev[j]] then return prev[j] end
+      end
+      return nil
+    end
   end
   return nil
 end
+
+-- Records unit's pre-forward; returns the unit to prefetch, if any.
+function M.record_forward(e, unit)
+  e.fwd[#e.fwd + 1], e.fwd_seen[unit] = unit, true
+  return next_pending(e.fwd_prev, e.fwd_seen, unit)
+end
+
+-- Records unit's pre-backward; returns the unit to prefetch, if any.
+function M.record_backward(e, unit)
+  e.bwd[#e.bwd + 1], e.bwd_seen[unit] = unit, true
+  return next_pending(e.bwd_prev, e.bwd_seen, unit)
+end
+
+-- BACKWARD_POST: the unit to prefetch once unit's grads are reduced.
+function M.next_in_backward(e, unit) return next_pending(e.bwd_prev, e.bwd_seen, unit) end
 
 -- ---- statistics -----------------------------------------------------------------------------
 
