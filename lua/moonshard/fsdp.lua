@@ -153,6 +153,20 @@ local function post_reduce_prefetch(self, fp, views)
   end
 end
 
+-- forward_prefetch: Open MPI moves a non-blocking collective only inside MPI calls, so each
+-- module of the unit (outside nested units) tests the in-flight ones before it runs; unit
+-- boundaries alone are too far apart (the seed Net's root runs both convs before fc1's gather
+-- is needed). Evidence: scripts/bench/mpi_progress.lua, numbers in flat_param_comm.c.
+local function progress_hooks(m)
+  for _, cname in ipairs(m._modules.names) do
+    local child = m._modules.map[cname]
+    if not child:isinstance(FSDP) then
+      child:register_forward_pre_hook(function() comm.progress() end)
+      progress_hooks(child)
+    end
+  end
+end
+
 -- Builds the unit's flat parameter; a parameter shared by two modules is flattened once.
 -- c: the unit's comm settings (fsdp_comm.check_options); inter: HYBRID_SHARD's inter group.
 local function flatten(self, module, strategy, group, c, inter)
@@ -202,6 +216,7 @@ function FSDP:init(module, opts)
   self._attrs.sharding_strategy = strategy
   self._attrs._comm = c
   flatten(self, module, strategy, group, c, inter)
+  if c.forward_prefetch then progress_hooks(module) end
 end
 
 -- FSDP(module, opts): the wrapped module (see the file's header).

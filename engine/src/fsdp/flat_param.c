@@ -199,6 +199,7 @@ bool ms_flat_param_is_gathered(const ms_flat_param *fp) { return ms_storage_is_m
 static ms_status on_grad_ready(void *ctx, ms_tensor *param) {
   (void)param;
   ms_flat_param *fp = ctx;
+  ms_fsdp_progress(); /* each parameter's grad is a chance to move in-flight collectives */
   if (--fp->grads_pending > 0) return MS_OK;
   fp->grads_pending = fp->grads_expected;
   ms_status st = ms_flat_param_reduce_grads_async(fp);

@@ -3,12 +3,19 @@
  * (reduce-scatter or all-reduce, then HYBRID_SHARD's all-reduce across nodes) finished at the end
  * of backward, and the counters the bench reads.
  *
- * Progress. Open MPI advances a non-blocking collective only inside MPI calls, so an all-gather
- * issued before a unit computes moves little until someone calls MPI. ms_fsdp_progress tests
- * every in-flight collective; FSDP calls it at its hook points (each unit's pre-forward, each
- * parameter's post-accumulate hook, the pre-backward hooks). Measured on this 2-core machine with
- * the seed's Net, 2 ranks, fc1 its own unit (scripts/bench/fsdp_overlap.lua), see the numbers in
- * the comment on ms_fsdp_progress. */
+ * Progress. Open MPI 4.1 (no asynchronous progress thread: ompi_info says "OMPI progress: no")
+ * advances a non-blocking collective only inside MPI calls. Measured with
+ * scripts/bench/mpi_progress.lua on this 2-core machine, 2 ranks, fc1's 4.7 MB all-gather (alone
+ * 4-5 ms), issued and followed by ~20 ms of matmuls: with no MPI call during the computation
+ * the wait left afterwards was 2.5-5.4 ms (median of 30, three runs), i.e. nothing overlapped;
+ * testing the request every ~1 ms left 0 ms (every ~10 ms: 0-6 ms). So ms_fsdp_progress tests
+ * every in-flight collective, and FSDP calls it often: at each unit's pre-forward and
+ * pre-backward, before each module of a unit when forward_prefetch is on (fsdp.lua), and in
+ * each parameter's post-accumulate hook (flat_param.c). A progress thread was not chosen: with
+ * one compute thread per rank on 2 cores it would take cycles from the computation, and it
+ * would need MPI_THREAD_MULTIPLE. End-to-end step times on this shared machine vary 3x between
+ * runs (scripts/bench/fsdp_overlap.lua), too noisy to show the gain; the bench of issue 7
+ * should measure it on a quiet machine. */
 #define _POSIX_C_SOURCE 200809L
 #include <time.h>
 
@@ -43,8 +50,7 @@ static void untrack_if_idle(ms_flat_param *fp) {
 }
 
 /* Tests without blocking (a completed test finishes the work: its error, if any, stays in the
- * handle for the wait). Before any wait on a fresh request there is nothing to gain, so the loop
- * is cheap when nothing is in flight. */
+ * handle for the wait). One pointer test when nothing is in flight. */
 void ms_fsdp_progress(void) {
   for (ms_flat_param *fp = g_inflight; fp; fp = fp->inflight_next) {
     if (fp->gather_work) ms_work_is_completed(fp->gather_work);
