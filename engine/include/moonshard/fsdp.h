@@ -80,14 +80,17 @@ ms_status ms_flat_param_gather(ms_flat_param *fp);
 /* Copies this rank's slice of the (gathered) full buffer into the shard, after the views were
  * written (loading a state dict). NO_SHARD: nothing to do, the shard is the full buffer. */
 ms_status ms_flat_param_update_shard(ms_flat_param *fp);
-/* Frees the full buffer's bytes (sharded strategies only; views stay valid objects). */
+/* Frees the full buffer's bytes, and the compute buffer's with mixed precision, after waiting for
+ * an in-flight gather (sharded strategies only; views stay valid objects). */
 void ms_flat_param_release(ms_flat_param *fp);
 bool ms_flat_param_is_gathered(const ms_flat_param *fp);
-/* Packs the params' grads (zeros where none), reduces them across ranks (average) into a
- * shard-sized gradient accumulated into shard->grad, and drops the params' grads. */
+/* Packs the compute views' grads (zeros where none), reduces them across ranks (average) into a
+ * shard-sized gradient accumulated into shard->grad, and drops the views' grads; waits for it
+ * (the asynchronous form is ms_flat_param_reduce_grads_async). */
 ms_status ms_flat_param_reduce_grads(ms_flat_param *fp);
-/* Registers native post-accumulate hooks: once every param requiring grad has its grad in a
- * backward, reduce_grads runs, then (sharded strategies) the full buffer is released. */
+/* Registers native post-accumulate hooks on the compute views: once every param requiring grad
+ * has its grad in a backward, the reduction is issued (ms_flat_param_reduce_grads_async, waited
+ * for at the end of that backward), then (sharded strategies) the buffers are released. */
 ms_status ms_flat_param_install_hooks(ms_flat_param *fp);
 /* Starts a new count of pending grads (call at each forward). */
 void ms_flat_param_reset_pending(ms_flat_param *fp);
