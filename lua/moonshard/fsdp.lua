@@ -470,7 +470,8 @@ function FSDP:load_state_dict(sd, opts)
 end
 
 -- Per rank: units, numel of the originals, of the shards (what params, grads and each
--- optimizer state take) and of the padded full buffers, and how many units are gathered now.
+-- optimizer state take) and of the padded full buffers, and how many units are gathered now (in
+-- full precision or as the compute buffer; a prefetch in flight counts).
 function M.memory_report(model)
   local r = { units = 0, full_numel = 0, shard_numel = 0, padded_numel = 0, gathered = 0 }
   for _, m in ipairs(model:modules()) do
@@ -479,7 +480,7 @@ function M.memory_report(model)
       local i = fp:info()
       r.units, r.full_numel = r.units + 1, r.full_numel + i.numel
       r.shard_numel, r.padded_numel = r.shard_numel + i.shard_numel, r.padded_numel + i.padded
-      if fp:is_gathered() then r.gathered = r.gathered + 1 end
+      if fp:is_gathered() or fp:compute_gathered() then r.gathered = r.gathered + 1 end
     end
   end
   return r
