@@ -20,21 +20,43 @@
 -- optimizer:zero_grad() (set_to_none: the next reduction starts from zero) work as in PyTorch.
 --
 -- Per unit and step (FSDP:forward is where the pre- and post-forward work runs, as in PyTorch, so
--- user hooks on the unit still see the module as usual): forward gathers the full buffer (all-gather of the shards); FULL_SHARD frees
--- it after forward and gathers it again when the gradient of the unit's output arrives (a tensor
--- hook: the unit's backward is about to start); once every parameter of the unit has its grad
--- (native post-accumulate hooks) the grads are packed and reduce-scattered (averaged) into the
--- shard's grad and the full buffer is freed (FULL_SHARD, SHARD_GRAD_OP). NO_SHARD keeps
--- everything on every rank and all-reduces the packed grads. The root (the outermost unit of a
--- forward) queues one end-of-backward callback (ms_autograd_queue_callback): units whose
+-- user hooks on the unit still see the module as usual): forward gathers the unit's compute
+-- buffer (all-gather of the shards); FULL_SHARD and HYBRID_SHARD free it after forward (not the
+-- root's, used again at once by backward, as PyTorch 1.13) and gather it again when the gradient
+-- of the unit's output arrives (a tensor hook: the unit's backward is about to start); once every
+-- parameter of the unit has its grad (native post-accumulate hooks) the grads are packed and
+-- their reduce-scatter (averaged) into the shard's grad is issued, and the buffer is freed
+-- (sharded strategies). NO_SHARD keeps everything on every rank and all-reduces the packed
+-- grads. The root (the outermost unit of a forward) queues one end-of-backward callback
+-- (ms_autograd_queue_callback), the one place where a backward's reductions are waited for: per
+-- unit it waits for the reduction (the pieces' grads then view the shard's grad), units whose
 -- parameters got only some of their gradients (unused parameters count as zeros) reduce there,
--- and every unit is resharded, before backward returns. A unit none of whose parameters got a
--- gradient does not reduce (as PyTorch); ranks must agree on which units those are.
+-- and every unit is resharded, before backward returns. After a failed backward it only waits
+-- and cleans up. A unit none of whose parameters got a gradient does not reduce (as PyTorch);
+-- ranks must agree on which units those are.
+--
+-- Communication (fsdp_comm.lua, engine/src/fsdp/flat_param_comm.c): all-gathers and gradient
+-- reductions are non-blocking collectives, moved along by testing them at hook points.
+-- forward_prefetch = true issues the next unit's all-gather (in the forward order recorded on the
+-- previous iteration) before the current unit computes; backward_prefetch = "BACKWARD_PRE"
+-- issues the next-in-backward unit's when the current unit's backward begins, "BACKWARD_POST"
+-- once the current unit's grads are reduced; only units not yet run in this pass are prefetched,
+-- and the root drops stale gathers at each new iteration. fsdp.comm_stats(model) counts calls,
+-- bytes and the time blocked waiting. mixed_precision = {param_dtype =, reduce_dtype =,
+-- buffer_dtype =} (PyTorch 1.13's MixedPrecision): shards and pieces stay in the parameters'
+-- dtype (float32), units compute with a param_dtype buffer gathered in param_dtype (forward
+-- sees its views; summon_full_params and state dicts see full-precision ones), grads are
+-- reduced in reduce_dtype (default param_dtype), the root casts floating inputs to param_dtype
+-- and buffers to buffer_dtype. HYBRID_SHARD shards within a node and replicates across nodes
+-- (process_group = {intra, inter}, or by host by default); the pieces are views of the
+-- intra-node shard.
 --
 -- Options: auto_wrap_policy, sharding_strategy, process_group, ignored_modules = {m, ...}
 -- (their subtrees stay ordinary, unsharded, unreduced parameters on every rank),
 -- sync_module_states = true (each unit broadcasts its parameters and buffers from the group's
--- first rank before sharding), use_orig_params (true only: always on). Scopes and helpers:
+-- first rank before sharding), use_orig_params (true only: always on), forward_prefetch,
+-- backward_prefetch, mixed_precision; child units get the same. cpu_offload, device_id and
+-- limit_all_gathers are refused ("not supported yet"). Scopes and helpers:
 -- model:no_sync() (to-be-closed: backwards accumulate locally, the first one after reduces the
 -- total), model:summon_full_params{writeback = true, recurse = true} (to-be-closed: every unit
 -- gathered, modules read full values; writeback copies changes into the shards at close),
@@ -48,11 +70,11 @@
 -- (piece:numel() elements; 0 when the rank holds none), piece the tensor itself, unit the FSDP
 -- module that owns it. Ignored parameters are not in it: they are ordinary full parameters.
 --
--- Not built yet: HYBRID_SHARD, mixed_precision, the prefetch options (refused with "not
--- supported yet"); sharded state dicts and optimizer state dicts by name; communication is
--- synchronous (no overlap). A parameter shared by two units (tied) is refused at wrap time.
+-- Not built yet: sharded state dicts and optimizer state dicts by name. A parameter shared by
+-- two units (tied) is refused at wrap time.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
+local comm = require "moonshard.fsdp_comm"
 
 local M = {}
 local fmt = string.format
@@ -68,8 +90,10 @@ if ok_wrap then
   M.lambda_auto_wrap_policy = wrap.lambda_auto_wrap_policy
 end
 
-local STRATEGIES = { FULL_SHARD = true, SHARD_GRAD_OP = true, NO_SHARD = true }
-M.ShardingStrategy = { FULL_SHARD = "FULL_SHARD", SHARD_GRAD_OP = "SHARD_GRAD_OP", NO_SHARD = "NO_SHARD" }
+local STRATEGIES = { FULL_SHARD = true, SHARD_GRAD_OP = true, NO_SHARD = true, HYBRID_SHARD = true }
+M.ShardingStrategy = { FULL_SHARD = "FULL_SHARD", SHARD_GRAD_OP = "SHARD_GRAD_OP", NO_SHARD = "NO_SHARD",
+  HYBRID_SHARD = "HYBRID_SHARD" }
+M.BackwardPrefetch = { BACKWARD_PRE = "BACKWARD_PRE", BACKWARD_POST = "BACKWARD_POST" }
 
 -- ---- the wrapper classes --------------------------------------------------------------------
 
@@ -99,13 +123,12 @@ forward_missing(FSDP, "_fsdp_wrapped_module")
 -- ---- options --------------------------------------------------------------------------------
 
 -- Options the issue names that this version does not implement: refused, never ignored.
-local NOT_YET = {
-  mixed_precision = true, backward_prefetch = true, forward_prefetch = true,
-  device_id = true, cpu_offload = true, limit_all_gathers = true,
-}
+local NOT_YET = { device_id = true, cpu_offload = true, limit_all_gathers = true }
+-- validated by fsdp_comm.check_options
+local COMM_OPTIONS = { mixed_precision = true, backward_prefetch = true, forward_prefetch = true }
 
-local KNOWN = "auto_wrap_policy, ignored_modules, process_group, sharding_strategy, sync_module_states, "
-  .. "use_orig_params"
+local KNOWN = "auto_wrap_policy, backward_prefetch, forward_prefetch, ignored_modules, mixed_precision, "
+  .. "process_group, sharding_strategy, sync_module_states, use_orig_params"
 
 local function check_options(opts)
   if opts == nil then return {} end
@@ -135,14 +158,18 @@ local function check_options(opts)
             ms.is_tensor(m) and "a tensor" or type(m), i), 3)
         end
       end
-    elseif k ~= "auto_wrap_policy" and k ~= "sharding_strategy" and k ~= "process_group" then
+    elseif k ~= "auto_wrap_policy" and k ~= "sharding_strategy" and k ~= "process_group" and not COMM_OPTIONS[k] then
       error(fmt("FSDP: unknown option '%s' (known: %s)", tostring(k), KNOWN), 3)
     end
   end
   local s = opts.sharding_strategy or "FULL_SHARD"
   if not STRATEGIES[s] then
-    error(fmt("FSDP: sharding_strategy '%s' is not supported yet (FULL_SHARD, SHARD_GRAD_OP or NO_SHARD)",
+    error(fmt("FSDP: option 'sharding_strategy': expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD, got %s",
       tostring(s)), 3)
+  end
+  if s ~= "HYBRID_SHARD" and type(opts.process_group) == "table" then
+    error("FSDP: option 'process_group': a pair {intra_group, inter_group} is for HYBRID_SHARD, got sharding_strategy "
+      .. s, 3)
   end
   return opts
 end
@@ -178,8 +205,9 @@ end
 
 -- Each module keeps its piece as the registered parameter (same place in the order, so
 -- named_parameters keeps torch's order) and the full-shaped view as a plain attribute that
--- use_full_views swaps in; _fsdp_param_names keeps the order for state dicts.
-local function install_views(entries, index, views, pieces)
+-- use_full_views swaps in; _fsdp_param_names keeps the order for state dicts. cviews: the
+-- param_dtype views forward computes with (mixed precision), else nil.
+local function install_views(entries, index, views, pieces, cviews)
   local orig = {}
   for i, e in ipairs(entries) do
     local m = e.module
@@ -194,7 +222,8 @@ local function install_views(entries, index, views, pieces)
     local piece = nn.internal.mark_parameter(pieces[index[i]])
     m._parameters.map[e.name] = piece
     m._attrs[e.name] = views[index[i]]
-    orig[i] = { module = m, name = e.name, view = views[index[i]], piece = piece, index = index[i] }
+    orig[i] = { module = m, name = e.name, view = views[index[i]], piece = piece, index = index[i],
+      compute = cviews and cviews[index[i]] or views[index[i]] }
   end
   return orig
 end
@@ -233,8 +262,37 @@ end
 -- where a module still holds it, i.e. where a tie would flatten it a second time).
 local FLATTENED = setmetatable({}, { __mode = "k" })
 
+-- BACKWARD_POST: once the unit's grads were reduced (the native hook, registered first, ran and
+-- restarted the count), the next unit in backward order is gathered ahead.
+local function post_reduce_prefetch(self, fp, views)
+  local function hook()
+    if fp:grads_incomplete() then return end
+    local e = self._attrs._root and self._attrs._root._attrs._exec
+    local nxt = e and e.fwd_seen and comm.next_in_backward(e, self)
+    if nxt and nxt._attrs._flat then nxt._attrs._flat:gather_compute_async(true) end
+  end
+  for _, v in ipairs(views) do
+    if v.requires_grad then v:register_post_accumulate_grad_hook(hook) end
+  end
+end
+
+-- forward_prefetch: Open MPI moves a non-blocking collective only inside MPI calls, so each
+-- module of the unit (outside nested units) tests the in-flight ones before it runs; unit
+-- boundaries alone are too far apart (the seed Net's root runs both convs before fc1's gather
+-- is needed). Evidence: bench/mpi_progress.lua, numbers in flat_param_comm.c.
+local function progress_hooks(m, ignored)
+  for _, cname in ipairs(m._modules.names) do
+    local child = m._modules.map[cname]
+    if not child:isinstance(FSDP) and not ignored[child] then
+      child:register_forward_pre_hook(function() comm.progress() end)
+      progress_hooks(child, ignored)
+    end
+  end
+end
+
 -- Builds the unit's flat parameter; a parameter shared by two modules is flattened once.
-local function flatten(self, module, strategy, group, ignored, sync)
+-- c: the unit's comm settings (fsdp_comm.check_options); inter: HYBRID_SHARD's inter group.
+local function flatten(self, module, strategy, group, ignored, sync, c, inter)
   local buffers = sync and {} or nil
   local entries = unit_params(module, {}, ignored, buffers)
   local uniq, index, seen = {}, {}, {}
@@ -255,13 +313,19 @@ local function flatten(self, module, strategy, group, ignored, sync)
     local all = {}
     for _, t in ipairs(uniq) do all[#all + 1] = t end
     for _, t in ipairs(buffers) do all[#all + 1] = t end
+    -- HYBRID_SHARD: the first node's values across nodes, then each node's first rank's inside it
+    if inter then broadcast_from_first(all, inter) end
     broadcast_from_first(all, group)
   end
   if #uniq == 0 then return end
-  local fp, _, views, pieces = native.flat_param(uniq, strategy, group)
+  local fp, _, views, pieces = native.flat_param(uniq, strategy == "HYBRID_SHARD" and "FULL_SHARD" or strategy,
+    group, comm.native_mp(c, uniq[1].dtype))
+  if inter then fp:set_inter_group(inter) end
   for _, t in ipairs(uniq) do FLATTENED[t] = true end
-  self._attrs._orig = install_views(entries, index, views, pieces)
+  local cviews = fp:compute_views()
+  self._attrs._orig = install_views(entries, index, views, pieces, cviews)
   self._attrs._flat = fp
+  if c.backward_prefetch == "BACKWARD_POST" then post_reduce_prefetch(self, fp, cviews or views) end
 end
 
 -- ---- construction ---------------------------------------------------------------------------
@@ -271,8 +335,10 @@ function FSDP:init(module, opts)
     error(fmt("FSDP: bad argument #1 (module): expected a module, got %s", type(module)), 3)
   end
   opts = check_options(opts)
+  local c = comm.check_options(opts, 2)
   local strategy = opts.sharding_strategy or "FULL_SHARD"
-  local group = opts.process_group
+  local group, inter = opts.process_group, nil
+  if strategy == "HYBRID_SHARD" then group, inter = comm.hybrid_groups(group, 2) end
   local ignored = ignored_set(opts.ignored_modules)
   if ignored[module] then
     error("FSDP: option 'ignored_modules': expected modules inside the wrapped module, got the wrapped "
@@ -280,15 +346,19 @@ function FSDP:init(module, opts)
   end
   if opts.auto_wrap_policy ~= nil then
     if not ok_wrap then error("FSDP: auto_wrap_policy needs moonshard.fsdp_wrap: " .. tostring(wrap), 3) end
-    local child_opts = { sharding_strategy = strategy, process_group = group,
-      ignored_modules = opts.ignored_modules, sync_module_states = opts.sync_module_states }
+    local child_opts = { sharding_strategy = strategy, process_group = inter and { group, inter } or group,
+      ignored_modules = opts.ignored_modules, sync_module_states = opts.sync_module_states,
+      mixed_precision = opts.mixed_precision, forward_prefetch = opts.forward_prefetch,
+      backward_prefetch = opts.backward_prefetch }
     module = wrap.auto_wrap(module, opts.auto_wrap_policy, function(m) return FSDP(m, child_opts) end,
       { wrapper_cls = FSDP, ignored_modules = opts.ignored_modules })
   end
   self._fsdp_wrapped_module = FlattenParamsWrapper(module)
   self._attrs.sharding_strategy = strategy
-  self._attrs.process_group = group
-  flatten(self, module, strategy, group, ignored, opts.sync_module_states == true)
+  self._attrs.process_group = group -- HYBRID_SHARD: the intra-node group (clip_grad_norm_)
+  self._attrs._comm = c
+  flatten(self, module, strategy, group, ignored, opts.sync_module_states == true, c, inter)
+  if c.forward_prefetch then progress_hooks(module, ignored) end
 end
 
 -- FSDP(module, opts): the wrapped module (see the file's header).
@@ -339,10 +409,12 @@ local function units_of(model)
   return out
 end
 
--- Points the unit's modules at the full-shaped views (full = true) or back at the pieces.
-local function use_full_views(unit, full)
+-- Points the unit's modules at full-shaped views or back at the pieces: which = "compute" (what
+-- forward computes with: the param_dtype views under mixed precision), "full" (the dtype views
+-- of the full buffer: summon_full_params, state dicts) or nil (the pieces).
+local function use_full_views(unit, which)
   for _, e in ipairs(unit._attrs._orig) do
-    e.module._parameters.map[e.name] = full and e.view or e.piece
+    e.module._parameters.map[e.name] = which == "compute" and e.compute or which == "full" and e.view or e.piece
   end
 end
 
@@ -372,14 +444,6 @@ local function on_backward_start(outs, hook)
   end
 end
 
--- FULL_SHARD freed the full buffer after forward; the first gradient reaching an output of the
--- unit means its backward is about to read the saved parameter views: gather them back.
-local function pre_backward_hooks(fp, outs)
-  on_backward_start(outs, function()
-    if not fp:is_gathered() then fp:gather() end
-  end)
-end
-
 local function needs_backward(outs)
   local any = false
   for i = 1, outs.n do
@@ -388,50 +452,130 @@ local function needs_backward(outs)
   return any
 end
 
--- FSDP forwards in progress: the outermost is the root of this forward, the one that finishes
--- every unit of its tree at the end of the backward.
-local forward_depth = 0
+-- The root whose forward is running (the outermost FSDP forward; nested units see it), else nil.
+local active_root
 
--- The root's finisher (engine side: one callback finishing all its units), made at its first
--- forward as root (the tree is complete by then).
-local function finisher_of(root)
-  local f = root._attrs._finisher
-  if not f then
-    local fps = {}
-    for i, u in ipairs(units_of(root)) do fps[i] = u._attrs._flat end
-    f = native.finisher(fps)
-    root._attrs._finisher = f
+-- The root's execution-order record, when the unit runs inside its root's forward.
+local function exec_of(unit)
+  local root = unit._attrs._root
+  return root and root._attrs._exec
+end
+
+-- The first gradient reaching an output of the unit means its backward is about to read the
+-- saved parameter views: gather them back (FULL_SHARD freed them after forward), first issuing
+-- the next unit's gather with BACKWARD_PRE, and record the backward order that prefetch follows
+-- (once per iteration; a retain_graph backward only gathers again).
+local function pre_backward_hooks(unit, fp, outs)
+  on_backward_start(outs, function()
+    comm.progress()
+    local e, nxt = exec_of(unit), nil
+    if e and e.bwd_seen and not e.bwd_seen[unit] then nxt = comm.record_backward(e, unit) end
+    if not fp:compute_gathered() then fp:gather_compute_async(false) end
+    if unit._attrs._comm.backward_prefetch == "BACKWARD_PRE" and nxt and nxt._attrs._flat then
+      nxt._attrs._flat:gather_compute_async(true)
+    end
+    fp:gather_compute()
+  end)
+end
+
+-- One unit's forward (PyTorch's pre- and post-forward around the wrapped module); returns the
+-- packed outputs.
+local function unit_forward(self, is_root, ...)
+  local fp, strategy = self._attrs._flat, self._attrs.sharding_strategy
+  if fp == nil then return pack(self._fsdp_wrapped_module(...)) end
+  fp:reset_pending()
+  fp:drop_unused_grad()
+  comm.progress()
+  local e = exec_of(self)
+  local nxt = e and comm.record_forward(e, self)
+  -- gathered every forward (the optimizer may have changed the shards since): a prefetched
+  -- gather is waited for here; NO_SHARD with mixed precision casts again
+  fp:gather_compute()
+  if self._attrs._comm.forward_prefetch and nxt and nxt._attrs._flat then
+    nxt._attrs._flat:gather_compute_async(true)
   end
-  return f
+  local outs
+  do
+    use_full_views(self, "compute")
+    local _ <close> = closer(function() use_full_views(self, nil) end)
+    outs = pack(self._fsdp_wrapped_module(...))
+  end
+  if strategy ~= "NO_SHARD" then
+    local backward = needs_backward(outs)
+    -- the root keeps its parameters for the backward that follows at once (PyTorch 1.13)
+    local reshard = (strategy == "FULL_SHARD" or strategy == "HYBRID_SHARD") and not is_root
+    if reshard or not backward then fp:release() end
+    if backward then pre_backward_hooks(self, fp, outs) end
+  end
+  return outs
+end
+
+-- The root's lazy initialisation (PyTorch's _lazy_init) at its first forward as root, when the
+-- tree is complete: every unit below learns its root, whose execution order they record; the
+-- root's finisher (engine side: one end-of-backward callback finishing all its units) is made;
+-- buffers are cast to buffer_dtype once.
+local function lazy_init(root)
+  if root._attrs._exec then return end
+  local mods, fps = root:modules(), {}
+  for _, m in ipairs(mods) do
+    if m:isinstance(FSDP) then
+      m._attrs._root = root
+      if m._attrs._flat then fps[#fps + 1] = m._attrs._flat end
+    end
+  end
+  root._attrs._units = fps
+  root._attrs._finisher = native.finisher(fps)
+  local mp = root._attrs._comm.mixed_precision
+  if mp and mp.buffer_dtype then comm.cast_buffers(mods, mp.buffer_dtype) end
+  root._attrs._exec = comm.new_exec()
+end
+
+local function root_forward(self, ...)
+  lazy_init(self)
+  comm.exec_begin(self._attrs._exec)
+  -- a new iteration: what is still gathered was gathered before the optimizer's step (a
+  -- prefetch that found no use, a forward never backpropagated), so it is stale
+  for _, fp in ipairs(self._attrs._units) do fp:release() end
+  local args = pack(...)
+  local mp = self._attrs._comm.mixed_precision
+  if mp and mp.param_dtype then comm.cast_inputs(mp.param_dtype, args) end
+  local outs
+  do
+    active_root = self
+    local _ <close> = closer(function() active_root = nil end)
+    outs = unit_forward(self, true, unpack(args, 1, args.n))
+  end
+  local finisher = self._attrs._finisher
+  if needs_backward(outs) then on_backward_start(outs, function() finisher:queue() end) end
+  return unpack(outs, 1, outs.n)
 end
 
 function FSDP:forward(...)
-  local fp, strategy = self._attrs._flat, self._attrs.sharding_strategy
-  local finisher = forward_depth == 0 and finisher_of(self) or nil
-  if finisher then finisher:reset() end -- a failed backward may have left it queued
-  if fp then
-    fp:reset_pending()
-    fp:drop_unused_grad()
-    -- gathered every forward: the optimizer may have changed the shards since the last gather
-    fp:gather()
-    use_full_views(self, true)
-  end
-  forward_depth = forward_depth + 1
-  local outs
-  do
-    local _ <close> = closer(function()
-      forward_depth = forward_depth - 1
-      if fp then use_full_views(self, false) end
-    end)
-    outs = pack(self._fsdp_wrapped_module(...))
-  end
-  local backward = needs_backward(outs)
-  if finisher and backward then on_backward_start(outs, function() finisher:queue() end) end
-  if fp and strategy ~= "NO_SHARD" then
-    if strategy == "FULL_SHARD" or not backward then fp:release() end
-    if strategy == "FULL_SHARD" and backward then pre_backward_hooks(fp, outs) end
-  end
+  if active_root == nil then return root_forward(self, ...) end
+  local outs = unit_forward(self, false, ...)
   return unpack(outs, 1, outs.n)
+end
+
+-- fsdp.comm_stats(model[, {reset = true}]) -> this rank's communication counters summed over
+-- the model's units: allgather_calls, prefetch_calls, reduce_calls (reduce-scatters, NO_SHARD's
+-- all-reduces), allreduce_calls (HYBRID_SHARD's across nodes), allgather_bytes, reduce_bytes,
+-- bytes, waits and wait_seconds (time blocked waiting: the exposed communication), units,
+-- param_dtype, reduce_dtype. reset zeroes the counters after reading them.
+function M.comm_stats(model, opts)
+  if not is_module(model) then
+    error(fmt("comm_stats: bad argument #1 (model): expected an FSDP module, got %s", type(model)), 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error(fmt("comm_stats: bad argument #2 (opts): expected a table {reset=}, got %s", type(opts)), 2)
+  end
+  local fps = {}
+  for i, u in ipairs(units_of(model)) do fps[i] = u._attrs._flat end
+  return comm.stats(fps, opts and opts.reset)
+end
+
+-- fsdp.reset_comm_stats(model): zeroes the model's counters.
+function M.reset_comm_stats(model)
+  M.comm_stats(model, { reset = true })
 end
 
 -- ---- scopes: no_sync, summon_full_params --------------------------------------------------------
@@ -469,7 +613,7 @@ function FSDP:summon_full_params(opts)
       error(fmt("summon_full_params: option '%s': expected a boolean, got %s", k, type(v)), 2)
     end
   end
-  if forward_depth > 0 then error("summon_full_params: expected no forward in progress, got one", 2) end
+  if active_root ~= nil then error("summon_full_params: expected no forward in progress, got one", 2) end
   local writeback = opts.writeback ~= false
   local units = opts.recurse == false and (self._attrs._flat and { self } or {}) or units_of(self)
   local was = {}
@@ -477,12 +621,12 @@ function FSDP:summon_full_params(opts)
     local fp = u._attrs._flat
     was[i] = fp:is_gathered()
     fp:gather()
-    use_full_views(u, true)
+    use_full_views(u, "full")
   end
   return closer(function()
     for i, u in ipairs(units) do
       local fp = u._attrs._flat
-      use_full_views(u, false)
+      use_full_views(u, nil)
       if writeback then fp:update_shard() end
       if not was[i] then fp:release() end
     end
@@ -664,7 +808,8 @@ function FSDP:load_state_dict(sd, opts)
 end
 
 -- Per rank: units, numel of the originals, of the shards (what params, grads and each
--- optimizer state take) and of the padded full buffers, and how many units are gathered now.
+-- optimizer state take) and of the padded full buffers, and how many units are gathered now (in
+-- full precision or as the compute buffer; a prefetch in flight counts).
 function M.memory_report(model)
   local r = { units = 0, full_numel = 0, shard_numel = 0, padded_numel = 0, gathered = 0 }
   for _, m in ipairs(model:modules()) do
@@ -673,7 +818,7 @@ function M.memory_report(model)
       local i = fp:info()
       r.units, r.full_numel = r.units + 1, r.full_numel + i.numel
       r.shard_numel, r.padded_numel = r.shard_numel + i.shard_numel, r.padded_numel + i.padded
-      if fp:is_gathered() then r.gathered = r.gathered + 1 end
+      if fp:is_gathered() or fp:compute_gathered() then r.gathered = r.gathered + 1 end
     end
   end
   return r

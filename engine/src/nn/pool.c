@@ -8,6 +8,7 @@
 #include "moonshard/nn_conv.h"
 #include "autograd/grad_util.h"
 #include "nn/conv_internal.h"
+#include "nn/nn_internal.h"
 
 /* PyTorch's pooling_output_shape: a last window that would start inside the right padding
  * only is dropped in ceil mode. */
@@ -88,6 +89,19 @@ ms_status ms_max_pool2d_with_indices(ms_tensor *x, const int64_t kernel[2], cons
                                      bool ceil_mode, ms_tensor **values, ms_tensor **indices) {
   ms_k_pool2d_geom g;
   *values = *indices = NULL;
+  ms_dtype half;
+  if (x && ms_nn_half_call(1, &x, &half)) {
+    ms_tensor *v;
+    if (ms_nn_widen(1, &x, &v) != MS_OK) return MS_ERR_MEMORY;
+    ms_status st = ms_max_pool2d_with_indices(v, kernel, stride, padding, dilation, ceil_mode, values, indices);
+    ms_tensor_release(v);
+    if (st == MS_OK && !(*values = ms_nn_narrow_back(*values, half))) {
+      ms_tensor_release(*indices);
+      *indices = NULL;
+      return MS_ERR_MEMORY;
+    }
+    return st;
+  }
   if (pool_geometry("max_pool2d", x, kernel, stride, padding, dilation, ceil_mode, &g) != MS_OK) return MS_ERR_ARG;
   bool prev = ms_grad_set_enabled(false); /* the contiguous copy is the op's own business */
   ms_tensor *xc = ms_tensor_contiguous(x);
