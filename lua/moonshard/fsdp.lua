@@ -21,8 +21,7 @@
 -- everything on every rank and all-reduces the packed grads.
 --
 -- Not built yet: the options HYBRID_SHARD, mixed_precision, the prefetch options,
--- ignored_modules, sync_module_states=true raise "not supported yet"; sharded state dicts,
--- no_sync, summon_full_params, clip_grad_norm_ and optimizer state dicts by name are absent;
+-- ignored_modules, sync_module_states=true raise "not supported yet"; no_sync, summon_full_params, clip_grad_norm_ and optimizer state dicts by name are absent;
 -- communication is synchronous (no overlap); use_orig_params (named_parameters under the original names), unused
 -- parameters: a parameter that requires grad but gets no gradient in a backward keeps its unit
 -- from reducing, which the next forward reports as an error. Frozen parameters
@@ -37,6 +36,12 @@ local pack, unpack = table.pack, table.unpack
 local native = ms._fsdp
 local is_module = nn.is_module
 local od_set, od_remove = nn.internal.od_set, nn.internal.od_remove
+
+local state = require "moonshard.fsdp_state"
+M.state_dict_type = state.state_dict_type
+M.save_sharded = state.save_sharded
+M.load_sharded = state.load_sharded
+M.StateDictType = { FULL_STATE_DICT = "FULL_STATE_DICT", SHARDED_STATE_DICT = "SHARDED_STATE_DICT" }
 
 local ok_wrap, wrap = pcall(require, "moonshard.fsdp_wrap")
 if ok_wrap then
@@ -157,6 +162,7 @@ function FSDP:init(module, opts)
   end
   self._fsdp_wrapped_module = FlattenParamsWrapper(module)
   self._attrs.sharding_strategy = strategy
+  self._attrs._process_group = group
   flatten(self, module, strategy, group)
 end
 
@@ -242,58 +248,10 @@ local function walk_state(m, prefix, visit)
   for _, cname in ipairs(m._modules.names) do walk_state(m._modules.map[cname], prefix .. cname .. ".", visit) end
 end
 
--- The full state dict under the unwrapped module's names, on every rank (every rank takes part
--- in the gathers; rank 0 usually saves it). Tensors are copies: the full buffers are freed after.
-function FSDP:state_dict(opts)
-  opts = opts or {}
-  local sd, keys = {}, {}
-  local _ <close> = ms.no_grad()
-  walk_state(self, opts.prefix or "", function(name, t)
-    keys[#keys + 1] = name
-    sd[name] = t:detach():clone()
-  end)
-  return setmetatable(sd, { __pairs = nn.internal.ordered_pairs_of(keys) }), keys
-end
-
--- Loads a full state dict (unwrapped names, as state_dict gives or an unwrapped model saved):
--- every key must be there with its shape; then each rank keeps its slice.
-function FSDP:load_state_dict(sd, opts)
-  if type(sd) ~= "table" then error(fmt("load_state_dict: expected a table of name -> tensor, got %s", type(sd)), 2) end
-  local strict = not (type(opts) == "table" and opts.strict == false)
-  local own, own_keys = self:state_dict()
-  local missing, unexpected = {}, {}
-  for _, k in ipairs(own_keys) do
-    local v = rawget(sd, k)
-    if v == nil then missing[#missing + 1] = k
-    elseif tostring(v.shape) ~= tostring(own[k].shape) then
-      error(fmt("load_state_dict: size mismatch for %s: copying a param with shape %s, the shape in current model is %s",
-        k, tostring(v.shape), tostring(own[k].shape)), 2)
-    end
-  end
-  for k in pairs(sd) do
-    if rawget(own, k) == nil then unexpected[#unexpected + 1] = tostring(k) end
-  end
-  if strict and (#missing > 0 or #unexpected > 0) then
-    error(fmt("Error(s) in loading state_dict for %s: missing keys: %s; unexpected keys: %s", self:_get_name(),
-      table.concat(missing, ", "), table.concat(unexpected, ", ")), 2)
-  end
-  local _ <close> = ms.no_grad()
-  local units = {}
-  for _, m in ipairs(self:modules()) do
-    if m:isinstance(FSDP) and m._attrs._flat then units[#units + 1] = m._attrs._flat end
-  end
-  -- gather every unit, write through the views, then each rank copies back its slice
-  for _, fp in ipairs(units) do fp:gather() end
-  walk_state(self, "", function(name, t)
-    local v = rawget(sd, name)
-    if v ~= nil then t:copy_(v) end
-  end)
-  for _, fp in ipairs(units) do
-    fp:update_shard()
-    if self._attrs.sharding_strategy ~= "NO_SHARD" then fp:release() end
-  end
-  return { missing_keys = missing, unexpected_keys = unexpected }
-end
+-- State dicts (fsdp_state.lua): FULL (the default; opts {rank0_only =, offload_to_cpu =}) or
+-- SHARDED (opts.state_dict_type, or the fsdp.state_dict_type scope).
+function FSDP:state_dict(opts) return state.state_dict(self, opts) end
+function FSDP:load_state_dict(sd, opts) return state.load_state_dict(self, sd, opts) end
 
 -- Per rank: units, numel of the originals, of the shards (what params, grads and each
 -- optimizer state take) and of the padded full buffers, and how many units are gathered now.
