@@ -38,6 +38,7 @@ local is_module = nn.is_module
 local od_set, od_remove = nn.internal.od_set, nn.internal.od_remove
 
 local state = require "moonshard.fsdp_state"
+local memory = require "moonshard.fsdp_memory"
 M.state_dict_type = state.state_dict_type
 M.save_sharded = state.save_sharded
 M.load_sharded = state.load_sharded
@@ -81,8 +82,8 @@ local function check_options(opts)
       error(fmt("FSDP: option '%s' is not supported yet", tostring(k)), 3)
     elseif k == "sync_module_states" then
       if v then error("FSDP: sync_module_states=true is not supported yet", 3) end
-    elseif k ~= "auto_wrap_policy" and k ~= "sharding_strategy" and k ~= "process_group" then
-      error(fmt("FSDP: unknown option '%s' (known: auto_wrap_policy, process_group, sharding_strategy)",
+    elseif k ~= "auto_wrap_policy" and k ~= "sharding_strategy" and k ~= "process_group" and k ~= "verbose" then
+      error(fmt("FSDP: unknown option '%s' (known: auto_wrap_policy, process_group, sharding_strategy, verbose)",
         tostring(k)), 3)
     end
   end
@@ -164,6 +165,8 @@ function FSDP:init(module, opts)
   self._attrs.sharding_strategy = strategy
   self._attrs._process_group = group
   flatten(self, module, strategy, group)
+  -- verbose = true: rank 0 prints fsdp.memory_report at wrap time (nested units never get it)
+  if opts.verbose then memory.print_report(self) end
 end
 
 -- FSDP(module, opts): the wrapped module (see the file's header).
@@ -253,20 +256,7 @@ end
 function FSDP:state_dict(opts) return state.state_dict(self, opts) end
 function FSDP:load_state_dict(sd, opts) return state.load_state_dict(self, sd, opts) end
 
--- Per rank: units, numel of the originals, of the shards (what params, grads and each
--- optimizer state take) and of the padded full buffers, and how many units are gathered now.
-function M.memory_report(model)
-  local r = { units = 0, full_numel = 0, shard_numel = 0, padded_numel = 0, gathered = 0 }
-  for _, m in ipairs(model:modules()) do
-    local fp = m:isinstance(FSDP) and m._attrs._flat
-    if fp then
-      local i = fp:info()
-      r.units, r.full_numel = r.units + 1, r.full_numel + i.numel
-      r.shard_numel, r.padded_numel = r.shard_numel + i.shard_numel, r.padded_numel + i.padded
-      if fp:is_gathered() then r.gathered = r.gathered + 1 end
-    end
-  end
-  return r
-end
+-- fsdp.memory_report(model [, optimizer]): see fsdp_memory.lua (tostring prints it).
+M.memory_report = memory.memory_report
 
 return M

@@ -402,7 +402,6 @@ local function load_pieces(fname, model, entries, strict, what)
 end
 
 local function load_sharded_state_dict(model, sd, opts)
-  local prefix = opts.prefix or ""
   local entries = {}
   for k, v in pairs(sd) do
     if type(k) ~= "string" or type(v) ~= "table" or not ms.is_tensor(v.tensor) or type(v.shape) ~= "table"
@@ -410,11 +409,9 @@ local function load_sharded_state_dict(model, sd, opts)
       error(fmt("load_state_dict: a SHARDED state dict maps names to {tensor =, shape =, dtype =, offset =} "
         .. "(as state_dict{state_dict_type = 'SHARDED'} gives), got %s = %s", tostring(k), type(v)), 3)
     end
-    if k:sub(1, #prefix) == prefix then
-      local t = v.tensor:view(-1)
-      entries[k:sub(#prefix + 1)] = {shape = v.shape, pieces = {{offset = v.offset, numel = t:numel(),
-        read = function(first, count) return t:narrow(1, first + 1, count) end}}}
-    end
+    local t = v.tensor:view(-1)
+    entries[k] = {shape = v.shape, pieces = {{offset = v.offset, numel = t:numel(),
+      read = function(first, count) return t:narrow(1, first + 1, count) end}}}
   end
   return load_pieces("load_state_dict", model, entries, opts.strict ~= false, "the state dict")
 end
@@ -427,8 +424,18 @@ function M.state_dict(model, opts)
   return full_state_dict(model, o)
 end
 
+-- rank0_only and offload_to_cpu (from a scope's config) change nothing on load: as in PyTorch,
+-- a FULL state dict is loaded on every rank.
+local LOAD_KEYS = {state_dict_type = true, strict = true, rank0_only = true, offload_to_cpu = true}
+
 function M.load_state_dict(model, sd, opts)
   if type(sd) ~= "table" then error(fmt("load_state_dict: expected a table of name -> tensor, got %s", type(sd)), 3) end
+  for k in pairs(type(opts) == "table" and opts or {}) do
+    if not LOAD_KEYS[k] then
+      error(fmt("load_state_dict: unknown option '%s' (known: offload_to_cpu, rank0_only, state_dict_type, strict)",
+        tostring(k)), 3)
+    end
+  end
   local t, o = resolve(model, "load_state_dict", opts)
   if t == "SHARDED" then return load_sharded_state_dict(model, sd, o) end
   return load_full(model, sd, o)
@@ -538,6 +545,26 @@ function M.save_sharded(model, dir)
   if world > 1 then dist.barrier({group = group}) end
 end
 
+local function is_count(v) return math.type(v) == "integer" and v >= 0 end
+
+-- Why an index entry is unusable, or nil: a name, a shape of counts, pieces naming a listed
+-- file, a key and an element range inside the shape.
+local function check_entry(e, nfiles)
+  if type(e) ~= "table" or type(e.name) ~= "string" then return "expected an object with a string \"name\"" end
+  if type(e.shape) ~= "table" then return "\"shape\" must be an array of sizes" end
+  for _, d in ipairs(e.shape) do
+    if not is_count(d) then return "\"shape\" must be an array of sizes" end
+  end
+  if type(e.pieces) ~= "table" then return "\"pieces\" must be an array" end
+  local n = numel_of(e.shape)
+  for j, p in ipairs(e.pieces) do
+    if type(p) ~= "table" or not is_count(p.file) or p.file >= nfiles or type(p.key) ~= "string"
+        or not is_count(p.offset) or not is_count(p.numel) or p.offset + p.numel > n then
+      return fmt("piece %d must be {file < %d, key, offset, numel} inside its %d elements", j, nfiles, n)
+    end
+  end
+end
+
 local function read_index(fname, dir)
   if type(dir) ~= "string" then error(fmt("%s: bad argument #2 (dir): expected a directory path, got %s", fname, type(dir)), 3) end
   if not is_dir(dir) then error(fmt("%s: directory '%s' does not exist", fname, dir), 3) end
@@ -554,6 +581,13 @@ local function read_index(fname, dir)
   end
   if idx.version ~= VERSION then
     error(fmt("%s: '%s' has index version %s; this moonshard reads version %d", fname, path, tostring(idx.version), VERSION), 3)
+  end
+  for i, e in ipairs(idx.entries) do
+    local why = check_entry(e, #idx.files)
+    if why then
+      error(fmt("%s: '%s': entry %d (%s) is malformed: %s", fname, path, i,
+        type(e) == "table" and type(e.name) == "string" and ("'" .. e.name .. "'") or "unnamed", why), 3)
+    end
   end
   return idx, path
 end
@@ -572,7 +606,9 @@ function M.load_sharded(model, dir, opts)
   end})
   local function reader(file, key)
     local name = idx.files[file + 1]
-    if type(name) ~= "string" then error(fmt("%s: '%s' names file %s, which is not in its file list", fname, path, tostring(file)), 0) end
+    if type(name) ~= "string" or name:find("/", 1, true) then
+      error(fmt("%s: '%s': file %d is not a file name in the checkpoint's directory", fname, path, file), 0)
+    end
     return function(first, count)
       local f = open[file]
       if not f then

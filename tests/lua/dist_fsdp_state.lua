@@ -344,6 +344,46 @@ case("bad checkpoints: missing directory or index, names and shapes that do not 
     "load_state_dict", "SHARDED state dict maps names to {tensor =")
 end)
 
+-- ---- memory_report ---------------------------------------------------------------------------------
+
+local function held_bytes()
+  collectgarbage()
+  collectgarbage()
+  local c = ms.memory_stats().by_category
+  return c.params + c.grads + c.optimizer
+end
+
+case("memory_report: the engine's byte counts, the planned gathered peak, printable, printed by verbose = true", function()
+  local before = held_bytes()
+  local printed = {}
+  local print0 = print
+  print = function(...) printed[#printed + 1] = table.concat({...}, "\t") end -- luacheck: ignore
+  local ok, model = pcall(fsdp.FSDP, fresh(Small), {auto_wrap_policy = LINEAR_UNITS, verbose = true})
+  print = print0 -- luacheck: ignore
+  assert(ok, model)
+  T.eq(#printed, R == 0 and 1 or 0, "reports printed at wrap time on rank " .. R)
+  local x, y = batch(SMALL)
+  local opt = optim.Adadelta(model:parameters(), {lr = 1.0})
+  F.nll_loss(model(x), y):backward()
+  opt:step()
+  local rep = fsdp.memory_report(model, opt)
+  T.eq(held_bytes() - before, rep.params_bytes + rep.grads_bytes + rep.optimizer_bytes, "bytes held")
+  T.eq(rep.optimizer_bytes, 2 * rep.params_bytes, "Adadelta keeps two states a shard element")
+  T.eq(rep.params_bytes, 4 * rep.shard_numel)
+  -- the worst moment: a Linear unit inside the root (both gathered)
+  local function padded(n) return (n + W - 1) // W * W end
+  T.eq(rep.peak_gathered_bytes, 4 * (padded(4 * 9 + 4) + padded(144 * 16 + 16)), "planned peak")
+  T.eq(rep.rank, R)
+  local text = tostring(rep)
+  for _, want in ipairs({("rank %d of %d: 3 units"):format(R, W), "sharded parameters", "gradients", "optimizer state",
+                         "gathered units", tostring(rep.peak_gathered_bytes) .. " bytes"}) do
+    T.truthy(text:find(want, 1, true), ("report lacks %q:\n%s"):format(want, text))
+  end
+  if R == 0 then T.eq(printed[1], tostring(fsdp.memory_report(fsdp.FSDP(fresh(Small), {auto_wrap_policy = LINEAR_UNITS}))),
+    "the verbose report") end
+  T.truthy(not tostring(fsdp.memory_report(model)):find("optimizer", 1, true), "no optimizer line without an optimizer")
+end)
+
 -- ---- summary: reached only when every rank passed every case ---------------------------------
 
 dist.barrier()
