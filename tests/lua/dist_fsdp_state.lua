@@ -287,6 +287,25 @@ case("a sharded checkpoint loads into the unwrapped model and into other wrappin
   end
 end)
 
+case("NO_SHARD saves each element once (rank 0 holds them all) and loads back unwrapped", function()
+  local want = trained:state_dict()
+  local model = fsdp.FSDP(Small(), {sharding_strategy = "NO_SHARD"})
+  fsdp.load_sharded(model, ckpt)
+  local dir = shared_dir("noshard")
+  dirs[#dirs + 1] = dir
+  fsdp.save_sharded(model, dir)
+  local f = assert(io.open(dir .. "/index.json"))
+  local idx = ms._json_decode(f:read("a"))
+  f:close()
+  for _, e in ipairs(idx.entries) do
+    T.eq(#e.pieces, 1, "pieces of " .. e.name)
+    T.eq(e.pieces[1].file, 0, "file of " .. e.name)
+  end
+  local plain = Small()
+  fsdp.load_sharded(plain, dir)
+  check_state(plain:state_dict(), want, 0, "NO_SHARD round trip")
+end)
+
 -- Members of the first `size` ranks wrap a fresh Small over that sub-group and load `dir`.
 local function load_on_subgroups(dir, want, what)
   for size = 1, W do
@@ -340,6 +359,17 @@ case("bad checkpoints: missing directory or index, names and shapes that do not 
   T.raises(function() fsdp.load_sharded(smaller, ckpt) end, "load_sharded", "has 'fc2.bias', which the model does not have")
   local r = fsdp.load_sharded(bigger, ckpt, {strict = false})
   T.same(r.missing_keys, {"extra.weight", "extra.bias"})
+  -- an index whose piece runs past its tensor is refused before anything is read
+  local bad = shared_dir("bad")
+  dirs[#dirs + 1] = bad
+  if R == 0 then
+    T.write_file(bad .. "/index.json", '{"format":"moonshard.fsdp.sharded","version":1,"world_size":1,'
+      .. '"files":["shard-00000-of-00001.safetensors"],"entries":[{"name":"fc2.bias","kind":"param",'
+      .. '"dtype":"float32","shape":[5],"pieces":[{"file":0,"key":"fc2.bias","offset":3,"numel":4}]}]}')
+  end
+  dist.barrier()
+  T.raises(function() fsdp.load_sharded(Small(), bad) end, "load_sharded", "entry 1 ('fc2.bias') is malformed",
+    "inside its 5 elements")
   T.raises(function() trained:load_state_dict({["fc1.weight"] = 1}, {state_dict_type = "SHARDED"}) end,
     "load_state_dict", "SHARDED state dict maps names to {tensor =")
 end)
