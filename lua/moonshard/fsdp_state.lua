@@ -18,6 +18,7 @@
 -- Each file is written to a temporary name, flushed and renamed; the index last, after every
 -- rank file exists, so a directory with an index is a complete checkpoint.
 local ms = require "moonshard"
+local ordered_pairs_of = require("moonshard.nn").internal.ordered_pairs_of
 
 local M = {}
 local fmt = string.format
@@ -183,16 +184,13 @@ local function resolve(model, fname, opts)
   for k, v in pairs(opts) do merged[k] = v end
   return t, merged
 end
-M._resolve = resolve
-
-local ordered_pairs_of = require("moonshard.nn").internal.ordered_pairs_of
 
 local function ordered(sd, keys) return setmetatable(sd, {__pairs = ordered_pairs_of(keys)}) end
 
 -- ---- FULL: streamed one unit at a time --------------------------------------------------------
 
 -- The entries of the walk grouped by unit: entries (state-dict order) and the units in the
--- order they first appear, each with the indices of its flat entries.
+-- order they first appear, each with its flat entries (items).
 local function by_unit(model)
   local entries, units, of = {}, {}, {}
   walk(model, "", nil, function(name, t, kind, unit)
@@ -211,13 +209,16 @@ local function by_unit(model)
 end
 
 -- Runs fn with the unit's full buffer gathered (only that unit's: its ancestors stay sharded),
--- leaving it as it was found. Every rank calls this for the same units in the same order.
+-- leaving it as it was found (also when fn raises). Every rank calls this for the same units
+-- in the same order.
 local function with_gathered(unit, fn)
   local fp = unit._attrs._flat
   local was = fp:is_gathered()
   if not was then fp:gather() end
+  local _ <close> = setmetatable({}, {__close = function()
+    if not was then fp:release() end
+  end})
   fn(fp)
-  if not was then fp:release() end
 end
 
 local function copy_out(t, offload)
