@@ -87,7 +87,6 @@ local function local_pieces(model)
   end)
   return out
 end
-M._local_pieces = local_pieces
 
 -- Every piece this rank holds: the parameters' pieces, then the buffers whole, with `kind`.
 local function held_pieces(model)
