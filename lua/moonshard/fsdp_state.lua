@@ -595,7 +595,8 @@ end
 -- fsdp.load_sharded(model, dir [, {strict = true}]): loads a checkpoint from save_sharded into
 -- the model, whatever world size saved it and however both are wrapped (or into a plain
 -- module). Each rank opens only the files holding the ranges it keeps and reads only those.
--- Names and shapes must match the model's (strict = false skips missing and unexpected names).
+-- Names and shapes must match the model's (strict = false skips missing and unexpected names);
+-- values take the model's dtype, as load_state_dict's copies do.
 function M.load_sharded(model, dir, opts)
   local fname = "load_sharded"
   if opts ~= nil and type(opts) ~= "table" then error(fmt("%s: expected an options table, got %s", fname, type(opts)), 2) end
