@@ -38,10 +38,11 @@ local is_module = nn.is_module
 local od_set, od_remove = nn.internal.od_set, nn.internal.od_remove
 
 local state = require "moonshard.fsdp_state"
+local checkpoint = require "moonshard.fsdp_checkpoint"
 local memory = require "moonshard.fsdp_memory"
 M.state_dict_type = state.state_dict_type
-M.save_sharded = state.save_sharded
-M.load_sharded = state.load_sharded
+M.save_sharded = checkpoint.save_sharded
+M.load_sharded = checkpoint.load_sharded
 M.StateDictType = { FULL_STATE_DICT = "FULL_STATE_DICT", SHARDED_STATE_DICT = "SHARDED_STATE_DICT" }
 
 local ok_wrap, wrap = pcall(require, "moonshard.fsdp_wrap")
