@@ -21,7 +21,8 @@
 -- everything on every rank and all-reduces the packed grads.
 --
 -- Not built yet: the options HYBRID_SHARD, mixed_precision, the prefetch options,
--- ignored_modules, sync_module_states=true raise "not supported yet"; no_sync, summon_full_params, clip_grad_norm_ and optimizer state dicts by name are absent;
+-- ignored_modules, sync_module_states=true raise "not supported yet"; no_sync,
+-- summon_full_params, clip_grad_norm_ and optimizer state dicts by name are absent;
 -- communication is synchronous (no overlap); use_orig_params (named_parameters under the original names), unused
 -- parameters: a parameter that requires grad but gets no gradient in a backward keeps its unit
 -- from reducing, which the next forward reports as an error. Frozen parameters
