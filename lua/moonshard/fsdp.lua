@@ -61,7 +61,16 @@
 -- total), model:summon_full_params{writeback = true, recurse = true} (to-be-closed: every unit
 -- gathered, modules read full values; writeback copies changes into the shards at close),
 -- fsdp.clip_grad_norm_(model, max_norm, norm_type) / model:clip_grad_norm_(...) (the global
--- norm across ranks, as PyTorch's FSDP), fsdp.memory_report(model).
+-- norm across ranks, as PyTorch's FSDP), verbose = true (rank 0 prints fsdp.memory_report at
+-- wrap time).
+--
+-- State dicts (fsdp_state.lua, fsdp_checkpoint.lua): model:state_dict() is FULL by default
+-- (unwrapped names and shapes, streamed one unit at a time; rank0_only, offload_to_cpu) or
+-- SHARDED (each rank's pieces with their global shapes and offsets), chosen per call or by the
+-- fsdp.state_dict_type(model, type, config) scope; fsdp.save_sharded / fsdp.load_sharded write
+-- one safetensors file per rank plus an index and load onto any world size and wrapping.
+-- fsdp.memory_report(model [, optimizer]) (fsdp_memory.lua) gives what this rank holds in
+-- bytes.
 --
 -- For the state-dict code: fsdp._local_pieces(model) -> array, in named_parameters order, of
 -- {name =, shape =, numel =, offset =, piece =, unit =} for every parameter that a unit
@@ -70,7 +79,7 @@
 -- (piece:numel() elements; 0 when the rank holds none), piece the tensor itself, unit the FSDP
 -- module that owns it. Ignored parameters are not in it: they are ordinary full parameters.
 --
--- Not built yet: sharded state dicts and optimizer state dicts by name. A parameter shared by
+-- Not built yet: optimizer state dicts by name. A parameter shared by
 -- two units (tied) is refused at wrap time.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
@@ -81,6 +90,14 @@ local fmt = string.format
 local pack, unpack = table.pack, table.unpack
 local native = ms._fsdp
 local is_module = nn.is_module
+
+local state = require "moonshard.fsdp_state"
+local checkpoint = require "moonshard.fsdp_checkpoint"
+local memory = require "moonshard.fsdp_memory"
+M.state_dict_type = state.state_dict_type
+M.save_sharded = checkpoint.save_sharded
+M.load_sharded = checkpoint.load_sharded
+M.StateDictType = { FULL_STATE_DICT = "FULL_STATE_DICT", SHARDED_STATE_DICT = "SHARDED_STATE_DICT" }
 
 local ok_wrap, wrap = pcall(require, "moonshard.fsdp_wrap")
 if ok_wrap then
@@ -128,7 +145,7 @@ local NOT_YET = { device_id = true, cpu_offload = true, limit_all_gathers = true
 local COMM_OPTIONS = { mixed_precision = true, backward_prefetch = true, forward_prefetch = true }
 
 local KNOWN = "auto_wrap_policy, backward_prefetch, forward_prefetch, ignored_modules, mixed_precision, "
-  .. "process_group, sharding_strategy, sync_module_states, use_orig_params"
+  .. "process_group, sharding_strategy, sync_module_states, use_orig_params, verbose"
 
 local function check_options(opts)
   if opts == nil then return {} end
@@ -158,6 +175,8 @@ local function check_options(opts)
             ms.is_tensor(m) and "a tensor" or type(m), i), 3)
         end
       end
+    elseif k == "verbose" then
+      if type(v) ~= "boolean" then error(fmt("FSDP: option 'verbose': expected a boolean, got %s", type(v)), 3) end
     elseif k ~= "auto_wrap_policy" and k ~= "sharding_strategy" and k ~= "process_group" and not COMM_OPTIONS[k] then
       error(fmt("FSDP: unknown option '%s' (known: %s)", tostring(k), KNOWN), 3)
     end
@@ -359,6 +378,8 @@ function FSDP:init(module, opts)
   self._attrs._comm = c
   flatten(self, module, strategy, group, ignored, opts.sync_module_states == true, c, inter)
   if c.forward_prefetch then progress_hooks(module, ignored) end
+  -- verbose = true: rank 0 prints fsdp.memory_report at wrap time (nested units never get it)
+  if opts.verbose then memory.print_report(self) end
 end
 
 -- FSDP(module, opts): the wrapped module (see the file's header).
@@ -730,98 +751,14 @@ function M._local_pieces(model)
   return out
 end
 
--- ---- state dicts (FULL type) ----------------------------------------------------------------
+-- ---- state dicts, memory -------------------------------------------------------------------
 
--- Walks the tree under the original names: each unit is gathered while its subtree is visited
--- (one unit and its ancestors at a time, never the whole model twice).
-local function walk_state(m, prefix, visit)
-  if m:isinstance(FSDP) then
-    local fp = m._attrs._flat
-    local was = fp and fp:is_gathered()
-    if fp and not was then fp:gather() end
-    walk_state(m._fsdp_wrapped_module._fpw_module, prefix, visit)
-    if fp and not was then fp:release() end
-    return
-  end
-  for _, name in ipairs(rawget(m, "_fsdp_param_names") or {}) do visit(prefix .. name, m._attrs[name], m) end
-  local managed = rawget(m, "_fsdp_param_set") or {}
-  for _, name in ipairs(m._parameters.names) do
-    if not managed[name] then visit(prefix .. name, m._parameters.map[name], m) end
-  end
-  for _, name in ipairs(m._buffers.names) do
-    if not m._non_persistent[name] then visit(prefix .. name, m._buffers.map[name], m) end
-  end
-  for _, cname in ipairs(m._modules.names) do walk_state(m._modules.map[cname], prefix .. cname .. ".", visit) end
-end
+-- State dicts (fsdp_state.lua): FULL (the default; opts {rank0_only =, offload_to_cpu =}) or
+-- SHARDED (opts.state_dict_type, or the fsdp.state_dict_type scope).
+function FSDP:state_dict(opts) return state.state_dict(self, opts) end
+function FSDP:load_state_dict(sd, opts) return state.load_state_dict(self, sd, opts) end
 
--- The full state dict under the unwrapped module's names, on every rank (every rank takes part
--- in the gathers; rank 0 usually saves it). Tensors are copies: the full buffers are freed after.
-function FSDP:state_dict(opts)
-  opts = opts or {}
-  local sd, keys = {}, {}
-  local _ <close> = ms.no_grad()
-  walk_state(self, opts.prefix or "", function(name, t)
-    keys[#keys + 1] = name
-    sd[name] = t:detach():clone()
-  end)
-  return setmetatable(sd, { __pairs = nn.internal.ordered_pairs_of(keys) }), keys
-end
-
--- Loads a full state dict (unwrapped names, as state_dict gives or an unwrapped model saved):
--- every key must be there with its shape; then each rank keeps its slice.
-function FSDP:load_state_dict(sd, opts)
-  if type(sd) ~= "table" then error(fmt("load_state_dict: expected a table of name -> tensor, got %s", type(sd)), 2) end
-  local strict = not (type(opts) == "table" and opts.strict == false)
-  local own, own_keys = self:state_dict()
-  local missing, unexpected = {}, {}
-  for _, k in ipairs(own_keys) do
-    local v = rawget(sd, k)
-    if v == nil then missing[#missing + 1] = k
-    elseif tostring(v.shape) ~= tostring(own[k].shape) then
-      error(fmt("load_state_dict: size mismatch for %s: copying a param with shape %s, the shape in current model is %s",
-        k, tostring(v.shape), tostring(own[k].shape)), 2)
-    end
-  end
-  for k in pairs(sd) do
-    if rawget(own, k) == nil then unexpected[#unexpected + 1] = tostring(k) end
-  end
-  if strict and (#missing > 0 or #unexpected > 0) then
-    error(fmt("Error(s) in loading state_dict for %s: missing keys: %s; unexpected keys: %s", self:_get_name(),
-      table.concat(missing, ", "), table.concat(unexpected, ", ")), 2)
-  end
-  local _ <close> = ms.no_grad()
-  local units = {}
-  for _, m in ipairs(self:modules()) do
-    if m:isinstance(FSDP) and m._attrs._flat then units[#units + 1] = m._attrs._flat end
-  end
-  -- gather every unit, write through the views, then each rank copies back its slice
-  for _, fp in ipairs(units) do fp:gather() end
-  walk_state(self, "", function(name, t)
-    local v = rawget(sd, name)
-    if v ~= nil then t:copy_(v) end
-  end)
-  for _, fp in ipairs(units) do
-    fp:update_shard()
-    if self._attrs.sharding_strategy ~= "NO_SHARD" then fp:release() end
-  end
-  return { missing_keys = missing, unexpected_keys = unexpected }
-end
-
--- Per rank: units, numel of the originals, of the shards (what params, grads and each
--- optimizer state take) and of the padded full buffers, and how many units are gathered now (in
--- full precision or as the compute buffer; a prefetch in flight counts).
-function M.memory_report(model)
-  local r = { units = 0, full_numel = 0, shard_numel = 0, padded_numel = 0, gathered = 0 }
-  for _, m in ipairs(model:modules()) do
-    local fp = m:isinstance(FSDP) and m._attrs._flat
-    if fp then
-      local i = fp:info()
-      r.units, r.full_numel = r.units + 1, r.full_numel + i.numel
-      r.shard_numel, r.padded_numel = r.shard_numel + i.shard_numel, r.padded_numel + i.padded
-      if fp:is_gathered() or fp:compute_gathered() then r.gathered = r.gathered + 1 end
-    end
-  end
-  return r
-end
+-- fsdp.memory_report(model [, optimizer]): see fsdp_memory.lua (tostring prints it).
+M.memory_report = memory.memory_report
 
 return M

@@ -263,6 +263,64 @@ case("FULL_SHARD: params + grads + optimizer state per rank are a 1/W share", fu
   T.truthy(opt ~= nil) -- the optimizer (and its state) stayed alive through the measurement
 end)
 
+case("FULL_SHARD: a gathered unit adds its full size to the shards, and only it and its ancestors are gathered", function()
+  ms.manual_seed(1)
+  local model = fsdp.FSDP(Small(), {auto_wrap_policy = fsdp.ModuleWrapPolicy{nn.Linear}})
+  local units, parent = {}, {}
+  local function find(m, up)
+    for _, c in ipairs(m:children()) do
+      if c:isinstance(fsdp.FullyShardedDataParallel) then
+        units[#units + 1], parent[c] = c, up
+        find(c, c)
+      else
+        find(c, up)
+      end
+    end
+  end
+  units[1] = model
+  find(model, model)
+  local function padded_bytes(u) return 4 * u._attrs._flat:info().padded end
+  local shards = 4 * fsdp.memory_report(model).shard_numel
+  -- gathering one unit by itself: the peak over what was held is that unit's full buffer
+  for _, u in ipairs(units) do
+    held() -- collects garbage
+    local before = ms.memory_stats().current
+    ms.reset_peak_memory_stats()
+    u._attrs._flat:gather()
+    local peak = ms.memory_stats().peak - before
+    u._attrs._flat:release()
+    T.truthy(peak <= padded_bytes(u), ("gathering one unit: peak %d bytes over the shards, its full size %d")
+      :format(peak, padded_bytes(u)))
+  end
+  -- in a training step, sampled while each unit computes (forward) and as its backward begins:
+  -- the params held are the shards plus the full buffers of the unit and its ancestors
+  T.eq(fsdp.memory_report(model).gathered, 0, "units gathered at rest")
+  collectgarbage()
+  collectgarbage()
+  local base = ms.memory_stats().by_category.params - shards -- other models' params
+  local samples = 0
+  local function sample(u, when)
+    local bound, a = shards, u
+    while a do
+      bound, a = bound + padded_bytes(a), parent[a]
+    end
+    local params = ms.memory_stats().by_category.params - base
+    samples = samples + 1
+    T.truthy(params <= bound, ("%s: %d param bytes, bound %d"):format(when, params, bound))
+  end
+  for _, u in ipairs(units) do
+    -- inside the unit's forward, while it is gathered
+    u._fsdp_wrapped_module:register_forward_hook(function() sample(u, "forward") end)
+    -- after FSDP's own pre-backward hook on the output, which gathers the unit again
+    u:register_forward_hook(function(_, _, out)
+      out:register_hook(function() sample(u, "backward") end)
+    end)
+  end
+  local x, y = batch(SMALL_SHAPE)
+  F.nll_loss(model(x), y):backward()
+  T.eq(samples, 2 * #units, "samples taken")
+end)
+
 -- ---- summary: reached only when every rank passed every case ---------------------------------
 
 local done = ms.tensor({#names}, {dtype = "int64"})
