@@ -102,6 +102,7 @@ void ms_lua_open_nn_conv(lua_State *L);   /* l_nn_conv.c: conv2d and pooling */
 void ms_lua_open_nn_ops(lua_State *L);    /* l_nn_ops.c: activations, losses, normalization */
 void ms_lua_open_optim(lua_State *L);     /* l_optim.c: fused optimizer steps */
 void ms_lua_open_io(lua_State *L);        /* l_io.c: ms.save / ms.load (safetensors) */
+void ms_lua_open_io_parts(lua_State *L);  /* l_io_parts.c: ranges of safetensors files, JSON indexes */
 void ms_lua_open_idx(lua_State *L);       /* l_idx.c: ms.read_idx (IDX files, MNIST) */
 void ms_lua_open_random_fill(lua_State *L); /* l_random_fill.c: uniform_, normal_ in place */
 void ms_lua_open_loader(lua_State *L);      /* l_loader.c: ms._loader_new, ms.data on first use */

@@ -260,7 +260,8 @@ local function fsdp_main(rank, world_size, args)
 
   if args["save-model"] then
     dist.barrier() -- every rank is done training
-    local states = model:state_dict()
+    -- every rank takes part in the gathers; only rank 0 keeps copies (FullStateDictConfig's rank0_only)
+    local states = model:state_dict{rank0_only = true}
     if rank == 0 then ms.save(states, "mnist_cnn.safetensors") end
   end
 

@@ -1,42 +1,103 @@
--- fsdp.lua: Fully Sharded Data Parallel (`require "moonshard.fsdp"`), PyTorch 1.13's FSDP with
--- use_orig_params=False: each unit flattens the parameters of its subtree that no nested unit
--- owns into one FlatParameter (engine/src/fsdp/flat_param.c) and keeps only this rank's shard.
+-- fsdp.lua: Fully Sharded Data Parallel (`require "moonshard.fsdp"`), PyTorch's FSDP with
+-- use_orig_params=True: each unit flattens the parameters of its subtree that no nested unit
+-- owns into one FlatParameter (engine/src/fsdp/flat_param.c) and keeps only this rank's shard;
+-- the original parameters stay first-class, each one this rank's piece of the shard.
 --
 --   local fsdp = require "moonshard.fsdp"
 --   local model = fsdp.FSDP(Net(), {auto_wrap_policy = fsdp.size_based_auto_wrap_policy{min_num_params = 20000},
 --                                   sharding_strategy = "FULL_SHARD"})
---   local opt = optim.Adadelta(model:parameters(), {lr = 1.0})   -- updates the shards
+--   local opt = optim.Adadelta(model:parameters(), {lr = 1.0})   -- updates the pieces (the shards)
 --
 -- Tree: FullyShardedDataParallel -> (_fsdp_wrapped_module) FlattenParamsWrapper -> (_fpw_module)
--- the original module. model:parameters() gives one shard per unit (named
--- "_fsdp_wrapped_module.flat_param", ...); the original parameters live on as plain attributes
--- of their modules, views into the unit's full buffer, so forward code is unchanged.
+-- the original module. Parameters: model:named_parameters() gives the unwrapped names
+-- ("conv1.weight"; FSDP's own path segments are left out) with each rank's piece: a 1-D view
+-- into the unit's shard, numel 0 on ranks holding none of it, requires_grad as the original
+-- had before wrapping. The modules hold the pieces as their parameters; while a unit computes
+-- (and inside summon_full_params) they hold full-shaped views of the gathered buffer instead
+-- (kept as plain attributes in between), so forward code is unchanged. After a unit's
+-- reduction each piece's .grad is the matching view of the shard's grad (none for frozen and
+-- empty pieces): param groups, frozen parameters, gradient accumulation across backwards and
+-- optimizer:zero_grad() (set_to_none: the next reduction starts from zero) work as in PyTorch.
 --
 -- Per unit and step (FSDP:forward is where the pre- and post-forward work runs, as in PyTorch, so
--- user hooks on the unit still see the module as usual): forward gathers the full buffer (all-gather of the shards); FULL_SHARD frees
--- it after forward and gathers it again when the gradient of the unit's output arrives (a tensor
--- hook: the unit's backward is about to start); once every parameter of the unit has its grad
--- (native post-accumulate hooks) the grads are packed and reduce-scattered (averaged) into the
--- shard's grad and the full buffer is freed (FULL_SHARD, SHARD_GRAD_OP). NO_SHARD keeps
--- everything on every rank and all-reduces the packed grads.
+-- user hooks on the unit still see the module as usual): forward gathers the unit's compute
+-- buffer (all-gather of the shards); FULL_SHARD and HYBRID_SHARD free it after forward (not the
+-- root's, used again at once by backward, as PyTorch 1.13) and gather it again when the gradient
+-- of the unit's output arrives (a tensor hook: the unit's backward is about to start); once every
+-- parameter of the unit has its grad (native post-accumulate hooks) the grads are packed and
+-- their reduce-scatter (averaged) into the shard's grad is issued, and the buffer is freed
+-- (sharded strategies). NO_SHARD keeps everything on every rank and all-reduces the packed
+-- grads. The root (the outermost unit of a forward) queues one end-of-backward callback
+-- (ms_autograd_queue_callback), the one place where a backward's reductions are waited for: per
+-- unit it waits for the reduction (the pieces' grads then view the shard's grad), units whose
+-- parameters got only some of their gradients (unused parameters count as zeros) reduce there,
+-- and every unit is resharded, before backward returns. After a failed backward it only waits
+-- and cleans up. A unit none of whose parameters got a gradient does not reduce (as PyTorch);
+-- ranks must agree on which units those are.
 --
--- Not built yet: the options HYBRID_SHARD, mixed_precision, the prefetch options,
--- ignored_modules, sync_module_states=true raise "not supported yet"; sharded state dicts,
--- no_sync, summon_full_params, clip_grad_norm_ and optimizer state dicts by name are absent;
--- communication is synchronous (no overlap); use_orig_params (named_parameters under the original names), unused
--- parameters: a parameter that requires grad but gets no gradient in a backward keeps its unit
--- from reducing, which the next forward reports as an error. Frozen parameters
--- (requires_grad=false before wrapping) get zero gradients in the shard, so an optimizer with
--- weight decay would still move them.
+-- Communication (fsdp_comm.lua, engine/src/fsdp/flat_param_comm.c): all-gathers and gradient
+-- reductions are non-blocking collectives, moved along by testing them at hook points.
+-- forward_prefetch = true issues the next unit's all-gather (in the forward order recorded on the
+-- previous iteration) before the current unit computes; backward_prefetch = "BACKWARD_PRE"
+-- issues the next-in-backward unit's when the current unit's backward begins, "BACKWARD_POST"
+-- once the current unit's grads are reduced; only units not yet run in this pass are prefetched,
+-- and the root drops stale gathers at each new iteration. fsdp.comm_stats(model) counts calls,
+-- bytes and the time blocked waiting. mixed_precision = {param_dtype =, reduce_dtype =,
+-- buffer_dtype =} (PyTorch 1.13's MixedPrecision): shards and pieces stay in the parameters'
+-- dtype (float32), units compute with a param_dtype buffer gathered in param_dtype (forward
+-- sees its views; summon_full_params and state dicts see full-precision ones), grads are
+-- reduced in reduce_dtype (default param_dtype), the root casts floating inputs to param_dtype
+-- and buffers to buffer_dtype. HYBRID_SHARD shards within a node and replicates across nodes
+-- (process_group = {intra, inter}, or by host by default); the pieces are views of the
+-- intra-node shard.
+--
+-- Options: auto_wrap_policy, sharding_strategy, process_group, ignored_modules = {m, ...}
+-- (their subtrees stay ordinary, unsharded, unreduced parameters on every rank),
+-- sync_module_states = true (each unit broadcasts its parameters and buffers from the group's
+-- first rank before sharding), use_orig_params (true only: always on), forward_prefetch,
+-- backward_prefetch, mixed_precision; child units get the same. cpu_offload, device_id and
+-- limit_all_gathers are refused ("not supported yet"). Scopes and helpers:
+-- model:no_sync() (to-be-closed: backwards accumulate locally, the first one after reduces the
+-- total), model:summon_full_params{writeback = true, recurse = true} (to-be-closed: every unit
+-- gathered, modules read full values; writeback copies changes into the shards at close),
+-- fsdp.clip_grad_norm_(model, max_norm, norm_type) / model:clip_grad_norm_(...) (the global
+-- norm across ranks, as PyTorch's FSDP), verbose = true (rank 0 prints fsdp.memory_report at
+-- wrap time).
+--
+-- State dicts (fsdp_state.lua, fsdp_checkpoint.lua): model:state_dict() is FULL by default
+-- (unwrapped names and shapes, streamed one unit at a time; rank0_only, offload_to_cpu) or
+-- SHARDED (each rank's pieces with their global shapes and offsets), chosen per call or by the
+-- fsdp.state_dict_type(model, type, config) scope; fsdp.save_sharded / fsdp.load_sharded write
+-- one safetensors file per rank plus an index and load onto any world size and wrapping.
+-- fsdp.memory_report(model [, optimizer]) (fsdp_memory.lua) gives what this rank holds in
+-- bytes.
+--
+-- For the state-dict code: fsdp._local_pieces(model) -> array, in named_parameters order, of
+-- {name =, shape =, numel =, offset =, piece =, unit =} for every parameter that a unit
+-- manages: name as named_parameters gives it, shape and numel of the original parameter,
+-- offset the element (0-based) at which this rank's piece starts within the flattened original
+-- (piece:numel() elements; 0 when the rank holds none), piece the tensor itself, unit the FSDP
+-- module that owns it. Ignored parameters are not in it: they are ordinary full parameters.
+--
+-- Not built yet: optimizer state dicts by name. A parameter shared by
+-- two units (tied) is refused at wrap time.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
+local comm = require "moonshard.fsdp_comm"
 
 local M = {}
 local fmt = string.format
 local pack, unpack = table.pack, table.unpack
 local native = ms._fsdp
 local is_module = nn.is_module
-local od_set, od_remove = nn.internal.od_set, nn.internal.od_remove
+
+local state = require "moonshard.fsdp_state"
+local checkpoint = require "moonshard.fsdp_checkpoint"
+local memory = require "moonshard.fsdp_memory"
+M.state_dict_type = state.state_dict_type
+M.save_sharded = checkpoint.save_sharded
+M.load_sharded = checkpoint.load_sharded
+M.StateDictType = { FULL_STATE_DICT = "FULL_STATE_DICT", SHARDED_STATE_DICT = "SHARDED_STATE_DICT" }
 
 local ok_wrap, wrap = pcall(require, "moonshard.fsdp_wrap")
 if ok_wrap then
@@ -46,8 +107,10 @@ if ok_wrap then
   M.lambda_auto_wrap_policy = wrap.lambda_auto_wrap_policy
 end
 
-local STRATEGIES = { FULL_SHARD = true, SHARD_GRAD_OP = true, NO_SHARD = true }
-M.ShardingStrategy = { FULL_SHARD = "FULL_SHARD", SHARD_GRAD_OP = "SHARD_GRAD_OP", NO_SHARD = "NO_SHARD" }
+local STRATEGIES = { FULL_SHARD = true, SHARD_GRAD_OP = true, NO_SHARD = true, HYBRID_SHARD = true }
+M.ShardingStrategy = { FULL_SHARD = "FULL_SHARD", SHARD_GRAD_OP = "SHARD_GRAD_OP", NO_SHARD = "NO_SHARD",
+  HYBRID_SHARD = "HYBRID_SHARD" }
+M.BackwardPrefetch = { BACKWARD_PRE = "BACKWARD_PRE", BACKWARD_POST = "BACKWARD_POST" }
 
 -- ---- the wrapper classes --------------------------------------------------------------------
 
@@ -60,13 +123,29 @@ function FlattenParamsWrapper:forward(...) return self._fpw_module(...) end
 local FSDP = nn.Module:extend("FullyShardedDataParallel")
 M.FullyShardedDataParallel = FSDP
 
+-- As PyTorch's __getattr__ on both wrappers: a name the wrapper does not have is looked up on
+-- the module it wraps (model.fc1.weight reads through a nested unit).
+local function forward_missing(cls, inner_name)
+  local index = cls.__index
+  cls.__index = function(self, k)
+    local v = index(self, k)
+    if v ~= nil or type(k) ~= "string" then return v end
+    local inner = self._modules.map[inner_name]
+    if inner ~= nil then return inner[k] end
+  end
+end
+forward_missing(FlattenParamsWrapper, "_fpw_module")
+forward_missing(FSDP, "_fsdp_wrapped_module")
+
 -- ---- options --------------------------------------------------------------------------------
 
 -- Options the issue names that this version does not implement: refused, never ignored.
-local NOT_YET = {
-  mixed_precision = true, backward_prefetch = true, forward_prefetch = true, ignored_modules = true,
-  device_id = true, cpu_offload = true, use_orig_params = true, limit_all_gathers = true,
-}
+local NOT_YET = { device_id = true, cpu_offload = true, limit_all_gathers = true }
+-- validated by fsdp_comm.check_options
+local COMM_OPTIONS = { mixed_precision = true, backward_prefetch = true, forward_prefetch = true }
+
+local KNOWN = "auto_wrap_policy, backward_prefetch, forward_prefetch, ignored_modules, mixed_precision, "
+  .. "process_group, sharding_strategy, sync_module_states, use_orig_params, verbose"
 
 local function check_options(opts)
   if opts == nil then return {} end
@@ -74,55 +153,167 @@ local function check_options(opts)
   for k, v in pairs(opts) do
     if NOT_YET[k] then
       error(fmt("FSDP: option '%s' is not supported yet", tostring(k)), 3)
-    elseif k == "sync_module_states" then
-      if v then error("FSDP: sync_module_states=true is not supported yet", 3) end
-    elseif k ~= "auto_wrap_policy" and k ~= "sharding_strategy" and k ~= "process_group" then
-      error(fmt("FSDP: unknown option '%s' (known: auto_wrap_policy, process_group, sharding_strategy)",
-        tostring(k)), 3)
+    elseif k == "sync_module_states" or k == "use_orig_params" then
+      if type(v) ~= "boolean" then
+        error(fmt("FSDP: option '%s': expected a boolean, got %s", k, type(v)), 3)
+      end
+      if k == "use_orig_params" and not v then
+        error("FSDP: option 'use_orig_params': expected true (moonshard's FSDP always keeps the original "
+          .. "parameters), got false", 3)
+      end
+    elseif k == "ignored_modules" then
+      if type(v) ~= "table" or is_module(v) then
+        error(fmt("FSDP: option 'ignored_modules': expected a list of modules, got %s",
+          is_module(v) and "a module" or type(v)), 3)
+      end
+      if #v == 0 and next(v) ~= nil then
+        error("FSDP: option 'ignored_modules': expected a list of modules, got a table that is not a list", 3)
+      end
+      for i, m in ipairs(v) do
+        if not is_module(m) then
+          error(fmt("FSDP: option 'ignored_modules': expected a list of modules, got %s at position %d",
+            ms.is_tensor(m) and "a tensor" or type(m), i), 3)
+        end
+      end
+    elseif k == "verbose" then
+      if type(v) ~= "boolean" then error(fmt("FSDP: option 'verbose': expected a boolean, got %s", type(v)), 3) end
+    elseif k ~= "auto_wrap_policy" and k ~= "sharding_strategy" and k ~= "process_group" and not COMM_OPTIONS[k] then
+      error(fmt("FSDP: unknown option '%s' (known: %s)", tostring(k), KNOWN), 3)
     end
   end
   local s = opts.sharding_strategy or "FULL_SHARD"
   if not STRATEGIES[s] then
-    error(fmt("FSDP: sharding_strategy '%s' is not supported yet (FULL_SHARD, SHARD_GRAD_OP or NO_SHARD)",
+    error(fmt("FSDP: option 'sharding_strategy': expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD, got %s",
       tostring(s)), 3)
+  end
+  if s ~= "HYBRID_SHARD" and type(opts.process_group) == "table" then
+    error("FSDP: option 'process_group': a pair {intra_group, inter_group} is for HYBRID_SHARD, got sharding_strategy "
+      .. s, 3)
   end
   return opts
 end
 
+-- Every module in the subtrees of the ignored modules, as a set.
+local function ignored_set(list)
+  local set = {}
+  for _, m in ipairs(list or {}) do
+    for _, sub in ipairs(m:modules()) do set[sub] = true end
+  end
+  return set
+end
+
 -- ---- flattening -----------------------------------------------------------------------------
 
--- The (module, name, tensor) of every parameter in m's subtree outside nested units, in
--- named_parameters order.
-local function unit_params(m, out)
+-- The (module, name, tensor) of every parameter in m's subtree outside nested units and ignored
+-- subtrees, in named_parameters order; the buffers of the same modules go to `buffers`.
+local function unit_params(m, out, ignored, buffers)
   for _, name in ipairs(m._parameters.names) do
     out[#out + 1] = { module = m, name = name, tensor = m._parameters.map[name] }
   end
+  if buffers then
+    for _, name in ipairs(m._buffers.names) do buffers[#buffers + 1] = m._buffers.map[name] end
+  end
   for _, cname in ipairs(m._modules.names) do
     local child = m._modules.map[cname]
-    if not child:isinstance(FSDP) then unit_params(child, out) end
+    if not child:isinstance(FSDP) and not (ignored and ignored[child]) then
+      unit_params(child, out, ignored, buffers)
+    end
   end
   return out
 end
 
--- Moves each original parameter out of _parameters (so parameters() yields only shards) into a
--- plain attribute holding its view; _fsdp_param_names keeps the order for state dicts.
-local function install_views(entries, index, views)
+-- Each module keeps its piece as the registered parameter (same place in the order, so
+-- named_parameters keeps torch's order) and the full-shaped view as a plain attribute that
+-- use_full_views swaps in; _fsdp_param_names keeps the order for state dicts. cviews: the
+-- param_dtype views forward computes with (mixed precision), else nil.
+local function install_views(entries, index, views, pieces, cviews)
+  local orig = {}
   for i, e in ipairs(entries) do
     local m = e.module
     local names = rawget(m, "_fsdp_param_names")
     if not names then
       names = {}
       rawset(m, "_fsdp_param_names", names)
+      rawset(m, "_fsdp_param_set", {})
     end
     names[#names + 1] = e.name
-    od_remove(m._parameters, e.name)
+    m._fsdp_param_set[e.name] = true
+    local piece = nn.internal.mark_parameter(pieces[index[i]])
+    m._parameters.map[e.name] = piece
     m._attrs[e.name] = views[index[i]]
+    orig[i] = { module = m, name = e.name, view = views[index[i]], piece = piece, index = index[i],
+      compute = cviews and cviews[index[i]] or views[index[i]] }
+  end
+  return orig
+end
+
+-- sync_module_states: rank 0 of the group sends its values, packed per dtype (one broadcast
+-- each), before any rank keeps its shard.
+local function broadcast_from_first(tensors, group)
+  local by_dtype, order = {}, {}
+  for _, t in ipairs(tensors) do
+    if t:numel() > 0 then
+      local list = by_dtype[t.dtype]
+      if not list then
+        list = {}
+        by_dtype[t.dtype] = list
+        order[#order + 1] = t.dtype
+      end
+      list[#list + 1] = t
+    end
+  end
+  local src = group and ms.distributed.get_process_group_ranks(group)[1] or 0
+  local _ <close> = ms.no_grad()
+  for _, dt in ipairs(order) do
+    local flat = {}
+    for i, t in ipairs(by_dtype[dt]) do flat[i] = t:reshape(-1) end
+    local packed = ms.cat(flat)
+    ms.distributed.broadcast(packed, { src = src, group = group })
+    local at = 1
+    for _, t in ipairs(by_dtype[dt]) do
+      t:copy_(packed:narrow(1, at, t:numel()):view_as(t))
+      at = at + t:numel()
+    end
+  end
+end
+
+-- The original tensors already flattened by some unit (weak: a flattened tensor lives on only
+-- where a module still holds it, i.e. where a tie would flatten it a second time).
+local FLATTENED = setmetatable({}, { __mode = "k" })
+
+-- BACKWARD_POST: once the unit's grads were reduced (the native hook, registered first, ran and
+-- restarted the count), the next unit in backward order is gathered ahead.
+local function post_reduce_prefetch(self, fp, views)
+  local function hook()
+    if fp:grads_incomplete() then return end
+    local e = self._attrs._root and self._attrs._root._attrs._exec
+    local nxt = e and e.fwd_seen and comm.next_in_backward(e, self)
+    if nxt and nxt._attrs._flat then nxt._attrs._flat:gather_compute_async(true) end
+  end
+  for _, v in ipairs(views) do
+    if v.requires_grad then v:register_post_accumulate_grad_hook(hook) end
+  end
+end
+
+-- forward_prefetch: Open MPI moves a non-blocking collective only inside MPI calls, so each
+-- module of the unit (outside nested units) tests the in-flight ones before it runs; unit
+-- boundaries alone are too far apart (the seed Net's root runs both convs before fc1's gather
+-- is needed). Evidence: bench/mpi_progress.lua, numbers in flat_param_comm.c.
+local function progress_hooks(m, ignored)
+  for _, cname in ipairs(m._modules.names) do
+    local child = m._modules.map[cname]
+    if not child:isinstance(FSDP) and not ignored[child] then
+      child:register_forward_pre_hook(function() comm.progress() end)
+      progress_hooks(child, ignored)
+    end
   end
 end
 
 -- Builds the unit's flat parameter; a parameter shared by two modules is flattened once.
-local function flatten(self, module, strategy, group)
-  local entries = unit_params(module, {})
+-- c: the unit's comm settings (fsdp_comm.check_options); inter: HYBRID_SHARD's inter group.
+local function flatten(self, module, strategy, group, ignored, sync, c, inter)
+  local buffers = sync and {} or nil
+  local entries = unit_params(module, {}, ignored, buffers)
   local uniq, index, seen = {}, {}, {}
   for i, e in ipairs(entries) do
     local k = seen[e.tensor]
@@ -132,12 +323,28 @@ local function flatten(self, module, strategy, group)
       seen[e.tensor] = k
     end
     index[i] = k
+    if FLATTENED[e.tensor] then
+      error(fmt("FSDP: parameter '%s' of %s is already in another FSDP unit (tied parameters must be in "
+        .. "one unit: wrap a module holding every user of it)", e.name, e.module:_get_name()), 4)
+    end
+  end
+  if sync then
+    local all = {}
+    for _, t in ipairs(uniq) do all[#all + 1] = t end
+    for _, t in ipairs(buffers) do all[#all + 1] = t end
+    -- HYBRID_SHARD: the first node's values across nodes, then each node's first rank's inside it
+    if inter then broadcast_from_first(all, inter) end
+    broadcast_from_first(all, group)
   end
   if #uniq == 0 then return end
-  local fp, shard, views = native.flat_param(uniq, strategy, group)
-  install_views(entries, index, views)
+  local fp, _, views, pieces = native.flat_param(uniq, strategy == "HYBRID_SHARD" and "FULL_SHARD" or strategy,
+    group, comm.native_mp(c, uniq[1].dtype))
+  if inter then fp:set_inter_group(inter) end
+  for _, t in ipairs(uniq) do FLATTENED[t] = true end
+  local cviews = fp:compute_views()
+  self._attrs._orig = install_views(entries, index, views, pieces, cviews)
   self._attrs._flat = fp
-  od_set(self._fsdp_wrapped_module._parameters, "flat_param", shard)
+  if c.backward_prefetch == "BACKWARD_POST" then post_reduce_prefetch(self, fp, cviews or views) end
 end
 
 -- ---- construction ---------------------------------------------------------------------------
@@ -147,17 +354,32 @@ function FSDP:init(module, opts)
     error(fmt("FSDP: bad argument #1 (module): expected a module, got %s", type(module)), 3)
   end
   opts = check_options(opts)
+  local c = comm.check_options(opts, 2)
   local strategy = opts.sharding_strategy or "FULL_SHARD"
-  local group = opts.process_group
+  local group, inter = opts.process_group, nil
+  if strategy == "HYBRID_SHARD" then group, inter = comm.hybrid_groups(group, 2) end
+  local ignored = ignored_set(opts.ignored_modules)
+  if ignored[module] then
+    error("FSDP: option 'ignored_modules': expected modules inside the wrapped module, got the wrapped "
+      .. "module itself (or a module around it)", 3)
+  end
   if opts.auto_wrap_policy ~= nil then
     if not ok_wrap then error("FSDP: auto_wrap_policy needs moonshard.fsdp_wrap: " .. tostring(wrap), 3) end
-    local child_opts = { sharding_strategy = strategy, process_group = group }
+    local child_opts = { sharding_strategy = strategy, process_group = inter and { group, inter } or group,
+      ignored_modules = opts.ignored_modules, sync_module_states = opts.sync_module_states,
+      mixed_precision = opts.mixed_precision, forward_prefetch = opts.forward_prefetch,
+      backward_prefetch = opts.backward_prefetch }
     module = wrap.auto_wrap(module, opts.auto_wrap_policy, function(m) return FSDP(m, child_opts) end,
-      { wrapper_cls = FSDP })
+      { wrapper_cls = FSDP, ignored_modules = opts.ignored_modules })
   end
   self._fsdp_wrapped_module = FlattenParamsWrapper(module)
   self._attrs.sharding_strategy = strategy
-  flatten(self, module, strategy, group)
+  self._attrs.process_group = group -- HYBRID_SHARD: the intra-node group (clip_grad_norm_)
+  self._attrs._comm = c
+  flatten(self, module, strategy, group, ignored, opts.sync_module_states == true, c, inter)
+  if c.forward_prefetch then progress_hooks(module, ignored) end
+  -- verbose = true: rank 0 prints fsdp.memory_report at wrap time (nested units never get it)
+  if opts.verbose then memory.print_report(self) end
 end
 
 -- FSDP(module, opts): the wrapped module (see the file's header).
@@ -167,6 +389,59 @@ function FSDP:extra_repr() return "" end
 
 -- The wrapped module, as PyTorch's .module property.
 function FSDP:module() return self._fsdp_wrapped_module._fpw_module end
+
+-- ---- parameters under their original names ----------------------------------------------------
+
+-- "_fsdp_wrapped_module._fpw_module.fc1._fsdp_wrapped_module._fpw_module.weight" -> "fc1.weight"
+local function clean_name(name)
+  local parts = {}
+  for seg in name:gmatch("[^.]+") do
+    if seg ~= "_fsdp_wrapped_module" and seg ~= "_fpw_module" then parts[#parts + 1] = seg end
+  end
+  return table.concat(parts, ".")
+end
+
+local function cleaned(iter, state, init)
+  local list = {}
+  for name, v in iter, state, init do list[#list + 1] = { clean_name(name), v } end
+  local i = 0
+  return function()
+    i = i + 1
+    local e = list[i]
+    if e then return e[1], e[2] end
+  end
+end
+
+-- As nn.Module's, under the unwrapped module's names (parameters() is nn.Module's: the pieces).
+function FSDP:named_parameters(prefix, recurse)
+  return cleaned(nn.Module.named_parameters(self, prefix, recurse))
+end
+
+function FSDP:named_buffers(prefix, recurse)
+  return cleaned(nn.Module.named_buffers(self, prefix, recurse))
+end
+
+-- The units (FSDP modules with a flat parameter) of model's tree, in modules() order.
+local function units_of(model)
+  local out = {}
+  for _, m in ipairs(model:modules()) do
+    if m:isinstance(FSDP) and m._attrs._flat then out[#out + 1] = m end
+  end
+  return out
+end
+
+-- Points the unit's modules at full-shaped views or back at the pieces: which = "compute" (what
+-- forward computes with: the param_dtype views under mixed precision), "full" (the dtype views
+-- of the full buffer: summon_full_params, state dicts) or nil (the pieces).
+local function use_full_views(unit, which)
+  for _, e in ipairs(unit._attrs._orig) do
+    e.module._parameters.map[e.name] = which == "compute" and e.compute or which == "full" and e.view or e.piece
+  end
+end
+
+-- A to-be-closed value running fn at close.
+local CLOSER = { __close = function(c) c.fn() end }
+local function closer(fn) return setmetatable({ fn = fn }, CLOSER) end
 
 -- ---- forward and backward -------------------------------------------------------------------
 
@@ -180,12 +455,9 @@ local function each_tensor(v, fn)
   end
 end
 
--- FULL_SHARD freed the full buffer after forward; the first gradient reaching an output of the
--- unit means its backward is about to read the saved parameter views: gather them back.
-local function pre_backward_hooks(fp, outs)
-  local function hook()
-    if not fp:is_gathered() then fp:gather() end
-  end
+-- Registers hook on every output that requires grad: it runs when the output's gradient
+-- arrives, i.e. when the backward through the unit is about to start.
+local function on_backward_start(outs, hook)
   for i = 1, outs.n do
     each_tensor(outs[i], function(t)
       if t.requires_grad then t:register_hook(hook) end
@@ -201,114 +473,292 @@ local function needs_backward(outs)
   return any
 end
 
-function FSDP:forward(...)
+-- The root whose forward is running (the outermost FSDP forward; nested units see it), else nil.
+local active_root
+
+-- The root's execution-order record, when the unit runs inside its root's forward.
+local function exec_of(unit)
+  local root = unit._attrs._root
+  return root and root._attrs._exec
+end
+
+-- The first gradient reaching an output of the unit means its backward is about to read the
+-- saved parameter views: gather them back (FULL_SHARD freed them after forward), first issuing
+-- the next unit's gather with BACKWARD_PRE, and record the backward order that prefetch follows
+-- (once per iteration; a retain_graph backward only gathers again).
+local function pre_backward_hooks(unit, fp, outs)
+  on_backward_start(outs, function()
+    comm.progress()
+    local e, nxt = exec_of(unit), nil
+    if e and e.bwd_seen and not e.bwd_seen[unit] then nxt = comm.record_backward(e, unit) end
+    if not fp:compute_gathered() then fp:gather_compute_async(false) end
+    if unit._attrs._comm.backward_prefetch == "BACKWARD_PRE" and nxt and nxt._attrs._flat then
+      nxt._attrs._flat:gather_compute_async(true)
+    end
+    fp:gather_compute()
+  end)
+end
+
+-- One unit's forward (PyTorch's pre- and post-forward around the wrapped module); returns the
+-- packed outputs.
+local function unit_forward(self, is_root, ...)
   local fp, strategy = self._attrs._flat, self._attrs.sharding_strategy
-  if fp == nil then return self._fsdp_wrapped_module(...) end
-  if fp:grads_incomplete() then
-    fp:reset_pending()
-    error("FSDP: the last backward gave gradients to only some parameters of a unit, so its gradients were "
-      .. "never reduced (unused parameters are not supported yet: every parameter that requires grad "
-      .. "must take part in the loss)", 2)
+  if fp == nil then return pack(self._fsdp_wrapped_module(...)) end
+  fp:reset_pending()
+  fp:drop_unused_grad()
+  comm.progress()
+  local e = exec_of(self)
+  local nxt = e and comm.record_forward(e, self)
+  -- gathered every forward (the optimizer may have changed the shards since): a prefetched
+  -- gather is waited for here; NO_SHARD with mixed precision casts again
+  fp:gather_compute()
+  if self._attrs._comm.forward_prefetch and nxt and nxt._attrs._flat then
+    nxt._attrs._flat:gather_compute_async(true)
   end
-  -- gathered every forward: the optimizer may have changed the shards since the last gather
-  fp:gather()
-  local outs = pack(self._fsdp_wrapped_module(...))
+  local outs
+  do
+    use_full_views(self, "compute")
+    local _ <close> = closer(function() use_full_views(self, nil) end)
+    outs = pack(self._fsdp_wrapped_module(...))
+  end
   if strategy ~= "NO_SHARD" then
     local backward = needs_backward(outs)
-    if strategy == "FULL_SHARD" or not backward then fp:release() end
-    if strategy == "FULL_SHARD" and backward then pre_backward_hooks(fp, outs) end
+    -- the root keeps its parameters for the backward that follows at once (PyTorch 1.13)
+    local reshard = (strategy == "FULL_SHARD" or strategy == "HYBRID_SHARD") and not is_root
+    if reshard or not backward then fp:release() end
+    if backward then pre_backward_hooks(self, fp, outs) end
   end
+  return outs
+end
+
+-- The root's lazy initialisation (PyTorch's _lazy_init) at its first forward as root, when the
+-- tree is complete: every unit below learns its root, whose execution order they record; the
+-- root's finisher (engine side: one end-of-backward callback finishing all its units) is made;
+-- buffers are cast to buffer_dtype once.
+local function lazy_init(root)
+  if root._attrs._exec then return end
+  local mods, fps = root:modules(), {}
+  for _, m in ipairs(mods) do
+    if m:isinstance(FSDP) then
+      m._attrs._root = root
+      if m._attrs._flat then fps[#fps + 1] = m._attrs._flat end
+    end
+  end
+  root._attrs._units = fps
+  root._attrs._finisher = native.finisher(fps)
+  local mp = root._attrs._comm.mixed_precision
+  if mp and mp.buffer_dtype then comm.cast_buffers(mods, mp.buffer_dtype) end
+  root._attrs._exec = comm.new_exec()
+end
+
+local function root_forward(self, ...)
+  lazy_init(self)
+  comm.exec_begin(self._attrs._exec)
+  -- a new iteration: what is still gathered was gathered before the optimizer's step (a
+  -- prefetch that found no use, a forward never backpropagated), so it is stale
+  for _, fp in ipairs(self._attrs._units) do fp:release() end
+  local args = pack(...)
+  local mp = self._attrs._comm.mixed_precision
+  if mp and mp.param_dtype then comm.cast_inputs(mp.param_dtype, args) end
+  local outs
+  do
+    active_root = self
+    local _ <close> = closer(function() active_root = nil end)
+    outs = unit_forward(self, true, unpack(args, 1, args.n))
+  end
+  local finisher = self._attrs._finisher
+  if needs_backward(outs) then on_backward_start(outs, function() finisher:queue() end) end
   return unpack(outs, 1, outs.n)
 end
 
--- ---- state dicts (FULL type) ----------------------------------------------------------------
-
--- Walks the tree under the original names: each unit is gathered while its subtree is visited
--- (one unit and its ancestors at a time, never the whole model twice).
-local function walk_state(m, prefix, visit)
-  if m:isinstance(FSDP) then
-    local fp = m._attrs._flat
-    local was = fp and fp:is_gathered()
-    if fp and not was then fp:gather() end
-    walk_state(m._fsdp_wrapped_module._fpw_module, prefix, visit)
-    if fp and not was then fp:release() end
-    return
-  end
-  for _, name in ipairs(rawget(m, "_fsdp_param_names") or {}) do visit(prefix .. name, m._attrs[name], m) end
-  for _, name in ipairs(m._parameters.names) do visit(prefix .. name, m._parameters.map[name], m) end
-  for _, name in ipairs(m._buffers.names) do
-    if not m._non_persistent[name] then visit(prefix .. name, m._buffers.map[name], m) end
-  end
-  for _, cname in ipairs(m._modules.names) do walk_state(m._modules.map[cname], prefix .. cname .. ".", visit) end
+function FSDP:forward(...)
+  if active_root == nil then return root_forward(self, ...) end
+  local outs = unit_forward(self, false, ...)
+  return unpack(outs, 1, outs.n)
 end
 
--- The full state dict under the unwrapped module's names, on every rank (every rank takes part
--- in the gathers; rank 0 usually saves it). Tensors are copies: the full buffers are freed after.
-function FSDP:state_dict(opts)
+-- fsdp.comm_stats(model[, {reset = true}]) -> this rank's communication counters summed over
+-- the model's units: allgather_calls, prefetch_calls, reduce_calls (reduce-scatters, NO_SHARD's
+-- all-reduces), allreduce_calls (HYBRID_SHARD's across nodes), allgather_bytes, reduce_bytes,
+-- bytes, waits and wait_seconds (time blocked waiting: the exposed communication), units,
+-- param_dtype, reduce_dtype. reset zeroes the counters after reading them.
+function M.comm_stats(model, opts)
+  if not is_module(model) then
+    error(fmt("comm_stats: bad argument #1 (model): expected an FSDP module, got %s", type(model)), 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error(fmt("comm_stats: bad argument #2 (opts): expected a table {reset=}, got %s", type(opts)), 2)
+  end
+  local fps = {}
+  for i, u in ipairs(units_of(model)) do fps[i] = u._attrs._flat end
+  return comm.stats(fps, opts and opts.reset)
+end
+
+-- fsdp.reset_comm_stats(model): zeroes the model's counters.
+function M.reset_comm_stats(model)
+  M.comm_stats(model, { reset = true })
+end
+
+-- ---- scopes: no_sync, summon_full_params --------------------------------------------------------
+
+-- local _ <close> = model:no_sync(): backwards inside accumulate their gradients in each unit's
+-- full-shaped parameters without communicating; the first backward after the scope reduces
+-- the accumulated total (PyTorch's no_sync; memory: the unsharded grads are kept meanwhile).
+function FSDP:no_sync()
+  local units = units_of(self)
+  local depth = (self._attrs._no_sync_depth or 0) + 1
+  self._attrs._no_sync_depth = depth
+  for _, u in ipairs(units) do u._attrs._flat:set_no_sync(true) end
+  return closer(function()
+    self._attrs._no_sync_depth = self._attrs._no_sync_depth - 1
+    if self._attrs._no_sync_depth == 0 then
+      for _, u in ipairs(units) do u._attrs._flat:set_no_sync(false) end
+    end
+  end)
+end
+
+-- local _ <close> = model:summon_full_params{writeback = true, recurse = true}: every unit of the
+-- tree (only this one with recurse = false) is gathered and its modules read the full values.
+-- With writeback (the default) what was written into them reaches the shards at close;
+-- without, sharded units drop it (NO_SHARD keeps it: its shard is the full buffer).
+function FSDP:summon_full_params(opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error(fmt("summon_full_params: bad argument #1 (opts): expected an options table, got %s", type(opts)), 2)
+  end
   opts = opts or {}
-  local sd, keys = {}, {}
-  local _ <close> = ms.no_grad()
-  walk_state(self, opts.prefix or "", function(name, t)
-    keys[#keys + 1] = name
-    sd[name] = t:detach():clone()
-  end)
-  return setmetatable(sd, { __pairs = nn.internal.ordered_pairs_of(keys) }), keys
-end
-
--- Loads a full state dict (unwrapped names, as state_dict gives or an unwrapped model saved):
--- every key must be there with its shape; then each rank keeps its slice.
-function FSDP:load_state_dict(sd, opts)
-  if type(sd) ~= "table" then error(fmt("load_state_dict: expected a table of name -> tensor, got %s", type(sd)), 2) end
-  local strict = not (type(opts) == "table" and opts.strict == false)
-  local own, own_keys = self:state_dict()
-  local missing, unexpected = {}, {}
-  for _, k in ipairs(own_keys) do
-    local v = rawget(sd, k)
-    if v == nil then missing[#missing + 1] = k
-    elseif tostring(v.shape) ~= tostring(own[k].shape) then
-      error(fmt("load_state_dict: size mismatch for %s: copying a param with shape %s, the shape in current model is %s",
-        k, tostring(v.shape), tostring(own[k].shape)), 2)
+  for k, v in pairs(opts) do
+    if k ~= "writeback" and k ~= "recurse" then
+      error(fmt("summon_full_params: unknown option '%s' (known: recurse, writeback)", tostring(k)), 2)
+    end
+    if type(v) ~= "boolean" then
+      error(fmt("summon_full_params: option '%s': expected a boolean, got %s", k, type(v)), 2)
     end
   end
-  for k in pairs(sd) do
-    if rawget(own, k) == nil then unexpected[#unexpected + 1] = tostring(k) end
+  if active_root ~= nil then error("summon_full_params: expected no forward in progress, got one", 2) end
+  local writeback = opts.writeback ~= false
+  local units = opts.recurse == false and (self._attrs._flat and { self } or {}) or units_of(self)
+  local was = {}
+  for i, u in ipairs(units) do
+    local fp = u._attrs._flat
+    was[i] = fp:is_gathered()
+    fp:gather()
+    use_full_views(u, "full")
   end
-  if strict and (#missing > 0 or #unexpected > 0) then
-    error(fmt("Error(s) in loading state_dict for %s: missing keys: %s; unexpected keys: %s", self:_get_name(),
-      table.concat(missing, ", "), table.concat(unexpected, ", ")), 2)
-  end
-  local _ <close> = ms.no_grad()
-  local units = {}
-  for _, m in ipairs(self:modules()) do
-    if m:isinstance(FSDP) and m._attrs._flat then units[#units + 1] = m._attrs._flat end
-  end
-  -- gather every unit, write through the views, then each rank copies back its slice
-  for _, fp in ipairs(units) do fp:gather() end
-  walk_state(self, "", function(name, t)
-    local v = rawget(sd, name)
-    if v ~= nil then t:copy_(v) end
+  return closer(function()
+    for i, u in ipairs(units) do
+      local fp = u._attrs._flat
+      use_full_views(u, nil)
+      if writeback then fp:update_shard() end
+      if not was[i] then fp:release() end
+    end
   end)
-  for _, fp in ipairs(units) do
-    fp:update_shard()
-    if self._attrs.sharding_strategy ~= "NO_SHARD" then fp:release() end
-  end
-  return { missing_keys = missing, unexpected_keys = unexpected }
 end
 
--- Per rank: units, numel of the originals, of the shards (what params, grads and each
--- optimizer state take) and of the padded full buffers, and how many units are gathered now.
-function M.memory_report(model)
-  local r = { units = 0, full_numel = 0, shard_numel = 0, padded_numel = 0, gathered = 0 }
-  for _, m in ipairs(model:modules()) do
-    local fp = m:isinstance(FSDP) and m._attrs._flat
-    if fp then
-      local i = fp:info()
-      r.units, r.full_numel = r.units + 1, r.full_numel + i.numel
-      r.shard_numel, r.padded_numel = r.shard_numel + i.shard_numel, r.padded_numel + i.padded
-      if fp:is_gathered() then r.gathered = r.gathered + 1 end
+-- ---- gradient clipping ------------------------------------------------------------------------
+
+local function norm_type_of(v)
+  if v == nil then return 2.0 end
+  if v == "inf" or v == math.huge then return math.huge end
+  if type(v) ~= "number" or not (v > 0) then
+    error(fmt("clip_grad_norm_: bad argument #3 (norm_type): expected a positive number or 'inf', got %s",
+      type(v) == "number" and tostring(v) or type(v)), 3)
+  end
+  return v
+end
+
+-- The norm (p finite: the sum of |g|^p; inf: the max |g|) of a list of grads, as a Lua number.
+local function local_norm(grads, p)
+  local acc = 0.0
+  for _, g in ipairs(grads) do
+    if p == math.huge then
+      local n = g:abs():max():item()
+      if n > acc or n ~= n then acc = n end
+    else
+      acc = acc + ms.norm(g, p):item() ^ p
     end
   end
-  return r
+  return acc
 end
+
+-- fsdp.clip_grad_norm_(model, max_norm, norm_type = 2) as PyTorch's FSDP.clip_grad_norm_: the
+-- norm of all of the model's gradients together across ranks (sharded units' pieces: local
+-- sums all-reduced, max for inf; NO_SHARD units and ignored parameters, the same on every rank:
+-- counted once, locally), gradients scaled in place by min(1, max_norm / (norm + 1e-6)).
+-- Returns the total norm as a 0-dim tensor. Every rank of the model's group must call it.
+function M.clip_grad_norm_(model, max_norm, norm_type)
+  if not (is_module(model) and model:isinstance(FSDP)) then
+    error(fmt("clip_grad_norm_: bad argument #1 (model): expected an FSDP module, got %s",
+      is_module(model) and model:_get_name() or type(model)), 2)
+  end
+  if type(max_norm) ~= "number" then
+    error(fmt("clip_grad_norm_: bad argument #2 (max_norm): expected a number, got %s", type(max_norm)), 2)
+  end
+  local p = norm_type_of(norm_type)
+  local sharded_set = {}
+  for _, u in ipairs(units_of(model)) do
+    if u._attrs.sharding_strategy ~= "NO_SHARD" then
+      for _, e in ipairs(u._attrs._orig) do sharded_set[e.piece] = true end
+    end
+  end
+  local sharded, replicated, all, dtype = {}, {}, {}, nil
+  for _, param in ipairs(model:parameters()) do
+    dtype = dtype or param.dtype
+    local g = param.grad
+    if g ~= nil then
+      local list = sharded_set[param] and sharded or replicated
+      list[#list + 1] = g
+      all[#all + 1] = g
+    end
+  end
+  local t = ms.tensor({ local_norm(sharded, p) }, { dtype = "float64" })
+  ms.distributed.all_reduce(t, { op = p == math.huge and "max" or "sum", group = model._attrs.process_group })
+  local mine, total = local_norm(replicated, p), t:tolist()[1]
+  if p == math.huge then
+    if mine > total or mine ~= mine then total = mine end
+  else
+    total = (total + mine) ^ (1 / p)
+  end
+  local coef = max_norm / (total + 1e-6)
+  if coef > 1.0 then coef = 1.0 end
+  for _, g in ipairs(all) do g:mul_(coef) end -- by 1 too, as PyTorch (the same NaN behaviour)
+  return ms.tensor(total, { dtype = all[1] and all[1].dtype or dtype or "float32" })
+end
+
+function FSDP:clip_grad_norm_(max_norm, norm_type) return M.clip_grad_norm_(self, max_norm, norm_type) end
+
+-- ---- the pieces, for state dicts ----------------------------------------------------------------
+
+-- See the file's header.
+function M._local_pieces(model)
+  local info = {}
+  for _, u in ipairs(units_of(model)) do
+    local offsets = u._attrs._flat:piece_offsets()
+    for _, e in ipairs(u._attrs._orig) do
+      if not info[e.piece] then
+        info[e.piece] = { shape = e.view.shape, numel = e.view:numel(), offset = offsets[e.index],
+          piece = e.piece, unit = u }
+      end
+    end
+  end
+  local out = {}
+  for name, param in model:named_parameters() do
+    local i = info[param]
+    if i then
+      i.name = name
+      out[#out + 1] = i
+    end
+  end
+  return out
+end
+
+-- ---- state dicts, memory -------------------------------------------------------------------
+
+-- State dicts (fsdp_state.lua): FULL (the default; opts {rank0_only =, offload_to_cpu =}) or
+-- SHARDED (opts.state_dict_type, or the fsdp.state_dict_type scope).
+function FSDP:state_dict(opts) return state.state_dict(self, opts) end
+function FSDP:load_state_dict(sd, opts) return state.load_state_dict(self, sd, opts) end
+
+-- fsdp.memory_report(model [, optimizer]): see fsdp_memory.lua (tostring prints it).
+M.memory_report = memory.memory_report
 
 return M

@@ -92,6 +92,13 @@ end
 
 function nn.is_parameter(v) return PARAMETERS[v] == true end
 
+-- Marks an existing tensor as a parameter in place (FSDP's pieces: the very tensors its engine
+-- side updates, so nn.Parameter's detached copy would not do).
+local function mark_parameter(t)
+  PARAMETERS[t] = true
+  return t
+end
+
 local is_tensor = ms.is_tensor
 
 -- ---- Module ---------------------------------------------------------------------------------
@@ -733,6 +740,7 @@ end
 nn.internal = {
   describe = describe, is_module = is_module, od_new = od_new, od_set = od_set,
   od_remove = od_remove, pyval = pyval, pack = pack, ordered_pairs_of = ordered_pairs_of,
+  mark_parameter = mark_parameter,
 }
 
 return nn

@@ -367,6 +367,43 @@ static void test_missing_file(void) {
   ms_safetensors_free(&st);
 }
 
+/* Ranges of a tensor read through an open file: the elements asked for, in row-major order,
+ * and nothing outside the tensor. */
+static void test_read_range(void) {
+  const char *path = tmp_path("range.safetensors");
+  ms_tensor *a = ms_tensor_new_arange(0, 24, 1, MS_FLOAT64), *b = ms_tensor_new_arange(100, 105, 1, MS_INT32);
+  ms_tensor *m = ms_tensor_view(a, 3, (int64_t[]){2, 3, 4});
+  ms_tensor *ts[] = {m, b};
+  const char *names[] = {"a", "b"};
+  CHECK(ms_safetensors_save(path, 2, names, ts, 0, NULL, NULL) == MS_OK);
+  ms_safetensors_file *f = ms_safetensors_open(path);
+  CHECK(f != NULL);
+  ms_tensor *r = ms_safetensors_read_range(f, "a", 5, 7);
+  CHECK(r && r->ndim == 1 && r->shape[0] == 7 && r->dtype == MS_FLOAT64);
+  for (int64_t k = 0; r && k < 7; k++) CHECK(ms_tensor_get_flat(r, k) == (double)(5 + k));
+  ms_tensor_release(r);
+  r = ms_safetensors_read_range(f, "b", 4, 1);
+  CHECK(r && r->dtype == MS_INT32 && ms_tensor_get_flat(r, 0) == 104);
+  ms_tensor_release(r);
+  r = ms_safetensors_read_range(f, "b", 5, 0); /* an empty range at the end is inside */
+  CHECK(r && r->shape[0] == 0);
+  ms_tensor_release(r);
+  CHECK(ms_safetensors_read_range(f, "a", 20, 5) == NULL);
+  CHECK_ERROR_HAS("tensor 'a' has 24 elements; elements [20, 25) are not inside it");
+  CHECK(ms_safetensors_read_range(f, "a", -1, 2) == NULL);
+  CHECK(ms_safetensors_read_range(f, "c", 0, 1) == NULL);
+  CHECK_ERROR_HAS("no tensor named 'c'");
+  CHECK_ERROR_HAS("range.safetensors");
+  ms_safetensors_close(f);
+  ms_safetensors_close(NULL);
+  CHECK(ms_safetensors_open(tmp_path("absent.safetensors")) == NULL);
+  CHECK_ERROR_HAS("could not open");
+  write_raw("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 0, 4, 0);
+  CHECK(ms_safetensors_open(tmp_path("raw.safetensors")) == NULL); /* checked as load checks */
+  CHECK_ERROR_HAS("run past the end");
+  ms_tensor_release(m), ms_tensor_release(a), ms_tensor_release(b);
+}
+
 static void remove_dir(void) {
   DIR *d = opendir(dir);
   for (struct dirent *e; d && (e = readdir(d));)
@@ -388,6 +425,7 @@ int main(void) {
   test_bad_arguments_write_nothing();
   test_failed_write_is_atomic();
   test_missing_file();
+  test_read_range();
   remove_dir();
   return ms_test_finish();
 }

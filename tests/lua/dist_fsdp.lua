@@ -1,5 +1,6 @@
 -- dist_fsdp.lua: FSDP across the ranks of an mpirun launch (registered for 1..4 ranks, with and
--- without MS_DIST_DEBUG=1): the wrapped reprs, training equivalence with one process on the
+-- without MS_DIST_DEBUG=1): the wrapped reprs and the original parameter names with each rank's
+-- piece (dist_fsdp_params.lua tests what hangs on them), training equivalence with one process on the
 -- whole batch for every built strategy (with a nested unit, explicit or by policy), full state
 -- dicts (names, load into the unwrapped model, load back), the memory bound of FULL_SHARD, and
 -- refused options. Every rank runs every case in the same order; a failed case ends the launch.
@@ -119,29 +120,54 @@ case("repr of FSDP(Net()) and with the 20000 policy", function()
   T.eq(tostring(fsdp.FSDP(Net())), REPRS.whole)
   local model = fsdp.FSDP(Net(), {auto_wrap_policy = fsdp.size_based_auto_wrap_policy{min_num_params = 20000}})
   T.eq(tostring(model), REPRS.min_20000)
-  local got = {}
-  for name, p in model:named_parameters() do got[#got + 1] = name .. " " .. p:numel() end
-  local function shard(n) return (n + W - 1) // W end
-  T.same(got, {
-    "_fsdp_wrapped_module.flat_param " .. shard(320 + 18496 + 1290),
-    "_fsdp_wrapped_module._fpw_module.fc1._fsdp_wrapped_module.flat_param " .. shard(1179776),
-  })
+  -- the original names, each with this rank's piece of its unit's flat parameter (laid out in
+  -- registration order, padded, rank R holding [R*S, (R+1)*S) with S = ceil(total / W))
+  local function piece(offset, n, total)
+    local S = (total + W - 1) // W
+    return math.max(math.min(offset + n, (R + 1) * S) - math.max(offset, R * S), 0)
+  end
+  local root, fc1 = 320 + 18496 + 1290, 1179776
+  local want = {
+    { "conv1.weight", piece(0, 288, root) }, { "conv1.bias", piece(288, 32, root) },
+    { "conv2.weight", piece(320, 18432, root) }, { "conv2.bias", piece(18752, 64, root) },
+    { "fc1.weight", piece(0, 1179648, fc1) }, { "fc1.bias", piece(1179648, 128, fc1) },
+    { "fc2.weight", piece(18816, 1280, root) }, { "fc2.bias", piece(20096, 10, root) },
+  }
+  local got, numels = {}, {}
+  for name, p in model:named_parameters() do
+    got[#got + 1] = { name, p:numel() }
+    numels[#numels + 1] = p:numel()
+    T.eq(p.ndim, 1, name .. " is a 1-D piece")
+    T.truthy(p.requires_grad, name .. " requires grad")
+  end
+  T.same(got, want)
+  -- the pieces of all ranks together are the whole parameters
+  local total = ms.tensor(numels, { dtype = "int64" })
+  dist.all_reduce(total)
+  T.same(total:tolist(), { 288, 32, 18432, 64, 1179648, 128, 1280, 10 })
 end)
 
 case("refused options name what is not built", function()
-  T.raises(function() fsdp.FSDP(Small(), {sharding_strategy = "HYBRID_SHARD"}) end, "HYBRID_SHARD", "not supported yet")
-  T.raises(function() fsdp.FSDP(Small(), {mixed_precision = {}}) end, "mixed_precision", "not supported yet")
+  T.raises(function() fsdp.FSDP(Small(), {cpu_offload = true}) end, "cpu_offload", "not supported yet")
+  T.raises(function() fsdp.FSDP(Small(), {sharding_strategy = "HYBRID"}) end, "sharding_strategy", "HYBRID_SHARD")
   T.raises(function() fsdp.FSDP(Small(), {sharding_stratgy = "NO_SHARD"}) end, "unknown option", "sharding_stratgy")
 end)
 
-case("a parameter left out of the loss is reported at the next forward, not silently lost", function()
+case("a parameter left out of the loss gets a zero gradient and does not block its unit", function()
   ms.manual_seed(1)
   local m = Small()
   m.unused = nn.Linear(2, 2)
   local model = fsdp.FSDP(m)
   local x, y = batch(SMALL_SHAPE)
   F.nll_loss(model(x), y):backward()
-  T.raises(function() model(x) end, "unused parameters are not supported yet")
+  for name, p in model:named_parameters() do
+    if p:numel() > 0 then
+      T.truthy(p.grad ~= nil, name .. " has a grad")
+      if name:match("^unused") then T.eq(p.grad:abs():max():item(), 0.0, name .. " grad") end
+    end
+  end
+  T.eq(fsdp.memory_report(model).gathered, 0, "units resharded after backward")
+  F.nll_loss(model(x), y):backward() -- the next step runs as usual
 end)
 
 -- ---- equivalence ------------------------------------------------------------------------------
@@ -229,9 +255,70 @@ case("FULL_SHARD: params + grads + optimizer state per rank are a 1/W share", fu
   -- each of params, grads and Adadelta's two states holds one shard per unit: 4 x 4 bytes an
   -- element, bounded by ceil(total / W) plus each unit's padding (< W elements)
   local bound = 16 * ((total + W - 1) // W + rep.units * W)
-  T.eq(bytes, 16 * rep.shard_numel, "bytes held")
+  -- params and grads: the shards (padding included); Adadelta's states: the pieces it updates
+  local pieces = 0
+  for _, p in ipairs(model:parameters()) do pieces = pieces + p:numel() end
+  T.eq(bytes, 8 * rep.shard_numel + 8 * pieces, "bytes held")
   T.truthy(bytes <= bound, ("%d bytes held, bound %d"):format(bytes, bound))
   T.truthy(opt ~= nil) -- the optimizer (and its state) stayed alive through the measurement
+end)
+
+case("FULL_SHARD: a gathered unit adds its full size to the shards, and only it and its ancestors are gathered", function()
+  ms.manual_seed(1)
+  local model = fsdp.FSDP(Small(), {auto_wrap_policy = fsdp.ModuleWrapPolicy{nn.Linear}})
+  local units, parent = {}, {}
+  local function find(m, up)
+    for _, c in ipairs(m:children()) do
+      if c:isinstance(fsdp.FullyShardedDataParallel) then
+        units[#units + 1], parent[c] = c, up
+        find(c, c)
+      else
+        find(c, up)
+      end
+    end
+  end
+  units[1] = model
+  find(model, model)
+  local function padded_bytes(u) return 4 * u._attrs._flat:info().padded end
+  local shards = 4 * fsdp.memory_report(model).shard_numel
+  -- gathering one unit by itself: the peak over what was held is that unit's full buffer
+  for _, u in ipairs(units) do
+    held() -- collects garbage
+    local before = ms.memory_stats().current
+    ms.reset_peak_memory_stats()
+    u._attrs._flat:gather()
+    local peak = ms.memory_stats().peak - before
+    u._attrs._flat:release()
+    T.truthy(peak <= padded_bytes(u), ("gathering one unit: peak %d bytes over the shards, its full size %d")
+      :format(peak, padded_bytes(u)))
+  end
+  -- in a training step, sampled while each unit computes (forward) and as its backward begins:
+  -- the params held are the shards plus the full buffers of the unit and its ancestors
+  T.eq(fsdp.memory_report(model).gathered, 0, "units gathered at rest")
+  collectgarbage()
+  collectgarbage()
+  local base = ms.memory_stats().by_category.params - shards -- other models' params
+  local samples = 0
+  local function sample(u, when)
+    local bound, a = shards, u
+    while a do
+      bound, a = bound + padded_bytes(a), parent[a]
+    end
+    local params = ms.memory_stats().by_category.params - base
+    samples = samples + 1
+    T.truthy(params <= bound, ("%s: %d param bytes, bound %d"):format(when, params, bound))
+  end
+  for _, u in ipairs(units) do
+    -- inside the unit's forward, while it is gathered
+    u._fsdp_wrapped_module:register_forward_hook(function() sample(u, "forward") end)
+    -- after FSDP's own pre-backward hook on the output, which gathers the unit again
+    u:register_forward_hook(function(_, _, out)
+      out:register_hook(function() sample(u, "backward") end)
+    end)
+  end
+  local x, y = batch(SMALL_SHAPE)
+  F.nll_loss(model(x), y):backward()
+  T.eq(samples, 2 * #units, "samples taken")
 end)
 
 -- ---- summary: reached only when every rank passed every case ---------------------------------

@@ -111,6 +111,17 @@ ms_tensor *ms_tensor_detach(ms_tensor *t);
 /* Backpropagates from root. grad is d(something)/d(root), NULL meaning 1 for a one-element root.
  * With retain_graph false, every node's saved state is freed as the walk passes it. */
 ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph);
+/* Queues fn(ctx) to run once after the graph walk of the ms_backward now running on this thread
+ * (the innermost one when backwards nest), in queue order, before it returns; a callback may
+ * queue more. Callbacks run after a failed walk too (the walk's error wins), so issued work is
+ * always waited for; otherwise the first failing callback's error becomes backward's error (the
+ * rest still run, so each can release what it holds). Outside a backward it is an error. What FSDP needs to wait
+ * for its asynchronous gradient reductions before backward returns, as PyTorch's
+ * Variable._execution_engine.queue_callback. */
+ms_status ms_autograd_queue_callback(ms_status (*fn)(void *ctx), void *ctx);
+/* True while the callbacks of a backward whose walk failed run: a callback then only waits for
+ * and releases what it holds, and starts no new collective (other ranks may not be there). */
+bool ms_autograd_walk_failed(void);
 
 /* Hooks; each returns a handle (> 0) for removal, or 0 with an error. The ctx is freed with
  * free_ctx (may be NULL) when the hook is removed or its node dies. */

@@ -21,6 +21,18 @@ typedef enum ms_fsdp_strategy {
   MS_FSDP_NO_SHARD        /* every rank holds everything: the shard is the full buffer */
 } ms_fsdp_strategy;
 
+/* Per-unit communication counters (flat_param_comm.c); a model's are the sum over its units. */
+typedef struct ms_fsdp_comm_stats {
+  int64_t allgather_calls;  /* all-gathers of the compute buffer (prefetched or not) */
+  int64_t prefetch_calls;   /* of those, issued ahead of the unit's use */
+  int64_t reduce_calls;     /* gradient reductions (reduce-scatter; NO_SHARD: all-reduce) */
+  int64_t allreduce_calls;  /* HYBRID_SHARD's second stage, across replicas */
+  int64_t allgather_bytes;  /* bytes of the gathered buffers (padded, param dtype) */
+  int64_t reduce_bytes;     /* bytes of the reduced gradient buffers (reduce dtype), both stages */
+  int64_t waits;            /* waits that found their collective unfinished */
+  double wait_seconds;      /* time blocked in those waits: the exposed communication */
+} ms_fsdp_comm_stats;
+
 typedef struct ms_flat_param {
   ms_pg *pg; /* owned reference */
   ms_fsdp_strategy strategy;
@@ -33,9 +45,33 @@ typedef struct ms_flat_param {
   int nparams;
   ms_tensor **params; /* the replacement leaves: views of `full` with the originals' shapes */
   int64_t *offsets;   /* element offset of each in the full buffer */
-  int *hook_handles;  /* post-accumulate hooks on params (0: none) */
+  int *hook_handles;  /* post-accumulate hooks on compute_params (0: none) */
   int grads_pending;  /* params requiring grad whose grad has not arrived in this backward */
   int grads_expected;
+  /* The original parameters as the optimizer sees them (PyTorch's use_orig_params=True): piece i
+   * is this rank's part of param i, a 1-D view of the shard (0 elements where the rank holds
+   * none of it) with param i's requires_grad, starting at element piece_offsets[i] of the
+   * flattened param. After a reduction each piece's grad is the matching view of shard->grad;
+   * the optimizer updates the pieces, i.e. the shard, in place. */
+  ms_tensor **pieces;
+  int64_t *piece_offsets;
+  bool no_sync; /* grads stay in the compute views (accumulating) until a backward without it */
+  /* communication (flat_param_comm.c) */
+  ms_pg *inter;         /* HYBRID_SHARD: this shard's replicas on other nodes (owned), else NULL */
+  ms_work *gather_work; /* the in-flight all-gather into `compute`, or NULL */
+  int gather_version;   /* compute's version before it: re-gathering is not a write */
+  ms_work *reduce_work; /* the in-flight gradient reduction (stage 1 or 2), or NULL */
+  ms_tensor *reduce_out; /* where it lands: shard-sized (NO_SHARD: padded), reduce dtype */
+  int reduce_stage;     /* 1: the reduce-scatter/all-reduce in flight; 2: the inter all-reduce */
+  struct ms_flat_param *inflight_next; /* the list of units with work in flight */
+  bool inflight;
+  ms_fsdp_comm_stats stats;
+  /* mixed precision (flat_param_mp.c): forward and backward compute in param_dtype from a
+   * separate buffer; the shard and `full` (state dicts) stay in dtype */
+  ms_dtype param_dtype, reduce_dtype; /* both = dtype when mixed precision is off */
+  ms_storage *compute;       /* the buffer modules compute with: `full`, or a param_dtype one */
+  ms_tensor *compute_flat;   /* 1-D view of all of `compute` */
+  ms_tensor **compute_params; /* its views: `params`, or param_dtype views (owned then) */
 } ms_flat_param;
 
 /* Packs params[0..n) (borrowed; all of one floating dtype, on the CPU) into a new flat parameter
@@ -52,16 +88,68 @@ ms_status ms_flat_param_gather(ms_flat_param *fp);
 /* Copies this rank's slice of the (gathered) full buffer into the shard, after the views were
  * written (loading a state dict). NO_SHARD: nothing to do, the shard is the full buffer. */
 ms_status ms_flat_param_update_shard(ms_flat_param *fp);
-/* Frees the full buffer's bytes (sharded strategies only; views stay valid objects). */
+/* Frees the full buffer's bytes, and the compute buffer's with mixed precision, after waiting for
+ * an in-flight gather (sharded strategies only; views stay valid objects). */
 void ms_flat_param_release(ms_flat_param *fp);
 bool ms_flat_param_is_gathered(const ms_flat_param *fp);
-/* Packs the params' grads (zeros where none), reduces them across ranks (average) into a
- * shard-sized gradient accumulated into shard->grad, and drops the params' grads. */
+/* Packs the compute views' grads (zeros where none), reduces them across ranks (average) into a
+ * shard-sized gradient accumulated into shard->grad, and drops the views' grads; waits for it
+ * (the asynchronous form is ms_flat_param_reduce_grads_async). shard->grad first takes what the
+ * pieces' grads say (none at all: start from zero; a piece without one: its slice zeroed; one
+ * assigned by the user: copied in); after, the pieces' grads are views of it (pieces of frozen
+ * params and empty pieces get none). */
 ms_status ms_flat_param_reduce_grads(ms_flat_param *fp);
-/* Registers native post-accumulate hooks: once every param requiring grad has its grad in a
- * backward, reduce_grads runs, then (sharded strategies) the full buffer is released. */
+/* Registers native post-accumulate hooks on the compute views: once every param requiring grad
+ * has its grad in a backward, the reduction is issued (ms_flat_param_reduce_grads_async; none
+ * under no_sync), then (sharded strategies) the buffers are released. The root's finisher waits
+ * for it (ms_flat_param_finish_backward). */
 ms_status ms_flat_param_install_hooks(ms_flat_param *fp);
 /* Starts a new count of pending grads (call at each forward). */
 void ms_flat_param_reset_pending(ms_flat_param *fp);
+/* End of a backward (run from the root's ms_autograd_queue_callback, the one place a backward's
+ * reductions are waited for): waits for the unit's in-flight reduction (the pieces' grads then
+ * view shard->grad); a unit that received some but not all of its grads reduces now, the missing
+ * ones counting as zeros (unless no_sync or cleanup_only); then the count restarts and the
+ * sharded strategies release the buffers. cleanup_only (after a failed walk or an earlier
+ * unit's error) starts no collective: other ranks may not be there to match it. */
+ms_status ms_flat_param_finish_backward(ms_flat_param *fp, bool cleanup_only);
+/* Frees shard->grad when no piece holds a grad any more (optimizer.zero_grad() set them to
+ * nil), so that memory is not held through the next forward; the next reduction starts from
+ * zero either way. */
+void ms_flat_param_drop_unused_grad(ms_flat_param *fp);
+
+/* ---- mixed precision (flat_param_mp.c) ------------------------------------------------------- */
+/* Computes in param_dtype: a second full buffer and views in that dtype (fp->compute_params, which
+ * the modules should use in forward) gathered from the shard cast to param_dtype (half the bytes
+ * for 16-bit types); gradients are reduced in reduce_dtype and land in the shard's grad in
+ * fp->dtype. Call right after create, before install_hooks. */
+ms_status ms_flat_param_set_mixed_precision(ms_flat_param *fp, ms_dtype param_dtype, ms_dtype reduce_dtype);
+bool ms_flat_param_mixed(const ms_flat_param *fp); /* compute buffer separate from `full` */
+
+/* ---- asynchronous communication (flat_param_comm.c) ----------------------------------------- */
+/* HYBRID_SHARD: fp->pg shards inside a node; inter (borrowed, retained) holds the ranks with the
+ * same shard on the other nodes, across which the reduced shard gradients are all-reduced (avg).
+ * Must have this process as a member. */
+ms_status ms_flat_param_set_inter_group(ms_flat_param *fp, ms_pg *inter);
+/* Issues the all-gather of the compute buffer without waiting (prefetch: nothing when already
+ * gathered or in flight). NO_SHARD with mixed precision: a local cast, done at once. */
+ms_status ms_flat_param_gather_compute_async(ms_flat_param *fp, bool prefetch);
+/* Makes the compute buffer ready: waits for its all-gather, issuing it first when none is in
+ * flight and it is not gathered. */
+ms_status ms_flat_param_gather_compute(ms_flat_param *fp);
+bool ms_flat_param_compute_gathered(const ms_flat_param *fp); /* gathered or in flight */
+/* Frees the compute buffer (and `full`, when separate), waiting first for an in-flight gather. */
+void ms_flat_param_release_compute(ms_flat_param *fp);
+/* Syncs shard->grad with the pieces' grads, packs the compute views' grads in reduce_dtype and
+ * issues their reduction (first finishing one still in flight); the caller waits for it with
+ * ms_flat_param_wait_reduce or ms_flat_param_finish_backward. */
+ms_status ms_flat_param_reduce_grads_async(ms_flat_param *fp);
+/* Finishes the in-flight reduction (HYBRID: runs the second stage), adding the result into
+ * shard->grad and pointing the pieces' grads at it. Nothing to do when none is in flight. */
+ms_status ms_flat_param_wait_reduce(ms_flat_param *fp);
+/* Tests every unit's in-flight collectives without blocking, which is what lets Open MPI's
+ * non-blocking collectives progress while computation runs (see flat_param_comm.c). */
+void ms_fsdp_progress(void);
+void ms_flat_param_stats_reset(ms_flat_param *fp);
 
 #endif

@@ -40,6 +40,17 @@ typedef struct ms_safetensors {
 ms_status ms_safetensors_load(const char *path, ms_safetensors *out);
 void ms_safetensors_free(ms_safetensors *st);
 
+/* An open safetensors file whose header has been read and checked as ms_safetensors_load
+ * checks it, for reading parts of tensors: a rank loading a sharded checkpoint reads only the
+ * element ranges it keeps. Close with ms_safetensors_close (NULL is fine). */
+typedef struct ms_safetensors_file ms_safetensors_file;
+ms_safetensors_file *ms_safetensors_open(const char *path); /* NULL with an MS_ERR_IO error */
+void ms_safetensors_close(ms_safetensors_file *f);
+/* Elements [offset, offset + count) of the named tensor, counted in row-major order from 0, as
+ * a new 1-D CPU tensor of the file's dtype; NULL with an error naming the file, the tensor and
+ * its element count when the name is absent or the range does not lie inside it. */
+ms_tensor *ms_safetensors_read_range(ms_safetensors_file *f, const char *name, int64_t offset, int64_t count);
+
 /* The safetensors name of a dtype ("F32", "BF16", "BOOL", ...). */
 const char *ms_safetensors_dtype_name(ms_dtype dt);
 

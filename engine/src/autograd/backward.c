@@ -1,6 +1,7 @@
 /* backward.c: the backward walk. It finds every node reachable from the root, counts how many
  * edges lead into each, then runs nodes whose inputs are complete, latest-created first, summing
  * the gradients that meet at a node before running it. Grad mode is off during the walk. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,53 @@
 #include "moonshard/ops.h"
 
 static atomic_ullong walk_counter;
+
+/* ---- callbacks queued for the end of the running backward ------------------------------------ */
+
+typedef struct callback_list {
+  struct callback_item {
+    ms_status (*fn)(void *ctx);
+    void *ctx;
+  } *items;
+  int count, cap;
+  bool walk_failed; /* set before the callbacks run after a failed walk */
+} callback_list;
+
+static _Thread_local callback_list *running_callbacks; /* the innermost backward's queue */
+
+ms_status ms_autograd_queue_callback(ms_status (*fn)(void *ctx), void *ctx) {
+  callback_list *l = running_callbacks;
+  if (!fn) return ms_error(MS_ERR_ARG, "autograd_queue_callback: fn must be a function, got NULL");
+  if (!l)
+    return ms_error(MS_ERR_RUNTIME, "autograd_queue_callback: no backward is running on this thread "
+                    "(callbacks are queued from hooks during a backward)");
+  if (l->count == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 8;
+    struct callback_item *items = realloc(l->items, (size_t)cap * sizeof *items);
+    if (!items) return ms_error(MS_ERR_MEMORY, "autograd_queue_callback: out of memory");
+    l->items = items, l->cap = cap;
+  }
+  l->items[l->count++] = (struct callback_item){fn, ctx};
+  return MS_OK;
+}
+
+bool ms_autograd_walk_failed(void) { return running_callbacks && running_callbacks->walk_failed; }
+
+/* Runs every queued callback (including those queued by callbacks); keeps the first error. */
+static ms_status run_callbacks(callback_list *l, ms_status st) {
+  char first[1024] = "";
+  l->walk_failed = st != MS_OK;
+  if (st != MS_OK) snprintf(first, sizeof first, "%s", ms_error_last()); /* the walk's error wins */
+  for (int i = 0; i < l->count; i++) {
+    ms_status r = l->items[i].fn(l->items[i].ctx);
+    if (r != MS_OK && st == MS_OK) {
+      st = r;
+      snprintf(first, sizeof first, "%s", ms_error_last());
+    }
+  }
+  if (first[0]) ms_error(st, "%s", first);
+  return st;
+}
 
 /* A growable array of nodes, used as the discovery stack, the visited list and the heap. */
 typedef struct node_list {
@@ -167,6 +215,8 @@ ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph) {
   if (start) ms_node_retain(start);
   else start = ms_autograd_grad_accumulator(root);
   node_list visited = {0}, ready = {0};
+  callback_list callbacks = {0}, *outer = running_callbacks;
+  running_callbacks = &callbacks;
   ms_status st = g && start ? MS_OK : MS_ERR_MEMORY;
   if (st == MS_OK) st = discover(start, atomic_fetch_add(&walk_counter, 1) + 1, &visited);
   if (st == MS_OK) {
@@ -175,6 +225,10 @@ ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph) {
     st = heap_push(&ready, start);
   }
   while (st == MS_OK && ready.count) st = run_node(heap_pop(&ready), &ready, retain_graph);
+  /* after a failed walk too: a queued callback may hold work (an issued collective) to finish */
+  st = run_callbacks(&callbacks, st);
+  running_callbacks = outer;
+  free(callbacks.items);
   for (int64_t i = 0; i < visited.count; i++) /* after an error: drop half-summed gradients */
     for (int k = 0; k < MS_NODE_MAX_OUTPUTS; k++) {
       ms_tensor_release(visited.items[i]->grad_buf[k]);

@@ -260,6 +260,10 @@ ms_node *ms_autograd_grad_accumulator(ms_tensor *leaf) {
   }
   ms_node *node = node_alloc("AccumulateGrad", accumulate_backward, 0);
   if (!node) return NULL;
+  /* runs as soon as it is ready, as PyTorch's: its creation time depends on whether an earlier
+   * graph still held it (the cache is weak, freed when the collector gets there), and FSDP's
+   * post-accumulate hooks issue collectives that every rank must issue in the same order */
+  node->sequence = UINT64_MAX;
   ms_tensor_retain(leaf);
   node->variable = leaf;
   node->num_outputs = 1;

@@ -1,12 +1,14 @@
 /* flat_param.c: the FlatParameter of an FSDP unit (moonshard/fsdp.h): packing the original
- * parameters, gathering and releasing the full buffer, and reducing their gradients into the
- * local shard with one collective per unit. */
+ * parameters, their pieces of the local shard and the pieces' grads, gathering and releasing the
+ * full buffer, and the post-backward bookkeeping; the collectives on gradients are in
+ * flat_param_comm.c, mixed precision in flat_param_mp.c. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "moonshard/autograd.h"
 #include "moonshard/fsdp.h"
 #include "moonshard/ops.h"
+#include "fsdp/fsdp_internal.h"
 
 /* ---- creation ---------------------------------------------------------------------------------- */
 
@@ -87,6 +89,29 @@ static ms_status make_shard(ms_flat_param *fp) {
   return MS_OK;
 }
 
+/* Piece i is the intersection of param i's range [o, o + n) with this rank's shard range
+ * [r*S, (r+1)*S), as a view of the shard's storage; empty pieces sit at the clamped start. */
+static ms_status make_pieces(ms_flat_param *fp) {
+  fp->pieces = calloc((size_t)fp->nparams, sizeof *fp->pieces);
+  fp->piece_offsets = calloc((size_t)fp->nparams, sizeof *fp->piece_offsets);
+  if (!fp->pieces || !fp->piece_offsets) return ms_error(MS_ERR_MEMORY, "fsdp: out of memory");
+  int64_t lo_shard = fp->strategy == MS_FSDP_NO_SHARD ? 0 : fp->rank * fp->shard_numel;
+  int64_t hi_shard = lo_shard + fp->shard_numel;
+  for (int i = 0; i < fp->nparams; i++) {
+    int64_t o = fp->offsets[i], n = ms_tensor_numel(fp->params[i]);
+    int64_t lo = o > lo_shard ? o : lo_shard, hi = o + n < hi_shard ? o + n : hi_shard;
+    if (lo > o + n) lo = o + n;
+    if (hi < lo) hi = lo;
+    int64_t len = hi - lo, at = lo - lo_shard;
+    if (at > fp->shard_numel) at = fp->shard_numel;
+    fp->pieces[i] = contiguous_view(fp->shard->storage, fp->dtype, 1, &len, fp->shard->offset + at);
+    if (!fp->pieces[i]) return MS_ERR_RUNTIME;
+    fp->pieces[i]->requires_grad = fp->params[i]->requires_grad;
+    fp->piece_offsets[i] = lo - o;
+  }
+  return MS_OK;
+}
+
 static ms_status layout(ms_flat_param *fp, ms_tensor *const *params, int n) {
   fp->nparams = n;
   fp->params = calloc((size_t)n, sizeof *fp->params);
@@ -128,19 +153,28 @@ ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
   }
   if (st == MS_OK) st = make_shard(fp);
   if (st == MS_OK) st = make_views(fp, params);
+  if (st == MS_OK) st = make_pieces(fp);
   if (st != MS_OK) return ms_flat_param_free(fp), NULL;
+  /* without mixed precision the modules compute with `full` itself */
+  fp->param_dtype = fp->reduce_dtype = fp->dtype;
+  fp->compute = fp->full, fp->compute_flat = fp->full_flat, fp->compute_params = fp->params;
   ms_flat_param_release(fp);
   return fp;
 }
 
 void ms_flat_param_free(ms_flat_param *fp) {
   if (!fp) return;
+  ms_fsdp_comm_free(fp); /* first: in-flight collectives write into the buffers */
   for (int i = 0; fp->params && i < fp->nparams; i++) {
     if (!fp->params[i]) continue;
     /* the hooks point at fp: the views may outlive it in Lua tables */
-    if (fp->hook_handles[i]) ms_tensor_remove_hook(fp->params[i], fp->hook_handles[i]);
+    if (fp->hook_handles[i]) ms_tensor_remove_hook(fp->compute_params[i], fp->hook_handles[i]);
     ms_tensor_release(fp->params[i]);
   }
+  for (int i = 0; fp->pieces && i < fp->nparams; i++) ms_tensor_release(fp->pieces[i]);
+  free(fp->pieces);
+  free(fp->piece_offsets);
+  ms_fsdp_mp_free(fp);
   free(fp->params);
   free(fp->offsets);
   free(fp->hook_handles);
@@ -158,6 +192,7 @@ void ms_flat_param_free(ms_flat_param *fp) {
  * saved parameter look modified in place. */
 ms_status ms_flat_param_gather(ms_flat_param *fp) {
   if (fp->strategy == MS_FSDP_NO_SHARD) return MS_OK;
+  if (fp->gather_work && !ms_flat_param_mixed(fp)) return ms_flat_param_gather_compute(fp); /* a prefetch */
   ms_status st = ms_storage_materialize(fp->full);
   if (st != MS_OK) return st;
   int version = atomic_load(&fp->full->version);
@@ -181,66 +216,65 @@ ms_status ms_flat_param_update_shard(ms_flat_param *fp) {
   return st;
 }
 
-void ms_flat_param_release(ms_flat_param *fp) {
-  if (fp->strategy != MS_FSDP_NO_SHARD) ms_storage_release_data(fp->full);
-}
+void ms_flat_param_release(ms_flat_param *fp) { ms_flat_param_release_compute(fp); }
 
 bool ms_flat_param_is_gathered(const ms_flat_param *fp) { return ms_storage_is_materialized(fp->full); }
 
-/* ---- gradients --------------------------------------------------------------------------------- */
+/* ---- the pieces' grads ------------------------------------------------------------------------- */
 
-/* The params' grads packed like their values (zeros for padding and missing grads); the
- * params' grads are dropped once copied: the shard's grad is the only one that stays. */
-static ms_tensor *pack_grads(ms_flat_param *fp) {
-  ms_tensor *flat = new_flat(fp->padded, fp->dtype, MS_MEM_COMM);
-  ms_status st = flat ? ms_tensor_zero_(flat) : MS_ERR_RUNTIME;
-  for (int i = 0; st == MS_OK && i < fp->nparams; i++) {
-    ms_tensor *p = fp->params[i], *g = p->grad;
-    if (!g) continue;
-    int64_t len = ms_tensor_numel(p);
-    ms_tensor *dst = ms_tensor_narrow(flat, 0, fp->offsets[i], len);
-    ms_tensor *src = dst ? ms_tensor_reshape(g, 1, &len) : NULL;
-    st = src ? ms_tensor_copy_(dst, src) : MS_ERR_RUNTIME;
-    ms_tensor_release(src);
-    ms_tensor_release(dst);
-    p->grad = NULL;
-    ms_tensor_release(g);
-  }
-  if (st != MS_OK) ms_tensor_release(flat), flat = NULL;
-  return flat;
+/* The view of base (shard-sized) that piece i covers (new reference). */
+static ms_tensor *piece_view(ms_flat_param *fp, int i, ms_tensor *base) {
+  ms_tensor *p = fp->pieces[i];
+  int64_t len = ms_tensor_numel(p);
+  int64_t at = p->offset - fp->shard->offset; /* the piece's place in the shard */
+  return contiguous_view(base->storage, fp->dtype, 1, &len, base->offset + at);
 }
 
-/* Adds g into shard->grad, or makes a grads-category copy when there is none yet. */
-static ms_status accumulate_shard_grad(ms_flat_param *fp, ms_tensor *g) {
+static bool any_piece_grad(const ms_flat_param *fp) {
+  for (int i = 0; i < fp->nparams; i++)
+    if (fp->pieces[i]->grad && ms_tensor_numel(fp->pieces[i]) > 0) return true;
+  return false;
+}
+
+void ms_flat_param_drop_unused_grad(ms_flat_param *fp) {
+  if (!fp->shard->grad || any_piece_grad(fp)) return;
+  ms_tensor_release(fp->shard->grad);
+  fp->shard->grad = NULL;
+}
+
+ms_status ms_fsdp_sync_shard_grad(ms_flat_param *fp) {
+  ms_flat_param_drop_unused_grad(fp);
+  if (!any_piece_grad(fp)) return MS_OK;
   ms_tensor *sg = fp->shard->grad;
-  if (sg) return ms_binary_(MS_OP_ADD, sg, ms_operand_tensor(g));
-  sg = new_flat(fp->shard_numel, fp->dtype, MS_MEM_GRADS);
-  ms_status st = sg ? ms_tensor_copy_(sg, g) : MS_ERR_RUNTIME;
-  if (st == MS_OK) fp->shard->grad = sg;
-  else ms_tensor_release(sg);
-  return st;
-}
-
-static ms_status reduce_flat(ms_flat_param *fp, ms_tensor *flat, ms_tensor **out) {
-  if (fp->strategy == MS_FSDP_NO_SHARD) {
-    ms_tensor_retain(flat);
-    *out = flat;
-    return ms_pg_all_reduce(fp->pg, flat, MS_DIST_AVG, NULL);
+  if (!sg) {
+    if (!(sg = new_flat(fp->shard_numel, fp->dtype, MS_MEM_GRADS)) || ms_tensor_zero_(sg) != MS_OK)
+      return ms_tensor_release(sg), MS_ERR_RUNTIME;
+    fp->shard->grad = sg;
   }
-  *out = new_flat(fp->shard_numel, fp->dtype, MS_MEM_COMM);
-  if (!*out) return MS_ERR_RUNTIME;
-  return ms_pg_reduce_scatter(fp->pg, *out, flat, MS_DIST_AVG, NULL);
+  ms_status st = MS_OK;
+  for (int i = 0; st == MS_OK && i < fp->nparams; i++) {
+    ms_tensor *g = fp->pieces[i]->grad;
+    if (ms_tensor_numel(fp->pieces[i]) == 0) continue;
+    ms_tensor *dst = piece_view(fp, i, sg);
+    if (!dst) return MS_ERR_RUNTIME;
+    if (!g) st = ms_tensor_zero_(dst);
+    else if (g->storage != dst->storage || g->offset != dst->offset || !ms_tensor_is_contiguous(g))
+      st = ms_tensor_copy_(dst, g); /* assigned by the user */
+    ms_tensor_release(dst);
+  }
+  return st;
 }
 
-ms_status ms_flat_param_reduce_grads(ms_flat_param *fp) {
-  bool prev = ms_grad_set_enabled(false);
-  ms_tensor *flat = pack_grads(fp), *red = NULL;
-  ms_status st = flat ? reduce_flat(fp, flat, &red) : MS_ERR_RUNTIME;
-  if (st == MS_OK) st = accumulate_shard_grad(fp, red);
-  ms_tensor_release(red);
-  ms_tensor_release(flat);
-  ms_grad_set_enabled(prev);
-  return st;
+ms_status ms_fsdp_use_piece_grad_views(ms_flat_param *fp) {
+  for (int i = 0; i < fp->nparams; i++) {
+    ms_tensor *p = fp->pieces[i];
+    if (!p->requires_grad || ms_tensor_numel(p) == 0) continue;
+    ms_tensor *v = piece_view(fp, i, fp->shard->grad);
+    if (!v) return MS_ERR_RUNTIME;
+    ms_tensor_release(p->grad);
+    p->grad = v;
+  }
+  return MS_OK;
 }
 
 /* ---- post-backward ----------------------------------------------------------------------------- */
@@ -250,20 +284,41 @@ ms_status ms_flat_param_reduce_grads(ms_flat_param *fp) {
 static ms_status on_grad_ready(void *ctx, ms_tensor *param) {
   (void)param;
   ms_flat_param *fp = ctx;
+  ms_fsdp_progress(); /* each parameter's grad is a chance to move in-flight collectives */
   if (--fp->grads_pending > 0) return MS_OK;
   fp->grads_pending = fp->grads_expected;
-  ms_status st = ms_flat_param_reduce_grads(fp);
+  ms_status st = fp->no_sync ? MS_OK : ms_flat_param_reduce_grads_async(fp);
   if (st == MS_OK) ms_flat_param_release(fp);
   return st;
 }
 
 ms_status ms_flat_param_install_hooks(ms_flat_param *fp) {
-  for (int i = 0; i < fp->nparams; i++) {
-    if (!fp->params[i]->requires_grad || fp->hook_handles[i]) continue;
-    fp->hook_handles[i] = ms_tensor_register_post_accumulate_hook(fp->params[i], on_grad_ready, fp, NULL);
+  for (int i = 0; i < fp->nparams; i++) { /* on the views that compute, hence get the grads */
+    if (!fp->compute_params[i]->requires_grad || fp->hook_handles[i]) continue;
+    fp->hook_handles[i] = ms_tensor_register_post_accumulate_hook(fp->compute_params[i], on_grad_ready, fp, NULL);
     if (!fp->hook_handles[i]) return MS_ERR_RUNTIME;
   }
   return MS_OK;
 }
 
 void ms_flat_param_reset_pending(ms_flat_param *fp) { fp->grads_pending = fp->grads_expected; }
+
+/* The order matters: the reduction lands in shard->grad (and the pieces' grads become its views)
+ * before a partial unit packs what is left, and buffers are freed only once no collective
+ * writes into them. */
+ms_status ms_flat_param_finish_backward(ms_flat_param *fp, bool cleanup_only) {
+  ms_status st = ms_flat_param_wait_reduce(fp);
+  bool partial = fp->grads_pending != fp->grads_expected;
+  fp->grads_pending = fp->grads_expected;
+  if (st == MS_OK && partial && !fp->no_sync && !cleanup_only) st = ms_flat_param_reduce_grads(fp);
+  ms_flat_param_release(fp);
+  return st;
+}
+
+/* ---- for the other flat_param_*.c files (fsdp_internal.h) --------------------------------------- */
+
+ms_tensor *ms_fsdp_new_flat(int64_t n, ms_dtype dt, ms_mem_category cat) { return new_flat(n, dt, cat); }
+
+ms_tensor *ms_fsdp_contiguous_view(ms_storage *s, ms_dtype dt, int ndim, const int64_t *shape, int64_t offset) {
+  return contiguous_view(s, dt, ndim, shape, offset);
+}

@@ -1,7 +1,7 @@
 /* json.c: a strict JSON reader into a small tree and a compact writer, sized for safetensors
  * headers. The reader never trusts its input: depth is bounded (no stack overflow from a
  * hostile header), UTF-8 is validated, and every failure says where. */
-#include "io/json.h"
+#include "moonshard/json.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -165,6 +165,7 @@ static char *parse_string(parser *p) {
 static bool parse_value(parser *p, ms_json *out, int depth);
 
 static bool parse_number(parser *p, ms_json *out) {
+  size_t start = p->pos;
   bool neg = peek(p) == '-', overflow = false;
   uint64_t v = 0;
   if (neg) p->pos++;
@@ -192,6 +193,12 @@ static bool parse_number(parser *p, ms_json *out) {
   out->kind = MS_JSON_NUMBER;
   out->is_uint = integral && !neg && !overflow;
   out->uint = out->is_uint ? v : 0;
+  char buf[64], *copy = p->pos - start < sizeof buf ? buf : malloc(p->pos - start + 1);
+  if (!copy) return fail(p, "out of memory");
+  memcpy(copy, p->s + start, p->pos - start);
+  copy[p->pos - start] = '\0';
+  out->number = strtod(copy, NULL);
+  if (copy != buf) free(copy);
   return true;
 }
 

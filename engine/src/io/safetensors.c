@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/json.h"
+#include "moonshard/json.h"
 #include "io/safetensors_internal.h"
 #include "moonshard/io.h"
 

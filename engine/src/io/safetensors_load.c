@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "io/json.h"
+#include "moonshard/json.h"
 #include "io/safetensors_internal.h"
 #include "moonshard/io.h"
 
@@ -239,8 +239,10 @@ static ms_status check_header(reader *r) {
 
 /* ---- the data ----------------------------------------------------------------------------------- */
 
-static ms_status read_tensor(reader *r, const entry *e, ms_tensor **out) {
-  ms_tensor *t = ms_tensor_new_empty(e->ndim, e->shape, e->dtype);
+/* Reads elements [first, first + n) of e into a new tensor of the given shape (n elements). */
+static ms_status read_elements(reader *r, const entry *e, uint64_t first, int ndim, const int64_t *shape,
+                               ms_tensor **out) {
+  ms_tensor *t = ms_tensor_new_empty(ndim, shape, e->dtype);
   if (!t) {
     char cause[512]; /* copied: ms_error writes the buffer ms_error_last points into */
     snprintf(cause, sizeof cause, "%s", ms_error_last());
@@ -249,7 +251,7 @@ static ms_status read_tensor(reader *r, const entry *e, ms_tensor **out) {
   size_t size = ms_dtype_size(e->dtype), n = (size_t)ms_tensor_numel(t);
   unsigned char *p = ms_tensor_data(t);
   ms_status st = MS_OK;
-  if (n && fseeko(r->f, (off_t)(8 + r->header_len + e->begin), SEEK_SET) != 0)
+  if (n && fseeko(r->f, (off_t)(8 + r->header_len + e->begin + first * size), SEEK_SET) != 0)
     st = bad(r, "tensor '%s': could not seek: %s", e->name, strerror(errno));
   if (!st && n) st = read_exact(r, p, n * size, "the tensor data");
   if (!st && !ms_st_host_is_little_endian()) ms_st_swap_bytes(p, n, size);
@@ -258,6 +260,10 @@ static ms_status read_tensor(reader *r, const entry *e, ms_tensor **out) {
   if (st) ms_tensor_release(t), t = NULL;
   *out = t;
   return st;
+}
+
+static ms_status read_tensor(reader *r, const entry *e, ms_tensor **out) {
+  return read_elements(r, e, 0, e->ndim, e->shape, out);
 }
 
 static char *dup_str(const char *s) {
@@ -326,4 +332,51 @@ void ms_safetensors_free(ms_safetensors *st) {
   free(st->meta_keys);
   free(st->meta_values);
   memset(st, 0, sizeof *st);
+}
+
+/* ---- parts of tensors --------------------------------------------------------------------------- */
+
+struct ms_safetensors_file {
+  reader r;
+  char *path; /* r.path points here */
+};
+
+void ms_safetensors_close(ms_safetensors_file *f) {
+  if (!f) return;
+  if (f->r.f) fclose(f->r.f);
+  ms_json_free(f->r.root);
+  free(f->r.entries);
+  free(f->path);
+  free(f);
+}
+
+ms_safetensors_file *ms_safetensors_open(const char *path) {
+  if (!path) return ms_error(MS_ERR_ARG, "safetensors open: path is NULL"), NULL;
+  ms_safetensors_file *f = calloc(1, sizeof *f);
+  if (!f || !(f->path = dup_str(path))) {
+    free(f);
+    return ms_error(MS_ERR_MEMORY, "safetensors open '%s': out of memory", path), NULL;
+  }
+  f->r.path = f->path;
+  ms_status st = open_file(&f->r);
+  if (!st) st = parse_header(&f->r);
+  if (!st) st = check_header(&f->r);
+  if (st) ms_safetensors_close(f), f = NULL;
+  return f;
+}
+
+ms_tensor *ms_safetensors_read_range(ms_safetensors_file *f, const char *name, int64_t offset, int64_t count) {
+  if (!f || !name) return ms_error(MS_ERR_ARG, "safetensors read_range: file and name must not be NULL"), NULL;
+  const entry *e = NULL;
+  for (int i = 0; i < f->r.count && !e; i++)
+    if (strcmp(f->r.entries[i].name, name) == 0) e = &f->r.entries[i];
+  if (!e) return bad(&f->r, "no tensor named '%s'", name), NULL;
+  int64_t numel = (int64_t)((e->end - e->begin) / ms_dtype_size(e->dtype));
+  if (offset < 0 || count < 0 || offset > numel || count > numel - offset)
+    return bad(&f->r, "tensor '%s' has %lld elements; elements [%lld, %lld) are not inside it", name, (long long)numel,
+               (long long)offset, (long long)offset + (long long)count),
+           NULL;
+  ms_tensor *t = NULL;
+  read_elements(&f->r, e, (uint64_t)offset, 1, &count, &t);
+  return t;
 }

@@ -9,6 +9,7 @@
 #include "autograd/grad_util.h"
 #include "cuda/cuda_ops.h"
 #include "nn/conv_internal.h"
+#include "nn/nn_internal.h"
 
 ms_status ms_nn_check_4d(const char *op, const char *arg, const ms_tensor *x) {
   ms_status st = ms_nn_check_4d_any(op, arg, x);
@@ -147,6 +148,14 @@ static ms_tensor *conv_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b, const m
 ms_tensor *ms_conv2d(ms_tensor *x, ms_tensor *w, ms_tensor *b, const int64_t stride[2],
                      const int64_t padding[2], const int64_t dilation[2], int64_t groups) {
   if (!x || !w) return ms_error(MS_ERR_ARG, "conv2d: input and weight are required"), NULL;
+  ms_dtype half;
+  if (ms_nn_half_call(3, (ms_tensor *[]){x, w, b}, &half)) {
+    ms_tensor *v[3];
+    if (ms_nn_widen(3, (ms_tensor *[]){x, w, b}, v) != MS_OK) return NULL;
+    ms_tensor *out = ms_conv2d(v[0], v[1], v[2], stride, padding, dilation, groups);
+    ms_nn_release_all(3, v);
+    return ms_nn_narrow_back(out, half);
+  }
   ms_k_conv2d_geom g;
   if (conv_geometry(x, w, b, stride, padding, dilation, groups, &g) != MS_OK) return NULL;
   bool prev = ms_grad_set_enabled(false); /* the forward's own steps record nothing */

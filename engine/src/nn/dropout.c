@@ -57,8 +57,19 @@ static ms_tensor *record(ms_tensor *x, ms_tensor *out, ms_tensor *mask, double s
 ms_tensor *ms_dropout(ms_tensor *x, double p, bool training) {
   if (!(p >= 0 && p <= 1))
     return ms_error(MS_ERR_ARG, "dropout: probability has to be between 0 and 1, but got %g", p), NULL;
+  if (!training || p == 0) {
+    if (!x || (!ms_dtype_is_floating(x->dtype) && ms_nn_check_float_any("dropout", "input", x))) return NULL;
+    return ms_tensor_retain(x), x;
+  }
+  ms_dtype half;
+  if (x && ms_nn_half_call(1, &x, &half)) { /* the same mask as in float32: drawn per element */
+    ms_tensor *v;
+    if (ms_nn_widen(1, &x, &v) != MS_OK) return NULL;
+    ms_tensor *out = ms_dropout(v, p, training);
+    ms_tensor_release(v);
+    return ms_nn_narrow_back(out, half);
+  }
   if (ms_nn_check_float_any("dropout", "input", x)) return NULL;
-  if (!training || p == 0) return ms_tensor_retain(x), x;
   ms_tensor *xc = ms_nn_contiguous(x, x->dtype), *mask = xc ? draw_mask(x, p) : NULL;
   ms_tensor *out = mask ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
   double scale = p == 1 ? 0 : 1 / (1 - p); /* p = 1 drops everything: the scale is never used */

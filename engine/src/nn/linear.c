@@ -109,6 +109,14 @@ static ms_tensor *linear_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
 }
 
 ms_tensor *ms_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
+  ms_dtype half;
+  if (ms_nn_half_call(3, (ms_tensor *[]){x, w, b}, &half)) {
+    ms_tensor *v[3];
+    if (ms_nn_widen(3, (ms_tensor *[]){x, w, b}, v) != MS_OK) return NULL;
+    ms_tensor *out = ms_linear(v[0], v[1], v[2]);
+    ms_nn_release_all(3, v);
+    return ms_nn_narrow_back(out, half);
+  }
   if (check_linear(x, w, b) != MS_OK) return NULL;
   bool prev = ms_grad_set_enabled(false);
   ms_tensor *out = linear_forward(x, w, b);

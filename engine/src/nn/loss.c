@@ -183,6 +183,14 @@ ms_tensor *ms_nll_loss(ms_tensor *input, ms_tensor *target_in, ms_tensor *weight
   ms_k_nll_args a;
   ms_tensor *target, *weight, *logp = NULL, *out = NULL;
   double scales[3] = {1, 1, 0};
+  ms_dtype half;
+  if (input && ms_nn_half_call(2, (ms_tensor *[]){input, weight_in}, &half)) {
+    ms_tensor *v[2];
+    if (ms_nn_widen(2, (ms_tensor *[]){input, weight_in}, v) != MS_OK) return NULL;
+    out = ms_nll_loss(v[0], target_in, v[1], ignore_index, reduction, index_base);
+    ms_nn_release_all(2, v);
+    return ms_nn_narrow_back(out, half);
+  }
   ms_status st = prepare("nll_loss", input, target_in, weight_in, ignore_index, index_base, &a, &target,
                          &weight);
   if (st == MS_OK && (logp = ms_nn_contiguous(input, input->dtype))) {

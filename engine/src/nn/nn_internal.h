@@ -35,4 +35,13 @@ bool ms_nn_saved(ms_node *n, int i, ms_tensor **out);
 /* Saves t, or an empty slot for NULL, so slot numbers stay fixed. */
 void ms_nn_save(ms_node *n, ms_tensor *t);
 
+/* 16-bit floats (nn_half.c): the ops widen them to float32 and round the result back. */
+/* True (and *half = the dtype) when any of the n tensors (NULLs allowed) is bfloat16/float16. */
+bool ms_nn_half_call(int n, ms_tensor *const *ts, ms_dtype *half);
+/* wide[i] = ts[i] as float32 when 16-bit (recorded by autograd), else ts[i] retained; NULL stays. */
+ms_status ms_nn_widen(int n, ms_tensor *const *ts, ms_tensor **wide);
+void ms_nn_release_all(int n, ms_tensor **ts);
+/* out (taken over) converted to dt, recorded by autograd; NULL passes through. */
+ms_tensor *ms_nn_narrow_back(ms_tensor *out, ms_dtype dt);
+
 #endif

@@ -9,6 +9,7 @@
 #include "autograd/grad_util.h"
 #include "cuda/cuda_ops.h"
 #include "nn/conv_internal.h"
+#include "nn/nn_internal.h"
 
 /* PyTorch's pooling_output_shape: a last window that would start inside the right padding
  * only is dropped in ceil mode. */
@@ -97,6 +98,19 @@ static ms_status max_pool(ms_tensor *x, const int64_t kernel[2], const int64_t s
                           ms_tensor **indices) {
   ms_k_pool2d_geom g;
   *values = *indices = NULL;
+  ms_dtype half;
+  if (x && ms_nn_half_call(1, &x, &half)) {
+    ms_tensor *v;
+    if (ms_nn_widen(1, &x, &v) != MS_OK) return MS_ERR_MEMORY;
+    ms_status st = max_pool(v, kernel, stride, padding, dilation, ceil_mode, want_indices, values, indices);
+    ms_tensor_release(v);
+    if (st == MS_OK && !(*values = ms_nn_narrow_back(*values, half))) {
+      ms_tensor_release(*indices);
+      *indices = NULL;
+      return MS_ERR_MEMORY;
+    }
+    return st;
+  }
   if (pool_geometry("max_pool2d", x, kernel, stride, padding, dilation, ceil_mode, true, &g) != MS_OK) return MS_ERR_ARG;
   bool grad = ms_autograd_wants(1, &x);
   bool cuda = ms_tensor_device(x).type == MS_CUDA;

@@ -55,6 +55,14 @@ static ms_tensor *record(ms_tensor *x, ms_tensor *out, int dim, int log) {
 
 static ms_tensor *softmax_common(const char *op, ms_tensor *x, int dim, int log) {
   int d;
+  ms_dtype half;
+  if (x && ms_nn_half_call(1, &x, &half)) {
+    ms_tensor *v;
+    if (ms_nn_widen(1, &x, &v) != MS_OK) return NULL;
+    ms_tensor *out = softmax_common(op, v, dim, log);
+    ms_tensor_release(v);
+    return ms_nn_narrow_back(out, half);
+  }
   if (ms_nn_check_float_any(op, "input", x)) return NULL;
   /* a 0-dim tensor behaves as one row of one element, with dim 0 or -1 (as PyTorch) */
   if (ms_dim_normalize(op, "dim", dim, x->ndim ? x->ndim : 1, &d)) return NULL;

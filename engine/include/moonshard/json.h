@@ -1,9 +1,9 @@
-/* json.h (private to the engine): the little JSON a safetensors header needs. A reader that
- * builds a small tree and rejects anything that is not strict JSON (RFC 8259), and a writer
- * that appends compact JSON to a growable buffer, escaping strings exactly as serde_json does so
- * that our headers are byte-identical to the reference library's. */
-#ifndef MS_IO_JSON_H
-#define MS_IO_JSON_H
+/* json.h: the little JSON that safetensors headers and sharded-checkpoint indexes need. A
+ * reader that builds a small tree and rejects anything that is not strict JSON (RFC 8259), and
+ * a writer that appends compact JSON to a growable buffer, escaping strings exactly as
+ * serde_json does so that our headers are byte-identical to the reference library's. */
+#ifndef MOONSHARD_JSON_H
+#define MOONSHARD_JSON_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -24,6 +24,7 @@ struct ms_json {
   bool boolean;
   bool is_uint;   /* a number written as a non-negative integer that fits in 64 bits */
   uint64_t uint;  /* its value */
+  double number;  /* every number's value as strtod reads it */
   char *string;   /* MS_JSON_STRING: NUL-terminated UTF-8 (embedded NULs are refused) */
   int count;      /* arrays and objects: entries, in file order */
   char **keys;    /* objects only */

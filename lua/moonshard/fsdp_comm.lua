@@ -1,0 +1,210 @@
+-- fsdp_comm.lua: FSDP's communication policy (used by moonshard.fsdp): the options for overlap,
+-- mixed precision and HYBRID_SHARD (validated here), the execution order recorded each iteration
+-- that prefetching follows, the root's input and buffer casts, HYBRID_SHARD's default groups and
+-- the per-model communication counters (fsdp.comm_stats).
+local ms = require "moonshard"
+
+local M = {}
+local fmt = string.format
+local native = ms._fsdp
+local dist = ms.distributed
+
+M.progress = native.progress
+
+-- ---- options --------------------------------------------------------------------------------
+
+local PREFETCH = { BACKWARD_PRE = true, BACKWARD_POST = true }
+local MP_KEYS = { param_dtype = true, reduce_dtype = true, buffer_dtype = true }
+
+local function bad(opt, expected, got, level)
+  error(fmt("FSDP: option '%s': expected %s, got %s", opt, expected, got), level + 1)
+end
+
+local function describe(v)
+  if type(v) == "string" then return fmt("%q", v) end
+  return type(v) == "table" and "a table" or tostring(v)
+end
+
+-- A floating dtype name as the engine spells it, or nil when v is nil.
+local function dtype_option(opt, v, level)
+  if v == nil then return nil end
+  local ok, t = pcall(ms.empty, {0}, {dtype = v})
+  if type(v) ~= "string" or not ok or not t:is_floating_point() then
+    bad(opt, 'a floating dtype name ("bfloat16", "float16", "float32" or "float64")', describe(v), level + 1)
+  end
+  return v
+end
+
+-- Checks the options this file owns; returns the normalised comm settings of a unit:
+-- {forward_prefetch, backward_prefetch, mixed_precision = {param_dtype, reduce_dtype,
+-- buffer_dtype} or nil}. level: the caller's error level.
+function M.check_options(opts, level)
+  level = level + 1
+  local fwd, bwd, mp = opts.forward_prefetch, opts.backward_prefetch, opts.mixed_precision
+  if fwd ~= nil and type(fwd) ~= "boolean" then bad("forward_prefetch", "true or false", describe(fwd), level) end
+  if bwd ~= nil and not PREFETCH[bwd] then
+    bad("backward_prefetch", '"BACKWARD_PRE", "BACKWARD_POST" or nil', describe(bwd), level)
+  end
+  local c = { forward_prefetch = fwd == true, backward_prefetch = bwd }
+  if mp ~= nil then
+    if type(mp) ~= "table" then bad("mixed_precision", "a table {param_dtype=, reduce_dtype=, buffer_dtype=}", describe(mp), level) end
+    for k in pairs(mp) do
+      if not MP_KEYS[k] then bad("mixed_precision", "keys param_dtype, reduce_dtype, buffer_dtype", fmt("key %s", describe(k)), level) end
+    end
+    local pd = dtype_option("mixed_precision.param_dtype", mp.param_dtype, level)
+    local rd = dtype_option("mixed_precision.reduce_dtype", mp.reduce_dtype, level)
+    local bd = dtype_option("mixed_precision.buffer_dtype", mp.buffer_dtype, level)
+    if pd or rd or bd then c.mixed_precision = { param_dtype = pd, reduce_dtype = rd or pd, buffer_dtype = bd } end
+  end
+  return c
+end
+
+-- The {param_dtype, reduce_dtype} the native flat parameter takes for a unit of dtype dt, or nil.
+function M.native_mp(c, dt)
+  local mp = c.mixed_precision
+  if not mp or not (mp.param_dtype or mp.reduce_dtype) then return nil end
+  return { param_dtype = mp.param_dtype or dt, reduce_dtype = mp.reduce_dtype or mp.param_dtype or dt }
+end
+
+-- ---- HYBRID_SHARD groups --------------------------------------------------------------------
+
+local function is_group(g) return type(g) == "userdata" end
+
+-- The {intra, inter} pair: the user's, or by default the ranks on this host (intra) and the ranks
+-- with the same position on the other hosts (inter). Every rank must call it (new_group).
+function M.hybrid_groups(pg, level)
+  level = level + 1
+  if pg ~= nil then
+    if type(pg) ~= "table" or not is_group(pg[1]) or not is_group(pg[2]) then
+      bad("process_group", "a pair {intra_group, inter_group} for HYBRID_SHARD", describe(pg), level)
+    end
+    return pg[1], pg[2]
+  end
+  if not dist.is_initialized() then
+    error("FSDP: HYBRID_SHARD needs the default process group: call ms.distributed.init_process_group first", level)
+  end
+  local W = dist.get_world_size()
+  local all = ms.zeros({W}, {dtype = "int64"})
+  dist.all_gather_into_tensor(all, ms.tensor({native.host_key()}, {dtype = "int64"}))
+  local keys, hosts, host_of = all:tolist(), {}, {}
+  for r = 0, W - 1 do
+    local k = keys[r + 1]
+    if not host_of[k] then
+      hosts[#hosts + 1] = {}
+      host_of[k] = hosts[#hosts]
+    end
+    local h = host_of[k]
+    h[#h + 1] = r
+  end
+  for _, h in ipairs(hosts) do
+    if #h ~= #hosts[1] then
+      error(fmt("FSDP: HYBRID_SHARD needs the same number of ranks on every host, got %d and %d", #hosts[1], #h), level)
+    end
+  end
+  -- every rank creates every group, in the same order, as new_group requires
+  local me, intra, inter = dist.get_rank()
+  for _, h in ipairs(hosts) do
+    local g = dist.new_group(h)
+    for _, r in ipairs(h) do if r == me then intra = g end end
+  end
+  for i = 1, #hosts[1] do
+    local ranks = {}
+    for _, h in ipairs(hosts) do ranks[#ranks + 1] = h[i] end
+    local g = dist.new_group(ranks)
+    for _, r in ipairs(ranks) do if r == me then inter = g end end
+  end
+  return intra, inter
+end
+
+-- ---- the root: casts, execution order -------------------------------------------------------
+
+-- Floating tensors among the arguments (and one level into tables) cast to dt.
+function M.cast_inputs(dt, args)
+  local function cast(v)
+    if ms.is_tensor(v) then return v:is_floating_point() and v.dtype ~= dt and v:to(dt) or v end
+    if type(v) == "table" and getmetatable(v) == nil then
+      local t = {}
+      for k, x in pairs(v) do t[k] = cast(x) end
+      return t
+    end
+    return v
+  end
+  for i = 1, args.n do args[i] = cast(args[i]) end
+  return args
+end
+
+-- Casts the floating buffers of every module in the list to dt (PyTorch 1.13 does it once, at
+-- the root's first forward).
+function M.cast_buffers(modules, dt)
+  local _ <close> = ms.no_grad()
+  for _, m in ipairs(modules) do
+    for _, name in ipairs(m._buffers.names) do
+      local b = m._buffers.map[name]
+      if b ~= nil and b:is_floating_point() and b.dtype ~= dt then m._buffers.map[name] = b:to(dt) end
+    end
+  end
+end
+
+-- The execution order each iteration records (units in pre-forward order and in pre-backward
+-- order) and the previous iteration's, which prefetching follows: the first iteration prefetches
+-- nothing, later ones assume the same order, as PyTorch's forward_prefetch does.
+function M.new_exec()
+  return { fwd = {}, bwd = {}, fwd_prev = {}, bwd_prev = {} }
+end
+
+-- Starts an iteration (at the root's forward).
+function M.exec_begin(e)
+  if #e.fwd > 0 then e.fwd_prev, e.fwd = e.fwd, {} end
+  if #e.bwd > 0 then e.bwd_prev, e.bwd = e.bwd, {} end
+  e.fwd_seen, e.bwd_seen = {}, {}
+end
+
+-- The unit after `unit` in the previous iteration's order that has not run yet in this one (a
+-- unit that already ran would be gathered for nothing, and hold values the optimizer is about
+-- to change).
+local function next_pending(prev, seen, unit)
+  for i, u in ipairs(prev) do
+    if u == unit then
+      for j = i + 1, #prev do
+        if not seen[prev[j]] then return prev[j] end
+      end
+      return nil
+    end
+  end
+  return nil
+end
+
+-- Records unit's pre-forward; returns the unit to prefetch, if any.
+function M.record_forward(e, unit)
+  e.fwd[#e.fwd + 1], e.fwd_seen[unit] = unit, true
+  return next_pending(e.fwd_prev, e.fwd_seen, unit)
+end
+
+-- Records unit's pre-backward; returns the unit to prefetch, if any.
+function M.record_backward(e, unit)
+  e.bwd[#e.bwd + 1], e.bwd_seen[unit] = unit, true
+  return next_pending(e.bwd_prev, e.bwd_seen, unit)
+end
+
+-- BACKWARD_POST: the unit to prefetch once unit's grads are reduced.
+function M.next_in_backward(e, unit) return next_pending(e.bwd_prev, e.bwd_seen, unit) end
+
+-- ---- statistics -----------------------------------------------------------------------------
+
+local FIELDS = { "allgather_calls", "prefetch_calls", "reduce_calls", "allreduce_calls", "allgather_bytes",
+  "reduce_bytes", "waits", "wait_seconds" }
+
+-- The sum of the units' counters; bytes = allgather_bytes + reduce_bytes. reset zeroes them after.
+function M.stats(fps, reset)
+  local r = { units = #fps }
+  for _, f in ipairs(FIELDS) do r[f] = 0 end
+  for _, fp in ipairs(fps) do
+    local s = fp:stats(reset)
+    for _, f in ipairs(FIELDS) do r[f] = r[f] + s[f] end
+    r.param_dtype, r.reduce_dtype = s.param_dtype, s.reduce_dtype
+  end
+  r.bytes = r.allgather_bytes + r.reduce_bytes
+  return r
+end
+
+return M
