@@ -167,12 +167,9 @@ end
 
 -- ---- bench/run.sh's hook: with MS_BENCH_REPORT=1 each rank prints one machine-readable line ------
 
--- Seconds this rank has spent blocked on FSDP's collectives (the exposed communication), where
--- fsdp.comm_stats exists; nil otherwise.
+-- Seconds this rank has spent blocked on FSDP's collectives (the exposed communication).
 local function comm_wait_seconds(model)
-  local stats_fn = rawget(fsdp, "comm_stats")
-  local ok, stats = pcall(function() return type(stats_fn) == "function" and stats_fn(model) or nil end)
-  return ok and type(stats) == "table" and tonumber(stats.wait_seconds) or nil
+  return fsdp.comm_stats(model).wait_seconds
 end
 
 local function bench_report(rank, world_size, model, t)
@@ -243,7 +240,7 @@ local function fsdp_main(rank, world_size, args)
     local w0, t0 = comm_wait_seconds(model), ms.perf_counter()
     times.train_n = times.train_n + train(args, model, rank, device, train_loader, optimizer, epoch, sampler1)
     local t1, w1 = ms.perf_counter(), comm_wait_seconds(model)
-    if w0 and w1 then times.train_wait = (times.train_wait or 0) + (w1 - w0) end
+    times.train_wait = (times.train_wait or 0) + (w1 - w0)
     local tested
     tested, times.accuracy = test(args, model, rank, device, test_loader)
     times.test_n = times.test_n + tested
