@@ -69,6 +69,8 @@
 -- SHARDED (each rank's pieces with their global shapes and offsets), chosen per call or by the
 -- fsdp.state_dict_type(model, type, config) scope; fsdp.save_sharded / fsdp.load_sharded write
 -- one safetensors file per rank plus an index and load onto any world size and wrapping.
+-- Optimizer state dicts by parameter name (fsdp_optim.lua): fsdp.optim_state_dict(model, optim,
+-- {state_dict_type =, rank0_only =}) and fsdp.optim_state_dict_to_load / load_optim_state_dict.
 -- fsdp.memory_report(model [, optimizer]) (fsdp_memory.lua) gives what this rank holds in
 -- bytes.
 --
@@ -79,8 +81,8 @@
 -- (piece:numel() elements; 0 when the rank holds none), piece the tensor itself, unit the FSDP
 -- module that owns it. Ignored parameters are not in it: they are ordinary full parameters.
 --
--- Not built yet: optimizer state dicts by name. A parameter shared by
--- two units (tied) is refused at wrap time.
+-- Not built yet: cpu_offload, device_id, limit_all_gathers (refused); optimizer state in sharded
+-- checkpoint files. A parameter shared by two units (tied) is refused at wrap time.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
 local comm = require "moonshard.fsdp_comm"
@@ -97,6 +99,10 @@ local memory = require "moonshard.fsdp_memory"
 M.state_dict_type = state.state_dict_type
 M.save_sharded = checkpoint.save_sharded
 M.load_sharded = checkpoint.load_sharded
+local optim_state = require "moonshard.fsdp_optim"
+M.optim_state_dict = optim_state.optim_state_dict
+M.optim_state_dict_to_load = optim_state.optim_state_dict_to_load
+M.load_optim_state_dict = optim_state.load_optim_state_dict
 M.StateDictType = { FULL_STATE_DICT = "FULL_STATE_DICT", SHARDED_STATE_DICT = "SHARDED_STATE_DICT" }
 
 local ok_wrap, wrap = pcall(require, "moonshard.fsdp_wrap")
