@@ -1,8 +1,10 @@
-/* block_cache.c: freed large blocks kept per size class under one lock, up to a byte limit
- * (MS_CACHE_LIMIT_MB, default 256). A freed block stores the link to the next one of its class
- * in its own first bytes. */
+/* block_cache.c: large blocks are whole mappings of their own; freed ones are kept per size
+ * class under one lock, up to a byte limit (MS_CACHE_LIMIT_MB, default 256), and unmapped
+ * beyond it. A freed block stores the link to the next one of its class in its own first bytes. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "block_cache.h"
 
@@ -44,7 +46,15 @@ static bucket *find_bucket(size_t size, bool create) {
   return &buckets[nbuckets++];
 }
 
-void *ms_block_cache_take(size_t class_bytes) {
+/* Mapped directly rather than through malloc: glibc serves large blocks from its heap once a
+ * freed mapping has raised its dynamic mmap threshold, and heap holes it cannot trim stayed
+ * resident, so memory the cache gave back was never returned. munmap returns it at once. */
+static void *map_block(size_t class_bytes) {
+  void *p = mmap(NULL, class_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+void *ms_block_alloc(size_t class_bytes) {
   pthread_mutex_lock(&lock);
   bucket *b = find_bucket(class_bytes, false);
   void *p = b ? b->head : NULL;
@@ -53,10 +63,10 @@ void *ms_block_cache_take(size_t class_bytes) {
     cached_bytes -= (int64_t)class_bytes;
   }
   pthread_mutex_unlock(&lock);
-  return p;
+  return p ? p : map_block(class_bytes);
 }
 
-bool ms_block_cache_put(void *p, size_t class_bytes) {
+void ms_block_free(void *p, size_t class_bytes) {
   pthread_mutex_lock(&lock);
   bool kept = false;
   if (cached_bytes + (int64_t)class_bytes <= limit()) {
@@ -69,7 +79,7 @@ bool ms_block_cache_put(void *p, size_t class_bytes) {
     }
   }
   pthread_mutex_unlock(&lock);
-  return kept;
+  if (!kept) munmap(p, class_bytes);
 }
 
 int64_t ms_block_cache_bytes(void) {
@@ -85,7 +95,7 @@ void ms_block_cache_empty(void) {
     while (buckets[i].head) {
       void *p = buckets[i].head;
       buckets[i].head = *(void **)p;
-      free(p);
+      munmap(p, buckets[i].size);
     }
   cached_bytes = 0;
   pthread_mutex_unlock(&lock);
