@@ -66,16 +66,26 @@ local function train(args, model, loader, optimizer, epoch)
   print(("Train Epoch: %d \tLoss: %.6f"):format(epoch, loss_sum / count))
 end
 
+-- The test batch goes through the model in chunks of this many samples: the same sums as one
+-- forward of the whole batch, but a chunk's activations (about 0.5 MB a sample) stay in the
+-- caches and the allocator's block cache instead of ~500 MB of fresh pages per 1000 samples.
+local EVAL_CHUNK = 100
+
 local function test(model, loader)
   model:eval()
   local _ <close> = ms.no_grad()
   local loss_sum, correct, count = 0, 0, 0
   for _, data, target in loader:iter() do
-    local output = model(data)
-    loss_sum = loss_sum + F.nll_loss(output, target, {reduction = "sum"}):item()
-    local pred = output:argmax(2, true)
-    correct = correct + pred:eq(target:view_as(pred)):sum():item()
-    count = count + data:size(1)
+    local n = data:size(1)
+    for first = 1, n, EVAL_CHUNK do
+      local m = math.min(EVAL_CHUNK, n - first + 1)
+      local x, y = data:narrow(1, first, m), target:narrow(1, first, m)
+      local output = model(x)
+      loss_sum = loss_sum + F.nll_loss(output, y, {reduction = "sum"}):item()
+      local pred = output:argmax(2, true) -- the index of the max log-probability
+      correct = correct + pred:eq(y:view_as(pred)):sum():item()
+    end
+    count = count + n
   end
   print(("Test set: Average loss: %.4f, Accuracy: %d/%d (%.2f%%)\n"):format(
     loss_sum / count, correct, count, 100 * correct / count))
