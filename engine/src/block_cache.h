@@ -11,12 +11,11 @@
 /* The size a block of nbytes is allocated with when it is large enough to cache (within 1/8
  * of a power of two, so nearby sizes share blocks), or 0 when it is not cached. */
 size_t ms_block_class(size_t nbytes);
-/* A block of exactly class_bytes (page-aligned): a cached one, else a fresh mapping; NULL when
- * out of memory. */
+/* A 64-byte-aligned block of at least class_bytes: a cached one of up to twice that, else a
+ * fresh mapping; NULL when out of memory. */
 void *ms_block_alloc(size_t class_bytes);
-/* Keeps p (from ms_block_alloc with the same class_bytes) for reuse, or unmaps it when the cache
- * is full. */
-void ms_block_free(void *p, size_t class_bytes);
+/* Keeps p (from ms_block_alloc) for reuse, or unmaps it when the cache is full. */
+void ms_block_free(void *p);
 int64_t ms_block_cache_bytes(void);
 /* Frees every cached block. */
 void ms_block_cache_empty(void);

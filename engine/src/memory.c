@@ -42,7 +42,7 @@ void ms_mem_free(void *p, size_t nbytes, ms_mem_category category) {
   if (!p) return;
   size_t cls = ms_block_class(nbytes);
   if (cls)
-    ms_block_free(p, cls);
+    ms_block_free(p);
   else
     free(p);
   atomic_fetch_sub(&mem_current, (long long)nbytes);
