@@ -11,9 +11,14 @@ typedef struct tensor_box {
 
 /* ---- memory accounting ----------------------------------------------------------------------- */
 
-/* Collect when the engine holds more than this; raised to twice the live set after each
- * collection, so collections stay proportional to allocation (as Lua's own pause works). */
-static _Thread_local int64_t gc_threshold = 64 << 20;
+/* Collect when the engine holds more than this; set after each collection to the live set plus
+ * a headroom of 16 MB or a quarter of the live set. Not twice the live set (Lua's own pause):
+ * the live set is mostly long-lived data (a dataset, parameters, optimizer state), and
+ * doubling it let a step's dead activations pile up to twice the process's real need, while a
+ * collection costs only the walk of the small Lua heap. The quarter keeps collections per step
+ * few when the live set is large. */
+#define GC_MIN_HEADROOM ((int64_t)16 << 20)
+static _Thread_local int64_t gc_threshold = GC_MIN_HEADROOM;
 
 /* Bytes the engine holds for tensors: the CPU's and every CUDA device's. */
 static int64_t engine_bytes(void) { return ms_memory_stats_get().current + ms_cuda_memory_current_total(); }
@@ -23,7 +28,7 @@ void ms_lua_account_memory(lua_State *L) {
   if (now <= gc_threshold) return;
   lua_gc(L, LUA_GCCOLLECT);
   int64_t live = engine_bytes();
-  gc_threshold = live * 2 > live + (64 << 20) ? live * 2 : live + (64 << 20);
+  gc_threshold = live + (live / 4 > GC_MIN_HEADROOM ? live / 4 : GC_MIN_HEADROOM);
 }
 
 /* ---- boxes ------------------------------------------------------------------------------------- */

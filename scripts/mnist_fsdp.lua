@@ -130,11 +130,19 @@ local function train(args, model, rank, device, train_loader, optimizer, epoch, 
   return count
 end
 
--- The test batch goes through the model in chunks of this many samples: the same sums as one
--- forward of the whole batch, but a chunk's activations (about 0.5 MB a sample) stay in the
--- caches and in the allocator's block cache, where a 1000-sample forward needs ~500 MB of fresh
--- pages (page faults) every time, and more than a rank's memory budget.
-local EVAL_CHUNK = 100
+-- The test batch goes through the model in near-equal chunks no larger than a training batch:
+-- the same sums as one forward of the whole batch, but a chunk's activations fit the blocks the
+-- training step freed (the allocator's size classes are an eighth of a power of two wide), so
+-- testing maps no fresh pages (page faults) and adds nothing to a rank's peak memory, where a
+-- 1000-sample forward needs ~500 MB. Returns the chunks' first indices and sizes.
+local function eval_chunks(n, most)
+  local k, chunks = (n + most - 1) // most, {}
+  for c = 1, k do
+    local first, last = (n * (c - 1)) // k, (n * c) // k
+    chunks[c] = {first + 1, last - first}
+  end
+  return chunks
+end
 
 local function test(args, model, rank, device, test_loader)
   model:eval()
@@ -143,8 +151,8 @@ local function test(args, model, rank, device, test_loader)
   for _, data, target in test_loader:iter() do
     if device then data, target = data:to(device), target:to(device) end
     local n = data:size(1)
-    for first = 1, n, EVAL_CHUNK do
-      local m = math.min(EVAL_CHUNK, n - first + 1)
+    for _, chunk in ipairs(eval_chunks(n, args["batch-size"])) do
+      local first, m = chunk[1], chunk[2]
       local x, y = data:narrow(1, first, m), target:narrow(1, first, m)
       local output = model(x)
       loss_sum = loss_sum + F.nll_loss(output, y, { reduction = "sum" }):item()

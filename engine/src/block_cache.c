@@ -1,8 +1,10 @@
-/* block_cache.c: freed large blocks kept per size class under one lock, up to a byte limit
- * (MS_CACHE_LIMIT_MB, default 256). A freed block stores the link to the next one of its class
- * in its own first bytes. */
+/* block_cache.c: large blocks are whole mappings of their own; freed ones are kept per size
+ * class under one lock, up to a byte limit (MS_CACHE_LIMIT_MB, default 256), and unmapped
+ * beyond it; a request takes the smallest cached block that fits within twice its size. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "block_cache.h"
 
@@ -44,32 +46,66 @@ static bucket *find_bucket(size_t size, bool create) {
   return &buckets[nbuckets++];
 }
 
-void *ms_block_cache_take(size_t class_bytes) {
-  pthread_mutex_lock(&lock);
-  bucket *b = find_bucket(class_bytes, false);
-  void *p = b ? b->head : NULL;
-  if (p) {
-    b->head = *(void **)p;
-    cached_bytes -= (int64_t)class_bytes;
-  }
-  pthread_mutex_unlock(&lock);
-  return p;
+/* Every block starts with a header that keeps its own class (it may serve a smaller request)
+ * and, while cached, the link to the next block of its class; 64 bytes keep the data aligned. */
+typedef struct block_header {
+  size_t size;
+  void *next;
+} block_header;
+#define HEADER_BYTES 64
+
+/* Mapped directly rather than through malloc: glibc serves large blocks from its heap once a
+ * freed mapping has raised its dynamic mmap threshold, and heap holes it cannot trim stayed
+ * resident, so memory the cache gave back was never returned. munmap returns it at once. */
+static void *map_block(size_t class_bytes) {
+  void *p = mmap(NULL, class_bytes + HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  ((block_header *)p)->size = class_bytes;
+  return (char *)p + HEADER_BYTES;
 }
 
-bool ms_block_cache_put(void *p, size_t class_bytes) {
+static void unmap_block(block_header *h) { munmap(h, h->size + HEADER_BYTES); }
+
+/* The smallest cached class that fits, up to twice the request: an odd size (a last, smaller
+ * batch) reuses blocks the usual sizes left, instead of mapping a set of its own beside them. */
+static bucket *fitting_bucket(size_t class_bytes) {
+  bucket *best = NULL;
+  for (int i = 0; i < nbuckets; i++) {
+    bucket *b = &buckets[i];
+    if (b->head && b->size >= class_bytes && b->size / 2 <= class_bytes && (!best || b->size < best->size))
+      best = b;
+  }
+  return best;
+}
+
+void *ms_block_alloc(size_t class_bytes) {
+  pthread_mutex_lock(&lock);
+  bucket *b = fitting_bucket(class_bytes);
+  block_header *h = b ? b->head : NULL;
+  if (h) {
+    b->head = h->next;
+    cached_bytes -= (int64_t)h->size;
+  }
+  pthread_mutex_unlock(&lock);
+  return h ? (char *)h + HEADER_BYTES : map_block(class_bytes);
+}
+
+void ms_block_free(void *p) {
+  block_header *h = (block_header *)((char *)p - HEADER_BYTES);
   pthread_mutex_lock(&lock);
   bool kept = false;
-  if (cached_bytes + (int64_t)class_bytes <= limit()) {
-    bucket *b = find_bucket(class_bytes, true);
+  if (cached_bytes + (int64_t)h->size <= limit()) {
+    bucket *b = find_bucket(h->size, true);
     if (b) {
-      *(void **)p = b->head;
-      b->head = p;
-      cached_bytes += (int64_t)class_bytes;
+      h->next = b->head;
+      b->head = h;
+      cached_bytes += (int64_t)h->size;
       kept = true;
     }
   }
   pthread_mutex_unlock(&lock);
-  return kept;
+  if (!kept) unmap_block(h);
 }
 
 int64_t ms_block_cache_bytes(void) {
@@ -83,9 +119,9 @@ void ms_block_cache_empty(void) {
   pthread_mutex_lock(&lock);
   for (int i = 0; i < nbuckets; i++)
     while (buckets[i].head) {
-      void *p = buckets[i].head;
-      buckets[i].head = *(void **)p;
-      free(p);
+      block_header *h = buckets[i].head;
+      buckets[i].head = h->next;
+      unmap_block(h);
     }
   cached_bytes = 0;
   pthread_mutex_unlock(&lock);

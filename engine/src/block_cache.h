@@ -11,10 +11,11 @@
 /* The size a block of nbytes is allocated with when it is large enough to cache (within 1/8
  * of a power of two, so nearby sizes share blocks), or 0 when it is not cached. */
 size_t ms_block_class(size_t nbytes);
-/* A cached block of exactly class_bytes, or NULL. */
-void *ms_block_cache_take(size_t class_bytes);
-/* Keeps p for reuse; false (the caller frees it) when the cache is full. */
-bool ms_block_cache_put(void *p, size_t class_bytes);
+/* A 64-byte-aligned block of at least class_bytes: a cached one of up to twice that, else a
+ * fresh mapping; NULL when out of memory. */
+void *ms_block_alloc(size_t class_bytes);
+/* Keeps p (from ms_block_alloc) for reuse, or unmaps it when the cache is full. */
+void ms_block_free(void *p);
 int64_t ms_block_cache_bytes(void);
 /* Frees every cached block. */
 void ms_block_cache_empty(void);

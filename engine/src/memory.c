@@ -26,8 +26,7 @@ void *ms_mem_alloc(size_t nbytes, ms_mem_category category) {
   /* 64-byte alignment serves every SIMD width; aligned_alloc wants a multiple of it. */
   size_t cls = ms_block_class(nbytes);
   size_t rounded = cls ? cls : (nbytes + 63) & ~(size_t)63;
-  void *p = cls ? ms_block_cache_take(cls) : NULL;
-  if (!p) p = aligned_alloc(64, rounded ? rounded : 64);
+  void *p = cls ? ms_block_alloc(cls) : aligned_alloc(64, rounded ? rounded : 64);
   if (!p) {
     ms_error(MS_ERR_MEMORY, "out of memory: could not allocate %zu bytes", nbytes);
     return NULL;
@@ -42,7 +41,10 @@ void *ms_mem_alloc(size_t nbytes, ms_mem_category category) {
 void ms_mem_free(void *p, size_t nbytes, ms_mem_category category) {
   if (!p) return;
   size_t cls = ms_block_class(nbytes);
-  if (!cls || !ms_block_cache_put(p, cls)) free(p);
+  if (cls)
+    ms_block_free(p);
+  else
+    free(p);
   atomic_fetch_sub(&mem_current, (long long)nbytes);
   atomic_fetch_sub(&mem_by_category[category], (long long)nbytes);
 }

@@ -236,8 +236,8 @@ static void input_grad_range(void *ctx, int64_t begin, int64_t end) {
   const ms_k_conv2d_geom *g = j->g;
   const int mr = j->t.mr, nr = j->t.nr;
   const float one = 1.0f, zero = 0.0f;
-  int64_t kpad = (j->K + mr - 1) / mr * mr;
-  float *bp = ms_k_thread_buffer(MS_K_BUF_CONV_B, (size_t)(g->o * nr) * sizeof(float));
+  int64_t kpad = (j->K + mr - 1) / mr * mr, panels = (j->P + nr - 1) / nr;
+  float *bp = ms_k_thread_buffer(MS_K_BUF_CONV_B, (size_t)(panels * g->o * nr) * sizeof(float));
   float *ct = ms_k_thread_buffer(MS_K_BUF_CONV_T, (size_t)(kpad * nr) * sizeof(float));
   if (!bp || !ct) {
     j->failed = 1;
@@ -246,17 +246,23 @@ static void input_grad_range(void *ctx, int64_t begin, int64_t end) {
   panel pn;
   for (int64_t n = begin; n < end; n++) {
     memset(j->gx + n * g->c * g->h * g->w, 0, sizeof(float) * (size_t)(g->c * g->h * g->w));
+    /* The sample's gout packed into all its NR-column panels at once, each row of gout read
+     * front to back: panel by panel, the reads jumped across O rows (more streams than the
+     * prefetchers follow) and this copy cost as much as the GEMM. */
     const float *gs = j->gout + n * g->o * j->P;
-    for (int64_t p0 = 0; p0 < j->P; p0 += nr) {
-      int nn = (int)(j->P - p0 < nr ? j->P - p0 : nr);
-      for (int64_t o = 0; o < g->o; o++) {
-        float *d = bp + o * nr;
+    for (int64_t o = 0; o < g->o; o++)
+      for (int64_t p0 = 0; p0 < j->P; p0 += nr) {
+        float *d = bp + (p0 / nr * g->o + o) * nr;
         const float *s = gs + o * j->P + p0;
+        int nn = (int)(j->P - p0 < nr ? j->P - p0 : nr);
         for (int q = 0; q < nn; q++) d[q] = s[q];
         for (int q = nn; q < nr; q++) d[q] = 0.0f;
       }
+    for (int64_t p0 = 0; p0 < j->P; p0 += nr) {
+      int nn = (int)(j->P - p0 < nr ? j->P - p0 : nr);
+      const float *b = bp + p0 / nr * g->o * nr;
       for (int64_t k0 = 0; k0 < j->K; k0 += mr)
-        j->t.ukr(g->o, &one, j->ap + k0 * g->o, bp, &zero, ct + k0 * nr, nr, 1);
+        j->t.ukr(g->o, &one, j->ap + k0 * g->o, b, &zero, ct + k0 * nr, nr, 1);
       panel_init(j, n * j->P + p0, nn, &pn);
       scatter_cols(j, &pn, ct);
     }
@@ -283,6 +289,17 @@ int ms_k_conv2d_input_grad_gemm(const ms_k_conv2d_geom *g, const float *w, const
 }
 
 /* ---- weight (and bias) gradient: gW^T (Kb x O) = colmat (Kb x cols) * gout^T (cols x O) ------ */
+
+/* dst[l * mr + r] = x[xo[l] + ko[r]]: mr rows of the column matrix over kc columns whose
+ * windows all lie inside the input. Inlined with a constant mr where the tile has one, so the
+ * row loop unrolls and the offsets stay in registers (this gather costs as much as the GEMM). */
+static inline void gather_rows(const float *x, const int64_t *xo, const int64_t *ko, int64_t kc, int mr,
+                               float *dst) {
+  for (int64_t l = 0; l < kc; l++, dst += mr) {
+    const float *s = x + xo[l];
+    for (int r = 0; r < mr; r++) dst[r] = s[ko[r]];
+  }
+}
 
 static void weight_grad_member(void *ctx, int t, int nt) {
   cg_job *j = ctx;
@@ -327,13 +344,16 @@ static void weight_grad_member(void *ctx, int t, int nt) {
     for (int64_t k0 = 0; k0 < j->Kb; k0 += mr) {
       /* A: mr rows of the column matrix over the block's columns, written in order */
       if (inside && k0 + mr <= j->K) {
-        int64_t ko[MS_GEMM_MAX_TILE];
-        for (int r = 0; r < mr; r++) ko[r] = j->koff[k0 + r];
-        float *d = ap;
-        for (int64_t l = 0; l < kc; l++, d += mr) {
-          const float *s = j->x + xo[l];
-          for (int r = 0; r < mr; r++) d[r] = s[ko[r]];
-        }
+        if (mr == 6) gather_rows(j->x, xo, j->koff + k0, kc, 6, ap);
+        else gather_rows(j->x, xo, j->koff + k0, kc, mr, ap);
+      } else if (inside) {
+        /* the last panel: its rows past K are the bias row of ones, then zeros (small layers
+         * such as a 1-channel 3x3 conv have half their rows here) */
+        int real = (int)(j->K - k0);
+        gather_rows(j->x, xo, j->koff + k0, kc, real, ap);
+        for (int64_t l = kc - 1; l >= 0; l--)
+          for (int r = mr - 1; r >= 0; r--)
+            ap[l * mr + r] = r < real ? ap[l * real + r] : k0 + r < j->Kb ? 1.0f : 0.0f;
       } else {
         for (int64_t l = 0; l < kc; l++)
           for (int r = 0; r < mr; r++) ap[l * mr + r] = k0 + r < j->Kb ? col_value(j, &cp[l], k0 + r) : 0.0f;

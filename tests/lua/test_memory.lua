@@ -94,3 +94,25 @@ T.test("large freed blocks are cached for reuse and released by empty_cache", fu
 end)
 
 T.finish()
+
+T.test("a freed large block serves a smaller request (within twice its size) from the cache", function()
+  collectgarbage()
+  ms.empty_cache()
+  do
+    local t <close> = ms.ones(1024, 1024) -- 4 MB
+  end
+  local cached = ms.memory_stats().cached
+  T.truthy(cached >= 4 * 2^20, ("cached %d after freeing 4 MB"):format(cached))
+  do
+    local t <close> = ms.ones(1024, 700) -- ~2.7 MB: reuses the 4 MB block, maps nothing new
+    T.eq(ms.memory_stats().cached, cached - 4 * 2^20)
+    T.eq(t:sum():item(), 1024 * 700) -- all of it writable
+  end
+  T.eq(ms.memory_stats().cached, cached) -- back to the cache under its own size
+  do
+    local t <close> = ms.ones(1024, 400) -- ~1.6 MB: less than half, takes no 4 MB block
+    T.eq(ms.memory_stats().cached, cached)
+  end
+  ms.empty_cache()
+  T.eq(ms.memory_stats().cached, 0)
+end)
