@@ -1,8 +1,12 @@
 /* cuda_blas.c: matrix products on CUDA tensors through cuBLAS, one handle per device created on
  * first use. cuBLAS is column-major: a row-major product C = A B is computed as C^T = B^T A^T,
- * so any matrix with one unit stride is passed as it lies, never copied. */
+ * so any matrix with one unit stride is passed as it lies, never copied. cuBLAS is loaded with
+ * dlopen on the first product, not linked: linking it (and cuBLASLt behind it) costs every
+ * process ~150 MB of resident memory and ~0.2 s of start-up, GPU or not. */
 #include <cublas_v2.h>
+#include <dlfcn.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "cuda_internal.h"
 #include "cuda_ops.h"
@@ -10,20 +14,63 @@
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 static cublasHandle_t handles[MS_CUDA_MAX_DEVICES];
 
+/* The cuBLAS entry points used here (the _v2 names the cublas_v2.h macros stand for). */
+static struct cublas_api {
+  bool loaded;
+  cublasStatus_t (*create)(cublasHandle_t *);
+  cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+  cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
+                          const float *, int, const float *, int, const float *, float *, int);
+  cublasStatus_t (*dgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const double *,
+                          const double *, int, const double *, int, const double *, double *, int);
+  const char *(*status_string)(cublasStatus_t);
+  const char *(*status_name)(cublasStatus_t);
+} blas;
+
+/* POSIX's way to turn dlsym's pointer into a function pointer. */
+static bool resolve(void *lib, const char *name, void *fn_slot) {
+  void *sym = dlsym(lib, name);
+  memcpy(fn_slot, &sym, sizeof sym);
+  return sym != NULL;
+}
+
+/* Loads cuBLAS once (under handles_lock). */
+static ms_status load_cublas(const char *op) {
+  if (blas.loaded) return MS_OK;
+  void *lib = dlopen(MS_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL); /* the loader's path first */
+  if (!lib) lib = dlopen(MS_CUBLAS_FALLBACK, RTLD_NOW | RTLD_LOCAL); /* then the build's toolkit */
+  if (!lib) return ms_error(MS_ERR_RUNTIME, "%s: cannot load cuBLAS (%s): %s", op, MS_CUBLAS_SONAME, dlerror());
+  const char *missing = NULL;
+  if (!resolve(lib, "cublasCreate_v2", &blas.create)) missing = "cublasCreate_v2";
+  else if (!resolve(lib, "cublasSetStream_v2", &blas.set_stream)) missing = "cublasSetStream_v2";
+  else if (!resolve(lib, "cublasSgemm_v2", &blas.sgemm)) missing = "cublasSgemm_v2";
+  else if (!resolve(lib, "cublasDgemm_v2", &blas.dgemm)) missing = "cublasDgemm_v2";
+  else if (!resolve(lib, "cublasGetStatusString", &blas.status_string)) missing = "cublasGetStatusString";
+  else if (!resolve(lib, "cublasGetStatusName", &blas.status_name)) missing = "cublasGetStatusName";
+  if (missing) {
+    dlclose(lib);
+    return ms_error(MS_ERR_RUNTIME, "%s: %s lacks %s (a cuBLAS older than the toolkit moonshard was built with?)",
+                    op, MS_CUBLAS_SONAME, missing);
+  }
+  blas.loaded = true;
+  return MS_OK;
+}
+
 static ms_status check_blas(const char *op, cublasStatus_t st) {
   if (st == CUBLAS_STATUS_SUCCESS) return MS_OK;
   return ms_error(st == CUBLAS_STATUS_ALLOC_FAILED ? MS_ERR_MEMORY : MS_ERR_RUNTIME,
-                  "%s: cuBLAS error: %s (%s)", op, cublasGetStatusString(st), cublasGetStatusName(st));
+                  "%s: cuBLAS error: %s (%s)", op, blas.status_string(st), blas.status_name(st));
 }
 
 /* The device's handle, bound to the calling thread's current stream; the device is current. */
 static cublasHandle_t handle_for(const char *op, int dev) {
   if (ms_cuda_use(op, dev) != MS_OK) return NULL;
   pthread_mutex_lock(&handles_lock);
-  if (!handles[dev] && check_blas(op, cublasCreate(&handles[dev])) != MS_OK) handles[dev] = NULL;
+  if (!handles[dev] && (load_cublas(op) != MS_OK || check_blas(op, blas.create(&handles[dev])) != MS_OK))
+    handles[dev] = NULL;
   cublasHandle_t h = handles[dev];
   pthread_mutex_unlock(&handles_lock);
-  if (h && check_blas(op, cublasSetStream(h, ms_cuda_raw_stream(dev))) != MS_OK) return NULL;
+  if (h && check_blas(op, blas.set_stream(h, ms_cuda_raw_stream(dev))) != MS_OK) return NULL;
   return h;
 }
 
@@ -61,18 +108,18 @@ static ms_status gemm_raw(cublasHandle_t h, ms_dtype dt, int64_t M, int64_t N, i
     cublasOperation_t oa = la.col_major ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (dt == MS_FLOAT32) {
       float fa = (float)alpha, fb = (float)beta;
-      st = cublasSgemm(h, ob, oa, (int)N, (int)M, (int)K, &fa, B, (int)lb.ld, A, (int)la.ld, &fb, C, (int)lc.ld);
+      st = blas.sgemm(h, ob, oa, (int)N, (int)M, (int)K, &fa, B, (int)lb.ld, A, (int)la.ld, &fb, C, (int)lc.ld);
     } else {
-      st = cublasDgemm(h, ob, oa, (int)N, (int)M, (int)K, &alpha, B, (int)lb.ld, A, (int)la.ld, &beta, C, (int)lc.ld);
+      st = blas.dgemm(h, ob, oa, (int)N, (int)M, (int)K, &alpha, B, (int)lb.ld, A, (int)la.ld, &beta, C, (int)lc.ld);
     }
   } else {
     cublasOperation_t oa = la.col_major ? CUBLAS_OP_N : CUBLAS_OP_T;
     cublasOperation_t ob = lb.col_major ? CUBLAS_OP_N : CUBLAS_OP_T;
     if (dt == MS_FLOAT32) {
       float fa = (float)alpha, fb = (float)beta;
-      st = cublasSgemm(h, oa, ob, (int)M, (int)N, (int)K, &fa, A, (int)la.ld, B, (int)lb.ld, &fb, C, (int)lc.ld);
+      st = blas.sgemm(h, oa, ob, (int)M, (int)N, (int)K, &fa, A, (int)la.ld, B, (int)lb.ld, &fb, C, (int)lc.ld);
     } else {
-      st = cublasDgemm(h, oa, ob, (int)M, (int)N, (int)K, &alpha, A, (int)la.ld, B, (int)lb.ld, &beta, C, (int)lc.ld);
+      st = blas.dgemm(h, oa, ob, (int)M, (int)N, (int)K, &alpha, A, (int)la.ld, B, (int)lb.ld, &beta, C, (int)lc.ld);
     }
   }
   return check_blas("mm", st);
