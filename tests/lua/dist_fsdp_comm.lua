@@ -13,35 +13,14 @@ local fsdp = require "moonshard.fsdp"
 local T = require "testing"
 local dist = ms.distributed
 
-dist.init_process_group({backend = "mpi", timeout = 60})
-local R, W = dist.get_rank(), dist.get_world_size()
+local D = require "launch_testing"
+local R, W = D.init()
 
-local names = {}
-local function case(name, fn)
-  local ok, err = xpcall(fn, debug.traceback)
-  names[#names + 1] = name
-  if not ok then
-    -- out of step with the other ranks from here on: end the launch rather than stall
-    io.stderr:write(("FAIL [rank %d of %d] %s\n%s\n"):format(R, W, name, err))
-    io.stderr:flush()
-    os.exit(1)
-  end
-end
+local case = D.case
 
 -- ---- a small conv + linear net, three units under the Linear policy ----------------------------
 
-local Small = nn.Module:extend("Small")
-function Small:init()
-  self.conv = nn.Conv2d(1, 4, 3, 1)
-  self.fc1 = nn.Linear(144, 16)
-  self.fc2 = nn.Linear(16, 5)
-end
-function Small:forward(x)
-  x = F.relu(self.conv(x))
-  x = ms.flatten(x, 2)
-  x = F.relu(self.fc1(x))
-  return F.log_softmax(self.fc2(x), 2)
-end
+local Small = D.Small
 
 local BATCH = 12 -- divisible by every world size 1..4
 
@@ -282,8 +261,4 @@ end)
 
 -- ---- summary: reached only when every rank passed every case ---------------------------------
 
-local done = ms.tensor({#names}, {dtype = "int64"})
-dist.all_reduce(done, {op = "min"})
-if R == 0 then print(("%d passed, 0 failed (world size %d)"):format(done:tolist()[1], W)) end
-dist.destroy_process_group()
-os.exit(done:tolist()[1] == #names and 0 or 1)
+D.finish("dist_fsdp_comm")

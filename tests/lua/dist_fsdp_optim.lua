@@ -11,32 +11,12 @@ local fsdp = require "moonshard.fsdp"
 local T = require "testing"
 local dist = ms.distributed
 
-dist.init_process_group({backend = "mpi", timeout = 60})
-local R, W = dist.get_rank(), dist.get_world_size()
+local D = require "launch_testing"
+local R, W = D.init()
 
-local names = {}
-local function case(name, fn)
-  local ok, err = xpcall(fn, debug.traceback)
-  names[#names + 1] = name
-  if not ok then
-    io.stderr:write(("FAIL [rank %d of %d] %s\n%s\n"):format(R, W, name, err))
-    io.stderr:flush()
-    os.exit(1)
-  end
-end
+local case = D.case
 
-local Small = nn.Module:extend("Small")
-function Small:init()
-  self.conv = nn.Conv2d(1, 4, 3, 1)
-  self.fc1 = nn.Linear(144, 16)
-  self.fc2 = nn.Linear(16, 5)
-end
-function Small:forward(x)
-  x = F.relu(self.conv(x))
-  x = ms.flatten(x, 2)
-  x = F.relu(self.fc1(x))
-  return F.log_softmax(self.fc2(x), 2)
-end
+local Small = D.Small
 
 local BATCH = 12 -- divisible by every world size 1..4
 
@@ -189,5 +169,4 @@ case("errors name the function, the argument and what came", function()
   end, "state for 'nope.weight'")
 end)
 
-if R == 0 then print(("dist_fsdp_optim: %d cases passed on %d ranks"):format(#names, W)) end
-dist.destroy_process_group()
+D.finish("dist_fsdp_optim")

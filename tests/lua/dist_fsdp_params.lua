@@ -13,22 +13,12 @@ local fsdp = require "moonshard.fsdp"
 local T = require "testing"
 local dist = ms.distributed
 
-dist.init_process_group({backend = "mpi", timeout = 60})
-local R, W = dist.get_rank(), dist.get_world_size()
+local D = require "launch_testing"
+local R, W = D.init()
 local DT = "float64"
 local TOL = 1e-10
 
-local names = {}
-local function case(name, fn)
-  local ok, err = xpcall(fn, debug.traceback)
-  names[#names + 1] = name
-  if not ok then
-    -- out of step with the other ranks from here on: end the launch rather than stall
-    io.stderr:write(("FAIL [rank %d of %d] %s\n%s\n"):format(R, W, name, err))
-    io.stderr:flush()
-    os.exit(1)
-  end
-end
+local case = D.case
 
 -- ---- the net, the data, the references ------------------------------------------------------------
 
@@ -521,8 +511,4 @@ end)
 
 -- ---- summary: reached only when every rank passed every case ---------------------------------
 
-local done = ms.tensor({#names}, {dtype = "int64"})
-dist.all_reduce(done, {op = "min"})
-if R == 0 then print(("%d passed, 0 failed (world size %d)"):format(done:tolist()[1], W)) end
-dist.destroy_process_group()
-os.exit(done:tolist()[1] == #names and 0 or 1)
+D.finish("dist_fsdp_params")
