@@ -3,6 +3,7 @@
  * (they name devices, not positions). */
 #include <string.h>
 
+#include "moonshard/pinned.h"
 #include "ms_lua.h"
 
 #define MS_EVENT_MT "moonshard.cuda.Event"
@@ -65,6 +66,17 @@ static int l_memory_allocated(lua_State *L) { return lua_pushinteger(L, stats_of
 static int l_max_memory_allocated(lua_State *L) { return lua_pushinteger(L, stats_of(L, "max_memory_allocated").mem.peak), 1; }
 static int l_memory_reserved(lua_State *L) { return lua_pushinteger(L, stats_of(L, "memory_reserved").reserved), 1; }
 static int l_max_memory_reserved(lua_State *L) { return lua_pushinteger(L, stats_of(L, "max_memory_reserved").reserved_peak), 1; }
+
+/* pinned_memory_stats() -> {live =, cached =}: bytes of page-locked host blocks in use and kept
+ * for reuse (size classes), all devices together. */
+static int l_pinned_memory_stats(lua_State *L) {
+  int64_t live = 0, cached = 0;
+  ms_lua_check_status(L, ms_cuda_host_stats(&live, &cached));
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, live), lua_setfield(L, -2, "live");
+  lua_pushinteger(L, cached), lua_setfield(L, -2, "cached");
+  return 1;
+}
 
 /* memory_stats([dev]): the fields of ms.memory_stats() plus reserved bytes, device "cuda:N". */
 static int l_memory_stats(lua_State *L) {
@@ -162,20 +174,39 @@ static int l_event_tostring(lua_State *L) {
 
 /* ---- tensor methods -------------------------------------------------------------------------- */
 
-/* t:cuda([device]): a copy on a CUDA device (the current one by default); t itself when there. */
+/* t:cuda([device][, {non_blocking = true}]) or t:cuda({device =, non_blocking =}): a copy on a
+ * CUDA device (the current one by default); t itself when there. non_blocking: see t:to. */
 static int l_tensor_cuda(lua_State *L) {
+  static const char *const known[] = {"device", "non_blocking", NULL};
   ms_tensor *t = ms_lua_check_tensor(L, 1, "cuda");
   ms_device d = {MS_CUDA, ms_cuda_current_device()};
-  if (!lua_isnoneornil(L, 2)) {
-    d = ms_lua_check_device(L, 2, "cuda", "device");
-    if (d.type != MS_CUDA) return ms_lua_arg_error(L, 2, "cuda", "device", "a CUDA device");
+  int dev_idx = 2, opt_idx = 3;
+  if (lua_istable(L, 2)) dev_idx = 0, opt_idx = 2;
+  ms_lua_opts o = ms_lua_check_opts(L, opt_idx, "cuda", known);
+  bool nb = false;
+  ms_lua_opt_bool(o, "non_blocking", &nb);
+  if (opt_idx == 2 && lua_getfield(L, 2, "device") != LUA_TNIL) dev_idx = lua_gettop(L);
+  if (dev_idx && !lua_isnoneornil(L, dev_idx)) {
+    d = ms_lua_check_device(L, dev_idx, "cuda", "device");
+    if (d.type != MS_CUDA) return ms_lua_arg_error(L, dev_idx, "cuda", "device", "a CUDA device");
   }
-  return ms_lua_push_result(L, ms_tensor_to_device(t, d));
+  return ms_lua_push_result(L, ms_tensor_to_device_opt(t, d, nb));
 }
 
 static int l_tensor_cpu(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "cpu");
   return ms_lua_push_result(L, ms_tensor_to_device(t, (ms_device){MS_CPU, 0}));
+}
+
+/* t:pin_memory(): a copy in page-locked host memory (t itself when already there); raises
+ * without CUDA, as torch. t:is_pinned(). */
+static int l_tensor_pin_memory(lua_State *L) {
+  return ms_lua_push_result(L, ms_tensor_pin_memory(ms_lua_check_tensor(L, 1, "pin_memory")));
+}
+
+static int l_tensor_is_pinned(lua_State *L) {
+  lua_pushboolean(L, ms_tensor_is_pinned(ms_lua_check_tensor(L, 1, "is_pinned")));
+  return 1;
 }
 
 void ms_lua_open_cuda(lua_State *L) {
@@ -184,6 +215,10 @@ void ms_lua_open_cuda(lua_State *L) {
   lua_setfield(L, -2, "cuda");
   lua_pushcfunction(L, l_tensor_cpu);
   lua_setfield(L, -2, "cpu");
+  lua_pushcfunction(L, l_tensor_pin_memory);
+  lua_setfield(L, -2, "pin_memory");
+  lua_pushcfunction(L, l_tensor_is_pinned);
+  lua_setfield(L, -2, "is_pinned");
 
   static const luaL_Reg event_methods[] = {
       {"record", l_event_record}, {"synchronize", l_event_synchronize}, {"query", l_event_query},
@@ -204,6 +239,7 @@ void ms_lua_open_cuda(lua_State *L) {
       {"memory_allocated", l_memory_allocated}, {"max_memory_allocated", l_max_memory_allocated},
       {"memory_reserved", l_memory_reserved}, {"max_memory_reserved", l_max_memory_reserved},
       {"memory_stats", l_memory_stats}, {"reset_peak_memory_stats", l_reset_peak_memory_stats},
+      {"pinned_memory_stats", l_pinned_memory_stats},
       {"Event", l_event_new}, {NULL, NULL}};
   luaL_newlib(L, fns);
   lua_setfield(L, -3, "cuda");

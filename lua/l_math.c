@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "moonshard/pinned.h"
 #include "ms_lua.h"
 
 /* luaconf.h defines l_floor as a macro; our binding of floor wants the name. */
@@ -397,27 +398,54 @@ static int l_int(lua_State *L) { return convert(L, MS_INT32, "int"); }
 static int l_byte(lua_State *L) { return convert(L, MS_UINT8, "byte"); }
 static int l_bool(lua_State *L) { return convert(L, MS_BOOL, "bool"); }
 
+/* non_blocking = true in the options at idx (the table form's own, or a trailing table). */
+static bool opt_non_blocking(lua_State *L, int idx) {
+  static const char *const known[] = {"non_blocking", NULL};
+  bool nb = false;
+  if (lua_istable(L, idx)) ms_lua_opt_bool(ms_lua_check_opts(L, idx, "to", known), "non_blocking", &nb);
+  return nb;
+}
+
+/* The table form {dtype =, device =, non_blocking =}. */
+static bool to_table_options(lua_State *L, int idx, ms_dtype *dt, ms_device *dev) {
+  static const char *const known[] = {"dtype", "device", "non_blocking", NULL};
+  ms_lua_opts o = ms_lua_check_opts(L, idx, "to", known);
+  bool nb = false;
+  ms_lua_opt_dtype(o, "dtype", dt);
+  ms_lua_opt_bool(o, "non_blocking", &nb);
+  if (lua_getfield(L, idx, "device") != LUA_TNIL) {
+    if (lua_type(L, -1) != LUA_TSTRING && !lua_isinteger(L, -1))
+      ms_lua_arg_error(L, idx, "to", "device", "a device name such as \"cpu\" or \"cuda:0\"");
+    *dev = ms_lua_check_device(L, lua_gettop(L), "to", "device");
+  }
+  lua_pop(L, 1);
+  return nb;
+}
+
 /* to("float64"), to("cpu"), to("cuda:1"), to(1) (a CUDA device index, as torch), to({dtype=,
- * device=}), to(other_tensor) (its dtype and device). */
+ * device=}), to(other_tensor) (its dtype and device); non_blocking = true in the table or in a
+ * trailing one (to("cuda", {non_blocking = true})): a pinned CPU tensor is copied without
+ * waiting, on the device's current stream (moonshard/pinned.h). */
 static int l_to(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "to");
   ms_tensor *other = ms_lua_to_tensor(L, 2);
   ms_dtype dt = t->dtype;
   ms_device dev = ms_tensor_device(t);
+  bool nb = false;
   if (other) {
-    dt = other->dtype, dev = ms_tensor_device(other);
+    dt = other->dtype, dev = ms_tensor_device(other), nb = opt_non_blocking(L, 3);
   } else if (lua_istable(L, 2)) {
-    ms_lua_factory_opts o = ms_lua_factory_options(L, 2, "to", t->dtype);
-    dt = o.dtype;
-    if (o.has_device) dev = o.device;
+    nb = to_table_options(L, 2, &dt, &dev);
   } else if (lua_type(L, 2) == LUA_TSTRING) {
     if (!ms_device_parse(lua_tostring(L, 2), &dev)) dt = ms_lua_check_dtype(L, 2, "to", "dtype_or_device");
+    nb = opt_non_blocking(L, 3);
   } else if (lua_isinteger(L, 2)) {
     dev = ms_lua_check_device(L, 2, "to", "device");
+    nb = opt_non_blocking(L, 3);
   } else {
     return ms_lua_arg_error(L, 2, "to", "dtype_or_device", "a dtype name, a device name, an options table or a tensor");
   }
-  ms_tensor *moved = ms_tensor_to_device(t, dev);
+  ms_tensor *moved = ms_tensor_to_device_opt(t, dev, nb);
   if (!moved) return ms_lua_raise(L);
   ms_tensor *out = ms_tensor_to_dtype(moved, dt);
   ms_tensor_release(moved);

@@ -21,7 +21,10 @@
 --
 -- Both paths give the same batches for the same dataset and sampler. The loop closes the native
 -- loader when it ends, on break and on error (the iterator's fourth value is to-be-closed), so
--- its threads never outlive the loop. pin_memory is a no-op without CUDA; persistent_workers is
+-- its threads never outlive the loop. pin_memory = true with a usable GPU: batch tensors end in
+-- page-locked host memory (recycled blocks of the CUDA allocator: engine/src/data/pinned.c;
+-- on the native path the workers do it), so batch:to("cuda", {non_blocking = true}) copies
+-- without waiting; without a GPU it is a no-op, as PyTorch's. persistent_workers is
 -- accepted, and each epoch starts fresh threads (microseconds, against an epoch of batches).
 --
 -- A dataset is any value with #ds and its samples by 1-based index: ds:get(i) returning the
@@ -210,8 +213,26 @@ local function default_collate(samples)
   return table.unpack(out, 1, samples[1].n)
 end
 
+-- pin_memory on the Lua path: the batch's tensors (also inside plain tables) pinned.
+local function pin_values(...)
+  local out = table.pack(...)
+  local function pin(v)
+    if is_tensor(v) then return v.device == "cpu" and v:pin_memory() or v end
+    if type(v) == "table" and getmetatable(v) == nil then
+      local t = {}
+      for key, x in pairs(v) do t[key] = pin(x) end
+      return t
+    end
+    return v
+  end
+  for i = 1, out.n do out[i] = pin(out[i]) end
+  return table.unpack(out, 1, out.n)
+end
+
 local function lua_iter(self, batches)
   local ds, collate = self.dataset, self.collate_fn or default_collate
+  local cuda = rawget(ms, "cuda")
+  local pin = self.pin_memory and cuda and cuda.is_available()
   local k = 0
   local function step()
     k = k + 1
@@ -219,6 +240,7 @@ local function lua_iter(self, batches)
     if idx == nil then return nil end
     local samples = {}
     for j, i in ipairs(idx) do samples[j] = table.pack(get_item(ds, i)) end
+    if pin then return yield(k, pin_values(collate(samples))) end
     return yield(k, collate(samples))
   end
   return step, nil, nil, nil

@@ -85,4 +85,22 @@ ms_status ms_cuda_event_query(ms_cuda_event *e, bool *done);
 /* Milliseconds from start's record to end's; both recorded, with timing, end finished. */
 ms_status ms_cuda_event_elapsed_ms(ms_cuda_event *start, ms_cuda_event *end, float *ms);
 
+
+/* ---- page-locked host memory (cuda_alloc.c) ------------------------------------------------
+ * What pin_memory and FSDP's cpu_offload hold host bytes in: copies from and to it can run
+ * asynchronously. Blocks are recycled by size class; one whose last queued copy has not run is
+ * not handed out again. Without CUDA, alloc fails with an error saying why. */
+void *ms_cuda_host_alloc(size_t nbytes);
+void ms_cuda_host_free(void *p); /* p from ms_cuda_host_alloc; NULL is fine */
+/* Marks p (from ms_cuda_host_alloc) as used by the work queued so far on device index's current
+ * stream: the block is reused only once that work ran. */
+ms_status ms_cuda_host_record_use(void *p, int index);
+/* A copy between page-locked host memory and a device (H2D or D2H), queued on the device's
+ * current stream without waiting; the caller marks the host block used (ms_cuda_host_record_use
+ * on the block's start) and keeps the bytes alive until then. */
+ms_status ms_cuda_host_memcpy_async(void *dst, int dst_index, const void *src, int src_index, size_t nbytes,
+                                    ms_cuda_copy_kind kind);
+/* Page-locked bytes in live blocks and in the cache (size classes). */
+ms_status ms_cuda_host_stats(int64_t *live, int64_t *cached);
+
 #endif

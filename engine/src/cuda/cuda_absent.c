@@ -117,3 +117,14 @@ ms_status ms_cuda_conv2d_backward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_te
                                   ms_tensor *gx, ms_tensor *gw, ms_tensor *gb) {
   return (void)g, (void)x, (void)w, (void)gout, (void)gx, (void)gw, (void)gb, absent("conv2d");
 }
+
+/* ---- page-locked host memory: none without CUDA ---- */
+void *ms_cuda_host_alloc(size_t nbytes) { return (void)nbytes, absent("pin_memory"), NULL; }
+void ms_cuda_host_free(void *p) { (void)p; }
+ms_status ms_cuda_host_record_use(void *p, int index) { return (void)p, (void)index, absent("pin_memory"); }
+ms_status ms_cuda_host_memcpy_async(void *dst, int dst_index, const void *src, int src_index, size_t nbytes,
+                                    ms_cuda_copy_kind kind) {
+  (void)dst, (void)dst_index, (void)src, (void)src_index, (void)nbytes, (void)kind;
+  return absent("copy");
+}
+ms_status ms_cuda_host_stats(int64_t *live, int64_t *cached) { return *live = 0, *cached = 0, MS_OK; }

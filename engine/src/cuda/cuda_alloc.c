@@ -172,3 +172,116 @@ ms_status ms_cuda_empty_cache(void) {
   }
   return n > 0 ? ms_cuda_use("empty_cache", prev) : MS_OK;
 }
+
+/* ---- page-locked host blocks (moonshard/cuda.h) --------------------------------------------------
+ * cudaHostAlloc maps and locks pages and costs about as much as cudaMalloc, so freed blocks are
+ * kept by size class and handed out again (a DataLoader with pin_memory reuses a few blocks for a
+ * whole epoch). A header in front of each block remembers the event recorded after the last copy
+ * queued on it: a block whose copy has not run yet is never handed out again, so a non-blocking
+ * copy from a batch that Lua freed at once still reads the batch's bytes. */
+
+typedef struct host_block {
+  size_t size;          /* the size class: bytes usable after the header */
+  cudaEvent_t use;      /* recorded after the last queued copy from or to the block; NULL: none */
+  int use_device;       /* the device of `use` */
+  struct host_block *next; /* in the cache */
+} host_block;
+
+#define HOST_HEADER 64 /* keeps the data 64-byte aligned, as the CPU allocator's */
+
+static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
+static host_block *host_cache;
+static int64_t host_live, host_cached;
+
+static host_block *host_header(void *p) { return (host_block *)((char *)p - HOST_HEADER); }
+
+/* Whether the block's last queued copy is done (true when it has none). */
+static bool host_block_idle(host_block *b) {
+  if (!b->use) return true;
+  cudaError_t e = cudaEventQuery(b->use);
+  if (e == cudaSuccess) return true;
+  (void)cudaGetLastError(); /* cudaErrorNotReady is no failure; a real one surfaces at the next call */
+  return false;
+}
+
+static host_block *host_take_cached(size_t size) {
+  for (host_block **b = &host_cache; *b; b = &(*b)->next)
+    if ((*b)->size == size && host_block_idle(*b)) {
+      host_block *hit = *b;
+      *b = hit->next;
+      host_cached -= (int64_t)size;
+      return hit;
+    }
+  return NULL;
+}
+
+void *ms_cuda_host_alloc(size_t nbytes) {
+  if (!ms_cuda_is_available())
+    return ms_error(MS_ERR_RUNTIME, "pin_memory: page-locked memory needs CUDA: %s", ms_cuda_unavailable_reason()), NULL;
+  size_t size = size_class(nbytes);
+  pthread_mutex_lock(&host_lock);
+  host_block *b = host_take_cached(size);
+  pthread_mutex_unlock(&host_lock);
+  if (!b) {
+    void *raw = NULL;
+    cudaError_t err = cudaHostAlloc(&raw, HOST_HEADER + size, cudaHostAllocPortable);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return ms_error(MS_ERR_MEMORY, "pin_memory: could not allocate %zu bytes of page-locked host memory: %s",
+                      nbytes, cudaGetErrorString(err)), NULL;
+    }
+    b = raw;
+    *b = (host_block){size, NULL, -1, NULL};
+  }
+  pthread_mutex_lock(&host_lock);
+  host_live += (int64_t)size;
+  pthread_mutex_unlock(&host_lock);
+  return (char *)b + HOST_HEADER;
+}
+
+void ms_cuda_host_free(void *p) {
+  if (!p) return;
+  host_block *b = host_header(p);
+  pthread_mutex_lock(&host_lock);
+  host_live -= (int64_t)b->size;
+  host_cached += (int64_t)b->size;
+  b->next = host_cache, host_cache = b;
+  pthread_mutex_unlock(&host_lock);
+}
+
+ms_status ms_cuda_host_record_use(void *p, int index) {
+  host_block *b = host_header(p);
+  if (ms_cuda_use("pin_memory", index) != MS_OK) return MS_ERR_RUNTIME;
+  pthread_mutex_lock(&host_lock);
+  ms_status st = MS_OK;
+  if (b->use && b->use_device != index) { /* an event is recorded only on its own device's streams */
+    cudaEventSynchronize(b->use);
+    cudaEventDestroy(b->use);
+    b->use = NULL;
+  }
+  if (!b->use) {
+    st = ms_cuda_check("pin_memory", cudaEventCreateWithFlags(&b->use, cudaEventDisableTiming));
+    b->use_device = index;
+    if (st != MS_OK) b->use = NULL;
+  }
+  if (st == MS_OK) st = ms_cuda_check("pin_memory", cudaEventRecord(b->use, ms_cuda_raw_stream(index)));
+  pthread_mutex_unlock(&host_lock);
+  return st;
+}
+
+ms_status ms_cuda_host_memcpy_async(void *dst, int dst_index, const void *src, int src_index, size_t nbytes,
+                                    ms_cuda_copy_kind kind) {
+  if (kind == MS_CUDA_D2D) return ms_error(MS_ERR_ARG, "copy: a non-blocking copy goes between the host and a device");
+  int dev = kind == MS_CUDA_H2D ? dst_index : src_index;
+  if (nbytes == 0) return MS_OK;
+  if (ms_cuda_use("copy", dev) != MS_OK) return MS_ERR_RUNTIME;
+  enum cudaMemcpyKind k = kind == MS_CUDA_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+  return ms_cuda_check("copy", cudaMemcpyAsync(dst, src, nbytes, k, ms_cuda_raw_stream(dev)));
+}
+
+ms_status ms_cuda_host_stats(int64_t *live, int64_t *cached) {
+  pthread_mutex_lock(&host_lock);
+  *live = host_live, *cached = host_cached;
+  pthread_mutex_unlock(&host_lock);
+  return MS_OK;
+}

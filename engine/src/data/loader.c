@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include "moonshard/autograd.h"
+#include "moonshard/cuda.h"
 #include "moonshard/loader.h"
+#include "moonshard/pinned.h"
 
 typedef struct loader_slot {
   bool ready;
@@ -44,6 +46,7 @@ struct ms_loader {
   int64_t capacity;
   loader_slot *slots;
   bool stop;
+  bool pin; /* pin_memory with a GPU present: batches end in page-locked blocks (pinned.c) */
 };
 
 /* ---- making one batch (any thread) --------------------------------------------------------- */
@@ -68,10 +71,15 @@ static ms_tensor *gather_rows(const ms_loader *l, const loader_source *s, int64_
 
 static ms_tensor *make_one(const ms_loader *l, const loader_source *s, int64_t k) {
   ms_tensor *rows = gather_rows(l, s, k);
-  if (!rows || !s->transform) return rows;
-  ms_tensor *out = s->transform(s->ctx, rows);
-  ms_tensor_release(rows);
-  return out;
+  ms_tensor *out = rows;
+  if (rows && s->transform) {
+    out = s->transform(s->ctx, rows);
+    ms_tensor_release(rows);
+  }
+  if (!out || !l->pin) return out;
+  ms_tensor *pinned = ms_tensor_pin_memory(out); /* a recycled block: no cudaHostAlloc per batch */
+  ms_tensor_release(out);
+  return pinned;
 }
 
 /* Fills slot with batch k, or with the error that stopped it (then no tensors are kept). */
@@ -200,6 +208,7 @@ ms_loader *ms_loader_create(const ms_loader_source *sources, int nsources, const
   }
   l->nbatches = nbatches;
   l->num_workers = cfg.num_workers;
+  l->pin = cfg.pin_memory && ms_cuda_is_available(); /* without a GPU: a no-op, as PyTorch */
   l->capacity = cfg.num_workers > 0 ? (int64_t)cfg.num_workers * cfg.prefetch_factor : 1;
   pthread_mutex_init(&l->mu, NULL);
   pthread_cond_init(&l->can_claim, NULL);
