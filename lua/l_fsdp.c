@@ -65,7 +65,8 @@ static ms_status apply_mixed_precision(lua_State *L, int idx, ms_flat_param *fp)
   return ms_flat_param_set_mixed_precision(fp, pd, rd);
 }
 
-/* _fsdp.flat_param(params, strategy, group[, mixed_precision]) -> fp, shard, {views}, {pieces}:
+/* _fsdp.flat_param(params, strategy, group[, mixed_precision[, offload_params]]) -> fp, shard,
+ * {views}, {pieces}:
  * params is a list of tensors in registration order; the views (float, dtype of the params)
  * stand in for them while a unit is gathered outside forward (summon_full_params, state dicts),
  * fp:compute_views() in forward; the pieces (this rank's parts, fp->pieces) are what
@@ -84,7 +85,7 @@ static int l_flat_param(lua_State *L) {
   lua_flat_param *u = lua_newuserdatauv(L, sizeof *u, 0);
   u->fp = NULL;
   luaL_setmetatable(L, MS_FLAT_PARAM_MT);
-  u->fp = ms_flat_param_create(params, n, pg, strategy);
+  u->fp = ms_flat_param_create(params, n, pg, strategy, lua_toboolean(L, 5));
   if (!u->fp || apply_mixed_precision(L, 4, u->fp) != MS_OK || ms_flat_param_install_hooks(u->fp) != MS_OK)
     return ms_lua_raise(L);
   push_retained(L, u->fp->shard);

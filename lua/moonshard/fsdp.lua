@@ -55,8 +55,16 @@
 -- (their subtrees stay ordinary, unsharded, unreduced parameters on every rank),
 -- sync_module_states = true (each unit broadcasts its parameters and buffers from the group's
 -- first rank before sharding), use_orig_params (true only: always on), forward_prefetch,
--- backward_prefetch, mixed_precision; child units get the same. cpu_offload, device_id and
--- limit_all_gathers are refused ("not supported yet"). Scopes and helpers:
+-- backward_prefetch, mixed_precision, cpu_offload; child units get the same. device_id = N or
+-- "cuda:N" moves the module to that GPU at wrap time (an error saying why where there is none);
+-- the units' buffers live on the parameters' device and the collectives go through the group's
+-- backend (nccl for CUDA: "auto" picks it under mpirun when every rank has a GPU), ordered
+-- with the compute stream by CUDA events (engine/src/dist/pg_nccl.c). The root moves CPU tensor
+-- inputs to that device, as PyTorch's root does. cpu_offload = {offload_params = true}: on a GPU
+-- each shard and its grad live in page-locked host memory and the optimizer steps there; the
+-- shard is copied to the GPU for each all-gather and the reduce-scattered grad copied back. On
+-- a CPU-only run it is accepted and changes nothing (the shards are in host memory already).
+-- limit_all_gathers is refused ("not supported yet"). Scopes and helpers:
 -- model:no_sync() (to-be-closed: backwards accumulate locally, the first one after reduces the
 -- total), model:summon_full_params{writeback = true, recurse = true} (to-be-closed: every unit
 -- gathered, modules read full values; writeback copies changes into the shards at close),
@@ -81,7 +89,7 @@
 -- (piece:numel() elements; 0 when the rank holds none), piece the tensor itself, unit the FSDP
 -- module that owns it. Ignored parameters are not in it: they are ordinary full parameters.
 --
--- Not built yet: cpu_offload, device_id, limit_all_gathers (refused); optimizer state in sharded
+-- Not built yet: limit_all_gathers (refused); optimizer state in sharded
 -- checkpoint files. A parameter shared by two units (tied) is refused at wrap time.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
@@ -146,12 +154,47 @@ forward_missing(FSDP, "_fsdp_wrapped_module")
 -- ---- options --------------------------------------------------------------------------------
 
 -- Options the issue names that this version does not implement: refused, never ignored.
-local NOT_YET = { device_id = true, cpu_offload = true, limit_all_gathers = true }
+local NOT_YET = { limit_all_gathers = true }
 -- validated by fsdp_comm.check_options
 local COMM_OPTIONS = { mixed_precision = true, backward_prefetch = true, forward_prefetch = true }
 
-local KNOWN = "auto_wrap_policy, backward_prefetch, forward_prefetch, ignored_modules, mixed_precision, "
-  .. "process_group, sharding_strategy, sync_module_states, use_orig_params, verbose"
+local KNOWN = "auto_wrap_policy, backward_prefetch, cpu_offload, device_id, forward_prefetch, ignored_modules, "
+  .. "mixed_precision, process_group, sharding_strategy, sync_module_states, use_orig_params, verbose"
+
+-- cpu_offload = {offload_params = true|false} (PyTorch's CPUOffload) -> the flag.
+local function check_cpu_offload(v)
+  if type(v) ~= "table" or ms.is_tensor(v) or is_module(v) then
+    error(fmt("FSDP: option 'cpu_offload': expected a table {offload_params = true}, got %s", type(v)), 4)
+  end
+  for k, x in pairs(v) do
+    if k ~= "offload_params" then
+      error(fmt("FSDP: option 'cpu_offload': unknown field '%s' (known: offload_params)", tostring(k)), 4)
+    elseif type(x) ~= "boolean" then
+      error(fmt("FSDP: option 'cpu_offload': offload_params: expected a boolean, got %s", type(x)), 4)
+    end
+  end
+  return v.offload_params == true
+end
+
+-- device_id = 0 / "cuda:0" / "cuda" (PyTorch's device_id): the CUDA device the module is moved to
+-- at wrap time; a clear error where there is none.
+local function check_device_id(v)
+  local name = math.type(v) == "integer" and ("cuda:" .. v) or v
+  if type(name) ~= "string" or not (name == "cuda" or name:match("^cuda:%d+$")) then
+    error(fmt("FSDP: option 'device_id': expected a CUDA device (an index or \"cuda:N\"), got %s",
+      type(v) == "string" and fmt("%q", v) or type(v)), 4)
+  end
+  local cuda = rawget(ms, "cuda")
+  if not (cuda and cuda.is_available()) then
+    error(fmt("FSDP: option 'device_id': cannot use %s: CUDA is not available: %s", name,
+      cuda and cuda.unavailable_reason() or "no CUDA support"), 4)
+  end
+  local index = name == "cuda" and cuda.current_device() or tonumber(name:match("%d+"))
+  if index >= cuda.device_count() then
+    error(fmt("FSDP: option 'device_id': %s does not exist (%d CUDA device(s))", name, cuda.device_count()), 4)
+  end
+  return "cuda:" .. index
+end
 
 local function check_options(opts)
   if opts == nil then return {} end
@@ -181,6 +224,10 @@ local function check_options(opts)
             ms.is_tensor(m) and "a tensor" or type(m), i), 3)
         end
       end
+    elseif k == "cpu_offload" then
+      check_cpu_offload(v)
+    elseif k == "device_id" then
+      check_device_id(v)
     elseif k == "verbose" then
       if type(v) ~= "boolean" then error(fmt("FSDP: option 'verbose': expected a boolean, got %s", type(v)), 3) end
     elseif k ~= "auto_wrap_policy" and k ~= "sharding_strategy" and k ~= "process_group" and not COMM_OPTIONS[k] then
@@ -344,12 +391,13 @@ local function flatten(self, module, strategy, group, ignored, sync, c, inter)
   end
   if #uniq == 0 then return end
   local fp, _, views, pieces = native.flat_param(uniq, strategy == "HYBRID_SHARD" and "FULL_SHARD" or strategy,
-    group, comm.native_mp(c, uniq[1].dtype))
+    group, comm.native_mp(c, uniq[1].dtype), c.offload_params)
   if inter then fp:set_inter_group(inter) end
   for _, t in ipairs(uniq) do FLATTENED[t] = true end
   local cviews = fp:compute_views()
   self._attrs._orig = install_views(entries, index, views, pieces, cviews)
   self._attrs._flat = fp
+  self._attrs._device = views[1].device
   if c.backward_prefetch == "BACKWARD_POST" then post_reduce_prefetch(self, fp, cviews or views) end
 end
 
@@ -361,6 +409,9 @@ function FSDP:init(module, opts)
   end
   opts = check_options(opts)
   local c = comm.check_options(opts, 2)
+  c.offload_params = opts.cpu_offload ~= nil and check_cpu_offload(opts.cpu_offload)
+  -- device_id: the module goes to the device before anything is flattened or broadcast
+  if opts.device_id ~= nil then module:to(check_device_id(opts.device_id)) end
   local strategy = opts.sharding_strategy or "FULL_SHARD"
   local group, inter = opts.process_group, nil
   if strategy == "HYBRID_SHARD" then group, inter = comm.hybrid_groups(group, 2) end
@@ -374,7 +425,7 @@ function FSDP:init(module, opts)
     local child_opts = { sharding_strategy = strategy, process_group = inter and { group, inter } or group,
       ignored_modules = opts.ignored_modules, sync_module_states = opts.sync_module_states,
       mixed_precision = opts.mixed_precision, forward_prefetch = opts.forward_prefetch,
-      backward_prefetch = opts.backward_prefetch }
+      backward_prefetch = opts.backward_prefetch, cpu_offload = opts.cpu_offload }
     module = wrap.auto_wrap(module, opts.auto_wrap_policy, function(m) return FSDP(m, child_opts) end,
       { wrapper_cls = FSDP, ignored_modules = opts.ignored_modules })
   end
@@ -552,6 +603,12 @@ local function lazy_init(root)
   end
   root._attrs._units = fps
   root._attrs._finisher = native.finisher(fps)
+  for _, m in ipairs(mods) do -- the units' device: where the root's CPU inputs go
+    if m:isinstance(FSDP) and m._attrs._device then
+      root._attrs._input_device = m._attrs._device
+      break
+    end
+  end
   local mp = root._attrs._comm.mixed_precision
   if mp and mp.buffer_dtype then comm.cast_buffers(mods, mp.buffer_dtype) end
   root._attrs._exec = comm.new_exec()
@@ -564,6 +621,8 @@ local function root_forward(self, ...)
   -- prefetch that found no use, a forward never backpropagated), so it is stale
   for _, fp in ipairs(self._attrs._units) do fp:release() end
   local args = pack(...)
+  local dev = self._attrs._input_device
+  if dev and dev ~= "cpu" then comm.move_inputs(dev, args) end
   local mp = self._attrs._comm.mixed_precision
   if mp and mp.param_dtype then comm.cast_inputs(mp.param_dtype, args) end
   local outs
@@ -716,7 +775,7 @@ function M.clip_grad_norm_(model, max_norm, norm_type)
       all[#all + 1] = g
     end
   end
-  local t = ms.tensor({ local_norm(sharded, p) }, { dtype = "float64" })
+  local t = comm.for_collective(ms.tensor({ local_norm(sharded, p) }, { dtype = "float64" }))
   ms.distributed.all_reduce(t, { op = p == math.huge and "max" or "sum", group = model._attrs.process_group })
   local mine, total = local_norm(replicated, p), t:tolist()[1]
   if p == math.huge then

@@ -66,6 +66,13 @@ function M.native_mp(c, dt)
   return { param_dtype = mp.param_dtype or dt, reduce_dtype = mp.reduce_dtype or mp.param_dtype or dt }
 end
 
+-- A small CPU tensor of FSDP's bookkeeping (norms, host keys) where the default group's backend
+-- moves tensors: this rank's GPU under nccl (which moves CUDA tensors only), else the CPU.
+function M.for_collective(t)
+  if dist.is_initialized() and dist.get_backend() == "nccl" then return t:to("cuda:" .. ms.cuda.current_device()) end
+  return t
+end
+
 -- ---- HYBRID_SHARD groups --------------------------------------------------------------------
 
 local function is_group(g) return type(g) == "userdata" end
@@ -84,8 +91,8 @@ function M.hybrid_groups(pg, level)
     error("FSDP: HYBRID_SHARD needs the default process group: call ms.distributed.init_process_group first", level)
   end
   local W = dist.get_world_size()
-  local all = ms.zeros({W}, {dtype = "int64"})
-  dist.all_gather_into_tensor(all, ms.tensor({native.host_key()}, {dtype = "int64"}))
+  local all = M.for_collective(ms.zeros({W}, {dtype = "int64"}))
+  dist.all_gather_into_tensor(all, M.for_collective(ms.tensor({native.host_key()}, {dtype = "int64"})))
   local keys, hosts, host_of = all:tolist(), {}, {}
   for r = 0, W - 1 do
     local k = keys[r + 1]
@@ -119,9 +126,20 @@ end
 -- ---- the root: casts, execution order -------------------------------------------------------
 
 -- Floating tensors among the arguments (and one level into tables) cast to dt.
-function M.cast_inputs(dt, args)
+function M.cast_inputs(dt, args) return M.map_inputs(args, function(v)
+  return v:is_floating_point() and v.dtype ~= dt and v:to(dt) or v
+end) end
+
+-- The root's CPU tensor inputs moved to the units' device (PyTorch's root moves its inputs to
+-- the compute device); tensors already on a device stay.
+function M.move_inputs(device, args) return M.map_inputs(args, function(v)
+  return v.device == "cpu" and v:to(device) or v
+end) end
+
+-- args (table.pack'ed) with every tensor, also inside plain tables, replaced by fn(tensor).
+function M.map_inputs(args, fn)
   local function cast(v)
-    if ms.is_tensor(v) then return v:is_floating_point() and v.dtype ~= dt and v:to(dt) or v end
+    if ms.is_tensor(v) then return fn(v) end
     if type(v) == "table" and getmetatable(v) == nil then
       local t = {}
       for k, x in pairs(v) do t[k] = cast(x) end

@@ -126,8 +126,17 @@ case("repr of FSDP(Net()) and with the 20000 policy", function()
   T.same(total:tolist(), { 288, 32, 18432, 64, 1179648, 128, 1280, 10 })
 end)
 
-case("refused options name what is not built", function()
-  T.raises(function() fsdp.FSDP(Small(), {cpu_offload = true}) end, "cpu_offload", "not supported yet")
+case("refused options name what is not built, and bad cpu_offload / device_id values say why", function()
+  T.raises(function() fsdp.FSDP(Small(), {limit_all_gathers = true}) end, "limit_all_gathers", "not supported yet")
+  T.raises(function() fsdp.FSDP(Small(), {cpu_offload = true}) end, "cpu_offload", "expected a table {offload_params = true}")
+  T.raises(function() fsdp.FSDP(Small(), {cpu_offload = {offload = true}}) end, "cpu_offload", "unknown field 'offload'")
+  T.raises(function() fsdp.FSDP(Small(), {cpu_offload = {offload_params = 1}}) end, "offload_params", "boolean")
+  T.raises(function() fsdp.FSDP(Small(), {device_id = "cpu"}) end, "device_id", "expected a CUDA device", '"cpu"')
+  if not ms.cuda.is_available() then -- without a GPU: says why, leaves the module where it was
+    local m = Small()
+    T.raises(function() fsdp.FSDP(m, {device_id = 0}) end, "device_id", "cuda:0", "CUDA is not available")
+    T.eq(m.fc1.weight.device, "cpu")
+  end
   T.raises(function() fsdp.FSDP(Small(), {sharding_strategy = "HYBRID"}) end, "sharding_strategy", "HYBRID_SHARD")
   T.raises(function() fsdp.FSDP(Small(), {sharding_stratgy = "NO_SHARD"}) end, "unknown option", "sharding_stratgy")
 end)
@@ -163,6 +172,31 @@ for _, strategy in ipairs({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}) do
     end)
   end
 end
+
+-- cpu_offload on the CPU: nothing to move, so the same numbers bit for bit as without it (every
+-- strategy but NO_SHARD, which has no shard to offload on a GPU either)
+for _, strategy in ipairs({"FULL_SHARD", "SHARD_GRAD_OP"}) do
+  case(("cpu_offload {offload_params = true} on the CPU, %s: accepted, training identical to without"):format(strategy), function()
+    local function run(offload)
+      ms.manual_seed(1)
+      local model = Small()
+      model:eval()
+      model = fsdp.FSDP(model, {sharding_strategy = strategy, auto_wrap_policy = fsdp.ModuleWrapPolicy{nn.Linear},
+        cpu_offload = offload and {offload_params = true} or nil})
+      local x, y = batch(SMALL_SHAPE)
+      train(model, x, y, 5, true)
+      return model
+    end
+    local with, without = run(true), run(false)
+    local a, b = with:state_dict(), without:state_dict()
+    for k, v in pairs(b) do T.truthy(ms.equal(a[k], v), k .. " identical") end
+    for _, p in ipairs(with:parameters()) do T.eq(p.device, "cpu") end
+  end)
+end
+case("cpu_offload {offload_params = false} and NO_SHARD with offload on the CPU are accepted", function()
+  fsdp.FSDP(Small(), {cpu_offload = {offload_params = false}})
+  fsdp.FSDP(Small(), {sharding_strategy = "NO_SHARD", cpu_offload = {offload_params = true}})
+end)
 
 -- The seed's Net for every strategy, as one unit and with the 20000 policy (fc1 its own unit):
 -- in float32 for 5 steps within 1e-5, and in float64 for 20 steps within 1e-10. Over 20 float32

@@ -38,6 +38,8 @@ typedef struct ms_flat_param {
   ms_fsdp_strategy strategy;
   int world, rank;
   ms_dtype dtype;
+  ms_device device; /* the parameters' device: full, compute and communication buffers live there */
+  bool offload;     /* cpu_offload on a CUDA device: the shard and its grad in page-locked host memory */
   int64_t numel, padded, shard_numel; /* N, Np, S (NO_SHARD: S = Np = N) */
   ms_storage *full;                   /* Np elements, MS_MEM_PARAMS; released while sharded */
   ms_tensor *full_flat;               /* 1-D view of all of `full` (no grad) */
@@ -74,12 +76,16 @@ typedef struct ms_flat_param {
   ms_tensor **compute_params; /* its views: `params`, or param_dtype views (owned then) */
 } ms_flat_param;
 
-/* Packs params[0..n) (borrowed; all of one floating dtype, on the CPU) into a new flat parameter
- * over pg (borrowed, retained; NULL = the world). Copies their values, keeps this rank's shard,
- * and makes the replacement views (fp->params) with the originals' requires_grad. For the
- * sharded strategies the full buffer is left released. NULL with an error on failure. */
+/* Packs params[0..n) (borrowed; all of one floating dtype, on one device) into a new flat
+ * parameter over pg (borrowed, retained; NULL = the world; its backend must move tensors of that
+ * device: nccl for CUDA). Copies their values, keeps this rank's shard, and makes the replacement
+ * views (fp->params) with the originals' requires_grad. For the sharded strategies the full
+ * buffer is left released. offload_params (PyTorch's CPUOffload): on a CUDA device the shard
+ * and its grad live in page-locked host memory (the optimizer steps there), copied to the device
+ * for each all-gather, the reduced grad copied back; on the CPU it changes nothing (the shard is
+ * in host memory already). NULL with an error on failure. */
 ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
-                                    ms_fsdp_strategy strategy);
+                                    ms_fsdp_strategy strategy, bool offload_params);
 void ms_flat_param_free(ms_flat_param *fp); /* NULL is fine */
 
 /* All-gathers the shards into the full buffer (materializing it). Never counts as a write for

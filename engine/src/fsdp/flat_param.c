@@ -8,6 +8,7 @@
 #include "moonshard/autograd.h"
 #include "moonshard/fsdp.h"
 #include "moonshard/ops.h"
+#include "moonshard/pinned.h"
 #include "fsdp/fsdp_internal.h"
 
 /* ---- creation ---------------------------------------------------------------------------------- */
@@ -16,6 +17,12 @@ static ms_status check_params(ms_tensor *const *params, int n) {
   if (n <= 0) return ms_error(MS_ERR_ARG, "fsdp: a unit needs at least one parameter, got %d", n);
   for (int i = 0; i < n; i++) {
     if (!params[i]) return ms_error(MS_ERR_ARG, "fsdp: parameter %d is NULL", i);
+    if (!ms_device_equal(ms_tensor_device(params[i]), ms_tensor_device(params[0]))) {
+      char a[MS_DEVICE_STR_LEN], b[MS_DEVICE_STR_LEN];
+      return ms_error(MS_ERR_ARG, "fsdp: parameter %d is on %s, expected %s like parameter 0 (move the module "
+                      "to one device first, or pass device_id)", i, ms_device_str(ms_tensor_device(params[i]), a, sizeof a),
+                      ms_device_str(ms_tensor_device(params[0]), b, sizeof b));
+    }
     if (!ms_dtype_is_floating(params[i]->dtype) || params[i]->dtype != params[0]->dtype)
       return ms_error(MS_ERR_ARG, "fsdp: parameter %d has dtype %s, expected %s like parameter 0 "
                       "(a unit flattens parameters of one floating dtype)", i,
@@ -35,13 +42,25 @@ static ms_tensor *contiguous_view(ms_storage *s, ms_dtype dt, int ndim, const in
   return ms_tensor_new_view(s, dt, ndim, shape, strides, offset);
 }
 
-/* A 1-D tensor of n elements over a fresh storage of the given memory category. */
-static ms_tensor *new_flat(int64_t n, ms_dtype dt, ms_mem_category cat) {
-  ms_storage *s = ms_storage_new((size_t)(n > 0 ? n : 1) * ms_dtype_size(dt), cat);
+/* A 1-D tensor of n elements over a fresh storage of the given memory category on device d, or
+ * in page-locked host memory (pinned: cpu_offload's shards, which the gathers copy from). */
+static ms_tensor *new_flat_on(ms_device d, bool pinned, int64_t n, ms_dtype dt, ms_mem_category cat) {
+  size_t nbytes = (size_t)(n > 0 ? n : 1) * ms_dtype_size(dt);
+  ms_storage *s = pinned ? ms_storage_new_pinned(nbytes, cat) : ms_storage_new_on(d, nbytes, cat);
   if (!s) return NULL;
   ms_tensor *t = contiguous_view(s, dt, 1, &n, 0);
   ms_storage_release(s);
   return t;
+}
+
+/* Full, compute and communication buffers: on the unit's device. */
+static ms_tensor *new_flat(const ms_flat_param *fp, int64_t n, ms_dtype dt, ms_mem_category cat) {
+  return new_flat_on(fp->device, false, n, dt, cat);
+}
+
+/* The shard and its grad: on the device, or with cpu_offload in page-locked host memory. */
+static ms_tensor *new_shard_flat(const ms_flat_param *fp, int64_t n, ms_dtype dt, ms_mem_category cat) {
+  return new_flat_on(fp->offload ? (ms_device){MS_CPU, 0} : fp->device, fp->offload, n, dt, cat);
 }
 
 /* Copies the originals' values into the full buffer (zero padding: the padded tail is summed in
@@ -77,7 +96,7 @@ static ms_status make_shard(ms_flat_param *fp) {
   if (fp->strategy == MS_FSDP_NO_SHARD) {
     fp->shard = contiguous_view(fp->full, fp->dtype, 1, &fp->shard_numel, 0);
   } else {
-    fp->shard = new_flat(fp->shard_numel, fp->dtype, MS_MEM_PARAMS);
+    fp->shard = new_shard_flat(fp, fp->shard_numel, fp->dtype, MS_MEM_PARAMS);
     ms_tensor *slice = fp->shard ? ms_tensor_narrow(fp->full_flat, 0, fp->rank * fp->shard_numel,
                                                     fp->shard_numel) : NULL;
     ms_status st = slice ? ms_tensor_copy_(fp->shard, slice) : MS_ERR_RUNTIME;
@@ -132,8 +151,17 @@ static ms_status layout(ms_flat_param *fp, ms_tensor *const *params, int n) {
   return MS_OK;
 }
 
+/* cpu_offload on the CPU is nothing to do (the shard is in host memory already); on a device
+ * NO_SHARD has no shard apart from the full buffer the modules compute with. */
+static ms_status set_offload(ms_flat_param *fp, bool offload_params) {
+  fp->offload = offload_params && fp->device.type == MS_CUDA;
+  if (fp->offload && fp->strategy == MS_FSDP_NO_SHARD)
+    return ms_error(MS_ERR_ARG, "fsdp: cpu_offload (offload_params) needs a sharded strategy, got NO_SHARD");
+  return MS_OK;
+}
+
 ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
-                                    ms_fsdp_strategy strategy) {
+                                    ms_fsdp_strategy strategy, bool offload_params) {
   if (check_params(params, n) != MS_OK) return NULL;
   if (!pg && !(pg = ms_pg_world())) return NULL;
   ms_flat_param *fp = calloc(1, sizeof *fp);
@@ -144,9 +172,11 @@ ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
   fp->world = ms_pg_size(pg);
   fp->rank = ms_pg_rank(pg);
   fp->dtype = params[0]->dtype;
+  fp->device = ms_tensor_device(params[0]);
   ms_status st = fp->rank < 0 ? ms_error(MS_ERR_ARG, "fsdp: this process is not in the group")
-                              : layout(fp, params, n);
-  if (st == MS_OK) st = (fp->full_flat = new_flat(fp->padded, fp->dtype, MS_MEM_PARAMS)) ? MS_OK : MS_ERR_RUNTIME;
+                              : set_offload(fp, offload_params);
+  if (st == MS_OK) st = layout(fp, params, n);
+  if (st == MS_OK) st = (fp->full_flat = new_flat(fp, fp->padded, fp->dtype, MS_MEM_PARAMS)) ? MS_OK : MS_ERR_RUNTIME;
   if (st == MS_OK) {
     fp->full = fp->full_flat->storage;
     st = pack_values(fp, params);
@@ -197,7 +227,7 @@ ms_status ms_flat_param_gather(ms_flat_param *fp) {
   if (st != MS_OK) return st;
   int version = atomic_load(&fp->full->version);
   bool prev = ms_grad_set_enabled(false);
-  ms_tensor *in = ms_tensor_detach(fp->shard);
+  ms_tensor *in = ms_fsdp_shard_on_device(fp, fp->dtype);
   st = in ? ms_pg_all_gather(fp->pg, fp->full_flat, in, NULL) : MS_ERR_RUNTIME;
   ms_tensor_release(in);
   ms_grad_set_enabled(prev);
@@ -247,7 +277,7 @@ ms_status ms_fsdp_sync_shard_grad(ms_flat_param *fp) {
   if (!any_piece_grad(fp)) return MS_OK;
   ms_tensor *sg = fp->shard->grad;
   if (!sg) {
-    if (!(sg = new_flat(fp->shard_numel, fp->dtype, MS_MEM_GRADS)) || ms_tensor_zero_(sg) != MS_OK)
+    if (!(sg = new_shard_flat(fp, fp->shard_numel, fp->dtype, MS_MEM_GRADS)) || ms_tensor_zero_(sg) != MS_OK)
       return ms_tensor_release(sg), MS_ERR_RUNTIME;
     fp->shard->grad = sg;
   }
@@ -317,7 +347,31 @@ ms_status ms_flat_param_finish_backward(ms_flat_param *fp, bool cleanup_only) {
 
 /* ---- for the other flat_param_*.c files (fsdp_internal.h) --------------------------------------- */
 
-ms_tensor *ms_fsdp_new_flat(int64_t n, ms_dtype dt, ms_mem_category cat) { return new_flat(n, dt, cat); }
+ms_tensor *ms_fsdp_new_flat(const ms_flat_param *fp, int64_t n, ms_dtype dt, ms_mem_category cat) {
+  return new_flat(fp, n, dt, cat);
+}
+
+ms_tensor *ms_fsdp_new_shard_flat(const ms_flat_param *fp, int64_t n, ms_dtype dt, ms_mem_category cat) {
+  return new_shard_flat(fp, n, dt, cat);
+}
+
+/* The detached shard in dt on the unit's device: what an all-gather sends. With cpu_offload the
+ * page-locked shard crosses without the host waiting (queued on the compute stream, which the
+ * collective's stream waits for). */
+ms_tensor *ms_fsdp_shard_on_device(ms_flat_param *fp, ms_dtype dt) {
+  ms_tensor *d = ms_tensor_detach(fp->shard);
+  if (d && fp->offload) {
+    ms_tensor *moved = ms_tensor_to_device_opt(d, fp->device, true);
+    ms_tensor_release(d);
+    d = moved;
+  }
+  if (d && dt != d->dtype) {
+    ms_tensor *cast = ms_tensor_to_dtype(d, dt);
+    ms_tensor_release(d);
+    d = cast;
+  }
+  return d;
+}
 
 ms_tensor *ms_fsdp_contiguous_view(ms_storage *s, ms_dtype dt, int ndim, const int64_t *shape, int64_t offset) {
   return contiguous_view(s, dt, ndim, shape, offset);

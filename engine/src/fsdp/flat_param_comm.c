@@ -118,7 +118,7 @@ ms_status ms_flat_param_gather_compute_async(ms_flat_param *fp, bool prefetch) {
   fp->gather_version = atomic_load(&fp->compute->version);
   bool prev = ms_grad_set_enabled(false);
   /* the shard in param dtype: the collective moves the low-precision bytes (the work keeps it) */
-  ms_tensor *in = ms_flat_param_mixed(fp) ? ms_tensor_to_dtype(fp->shard, fp->param_dtype) : ms_tensor_detach(fp->shard);
+  ms_tensor *in = ms_fsdp_shard_on_device(fp, fp->param_dtype);
   st = in ? ms_pg_all_gather(fp->pg, fp->compute_flat, in, &fp->gather_work) : MS_ERR_RUNTIME;
   ms_tensor_release(in);
   ms_grad_set_enabled(prev);
@@ -155,7 +155,7 @@ void ms_flat_param_release_compute(ms_flat_param *fp) {
  * missing grads); the views' grads are dropped once copied: the shard's grad is the only one
  * that stays. */
 static ms_tensor *pack_grads(ms_flat_param *fp) {
-  ms_tensor *flat = ms_fsdp_new_flat(fp->padded, fp->reduce_dtype, MS_MEM_COMM);
+  ms_tensor *flat = ms_fsdp_new_flat(fp, fp->padded, fp->reduce_dtype, MS_MEM_COMM);
   ms_status st = flat ? ms_tensor_zero_(flat) : MS_ERR_RUNTIME;
   for (int i = 0; st == MS_OK && i < fp->nparams; i++) {
     ms_tensor *p = fp->compute_params[i], *g = p->grad;
@@ -173,12 +173,21 @@ static ms_tensor *pack_grads(ms_flat_param *fp) {
   return flat;
 }
 
-/* Adds g (any floating dtype) into shard->grad, or makes a grads-category copy when there is none. */
+/* Adds g (any floating dtype) into shard->grad, or makes a grads-category copy when there is none.
+ * With cpu_offload g comes to the host first (the copy waits for the reduction: the compute
+ * stream waited for it when the work completed). */
 static ms_status accumulate_shard_grad(ms_flat_param *fp, ms_tensor *g) {
   ms_tensor *sg = fp->shard->grad;
-  if (sg) return ms_binary_(MS_OP_ADD, sg, ms_operand_tensor(g));
-  sg = ms_fsdp_new_flat(fp->shard_numel, fp->dtype, MS_MEM_GRADS);
-  ms_status st = sg ? ms_tensor_copy_(sg, g) : MS_ERR_RUNTIME;
+  ms_tensor *host = fp->offload ? ms_tensor_to_device(g, (ms_device){MS_CPU, 0}) : (ms_tensor_retain(g), g);
+  if (!host) return MS_ERR_RUNTIME;
+  if (sg) {
+    ms_status st = ms_binary_(MS_OP_ADD, sg, ms_operand_tensor(host));
+    ms_tensor_release(host);
+    return st;
+  }
+  sg = ms_fsdp_new_shard_flat(fp, fp->shard_numel, fp->dtype, MS_MEM_GRADS);
+  ms_status st = sg ? ms_tensor_copy_(sg, host) : MS_ERR_RUNTIME;
+  ms_tensor_release(host);
   if (st == MS_OK) fp->shard->grad = sg;
   else ms_tensor_release(sg);
   return st;
@@ -192,7 +201,7 @@ static ms_status issue_reduce(ms_flat_param *fp, ms_tensor *flat) {
     fp->reduce_out = flat;
     st = ms_pg_all_reduce(fp->pg, flat, MS_DIST_AVG, &fp->reduce_work);
   } else {
-    fp->reduce_out = ms_fsdp_new_flat(fp->shard_numel, fp->reduce_dtype, MS_MEM_COMM);
+    fp->reduce_out = ms_fsdp_new_flat(fp, fp->shard_numel, fp->reduce_dtype, MS_MEM_COMM);
     st = fp->reduce_out ? ms_pg_reduce_scatter(fp->pg, fp->reduce_out, flat, MS_DIST_AVG, &fp->reduce_work)
                         : MS_ERR_RUNTIME;
   }

@@ -18,7 +18,7 @@ ms_status ms_flat_param_set_mixed_precision(ms_flat_param *fp, ms_dtype param_dt
   if (ms_flat_param_mixed(fp)) return ms_error(MS_ERR_RUNTIME, "%s: already set on this unit", f);
   fp->reduce_dtype = reduce_dtype;
   if (param_dtype == fp->dtype) return MS_OK; /* computes with `full` itself */
-  ms_tensor *flat = ms_fsdp_new_flat(fp->padded, param_dtype, MS_MEM_PARAMS);
+  ms_tensor *flat = ms_fsdp_new_flat(fp, fp->padded, param_dtype, MS_MEM_PARAMS);
   ms_tensor **views = calloc((size_t)fp->nparams, sizeof *views);
   ms_status st = flat && views ? MS_OK : ms_error(MS_ERR_MEMORY, "%s: out of memory", f);
   for (int i = 0; st == MS_OK && i < fp->nparams; i++) {

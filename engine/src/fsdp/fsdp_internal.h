@@ -6,8 +6,13 @@
 #include "moonshard/fsdp.h"
 #include "moonshard/memory.h"
 
-/* A 1-D tensor of n elements over a fresh storage of the given memory category (new reference). */
-ms_tensor *ms_fsdp_new_flat(int64_t n, ms_dtype dt, ms_mem_category cat);
+/* A 1-D tensor of n elements over a fresh storage of the given memory category (new reference):
+ * on the unit's device (full, compute and communication buffers), or where the shard lives
+ * (the shard's grad: page-locked host memory with cpu_offload). */
+ms_tensor *ms_fsdp_new_flat(const ms_flat_param *fp, int64_t n, ms_dtype dt, ms_mem_category cat);
+ms_tensor *ms_fsdp_new_shard_flat(const ms_flat_param *fp, int64_t n, ms_dtype dt, ms_mem_category cat);
+/* The shard, detached, in dt on the unit's device (new reference): the all-gathers' input. */
+ms_tensor *ms_fsdp_shard_on_device(ms_flat_param *fp, ms_dtype dt);
 /* A view of s with a contiguous layout of the given shape at offset (elements; new reference). */
 ms_tensor *ms_fsdp_contiguous_view(ms_storage *s, ms_dtype dt, int ndim, const int64_t *shape, int64_t offset);
 
