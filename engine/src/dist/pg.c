@@ -135,8 +135,20 @@ int ms_dist_local_rank(void) {
 
 static const struct ms_pg_ops self_ops;
 
+/* "auto": a world of one without a launcher ("self" moves CPU and CUDA tensors alike); under
+ * mpirun nccl where every rank has a GPU of its own (DESIGN.md "Distributed"), else mpi. */
+static ms_status auto_backend(const char **backend) {
+  *backend = getenv("OMPI_COMM_WORLD_SIZE") ? "mpi" : "self";
+#if defined(MS_HAVE_MPI) && defined(MS_HAVE_NCCL)
+  bool nccl = false; /* every rank asks, with a GPU or not: the answer is collective */
+  if (strcmp(*backend, "mpi") == 0 && ms_pg_nccl_usable(&nccl) != MS_OK) return MS_ERR_RUNTIME;
+  if (nccl) *backend = "nccl";
+#endif
+  return MS_OK;
+}
+
 static ms_status init_backend(const char *backend) {
-  if (strcmp(backend, "auto") == 0) backend = getenv("OMPI_COMM_WORLD_SIZE") ? "mpi" : "self";
+  if (strcmp(backend, "auto") == 0 && auto_backend(&backend) != MS_OK) return MS_ERR_RUNTIME;
   if (strcmp(backend, "self") == 0) {
     g_world = ms_pg_alloc(&self_ops, 0, 1, NULL, NULL);
     g_backend = "self";

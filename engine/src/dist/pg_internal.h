@@ -75,6 +75,8 @@ ms_status ms_pg_mpi_init(ms_pg **world);
 #endif
 #if defined(MS_HAVE_MPI) && defined(MS_HAVE_NCCL)
 ms_status ms_pg_nccl_init(ms_pg **world); /* pg_nccl.c: MPI carries the NCCL id */
+/* Whether every rank of the MPI world has a GPU of its own (collective; starts MPI). */
+ms_status ms_pg_nccl_usable(bool *yes);
 #endif
 
 #endif

@@ -243,3 +243,20 @@ ms_status ms_pg_nccl_init(ms_pg **world) {
   if (!*world) group_free(g);
   return *world ? MS_OK : MS_ERR_MEMORY;
 }
+
+/* "auto" picks nccl only where every rank can drive a GPU of its own: CUDA usable and no more
+ * ranks on its host than GPUs. Ranks must agree (or their groups would differ), so the answer
+ * is the minimum over the world; this is collective and starts MPI. */
+ms_status ms_pg_nccl_usable(bool *yes) {
+  ms_pg *mpi_world = NULL;
+  if (ms_pg_mpi_init(&mpi_world) != MS_OK) return MS_ERR_RUNTIME;
+  ms_pg_release(mpi_world);
+  const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  int ndev = ms_cuda_device_count(), local = ls ? atoi(ls) : 1;
+  int mine = ndev > 0 && local <= ndev, all = 0;
+  int rc = MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (rc != MPI_SUCCESS)
+    return ms_error(MS_ERR_RUNTIME, "init_process_group: backend \"auto\": MPI_Allreduce failed (%d)", rc);
+  *yes = all != 0;
+  return MS_OK;
+}
