@@ -106,12 +106,15 @@ end
 
 -- ---- train and test, as the seed's functions ---------------------------------------------------
 
+local NB = { non_blocking = true }
+
 local function train(args, model, rank, device, train_loader, optimizer, epoch, sampler)
   model:train()
   if sampler then sampler:set_epoch(epoch) end
   local loss_sum, count = 0, 0
   for _, data, target in train_loader:iter() do
-    if device then data, target = data:to(device), target:to(device) end
+    -- pinned batches (pin_memory) cross without the host waiting, as the seed's .to(rank)
+    if device then data, target = data:to(device, NB), target:to(device, NB) end
     optimizer:zero_grad()
     local output = model(data)
     local loss = F.nll_loss(output, target, { reduction = "sum" })
@@ -120,8 +123,9 @@ local function train(args, model, rank, device, train_loader, optimizer, epoch, 
     loss_sum, count = loss_sum + loss:item(), count + data:size(1)
     if args["dry-run"] then break end
   end
-  -- one collective for both numbers (float64 keeps the count exact)
-  local ddp_loss = ms.tensor({ loss_sum, count }, { dtype = "float64" })
+  -- one collective for both numbers (float64 keeps the count exact), on the rank's device as
+  -- the seed's ddp_loss: nccl moves CUDA tensors only
+  local ddp_loss = ms.tensor({ loss_sum, count }, { dtype = "float64", device = device })
   dist.all_reduce(ddp_loss, { op = "sum" })
   local total = ddp_loss:tolist()
   if rank == 0 then
@@ -149,7 +153,7 @@ local function test(args, model, rank, device, test_loader)
   local _ <close> = ms.no_grad()
   local loss_sum, correct, count = 0, 0, 0
   for _, data, target in test_loader:iter() do
-    if device then data, target = data:to(device), target:to(device) end
+    if device then data, target = data:to(device, NB), target:to(device, NB) end
     local n = data:size(1)
     for _, chunk in ipairs(eval_chunks(n, args["batch-size"])) do
       local first, m = chunk[1], chunk[2]
@@ -162,7 +166,7 @@ local function test(args, model, rank, device, test_loader)
     count = count + n
     if args["dry-run"] then break end
   end
-  local ddp_loss = ms.tensor({ loss_sum, correct, count }, { dtype = "float64" })
+  local ddp_loss = ms.tensor({ loss_sum, correct, count }, { dtype = "float64", device = device })
   dist.all_reduce(ddp_loss, { op = "sum" })
   local total = ddp_loss:tolist()
   if rank == 0 then
@@ -193,7 +197,14 @@ end
 -- ---- one rank ------------------------------------------------------------------------------------
 
 local function fsdp_main(rank, world_size, args)
-  dist.init_process_group("auto")
+  -- the seed's device choice: rank r on cuda:r when CUDA is there (unless --no-cuda), which
+  -- needs a GPU per rank (NCCL refuses two ranks on one GPU); nccl then ("auto" picks it under
+  -- a launcher), the CPU and mpi (or self, for a world of one) otherwise
+  local use_cuda = cuda_available(args) and world_size <= ms.cuda.device_count()
+  if cuda_available(args) and not use_cuda and rank == 0 then
+    print(("%d ranks but %d GPU(s): training on the CPU"):format(world_size, ms.cuda.device_count()))
+  end
+  dist.init_process_group(use_cuda and "auto" or (os.getenv("OMPI_COMM_WORLD_SIZE") and "mpi" or "self"))
   ms.manual_seed(args.seed) -- every rank builds the same initial Net
 
   local transform = transforms.Compose({
@@ -231,7 +242,7 @@ local function fsdp_main(rank, world_size, args)
 
   local device
   local net = Net()
-  if cuda_available(args) then
+  if use_cuda then
     local local_rank = dist.get_local_rank()
     ms.cuda.set_device(local_rank)
     device = "cuda:" .. local_rank
