@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # gpu-check.sh: the one command for a machine with an NVIDIA GPU (sized for one H200, under 8
-# minutes): configure with CUDA, build, run the GPU tests, one epoch of the FSDP MNIST script
-# where the seed's model already runs on CUDA (a one-step preflight decides and says why not),
-# and a short GEMM/conv TFLOP/s benchmark. Prints a summary; exits non-zero if a step failed.
+# minutes): configure with CUDA, build, run the GPU tests (ops, nccl, FSDP on CUDA with bf16 and
+# cpu_offload against CPU training, pinned memory; the nccl and FSDP ones once more under mpirun
+# with one rank per GPU where there are several), one epoch of the FSDP MNIST script on CUDA
+# through nccl (a one-step preflight decides and says why not), and a short GEMM/conv TFLOP/s
+# benchmark. Prints a summary; exits non-zero if a step failed.
 #   scripts/gpu-check.sh            (BUILD=dir to build elsewhere; MNIST data under data/)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +42,14 @@ if ! "$BUILD/moonshard" -e 'local c = require("moonshard").cuda
   printf '%s\n' "${summary[@]}"
   exit 2
 fi
-step "GPU tests (ctest -R cuda)" 120 bash -c "cd '$BUILD' && ctest --output-on-failure -R cuda"
+step "GPU tests (ctest -R 'cuda|pin_memory')" 150 bash -c "cd '$BUILD' && ctest --output-on-failure -R 'cuda|pin_memory'"
+NGPU=$("$BUILD/moonshard" -e 'print(require("moonshard").cuda.device_count())')
+if [ "${NGPU:-1}" -gt 1 ]; then # one rank per GPU: the collectives and FSDP across GPUs
+  for t in test_cuda_nccl test_cuda_fsdp; do
+    step "$t on $NGPU GPUs (mpirun)" 90 env LUA_PATH="tests/lua/?.lua;;" \
+      mpirun -np "$NGPU" --oversubscribe "$BUILD/moonshard" "tests/lua/$t.lua"
+  done
+fi
 step "CPU smoke tests (ctest -R ops_reference|autograd|nn_ops)" 60 \
   bash -c "cd '$BUILD' && ctest --output-on-failure -j$JOBS -R 'ops_reference|test_autograd|test_nn_ops'"
 
@@ -63,12 +72,15 @@ end
 step(Net():to("cuda:0"), "plain")
 dist.init_process_group("auto")
 step(fsdp.FSDP(Net():to("cuda:0"), { auto_wrap_policy = fsdp_wrap.size_based_auto_wrap_policy{ min_num_params = 20000 } }), "FSDP")
+step(fsdp.FSDP(Net(), { device_id = 0, cpu_offload = { offload_params = true },
+  auto_wrap_policy = fsdp_wrap.size_based_auto_wrap_policy{ min_num_params = 20000 } }), "FSDP, device_id, cpu_offload")
 dist.destroy_process_group()'
-echo "== MNIST preflight (one training step on cuda:0, plain and FSDP)"
+echo "== MNIST preflight (one training step on cuda:0, plain, FSDP, FSDP with cpu_offload)"
 if out=$(timeout 45 "$BUILD/moonshard" -e "$preflight" 2>&1); then
   echo "$out"
   if [ -f data/MNIST/raw/train-images-idx3-ubyte ] || [ -f data/MNIST/raw/train-images-idx3-ubyte.gz ]; then
-    step "FSDP MNIST, 1 epoch on CUDA" 180 "$BUILD/moonshard" scripts/mnist_fsdp.lua --epochs 1
+    # under the launcher (-n: one rank per GPU), so "auto" picks nccl as the seed's script does
+    step "FSDP MNIST, 1 epoch on CUDA (nccl, $NGPU rank(s))" 180 "$BUILD/moonshard" -n "${NGPU:-1}" scripts/mnist_fsdp.lua --epochs 1
   else
     summary+=("skipped FSDP MNIST epoch: no MNIST under data/MNIST/raw (carry data/ or run scripts/fetch-mnist.sh)")
   fi
