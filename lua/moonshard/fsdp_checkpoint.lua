@@ -18,6 +18,7 @@
 -- rank file exists, so a directory with an index is a complete checkpoint.
 local ms = require "moonshard"
 local state = require "moonshard.fsdp_state"
+local comm = require "moonshard.fsdp_comm"
 
 local M = {}
 local fmt = string.format
@@ -105,10 +106,10 @@ function M.save_sharded(model, dir)
   local mine = #ranges > 0 and ms.tensor(ranges, {dtype = "int64"}) or ms.zeros(0, {dtype = "int64"})
   local all = mine
   if world > 1 then
-    all = ms.zeros(2 * #pieces * world, {dtype = "int64"})
-    dist.all_gather_into_tensor(all, mine, {group = group})
+    all = comm.for_collective(ms.zeros(2 * #pieces * world, {dtype = "int64"}))
+    dist.all_gather_into_tensor(all, comm.for_collective(mine), {group = group})
   end
-  local flat = all:tolist()
+  local flat = all:cpu():tolist()
   local layout, tensors = {}, {}
   for i, p in ipairs(pieces) do
     layout[i] = {}
@@ -118,7 +119,7 @@ function M.save_sharded(model, dir)
       for k, part in ipairs(uncovered(off, off + n, lower)) do
         local key = k == 1 and p.name or fmt("%s@%d", p.name, part[1])
         layout[i][#layout[i] + 1] = {rank = r, key = key, offset = part[1], numel = part[2] - part[1]}
-        if r == rank then tensors[key] = p.tensor:narrow(1, part[1] - p.offset + 1, part[2] - part[1]) end
+        if r == rank then tensors[key] = p.tensor:narrow(1, part[1] - p.offset + 1, part[2] - part[1]):cpu() end
       end
       if n > 0 then lower[#lower + 1] = {off, n} end
     end

@@ -22,6 +22,7 @@ local fmt = string.format
 local dist = ms.distributed
 
 local function fsdp() return require("moonshard.fsdp") end
+local comm = require "moonshard.fsdp_comm"
 
 local function shape_list(t)
   local s = {}
@@ -115,14 +116,15 @@ local function parse(desc)
 end
 
 local function broadcast_string(s, src, group)
-  local len = ms.tensor({ s and #s or 0 }, { dtype = "int64" })
+  local len = comm.for_collective(ms.tensor({ s and #s or 0 }, { dtype = "int64" }))
   dist.broadcast(len, { src = src, group = group })
-  local n = len:item()
+  local n = len:cpu():item()
   if n == 0 then return "" end
   local bytes = ms.zeros(n, { dtype = "uint8" })
   if s then bytes = ms.tensor({ s:byte(1, -1) }, { dtype = "uint8" }) end
+  bytes = comm.for_collective(bytes)
   dist.broadcast(bytes, { src = src, group = group })
-  local t = bytes:tolist()
+  local t = bytes:cpu():tolist()
   local parts = {}
   for i = 1, #t, 4096 do parts[#parts + 1] = string.char(table.unpack(t, i, math.min(#t, i + 4095))) end
   return table.concat(parts)
@@ -147,8 +149,9 @@ local function agreed_descriptions(fname, opt, list, group)
     for i = 1, #list do v[i] = mine[i] and me or big end
     return v
   end)(), { dtype = "int64" })
+  src = comm.for_collective(src)
   dist.all_reduce(src, { op = "min", group = group })
-  local srcs, out = src:tolist(), {}
+  local srcs, out = src:cpu():tolist(), {}
   for i = 1, #list do
     out[i] = srcs[i] == big and "" or broadcast_string(mine[i], srcs[i], group)
   end
@@ -164,7 +167,11 @@ local function gather_full(e, t)
   local full = ms.zeros(l.numel, { dtype = e.param.dtype })
   local _ <close> = ms.no_grad()
   if t and t:numel() > 0 then full:narrow(1, l.offset + 1, t:numel()):copy_(t:view(-1)) end
-  if l.sharded and dist.is_initialized() then dist.all_reduce(full, { op = "sum", group = l.group }) end
+  if l.sharded and dist.is_initialized() then
+    full = comm.for_collective(full) -- nccl: through the GPU, back to where the parameter is
+    dist.all_reduce(full, { op = "sum", group = l.group })
+    full = full:to(e.param.device)
+  end
   return full:view(table.unpack(l.shape))
 end
 
