@@ -42,7 +42,7 @@ if ! "$BUILD/moonshard" -e 'local c = require("moonshard").cuda
   printf '%s\n' "${summary[@]}"
   exit 2
 fi
-step "GPU tests (ctest -R 'cuda|pin_memory')" 150 bash -c "cd '$BUILD' && ctest --output-on-failure -R 'cuda|pin_memory'"
+step "GPU tests (ctest -R 'cuda|pin')" 150 bash -c "cd '$BUILD' && ctest --output-on-failure -R 'cuda|pin'"
 NGPU=$("$BUILD/moonshard" -e 'print(require("moonshard").cuda.device_count())')
 if [ "${NGPU:-1}" -gt 1 ]; then # one rank per GPU: the collectives and FSDP across GPUs
   for t in test_cuda_nccl test_cuda_fsdp; do
