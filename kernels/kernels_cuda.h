@@ -87,11 +87,53 @@ int ms_kc_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const voi
                              int64_t *indices, void *stream);
 int ms_kc_max_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *gout,
                               const int64_t *indices, void *gx, void *stream);
+/* ms_k_avg_pool2d_*'s semantics; the six window arrays of win are device pointers. The
+ * backward gathers (no atomics): the CPU's order and rounding. */
+int ms_kc_avg_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const ms_k_pool_windows *win,
+                             const void *x, void *out, void *stream);
+int ms_kc_avg_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const ms_k_pool_windows *win,
+                              const void *gout, void *gx, void *stream);
+
+/* ---- activations (kernels/cuda/activation.cu): ms_k_activation*'s semantics ---- */
+int ms_kc_activation(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, void *y, void *stream);
+int ms_kc_activation_backward(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, const void *g,
+                              void *gx, void *stream);
+
+/* ---- embedding (kernels/cuda/embedding.cu): ms_k_embedding*'s semantics (idx on the device,
+ * already checked); the backward is deterministic (one thread per column, indices in order) ---- */
+int ms_kc_embedding(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
+                    const void *w, void *out, void *stream);
+int ms_kc_embedding_backward(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
+                             int64_t padding_idx, const void *g, void *gw, void *stream);
+
+/* ---- normalization (kernels/cuda/norm.cu): ms_k_layer_norm* and ms_k_batch_norm*'s semantics,
+ * sums in double (in a tree per row or channel, so the last bits may differ from the CPU's) ---- */
+int ms_kc_layer_norm(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *w,
+                     const void *b, double eps, void *y, void *mean, void *rstd, void *stream);
+int ms_kc_layer_norm_backward(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *g,
+                              const void *mean, const void *rstd, const void *w, void *gx, void *gw,
+                              void *gb, void *stream);
+int ms_kc_batch_norm_stats(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
+                           void *mean, void *var, void *stream);
+int ms_kc_batch_norm_apply(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
+                           const void *mean, const void *invstd, const void *w, const void *b,
+                           void *y, void *stream);
+int ms_kc_batch_norm_backward(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
+                              const void *g, const void *mean, const void *invstd, const void *w,
+                              int training, void *gx, void *gw, void *gb, void *stream);
 
 /* ---- fused optimizer steps (kernels/cuda/optim.cu): kernels/cpu/optim.c's formulas, in double,
  * rounded once per stored value ---- */
 int ms_kc_adadelta_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
                         void *acc_delta, const ms_k_adadelta_hp *hp, void *stream);
+int ms_kc_sgd_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *momentum_buffer,
+                   const ms_k_sgd_hp *hp, void *stream);
+int ms_kc_adam_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
+                    void *exp_avg_sq, void *max_exp_avg_sq, const ms_k_adam_hp *hp, void *stream);
+int ms_kc_adagrad_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *state_sum,
+                       const ms_k_adagrad_hp *hp, void *stream);
+int ms_kc_rmsprop_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
+                       void *grad_avg, void *momentum_buffer, const ms_k_rmsprop_hp *hp, void *stream);
 
 #ifdef __cplusplus
 }
