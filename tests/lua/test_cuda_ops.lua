@@ -42,6 +42,31 @@ local function data(shape, dtype, seed)
   return x:to(dtype or "float32")
 end
 
+local F = require "moonshard.functional"
+
+-- The output and the input gradients of fn on both devices; `inputs` are CPU tensors.
+local function compare_grad(what, inputs, fn, tol)
+  local results = {}
+  for _, d in ipairs { "cpu", DEV } do
+    local xs = {}
+    for i, t in ipairs(inputs) do
+      xs[i] = t:to(d):detach() -- a fresh leaf on either device
+      if t:is_floating_point() then xs[i].requires_grad = true end
+    end
+    local y = fn(table.unpack(xs))
+    ms.manual_seed(7)
+    local w = ms.randn(y:size()):to(d)
+    ;(y * w):sum():backward()
+    results[d] = { y = y, xs = xs }
+  end
+  same(results[DEV].y:detach(), results.cpu.y:detach(), tol, what)
+  for i, t in ipairs(inputs) do
+    if t:is_floating_point() then
+      same(results[DEV].xs[i].grad, results.cpu.xs[i].grad, tol, what .. " grad " .. i)
+    end
+  end
+end
+
 T.test("moves: round trips keep every dtype's bits; device fields; printing", function()
   for _, dt in ipairs { "float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8", "bool" } do
     local x = data({ 3, 5 }, dt)
@@ -172,7 +197,36 @@ T.test("reductions", function()
   local nan = ms.tensor({ 1, 0 / 0, 3 }):float()
   same(nan:cuda():max(), nan:max(), 0, "NaN propagates")
   same(nan:cuda():argmax(), nan:argmax(), 0, "NaN wins argmax")
-  T.raises(function() return data({ 3 }):cuda():var() end, "var", "not implemented for CUDA")
+end)
+
+T.test("var, std and norms: values and gradients", function()
+  for _, dt in ipairs { "float32", "float64", "bfloat16" } do
+    local tol = dt == "float64" and 1e-12 or (TOL[dt] or 0) * 10
+    for _, op in ipairs { "var", "std" } do
+      compare(op .. " all " .. dt, function(d) local x = data({ 6, 7 }, dt):to(d); return x[op](x) end, tol)
+      compare(op .. " long row " .. dt, function(d) local x = data({ 3, 1000 }, dt):to(d); return x[op](x, 2) end, tol)
+      compare(op .. " dim 1, correction 0 " .. dt, function(d)
+        local x = data({ 6, 7, 3 }, dt):to(d):transpose(1, 3)
+        return x[op](x, 1, { correction = 0, keepdim = true })
+      end, tol)
+      compare(op .. " of one element is NaN " .. dt, function(d) local x = data({ 4, 1 }, dt):to(d); return x[op](x, 2) end)
+    end
+    for _, p in ipairs { 2, 1, 0, 3, 0.5, math.huge } do
+      compare(("norm p=%s %s"):format(p, dt), function(d)
+        local x = data({ 5, 300 }, dt):to(d)
+        return x:norm(p, 2)
+      end, tol)
+    end
+  end
+  local nan = ms.tensor({ 1, 0 / 0, -3 }):float()
+  same(nan:cuda():norm(math.huge), nan:norm(math.huge), 0, "NaN propagates through the max norm")
+  for _, dt in ipairs { "float32", "float64" } do
+    local tol = dt == "float32" and 1e-5 or 1e-12
+    compare_grad("var grad " .. dt, { data({ 4, 9 }, dt) }, function(x) return x:var(2) end, tol)
+    compare_grad("std grad " .. dt, { data({ 4, 9 }, dt) }, function(x) return x:std() end, tol)
+    compare_grad("norm grad " .. dt, { data({ 4, 9 }, dt) }, function(x) return x:norm(2, 1) end, tol)
+    compare_grad("norm 3 grad " .. dt, { data({ 4, 9 }, dt) }, function(x) return x:norm(3) end, tol * 10)
+  end
 end)
 
 T.test("matrix products through cuBLAS", function()
@@ -200,9 +254,30 @@ T.test("matrix products through cuBLAS", function()
     "mm", "int64", "not implemented for CUDA")
 end)
 
+T.test("clamp and where", function()
+  for _, dt in ipairs { "float32", "float64", "int64", "bfloat16" } do
+    compare("clamp " .. dt, function(d) return data({ 7, 9 }, dt):to(d):t():clamp(-1, 2) end, TOL[dt] or 0)
+    compare("clamp min only " .. dt, function(d) return data({ 7, 9 }, dt):to(d):clamp(0) end, TOL[dt] or 0)
+    compare("clamp min > max " .. dt, function(d) return data({ 5 }, dt):to(d):clamp(3, 1) end, TOL[dt] or 0)
+    compare("where " .. dt, function(d)
+      local x = data({ 4, 1, 5 }, dt, 1):to(d)
+      return ms.where(x:gt(0), x, data({ 3, 1 }, dt, 2):to(d))
+    end, TOL[dt] or 0)
+    compare("where with numbers " .. dt, function(d)
+      local x = data({ 4, 5 }, dt, 1):to(d)
+      return ms.where(x:gt(0), x, 0)
+    end, TOL[dt] or 0)
+  end
+  compare("clamp keeps NaN", function(d) return ms.tensor({ 0 / 0, -5, 5 }):float():to(d):clamp(-1, 1) end)
+  compare_grad("clamp grad", { data({ 6, 5 }) }, function(x) return x:clamp(-1, 1) end, 1e-6)
+  compare_grad("where grad", { data({ 6, 5 }, "float32", 1), data({ 6, 5 }, "float32", 2) },
+    function(a, b) return ms.where(a:gt(b), a, b) end, 1e-6)
+  local g = data({ 3, 4 }):cuda()
+  T.raises(function() return ms.where(g:gt(0), g, data({ 3, 4 })) end, "where", "same device")
+end)
+
 T.test("ops without a CUDA kernel raise, never read device memory", function()
   local g = data({ 3, 4 }):cuda()
-  T.raises(function() return g:clamp(0, 1) end, "clamp", "not implemented for CUDA tensors yet")
   T.raises(function() return g:index_select(1, ms.tensor({ 1 })) end, "not implemented for CUDA")
 end)
 
@@ -249,31 +324,6 @@ T.test("events time work in milliseconds; devices and names", function()
   T.truthy(#ms.cuda.get_device_name(0) > 0)
   T.raises(function() ms.cuda.set_device(ms.cuda.device_count()) end, "invalid CUDA device")
 end)
-
-local F = require "moonshard.functional"
-
--- The output and the input gradients of fn on both devices; `inputs` are CPU tensors.
-local function compare_grad(what, inputs, fn, tol)
-  local results = {}
-  for _, d in ipairs { "cpu", DEV } do
-    local xs = {}
-    for i, t in ipairs(inputs) do
-      xs[i] = t:to(d):detach() -- a fresh leaf on either device
-      if t:is_floating_point() then xs[i].requires_grad = true end
-    end
-    local y = fn(table.unpack(xs))
-    ms.manual_seed(7)
-    local w = ms.randn(y:size()):to(d)
-    ;(y * w):sum():backward()
-    results[d] = { y = y, xs = xs }
-  end
-  same(results[DEV].y:detach(), results.cpu.y:detach(), tol, what)
-  for i, t in ipairs(inputs) do
-    if t:is_floating_point() then
-      same(results[DEV].xs[i].grad, results.cpu.xs[i].grad, tol, what .. " grad " .. i)
-    end
-  end
-end
 
 T.test("softmax, log_softmax, dropout, losses, pooling, conv2d: forward and backward", function()
   for _, dt in ipairs { "float32", "float64" } do
