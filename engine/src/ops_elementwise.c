@@ -472,7 +472,7 @@ ms_tensor *ms_where(ms_tensor *cond, ms_operand a, ms_operand b) {
 ms_tensor *ms_masked_fill(ms_tensor *a, ms_tensor *mask, double value) {
   if (mask->dtype != MS_BOOL)
     return ms_error(MS_ERR_ARG, "masked_fill: mask must be a bool tensor, got %s", ms_dtype_name(mask->dtype)), NULL;
-  if (ms_tensor_check_data("masked_fill", a) != MS_OK) return NULL;
+  if (ms_tensor_check_data_any("masked_fill", a) != MS_OK) return NULL; /* where checks the devices */
   /* Out of place, the mask may broadcast the tensor (a (3,) row under a (2, 3) mask), as in
    * PyTorch; the value takes the tensor's dtype. */
   bool prev = ms_grad_set_enabled(false);

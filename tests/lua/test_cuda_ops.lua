@@ -268,6 +268,7 @@ T.test("clamp and where", function()
       return ms.where(x:gt(0), x, 0)
     end, TOL[dt] or 0)
   end
+  compare("masked_fill", function(d) local x = data({ 4, 5 }):to(d); return x:masked_fill(x:gt(1), -2) end)
   compare("clamp keeps NaN", function(d) return ms.tensor({ 0 / 0, -5, 5 }):float():to(d):clamp(-1, 1) end)
   compare_grad("clamp grad", { data({ 6, 5 }) }, function(x) return x:clamp(-1, 1) end, 1e-6)
   compare_grad("where grad", { data({ 6, 5 }, "float32", 1), data({ 6, 5 }, "float32", 2) },
@@ -276,9 +277,25 @@ T.test("clamp and where", function()
   T.raises(function() return ms.where(g:gt(0), g, data({ 3, 4 })) end, "where", "same device")
 end)
 
+T.test("index_select: slices moved on the device, gradients added back in order", function()
+  for _, dt in ipairs { "float32", "float64", "int64", "bfloat16" } do
+    for _, dim in ipairs { 1, 2, -1 } do
+      compare(("index_select dim %d %s"):format(dim, dt), function(d)
+        return data({ 5, 4, 3 }, dt):to(d):index_select(dim, ms.tensor({ 3, 1, 3 }):to(d))
+      end)
+    end
+  end
+  compare_grad("index_select grad (repeated index)", { data({ 5, 4 }) }, function(x)
+    return x:index_select(1, ms.tensor({ 2, 5, 2, 2 }):to(x.device))
+  end, 0)
+  local g = data({ 3, 4 }):cuda()
+  T.raises(function() return g:index_select(1, ms.tensor({ 1 })) end, "index_select", "same device")
+  T.raises(function() return g:index_select(1, ms.tensor({ 9 }):cuda()) end, "index_select", "out of range")
+end)
+
 T.test("ops without a CUDA kernel raise, never read device memory", function()
   local g = data({ 3, 4 }):cuda()
-  T.raises(function() return g:index_select(1, ms.tensor({ 1 })) end, "not implemented for CUDA")
+  T.raises(function() return g:uniform_() end, "uniform_", "not implemented for CUDA")
 end)
 
 T.test("memory statistics and the caching allocator", function()
