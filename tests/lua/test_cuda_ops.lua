@@ -534,6 +534,38 @@ T.test("bfloat16 and float16 products: cublasGemmEx, float32 accumulation", func
   end
 end)
 
+T.test("a model of the new layers trains on CUDA as on the CPU (Adam, clipping, running stats)", function()
+  local nn, optim, nn_utils = require "moonshard.nn", require "moonshard.optim", require "moonshard.nn_utils"
+  local results = {}
+  for _, d in ipairs { "cpu", DEV } do
+    ms.manual_seed(3)
+    local conv = nn.Sequential(nn.Conv2d(1, 4, 3, { padding = 1 }), nn.BatchNorm2d(4), nn.GELU(), nn.AvgPool2d(2),
+      nn.AdaptiveAvgPool2d({ 2, 2 }), nn.Flatten())
+    local emb, ln, head = nn.Embedding(10, 16, { padding_idx = 1 }), nn.LayerNorm(16), nn.Linear(32, 5)
+    local mods = { conv, emb, ln, head }
+    local params = {}
+    for _, m in ipairs(mods) do
+      m:to(d)
+      for _, p in ipairs(m:parameters()) do params[#params + 1] = p end
+    end
+    local opt = optim.AdamW(params, { lr = 1e-2 })
+    local x, tok = data({ 8, 1, 8, 8 }, "float32", 5):to(d), ms.tensor({ 1, 2, 3, 4, 5, 6, 7, 10 }):to(d)
+    local target = ms.tensor({ 1, 2, 3, 4, 5, 1, 2, 3 }):to(d)
+    for _ = 1, 2 do
+      local h = ms.cat({ conv(x), ln(emb(tok)) }, 2)
+      local loss = F.cross_entropy(head(F.silu(h)), target)
+      opt:zero_grad()
+      loss:backward()
+      nn_utils.clip_grad_norm_(params, 1.0)
+      opt:step()
+    end
+    params[#params + 1] = conv[2].running_mean
+    params[#params + 1] = conv[2].running_var
+    results[d] = params
+  end
+  for i, p in ipairs(results.cpu) do same(results[DEV][i]:detach(), p:detach(), 1e-4, "parameter or buffer " .. i) end
+end)
+
 T.test("one training step of the seed's Net: CUDA against the CPU", function()
   local optim = require "moonshard.optim"
   local Net = require "moonshard.seed_net"
