@@ -5,19 +5,6 @@
 
 using namespace mskc;
 
-// The sum of every thread's v over the block (kThreads threads), returned to all of them.
-__device__ double block_sum(double v) {
-  __shared__ double part[kThreads];
-  __syncthreads(); // a previous call's readers are done with part
-  part[threadIdx.x] = v;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if ((int)threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
-    __syncthreads();
-  }
-  return part[0];
-}
-
 // Grid of one block per item (rows or channels), capped as blocks_for caps element grids.
 inline unsigned grid_for(int64_t items) { return (unsigned)(items < 65535 * 8 ? (items > 0 ? items : 1) : 65535 * 8); }
 

@@ -107,18 +107,6 @@ extern "C" int ms_kc_reduce_rows(ms_k_redop op, ms_k_dtype dt, const ms_kc_rows 
 
 // ---- var, std and p-norms (ms_kc_reduce_stat_rows) ----
 
-// The sum over the block of every thread's v (kThreads threads), for all of them.
-__device__ double block_total(double v, double *sh) {
-  __syncthreads(); // an earlier call's readers are done with sh
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if ((int)threadIdx.x < half) sh[threadIdx.x] += sh[threadIdx.x + half];
-    __syncthreads();
-  }
-  return sh[0];
-}
-
 // The max over the block, NaN winning (the p = inf norm of absolute values).
 __device__ double block_max_nan(double v, double *sh) {
   __syncthreads();
@@ -150,12 +138,12 @@ __global__ void reduce_stat_kernel(ms_kc_stat st, ms_kc_rows g, const T *src, ch
   if (st.op == MS_K_RMOMENTS) {
     double s = 0, ss = 0;
     for (int64_t j = threadIdx.x; j < g.n; j += blockDim.x) s += (double)src[base + j * g.stride];
-    double mean = g.n > 0 ? block_total(s, sh) / (double)g.n : 0;
+    double mean = g.n > 0 ? block_sum(s) / (double)g.n : 0;
     for (int64_t j = threadIdx.x; j < g.n; j += blockDim.x) {
       double d = (double)src[base + j * g.stride] - mean;
       ss += d * d;
     }
-    double m2 = block_total(ss, sh), dof = (double)g.n - st.correction;
+    double m2 = block_sum(ss), dof = (double)g.n - st.correction;
     r = dof > 0 ? m2 / dof : NAN; // too few elements for the correction
     if (st.root) r = sqrt(r);
   } else if (isinf(st.p)) {
@@ -168,7 +156,7 @@ __global__ void reduce_stat_kernel(ms_kc_stat st, ms_kc_rows g, const T *src, ch
   } else {
     double s = 0;
     for (int64_t j = threadIdx.x; j < g.n; j += blockDim.x) s += pow_term(fabs((double)src[base + j * g.stride]), st.p);
-    s = block_total(s, sh);
+    s = block_sum(s);
     r = st.p == 0 || st.p == 1 ? s : st.p == 2 ? sqrt(s) : pow(s, 1.0 / st.p);
   }
   if (threadIdx.x == 0) store_f(out + row * elsize(out_dt), out_dt, r);
