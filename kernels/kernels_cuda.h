@@ -46,6 +46,12 @@ int ms_kc_binary(ms_k_binop op, ms_k_dtype dt, const ms_kc_geom *g, void *out, c
                  const ms_kc_scalar *sa, const void *b, const ms_kc_scalar *sb, void *stream);
 int ms_kc_unary(ms_k_unop op, ms_k_dtype dt, const ms_kc_geom *g, void *out, const void *a,
                 void *stream);
+/* out (0) = a (1) clamped to [lo, hi] (either NULL: no bound), as ms_k_clamp. */
+int ms_kc_clamp(ms_k_dtype dt, const ms_kc_geom *g, void *out, const void *a, const double *lo,
+                const double *hi, void *stream);
+/* out (0) = cond (1, bool) ? a (2) : b (3); a NULL a or b reads the scalar sa or sb. */
+int ms_kc_where(ms_k_dtype dt, const ms_kc_geom *g, void *out, const uint8_t *cond, const void *a,
+                const ms_kc_scalar *sa, const void *b, const ms_kc_scalar *sb, void *stream);
 
 /* ---- reductions (kernels/cuda/reduce.cu): ms_k_reduce_row's semantics for every row ---- */
 /* Rows of n elements `stride` apart; row r starts at the offset its index has in the outer
@@ -62,6 +68,16 @@ typedef struct ms_kc_rows {
  * int64 ones wrap; max/min propagate NaN, the first extreme (or NaN) wins. */
 int ms_kc_reduce_rows(ms_k_redop op, ms_k_dtype dt, const ms_kc_rows *g, const void *src, int mean,
                       void *out, ms_k_dtype out_dt, int64_t *indices, void *stream);
+/* var / std (op RMOMENTS: the sum of squared deviations over n - correction, NaN when that is
+ * not positive; root: its square root) and p-norms (op RPOWSUM: ms_k_reduce_row's terms, then
+ * the p-th root; p = INFINITY: max |x|, NaN propagating) of every row, dt F32 or F64. */
+typedef struct ms_kc_stat {
+  ms_k_redop op;
+  double p, correction;
+  int root;
+} ms_kc_stat;
+int ms_kc_reduce_stat_rows(const ms_kc_stat *st, ms_k_dtype dt, const ms_kc_rows *g, const void *src,
+                           void *out, ms_k_dtype out_dt, void *stream);
 
 /* ---- NN ops (kernels/cuda/nn_ops.cu): the CPU bodies' formulas (kernels/cpu/nn_ops_body.h),
  * F32 and F64, contiguous device buffers; sums in double as on the CPU ---- */
@@ -87,11 +103,53 @@ int ms_kc_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const voi
                              int64_t *indices, void *stream);
 int ms_kc_max_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *gout,
                               const int64_t *indices, void *gx, void *stream);
+/* ms_k_avg_pool2d_*'s semantics; the six window arrays of win are device pointers. The
+ * backward gathers (no atomics): the CPU's order and rounding. */
+int ms_kc_avg_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const ms_k_pool_windows *win,
+                             const void *x, void *out, void *stream);
+int ms_kc_avg_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const ms_k_pool_windows *win,
+                              const void *gout, void *gx, void *stream);
+
+/* ---- activations (kernels/cuda/activation.cu): ms_k_activation*'s semantics ---- */
+int ms_kc_activation(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, void *y, void *stream);
+int ms_kc_activation_backward(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, const void *g,
+                              void *gx, void *stream);
+
+/* ---- embedding (kernels/cuda/embedding.cu): ms_k_embedding*'s semantics (idx on the device,
+ * already checked); the backward is deterministic (one thread per column, indices in order) ---- */
+int ms_kc_embedding(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
+                    const void *w, void *out, void *stream);
+int ms_kc_embedding_backward(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
+                             int64_t padding_idx, const void *g, void *gw, void *stream);
+
+/* ---- normalization (kernels/cuda/norm.cu): ms_k_layer_norm* and ms_k_batch_norm*'s semantics,
+ * sums in double (in a tree per row or channel, so the last bits may differ from the CPU's) ---- */
+int ms_kc_layer_norm(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *w,
+                     const void *b, double eps, void *y, void *mean, void *rstd, void *stream);
+int ms_kc_layer_norm_backward(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *g,
+                              const void *mean, const void *rstd, const void *w, void *gx, void *gw,
+                              void *gb, void *stream);
+int ms_kc_batch_norm_stats(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
+                           void *mean, void *var, void *stream);
+int ms_kc_batch_norm_apply(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
+                           const void *mean, const void *invstd, const void *w, const void *b,
+                           void *y, void *stream);
+int ms_kc_batch_norm_backward(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
+                              const void *g, const void *mean, const void *invstd, const void *w,
+                              int training, void *gx, void *gw, void *gb, void *stream);
 
 /* ---- fused optimizer steps (kernels/cuda/optim.cu): kernels/cpu/optim.c's formulas, in double,
  * rounded once per stored value ---- */
 int ms_kc_adadelta_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
                         void *acc_delta, const ms_k_adadelta_hp *hp, void *stream);
+int ms_kc_sgd_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *momentum_buffer,
+                   const ms_k_sgd_hp *hp, void *stream);
+int ms_kc_adam_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
+                    void *exp_avg_sq, void *max_exp_avg_sq, const ms_k_adam_hp *hp, void *stream);
+int ms_kc_adagrad_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *state_sum,
+                       const ms_k_adagrad_hp *hp, void *stream);
+int ms_kc_rmsprop_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
+                       void *grad_avg, void *momentum_buffer, const ms_k_rmsprop_hp *hp, void *stream);
 
 #ifdef __cplusplus
 }

@@ -368,13 +368,15 @@ static double bound_in(ms_dtype dt, double v) {
 
 static ms_tensor *clamp_forward(ms_tensor *a, const double *min, const double *max) {
   if (!min && !max) return ms_error(MS_ERR_ARG, "clamp: at least one of min and max must be given"), NULL;
-  if (ms_tensor_check_data("clamp", a) != MS_OK) return NULL;
+  if (ms_tensor_check_data_any("clamp", a) != MS_OK) return NULL;
   ms_dtype rd = clamp_result_dtype(a, min, max), cd = ms_compute_dtype(rd);
   double lo_v = min ? bound_in(rd, *min) : 0, hi_v = max ? bound_in(rd, *max) : 0;
   const double *lo = min ? &lo_v : NULL, *hi = max ? &hi_v : NULL;
   ms_tensor *in = ms_tensor_to_dtype(a, cd);
-  ms_tensor *out = in ? ms_tensor_new_empty(a->ndim, a->shape, cd) : NULL;
-  if (out) {
+  ms_tensor *out = in ? ms_tensor_new_empty_on(ms_tensor_device(a), a->ndim, a->shape, cd) : NULL;
+  if (out && ms_tensor_device(a).type == MS_CUDA) {
+    if (ms_cuda_clamp(cd, out, in, lo, hi) != MS_OK) ms_tensor_release(out), out = NULL;
+  } else if (out) {
     ms_iter it;
     ms_tensor *ops[2] = {out, in};
     ms_iter_init(&it, a->ndim, a->shape, 2, ops);
@@ -412,10 +414,23 @@ static void where_row(void *arg, int64_t n, char **p, const int64_t *s) {
   ms_k_where(c->cd, n, p[0], s[0], (const uint8_t *)p[1], s[1], p[2], s[2], p[3], s[3]);
 }
 
+/* where runs on cond's device; a 0-dim CPU a or b beside a CUDA cond is a number there, as in
+ * the binary ops. Every tensor's data must be present. */
+static ms_status where_device(ms_tensor *cond, ms_tensor *a, ms_tensor *b) {
+  bool cuda = ms_tensor_device(cond).type == MS_CUDA;
+  ms_tensor *ts[3] = {cond, a, b};
+  for (int k = 0; k < 3; k++) {
+    ms_tensor *t = ts[k];
+    if (!t) continue;
+    bool number = cuda && t->ndim == 0 && ms_tensor_device(t).type == MS_CPU;
+    if (k > 0 && !number && ms_check_same_device("where", 2, (ms_tensor *[]){cond, t}) != MS_OK) return MS_ERR_ARG;
+    if (ms_tensor_check_data_any("where", t) != MS_OK) return MS_ERR_RUNTIME;
+  }
+  return MS_OK;
+}
+
 static ms_tensor *where_forward(ms_tensor *cond, ms_operand a, ms_operand b) {
-  if (ms_tensor_check_data("where", cond) || (a.tensor && ms_tensor_check_data("where", a.tensor)) ||
-      (b.tensor && ms_tensor_check_data("where", b.tensor)))
-    return NULL;
+  if (where_device(cond, a.tensor, b.tensor) != MS_OK) return NULL;
   if (cond->dtype != MS_BOOL)
     return ms_error(MS_ERR_ARG, "where: condition must be a bool tensor, got %s", ms_dtype_name(cond->dtype)), NULL;
   int ndim = cond->ndim;
@@ -431,8 +446,10 @@ static ms_tensor *where_forward(ms_tensor *cond, ms_operand a, ms_operand b) {
   ms_dtype rd = common_dtype(a, b), cd = ms_compute_dtype(rd);
   ms_tensor *pc = ms_tensor_expand(cond, ndim, shape);
   ms_tensor *pa = prepare_operand(a, cd, ndim, shape), *pb = prepare_operand(b, cd, ndim, shape);
-  ms_tensor *out = pc && pa && pb ? ms_tensor_new_empty(ndim, shape, cd) : NULL;
-  if (out) {
+  ms_tensor *out = pc && pa && pb ? ms_tensor_new_empty_on(ms_tensor_device(cond), ndim, shape, cd) : NULL;
+  if (out && ms_tensor_device(cond).type == MS_CUDA) {
+    if (ms_cuda_where(cd, out, pc, pa, pb) != MS_OK) ms_tensor_release(out), out = NULL;
+  } else if (out) {
     ms_iter it;
     ms_tensor *ops[4] = {out, pc, pa, pb};
     ms_iter_init(&it, ndim, shape, 4, ops);
@@ -455,7 +472,7 @@ ms_tensor *ms_where(ms_tensor *cond, ms_operand a, ms_operand b) {
 ms_tensor *ms_masked_fill(ms_tensor *a, ms_tensor *mask, double value) {
   if (mask->dtype != MS_BOOL)
     return ms_error(MS_ERR_ARG, "masked_fill: mask must be a bool tensor, got %s", ms_dtype_name(mask->dtype)), NULL;
-  if (ms_tensor_check_data("masked_fill", a) != MS_OK) return NULL;
+  if (ms_tensor_check_data_any("masked_fill", a) != MS_OK) return NULL; /* where checks the devices */
   /* Out of place, the mask may broadcast the tensor (a (3,) row under a (2, 3) mask), as in
    * PyTorch; the value takes the tensor's dtype. */
   bool prev = ms_grad_set_enabled(false);

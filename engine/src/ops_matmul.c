@@ -64,14 +64,16 @@ static void gemm2d(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_ten
 /* gemm2d on c's device: cuBLAS for CUDA tensors (floating only so far). */
 static ms_status gemm2d_on_device(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
   if (ms_tensor_device(c).type == MS_CPU) return gemm2d(alpha, a, b, beta, c), MS_OK;
-  if (a->dtype == MS_FLOAT32 || a->dtype == MS_FLOAT64) return ms_cuda_gemm(alpha, a, b, beta, c);
-  return ms_error(MS_ERR_ARG, "mm: %s matrices are not implemented for CUDA tensors yet (float32 and "
-                  "float64 are)", ms_dtype_name(a->dtype));
+  if (ms_dtype_is_floating(a->dtype)) return ms_cuda_gemm(alpha, a, b, beta, c);
+  return ms_error(MS_ERR_ARG, "mm: %s matrices are not implemented for CUDA tensors yet (float32, "
+                  "float64, bfloat16 and float16 are)", ms_dtype_name(a->dtype));
 }
 
-/* Runs gemm2d in float32 for 16-bit floats, which have no arithmetic of their own. */
+/* Runs gemm2d in float32 for 16-bit floats, which have no arithmetic of their own (cuBLAS
+ * does the same inside one call: float32 accumulation, rounded once into c). */
 static ms_status gemm2d_any(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
-  if (a->dtype != MS_BFLOAT16 && a->dtype != MS_FLOAT16) return gemm2d_on_device(alpha, a, b, beta, c);
+  bool half = a->dtype == MS_BFLOAT16 || a->dtype == MS_FLOAT16;
+  if (!half || ms_tensor_device(c).type == MS_CUDA) return gemm2d_on_device(alpha, a, b, beta, c);
   ms_tensor *fa = ms_tensor_to_dtype(a, MS_FLOAT32), *fb = ms_tensor_to_dtype(b, MS_FLOAT32);
   ms_tensor *fc = fa && fb ? ms_tensor_to_dtype(c, MS_FLOAT32) : NULL;
   ms_status st = fc ? MS_OK : MS_ERR_MEMORY;

@@ -98,9 +98,6 @@ static void reduce_range(void *arg, int64_t begin, int64_t end) {
 static ms_status check_reduce_input(ms_reduce_op op, const ms_tensor *a, int64_t n) {
   const char *name = reduce_names[op];
   if (ms_tensor_check_data_any(name, a) != MS_OK) return MS_ERR_RUNTIME;
-  if (ms_tensor_device(a).type == MS_CUDA && (needs_floating(op) && op != MS_RED_MEAN))
-    return ms_error(MS_ERR_ARG, "%s: not implemented for CUDA tensors yet (move the tensor with "
-                    ":cpu() first)", name);
   if (needs_floating(op) && !ms_dtype_is_floating(a->dtype))
     return ms_error(MS_ERR_ARG, "%s: expected a floating point tensor, got %s (convert it with "
                     ":float() or :double())", name, ms_dtype_name(a->dtype));
@@ -123,7 +120,9 @@ static ms_status reduce_dim(ms_reduce_op op, ms_tensor *a, int dim, ms_reduce_op
   ms_tensor_release(in);
   if (!moved) return MS_ERR_MEMORY;
   if (ms_tensor_device(a).type == MS_CUDA) {
-    ms_status st = ms_cuda_reduce(kernel_op(op), op == MS_RED_MEAN, moved, out, indices);
+    bool stat = op == MS_RED_VAR || op == MS_RED_STD || op == MS_RED_NORM;
+    ms_status st = stat ? ms_cuda_reduce_stat(kernel_op(op), opts.p, opts.correction, op == MS_RED_STD, moved, out)
+                        : ms_cuda_reduce(kernel_op(op), op == MS_RED_MEAN, moved, out, indices);
     ms_tensor_release(moved);
     return st;
   }

@@ -136,6 +136,20 @@ __host__ __device__ inline int elsize(ms_k_dtype t) {
 
 inline int launch_status() { return (int)cudaGetLastError(); }
 
+// The sum of every thread's v over a block of kThreads threads, returned to all of them (every
+// thread of the block must call it: it synchronises).
+__device__ inline double block_sum(double v) {
+  __shared__ double part[kThreads];
+  __syncthreads(); // a previous call's readers are done with part
+  part[threadIdx.x] = v;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if ((int)threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
+  }
+  return part[0];
+}
+
 } // namespace mskc
 
 #endif

@@ -1,6 +1,6 @@
-// elementwise.cu: binary and unary maps over strided, broadcast operands in the three compute
-// dtypes, with the formulas of kernels/cpu/elementwise.c (NaN propagation, wrapping int64,
-// sign(NaN) = 0, round half to even), one launch for the whole tensor.
+// elementwise.cu: binary and unary maps, clamp and where over strided, broadcast operands in the
+// three compute dtypes, with the formulas of kernels/cpu/elementwise.c (NaN propagation, wrapping
+// int64, sign(NaN) = 0, round half to even), one launch for the whole tensor.
 #include "common.cuh"
 
 using namespace mskc;
@@ -203,5 +203,59 @@ extern "C" int ms_kc_unary(ms_k_unop op, ms_k_dtype dt, const ms_kc_geom *g, voi
   if (dt == MS_K_F32) launch_unary<float>(op, g, n, out, a, s);
   else if (dt == MS_K_F64) launch_unary<double>(op, g, n, out, a, s);
   else launch_unary<int64_t>(op, g, n, out, a, s);
+  return launch_status();
+}
+
+// ---- clamp and where: ms_k_clamp's and ms_k_where's semantics ----
+
+// min first, then max (min > max gives max everywhere); NaN passes both comparisons untouched.
+template <typename T>
+__global__ void clamp_kernel(ms_kc_geom g, int64_t n, T *out, const T *a, int hl, double lo, int hh, double hi) {
+  T l = hl ? (T)lo : (T)0, h = hh ? (T)hi : (T)0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t off[2];
+    offsets<2>(g, i, off);
+    T x = a[off[1]], v = hl && x < l ? l : x;
+    out[off[0]] = hh && v > h ? h : v;
+  }
+}
+
+extern "C" int ms_kc_clamp(ms_k_dtype dt, const ms_kc_geom *g, void *out, const void *a, const double *lo,
+                           const double *hi, void *stream) {
+  int64_t n = numel(g);
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  int hl = lo != NULL, hh = hi != NULL;
+  double l = lo ? *lo : 0, h = hi ? *hi : 0;
+  if (dt == MS_K_F32) clamp_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(*g, n, (float *)out, (const float *)a, hl, l, hh, h);
+  else if (dt == MS_K_F64) clamp_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(*g, n, (double *)out, (const double *)a, hl, l, hh, h);
+  else clamp_kernel<int64_t><<<blocks_for(n), kThreads, 0, s>>>(*g, n, (int64_t *)out, (const int64_t *)a, hl, l, hh, h);
+  return launch_status();
+}
+
+// A NULL a or b reads its scalar instead (a number operand, as in ms_kc_binary).
+template <typename T>
+__global__ void where_kernel(ms_kc_geom g, int64_t n, T *out, const uint8_t *cond, const T *a, ms_kc_scalar sa,
+                             const T *b, ms_kc_scalar sb) {
+  T xa = scalar_as<T>(sa), xb = scalar_as<T>(sb);
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t off[4];
+    offsets<4>(g, i, off);
+    out[off[0]] = cond[off[1]] ? (a ? a[off[2]] : xa) : (b ? b[off[3]] : xb);
+  }
+}
+
+extern "C" int ms_kc_where(ms_k_dtype dt, const ms_kc_geom *g, void *out, const uint8_t *cond, const void *a,
+                           const ms_kc_scalar *sa, const void *b, const ms_kc_scalar *sb, void *stream) {
+  int64_t n = numel(g);
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  ms_kc_scalar za = a ? ms_kc_scalar{0, 0} : *sa, zb = b ? ms_kc_scalar{0, 0} : *sb;
+  if (dt == MS_K_F32)
+    where_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(*g, n, (float *)out, cond, (const float *)a, za, (const float *)b, zb);
+  else if (dt == MS_K_F64)
+    where_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(*g, n, (double *)out, cond, (const double *)a, za, (const double *)b, zb);
+  else
+    where_kernel<int64_t><<<blocks_for(n), kThreads, 0, s>>>(*g, n, (int64_t *)out, cond, (const int64_t *)a, za, (const int64_t *)b, zb);
   return launch_status();
 }

@@ -1,6 +1,6 @@
-// reduce.cu: row reductions (sum, mean, prod, max, min, argmax, argmin) with the CPU's rules
-// (kernels/cpu/reduce.c): one block per output row, each thread folding a strided share of the
-// row, then a tree in shared memory that keeps the first extreme on ties.
+// reduce.cu: row reductions (sum, mean, prod, max, min, argmax, argmin; var, std, norm) with the
+// CPU's rules (kernels/cpu/reduce.c): one block per output row, each thread folding a strided
+// share of the row, then a tree in shared memory that keeps the first extreme on ties.
 #include "common.cuh"
 
 using namespace mskc;
@@ -102,5 +102,73 @@ extern "C" int ms_kc_reduce_rows(ms_k_redop op, ms_k_dtype dt, const ms_kc_rows 
   if (dt == MS_K_F32) launch<float, double>(op, g, src, mean, out, out_dt, indices, s);
   else if (dt == MS_K_F64) launch<double, double>(op, g, src, mean, out, out_dt, indices, s);
   else launch<int64_t, int64_t>(op, g, src, mean, out, out_dt, indices, s);
+  return launch_status();
+}
+
+// ---- var, std and p-norms (ms_kc_reduce_stat_rows) ----
+
+// The max over the block, NaN winning (the p = inf norm of absolute values).
+__device__ double block_max_nan(double v, double *sh) {
+  __syncthreads();
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if ((int)threadIdx.x < half) {
+      double a = sh[threadIdx.x], b = sh[threadIdx.x + half];
+      sh[threadIdx.x] = (b > a || b != b) && a == a ? b : a;
+    }
+    __syncthreads();
+  }
+  return sh[0];
+}
+
+// One |v| term of a p-norm's sum, as the CPU's RPOWSUM.
+__device__ inline double pow_term(double v, double p) {
+  return p == 2 ? v * v : p == 1 ? v : p == 0 ? (double)(v != 0) : pow(v, p);
+}
+
+// Moments in two passes (mean, then squared deviations) instead of the CPU's Welford: the same
+// value to rounding, and each pass is a plain block sum.
+template <typename T>
+__global__ void reduce_stat_kernel(ms_kc_stat st, ms_kc_rows g, const T *src, char *out, ms_k_dtype out_dt) {
+  __shared__ double sh[kThreads];
+  int64_t row = blockIdx.x, base = 0, rem = row;
+  for (int d = g.ndim - 1; d >= 0; d--) base += (rem % g.shape[d]) * g.strides[d], rem /= g.shape[d];
+  double r;
+  if (st.op == MS_K_RMOMENTS) {
+    double s = 0, ss = 0;
+    for (int64_t j = threadIdx.x; j < g.n; j += blockDim.x) s += (double)src[base + j * g.stride];
+    double mean = g.n > 0 ? block_sum(s) / (double)g.n : 0;
+    for (int64_t j = threadIdx.x; j < g.n; j += blockDim.x) {
+      double d = (double)src[base + j * g.stride] - mean;
+      ss += d * d;
+    }
+    double m2 = block_sum(ss), dof = (double)g.n - st.correction;
+    r = dof > 0 ? m2 / dof : NAN; // too few elements for the correction
+    if (st.root) r = sqrt(r);
+  } else if (isinf(st.p)) {
+    double m = 0;
+    for (int64_t j = threadIdx.x; j < g.n; j += blockDim.x) {
+      double v = fabs((double)src[base + j * g.stride]);
+      m = (v > m || v != v) && m == m ? v : m;
+    }
+    r = block_max_nan(m, sh);
+  } else {
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < g.n; j += blockDim.x) s += pow_term(fabs((double)src[base + j * g.stride]), st.p);
+    s = block_sum(s);
+    r = st.p == 0 || st.p == 1 ? s : st.p == 2 ? sqrt(s) : pow(s, 1.0 / st.p);
+  }
+  if (threadIdx.x == 0) store_f(out + row * elsize(out_dt), out_dt, r);
+}
+
+extern "C" int ms_kc_reduce_stat_rows(const ms_kc_stat *st, ms_k_dtype dt, const ms_kc_rows *g, const void *src,
+                                      void *out, ms_k_dtype out_dt, void *stream) {
+  if (g->rows == 0) return 0;
+  if (g->rows > 0x7fffffff) return (int)cudaErrorInvalidConfiguration;
+  cudaStream_t s = (cudaStream_t)stream;
+  unsigned rows = (unsigned)g->rows;
+  if (dt == MS_K_F64) reduce_stat_kernel<double><<<rows, kThreads, 0, s>>>(*st, *g, (const double *)src, (char *)out, out_dt);
+  else reduce_stat_kernel<float><<<rows, kThreads, 0, s>>>(*st, *g, (const float *)src, (char *)out, out_dt);
   return launch_status();
 }

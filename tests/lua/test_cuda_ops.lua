@@ -42,6 +42,31 @@ local function data(shape, dtype, seed)
   return x:to(dtype or "float32")
 end
 
+local F = require "moonshard.functional"
+
+-- The output and the input gradients of fn on both devices; `inputs` are CPU tensors.
+local function compare_grad(what, inputs, fn, tol)
+  local results = {}
+  for _, d in ipairs { "cpu", DEV } do
+    local xs = {}
+    for i, t in ipairs(inputs) do
+      xs[i] = t:to(d):detach() -- a fresh leaf on either device
+      if t:is_floating_point() then xs[i].requires_grad = true end
+    end
+    local y = fn(table.unpack(xs))
+    ms.manual_seed(7)
+    local w = ms.randn(y:size()):to(d)
+    ;(y * w):sum():backward()
+    results[d] = { y = y, xs = xs }
+  end
+  same(results[DEV].y:detach(), results.cpu.y:detach(), tol, what)
+  for i, t in ipairs(inputs) do
+    if t:is_floating_point() then
+      same(results[DEV].xs[i].grad, results.cpu.xs[i].grad, tol, what .. " grad " .. i)
+    end
+  end
+end
+
 T.test("moves: round trips keep every dtype's bits; device fields; printing", function()
   for _, dt in ipairs { "float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8", "bool" } do
     local x = data({ 3, 5 }, dt)
@@ -172,7 +197,36 @@ T.test("reductions", function()
   local nan = ms.tensor({ 1, 0 / 0, 3 }):float()
   same(nan:cuda():max(), nan:max(), 0, "NaN propagates")
   same(nan:cuda():argmax(), nan:argmax(), 0, "NaN wins argmax")
-  T.raises(function() return data({ 3 }):cuda():var() end, "var", "not implemented for CUDA")
+end)
+
+T.test("var, std and norms: values and gradients", function()
+  for _, dt in ipairs { "float32", "float64", "bfloat16" } do
+    local tol = dt == "float64" and 1e-12 or (TOL[dt] or 0) * 10
+    for _, op in ipairs { "var", "std" } do
+      compare(op .. " all " .. dt, function(d) local x = data({ 6, 7 }, dt):to(d); return x[op](x) end, tol)
+      compare(op .. " long row " .. dt, function(d) local x = data({ 3, 1000 }, dt):to(d); return x[op](x, 2) end, tol)
+      compare(op .. " dim 1, correction 0 " .. dt, function(d)
+        local x = data({ 6, 7, 3 }, dt):to(d):transpose(1, 3)
+        return x[op](x, 1, { correction = 0, keepdim = true })
+      end, tol)
+      compare(op .. " of one element is NaN " .. dt, function(d) local x = data({ 4, 1 }, dt):to(d); return x[op](x, 2) end)
+    end
+    for _, p in ipairs { 2, 1, 0, 3, 0.5, math.huge } do
+      compare(("norm p=%s %s"):format(p, dt), function(d)
+        local x = data({ 5, 300 }, dt):to(d)
+        return x:norm(p, 2)
+      end, tol)
+    end
+  end
+  local nan = ms.tensor({ 1, 0 / 0, -3 }):float()
+  same(nan:cuda():norm(math.huge), nan:norm(math.huge), 0, "NaN propagates through the max norm")
+  for _, dt in ipairs { "float32", "float64" } do
+    local tol = dt == "float32" and 1e-5 or 1e-12
+    compare_grad("var grad " .. dt, { data({ 4, 9 }, dt) }, function(x) return x:var(2) end, tol)
+    compare_grad("std grad " .. dt, { data({ 4, 9 }, dt) }, function(x) return x:std() end, tol)
+    compare_grad("norm grad " .. dt, { data({ 4, 9 }, dt) }, function(x) return x:norm(2, 1) end, tol)
+    compare_grad("norm 3 grad " .. dt, { data({ 4, 9 }, dt) }, function(x) return x:norm(3) end, tol * 10)
+  end
 end)
 
 T.test("matrix products through cuBLAS", function()
@@ -200,10 +254,48 @@ T.test("matrix products through cuBLAS", function()
     "mm", "int64", "not implemented for CUDA")
 end)
 
+T.test("clamp and where", function()
+  for _, dt in ipairs { "float32", "float64", "int64", "bfloat16" } do
+    compare("clamp " .. dt, function(d) return data({ 7, 9 }, dt):to(d):t():clamp(-1, 2) end, TOL[dt] or 0)
+    compare("clamp min only " .. dt, function(d) return data({ 7, 9 }, dt):to(d):clamp(0) end, TOL[dt] or 0)
+    compare("clamp min > max " .. dt, function(d) return data({ 5 }, dt):to(d):clamp(3, 1) end, TOL[dt] or 0)
+    compare("where " .. dt, function(d)
+      local x = data({ 4, 1, 5 }, dt, 1):to(d)
+      return ms.where(x:gt(0), x, data({ 3, 1 }, dt, 2):to(d))
+    end, TOL[dt] or 0)
+    compare("where with numbers " .. dt, function(d)
+      local x = data({ 4, 5 }, dt, 1):to(d)
+      return ms.where(x:gt(0), x, 0)
+    end, TOL[dt] or 0)
+  end
+  compare("masked_fill", function(d) local x = data({ 4, 5 }):to(d); return x:masked_fill(x:gt(1), -2) end)
+  compare("clamp keeps NaN", function(d) return ms.tensor({ 0 / 0, -5, 5 }):float():to(d):clamp(-1, 1) end)
+  compare_grad("clamp grad", { data({ 6, 5 }) }, function(x) return x:clamp(-1, 1) end, 1e-6)
+  compare_grad("where grad", { data({ 6, 5 }, "float32", 1), data({ 6, 5 }, "float32", 2) },
+    function(a, b) return ms.where(a:gt(b), a, b) end, 1e-6)
+  local g = data({ 3, 4 }):cuda()
+  T.raises(function() return ms.where(g:gt(0), g, data({ 3, 4 })) end, "where", "same device")
+end)
+
+T.test("index_select: slices moved on the device, gradients added back in order", function()
+  for _, dt in ipairs { "float32", "float64", "int64", "bfloat16" } do
+    for _, dim in ipairs { 1, 2, -1 } do
+      compare(("index_select dim %d %s"):format(dim, dt), function(d)
+        return data({ 5, 4, 3 }, dt):to(d):index_select(dim, ms.tensor({ 3, 1, 3 }):to(d))
+      end)
+    end
+  end
+  compare_grad("index_select grad (repeated index)", { data({ 5, 4 }) }, function(x)
+    return x:index_select(1, ms.tensor({ 2, 5, 2, 2 }):to(x.device))
+  end, 0)
+  local g = data({ 3, 4 }):cuda()
+  T.raises(function() return g:index_select(1, ms.tensor({ 1 })) end, "index_select", "same device")
+  T.raises(function() return g:index_select(1, ms.tensor({ 9 }):cuda()) end, "index_select", "out of range")
+end)
+
 T.test("ops without a CUDA kernel raise, never read device memory", function()
   local g = data({ 3, 4 }):cuda()
-  T.raises(function() return g:clamp(0, 1) end, "clamp", "not implemented for CUDA tensors yet")
-  T.raises(function() return g:index_select(1, ms.tensor({ 1 })) end, "not implemented for CUDA")
+  T.raises(function() return g:uniform_() end, "uniform_", "not implemented for CUDA")
 end)
 
 T.test("memory statistics and the caching allocator", function()
@@ -250,31 +342,6 @@ T.test("events time work in milliseconds; devices and names", function()
   T.raises(function() ms.cuda.set_device(ms.cuda.device_count()) end, "invalid CUDA device")
 end)
 
-local F = require "moonshard.functional"
-
--- The output and the input gradients of fn on both devices; `inputs` are CPU tensors.
-local function compare_grad(what, inputs, fn, tol)
-  local results = {}
-  for _, d in ipairs { "cpu", DEV } do
-    local xs = {}
-    for i, t in ipairs(inputs) do
-      xs[i] = t:to(d):detach() -- a fresh leaf on either device
-      if t:is_floating_point() then xs[i].requires_grad = true end
-    end
-    local y = fn(table.unpack(xs))
-    ms.manual_seed(7)
-    local w = ms.randn(y:size()):to(d)
-    ;(y * w):sum():backward()
-    results[d] = { y = y, xs = xs }
-  end
-  same(results[DEV].y:detach(), results.cpu.y:detach(), tol, what)
-  for i, t in ipairs(inputs) do
-    if t:is_floating_point() then
-      same(results[DEV].xs[i].grad, results.cpu.xs[i].grad, tol, what .. " grad " .. i)
-    end
-  end
-end
-
 T.test("softmax, log_softmax, dropout, losses, pooling, conv2d: forward and backward", function()
   for _, dt in ipairs { "float32", "float64" } do
     local tol = dt == "float32" and 1e-5 or 1e-12
@@ -318,7 +385,6 @@ T.test("softmax, log_softmax, dropout, losses, pooling, conv2d: forward and back
   T.raises(function() return F.nll_loss(data({ 2, 3 }):cuda(), ms.tensor({ 1, 2 })) end, "same device")
   T.raises(function() return F.nll_loss(data({ 2, 3 }):cuda(), ms.tensor({ 1, 9 }):cuda()) end,
     "nll_loss", "out of bounds")
-  T.raises(function() return F.avg_pool2d(data({ 1, 1, 4, 4 }):cuda(), 2) end, "avg_pool2d", "not implemented for CUDA")
 end)
 
 T.test("Adadelta on CUDA: the CPU's update", function()
@@ -336,13 +402,168 @@ T.test("Adadelta on CUDA: the CPU's update", function()
     ps[d] = p
   end
   same(ps[DEV]:detach(), ps.cpu:detach(), 1e-6, "params after 3 steps")
-  T.raises(function()
-    local p = data({ 3 }):cuda()
-    p.requires_grad = true
-    local opt = optim.SGD({ p }, { lr = 0.1 })
-    p:sum():backward()
-    opt:step()
-  end, "not implemented for CUDA")
+end)
+
+T.test("gelu, silu, layer_norm, batch_norm, embedding, avg pooling: forward and backward", function()
+  for _, dt in ipairs { "float32", "float64" } do
+    local tol = dt == "float32" and 1e-5 or 1e-12
+    compare_grad("gelu " .. dt, { data({ 7, 9 }, dt) }, function(x) return F.gelu(x) end, tol)
+    compare_grad("gelu tanh " .. dt, { data({ 7, 9 }, dt) }, function(x) return F.gelu(x, "tanh") end, tol)
+    compare_grad("silu " .. dt, { data({ 7, 9 }, dt):t() }, F.silu, tol)
+    compare_grad("layer_norm " .. dt, { data({ 6, 10 }, dt, 1), data({ 10 }, dt, 2), data({ 10 }, dt, 3) },
+      function(x, w, b) return ms.layer_norm(x, 10, w, b) end, tol)
+    -- rows longer than a block (256 threads), no affine, two normalized dims, eps
+    compare_grad("layer_norm long rows " .. dt, { data({ 3, 2, 700 }, dt) },
+      function(x) return ms.layer_norm(x, { 2, 700 }, nil, nil, { eps = 1e-3 }) end, tol * 10)
+    compare_grad("batch_norm training " .. dt, { data({ 4, 3, 5 }, dt, 1), data({ 3 }, dt, 2), data({ 3 }, dt, 3) },
+      function(x, w, b) return ms.batch_norm(x, nil, nil, w, b, { training = true }) end, tol * 10)
+    compare_grad("batch_norm (N, C), N over a block " .. dt, { data({ 600, 3 }, dt) },
+      function(x) return ms.batch_norm(x, nil, nil, nil, nil, { training = true }) end, tol * 10)
+    compare_grad("batch_norm evaluation " .. dt, { data({ 4, 3, 2, 2 }, dt, 1), data({ 3 }, dt, 2), data({ 3 }, dt, 3) },
+      function(x, w, b)
+        local rm, rv = data({ 3 }, dt, 4):to(x.device), data({ 3 }, dt, 5):abs():add(0.5):to(x.device)
+        return ms.batch_norm(x, rm, rv, w, b)
+      end, tol)
+    for _, which in ipairs { "mean", "var" } do
+      compare("batch_norm running " .. which .. " " .. dt, function(d)
+        local rm, rv = ms.zeros({ 3 }, { dtype = dt }):to(d), ms.ones({ 3 }, { dtype = dt }):to(d)
+        ms.batch_norm(data({ 4, 3, 5 }, dt):to(d), rm, rv, nil, nil, { training = true, momentum = 0.2 })
+        return which == "mean" and rm or rv
+      end, tol * 10)
+    end
+    local idx = ms.tensor({ { 1, 3, 3, 6 }, { 6, 1, 2, 3 } })
+    for _, pad in ipairs { false, true } do
+      -- the backward sums repeated rows in the CPU's order: the same bits
+      compare_grad("embedding " .. dt .. (pad and " padding_idx" or ""), { data({ 6, 5 }, dt) },
+        function(w) return F.embedding(idx:to(w.device), w, pad and { padding_idx = 3 } or nil) end, 0)
+    end
+    local x = data({ 2, 3, 9, 8 }, dt)
+    compare_grad("avg_pool2d " .. dt, { x }, function(v) return F.avg_pool2d(v, 2) end, tol)
+    for _, include in ipairs { true, false } do
+      compare_grad("avg_pool2d padded, ceil_mode " .. tostring(include), { x },
+        function(v) return F.avg_pool2d(v, 3, { stride = 2, padding = 1, ceil_mode = true, count_include_pad = include }) end,
+        tol)
+    end
+    for _, size in ipairs { { 3, 5 }, { 1, 1 }, { 9, 8 }, { 4, 3 } } do
+      compare_grad(("adaptive_avg_pool2d %dx%d %s"):format(size[1], size[2], dt), { x },
+        function(v) return F.adaptive_avg_pool2d(v, size) end, tol)
+    end
+  end
+  T.raises(function() return F.embedding(ms.tensor({ 1, 7 }):cuda(), data({ 6, 2 }):cuda()) end,
+    "embedding", "index 7 is out of range for 6 embeddings")
+  T.raises(function() return F.embedding(ms.tensor({ 0 }):cuda(), data({ 6, 2 }):cuda()) end, "index 0 is out of range")
+  T.raises(function() return F.embedding(ms.tensor({ 1 }), data({ 6, 2 }):cuda()) end, "embedding", "same device")
+  T.raises(function() return ms.layer_norm(data({ 2, 3 }):cuda(), 3, data({ 3 })) end, "layer_norm", "same device")
+  T.raises(function() return ms.batch_norm(data({ 2, 3 }):cuda(), data({ 3 }), data({ 3 }):abs()) end,
+    "batch_norm", "same device")
+end)
+
+T.test("float64 gradchecks through the CUDA kernels", function()
+  local gradcheck = require "gradcheck"
+  local function randn(...) return ms.randn({ ... }, { dtype = "float64" }) end
+  -- each input goes to the device and the result comes back, so the checked gradients are the
+  -- CUDA backward's (the moves' own gradients are exact)
+  local function on_dev(f)
+    return function(...)
+      local args = table.pack(...)
+      for i = 1, args.n do if ms.is_tensor(args[i]) then args[i] = args[i]:to(DEV) end end
+      return f(table.unpack(args, 1, args.n)):cpu()
+    end
+  end
+  ms.manual_seed(11)
+  gradcheck(on_dev(function(a) return F.gelu(a) end), { randn(3, 4) })
+  gradcheck(on_dev(function(a) return F.gelu(a, "tanh") end), { randn(3, 4) })
+  gradcheck(on_dev(F.silu), { randn(3, 4) })
+  gradcheck(on_dev(function(x, w, b) return ms.layer_norm(x, 4, w, b) end), { randn(3, 4), randn(4), randn(4) })
+  gradcheck(on_dev(function(x, w, b) return ms.batch_norm(x, nil, nil, w, b, { training = true }) end),
+    { randn(4, 3, 2), randn(3), randn(3) })
+  gradcheck(on_dev(function(w) return F.embedding(ms.tensor({ { 1, 3, 3 }, { 6, 1, 2 } }):to(DEV), w) end), { randn(6, 4) })
+  gradcheck(on_dev(function(x) return F.avg_pool2d(x, 3, { stride = 2, padding = 1 }) end), { randn(1, 2, 5, 6) })
+  gradcheck(on_dev(function(x) return F.adaptive_avg_pool2d(x, { 2, 4 }) end), { randn(1, 2, 5, 6) })
+end)
+
+T.test("every optimizer steps CUDA parameters: the CPU's update", function()
+  local optim = require "moonshard.optim"
+  local configs = {
+    { "SGD", { lr = 0.1 } },
+    { "SGD", { lr = 0.1, momentum = 0.9, weight_decay = 0.01 } },
+    { "SGD", { lr = 0.1, momentum = 0.9, nesterov = true } },
+    { "SGD", { lr = 0.1, momentum = 0.9, dampening = 0.1, maximize = true } },
+    { "Adam", { lr = 1e-2 } },
+    { "Adam", { lr = 1e-2, amsgrad = true, weight_decay = 0.1 } },
+    { "AdamW", { lr = 1e-2, weight_decay = 0.1 } },
+    { "AdamW", { lr = 1e-2, amsgrad = true, maximize = true } },
+    { "Adadelta", { lr = 1.0, weight_decay = 0.01 } },
+    { "Adagrad", { lr = 0.1, lr_decay = 0.01, weight_decay = 0.1, initial_accumulator_value = 0.1 } },
+    { "RMSprop", { lr = 0.01 } },
+    { "RMSprop", { lr = 0.01, centered = true, momentum = 0.9, weight_decay = 0.1 } },
+    { "RMSprop", { lr = 0.01, centered = true } },
+    { "RMSprop", { lr = 0.01, momentum = 0.5, maximize = true } },
+  }
+  for _, dt in ipairs { "float32", "float64" } do
+    for _, c in ipairs(configs) do
+      local opts = {}
+      for k, v in pairs(c[2]) do opts[#opts + 1] = k .. "=" .. tostring(v) end
+      table.sort(opts)
+      local what = ("%s %s {%s}"):format(c[1], dt, table.concat(opts, ", "))
+      local ps = {}
+      for _, d in ipairs { "cpu", DEV } do
+        local p = data({ 50, 7 }, dt):to(d)
+        p.requires_grad = true
+        local opt = optim[c[1]]({ p }, c[2])
+        for step = 1, 3 do
+          opt:zero_grad()
+          ;(p * p * data({ 50, 7 }, dt, step):to(d)):sum():backward()
+          opt:step()
+        end
+        ps[d] = p
+      end
+      same(ps[DEV]:detach(), ps.cpu:detach(), dt == "float32" and 1e-5 or 1e-12, what)
+    end
+  end
+end)
+
+T.test("bfloat16 and float16 products: cublasGemmEx, float32 accumulation", function()
+  for _, dt in ipairs { "bfloat16", "float16" } do
+    -- against the float32 product rounded once: what float32 accumulation gives
+    local a, b = data({ 64, 300 }, dt, 1), data({ 300, 40 }, dt, 2)
+    local want = a:float():mm(b:float()):to(dt)
+    same(a:cuda():mm(b:cuda()), want, dt == "bfloat16" and 1e-2 or 2e-3, "mm " .. dt)
+    compare_grad("linear " .. dt, { data({ 8, 20 }, dt, 1), data({ 10, 20 }, dt, 2), data({ 10 }, dt, 3) },
+      function(x, w, bias) return F.linear(x, w, bias) end, dt == "bfloat16" and 5e-2 or 1e-2)
+  end
+end)
+
+T.test("a model of the new layers trains on CUDA as on the CPU (Adam, clipping, running stats)", function()
+  local nn, optim, nn_utils = require "moonshard.nn", require "moonshard.optim", require "moonshard.nn_utils"
+  local results = {}
+  for _, d in ipairs { "cpu", DEV } do
+    ms.manual_seed(3)
+    local conv = nn.Sequential(nn.Conv2d(1, 4, 3, { padding = 1 }), nn.BatchNorm2d(4), nn.GELU(), nn.AvgPool2d(2),
+      nn.AdaptiveAvgPool2d({ 2, 2 }), nn.Flatten())
+    local emb, ln, head = nn.Embedding(10, 16, { padding_idx = 1 }), nn.LayerNorm(16), nn.Linear(32, 5)
+    local mods = { conv, emb, ln, head }
+    local params = {}
+    for _, m in ipairs(mods) do
+      m:to(d)
+      for _, p in ipairs(m:parameters()) do params[#params + 1] = p end
+    end
+    local opt = optim.AdamW(params, { lr = 1e-2 })
+    local x, tok = data({ 8, 1, 8, 8 }, "float32", 5):to(d), ms.tensor({ 1, 2, 3, 4, 5, 6, 7, 10 }):to(d)
+    local target = ms.tensor({ 1, 2, 3, 4, 5, 1, 2, 3 }):to(d)
+    for _ = 1, 2 do
+      local h = ms.cat({ conv(x), ln(emb(tok)) }, 2)
+      local loss = F.cross_entropy(head(F.silu(h)), target)
+      opt:zero_grad()
+      loss:backward()
+      nn_utils.clip_grad_norm_(params, 1.0)
+      opt:step()
+    end
+    params[#params + 1] = conv[2].running_mean
+    params[#params + 1] = conv[2].running_var
+    results[d] = params
+  end
+  for i, p in ipairs(results.cpu) do same(results[DEV][i]:detach(), p:detach(), 1e-4, "parameter or buffer " .. i) end
 end)
 
 T.test("one training step of the seed's Net: CUDA against the CPU", function()

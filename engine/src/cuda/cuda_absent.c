@@ -70,11 +70,20 @@ ms_status ms_cuda_binary(ms_k_binop op, ms_dtype cd, ms_tensor *out, ms_tensor *
 ms_status ms_cuda_unary(ms_k_unop op, ms_dtype cd, ms_tensor *out, ms_tensor *a) {
   return (void)op, (void)cd, (void)out, (void)a, absent("unary op");
 }
+ms_status ms_cuda_clamp(ms_dtype cd, ms_tensor *out, ms_tensor *a, const double *lo, const double *hi) {
+  return (void)cd, (void)out, (void)a, (void)lo, (void)hi, absent("clamp");
+}
+ms_status ms_cuda_where(ms_dtype cd, ms_tensor *out, ms_tensor *cond, ms_tensor *a, ms_tensor *b) {
+  return (void)cd, (void)out, (void)cond, (void)a, (void)b, absent("where");
+}
 ms_status ms_cuda_gemm(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
   return (void)alpha, (void)a, (void)b, (void)beta, (void)c, absent("mm");
 }
 ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out, ms_tensor *indices) {
   return (void)op, (void)mean, (void)in, (void)out, (void)indices, absent("reduce");
+}
+ms_status ms_cuda_reduce_stat(ms_k_redop op, double p, int64_t correction, bool root, ms_tensor *in, ms_tensor *out) {
+  return (void)op, (void)p, (void)correction, (void)root, (void)in, (void)out, absent("reduce");
 }
 ms_status ms_cuda_softmax(ms_tensor *x, ms_tensor *y, int64_t outer, int64_t C, int64_t inner, int log) {
   return (void)x, (void)y, (void)outer, (void)C, (void)inner, (void)log, absent("softmax");
@@ -108,6 +117,66 @@ ms_status ms_cuda_max_pool2d_backward(const ms_k_pool2d_geom *g, ms_tensor *gout
 ms_status ms_cuda_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
                                 ms_tensor *acc_delta, const ms_k_adadelta_hp *hp) {
   return (void)param, (void)grad, (void)square_avg, (void)acc_delta, (void)hp, absent("adadelta_step");
+}
+ms_status ms_cuda_sgd_step(ms_tensor *param, ms_tensor *grad, ms_tensor *momentum_buffer, const ms_k_sgd_hp *hp) {
+  return (void)param, (void)grad, (void)momentum_buffer, (void)hp, absent("sgd_step");
+}
+ms_status ms_cuda_adam_step(ms_tensor *param, ms_tensor *grad, ms_tensor *exp_avg, ms_tensor *exp_avg_sq,
+                            ms_tensor *max_exp_avg_sq, const ms_k_adam_hp *hp) {
+  return (void)param, (void)grad, (void)exp_avg, (void)exp_avg_sq, (void)max_exp_avg_sq, (void)hp, absent("adam_step");
+}
+ms_status ms_cuda_adagrad_step(ms_tensor *param, ms_tensor *grad, ms_tensor *state_sum, const ms_k_adagrad_hp *hp) {
+  return (void)param, (void)grad, (void)state_sum, (void)hp, absent("adagrad_step");
+}
+ms_status ms_cuda_rmsprop_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg, ms_tensor *grad_avg,
+                               ms_tensor *momentum_buffer, const ms_k_rmsprop_hp *hp) {
+  (void)param, (void)grad, (void)square_avg, (void)grad_avg, (void)momentum_buffer, (void)hp;
+  return absent("rmsprop_step");
+}
+ms_status ms_cuda_avg_pool2d(const ms_k_pool2d_geom *g, const ms_k_pool_windows *win, ms_tensor *x, ms_tensor *out) {
+  return (void)g, (void)win, (void)x, (void)out, absent("avg_pool2d");
+}
+ms_status ms_cuda_avg_pool2d_backward(const ms_k_pool2d_geom *g, const ms_k_pool_windows *win, ms_tensor *gout,
+                                      ms_tensor *gx) {
+  return (void)g, (void)win, (void)gout, (void)gx, absent("avg_pool2d");
+}
+ms_status ms_cuda_activation(ms_k_act act, ms_tensor *x, ms_tensor *y) {
+  return (void)act, (void)x, (void)y, absent("activation");
+}
+ms_status ms_cuda_activation_backward(ms_k_act act, ms_tensor *x, ms_tensor *g, ms_tensor *gx) {
+  return (void)act, (void)x, (void)g, (void)gx, absent("activation");
+}
+ms_status ms_cuda_embedding(ms_tensor *idx, int64_t base, ms_tensor *w, ms_tensor *out) {
+  return (void)idx, (void)base, (void)w, (void)out, absent("embedding");
+}
+ms_status ms_cuda_embedding_backward(ms_tensor *idx, int64_t base, int64_t padding_idx, ms_tensor *g, ms_tensor *gw) {
+  return (void)idx, (void)base, (void)padding_idx, (void)g, (void)gw, absent("embedding");
+}
+ms_status ms_cuda_layer_norm(int64_t M, int64_t N, ms_tensor *x, ms_tensor *w, ms_tensor *b, double eps,
+                             ms_tensor *y, ms_tensor *mean, ms_tensor *rstd) {
+  (void)M, (void)N, (void)x, (void)w, (void)b, (void)eps, (void)y, (void)mean, (void)rstd;
+  return absent("layer_norm");
+}
+ms_status ms_cuda_layer_norm_backward(int64_t M, int64_t N, ms_tensor *x, ms_tensor *g, ms_tensor *mean,
+                                      ms_tensor *rstd, ms_tensor *w, ms_tensor *gx, ms_tensor *gw, ms_tensor *gb) {
+  (void)M, (void)N, (void)x, (void)g, (void)mean, (void)rstd, (void)w, (void)gx, (void)gw, (void)gb;
+  return absent("layer_norm");
+}
+ms_status ms_cuda_batch_norm_stats(int64_t N, int64_t C, int64_t inner, ms_tensor *x, ms_tensor *mean,
+                                   ms_tensor *var) {
+  return (void)N, (void)C, (void)inner, (void)x, (void)mean, (void)var, absent("batch_norm");
+}
+ms_status ms_cuda_batch_norm_apply(int64_t N, int64_t C, int64_t inner, ms_tensor *x, ms_tensor *mean,
+                                   ms_tensor *invstd, ms_tensor *w, ms_tensor *b, ms_tensor *y) {
+  (void)N, (void)C, (void)inner, (void)x, (void)mean, (void)invstd, (void)w, (void)b, (void)y;
+  return absent("batch_norm");
+}
+ms_status ms_cuda_batch_norm_backward(int64_t N, int64_t C, int64_t inner, ms_tensor *x, ms_tensor *g,
+                                      ms_tensor *mean, ms_tensor *invstd, ms_tensor *w, int training, ms_tensor *gx,
+                                      ms_tensor *gw, ms_tensor *gb) {
+  (void)N, (void)C, (void)inner, (void)x, (void)g, (void)mean, (void)invstd, (void)w, (void)training;
+  (void)gx, (void)gw, (void)gb;
+  return absent("batch_norm");
 }
 ms_status ms_cuda_conv2d_forward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *b,
                                  ms_tensor *out) {

@@ -2,7 +2,9 @@
  * first use. cuBLAS is column-major: a row-major product C = A B is computed as C^T = B^T A^T,
  * so any matrix with one unit stride is passed as it lies, never copied. cuBLAS is loaded with
  * dlopen on the first product, not linked: linking it (and cuBLASLt behind it) costs every
- * process ~150 MB of resident memory and ~0.2 s of start-up, GPU or not. */
+ * process ~150 MB of resident memory and ~0.2 s of start-up, GPU or not. bfloat16 and float16
+ * products go through cublasGemmEx with float32 accumulation (mixed precision's param_dtype on
+ * the GPU): the CPU's float32 arithmetic, rounded once into c, without widened copies. */
 #include <cublas_v2.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -23,6 +25,9 @@ static struct cublas_api {
                           const float *, int, const float *, int, const float *, float *, int);
   cublasStatus_t (*dgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const double *,
                           const double *, int, const double *, int, const double *, double *, int);
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                            const void *, cudaDataType_t, int, const void *, cudaDataType_t, int, const void *,
+                            void *, cudaDataType_t, int, cublasComputeType_t, cublasGemmAlgo_t);
   const char *(*status_string)(cublasStatus_t);
   const char *(*status_name)(cublasStatus_t);
 } blas;
@@ -45,6 +50,7 @@ static ms_status load_cublas(const char *op) {
   else if (!resolve(lib, "cublasSetStream_v2", &blas.set_stream)) missing = "cublasSetStream_v2";
   else if (!resolve(lib, "cublasSgemm_v2", &blas.sgemm)) missing = "cublasSgemm_v2";
   else if (!resolve(lib, "cublasDgemm_v2", &blas.dgemm)) missing = "cublasDgemm_v2";
+  else if (!resolve(lib, "cublasGemmEx", &blas.gemm_ex)) missing = "cublasGemmEx";
   else if (!resolve(lib, "cublasGetStatusString", &blas.status_string)) missing = "cublasGetStatusString";
   else if (!resolve(lib, "cublasGetStatusName", &blas.status_name)) missing = "cublasGetStatusName";
   if (missing) {
@@ -92,37 +98,46 @@ static bool layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs, layout
   return false;
 }
 
+/* One column-major product C = op(A) op(B) (m x n, inner size k) in dtype dt. */
+typedef struct colmajor_gemm {
+  cublasOperation_t oa, ob;
+  int m, n, k, lda, ldb, ldc;
+  const void *A, *B;
+  void *C;
+} colmajor_gemm;
+
+static cudaDataType_t half_type(ms_dtype dt) { return dt == MS_BFLOAT16 ? CUDA_R_16BF : CUDA_R_16F; }
+
+static cublasStatus_t run_gemm(cublasHandle_t h, ms_dtype dt, const colmajor_gemm *q, double alpha, double beta) {
+  if (dt == MS_FLOAT64)
+    return blas.dgemm(h, q->oa, q->ob, q->m, q->n, q->k, &alpha, q->A, q->lda, q->B, q->ldb, &beta, q->C, q->ldc);
+  float fa = (float)alpha, fb = (float)beta; /* float32 scalars for sgemm and the 32F compute type */
+  if (dt == MS_FLOAT32)
+    return blas.sgemm(h, q->oa, q->ob, q->m, q->n, q->k, &fa, q->A, q->lda, q->B, q->ldb, &fb, q->C, q->ldc);
+  cudaDataType_t t = half_type(dt);
+  return blas.gemm_ex(h, q->oa, q->ob, q->m, q->n, q->k, &fa, q->A, t, q->lda, q->B, t, q->ldb, &fb, q->C, t, q->ldc,
+                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
 /* c (2-D, c's layout given) = alpha a b + beta c, with a and b laid out usably. */
 static ms_status gemm_raw(cublasHandle_t h, ms_dtype dt, int64_t M, int64_t N, int64_t K,
                           double alpha, const ms_tensor *a, layout la, const ms_tensor *b,
                           layout lb, double beta, ms_tensor *c, layout lc) {
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || la.ld > INT32_MAX || lb.ld > INT32_MAX || lc.ld > INT32_MAX)
     return ms_error(MS_ERR_ARG, "mm: sizes beyond 2^31 are not supported by cuBLAS's 32-bit interface");
-  const void *A = ms_tensor_data(a), *B = ms_tensor_data(b);
-  void *C = ms_tensor_data(c);
-  cublasStatus_t st;
+  colmajor_gemm q;
   if (!lc.col_major) {
     /* C^T (N x M, column-major) = B^T A^T: B's buffer read column-major is B^T when B is
      * row-major (no transpose needed), and B itself when column-major (transpose it). */
-    cublasOperation_t ob = lb.col_major ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t oa = la.col_major ? CUBLAS_OP_T : CUBLAS_OP_N;
-    if (dt == MS_FLOAT32) {
-      float fa = (float)alpha, fb = (float)beta;
-      st = blas.sgemm(h, ob, oa, (int)N, (int)M, (int)K, &fa, B, (int)lb.ld, A, (int)la.ld, &fb, C, (int)lc.ld);
-    } else {
-      st = blas.dgemm(h, ob, oa, (int)N, (int)M, (int)K, &alpha, B, (int)lb.ld, A, (int)la.ld, &beta, C, (int)lc.ld);
-    }
+    q = (colmajor_gemm){lb.col_major ? CUBLAS_OP_T : CUBLAS_OP_N, la.col_major ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        (int)N, (int)M, (int)K, (int)lb.ld, (int)la.ld, (int)lc.ld,
+                        ms_tensor_data(b), ms_tensor_data(a), ms_tensor_data(c)};
   } else {
-    cublasOperation_t oa = la.col_major ? CUBLAS_OP_N : CUBLAS_OP_T;
-    cublasOperation_t ob = lb.col_major ? CUBLAS_OP_N : CUBLAS_OP_T;
-    if (dt == MS_FLOAT32) {
-      float fa = (float)alpha, fb = (float)beta;
-      st = blas.sgemm(h, oa, ob, (int)M, (int)N, (int)K, &fa, A, (int)la.ld, B, (int)lb.ld, &fb, C, (int)lc.ld);
-    } else {
-      st = blas.dgemm(h, oa, ob, (int)M, (int)N, (int)K, &alpha, A, (int)la.ld, B, (int)lb.ld, &beta, C, (int)lc.ld);
-    }
+    q = (colmajor_gemm){la.col_major ? CUBLAS_OP_N : CUBLAS_OP_T, lb.col_major ? CUBLAS_OP_N : CUBLAS_OP_T,
+                        (int)M, (int)N, (int)K, (int)la.ld, (int)lb.ld, (int)lc.ld,
+                        ms_tensor_data(a), ms_tensor_data(b), ms_tensor_data(c)};
   }
-  return check_blas("mm", st);
+  return check_blas("mm", run_gemm(h, dt, &q, alpha, beta));
 }
 
 static layout matrix_layout(const ms_tensor *t, bool *ok) {

@@ -16,11 +16,20 @@ ms_status ms_cuda_fill(ms_tensor *t, double value);
  * An operand on the CPU is a broadcast number (a plain number or a 0-dim tensor): read once. */
 ms_status ms_cuda_binary(ms_k_binop op, ms_dtype cd, ms_tensor *out, ms_tensor *a, ms_tensor *b);
 ms_status ms_cuda_unary(ms_k_unop op, ms_dtype cd, ms_tensor *out, ms_tensor *a);
+/* out = clamp(a, lo, hi) (either bound NULL) in compute dtype cd, a of out's shape. */
+ms_status ms_cuda_clamp(ms_dtype cd, ms_tensor *out, ms_tensor *a, const double *lo, const double *hi);
+/* out = cond ? a : b, all of out's shape in compute dtype cd (cond bool); a CPU a or b is a
+ * broadcast number, as in ms_cuda_binary. */
+ms_status ms_cuda_where(ms_dtype cd, ms_tensor *out, ms_tensor *cond, ms_tensor *a, ms_tensor *b);
 /* Reduces the last dim of `in` (compute dtype, on a CUDA device) into out (contiguous, one
  * element per row of in's other dims), with ms_k_reduce_row's semantics; mean divides by the row
  * length; indices (may be NULL) receives max/min positions. */
 ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out, ms_tensor *indices);
-/* c = alpha * a @ b + beta * c for 2-D float32/float64 operands on one device (cuBLAS); any
+/* var/std (op RMOMENTS; root: std) or the p-norm (op RPOWSUM) of the last dim of `in` (float32 or
+ * float64, on a CUDA device) into out, with ops_reduce.c's finishing rules. */
+ms_status ms_cuda_reduce_stat(ms_k_redop op, double p, int64_t correction, bool root, ms_tensor *in, ms_tensor *out);
+/* c = alpha * a @ b + beta * c for 2-D float32/float64/bfloat16/float16 operands on one device
+ * (cuBLAS; 16-bit ones through cublasGemmEx with float32 accumulation, rounded once into c); any
  * strides (a matrix with neither unit row nor unit column stride is copied first). */
 ms_status ms_cuda_gemm(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c);
 
@@ -40,8 +49,36 @@ ms_status ms_cuda_nll_backward(const ms_k_nll_args *a, ms_tensor *logp, ms_tenso
 ms_status ms_cuda_max_pool2d(const ms_k_pool2d_geom *g, ms_tensor *x, ms_tensor *out, ms_tensor *indices);
 ms_status ms_cuda_max_pool2d_backward(const ms_k_pool2d_geom *g, ms_tensor *gout, ms_tensor *indices,
                                       ms_tensor *gx);
+/* win: the host's window arrays (copied to the device here). */
+ms_status ms_cuda_avg_pool2d(const ms_k_pool2d_geom *g, const ms_k_pool_windows *win, ms_tensor *x, ms_tensor *out);
+ms_status ms_cuda_avg_pool2d_backward(const ms_k_pool2d_geom *g, const ms_k_pool_windows *win, ms_tensor *gout,
+                                      ms_tensor *gx);
+ms_status ms_cuda_activation(ms_k_act act, ms_tensor *x, ms_tensor *y);
+ms_status ms_cuda_activation_backward(ms_k_act act, ms_tensor *x, ms_tensor *g, ms_tensor *gx);
+/* idx: the checked int64 indices on w's device; gw zeroed by the caller. */
+ms_status ms_cuda_embedding(ms_tensor *idx, int64_t base, ms_tensor *w, ms_tensor *out);
+ms_status ms_cuda_embedding_backward(ms_tensor *idx, int64_t base, int64_t padding_idx, ms_tensor *g, ms_tensor *gw);
+/* w, b, gx, gw, gb may be NULL. */
+ms_status ms_cuda_layer_norm(int64_t M, int64_t N, ms_tensor *x, ms_tensor *w, ms_tensor *b, double eps,
+                             ms_tensor *y, ms_tensor *mean, ms_tensor *rstd);
+ms_status ms_cuda_layer_norm_backward(int64_t M, int64_t N, ms_tensor *x, ms_tensor *g, ms_tensor *mean,
+                                      ms_tensor *rstd, ms_tensor *w, ms_tensor *gx, ms_tensor *gw, ms_tensor *gb);
+ms_status ms_cuda_batch_norm_stats(int64_t N, int64_t C, int64_t inner, ms_tensor *x, ms_tensor *mean,
+                                   ms_tensor *var);
+ms_status ms_cuda_batch_norm_apply(int64_t N, int64_t C, int64_t inner, ms_tensor *x, ms_tensor *mean,
+                                   ms_tensor *invstd, ms_tensor *w, ms_tensor *b, ms_tensor *y);
+ms_status ms_cuda_batch_norm_backward(int64_t N, int64_t C, int64_t inner, ms_tensor *x, ms_tensor *g,
+                                      ms_tensor *mean, ms_tensor *invstd, ms_tensor *w, int training, ms_tensor *gx,
+                                      ms_tensor *gw, ms_tensor *gb);
+/* Optimizer steps: grad contiguous; state tensors the options do not use are NULL. */
 ms_status ms_cuda_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
                                 ms_tensor *acc_delta, const ms_k_adadelta_hp *hp);
+ms_status ms_cuda_sgd_step(ms_tensor *param, ms_tensor *grad, ms_tensor *momentum_buffer, const ms_k_sgd_hp *hp);
+ms_status ms_cuda_adam_step(ms_tensor *param, ms_tensor *grad, ms_tensor *exp_avg, ms_tensor *exp_avg_sq,
+                            ms_tensor *max_exp_avg_sq, const ms_k_adam_hp *hp);
+ms_status ms_cuda_adagrad_step(ms_tensor *param, ms_tensor *grad, ms_tensor *state_sum, const ms_k_adagrad_hp *hp);
+ms_status ms_cuda_rmsprop_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg, ms_tensor *grad_avg,
+                               ms_tensor *momentum_buffer, const ms_k_rmsprop_hp *hp);
 
 /* conv2d through cuDNN (engine/src/cuda/cuda_conv.c): contiguous NCHW tensors of one device and
  * dtype; b, gx, gw, gb may be NULL. */

@@ -83,16 +83,60 @@ ms_status ms_cuda_unary(ms_k_unop op, ms_dtype cd, ms_tensor *out, ms_tensor *a)
   return ms_cuda_check("unary op", (cudaError_t)ms_kc_unary(op, (ms_k_dtype)cd, &g, it.data[0], it.data[1], s));
 }
 
-ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out, ms_tensor *indices) {
+ms_status ms_cuda_clamp(ms_dtype cd, ms_tensor *out, ms_tensor *a, const double *lo, const double *hi) {
   cudaStream_t s;
-  if (use("reduce", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (use("clamp", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  ms_iter it;
+  ms_tensor *ops[2] = {out, a};
+  ms_iter_init(&it, out->ndim, out->shape, 2, ops);
+  ms_kc_geom g;
+  to_geom(&it, &g);
+  return ms_cuda_check("clamp", (cudaError_t)ms_kc_clamp((ms_k_dtype)cd, &g, it.data[0], it.data[1], lo, hi, s));
+}
+
+ms_status ms_cuda_where(ms_dtype cd, ms_tensor *out, ms_tensor *cond, ms_tensor *a, ms_tensor *b) {
+  cudaStream_t s;
+  if (use("where", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  bool a_host = ms_tensor_device(a).type == MS_CPU, b_host = ms_tensor_device(b).type == MS_CPU;
+  ms_kc_scalar sa = a_host ? scalar_of(a) : (ms_kc_scalar){0, 0};
+  ms_kc_scalar sb = b_host ? scalar_of(b) : (ms_kc_scalar){0, 0};
+  ms_iter it;
+  ms_tensor *ops[4] = {out, cond, a, b};
+  ms_iter_init(&it, out->ndim, out->shape, 4, ops);
+  ms_kc_geom g;
+  to_geom(&it, &g);
+  int err = ms_kc_where((ms_k_dtype)cd, &g, it.data[0], (const uint8_t *)it.data[1],
+                        a_host ? NULL : it.data[2], &sa, b_host ? NULL : it.data[3], &sb, s);
+  return ms_cuda_check("where", (cudaError_t)err);
+}
+
+/* Rows of in's last dim, one per element of out, for the reduce kernels. */
+static ms_kc_rows rows_of(const ms_tensor *in, const ms_tensor *out) {
   ms_kc_rows g = {0};
   g.ndim = in->ndim - 1;
   for (int d = 0; d < g.ndim; d++) g.shape[d] = in->shape[d], g.strides[d] = in->strides[d];
   g.rows = ms_tensor_numel(out);
   g.n = in->ndim > 0 ? in->shape[in->ndim - 1] : 1;
   g.stride = in->ndim > 0 ? in->strides[in->ndim - 1] : 0;
+  return g;
+}
+
+ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out, ms_tensor *indices) {
+  cudaStream_t s;
+  if (use("reduce", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  ms_kc_rows g = rows_of(in, out);
   int err = ms_kc_reduce_rows(op, (ms_k_dtype)in->dtype, &g, ms_tensor_data(in), mean, ms_tensor_data(out),
                               (ms_k_dtype)out->dtype, indices ? ms_tensor_data(indices) : NULL, s);
   return ms_cuda_check("reduce", (cudaError_t)err);
+}
+
+ms_status ms_cuda_reduce_stat(ms_k_redop op, double p, int64_t correction, bool root, ms_tensor *in, ms_tensor *out) {
+  const char *name = op == MS_K_RPOWSUM ? "norm" : root ? "std" : "var";
+  cudaStream_t s;
+  if (use(name, out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  ms_kc_rows g = rows_of(in, out);
+  ms_kc_stat st = {op, p, (double)correction, root};
+  int err = ms_kc_reduce_stat_rows(&st, (ms_k_dtype)in->dtype, &g, ms_tensor_data(in), ms_tensor_data(out),
+                                   (ms_k_dtype)out->dtype, s);
+  return ms_cuda_check(name, (cudaError_t)err);
 }

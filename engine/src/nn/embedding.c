@@ -1,6 +1,8 @@
 /* embedding.c: rows of a weight table gathered by index, and the gradient scattered back (summed
  * over repeated indices, none into the padding row). */
 #include "autograd/grad_util.h"
+#include "cuda/cuda_ops.h"
+#include "moonshard/ops.h"
 #include "moonshard/nn_ops.h"
 #include "nn/nn_internal.h"
 
@@ -12,30 +14,54 @@ static ms_status embedding_backward(ms_node *n, ms_tensor *const *grad_out, ms_t
   const ms_edge *e = &n->next[0];
   const int64_t *wshape = e->node->out_shape[e->input_nr];
   ms_tensor *g = ms_nn_contiguous(grad_out[0], dt);
-  ms_tensor *gw = g ? ms_tensor_new_zeros(2, wshape, dt) : NULL;
-  if (gw)
+  ms_tensor *gw = g ? ms_tensor_new_zeros_on(ms_tensor_device(idx), 2, wshape, dt) : NULL;
+  ms_status st = gw ? MS_OK : MS_ERR_MEMORY;
+  if (gw && ms_tensor_device(idx).type == MS_CUDA)
+    st = ms_cuda_embedding_backward(idx, n->ints[1], n->ints[0], g, gw);
+  else if (gw)
     ms_k_embedding_backward(ms_nn_kdtype(dt), ms_tensor_numel(idx), wshape[1], ms_tensor_data(idx),
                             n->ints[1], n->ints[0], ms_tensor_data(g), ms_tensor_data(gw));
   ms_tensor_release(g);
+  if (st != MS_OK) ms_tensor_release(gw), gw = NULL;
   grad_in[0] = gw;
-  return gw ? MS_OK : MS_ERR_MEMORY;
+  return st;
 }
 
-static ms_status check_indices(const ms_tensor *idx, int64_t rows, int64_t base) {
-  const int64_t *v = ms_tensor_data(idx);
-  for (int64_t i = 0, n = ms_tensor_numel(idx); i < n; i++) {
-    if (v[i] - base >= 0 && v[i] - base < rows) continue;
-    return ms_error(MS_ERR_ARG, "embedding: index %lld is out of range for %lld embeddings%s",
-                    (long long)v[i], (long long)rows,
-                    base == 1 ? " (indices are 1-based)" : "");
+static ms_status index_error(int64_t v, int64_t rows, int64_t base) {
+  return ms_error(MS_ERR_ARG, "embedding: index %lld is out of range for %lld embeddings%s", (long long)v,
+                  (long long)rows, base == 1 ? " (indices are 1-based)" : "");
+}
+
+/* Device indices are checked through their extremes, reduced on the device: two numbers come
+ * back instead of every index. */
+static ms_status check_indices_cuda(ms_tensor *idx, int64_t rows, int64_t base) {
+  if (ms_tensor_numel(idx) == 0) return MS_OK;
+  double ext[2] = {0, 0};
+  const ms_reduce_op ops[2] = {MS_RED_MIN, MS_RED_MAX};
+  for (int k = 0; k < 2; k++) {
+    ms_tensor *r = ms_reduce(ops[k], idx, (ms_reduce_opts){.all = true});
+    ms_status st = r ? ms_tensor_item(r, &ext[k]) : MS_ERR_RUNTIME;
+    ms_tensor_release(r);
+    if (st != MS_OK) return st;
   }
+  if (ext[0] - (double)base < 0) return index_error((int64_t)ext[0], rows, base);
+  if (ext[1] - (double)base >= (double)rows) return index_error((int64_t)ext[1], rows, base);
+  return MS_OK;
+}
+
+static ms_status check_indices(ms_tensor *idx, int64_t rows, int64_t base) {
+  if (ms_tensor_device(idx).type == MS_CUDA) return check_indices_cuda(idx, rows, base);
+  const int64_t *v = ms_tensor_data(idx);
+  for (int64_t i = 0, n = ms_tensor_numel(idx); i < n; i++)
+    if (v[i] - base < 0 || v[i] - base >= rows) return index_error(v[i], rows, base);
   return MS_OK;
 }
 
 static ms_status check_embedding(ms_tensor *indices, ms_tensor *w, int64_t padding_idx) {
   char buf[MS_SHAPE_STR_LEN];
-  if (ms_nn_check_index_tensor("embedding", "indices", indices)) return MS_ERR_ARG;
-  if (ms_nn_check_float("embedding", "weight", w)) return MS_ERR_ARG;
+  if (ms_nn_check_index_tensor_any("embedding", "indices", indices)) return MS_ERR_ARG;
+  if (ms_nn_check_float_any("embedding", "weight", w)) return MS_ERR_ARG;
+  if (ms_check_same_device("embedding", 2, (ms_tensor *[]){indices, w})) return MS_ERR_ARG;
   if (w->ndim != 2)
     return ms_error(MS_ERR_ARG, "embedding: weight must be 2-D (num_embeddings, embedding_dim), got %s",
                     ms_shape_str(w->ndim, w->shape, buf, sizeof buf));
@@ -55,11 +81,14 @@ ms_tensor *ms_embedding(ms_tensor *indices, ms_tensor *w, int64_t padding_idx, i
     int64_t shape[MS_MAX_DIMS];
     for (int d = 0; d < idx->ndim; d++) shape[d] = idx->shape[d];
     shape[idx->ndim] = w->shape[1];
-    out = ms_tensor_new_empty(idx->ndim + 1, shape, w->dtype);
+    out = ms_tensor_new_empty_on(ms_tensor_device(w), idx->ndim + 1, shape, w->dtype);
   }
-  if (out)
+  if (out && ms_tensor_device(w).type == MS_CUDA) {
+    if (ms_cuda_embedding(idx, index_base, wc, out) != MS_OK) ms_tensor_release(out), out = NULL;
+  } else if (out) {
     ms_k_embedding(ms_nn_kdtype(w->dtype), ms_tensor_numel(idx), w->shape[1], ms_tensor_data(idx),
                    index_base, ms_tensor_data(wc), ms_tensor_data(out));
+  }
   ms_tensor_release(wc);
   bool wants = out && ms_autograd_wants(1, &w);
   ms_node *n = wants ? ms_node_new("EmbeddingBackward0", embedding_backward, 1, &w) : NULL;

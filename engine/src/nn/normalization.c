@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "autograd/grad_util.h"
+#include "cuda/cuda_ops.h"
 #include "moonshard/nn_ops.h"
 #include "nn/nn_internal.h"
 
@@ -12,6 +13,7 @@ static bool load(ms_node *n, ms_tensor **x, ms_tensor **w, ms_tensor **mean, ms_
 }
 
 static void *data_or_null(ms_tensor *t) { return t ? ms_tensor_data(t) : NULL; }
+static bool on_cuda(const ms_tensor *t) { return ms_tensor_device(t).type == MS_CUDA; }
 
 /* New zero-free buffers for the gradients the node's edges need (NULL for the rest); false when
  * memory ran out. shape/ndim: of x (slot 0) and of the parameters (slots 1, 2). */
@@ -19,8 +21,8 @@ static bool alloc_grads(ms_node *n, const ms_tensor *x, int pndim, const int64_t
                         ms_tensor **grad_in) {
   for (int i = 0; i < 3; i++) {
     if (!ms_grad_needed(n, i)) continue;
-    grad_in[i] = i == 0 ? ms_tensor_new_empty(x->ndim, x->shape, x->dtype)
-                        : ms_tensor_new_empty(pndim, pshape, x->dtype);
+    grad_in[i] = i == 0 ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype)
+                        : ms_tensor_new_empty_on(ms_tensor_device(x), pndim, pshape, x->dtype);
     if (!grad_in[i]) return false;
   }
   return true;
@@ -44,16 +46,21 @@ static ms_status layer_norm_backward(ms_node *n, ms_tensor *const *grad_out, ms_
   ms_tensor *g = ms_nn_contiguous(grad_out[0], x->dtype);
   if (!g || !alloc_grads(n, x, nd, x->shape + x->ndim - nd, grad_in))
     return ms_tensor_release(g), MS_ERR_MEMORY;
-  ms_k_layer_norm_backward(ms_nn_kdtype(x->dtype), M, N, ms_tensor_data(x), ms_tensor_data(g),
-                           ms_tensor_data(mean), ms_tensor_data(rstd), data_or_null(w),
-                           data_or_null(grad_in[0]), data_or_null(grad_in[1]), data_or_null(grad_in[2]));
+  ms_status st = MS_OK;
+  if (on_cuda(x))
+    st = ms_cuda_layer_norm_backward(M, N, x, g, mean, rstd, w, grad_in[0], grad_in[1], grad_in[2]);
+  else
+    ms_k_layer_norm_backward(ms_nn_kdtype(x->dtype), M, N, ms_tensor_data(x), ms_tensor_data(g),
+                             ms_tensor_data(mean), ms_tensor_data(rstd), data_or_null(w),
+                             data_or_null(grad_in[0]), data_or_null(grad_in[1]), data_or_null(grad_in[2]));
   ms_tensor_release(g);
-  return MS_OK;
+  return st;
 }
 
 static ms_status check_layer_norm(ms_tensor *x, int nd, const int64_t *ns, ms_tensor *w, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
-  if (ms_nn_check_float("layer_norm", "input", x)) return MS_ERR_ARG;
+  if (ms_nn_check_float_any("layer_norm", "input", x)) return MS_ERR_ARG;
+  if (ms_check_same_device("layer_norm", 3, (ms_tensor *[]){x, w, b})) return MS_ERR_ARG;
   bool ok = nd >= 1 && nd <= x->ndim;
   for (int d = 0; ok && d < nd; d++) ok = x->shape[x->ndim - nd + d] == ns[d];
   if (!ok)
@@ -62,7 +69,7 @@ static ms_status check_layer_norm(ms_tensor *x, int nd, const int64_t *ns, ms_te
   ms_tensor *p[2] = {w, b};
   for (int i = 0; i < 2; i++) {
     if (!p[i]) continue;
-    if (ms_nn_check_param("layer_norm", i ? "bias" : "weight", p[i], x->dtype, -1)) return MS_ERR_ARG;
+    if (ms_nn_check_param_any("layer_norm", i ? "bias" : "weight", p[i], x->dtype, -1)) return MS_ERR_ARG;
     ok = p[i]->ndim == nd;
     for (int d = 0; ok && d < nd; d++) ok = p[i]->shape[d] == ns[d];
     if (!ok)
@@ -81,13 +88,18 @@ ms_tensor *ms_layer_norm(ms_tensor *x, int nshape, const int64_t *ns, ms_tensor 
   int64_t M = N ? ms_tensor_numel(x) / N : 0;
   ms_tensor *xc = ms_nn_contiguous(x, x->dtype), *wc = w ? ms_nn_contiguous(w, x->dtype) : NULL;
   ms_tensor *bc = b ? ms_nn_contiguous(b, x->dtype) : NULL;
-  ms_tensor *y = ms_tensor_new_empty(x->ndim, x->shape, x->dtype);
-  ms_tensor *mean = ms_tensor_new_empty(1, &M, x->dtype), *rstd = ms_tensor_new_empty(1, &M, x->dtype);
+  ms_device dev = ms_tensor_device(x);
+  ms_tensor *y = ms_tensor_new_empty_on(dev, x->ndim, x->shape, x->dtype);
+  ms_tensor *mean = ms_tensor_new_empty_on(dev, 1, &M, x->dtype), *rstd = ms_tensor_new_empty_on(dev, 1, &M, x->dtype);
   ms_tensor *ins[3] = {x, w, b}, *out = NULL;
   if (xc && (wc || !w) && (bc || !b) && y && mean && rstd) {
-    ms_k_layer_norm(ms_nn_kdtype(x->dtype), M, N, ms_tensor_data(xc), data_or_null(wc), data_or_null(bc), eps,
-                    ms_tensor_data(y), ms_tensor_data(mean), ms_tensor_data(rstd));
-    out = y, y = NULL;
+    ms_status st = MS_OK;
+    if (on_cuda(x))
+      st = ms_cuda_layer_norm(M, N, xc, wc, bc, eps, y, mean, rstd);
+    else
+      ms_k_layer_norm(ms_nn_kdtype(x->dtype), M, N, ms_tensor_data(xc), data_or_null(wc), data_or_null(bc), eps,
+                      ms_tensor_data(y), ms_tensor_data(mean), ms_tensor_data(rstd));
+    if (st == MS_OK) out = y, y = NULL;
   }
   bool wants = out && ms_autograd_wants(3, ins);
   ms_node *n = wants ? ms_node_new("NativeLayerNormBackward0", layer_norm_backward, 3, ins) : NULL;
@@ -114,25 +126,31 @@ static ms_status batch_norm_backward(ms_node *n, ms_tensor *const *grad_out, ms_
   ms_nn_split(x, 1, &N, &C, &inner);
   ms_tensor *g = ms_nn_contiguous(grad_out[0], x->dtype);
   if (!g || !alloc_grads(n, x, 1, &C, grad_in)) return ms_tensor_release(g), MS_ERR_MEMORY;
-  ms_k_batch_norm_backward(ms_nn_kdtype(x->dtype), N, C, inner, ms_tensor_data(x), ms_tensor_data(g),
-                           ms_tensor_data(mean), ms_tensor_data(invstd), data_or_null(w), (int)n->ints[0],
-                           data_or_null(grad_in[0]), data_or_null(grad_in[1]), data_or_null(grad_in[2]));
+  ms_status st = MS_OK;
+  if (on_cuda(x))
+    st = ms_cuda_batch_norm_backward(N, C, inner, x, g, mean, invstd, w, (int)n->ints[0], grad_in[0], grad_in[1],
+                                     grad_in[2]);
+  else
+    ms_k_batch_norm_backward(ms_nn_kdtype(x->dtype), N, C, inner, ms_tensor_data(x), ms_tensor_data(g),
+                             ms_tensor_data(mean), ms_tensor_data(invstd), data_or_null(w), (int)n->ints[0],
+                             data_or_null(grad_in[0]), data_or_null(grad_in[1]), data_or_null(grad_in[2]));
   ms_tensor_release(g);
-  return MS_OK;
+  return st;
 }
 
 static ms_status check_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *w, ms_tensor *b,
                                   bool training) {
   char buf[MS_SHAPE_STR_LEN];
-  if (ms_nn_check_float("batch_norm", "input", x)) return MS_ERR_ARG;
+  if (ms_nn_check_float_any("batch_norm", "input", x)) return MS_ERR_ARG;
   if (x->ndim < 2)
     return ms_error(MS_ERR_ARG, "batch_norm: input must have at least 2 dims (N, C, ...), got %s",
                     ms_shape_str(x->ndim, x->shape, buf, sizeof buf));
   int64_t C = x->shape[1];
-  if (ms_nn_check_param("batch_norm", "running_mean", rm, x->dtype, C) ||
-      ms_nn_check_param("batch_norm", "running_var", rv, x->dtype, C) ||
-      ms_nn_check_param("batch_norm", "weight", w, x->dtype, C) ||
-      ms_nn_check_param("batch_norm", "bias", b, x->dtype, C))
+  if (ms_nn_check_param_any("batch_norm", "running_mean", rm, x->dtype, C) ||
+      ms_nn_check_param_any("batch_norm", "running_var", rv, x->dtype, C) ||
+      ms_nn_check_param_any("batch_norm", "weight", w, x->dtype, C) ||
+      ms_nn_check_param_any("batch_norm", "bias", b, x->dtype, C) ||
+      ms_check_same_device("batch_norm", 5, (ms_tensor *[]){x, rm, rv, w, b}))
     return MS_ERR_ARG;
   if (!training && (!rm || !rv))
     return ms_error(MS_ERR_ARG, "batch_norm: running_mean and running_var are required in evaluation mode");
@@ -177,14 +195,19 @@ static ms_status batch_stats(ms_tensor *xc, ms_tensor *rm, ms_tensor *rv, bool t
     ms_tensor_release(v);
     return *invstd ? MS_OK : MS_ERR_MEMORY;
   }
-  *mean = ms_tensor_new_empty(1, &C, xc->dtype);
-  ms_tensor *var = *mean ? ms_tensor_new_empty(1, &C, xc->dtype) : NULL;
+  *mean = ms_tensor_new_empty_on(ms_tensor_device(xc), 1, &C, xc->dtype);
+  ms_tensor *var = *mean ? ms_tensor_new_empty_on(ms_tensor_device(xc), 1, &C, xc->dtype) : NULL;
   if (!var) return MS_ERR_MEMORY;
-  ms_k_batch_norm_stats(ms_nn_kdtype(xc->dtype), N, C, inner, ms_tensor_data(xc), ms_tensor_data(*mean),
-                        ms_tensor_data(var));
+  ms_status st = MS_OK;
+  if (on_cuda(xc))
+    st = ms_cuda_batch_norm_stats(N, C, inner, xc, *mean, var);
+  else
+    ms_k_batch_norm_stats(ms_nn_kdtype(xc->dtype), N, C, inner, ms_tensor_data(xc), ms_tensor_data(*mean),
+                          ms_tensor_data(var));
+  if (st != MS_OK) return ms_tensor_release(var), st;
   double count = (double)N * (double)inner;
   ms_tensor *unbiased = rv ? scaled(var, count / (count - 1)) : NULL; /* Bessel's correction */
-  ms_status st = rv && !unbiased ? MS_ERR_MEMORY : MS_OK;
+  if (rv && !unbiased) st = MS_ERR_MEMORY;
   if (st == MS_OK && rm) st = update_running(rm, *mean, momentum);
   if (st == MS_OK && rv) st = update_running(rv, unbiased, momentum);
   if (st == MS_OK && !(*invstd = inverse_std(var, eps))) st = MS_ERR_MEMORY;
@@ -212,11 +235,14 @@ ms_tensor *ms_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *
   ms_tensor *bc = b ? ms_nn_contiguous(b, x->dtype) : NULL, *mean = NULL, *invstd = NULL, *out = NULL;
   bool ready = xc && (wc || !w) && (bc || !b);
   if (ready && batch_stats(xc, rm, rv, training, momentum, eps, &mean, &invstd) == MS_OK &&
-      (out = ms_tensor_new_empty(x->ndim, x->shape, x->dtype))) {
+      (out = ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype))) {
     int64_t N, C, inner;
     ms_nn_split(xc, 1, &N, &C, &inner);
-    ms_k_batch_norm_apply(ms_nn_kdtype(x->dtype), N, C, inner, ms_tensor_data(xc), ms_tensor_data(mean),
-                          ms_tensor_data(invstd), data_or_null(wc), data_or_null(bc), ms_tensor_data(out));
+    if (!on_cuda(x))
+      ms_k_batch_norm_apply(ms_nn_kdtype(x->dtype), N, C, inner, ms_tensor_data(xc), ms_tensor_data(mean),
+                            ms_tensor_data(invstd), data_or_null(wc), data_or_null(bc), ms_tensor_data(out));
+    else if (ms_cuda_batch_norm_apply(N, C, inner, xc, mean, invstd, wc, bc, out) != MS_OK)
+      ms_tensor_release(out), out = NULL;
   }
   ms_grad_set_enabled(prev);
   ms_tensor *ins[3] = {x, w, b};

@@ -207,11 +207,14 @@ static ms_status avg_pool_backward(ms_node *n, ms_tensor *const *grad_out, ms_te
   if (make_windows(&g, n->ints[AVG_KIND], n->ints[AVG_INCLUDE_PAD], &aw) != MS_OK) return MS_ERR_MEMORY;
   ms_dtype dt = n->out_dtype[0];
   ms_tensor *go = grad_contiguous(grad_out[0], dt);
-  ms_tensor *gx = go ? ms_tensor_new_empty(4, n->ints, dt) : NULL;
-  if (gx) ms_k_avg_pool2d_backward((ms_k_dtype)dt, &g, &aw.w, ms_tensor_data(go), ms_tensor_data(gx));
+  ms_device dev = ms_tensor_device(grad_out[0]);
+  ms_tensor *gx = go ? ms_tensor_new_empty_on(dev, 4, n->ints, dt) : NULL;
+  ms_status st = gx ? MS_OK : MS_ERR_MEMORY;
+  if (gx && dev.type == MS_CUDA) st = ms_cuda_avg_pool2d_backward(&g, &aw.w, go, gx);
+  else if (gx) ms_k_avg_pool2d_backward((ms_k_dtype)dt, &g, &aw.w, ms_tensor_data(go), ms_tensor_data(gx));
   ms_tensor_release(go);
   free(aw.buf);
-  if (!gx) return MS_ERR_MEMORY;
+  if (st != MS_OK) return ms_tensor_release(gx), st;
   grad_in[0] = gx;
   return MS_OK;
 }
@@ -223,7 +226,11 @@ static ms_tensor *avg_pool(ms_tensor *x, const ms_k_pool2d_geom *g, bool adaptiv
   bool prev = ms_grad_set_enabled(false); /* the contiguous copy is the op's own business */
   ms_tensor *xc = ms_tensor_contiguous(x), *out = xc ? new_output(x, g, x->dtype) : NULL;
   ms_grad_set_enabled(prev);
-  if (out) ms_k_avg_pool2d_forward((ms_k_dtype)x->dtype, g, &aw.w, ms_tensor_data(xc), ms_tensor_data(out));
+  if (out && ms_tensor_device(x).type == MS_CUDA) {
+    if (ms_cuda_avg_pool2d(g, &aw.w, xc, out) != MS_OK) ms_tensor_release(out), out = NULL;
+  } else if (out) {
+    ms_k_avg_pool2d_forward((ms_k_dtype)x->dtype, g, &aw.w, ms_tensor_data(xc), ms_tensor_data(out));
+  }
   ms_tensor_release(xc);
   free(aw.buf);
   if (!out || !ms_autograd_wants(1, &x)) return out;
@@ -240,13 +247,13 @@ ms_tensor *ms_avg_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t st
                          const int64_t padding[2], bool ceil_mode, bool count_include_pad) {
   ms_k_pool2d_geom g;
   const int64_t one[2] = {1, 1};
-  if (pool_geometry("avg_pool2d", x, kernel, stride, padding, one, ceil_mode, false, &g) != MS_OK) return NULL;
+  if (pool_geometry("avg_pool2d", x, kernel, stride, padding, one, ceil_mode, true, &g) != MS_OK) return NULL;
   return avg_pool(x, &g, false, count_include_pad);
 }
 
 ms_tensor *ms_adaptive_avg_pool2d(ms_tensor *x, int64_t out_h, int64_t out_w) {
   const int64_t size[2] = {out_h, out_w};
-  if (ms_nn_check_4d("adaptive_avg_pool2d", "input", x) != MS_OK ||
+  if (ms_nn_check_4d_any("adaptive_avg_pool2d", "input", x) != MS_OK ||
       ms_nn_check_pair("adaptive_avg_pool2d", "output_size", size, 1) != MS_OK)
     return NULL;
   ms_k_pool2d_geom g = {.planes = x->shape[0] * x->shape[1], .h = x->shape[2], .w = x->shape[3],

@@ -56,9 +56,8 @@ static ms_status check_step(const char *op, ms_tensor *param, ms_tensor *grad, m
                     ms_dtype_name(param->dtype));
   if (!ms_tensor_is_contiguous(param))
     return ms_error(MS_ERR_ARG, "%s: param must be contiguous", op);
-  /* steps with a CUDA kernel take device tensors; the others refuse them here */
-  bool has_cuda_kernel = strcmp(op, "adadelta_step") == 0;
-  ms_status st = has_cuda_kernel ? ms_tensor_check_data_any(op, param) : ms_tensor_check_data(op, param);
+  /* every step has a CUDA kernel: param may be on any device (check_like keeps the rest on it) */
+  ms_status st = ms_tensor_check_data_any(op, param);
   if (st == MS_OK) st = check_like(op, "grad", param, grad, false);
   if (st != MS_OK) return st;
   /* a strided gradient (an expanded or transposed view) is packed once here */
@@ -78,6 +77,8 @@ static ms_status check_states(const char *op, ms_tensor *param, int n, ms_tensor
 }
 
 static void *data_or_null(ms_tensor *t, bool used) { return used ? ms_tensor_data(t) : NULL; }
+static ms_tensor *tensor_or_null(ms_tensor *t, bool used) { return used ? t : NULL; }
+static bool on_cuda(const ms_tensor *param) { return ms_tensor_device(param).type == MS_CUDA; }
 
 ms_status ms_optim_sgd_step(ms_tensor *param, ms_tensor *grad, ms_tensor *momentum_buffer,
                             bool init_buffer, const ms_sgd_options *o) {
@@ -89,9 +90,12 @@ ms_status ms_optim_sgd_step(ms_tensor *param, ms_tensor *grad, ms_tensor *moment
   if (st == MS_OK) {
     ms_k_sgd_hp hp = {o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov, o->maximize,
                       init_buffer};
-    ms_k_sgd_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
-                  ms_tensor_data(g), data_or_null(momentum_buffer, used[0]), &hp);
-    ms_tensor_bump_version(param);
+    if (on_cuda(param))
+      st = ms_cuda_sgd_step(param, g, tensor_or_null(momentum_buffer, used[0]), &hp);
+    else
+      ms_k_sgd_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
+                    ms_tensor_data(g), data_or_null(momentum_buffer, used[0]), &hp);
+    if (st == MS_OK) ms_tensor_bump_version(param);
   }
   ms_tensor_release(g);
   return st;
@@ -111,10 +115,13 @@ ms_status ms_optim_adam_step(ms_tensor *param, ms_tensor *grad, ms_tensor *exp_a
   if (st == MS_OK) {
     ms_k_adam_hp hp = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, (double)o->step,
                        o->amsgrad, o->maximize, o->decoupled};
-    ms_k_adam_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
-                   ms_tensor_data(g), ms_tensor_data(exp_avg), ms_tensor_data(exp_avg_sq),
-                   data_or_null(max_exp_avg_sq, used[2]), &hp);
-    ms_tensor_bump_version(param);
+    if (on_cuda(param))
+      st = ms_cuda_adam_step(param, g, exp_avg, exp_avg_sq, tensor_or_null(max_exp_avg_sq, used[2]), &hp);
+    else
+      ms_k_adam_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
+                     ms_tensor_data(g), ms_tensor_data(exp_avg), ms_tensor_data(exp_avg_sq),
+                     data_or_null(max_exp_avg_sq, used[2]), &hp);
+    if (st == MS_OK) ms_tensor_bump_version(param);
   }
   ms_tensor_release(g);
   return st;
@@ -130,7 +137,7 @@ ms_status ms_optim_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *s
   if (st == MS_OK) st = check_states("adadelta_step", param, 2, states, names, used);
   if (st == MS_OK) {
     ms_k_adadelta_hp hp = {o->lr, o->rho, o->eps, o->weight_decay, o->maximize};
-    if (ms_tensor_device(param).type == MS_CUDA)
+    if (on_cuda(param))
       st = ms_cuda_adadelta_step(param, g, square_avg, acc_delta, &hp);
     else
       ms_k_adadelta_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
@@ -151,9 +158,12 @@ ms_status ms_optim_adagrad_step(ms_tensor *param, ms_tensor *grad, ms_tensor *st
   if (st == MS_OK && o->step < 1) st = ms_error(MS_ERR_ARG, "adagrad_step: step must be >= 1, got %lld", (long long)o->step);
   if (st == MS_OK) {
     ms_k_adagrad_hp hp = {o->lr, o->lr_decay, o->weight_decay, o->eps, (double)o->step, o->maximize};
-    ms_k_adagrad_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
-                      ms_tensor_data(g), ms_tensor_data(state_sum), &hp);
-    ms_tensor_bump_version(param);
+    if (on_cuda(param))
+      st = ms_cuda_adagrad_step(param, g, state_sum, &hp);
+    else
+      ms_k_adagrad_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
+                        ms_tensor_data(g), ms_tensor_data(state_sum), &hp);
+    if (st == MS_OK) ms_tensor_bump_version(param);
   }
   ms_tensor_release(g);
   return st;
@@ -171,10 +181,14 @@ ms_status ms_optim_rmsprop_step(ms_tensor *param, ms_tensor *grad, ms_tensor *sq
   if (st == MS_OK) {
     ms_k_rmsprop_hp hp = {o->lr, o->alpha, o->eps, o->weight_decay, o->momentum, o->centered,
                           o->maximize};
-    ms_k_rmsprop_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
-                      ms_tensor_data(g), ms_tensor_data(square_avg),
-                      data_or_null(grad_avg, used[1]), data_or_null(momentum_buffer, used[2]), &hp);
-    ms_tensor_bump_version(param);
+    if (on_cuda(param))
+      st = ms_cuda_rmsprop_step(param, g, square_avg, tensor_or_null(grad_avg, used[1]),
+                                tensor_or_null(momentum_buffer, used[2]), &hp);
+    else
+      ms_k_rmsprop_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
+                        ms_tensor_data(g), ms_tensor_data(square_avg),
+                        data_or_null(grad_avg, used[1]), data_or_null(momentum_buffer, used[2]), &hp);
+    if (st == MS_OK) ms_tensor_bump_version(param);
   }
   ms_tensor_release(g);
   return st;

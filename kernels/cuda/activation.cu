@@ -1,0 +1,68 @@
+// activation.cu: GELU (exact and tanh-approximated) and SiLU, forward and backward, one thread
+// per element with the formulas of kernels/cpu/nn_ops_body.h in the element type.
+#include "common.cuh"
+
+using namespace mskc;
+
+__device__ inline float d_erf(float v) { return erff(v); }
+__device__ inline double d_erf(double v) { return erf(v); }
+__device__ inline float d_tanh(float v) { return tanhf(v); }
+__device__ inline double d_tanh(double v) { return tanh(v); }
+__device__ inline float d_exp(float v) { return expf(v); }
+__device__ inline double d_exp(double v) { return exp(v); }
+
+template <typename T>
+__device__ inline T act_forward(ms_k_act act, T x) {
+  const T k = (T)0.7978845608028654, c = (T)0.044715, inv_sqrt2 = (T)0.7071067811865476; // sqrt(2/pi)
+  switch (act) {
+  case MS_K_ACT_GELU: return (T)0.5 * x * ((T)1 + d_erf(x * inv_sqrt2));
+  case MS_K_ACT_GELU_TANH: return (T)0.5 * x * ((T)1 + d_tanh(k * (x + c * x * x * x)));
+  default: return x / ((T)1 + d_exp(-x));
+  }
+}
+
+template <typename T>
+__device__ inline T act_backward(ms_k_act act, T x, T g) {
+  const T k = (T)0.7978845608028654, c = (T)0.044715, inv_sqrt2 = (T)0.7071067811865476;
+  const T inv_sqrt_2pi = (T)0.3989422804014327;
+  switch (act) {
+  case MS_K_ACT_GELU: {
+    T cdf = (T)0.5 * ((T)1 + d_erf(x * inv_sqrt2)), pdf = inv_sqrt_2pi * d_exp((T)-0.5 * x * x);
+    return g * (cdf + x * pdf);
+  }
+  case MS_K_ACT_GELU_TANH: {
+    T x2 = x * x, th = d_tanh(k * (x + c * x2 * x)), dinner = k * ((T)1 + (T)3 * c * x2);
+    return g * ((T)0.5 * ((T)1 + th) + (T)0.5 * x * ((T)1 - th * th) * dinner);
+  }
+  default: {
+    T s = (T)1 / ((T)1 + d_exp(-x));
+    return g * s * ((T)1 + x * ((T)1 - s));
+  }
+  }
+}
+
+// g NULL: the forward (out = act(x)); otherwise the backward (out = g * act'(x)).
+template <typename T>
+__global__ void activation_kernel(ms_k_act act, int64_t n, const T *x, const T *g, T *out) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = g ? act_backward(act, x[i], g[i]) : act_forward(act, x[i]);
+}
+
+static int launch(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, const void *g, void *out, void *stream) {
+  if (n <= 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (dt == MS_K_F64)
+    activation_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(act, n, (const double *)x, (const double *)g, (double *)out);
+  else
+    activation_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(act, n, (const float *)x, (const float *)g, (float *)out);
+  return launch_status();
+}
+
+extern "C" int ms_kc_activation(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, void *y, void *stream) {
+  return launch(act, dt, n, x, NULL, y, stream);
+}
+
+extern "C" int ms_kc_activation_backward(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, const void *g,
+                                         void *gx, void *stream) {
+  return launch(act, dt, n, x, g, gx, stream);
+}

@@ -1,0 +1,48 @@
+// embedding.cu: the gather of weight rows by index, and its gradient. The backward gives each
+// thread one column of the weight gradient and walks the indices in order, as the CPU does: no
+// float atomics, so repeated indices sum in a fixed order and the result is deterministic (and
+// the same bits as the CPU's).
+#include "common.cuh"
+
+using namespace mskc;
+
+template <typename T>
+__global__ void embedding_kernel(int64_t total, int64_t D, const int64_t *idx, int64_t base, const T *w, T *out) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = w[(idx[i / D] - base) * D + i % D];
+}
+
+template <typename T>
+__global__ void embedding_backward_kernel(int64_t n, int64_t D, const int64_t *idx, int64_t base, int64_t padding_idx,
+                                          const T *g, T *gw) {
+  for (int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; d < D; d += (int64_t)gridDim.x * blockDim.x)
+    for (int64_t r = 0; r < n; r++) {
+      int64_t k = idx[r] - base;
+      if (k != padding_idx) gw[k * D + d] += g[r * D + d]; // the padding row gets no gradient
+    }
+}
+
+extern "C" int ms_kc_embedding(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base, const void *w,
+                               void *out, void *stream) {
+  int64_t total = n * D;
+  if (total == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (dt == MS_K_F64)
+    embedding_kernel<double><<<blocks_for(total), kThreads, 0, s>>>(total, D, idx, base, (const double *)w, (double *)out);
+  else
+    embedding_kernel<float><<<blocks_for(total), kThreads, 0, s>>>(total, D, idx, base, (const float *)w, (float *)out);
+  return launch_status();
+}
+
+extern "C" int ms_kc_embedding_backward(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
+                                        int64_t padding_idx, const void *g, void *gw, void *stream) {
+  if (n == 0 || D == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (dt == MS_K_F64)
+    embedding_backward_kernel<double><<<blocks_for(D), kThreads, 0, s>>>(n, D, idx, base, padding_idx,
+                                                                         (const double *)g, (double *)gw);
+  else
+    embedding_backward_kernel<float><<<blocks_for(D), kThreads, 0, s>>>(n, D, idx, base, padding_idx,
+                                                                        (const float *)g, (float *)gw);
+  return launch_status();
+}
