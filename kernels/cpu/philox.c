@@ -2,11 +2,10 @@
  * built on it. Every output element is a pure function of (seed, offset, element index), so a
  * fill gives the same numbers for any thread count or chunking, and a CUDA body can match it. */
 #include "kernels/kernels.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/philox_x8.h"
 
 #include <math.h>
-#include <stdatomic.h>
-#include <string.h>
 
 /* Blocks of this many elements go to one task: enough work to amortise a dispatch. */
 #define PHILOX_GRAIN_BLOCKS 2048
@@ -59,19 +58,6 @@ typedef struct fill_job {
   const void *args;
 } fill_job;
 
-/* Whether the eight-block AVX2 generator may run (MS_GEMM_ISA=generic turns it off too, so the
- * scalar path can be tested on any machine). Racing first calls compute the same value. */
-static int use_x8(void) {
-  static _Atomic int v = -1;
-  int x = atomic_load_explicit(&v, memory_order_relaxed);
-  if (x < 0) {
-    __builtin_cpu_init();
-    x = __builtin_cpu_supports("avx2") && strcmp(ms_k_gemm_isa(), "generic") != 0;
-    atomic_store_explicit(&v, x, memory_order_relaxed);
-  }
-  return x;
-}
-
 static void emit(const fill_job *j, int64_t b, const uint32_t w[4]) {
   int64_t first = b * j->lanes, left = j->n - first;
   j->fn(j->args, w, first, left < j->lanes ? (int)left : j->lanes);
@@ -81,7 +67,7 @@ static void fill_range(void *arg, int64_t begin, int64_t end) {
   const fill_job *j = arg;
   uint32_t w[4];
   int64_t b = begin;
-  if (use_x8())
+  if (ms_k_cpu_avx2())
     for (uint32_t x8[4][8]; b + 8 <= end; b += 8) {
       ms_k_philox_x8_avx2(j->seed, j->offset + (uint64_t)b, x8);
       for (int i = 0; i < 8; i++) {
