@@ -420,15 +420,9 @@ static void pack_b_shared(gemm_plan *p, int64_t jc, int64_t nc, int64_t pc, int6
 }
 
 /* Row blocks of at most MC, as even as MR allows, their count a multiple of the team's size, so
- * that no thread is left with a short last block while another still works. With jit_b there
- * is one block of all M rows and the team splits the columns instead. */
+ * that no thread is left with a short last block while another still works. */
 static void row_blocks(const gemm_plan *p, int nt, int64_t *n_ic, int64_t *mc) {
   const gemm_kernel *kr = p->kern;
-  if (p->jit_b) {
-    *n_ic = 1;
-    *mc = (p->M + kr->mr - 1) / kr->mr * kr->mr;
-    return;
-  }
   int64_t n = (p->M + kr->mc - 1) / kr->mc;
   n = (n + nt - 1) / nt * nt;
   *mc = ((p->M + n - 1) / n + kr->mr - 1) / kr->mr * kr->mr;
@@ -448,20 +442,46 @@ static void macro_jit_b(const gemm_plan *p, int64_t m, int64_t j0, int64_t n, in
   }
 }
 
+/* A team member when jit_b: no panel is shared, so each thread takes a fixed slice of the
+ * columns and runs through K without a barrier (the shared path waits at two per KC block: 72 on
+ * the fc1 forward, each costing a time slice when the machine is oversubscribed). A, a few rows,
+ * is packed by every thread. */
+static void gemm_member_jit(gemm_plan *p, int t, int nt) {
+  const gemm_kernel *kr = p->kern;
+  int64_t c0, c1;
+  split((p->N + kr->nr - 1) / kr->nr, nt, t, &c0, &c1);
+  int64_t j0 = c0 * kr->nr, j1 = c1 * kr->nr < p->N ? c1 * kr->nr : p->N;
+  if (j0 >= j1) return;
+  int64_t mc = (p->M + kr->mr - 1) / kr->mr * kr->mr, kc_cap = p->K < kr->kc ? p->K : kr->kc;
+  char *apack = ms_k_thread_buffer(BUF_A, (size_t)(mc * kc_cap) * kr->es);
+  char *bbuf = apack ? ms_k_thread_buffer(BUF_B, (size_t)(kr->nr * kc_cap) * kr->es) : NULL;
+  for (int64_t pc = 0; pc < p->K; pc += kr->kc) {
+    int64_t kc = p->K - pc < kr->kc ? p->K - pc : kr->kc;
+    if (!bbuf) {
+      kr->naive(p, 0, p->M, j0, j1 - j0, pc, kc, pc == 0);
+      continue;
+    }
+    kr->pack_a(p, 0, p->M, pc, kc, apack);
+    macro_jit_b(p, p->M, j0, j1 - j0, pc, kc, apack, bbuf);
+  }
+}
+
 /* One team member. For each KC x NC panel of B (packed by all), the C block it feeds is cut into
  * units (an MC block of rows x a slice of the panel's columns) that threads claim from a counter:
  * a thread that gets less CPU (another process on its core) simply does fewer units. Slices are
  * used only when there are too few row blocks to go round, since each thread packs the A block
  * of every unit it takes. */
 static void gemm_member(void *ctx, int t, int nt) {
-  (void)t;
   gemm_plan *p = ctx;
+  if (p->jit_b) {
+    gemm_member_jit(p, t, nt);
+    return;
+  }
   const gemm_kernel *kr = p->kern;
-  char *apack = NULL, *bbuf = NULL;
+  char *apack = NULL;
   int64_t n_ic, mc;
   row_blocks(p, nt, &n_ic, &mc);
-  int64_t kc_cap = p->K < kr->kc ? p->K : kr->kc;
-  size_t a_size = (size_t)(mc * kc_cap) * kr->es, b_size = (size_t)(kr->nr * kc_cap) * kr->es;
+  size_t a_size = (size_t)(mc * (p->K < kr->kc ? p->K : kr->kc)) * kr->es;
   for (int64_t jc = 0; jc < p->N; jc += kr->nc) {
     int64_t nc = p->N - jc < kr->nc ? p->N - jc : kr->nc;
     int64_t npanels = (nc + kr->nr - 1) / kr->nr;
@@ -471,7 +491,7 @@ static void gemm_member(void *ctx, int t, int nt) {
     for (int64_t pc = 0; pc < p->K; pc += kr->kc) {
       int64_t kc = p->K - pc < kr->kc ? p->K - pc : kr->kc;
       team_barrier(p, nt, 1); /* everyone is done with the previous panel */
-      if (!p->jit_b) pack_b_shared(p, jc, nc, pc, kc);
+      pack_b_shared(p, jc, nc, pc, kc);
       team_barrier(p, nt, 0);
       int64_t packed_ic = -1; /* the row block apack holds for this panel */
       for (;;) {
@@ -482,18 +502,14 @@ static void gemm_member(void *ctx, int t, int nt) {
         split(npanels, slices, u % slices, &c0, &c1);
         int64_t j0 = c0 * kr->nr, j1 = c1 * kr->nr < nc ? c1 * kr->nr : nc;
         if (!apack) apack = ms_k_thread_buffer(BUF_A, a_size);
-        if (!bbuf && p->jit_b) bbuf = ms_k_thread_buffer(BUF_B, b_size);
-        if (!apack || (p->jit_b && !bbuf)) {
+        if (!apack) {
           kr->naive(p, ic, m, jc + j0, j1 - j0, pc, kc, pc == 0);
           continue;
         }
         if (ic != packed_ic) kr->pack_a(p, ic, m, pc, kc, apack);
         packed_ic = ic;
-        if (p->jit_b)
-          macro_jit_b(p, m, jc + j0, j1 - j0, pc, kc, apack, bbuf);
-        else
-          kr->macro(p, ic, m, jc + j0, j1 - j0, kc, apack, p->bpack + (size_t)(j0 * kc) * kr->es,
-                    pc == 0);
+        kr->macro(p, ic, m, jc + j0, j1 - j0, kc, apack, p->bpack + (size_t)(j0 * kc) * kr->es,
+                  pc == 0);
       }
     }
   }
