@@ -288,7 +288,8 @@ static const gemm_kernel s_kernels[] = {
                   ms_k_sgemm_ukr_avx2, NULL, ms_k_spack_a_avx2, ms_k_spack_b_avx2, pack_a_f32,
                   pack_b_f32, macro_f32, naive_f32},
     [ISA_AVX512] = {MS_SGEMM_AVX512_MR, MS_SGEMM_AVX512_NR, 240, 192, 4096, sizeof(float),
-                    ms_k_sgemm_ukr_avx512, NULL, NULL, NULL, pack_a_f32, pack_b_f32, macro_f32, naive_f32},
+                    ms_k_sgemm_ukr_avx512, NULL, NULL, NULL, pack_a_f32, pack_b_f32, macro_f32,
+                    naive_f32},
 };
 static const gemm_kernel d_kernels[] = {
     [ISA_GENERIC] = {GEN_MR, GEN_DNR, 64, 256, 4096, sizeof(double), NULL, dukr_generic,
@@ -296,7 +297,8 @@ static const gemm_kernel d_kernels[] = {
     [ISA_AVX2] = {MS_DGEMM_AVX2_MR, MS_DGEMM_AVX2_NR, 72, 256, 4080, sizeof(double), NULL,
                   ms_k_dgemm_ukr_avx2, NULL, NULL, pack_a_f64, pack_b_f64, macro_f64, naive_f64},
     [ISA_AVX512] = {MS_DGEMM_AVX512_MR, MS_DGEMM_AVX512_NR, 144, 192, 4096, sizeof(double), NULL,
-                    ms_k_dgemm_ukr_avx512, NULL, NULL, pack_a_f64, pack_b_f64, macro_f64, naive_f64},
+                    ms_k_dgemm_ukr_avx512, NULL, NULL, pack_a_f64, pack_b_f64, macro_f64,
+                    naive_f64},
 };
 
 /* ---- ISA selection --------------------------------------------------------------------------- */

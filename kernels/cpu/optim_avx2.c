@@ -21,7 +21,8 @@ int64_t ms_k_adadelta_f32_avx2(const ms_k_adadelta_hp *hp, int64_t n, float *p, 
     si = _mm256_add_pd(_mm256_mul_pd(si, rho), _mm256_mul_pd(_mm256_mul_pd(one_m_rho, gi), gi));
     __m256d std = _mm256_sqrt_pd(_mm256_add_pd(si, eps));
     __m256d delta = _mm256_mul_pd(_mm256_div_pd(_mm256_sqrt_pd(_mm256_add_pd(ai, eps)), std), gi);
-    ai = _mm256_add_pd(_mm256_mul_pd(ai, rho), _mm256_mul_pd(_mm256_mul_pd(one_m_rho, delta), delta));
+    __m256d dd = _mm256_mul_pd(_mm256_mul_pd(one_m_rho, delta), delta);
+    ai = _mm256_add_pd(_mm256_mul_pd(ai, rho), dd);
     pi = _mm256_add_pd(pi, _mm256_mul_pd(neg_lr, delta));
     _mm_storeu_ps(sq + i, _mm256_cvtpd_ps(si));
     _mm_storeu_ps(acc + i, _mm256_cvtpd_ps(ai));

@@ -20,9 +20,11 @@ void ms_k_philox_x8_avx2(uint64_t seed, uint64_t n0, uint32_t out[4][8]) {
     lo[i] = (uint32_t)n;
     hi[i] = (uint32_t)(n >> 32);
   }
-  __m256i c0 = _mm256_loadu_si256((const __m256i *)lo), c1 = _mm256_loadu_si256((const __m256i *)hi);
+  __m256i c0 = _mm256_loadu_si256((const __m256i *)lo);
+  __m256i c1 = _mm256_loadu_si256((const __m256i *)hi);
   __m256i c2 = _mm256_setzero_si256(), c3 = _mm256_setzero_si256();
-  const __m256i m0 = _mm256_set1_epi32((int)MS_PHILOX_M0), m1 = _mm256_set1_epi32((int)MS_PHILOX_M1);
+  const __m256i m0 = _mm256_set1_epi32((int)MS_PHILOX_M0);
+  const __m256i m1 = _mm256_set1_epi32((int)MS_PHILOX_M1);
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
   for (int r = 0; r < 10; r++) {
     if (r > 0) {

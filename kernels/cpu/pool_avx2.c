@@ -9,10 +9,10 @@
 static inline void deinterleave(const float *p, __m256 *even, __m256 *odd) {
   __m256 v0 = _mm256_loadu_ps(p), v1 = _mm256_loadu_ps(p + 8);
   /* per 128-bit half: [v0 0 2 | v1 0 2], so the 64-bit quarters come out as 0 2 1 3 */
-  *even = _mm256_castpd_ps(_mm256_permute4x64_pd(
-      _mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0)));
-  *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(
-      _mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0)));
+  __m256d e = _mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)));
+  __m256d o = _mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
+  *even = _mm256_castpd_ps(_mm256_permute4x64_pd(e, _MM_SHUFFLE(3, 1, 2, 0)));
+  *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(o, _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
 /* x wins over the current m when greater or NaN (a NaN m is then kept: nothing is greater). */
@@ -37,9 +37,9 @@ int64_t ms_k_max2x2_row_avx2(const float *r0, const float *r1, int64_t ow_count,
     _mm256_storeu_ps(o + ow, _mm256_blendv_ps(m, d, td));
     if (!ix) continue;
     /* the winner's offset in the plane from r0's window start: 0, 1, w or w + 1 */
-    __m256i t = _mm256_and_si256(_mm256_castps_si256(tb), off1);
-    t = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(t), _mm256_castsi256_ps(offw), tc));
-    t = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(t), _mm256_castsi256_ps(offw1), td));
+    __m256 tf = _mm256_and_ps(tb, _mm256_castsi256_ps(off1));
+    tf = _mm256_blendv_ps(tf, _mm256_castsi256_ps(offw), tc);
+    __m256i t = _mm256_castps_si256(_mm256_blendv_ps(tf, _mm256_castsi256_ps(offw1), td));
     __m256i start = _mm256_add_epi64(_mm256_set1_epi64x(base + 2 * ow), step);
     __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(t));
     __m256i hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(t, 1));
@@ -65,8 +65,9 @@ int64_t ms_k_max2x2_backward_row_avx2(float *r0, float *r1, const float *g, cons
     __m256i any = _mm256_or_si256(_mm256_or_si256(m0, m1), _mm256_or_si256(m2, m3));
     invalid = _mm256_or_si256(invalid, _mm256_xor_si256(any, _mm256_set1_epi64x(-1)));
     /* each 64-bit mask covers two float lanes: take the low half of one, the high of the other */
-    __m256 v = _mm256_add_ps(_mm256_setzero_ps(), /* -0 becomes +0, as the scatter's 0 + g */
-                             _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(g + ow)), dup));
+    __m256 g4 = _mm256_castps128_ps256(_mm_loadu_ps(g + ow));
+    /* -0 becomes +0, as the scatter's 0 + g */
+    __m256 v = _mm256_add_ps(_mm256_setzero_ps(), _mm256_permutevar8x32_ps(g4, dup));
     __m256 top = _mm256_castsi256_ps(_mm256_blend_epi32(m0, m1, 0xAA));
     __m256 bottom = _mm256_castsi256_ps(_mm256_blend_epi32(m2, m3, 0xAA));
     _mm256_storeu_ps(r0 + 2 * ow, _mm256_and_ps(top, v));

@@ -122,7 +122,8 @@ static void test_adadelta_f32_exact(void) {
         double s2 = sq[i] * hp.rho + (1 - hp.rho) * gi * gi;
         double delta = sqrt(acc[i] + hp.eps) / sqrt(s2 + hp.eps) * gi;
         double a2 = acc[i] * hp.rho + (1 - hp.rho) * delta * delta;
-        want[i] = (float)(p[i] + -hp.lr * delta), want[n + i] = (float)s2, want[2 * n + i] = (float)a2;
+        want[i] = (float)(p[i] + -hp.lr * delta);
+        want[n + i] = (float)s2, want[2 * n + i] = (float)a2;
       }
       ms_k_set_num_threads(1 + (int)(L & 1));
       ms_k_adadelta_step(MS_K_F32, n, p, g, sq, acc, &hp);

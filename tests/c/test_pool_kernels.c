@@ -54,7 +54,8 @@ int main(int argc, char **argv) {
       _exit(127);
     }
     int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+          WEXITSTATUS(status) == 0);
   }
   return ms_test_finish();
 }

@@ -98,8 +98,10 @@ static void test_batched_fills_match_scalar(void) {
     for (int64_t n = 1; n <= MAXN; n += 7) {
       ms_k_philox_uniform_f32(seed, offsets[o], n, u, 0.0f, 1.0f);
       bool ok = true;
-      for (int64_t i = 0; i < n; i++)
-        ok &= u[i] == (float)(ref_word(seed, offsets[o] + (uint64_t)i / 4, (int)(i % 4)) >> 8) * 0x1p-24f;
+      for (int64_t i = 0; i < n; i++) {
+        uint32_t w = ref_word(seed, offsets[o] + (uint64_t)i / 4, (int)(i % 4));
+        ok &= u[i] == (float)(w >> 8) * 0x1p-24f;
+      }
       CHECK(ok);
       for (size_t q = 0; q < sizeof ps / sizeof *ps; q++) {
         ms_k_philox_bernoulli(seed, offsets[o], n, &ps[q], 0, m);
