@@ -33,6 +33,7 @@ typedef struct {
   size_t es; /* element size */
   ms_k_sgemm_ukr sukr;
   ms_k_dgemm_ukr dukr;
+  ms_k_spack_fn spack_a, spack_b; /* vectorised float panel packers, or NULL (gemm_ukr.h) */
   void (*pack_a)(const gemm_plan *p, int64_t i0, int64_t m, int64_t p0, int64_t k, void *dst);
   void (*pack_b)(const gemm_plan *p, int64_t p0, int64_t k, int64_t j0, int64_t n, void *dst);
   void (*macro)(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t k,
@@ -50,6 +51,7 @@ struct gemm_plan {
   double alpha, beta; /* exact for float too: float -> double -> float round-trips */
   const gemm_kernel *kern;
   char *bpack;        /* the shared packed B panel, owned by the calling thread */
+  int jit_b;          /* M fits one row block: B is packed per micro-panel (macro_jit_b) */
   _Atomic int bar_count, bar_phase;
   _Atomic int64_t next_pack, next_unit; /* work counters of the current panel */
 };
@@ -96,6 +98,7 @@ static void pack_a_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t p0, in
   for (int64_t i = 0; i < m; i += mr, d += mr * k) {
     int64_t mm = m - i < mr ? m - i : mr;
     const float *a = A + i * p->rsA;
+    if (p->kern->spack_a && p->kern->spack_a(k, mm, a, p->rsA, p->csA, d)) continue;
     if (p->rsA == 1) { /* a column of the panel is contiguous */
       for (int64_t q = 0; q < k; q++) {
         const float *s = a + q * p->csA;
@@ -146,6 +149,7 @@ static void pack_b_f32(const gemm_plan *p, int64_t p0, int64_t k, int64_t j0, in
   for (int64_t j = 0; j < n; j += nr, d += nr * k) {
     int64_t nn = n - j < nr ? n - j : nr;
     const float *b = B + j * p->csB;
+    if (p->kern->spack_b && p->kern->spack_b(k, nn, b, p->rsB, p->csB, d)) continue;
     if (p->csB == 1 && nn == nr) { /* a row of the panel is contiguous */
       for (int64_t q = 0; q < k; q++) memcpy(d + q * nr, b + q * p->rsB, nr * sizeof(float));
     } else {
@@ -279,19 +283,22 @@ static void naive_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
  * 128-byte-wide B micro-panel at 24 KB for a 32-48 KB L1, MC fills ~200 KB of a 1-2 MB L2. */
 static const gemm_kernel s_kernels[] = {
     [ISA_GENERIC] = {GEN_MR, GEN_SNR, 128, 256, 4096, sizeof(float), sukr_generic, NULL,
-                     pack_a_f32, pack_b_f32, macro_f32, naive_f32},
+                     NULL, NULL, pack_a_f32, pack_b_f32, macro_f32, naive_f32},
     [ISA_AVX2] = {MS_SGEMM_AVX2_MR, MS_SGEMM_AVX2_NR, 144, 256, 4080, sizeof(float),
-                  ms_k_sgemm_ukr_avx2, NULL, pack_a_f32, pack_b_f32, macro_f32, naive_f32},
+                  ms_k_sgemm_ukr_avx2, NULL, ms_k_spack_a_avx2, ms_k_spack_b_avx2, pack_a_f32,
+                  pack_b_f32, macro_f32, naive_f32},
     [ISA_AVX512] = {MS_SGEMM_AVX512_MR, MS_SGEMM_AVX512_NR, 240, 192, 4096, sizeof(float),
-                    ms_k_sgemm_ukr_avx512, NULL, pack_a_f32, pack_b_f32, macro_f32, naive_f32},
+                    ms_k_sgemm_ukr_avx512, NULL, NULL, NULL, pack_a_f32, pack_b_f32, macro_f32,
+                    naive_f32},
 };
 static const gemm_kernel d_kernels[] = {
     [ISA_GENERIC] = {GEN_MR, GEN_DNR, 64, 256, 4096, sizeof(double), NULL, dukr_generic,
-                     pack_a_f64, pack_b_f64, macro_f64, naive_f64},
+                     NULL, NULL, pack_a_f64, pack_b_f64, macro_f64, naive_f64},
     [ISA_AVX2] = {MS_DGEMM_AVX2_MR, MS_DGEMM_AVX2_NR, 72, 256, 4080, sizeof(double), NULL,
-                  ms_k_dgemm_ukr_avx2, pack_a_f64, pack_b_f64, macro_f64, naive_f64},
+                  ms_k_dgemm_ukr_avx2, NULL, NULL, pack_a_f64, pack_b_f64, macro_f64, naive_f64},
     [ISA_AVX512] = {MS_DGEMM_AVX512_MR, MS_DGEMM_AVX512_NR, 144, 192, 4096, sizeof(double), NULL,
-                    ms_k_dgemm_ukr_avx512, pack_a_f64, pack_b_f64, macro_f64, naive_f64},
+                    ms_k_dgemm_ukr_avx512, NULL, NULL, pack_a_f64, pack_b_f64, macro_f64,
+                    naive_f64},
 };
 
 /* ---- ISA selection --------------------------------------------------------------------------- */
@@ -414,22 +421,68 @@ static void pack_b_shared(gemm_plan *p, int64_t jc, int64_t nc, int64_t pc, int6
   }
 }
 
+/* Row blocks of at most MC, as even as MR allows, their count a multiple of the team's size, so
+ * that no thread is left with a short last block while another still works. */
+static void row_blocks(const gemm_plan *p, int nt, int64_t *n_ic, int64_t *mc) {
+  const gemm_kernel *kr = p->kern;
+  int64_t n = (p->M + kr->mc - 1) / kr->mc;
+  n = (n + nt - 1) / nt * nt;
+  *mc = ((p->M + n - 1) / n + kr->mr - 1) / kr->mr * kr->mr;
+  *n_ic = (p->M + *mc - 1) / *mc;
+}
+
+/* The jit_b form of the macro-kernel: each B micro-panel is packed into a small per-thread
+ * buffer just before the row tiles use it, so it is written and read back in L1 instead of
+ * travelling through a shared panel in L3 (packing B then costs one read of B). */
+static void macro_jit_b(const gemm_plan *p, int64_t m, int64_t j0, int64_t n, int64_t pc,
+                        int64_t kc, const void *apack, void *bbuf) {
+  const gemm_kernel *kr = p->kern;
+  for (int64_t j = 0; j < n; j += kr->nr) {
+    int64_t nn = n - j < kr->nr ? n - j : kr->nr;
+    kr->pack_b(p, pc, kc, j0 + j, nn, bbuf);
+    kr->macro(p, 0, m, j0 + j, nn, kc, apack, bbuf, pc == 0);
+  }
+}
+
+/* A team member when jit_b: no panel is shared, so each thread takes a fixed slice of the
+ * columns and runs through K without a barrier (the shared path waits at two per KC block: 72 on
+ * the fc1 forward, each costing a time slice when the machine is oversubscribed). A, a few rows,
+ * is packed by every thread. */
+static void gemm_member_jit(gemm_plan *p, int t, int nt) {
+  const gemm_kernel *kr = p->kern;
+  int64_t c0, c1;
+  split((p->N + kr->nr - 1) / kr->nr, nt, t, &c0, &c1);
+  int64_t j0 = c0 * kr->nr, j1 = c1 * kr->nr < p->N ? c1 * kr->nr : p->N;
+  if (j0 >= j1) return;
+  int64_t mc = (p->M + kr->mr - 1) / kr->mr * kr->mr, kc_cap = p->K < kr->kc ? p->K : kr->kc;
+  char *apack = ms_k_thread_buffer(BUF_A, (size_t)(mc * kc_cap) * kr->es);
+  char *bbuf = apack ? ms_k_thread_buffer(BUF_B, (size_t)(kr->nr * kc_cap) * kr->es) : NULL;
+  for (int64_t pc = 0; pc < p->K; pc += kr->kc) {
+    int64_t kc = p->K - pc < kr->kc ? p->K - pc : kr->kc;
+    if (!bbuf) {
+      kr->naive(p, 0, p->M, j0, j1 - j0, pc, kc, pc == 0);
+      continue;
+    }
+    kr->pack_a(p, 0, p->M, pc, kc, apack);
+    macro_jit_b(p, p->M, j0, j1 - j0, pc, kc, apack, bbuf);
+  }
+}
+
 /* One team member. For each KC x NC panel of B (packed by all), the C block it feeds is cut into
  * units (an MC block of rows x a slice of the panel's columns) that threads claim from a counter:
  * a thread that gets less CPU (another process on its core) simply does fewer units. Slices are
  * used only when there are too few row blocks to go round, since each thread packs the A block
  * of every unit it takes. */
 static void gemm_member(void *ctx, int t, int nt) {
-  (void)t;
   gemm_plan *p = ctx;
+  if (p->jit_b) {
+    gemm_member_jit(p, t, nt);
+    return;
+  }
   const gemm_kernel *kr = p->kern;
   char *apack = NULL;
-  /* Row blocks of at most MC, as even as MR allows, their count a multiple of the team's size,
-   * so that no thread is left with a short last block while another still works. */
-  int64_t n_ic = (p->M + kr->mc - 1) / kr->mc;
-  n_ic = (n_ic + nt - 1) / nt * nt;
-  int64_t mc = ((p->M + n_ic - 1) / n_ic + kr->mr - 1) / kr->mr * kr->mr;
-  n_ic = (p->M + mc - 1) / mc;
+  int64_t n_ic, mc;
+  row_blocks(p, nt, &n_ic, &mc);
   size_t a_size = (size_t)(mc * (p->K < kr->kc ? p->K : kr->kc)) * kr->es;
   for (int64_t jc = 0; jc < p->N; jc += kr->nc) {
     int64_t nc = p->N - jc < kr->nc ? p->N - jc : kr->nc;
@@ -505,10 +558,13 @@ static void gemm_run(gemm_plan *p) {
   int nt = ms_k_get_num_threads();
   if (work / MIN_WORK_PER_THREAD < nt)
     nt = work < MIN_WORK_PER_THREAD ? 1 : (int)(work / MIN_WORK_PER_THREAD);
+  /* A single row block reuses no packed B panel, so the shared one would only cost a trip
+   * through L3 (the fc1 products: M = 64 rows, K or N 9216). */
+  p->jit_b = p->M <= kr->mc;
   int64_t kc_cap = p->K < kr->kc ? p->K : kr->kc;
   int64_t nc_cap = p->N < kr->nc ? (p->N + kr->nr - 1) / kr->nr * kr->nr : kr->nc;
-  p->bpack = ms_k_thread_buffer(BUF_B, (size_t)(kc_cap * nc_cap) * kr->es);
-  if (!p->bpack) {
+  if (!p->jit_b) p->bpack = ms_k_thread_buffer(BUF_B, (size_t)(kc_cap * nc_cap) * kr->es);
+  if (!p->jit_b && !p->bpack) {
     kr->naive(p, 0, p->M, 0, p->N, 0, p->K, 1);
     return;
   }

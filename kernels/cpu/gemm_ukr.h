@@ -26,6 +26,14 @@ void ms_k_sgemm_ukr_avx2(int64_t k, const float *alpha, const float *a, const fl
 void ms_k_dgemm_ukr_avx2(int64_t k, const double *alpha, const double *a, const double *b,
                          const double *beta, double *c, int64_t rsc, int64_t csc);
 
+/* One float micro-panel of A (mm <= MR rows, k columns) or B (k rows, nn <= NR columns), packed
+ * and zero-padded in the layout above from strides rs/cs; returns 0, packing nothing, for
+ * strides it has no fast path for. AVX2 (gemm_pack_avx2.c): MR 6, NR 16. */
+typedef int (*ms_k_spack_fn)(int64_t k, int64_t mn, const float *src, int64_t rs, int64_t cs,
+                             float *dst);
+int ms_k_spack_a_avx2(int64_t k, int64_t mm, const float *a, int64_t rs, int64_t cs, float *d);
+int ms_k_spack_b_avx2(int64_t k, int64_t nn, const float *b, int64_t rs, int64_t cs, float *d);
+
 /* AVX-512F (gemm_avx512.c): the same code with 512-bit vectors and twice the rows: 24 of the 32
  * zmm registers accumulate. */
 #define MS_SGEMM_AVX512_MR 12

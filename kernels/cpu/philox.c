@@ -2,13 +2,10 @@
  * built on it. Every output element is a pure function of (seed, offset, element index), so a
  * fill gives the same numbers for any thread count or chunking, and a CUDA body can match it. */
 #include "kernels/kernels.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/philox_x8.h"
 
 #include <math.h>
-
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u /* golden ratio */
-#define PHILOX_W1 0xBB67AE85u /* sqrt(3) - 1 */
 
 /* Blocks of this many elements go to one task: enough work to amortise a dispatch. */
 #define PHILOX_GRAIN_BLOCKS 2048
@@ -20,10 +17,10 @@ void ms_k_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t o
   uint32_t k0 = key[0], k1 = key[1];
   for (int r = 0; r < 10; r++) {
     if (r > 0) { /* the key is bumped between rounds, not before the first */
-      k0 += PHILOX_W0;
-      k1 += PHILOX_W1;
+      k0 += MS_PHILOX_W0;
+      k1 += MS_PHILOX_W1;
     }
-    uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
+    uint64_t p0 = (uint64_t)MS_PHILOX_M0 * c0, p1 = (uint64_t)MS_PHILOX_M1 * c2;
     c0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
     c1 = (uint32_t)p1;
     c2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
@@ -61,13 +58,26 @@ typedef struct fill_job {
   const void *args;
 } fill_job;
 
+static void emit(const fill_job *j, int64_t b, const uint32_t w[4]) {
+  int64_t first = b * j->lanes, left = j->n - first;
+  j->fn(j->args, w, first, left < j->lanes ? (int)left : j->lanes);
+}
+
 static void fill_range(void *arg, int64_t begin, int64_t end) {
   const fill_job *j = arg;
   uint32_t w[4];
-  for (int64_t b = begin; b < end; b++) {
+  int64_t b = begin;
+  if (ms_k_cpu_avx2())
+    for (uint32_t x8[4][8]; b + 8 <= end; b += 8) {
+      ms_k_philox_x8_avx2(j->seed, j->offset + (uint64_t)b, x8);
+      for (int i = 0; i < 8; i++) {
+        for (int k = 0; k < 4; k++) w[k] = x8[k][i];
+        emit(j, b + i, w);
+      }
+    }
+  for (; b < end; b++) {
     philox_block(j->seed, j->offset, b, w);
-    int64_t first = b * j->lanes, left = j->n - first;
-    j->fn(j->args, w, first, left < j->lanes ? (int)left : j->lanes);
+    emit(j, b, w);
   }
 }
 
@@ -199,19 +209,37 @@ void ms_k_philox_u64(uint64_t seed, uint64_t offset, int64_t n, uint64_t *out) {
 
 /* ---- bernoulli ------------------------------------------------------------------------------- */
 
-typedef struct { const double *p; int64_t ps; uint8_t *out; } bern_args;
+typedef struct { const double *p; int64_t ps; uint8_t *out; uint64_t thr; } bern_args;
 
 static void bernoulli_block(const void *a, const uint32_t w[4], int64_t first, int count) {
   const bern_args *b = a;
+  const double *p = b->p; /* locals: the byte stores below may alias the struct */
+  const int64_t ps = b->ps;
+  uint8_t *out = b->out;
   for (int k = 0; k < count; k++) {
     int64_t i = first + k;
     /* u < p with u in [0, 1) on a 2^-32 grid: p = 0 never fires, p = 1 always does */
-    b->out[i] = (double)w[k] * 0x1p-32 < b->p[i * b->ps];
+    out[i] = (double)w[k] * 0x1p-32 < p[i * ps];
   }
+}
+
+/* One p for all (dropout): w * 2^-32 < p is w < thr for the integer thr = ceil(p * 2^32), so the
+ * mask is the same bits without a conversion per element. */
+static void bernoulli_block_scalar(const void *a, const uint32_t w[4], int64_t first, int count) {
+  const bern_args *b = a;
+  const uint64_t thr = b->thr;
+  uint8_t *out = b->out + first;
+  for (int k = 0; k < count; k++) out[k] = w[k] < thr;
+}
+
+static uint64_t bernoulli_threshold(double p) {
+  double t = ceil(p * 0x1p32); /* exact: a power-of-two scaling, then a whole number */
+  if (!(t > 0)) return 0;      /* p <= 0 or NaN: (double)w < p is never true */
+  return t > 0x1p33 ? (uint64_t)1 << 33 : (uint64_t)t;
 }
 
 void ms_k_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, const double *p, int64_t ps,
                            uint8_t *out) {
-  bern_args b = {p, ps, out};
-  fill_blocks(seed, offset, n, 4, bernoulli_block, &b);
+  bern_args b = {p, ps, out, ps == 0 ? bernoulli_threshold(p[0]) : 0};
+  fill_blocks(seed, offset, n, 4, ps == 0 ? bernoulli_block_scalar : bernoulli_block, &b);
 }

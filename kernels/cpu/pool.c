@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/pool_avx2.h"
 
 static inline double load(const void *p, int64_t i, bool f64) {
   return f64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
@@ -20,6 +22,7 @@ static inline void store(void *p, int64_t i, bool f64, double v) {
 
 typedef struct pool_job {
   bool f64;
+  bool avx2; /* the 2x2 float32 rows may use pool_avx2.c */
   const ms_k_pool2d_geom *g;
   const ms_k_pool_windows *win;
   const void *in;
@@ -90,7 +93,8 @@ static inline __attribute__((always_inline)) void max2x2_plane(const pool_job *j
     float *restrict o = out + oh * g->ow;
     int64_t *restrict ix = with_idx ? idx + oh * g->ow : NULL;
     const int64_t base = 2 * oh * g->w, W = g->w, OW = g->ow; /* locals: stores cannot alias them */
-    for (int64_t ow = 0; ow < OW; ow++) {
+    int64_t ow = j->avx2 ? ms_k_max2x2_row_avx2(r0, r1, OW, o, ix, base, W) : 0;
+    for (; ow < OW; ow++) {
       float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
       int32_t tb = -(int32_t)((b > a) | (b != b)); /* | not ||: no branch */
       float m = select_f32(tb, b, a);
@@ -121,7 +125,8 @@ static void max_forward_range(void *ctx, int64_t begin, int64_t end) {
 
 void ms_k_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *x, void *out,
                              int64_t *indices) {
-  pool_job j = {.f64 = dt == MS_K_F64, .g = g, .in = x, .out = out, .idx = indices};
+  pool_job j = {.f64 = dt == MS_K_F64, .avx2 = ms_k_cpu_avx2(), .g = g, .in = x, .out = out,
+                .idx = indices};
   ms_k_parallel_for(g->planes, plane_grain(g), max_forward_range, &j);
 }
 
@@ -154,15 +159,59 @@ static void max_backward_f32(const pool_job *j, int64_t begin, int64_t end) {
   }
 }
 
+/* The 2x2 stride-2 window in float32: each window's four input cells are written once, the
+ * winner's gradient and three zeros, in order, instead of a memset of the plane followed by a
+ * scatter (one pass over gx instead of two). 0.0f + g keeps the scatter's bits (-0 becomes +0).
+ * Returns false, having written a partial plane, when an index is not in its window (indices
+ * not made by the forward); the caller then redoes the plane by scatter. */
+static bool max2x2_backward_plane(const pool_job *j, int64_t pl) {
+  const ms_k_pool2d_geom *g = j->g;
+  const int64_t W = g->w, OW = g->ow, OH = g->oh;
+  float *gx = (float *)j->out + pl * g->h * W;
+  const float *go = (const float *)j->in + pl * OH * OW;
+  const int64_t *at = j->cidx + pl * OH * OW;
+  int bad = 0;
+  for (int64_t oh = 0; oh < OH; oh++) {
+    float *restrict r0 = gx + 2 * oh * W, *restrict r1 = r0 + W;
+    const float *restrict gr = go + oh * OW;
+    const int64_t *restrict ar = at + oh * OW;
+    const int64_t base = 2 * oh * W;
+    int64_t ow = j->avx2 ? ms_k_max2x2_backward_row_avx2(r0, r1, gr, ar, OW, base, W, &bad) : 0;
+    for (; ow < OW; ow++) {
+      int64_t t = ar[ow] - base - 2 * ow;
+      float v = 0.0f + gr[ow];
+      /* & and select_f32, not && and ?: : the winner is random, so branches would mispredict */
+      bad |= (t != 0) & (t != 1) & (t != W) & (t != W + 1);
+      r0[2 * ow] = select_f32(-(int32_t)(t == 0), v, 0.0f);
+      r0[2 * ow + 1] = select_f32(-(int32_t)(t == 1), v, 0.0f);
+      r1[2 * ow] = select_f32(-(int32_t)(t == W), v, 0.0f);
+      r1[2 * ow + 1] = select_f32(-(int32_t)(t == W + 1), v, 0.0f);
+    }
+    for (int64_t w = 2 * OW; w < W; w++) r0[w] = r1[w] = 0.0f; /* an odd last column */
+  }
+  for (int64_t h = 2 * OH; h < g->h; h++) /* an odd last row */
+    memset(gx + h * W, 0, sizeof(float) * (size_t)W);
+  return !bad;
+}
+
 static void max_backward_range(void *ctx, int64_t begin, int64_t end) {
   const pool_job *j = ctx;
-  if (j->f64) max_backward_body(j, begin, end, true);
-  else max_backward_f32(j, begin, end);
+  if (j->f64) {
+    max_backward_body(j, begin, end, true);
+    return;
+  }
+  if (!is_2x2(j->g)) {
+    max_backward_f32(j, begin, end);
+    return;
+  }
+  for (int64_t pl = begin; pl < end; pl++)
+    if (!max2x2_backward_plane(j, pl)) max_backward_f32(j, pl, pl + 1);
 }
 
 void ms_k_max_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *gout,
                               const int64_t *indices, void *gx) {
-  pool_job j = {.f64 = dt == MS_K_F64, .g = g, .in = gout, .out = gx, .cidx = indices};
+  pool_job j = {.f64 = dt == MS_K_F64, .avx2 = ms_k_cpu_avx2(), .g = g, .in = gout, .out = gx,
+                .cidx = indices};
   ms_k_parallel_for(g->planes, plane_grain(g), max_backward_range, &j);
 }
 

@@ -117,6 +117,9 @@ static const int64_t shapes[][3] = {
     {1, 1, 1},    {1, 1, 7},     {2, 3, 4},     {17, 33, 65},  {6, 16, 256}, {7, 17, 257},
     {13, 1, 300}, {1, 50, 300},  {64, 64, 64},  {100, 3, 2},   {3, 100, 2},  {129, 67, 300},
     {0, 5, 5},    {5, 0, 5},     {5, 5, 0},     {0, 0, 0},     {7, 4200, 20}, {300, 200, 500},
+    /* One row block (M <= MC: B packed per micro-panel) across several KC blocks, with column
+     * and k tails that the 8 x 8 transposing packers finish in scalar code; MC's edge. */
+    {64, 40, 1100}, {9, 23, 17},  {144, 17, 65}, {145, 17, 65}, {1, 7, 9},
 };
 static const double alphabeta[][2] = {{1.0, 0.0}, {0.5, -1.5}, {-2.0, 1.0}, {0.0, 0.5}};
 

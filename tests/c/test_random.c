@@ -76,6 +76,45 @@ static void test_counter_scheme(void) {
   CHECK(ms_k_philox_blocks(0, 4) == 0 && ms_k_philox_blocks(9, 4) == 3);
 }
 
+/* Word k of block b, from the scalar generator: the reference for the batched fills. */
+static uint32_t ref_word(uint64_t seed, uint64_t b, int k) {
+  uint32_t ctr[4] = {(uint32_t)b, (uint32_t)(b >> 32), 0, 0};
+  uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)}, w[4];
+  ms_k_philox4x32_10(ctr, key, w);
+  return w[k];
+}
+
+/* Fills generate eight blocks at a time where the CPU allows: every length (whole batches and
+ * tails), offsets across the counter's 32-bit carry, and Bernoulli's threshold at its edges must
+ * give the scalar generator's bits. */
+static void test_batched_fills_match_scalar(void) {
+  const uint64_t seed = 0xfeedface12345678ULL;
+  const uint64_t offsets[] = {0, 5, 0xfffffffcULL, 0x1fffffff9ULL};
+  const double ps[] = {0.0, 1.0, 0.5, 0.3, 1e-12, 0x1p-32, 0x1p-33, 1.0 - 0x1p-53, 0.75};
+  enum { MAXN = 150 };
+  float u[MAXN];
+  uint8_t m[MAXN];
+  for (size_t o = 0; o < sizeof offsets / sizeof *offsets; o++)
+    for (int64_t n = 1; n <= MAXN; n += 7) {
+      ms_k_philox_uniform_f32(seed, offsets[o], n, u, 0.0f, 1.0f);
+      bool ok = true;
+      for (int64_t i = 0; i < n; i++) {
+        uint32_t w = ref_word(seed, offsets[o] + (uint64_t)i / 4, (int)(i % 4));
+        ok &= u[i] == (float)(w >> 8) * 0x1p-24f;
+      }
+      CHECK(ok);
+      for (size_t q = 0; q < sizeof ps / sizeof *ps; q++) {
+        ms_k_philox_bernoulli(seed, offsets[o], n, &ps[q], 0, m);
+        ok = true;
+        for (int64_t i = 0; i < n; i++) {
+          uint32_t w = ref_word(seed, offsets[o] + (uint64_t)i / 4, (int)(i % 4));
+          ok &= m[i] == ((double)w * 0x1p-32 < ps[q]);
+        }
+        CHECK(ok);
+      }
+    }
+}
+
 /* Ops reserve whole blocks: after a 10-element float32 fill (3 blocks), the next fill starts at
  * element 12 of the same stream, and a float64 fill after that at block 5. */
 static void test_offsets_advance(void) {
@@ -385,6 +424,7 @@ static void test_errors(void) {
 int main(void) {
   test_known_answers();
   test_counter_scheme();
+  test_batched_fills_match_scalar();
   test_offsets_advance();
   test_reproducible();
   test_thread_independent();

@@ -1,0 +1,13 @@
+/* cpu_isa.h: private to kernels/cpu. Whether the AVX2 bodies (the *_avx2.c files) may run: the
+ * CPU has AVX2 and FMA and MS_GEMM_ISA does not force the generic code (so tests can run the
+ * portable paths on any machine). gemm.c detects once; this only reads its answer. */
+#ifndef MS_CPU_ISA_H
+#define MS_CPU_ISA_H
+
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+static inline int ms_k_cpu_avx2(void) { return strcmp(ms_k_gemm_isa(), "generic") != 0; }
+
+#endif
