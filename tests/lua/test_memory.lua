@@ -130,8 +130,6 @@ T.test("a freed block evicts cached blocks of other sizes rather than being unma
   ms.empty_cache()
 end)
 
-T.finish()
-
 T.test("a freed large block serves a smaller request (within twice its size) from the cache", function()
   collectgarbage()
   ms.empty_cache()
@@ -153,3 +151,5 @@ T.test("a freed large block serves a smaller request (within twice its size) fro
   ms.empty_cache()
   T.eq(ms.memory_stats().cached, 0)
 end)
+
+T.finish()
