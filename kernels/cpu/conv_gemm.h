@@ -29,8 +29,9 @@ int ms_k_conv2d_forward_wide(const ms_k_conv2d_geom *g, const float *x, const fl
 bool ms_k_conv2d_wide_input_grad_ok(const ms_k_conv2d_geom *g);
 int ms_k_conv2d_input_grad_wide(const ms_k_conv2d_geom *g, const float *w, const float *gout, float *gx);
 
-/* conv_ukr_avx2.c: c (MR x NR, row stride ldc) = bias (MR values, seeding each row) + a (a packed
- * MR-row panel, k groups of MR) times B, whose row p is the NR floats at xs + koff[p]. */
+/* conv_ukr_avx2.c: c (MR x NR, row stride ldc) = bias (MR values, seeding each row; NULL: c's
+ * own values) + a (a packed MR-row panel, k groups of MR) times B, whose row p is the NR floats
+ * at xs + koff[p]. */
 #define MS_CONV_UKR_MR 4
 #define MS_CONV_UKR_NR 24
 void ms_k_conv_ukr_avx2(int64_t k, const float *a, const float *xs, const int64_t *koff, const float *bias,

@@ -12,8 +12,17 @@ void ms_k_conv_ukr_avx2(int64_t k, const float *a, const float *xs, const int64_
                         float *c, int64_t ldc) {
   enum { MR = MS_CONV_UKR_MR };
   __m256 c0[MR], c1[MR], c2[MR];
+  if (bias) {
 #pragma GCC unroll 4
-  for (int i = 0; i < MR; i++) c0[i] = c1[i] = c2[i] = _mm256_broadcast_ss(bias + i);
+    for (int i = 0; i < MR; i++) c0[i] = c1[i] = c2[i] = _mm256_broadcast_ss(bias + i);
+  } else {
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++) {
+      c0[i] = _mm256_loadu_ps(c + i * ldc);
+      c1[i] = _mm256_loadu_ps(c + i * ldc + 8);
+      c2[i] = _mm256_loadu_ps(c + i * ldc + 16);
+    }
+  }
   for (int64_t p = 0; p < k; p++) {
     const float *b = xs + koff[p];
     __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8), b2 = _mm256_loadu_ps(b + 16);

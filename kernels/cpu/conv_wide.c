@@ -18,7 +18,7 @@ typedef struct wide_job {
   const float *src;
   int64_t n, cs, hs, ws, pt, pl, hp, wp;
   int64_t o, oh, ow, kh, kw, dh, dw;
-  int64_t K, Kb, opad, rchunks;
+  int64_t K, Kb, opad, rchunks, kc; /* kc: contraction block of the direct path */
   int mr, nr; /* the tile: the GEMM's, or conv_ukr_avx2.c's where direct */
   bool padded;
   bool direct; /* AVX2: B read in place by ms_k_conv_ukr_avx2, the bias seeding the sums */
@@ -98,8 +98,12 @@ static void wide_range(void *ctx, int64_t begin, int64_t end) {
       const int64_t *ko = j->koff;
       if (j->koff[j->K - 1] + p0 + nr > len) /* the batch's last panels: packed, zero past x */
         pack_panel(j, xs, len, p0, bp), bs = bp, ko = j->kid;
-      for (int64_t o0 = 0; o0 < j->o; o0 += mr)
-        ms_k_conv_ukr_avx2(j->K, j->ap + o0 * j->K, bs, ko, j->bias + o0, wout + o0 * ldw + q0, ldw);
+      for (int64_t k0 = 0; k0 < j->K; k0 += j->kc) {
+        int64_t kn = j->K - k0 < j->kc ? j->K - k0 : j->kc;
+        for (int64_t o0 = 0; o0 < j->o; o0 += mr)
+          ms_k_conv_ukr_avx2(kn, j->ap + o0 * j->K + k0 * mr, bs, ko + k0, k0 ? NULL : j->bias + o0,
+                             wout + o0 * ldw + q0, ldw);
+      }
     }
     for (int64_t o = 0; o < j->o; o++)
       for (int64_t r = r0; r < r1; r++)
@@ -118,6 +122,11 @@ static bool wide_init(wide_job *j) {
   j->oh = j->hp - (j->kh - 1) * j->dh, j->ow = j->wp - (j->kw - 1) * j->dw;
   j->opad = (j->o + j->mr - 1) / j->mr * j->mr;
   j->padded = j->hp != j->hs || j->wp != j->ws;
+  /* The rows of a B panel that one block of input channels reads (KH input rows, NR + KW-1
+   * columns and a line of misalignment each) stay within half of L1 while A streams past. */
+  int64_t chan_bytes = j->kh * (j->nr + (j->kw - 1) * j->dw + 16) * (int64_t)sizeof(float);
+  int64_t cblk = 16384 / chan_bytes;
+  j->kc = (cblk > 1 ? cblk : 1) * j->kh * j->kw;
   int64_t *t = ms_k_thread_buffer(MS_K_BUF_CONV_K, sizeof(int64_t) * (size_t)(2 * j->K + 1));
   if (!t) return false;
   for (int64_t c = 0, k = 0; c < j->cs; c++)
