@@ -8,8 +8,12 @@
  *
  * Letters: a "source" sample (CS, HS, WS) sits at (PT, PL) in a zero plane (HP, WP); the output
  * is (O, OH, OW) with OH = HP - (KH-1)*DH, OW = WP - (KW-1)*DW; K = CS*KH*KW, Kb = K (+1 bias). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "kernels/cpu/conv_gemm.h"
 #include "kernels/cpu/gemm_ukr.h"
@@ -21,6 +25,7 @@ typedef struct wide_job {
   int64_t K, Kb, opad, rchunks, kc; /* kc: contraction block of the direct path */
   int mr, nr; /* the tile: the GEMM's, or conv_ukr_avx2.c's where direct */
   bool padded;
+  bool stream; /* the output dwarfs the caches: written around them */
   bool direct; /* AVX2: B read in place by ms_k_conv_ukr_avx2, the bias seeding the sums */
   const int64_t *koff, *kid; /* row offsets into a sample; kid: those of a packed panel */
   const float *bias; /* direct: opad values (zeros without a bias) */
@@ -55,6 +60,22 @@ static void pack_panel(const wide_job *j, const float *xs, int64_t len, int64_t 
   }
   if (j->Kb > j->K)
     for (int q = 0; q < nr; q++) dst[q] = 1.0f;
+}
+
+/* dst[0, n) = src[0, n); with `stream`, bypassing the caches (where the CPU can): an output far
+ * larger than the caches is not read again soon, and plain stores would first read each line. */
+static void copy_row(float *dst, const float *src, int64_t n, bool stream) {
+#ifdef __SSE2__
+  if (stream) {
+    int64_t i = 0;
+    for (; i < n && ((uintptr_t)(dst + i) & 15); i++) _mm_stream_si32((int *)(dst + i), ((const int *)src)[i]);
+    for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+    for (; i < n; i++) _mm_stream_si32((int *)(dst + i), ((const int *)src)[i]);
+    return;
+  }
+#endif
+  (void)stream;
+  memcpy(dst, src, sizeof(float) * (size_t)n);
 }
 
 /* Item = (sample, chunk of output rows): the chunk's wide rows into a tile buffer, then their
@@ -107,9 +128,12 @@ static void wide_range(void *ctx, int64_t begin, int64_t end) {
     }
     for (int64_t o = 0; o < j->o; o++)
       for (int64_t r = r0; r < r1; r++)
-        memcpy(j->out + ((n * j->o + o) * j->oh + r) * j->ow, wout + o * ldw + (r - r0) * j->wp,
-               sizeof(float) * (size_t)j->ow);
+        copy_row(j->out + ((n * j->o + o) * j->oh + r) * j->ow, wout + o * ldw + (r - r0) * j->wp, j->ow,
+                 j->stream);
   }
+#ifdef __SSE2__
+  if (j->stream) _mm_sfence(); /* the streamed rows are visible before the pool's join */
+#endif
 }
 
 /* Fills the job's sizes and koff (in the caller's MS_K_BUF_CONV_K slot); false when out of memory. */
@@ -122,6 +146,7 @@ static bool wide_init(wide_job *j) {
   j->oh = j->hp - (j->kh - 1) * j->dh, j->ow = j->wp - (j->kw - 1) * j->dw;
   j->opad = (j->o + j->mr - 1) / j->mr * j->mr;
   j->padded = j->hp != j->hs || j->wp != j->ws;
+  j->stream = j->n * j->o * j->oh * j->ow * (int64_t)sizeof(float) > ((int64_t)32 << 20);
   /* The rows of a B panel that one block of input channels reads (KH input rows, NR + KW-1
    * columns and a line of misalignment each) stay within half of L1 while A streams past. */
   int64_t chan_bytes = j->kh * (j->nr + (j->kw - 1) * j->dw + 16) * (int64_t)sizeof(float);
