@@ -41,6 +41,7 @@ static const shape SHAPES[] = {
     {2, 6, 5, 7, 9, 1, 1, 1, 1, 0, 0, 1, 1, 1},     /* 1x1 */
     {1, 2, 5, 5, 3, 3, 3, 1, 1, 3, 3, 1, 1, 1},     /* padding past the kernel: older paths */
     {0, 3, 6, 6, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1},     /* empty batch */
+    {1, 1, 1100, 1100, 8, 3, 3, 1, 1, 0, 0, 1, 1, 1}, /* output over 32 MB: streamed */
 };
 
 static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
