@@ -1,4 +1,6 @@
-/* conv_gemm.c: float32 convolution (groups = 1) as an implicit GEMM on the SGEMM micro-kernel.
+/* conv_gemm.c: float32 convolution (groups = 1) as an implicit GEMM on the SGEMM micro-kernel,
+ * for the shapes the faster paths do not take: unit stride goes to conv_wide.c (forward, input
+ * gradient), and unit column stride without padding to conv_wgrad_avx2.c (weight gradient).
  * The column matrix is never written out: each NR-column panel (or MR-row panel) of it is
  * gathered from the input straight into the packed layout the micro-kernel reads, the batch is
  * folded into the GEMM's columns, and the bias rides along as an extra row of ones.
@@ -363,16 +365,14 @@ static void weight_grad_member(void *ctx, int t, int nt) {
   }
 }
 
-bool ms_k_conv2d_direct_ok(const ms_k_conv2d_geom *g) {
-  return g->sw == 1 && g->ph == 0 && g->pw == 0 && g->groups == 1 && strcmp(ms_k_gemm_isa(), "generic") != 0;
-}
+bool ms_k_conv_avx2(void) { return strcmp(ms_k_gemm_isa(), "generic") != 0; }
 
 int ms_k_conv2d_weight_grad_gemm(const ms_k_conv2d_geom *g, const float *x, const float *gout, float *gw,
                                  float *gb) {
   cg_job j;
   int64_t *offs;
   if (!job_init(&j, g, &offs)) return -1;
-  if (ms_k_conv2d_direct_ok(g)) {
+  if (g->sw == 1 && g->ph == 0 && g->pw == 0 && ms_k_conv_avx2()) {
     int rc = ms_k_conv2d_weight_grad_dot_avx2(g, j.koff, x, gout, gw, gb);
       return rc;
   }

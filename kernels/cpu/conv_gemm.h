@@ -29,17 +29,17 @@ int ms_k_conv2d_forward_wide(const ms_k_conv2d_geom *g, const float *x, const fl
 bool ms_k_conv2d_wide_input_grad_ok(const ms_k_conv2d_geom *g);
 int ms_k_conv2d_input_grad_wide(const ms_k_conv2d_geom *g, const float *w, const float *gout, float *gx);
 
-/* conv_ukr_avx2.c: c (MR x NR, row stride ldc) = bias (MR values, seeding each row; NULL: c's
- * own values) + a (a packed MR-row panel, k groups of MR) times B, whose row p is the NR floats
- * at xs + koff[p]. */
+/* conv_ukr_avx2.c: c (MR x NR, row stride ldc) = a (a packed MR-row panel, k groups of MR) times
+ * B, whose row p is the NR floats at xs + koff[p], plus bias (MR values, one per row) or, when
+ * bias is NULL, plus c's own values. */
 #define MS_CONV_UKR_MR 4
 #define MS_CONV_UKR_NR 24
 void ms_k_conv_ukr_avx2(int64_t k, const float *a, const float *xs, const int64_t *koff, const float *bias,
                         float *c, int64_t ldc);
 
-/* The paths that skip packing where the geometry allows (unit column stride, no padding) and the
- * CPU has AVX2 + FMA (the GEMM's ISA is not "generic"); see ms_k_conv2d_direct_ok. */
-bool ms_k_conv2d_direct_ok(const ms_k_conv2d_geom *g);
+/* Whether the AVX2 kernels here may run: the CPU has AVX2 + FMA, i.e. the GEMM's ISA is above
+ * "generic" (so MS_GEMM_ISA=generic tests the portable paths on any machine). */
+bool ms_k_conv_avx2(void);
 /* conv_wgrad_avx2.c: gw and gb (may be NULL) as dot products read straight from x and gout;
  * koff[k] is where column-matrix row k reads x relative to an output pixel's window. */
 int ms_k_conv2d_weight_grad_dot_avx2(const ms_k_conv2d_geom *g, const int64_t *koff, const float *x,

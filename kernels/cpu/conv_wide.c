@@ -139,8 +139,7 @@ static void wide_range(void *ctx, int64_t begin, int64_t end) {
 /* Fills the job's sizes and koff (in the caller's MS_K_BUF_CONV_K slot); false when out of memory. */
 static bool wide_init(wide_job *j) {
   j->t = ms_k_sgemm_tile_get();
-  /* any x86 ISA above generic has AVX2 + FMA */
-  j->direct = strcmp(ms_k_gemm_isa(), "generic") != 0;
+  j->direct = ms_k_conv_avx2();
   j->mr = j->direct ? MS_CONV_UKR_MR : j->t.mr, j->nr = j->direct ? MS_CONV_UKR_NR : j->t.nr;
   j->K = j->cs * j->kh * j->kw;
   j->oh = j->hp - (j->kh - 1) * j->dh, j->ow = j->wp - (j->kw - 1) * j->dw;
