@@ -73,9 +73,15 @@ static void copy_row(float *dst, const float *src, int64_t n, bool stream) {
     for (; i < n; i++) _mm_stream_si32((int *)(dst + i), ((const int *)src)[i]);
     return;
   }
-#endif
+  /* inline: rows are short (26 floats for the seed's conv1), and a memcpy call per row cost
+   * more than the 1-channel convolution itself */
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(dst + i, _mm_loadu_ps(src + i));
+  for (; i < n; i++) dst[i] = src[i];
+#else
   (void)stream;
   memcpy(dst, src, sizeof(float) * (size_t)n);
+#endif
 }
 
 /* Item = (sample, chunk of output rows): the chunk's wide rows into a tile buffer, then their
