@@ -1,5 +1,6 @@
-/* conv.c: 2-D convolution on the CPU. Float32 with groups = 1 goes to the implicit GEMM
- * (conv_gemm.c); the rest (float64, grouped) is im2col + GEMM, its backward GEMM + col2im, here.
+/* conv.c: 2-D convolution on the CPU. Float32 with groups = 1 goes to conv_gemm.c (which hands
+ * unit-stride shapes on to conv_wide.c and conv_wgrad_avx2.c); the rest (float64, grouped) is
+ * im2col + GEMM, its backward GEMM + col2im, here.
  * Each sample is unfolded into a (C*KH*KW, OH*OW) column matrix (one per thread, reused), so a
  * sample's whole convolution is one GEMM per group; samples are spread over the pool.
  *

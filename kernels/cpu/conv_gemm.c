@@ -1,4 +1,6 @@
-/* conv_gemm.c: float32 convolution (groups = 1) as an implicit GEMM on the SGEMM micro-kernel.
+/* conv_gemm.c: float32 convolution (groups = 1) as an implicit GEMM on the SGEMM micro-kernel,
+ * for the shapes the faster paths do not take: unit stride goes to conv_wide.c (forward, input
+ * gradient), and unit column stride without padding to conv_wgrad_avx2.c (weight gradient).
  * The column matrix is never written out: each NR-column panel (or MR-row panel) of it is
  * gathered from the input straight into the packed layout the micro-kernel reads, the batch is
  * folded into the GEMM's columns, and the bias rides along as an extra row of ones.
@@ -129,9 +131,7 @@ static void scatter_cols(const cg_job *j, const panel *pn, const float *src) {
   }
 }
 
-/* Packs rows [r0, r0 + rows) of an (R x L) row-major matrix m (with an optional extra column
- * `last` of R values at l == L) into micro-panels of mr rows: dst[panel][l * mr + r]. */
-static void pack_rows(const float *m, const float *last, int64_t R, int64_t L, int mr, float *dst) {
+void ms_k_conv_pack_rows(const float *m, const float *last, int64_t R, int64_t L, int mr, float *dst) {
   int64_t Lb = L + (last ? 1 : 0);
   for (int64_t r0 = 0; r0 < R; r0 += mr, dst += mr * Lb)
     for (int r = 0; r < mr; r++) {
@@ -178,9 +178,10 @@ static void forward_range(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-/* Rows of the column matrix: where each reads x relative to a column's window. */
+/* Rows of the column matrix: where each reads x relative to a column's window (in the calling
+ * thread's MS_K_BUF_CONV_K slot: nothing is allocated once warm). */
 static int64_t *row_offsets(const ms_k_conv2d_geom *g, int64_t K) {
-  int64_t *t = malloc(sizeof(int64_t) * (size_t)(3 * K + 1));
+  int64_t *t = ms_k_thread_buffer(MS_K_BUF_CONV_K, sizeof(int64_t) * (size_t)(3 * K + 1));
   if (!t) return NULL;
   for (int64_t c = 0, k = 0; c < g->c; c++)
     for (int64_t i = 0; i < g->kh; i++)
@@ -213,6 +214,7 @@ static int64_t grain_of(int64_t flops_per_item) {
 
 int ms_k_conv2d_forward_gemm(const ms_k_conv2d_geom *g, const float *x, const float *w, const float *b,
                              float *out) {
+  if (ms_k_conv2d_wide_forward_ok(g)) return ms_k_conv2d_forward_wide(g, x, w, b, out);
   cg_job j;
   int64_t *offs;
   if (!job_init(&j, g, &offs)) return -1;
@@ -220,12 +222,11 @@ int ms_k_conv2d_forward_gemm(const ms_k_conv2d_geom *g, const float *x, const fl
   j.Kb = j.K + (b ? 1 : 0);
   int64_t mp = (g->o + j.t.mr - 1) / j.t.mr;
   float *ap = ms_k_thread_buffer(MS_K_BUF_CONV_W, (size_t)(mp * j.t.mr * j.Kb) * sizeof(float));
-  if (!ap) return free(offs), -1;
-  pack_rows(w, b, g->o, j.K, j.t.mr, ap);
+  if (!ap) return -1;
+  ms_k_conv_pack_rows(w, b, g->o, j.K, j.t.mr, ap);
   j.ap = ap;
   int64_t panels = (j.cols + j.t.nr - 1) / j.t.nr;
   ms_k_parallel_for(panels, grain_of(2 * j.Kb * g->o * j.t.nr), forward_range, &j);
-  free(offs);
   return j.failed ? -1 : 0;
 }
 
@@ -270,13 +271,14 @@ static void input_grad_range(void *ctx, int64_t begin, int64_t end) {
 }
 
 int ms_k_conv2d_input_grad_gemm(const ms_k_conv2d_geom *g, const float *w, const float *gout, float *gx) {
+  if (ms_k_conv2d_wide_input_grad_ok(g)) return ms_k_conv2d_input_grad_wide(g, w, gout, gx);
   cg_job j;
   int64_t *offs;
   if (!job_init(&j, g, &offs)) return -1;
   j.w = w, j.gout = gout, j.gx = gx, j.Kb = j.K;
   int64_t kp = (j.K + j.t.mr - 1) / j.t.mr;
   float *ap = ms_k_thread_buffer(MS_K_BUF_CONV_W, (size_t)(kp * j.t.mr * g->o) * sizeof(float));
-  if (!ap) return free(offs), -1;
+  if (!ap) return -1;
   /* W^T (K x O) in row panels: element (k, o) is w[o * K + k] */
   float *d = ap;
   for (int64_t k0 = 0; k0 < j.K; k0 += j.t.mr, d += j.t.mr * g->o)
@@ -284,7 +286,6 @@ int ms_k_conv2d_input_grad_gemm(const ms_k_conv2d_geom *g, const float *w, const
       for (int r = 0; r < j.t.mr; r++) d[o * j.t.mr + r] = k0 + r < j.K ? w[o * j.K + k0 + r] : 0.0f;
   j.ap = ap;
   ms_k_parallel_for(g->n, grain_of(2 * j.K * g->o * j.P), input_grad_range, &j);
-  free(offs);
   return j.failed ? -1 : 0;
 }
 
@@ -364,11 +365,17 @@ static void weight_grad_member(void *ctx, int t, int nt) {
   }
 }
 
+bool ms_k_conv_avx2(void) { return strcmp(ms_k_gemm_isa(), "generic") != 0; }
+
 int ms_k_conv2d_weight_grad_gemm(const ms_k_conv2d_geom *g, const float *x, const float *gout, float *gw,
                                  float *gb) {
   cg_job j;
   int64_t *offs;
   if (!job_init(&j, g, &offs)) return -1;
+  if (g->sw == 1 && g->ph == 0 && g->pw == 0 && ms_k_conv_avx2()) {
+    int rc = ms_k_conv2d_weight_grad_dot_avx2(g, j.koff, x, gout, gw, gb);
+      return rc;
+  }
   j.x = x, j.gout = gout, j.gw = gw, j.gb = gb;
   j.Kb = j.K + (gb ? 1 : 0);
   j.opad = (g->o + j.t.nr - 1) / j.t.nr * j.t.nr;
@@ -388,6 +395,5 @@ int ms_k_conv2d_weight_grad_gemm(const ms_k_conv2d_geom *g, const float *x, cons
         else gb[o] = s;
       }
   }
-  free(offs);
   return j.failed ? -1 : 0;
 }
