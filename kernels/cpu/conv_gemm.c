@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kernels/cpu/conv_gemm.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/gemm_ukr.h"
 
 /* Contraction block of the weight gradient: KC columns of packed A and B stay in L1/L2. */
@@ -365,14 +366,12 @@ static void weight_grad_member(void *ctx, int t, int nt) {
   }
 }
 
-bool ms_k_conv_avx2(void) { return strcmp(ms_k_gemm_isa(), "generic") != 0; }
-
 int ms_k_conv2d_weight_grad_gemm(const ms_k_conv2d_geom *g, const float *x, const float *gout, float *gw,
                                  float *gb) {
   cg_job j;
   int64_t *offs;
   if (!job_init(&j, g, &offs)) return -1;
-  if (g->sw == 1 && g->ph == 0 && g->pw == 0 && ms_k_conv_avx2()) {
+  if (g->sw == 1 && g->ph == 0 && g->pw == 0 && ms_k_cpu_avx2()) {
     int rc = ms_k_conv2d_weight_grad_dot_avx2(g, j.koff, x, gout, gw, gb);
       return rc;
   }

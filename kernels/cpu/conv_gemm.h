@@ -37,9 +37,6 @@ int ms_k_conv2d_input_grad_wide(const ms_k_conv2d_geom *g, const float *w, const
 void ms_k_conv_ukr_avx2(int64_t k, const float *a, const float *xs, const int64_t *koff, const float *bias,
                         float *c, int64_t ldc);
 
-/* Whether the AVX2 kernels here may run: the CPU has AVX2 + FMA, i.e. the GEMM's ISA is above
- * "generic" (so MS_GEMM_ISA=generic tests the portable paths on any machine). */
-bool ms_k_conv_avx2(void);
 /* conv_wgrad_avx2.c: gw and gb (may be NULL) as dot products read straight from x and gout;
  * koff[k] is where column-matrix row k reads x relative to an output pixel's window. */
 int ms_k_conv2d_weight_grad_dot_avx2(const ms_k_conv2d_geom *g, const int64_t *koff, const float *x,

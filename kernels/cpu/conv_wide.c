@@ -16,6 +16,7 @@
 #endif
 
 #include "kernels/cpu/conv_gemm.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/gemm_ukr.h"
 
 typedef struct wide_job {
@@ -145,7 +146,7 @@ static void wide_range(void *ctx, int64_t begin, int64_t end) {
 /* Fills the job's sizes and koff (in the caller's MS_K_BUF_CONV_K slot); false when out of memory. */
 static bool wide_init(wide_job *j) {
   j->t = ms_k_sgemm_tile_get();
-  j->direct = ms_k_conv_avx2();
+  j->direct = ms_k_cpu_avx2();
   j->mr = j->direct ? MS_CONV_UKR_MR : j->t.mr, j->nr = j->direct ? MS_CONV_UKR_NR : j->t.nr;
   j->K = j->cs * j->kh * j->kw;
   j->oh = j->hp - (j->kh - 1) * j->dh, j->ow = j->wp - (j->kw - 1) * j->dw;
