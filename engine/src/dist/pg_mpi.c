@@ -77,6 +77,8 @@ typedef struct mpi_work {
   ms_tensor *keep;   /* an input kept alive (owned) */
   int divide_by;     /* > 1 for avg */
   bool result_here;  /* this rank receives a result (reduce: only the root) */
+  ms_tensor *pieces; /* reduce_scatter: every rank's piece of this rank's shard, to sum (owned) */
+  MPI_Op op;         /* how pieces are combined */
 } mpi_work;
 
 static int mpi_work_test(void *impl) {
@@ -86,9 +88,31 @@ static int mpi_work_test(void *impl) {
   return flag;
 }
 
+/* result = pieces[0] op (pieces[1] op (... op pieces[n-1])): one fixed order on every rank, so
+ * the shards are deterministic. MPI_Reduce_local(in, inout) computes inout = in op inout, with
+ * MPI's own (vectorised) loops for every type and op. */
+static ms_status sum_pieces(mpi_work *w) {
+  size_t esize = ms_dtype_size(w->result->dtype);
+  int64_t count = ms_tensor_numel(w->result);
+  int n = (int)(ms_tensor_numel(w->pieces) / (count ? count : 1));
+  char *acc = ms_tensor_data(w->result), *piece = ms_tensor_data(w->pieces);
+  if (count == 0) return MS_OK;
+  memcpy(acc, piece + (size_t)(n - 1) * (size_t)count * esize, (size_t)count * esize);
+  MPI_Datatype ty = mpi_type(w->result->dtype);
+  for (int r = n - 2; r >= 0; r--) {
+    int rc = MPI_Reduce_local(piece + (size_t)r * (size_t)count * esize, acc, (int)count, ty, w->op);
+    if (rc != MPI_SUCCESS) return mpi_fail(w->fname, rc);
+  }
+  return MS_OK;
+}
+
 static ms_status mpi_work_complete(void *impl) {
   mpi_work *w = impl;
   if (!w->target || !w->result_here) return MS_OK;
+  if (w->pieces) {
+    ms_status st = sum_pieces(w);
+    if (st != MS_OK) return st;
+  }
   if (w->divide_by > 1)
     divide(ms_tensor_data(w->result), w->result->dtype, ms_tensor_numel(w->result), w->divide_by);
   if (w->result != w->target) {
@@ -106,6 +130,7 @@ static void mpi_work_free(void *impl) {
   ms_tensor_release(w->target);
   if (w->result != w->target) ms_tensor_release(w->result);
   ms_tensor_release(w->keep);
+  ms_tensor_release(w->pieces);
   free(w);
 }
 
@@ -172,21 +197,29 @@ static int issue_all_gather(ms_pg *pg, MPI_Comm comm, const ms_coll *c, mpi_work
   return MPI_Iallgather(send, (int)c->count, ty, out, (int)c->count, ty, comm, &w->req);
 }
 
+/* Reduce-scatter as an all-to-all of the pieces and a local sum when the work completes. Open
+ * MPI 4.1's MPI_Ireduce_scatter_block (libnbc) reduces the whole tensor on one rank and scatters
+ * it: ~0.3 GB/s between 2 ranks on one node, against ~1.5 GB/s for an all-gather. An all-to-all
+ * moves only what each rank must receive, as fast as the all-gather, and the sum over pieces is
+ * a memory-bound loop. The input is only read until the exchange is done and the output only
+ * written after it, so an input overlapping the output needs no copy. */
 static int issue_reduce_scatter(ms_pg *pg, MPI_Comm comm, const ms_coll *c, mpi_work *w) {
   ms_tensor *in = c->in;
-  if (is_half(in->dtype) || overlaps(c->in, c->out)) { /* a float32 or separate copy to send */
+  if (is_half(in->dtype)) { /* sent and summed as float32, as MPI has no 16-bit float type */
     ms_tensor *flat = ms_tensor_view(in, 1, (int64_t[]){ms_tensor_numel(in)});
-    w->keep = !flat ? NULL : is_half(in->dtype) ? ms_tensor_to_dtype(flat, MS_FLOAT32) : ms_tensor_clone(flat);
+    w->keep = flat ? ms_tensor_to_dtype(flat, MS_FLOAT32) : NULL;
     ms_tensor_release(flat);
     if (!w->keep) return -1;
+    if (!(w->result = ms_tensor_new_empty(1, (int64_t[]){c->count}, MS_FLOAT32))) return -1;
   } else {
     ms_tensor_retain(in), w->keep = in;
   }
-  if (is_half(in->dtype) && !(w->result = ms_tensor_new_empty(1, (int64_t[]){c->count}, MS_FLOAT32))) return -1;
+  if (!(w->pieces = ms_tensor_new_empty(1, (int64_t[]){c->count * pg->size}, w->keep->dtype))) return -1;
+  w->op = mpi_op(c->op, in->dtype);
   if (c->op == MS_DIST_AVG) w->divide_by = pg->size;
   MPI_Datatype ty = mpi_type(w->keep->dtype);
-  return MPI_Ireduce_scatter_block(ms_tensor_data(w->keep), ms_tensor_data(w->result), (int)c->count, ty,
-                                   mpi_op(c->op, in->dtype), comm, &w->req);
+  return MPI_Ialltoall(ms_tensor_data(w->keep), (int)c->count, ty, ms_tensor_data(w->pieces), (int)c->count, ty,
+                       comm, &w->req);
 }
 
 static ms_status mpi_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
