@@ -174,11 +174,11 @@ local function test(args, model, rank, device, test_loader)
 end
 
 -- Between training and testing the blocks one phase used sit idle in the allocator's cache while
--- the other maps its own (the test loader's 1000-sample batches fit none of the training
--- step's blocks): returning them at each switch keeps a rank's peak at the larger phase alone,
--- not their sum (~30 MB a rank). Mapping them again costs one page fault per page once an
--- epoch (~10 ms), nothing per step. The collection first frees tensors Lua still holds as
--- garbage, so their blocks are returned too.
+-- the other maps its own (the test loader's 1000-sample batches are sizes training never
+-- asks for): returning them at each switch keeps a rank's peak at the larger phase alone, not
+-- their sum (~20 MB a rank on the full 2-rank epoch). The price is mapping them again, page
+-- faults once per switch (~0.1 s a switch on the 2-core VM), nothing per step. The collection
+-- first frees tensors Lua still holds as garbage, so their blocks are returned too.
 local function release_cached_blocks()
   collectgarbage()
   ms.empty_cache()
