@@ -1,6 +1,7 @@
 /* l_loader.c: the native DataLoader behind lua/moonshard/data.lua's fast path, as
  * ms._loader_new(sources, batches, opts) -> a loader object with :next(), :close() and #.
- *   sources  {{tensor = t, transform = <native spec list or nil>}, ...}: tensors sharing dim 1
+ *   sources  {{tensor = t, transform = <native spec list or nil>}, ...}: tensors sharing dim 1;
+ *            {rows = ms._idx_rows(path), ...} in place of a tensor reads the rows from the file
  *   batches  {{i1, i2, ...}, ...}: 1-based row indices of each batch, in order
  *   opts     {num_workers = 0, prefetch_factor = 2, pin_memory = false}
  * :next() returns one tensor per source for the next batch, or nothing after the last; an error
@@ -90,9 +91,14 @@ static ms_tensor *apply_specs(void *ctx, ms_tensor *batch) {
 static void read_source(lua_State *L, int sources, int i, ms_loader_source *src, spec_ctx *spec) {
   if (lua_geti(L, sources, i) != LUA_TTABLE)
     luaL_error(L, "DataLoader: source %d must be a table {tensor = t, transform = specs}", i);
-  lua_getfield(L, -1, "tensor");
-  src->tensor = ms_lua_check_tensor(L, lua_gettop(L), "DataLoader");
-  lua_pop(L, 1); /* the sources table keeps the tensor alive */
+  src->tensor = NULL, src->rows = NULL;
+  if (lua_getfield(L, -1, "rows") != LUA_TNIL) src->rows = ms_lua_check_idx_rows(L, lua_gettop(L), "DataLoader");
+  else {
+    lua_getfield(L, -2, "tensor");
+    src->tensor = ms_lua_check_tensor(L, lua_gettop(L), "DataLoader");
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1); /* the sources table keeps the tensor or rows alive */
   spec->n = 0;
   lua_getfield(L, -1, "transform");
   if (!lua_isnil(L, -1)) ms_lua_check_transform_specs(L, lua_gettop(L), spec->specs, &spec->n);
@@ -147,7 +153,8 @@ static int l_loader_new(lua_State *L) {
   int64_t nbatches = (int64_t)luaL_len(L, 2);
   int64_t *idx = push_buffer(L, (size_t)count_indices(L, 2, nbatches));
   int64_t *off = push_buffer(L, (size_t)nbatches + 1);
-  read_indices(L, 2, nbatches, srcs[0].tensor->shape[0], idx, off);
+  int64_t rows = srcs[0].tensor ? srcs[0].tensor->shape[0] : ms_idx_rows_info(srcs[0].rows)->shape[0];
+  read_indices(L, 2, nbatches, rows, idx, off);
   loader_box *box = lua_newuserdatauv(L, sizeof *box, 0); /* before the resource it will own */
   box->loader = NULL;
   luaL_setmetatable(L, LOADER_MT);

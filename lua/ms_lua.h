@@ -103,7 +103,9 @@ void ms_lua_open_nn_ops(lua_State *L);    /* l_nn_ops.c: activations, losses, no
 void ms_lua_open_optim(lua_State *L);     /* l_optim.c: fused optimizer steps */
 void ms_lua_open_io(lua_State *L);        /* l_io.c: ms.save / ms.load (safetensors) */
 void ms_lua_open_io_parts(lua_State *L);  /* l_io_parts.c: ranges of safetensors files, JSON indexes */
-void ms_lua_open_idx(lua_State *L);       /* l_idx.c: ms.read_idx (IDX files, MNIST) */
+void ms_lua_open_idx(lua_State *L);       /* l_idx.c: ms.read_idx, ms._idx_rows (IDX files, MNIST) */
+/* The rows object (ms._idx_rows) at idx; raises naming fname when it is not one or was closed. */
+ms_idx_rows *ms_lua_check_idx_rows(lua_State *L, int idx, const char *fname);
 void ms_lua_open_random_fill(lua_State *L); /* l_random_fill.c: uniform_, normal_ in place */
 void ms_lua_open_loader(lua_State *L);      /* l_loader.c: ms._loader_new, ms.data on first use */
 void ms_lua_open_transforms(lua_State *L); /* l_transforms.c: ms.transform_batch */

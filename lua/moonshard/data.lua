@@ -9,7 +9,8 @@
 -- place randomness enters, so batches are the same for any num_workers). Then one of two paths:
 --
 -- * native: a dataset whose samples are rows of tensors (a TensorDataset, or MNIST-like:
---   .data and .targets tensors, a transform that is nil or has a native spec, no
+--   .data (or :data_rows(), rows read from an IDX file per batch) and .targets tensors, a
+--   transform that is nil or has a native spec, no
 --   target_transform) with no collate_fn. The index lists, the tensors and the transform specs
 --   go to the native loader (lua/l_loader.c, engine/src/data/loader.c): num_workers threads
 --   gather rows, transform and collate batches ahead into a bounded in-order queue of
@@ -150,13 +151,16 @@ local function native_sources(ds)
     end
     return sources
   end
-  if not (is_tensor(ds.data) and is_tensor(ds.targets)) or ds.target_transform ~= nil then return nil end
+  -- data_rows: images read from their file per batch rather than held (moonshard.datasets)
+  local rows = type(ds.data_rows) == "function" and ds:data_rows() or nil
+  if not ((rows or is_tensor(ds.data)) and is_tensor(ds.targets)) or ds.target_transform ~= nil then return nil end
   local spec
   if ds.transform ~= nil then
     local tr = ds.transform
     spec = type(tr) == "table" and type(tr.native_spec) == "function" and tr:native_spec() or nil
     if spec == nil then return nil end -- a Lua transform: samples go through Lua
   end
+  if rows then return { { rows = rows, transform = spec }, { tensor = ds.targets } } end
   return { { tensor = ds.data, transform = spec }, { tensor = ds.targets } }
 end
 

@@ -1,7 +1,10 @@
 -- datasets.lua: torchvision's MNIST and FashionMNIST (`require "moonshard.datasets"`), read
 -- from the IDX files (raw or .gz) under torchvision's layout: root/MNIST/raw/train-images-idx3-ubyte
--- [.gz] and so on, root/FashionMNIST/raw/... The files are read whole by the native reader
--- (ms.read_idx); images stay uint8 in memory and are converted per batch by the transforms.
+-- [.gz] and so on, root/FashionMNIST/raw/... Labels are read whole (ms.read_idx). Images of a raw
+-- file are read on demand (ms._idx_rows: the DataLoader preads each batch's rows, so a process
+-- holds no copy of the images; the page cache, shared by every rank, does); ds.data reads them
+-- whole the first time it is touched. A .gz file is read whole at once (it cannot be read in
+-- place). Images stay uint8 and are converted per batch by the transforms.
 --
 --   local datasets = require "moonshard.datasets"
 --   local ds = datasets.MNIST("data", {train = true, download = false,
@@ -14,8 +17,9 @@
 -- is label d + 1, which is what nll_loss / cross_entropy take and what argmax returns, and
 -- ds.classes[label] names it ("5 - five" for label 6). ds.targets (int64, N) holds them.
 -- A Lua indexing expression yields one value, hence ds[i] gives a table and ds:get(i) the two
--- values. image is ds.data[i] (a uint8 28x28 view sharing ds.data's storage) passed through
--- transform when there is one; label is a Lua integer passed through target_transform.
+-- values. image is ds.data[i] (a uint8 28x28 tensor: a view of ds.data once that was read, else
+-- the row read from the file) passed through transform when there is one; label is a Lua
+-- integer passed through target_transform.
 --
 -- download = true fetches missing files from torchvision's mirrors with an external curl or
 -- wget (never required) and checks torchvision's MD5 sums; the .gz files are kept as they are.
@@ -65,6 +69,12 @@ local function exists(path)
   local f = io.open(path, "rb")
   if f then f:close() end
   return f ~= nil
+end
+
+-- gzip's magic bytes 1f 8b: such a file is read whole, as its rows cannot be read in place.
+local function is_gzip(path)
+  local f <close> = assert(io.open(path, "rb"))
+  return f:read(2) == "\x1f\x8b"
 end
 
 local function read_all(path)
@@ -164,17 +174,19 @@ local function load_split(self)
   return paths, missing
 end
 
--- The images (N, H, W) and labels (N) must agree, and every label must name a class.
+-- The images (N, H, W) and labels (N) must agree, and every label must name a class. images is a
+-- tensor or a rows object (ms._idx_rows); only its shape is looked at.
 local function check_contents(self, images, labels, paths)
   local name = self.__name
-  if images:dim() ~= 3 then
-    error(("%s: %s holds a tensor of shape %s, expected images (N, H, W)"):format(name, paths[1], images.shape), 0)
+  local shape = ms.is_tensor(images) and images.shape or images:shape()
+  if #shape ~= 3 then
+    error(("%s: %s holds a tensor of shape %s, expected images (N, H, W)"):format(name, paths[1], shape), 0)
   end
   if labels:dim() ~= 1 then
     error(("%s: %s holds a tensor of shape %s, expected labels (N)"):format(name, paths[2], labels.shape), 0)
   end
-  if images:size(1) ~= labels:size(1) then
-    error(("%s: %s has %d images but %s has %d labels"):format(name, paths[1], images:size(1), paths[2],
+  if shape[1] ~= labels:size(1) then
+    error(("%s: %s has %d images but %s has %d labels"):format(name, paths[1], shape[1], paths[2],
                                                             labels:size(1)), 0)
   end
   local top = labels:max():item()
@@ -212,11 +224,25 @@ local function new(class, root, opts)
     paths, missing = load_split(self)
   end
   if #missing > 0 then missing_error(self, missing) end
-  local images, labels = ms.read_idx(paths[1]), ms.read_idx(paths[2])
+  local images = is_gzip(paths[1]) and ms.read_idx(paths[1]) or ms._idx_rows(paths[1])
+  local labels = ms.read_idx(paths[2])
   check_contents(self, images, labels, paths)
-  self.data = images
+  if ms.is_tensor(images) then self.data = images else self._rows, self._images_path = images, paths[1] end
   self.targets = labels:long():add_(1) -- 1-based class indices (see the top of the file)
   return self
+end
+
+-- The images read whole (ds.data, on first use) when they were being read on demand.
+local function load_data(self)
+  local images = ms.read_idx(self._images_path)
+  rawset(self, "data", images)
+  return images
+end
+
+-- The DataLoader's native source for the images: the rows object while ds.data was never read
+-- (or was, and may since have been replaced by the user), else nil and it uses ds.data.
+function Base:data_rows()
+  if rawget(self, "data") == nil then return rawget(self, "_rows") end
 end
 
 -- (image, label) of item i (1-based; negative counts from the end).
@@ -228,7 +254,8 @@ function Base:get(i)
     error(("%s: index %d is out of range for %d items (1 to %d, or -%d to -1)"):format(self.__name, j, n, n, n), 2)
   end
   if j < 0 then j = j + n + 1 end
-  local image, label = self.data[j], self.targets[j]:item()
+  local data, rows = rawget(self, "data"), self:data_rows()
+  local image, label = data and data[j] or rows:get(j), self.targets[j]:item()
   if self.transform then image = self.transform(image) end
   if self.target_transform then label = self.target_transform(label) end
   return image, label
@@ -239,6 +266,7 @@ local function make_class(name, mirrors, resources, classes, fetch_script)
                  fetch_script = fetch_script}
   class.__index = function(self, key)
     if math.type(key) == "integer" then return {self:get(key)} end
+    if key == "data" and rawget(self, "_rows") then return load_data(self) end
     return class[key]
   end
   class.__len = function(self) return self.targets:size(1) end

@@ -193,6 +193,41 @@ static void cleanup(void) {
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* Rows read on demand hold what the whole read holds, one read per run of consecutive rows or
+ * not; a gzip file is refused (it cannot be read in place); a bad row and a file that shrank
+ * after opening are errors, not crashes. */
+static void test_rows(void) {
+  uint32_t sizes[3] = {5, 2, 3};
+  size_t n = make_idx(buf, 0x08, 3, sizes, 30);
+  write_raw("rows.idx", buf, n);
+  ms_idx_rows *f = NULL;
+  CHECK(ms_idx_rows_open(path_of("rows.idx"), &f) == MS_OK);
+  if (!f) return;
+  const ms_idx_info *in = ms_idx_rows_info(f);
+  CHECK(in->ndim == 3 && in->shape[0] == 5 && in->shape[2] == 3 && in->header_bytes == 16 && !in->gzip);
+  int64_t rows[6] = {4, 0, 1, 2, 2, 3}; /* a run (0, 1, 2), a repeat, out of order */
+  ms_tensor *t = ms_idx_rows_gather(f, rows, 6);
+  CHECK(t && t->dtype == MS_UINT8 && t->ndim == 3 && t->shape[0] == 6 && t->shape[1] == 2);
+  for (int i = 0; t && i < 6; i++)
+    CHECK(memcmp((char *)ms_tensor_data(t) + 6 * i, buf + 16 + 6 * rows[i], 6) == 0);
+  ms_tensor_release(t);
+  int64_t bad_row = 5;
+  CHECK(ms_idx_rows_gather(f, &bad_row, 1) == NULL);
+  CHECK_ERROR_HAS("row 5 is out of range for 5 rows");
+  chop("rows.idx", 16 + 6 * 3); /* rows 3 and 4 are gone */
+  int64_t last = 4;
+  CHECK(ms_idx_rows_gather(f, &last, 1) == NULL);
+  CHECK_ERROR_HAS("changed since it was opened");
+  ms_idx_rows_release(f);
+
+  write_gz("rows.gz", buf, n);
+  f = (ms_idx_rows *)1;
+  CHECK(ms_idx_rows_open(path_of("rows.gz"), &f) == MS_ERR_ARG && f == NULL);
+  CHECK_ERROR_HAS("gzip-compressed");
+  CHECK(ms_idx_rows_open(path_of("rows.idx"), &f) == MS_ERR_IO && f == NULL); /* now truncated */
+  CHECK_ERROR_HAS("truncated");
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/ms_test_idx.XXXXXX");
   if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
@@ -206,6 +241,7 @@ int main(void) {
   test_huge_sizes();
   test_gzip_damage();
   test_open_errors();
+  test_rows();
   cleanup();
   return ms_test_finish();
 }

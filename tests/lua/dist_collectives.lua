@@ -168,6 +168,31 @@ case("reduce_scatter_tensor: 1001 elements per rank, avg", function()
   check(out, want_reduced(1001, "float64", "avg", R * 1001), "float64", "reduce_scatter 1001")
 end)
 
+-- Non-integer values, where the order of the sums shows in the last bits: every rank builds every
+-- rank's input from its seed, so each knows the float64 sum of its shard. Odd sizes (not a
+-- multiple of any vector width), large enough to take several messages.
+case("reduce_scatter_tensor: random floats, odd sizes: near the exact sum, the same bits every call", function()
+  for _, n in ipairs({3, 4099, 100003}) do
+    local inputs = {}
+    for r = 0, N - 1 do
+      ms.manual_seed(1000 + r)
+      inputs[r + 1] = ms.randn(N * n)
+    end
+    local exact = ms.zeros(n, {dtype = "float64"})
+    for r = 1, N do exact:add_(inputs[r]:narrow(1, R * n + 1, n):double()) end
+    local out, again = ms.zeros(n), ms.zeros(n)
+    dist.reduce_scatter_tensor(out, inputs[R + 1]:clone())
+    dist.reduce_scatter_tensor(again, inputs[R + 1]:clone())
+    T.truthy((out:double() - exact):abs():max():item() <= 1e-5 * N, ("n=%d: near the float64 sum"):format(n))
+    T.truthy(out:equal(again), ("n=%d: the same bits on a second call"):format(n))
+    -- the output inside the input (its own slot): read before written, same result
+    local inplace = inputs[R + 1]:clone()
+    local slot = inplace:narrow(1, R * n + 1, n)
+    dist.reduce_scatter_tensor(slot, inplace)
+    T.truthy(slot:equal(out), ("n=%d: output in the input's own slot"):format(n))
+  end
+end)
+
 case("broadcast: every dtype from every source", function()
   for _, dt in ipairs(DTYPES) do
     for src = 0, N - 1 do

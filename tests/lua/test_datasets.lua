@@ -112,6 +112,46 @@ T.test("MNIST transform and target_transform are applied per item", function()
   T.eq(ds.data.dtype, "uint8") -- the stored images are untouched
 end)
 
+T.test("MNIST images of a raw file are read on demand, the same batches as from ds.data", function()
+  local transforms = require "moonshard.transforms"
+  local tr = transforms.Compose({transforms.ToTensor(), transforms.Normalize({0.5}, {0.25})})
+  local lazy = datasets.MNIST(root, {transform = tr})
+  T.eq(rawget(lazy, "data"), nil) -- nothing read whole yet
+  T.truthy(lazy:data_rows() ~= nil, "a rows source")
+  local image = lazy:get(2) -- one row from the file
+  T.eq(rawget(lazy, "data"), nil)
+  local eager = datasets.MNIST(root, {transform = tr})
+  T.same(eager.data.shape, {5, 4, 3}) -- touching ds.data reads the images whole
+  T.eq(eager:data_rows(), nil)
+  T.truthy(image:equal(eager:get(2)), "get(2) from the file and from ds.data")
+  for _, workers in ipairs({0, 2}) do
+    local opts = {batch_size = 2, shuffle = true, num_workers = workers}
+    ms.manual_seed(7)
+    local a = ms.data.DataLoader(lazy, opts)
+    T.truthy(a:is_native(), "native path on file rows")
+    local got = {}
+    for _, x, y in a:iter() do got[#got + 1] = {x, y} end
+    ms.manual_seed(7)
+    local k = 0
+    for _, x, y in ms.data.DataLoader(eager, opts):iter() do
+      k = k + 1
+      T.truthy(got[k][1]:equal(x) and got[k][2]:equal(y), ("batch %d, %d workers"):format(k, workers))
+    end
+    T.eq(k, 3)
+    T.eq(#got, 3)
+  end
+  T.eq(rawget(lazy, "data"), nil) -- the loader never read the images whole
+end)
+
+T.test("MNIST .gz images are read whole (no rows source)", function()
+  if not have_gzip then return end
+  local groot = tmp .. "/gzroot"
+  make_split(groot, "MNIST", "train", {5, 0, 4}, true)
+  local ds = datasets.MNIST(groot)
+  T.eq(ds:data_rows(), nil)
+  T.same(rawget(ds, "data").shape, {3, 4, 3})
+end)
+
 T.test("MNIST options are checked", function()
   T.raises(function() datasets.MNIST(root, {trian = true}) end, 'unknown option "trian"')
   T.raises(function() datasets.MNIST(root, {train = 1}) end, "option train must be a boolean, got number")

@@ -6,6 +6,8 @@
 #ifndef MOONSHARD_IDX_H
 #define MOONSHARD_IDX_H
 
+#include <stdbool.h>
+
 #include "moonshard/error.h"
 #include "moonshard/tensor.h"
 
@@ -27,5 +29,36 @@ typedef enum ms_idx_type {
  * included). Any problem is an MS_ERR_IO error naming the file and what is wrong; *out is then
  * NULL. */
 ms_status ms_idx_read(const char *path, ms_tensor **out);
+
+/* What an IDX file's header says, checked as ms_idx_read checks it (for a raw file the size on
+ * disk must match the shape exactly; a gzip file's payload is not read). */
+typedef struct ms_idx_info {
+  int ndim;
+  int64_t shape[MS_MAX_DIMS];
+  uint64_t header_bytes;  /* where the payload starts (in the uncompressed data) */
+  uint64_t payload_bytes; /* the product of the shape */
+  bool gzip;
+} ms_idx_info;
+
+ms_status ms_idx_probe(const char *path, ms_idx_info *info);
+
+/* Rows of a raw (uncompressed) IDX file read on demand, where holding the whole payload in
+ * memory is not wanted: a data set's images stay in the page cache, shared by every process,
+ * instead of in each process's private memory. Refcounted (open gives one reference) and safe
+ * to read from several threads at once (pread). */
+typedef struct ms_idx_rows ms_idx_rows;
+
+/* Opens path for reading by rows after checking its header (ms_idx_probe). A gzip-compressed
+ * file cannot be read in place: that is an MS_ERR_ARG error saying so (read it whole with
+ * ms_idx_read). */
+ms_status ms_idx_rows_open(const char *path, ms_idx_rows **out);
+void ms_idx_rows_retain(ms_idx_rows *f);
+void ms_idx_rows_release(ms_idx_rows *f); /* NULL is fine */
+const ms_idx_info *ms_idx_rows_info(const ms_idx_rows *f);
+
+/* A new contiguous uint8 tensor (n, shape[1], ...) holding rows rows[0..n) (0-based) of the
+ * file, or NULL with an error (a row out of range, or a read that fails or comes up short
+ * because the file changed since it was opened). */
+ms_tensor *ms_idx_rows_gather(const ms_idx_rows *f, const int64_t *rows, int64_t n);
 
 #endif

@@ -1,5 +1,6 @@
 /* loader.h: the native half of the DataLoader. Given source tensors that share their first
- * dimension (an MNIST image tensor and its labels, a TensorDataset's tensors), the index lists
+ * dimension (an MNIST image tensor and its labels, a TensorDataset's tensors; or the rows of an
+ * IDX file, read per batch instead of held in memory), the index lists
  * of one epoch's batches and an optional transform per source, it makes batch tensors: gather
  * the rows, apply the transform, hand them over in batch order. With num_workers > 0, worker
  * threads make batches ahead into a bounded queue while the caller trains; with 0, each batch
@@ -13,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "moonshard/idx.h"
 #include "moonshard/tensor.h"
 
 /* Turns a gathered batch (borrowed) into the batch handed out: a new reference, or NULL with
@@ -21,6 +23,8 @@ typedef ms_tensor *(*ms_loader_transform_fn)(void *ctx, ms_tensor *batch);
 
 typedef struct ms_loader_source {
   ms_tensor *tensor;                /* borrowed by ms_loader_create, which keeps what it needs */
+  ms_idx_rows *rows;                /* instead of tensor (which is then NULL): rows read from an
+                                       IDX file per batch; borrowed, the loader keeps a reference */
   ms_loader_transform_fn transform; /* NULL: the gathered rows are the batch */
   void *ctx;                        /* the transform's; owned by the loader from create on */
   void (*free_ctx)(void *ctx);      /* may be NULL */

@@ -181,24 +181,31 @@ static ms_status read_payload(reader *r, ms_tensor *t, uint64_t bytes) {
   return MS_OK;
 }
 
-static ms_status read_file(reader *r, ms_tensor **out) {
+/* Opens the file and reads and checks everything before the payload. */
+static ms_status read_header(reader *r, ms_idx_info *info) {
   ms_status st = probe(r);
   if (st) return st;
   r->gz = gzopen(r->path, "rb");
   if (!r->gz) return bad(r, "could not open: %s", errno ? strerror(errno) : "out of memory");
   gzbuffer(r->gz, 1u << 17);
   unsigned char magic[4];
-  int ndim = 0;
-  int64_t shape[MS_MAX_DIMS];
   uint64_t bytes;
-  if ((st = read_header_part(r, magic, 4, "the magic number")) || (st = check_magic(r, magic, &ndim)) ||
-      (st = read_shape(r, ndim, shape, &bytes)) || (st = check_fits(r, ndim, shape, bytes)))
+  if ((st = read_header_part(r, magic, 4, "the magic number")) || (st = check_magic(r, magic, &info->ndim)) ||
+      (st = read_shape(r, info->ndim, info->shape, &bytes)) || (st = check_fits(r, info->ndim, info->shape, bytes)))
     return st;
-  ms_tensor *t = ms_tensor_new_empty(ndim, shape, MS_UINT8);
+  info->header_bytes = r->offset, info->payload_bytes = bytes, info->gzip = r->gzip;
+  return MS_OK;
+}
+
+static ms_status read_file(reader *r, ms_tensor **out) {
+  ms_idx_info info;
+  ms_status st = read_header(r, &info);
+  if (st) return st;
+  ms_tensor *t = ms_tensor_new_empty(info.ndim, info.shape, MS_UINT8);
   if (!t)
     return ms_error(MS_ERR_MEMORY, "read_idx '%s': out of memory for %llu bytes of data", r->path,
-                    (unsigned long long)bytes);
-  if ((st = read_payload(r, t, bytes))) {
+                    (unsigned long long)info.payload_bytes);
+  if ((st = read_payload(r, t, info.payload_bytes))) {
     ms_tensor_release(t);
     return st;
   }
@@ -210,6 +217,13 @@ ms_status ms_idx_read(const char *path, ms_tensor **out) {
   *out = NULL;
   reader r = {.path = path};
   ms_status st = read_file(&r, out);
+  if (r.gz) gzclose_r(r.gz);
+  return st;
+}
+
+ms_status ms_idx_probe(const char *path, ms_idx_info *info) {
+  reader r = {.path = path};
+  ms_status st = read_header(&r, info);
   if (r.gz) gzclose_r(r.gz);
   return st;
 }

@@ -25,7 +25,8 @@ typedef struct loader_slot {
 } loader_slot;
 
 typedef struct loader_source {
-  ms_tensor *tensor; /* contiguous; owned reference */
+  ms_tensor *tensor; /* contiguous; owned reference (NULL when rows is used) */
+  ms_idx_rows *rows; /* or rows read from a file per batch; owned reference */
   size_t row_bytes;  /* bytes of one row (one index of dim 0) */
   ms_loader_transform_fn transform;
   void *ctx;
@@ -56,6 +57,7 @@ struct ms_loader {
 static ms_tensor *gather_rows(const ms_loader *l, const loader_source *s, int64_t k) {
   const ms_tensor *t = s->tensor;
   int64_t first = l->offsets[k], count = l->offsets[k + 1] - first;
+  if (s->rows) return ms_idx_rows_gather(s->rows, l->indices + first, count);
   int64_t shape[MS_MAX_DIMS];
   memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
   shape[0] = count;
@@ -138,18 +140,25 @@ static void free_contexts(const ms_loader_source *sources, int n) {
     if (sources[i].free_ctx) sources[i].free_ctx(sources[i].ctx);
 }
 
+static int64_t source_rows(const ms_loader_source *s) {
+  return s->tensor ? s->tensor->shape[0] : ms_idx_rows_info(s->rows)->shape[0];
+}
+
 static ms_status check_sources(const ms_loader_source *sources, int n) {
   if (n < 1 || n > MS_LOADER_MAX_SOURCES)
     return ms_error(MS_ERR_ARG, "DataLoader: expected 1 to %d source tensors, got %d",
                     MS_LOADER_MAX_SOURCES, n);
   for (int i = 0; i < n; i++) {
     const ms_tensor *t = sources[i].tensor;
-    if (!t || t->ndim < 1)
+    if (!t == !sources[i].rows)
+      return ms_error(MS_ERR_ARG, "DataLoader: source %d must be either a tensor or the rows of an IDX "
+                      "file, got %s", i + 1, t ? "both" : "neither");
+    if (t && t->ndim < 1)
       return ms_error(MS_ERR_ARG, "DataLoader: source %d must be a tensor of at least 1 dim", i + 1);
-    if (t->shape[0] != sources[0].tensor->shape[0])
+    if (source_rows(&sources[i]) != source_rows(&sources[0]))
       return ms_error(MS_ERR_ARG, "DataLoader: source %d has %lld rows, source 1 has %lld",
-                      i + 1, (long long)t->shape[0], (long long)sources[0].tensor->shape[0]);
-    ms_status st = ms_tensor_check_data("DataLoader", t);
+                      i + 1, (long long)source_rows(&sources[i]), (long long)source_rows(&sources[0]));
+    ms_status st = t ? ms_tensor_check_data("DataLoader", t) : MS_OK;
     if (st != MS_OK) return st;
   }
   return MS_OK;
@@ -177,6 +186,10 @@ static ms_status fill_loader(ms_loader *l, const ms_loader_source *sources, int 
     loader_source *s = &l->sources[i];
     s->transform = sources[i].transform, s->ctx = sources[i].ctx, s->free_ctx = sources[i].free_ctx;
     l->nsources = i + 1; /* from here on destroy frees this context */
+    if (sources[i].rows) {
+      ms_idx_rows_retain(s->rows = sources[i].rows);
+      continue;
+    }
     s->tensor = ms_tensor_contiguous(sources[i].tensor);
     if (!s->tensor) return MS_ERR_MEMORY;
     int64_t rows = s->tensor->shape[0];
@@ -196,7 +209,7 @@ static ms_status fill_loader(ms_loader *l, const ms_loader_source *sources, int 
 ms_loader *ms_loader_create(const ms_loader_source *sources, int nsources, const int64_t *indices,
                             const int64_t *offsets, int64_t nbatches, ms_loader_config cfg) {
   ms_status st = check_sources(sources, nsources);
-  if (st == MS_OK) st = check_batches(indices, offsets, nbatches, sources[0].tensor->shape[0]);
+  if (st == MS_OK) st = check_batches(indices, offsets, nbatches, source_rows(&sources[0]));
   if (st == MS_OK && (cfg.num_workers < 0 || cfg.prefetch_factor < 1))
     st = ms_error(MS_ERR_ARG, "DataLoader: num_workers must be >= 0 and prefetch_factor >= 1, "
                   "got %d and %d", cfg.num_workers, cfg.prefetch_factor);
@@ -279,6 +292,7 @@ void ms_loader_destroy(ms_loader *l) {
   }
   for (int i = 0; i < l->nsources; i++) {
     ms_tensor_release(l->sources[i].tensor);
+    ms_idx_rows_release(l->sources[i].rows);
     if (l->sources[i].free_ctx) l->sources[i].free_ctx(l->sources[i].ctx);
   }
   free(l->slots), free(l->indices), free(l->offsets);

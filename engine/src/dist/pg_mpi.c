@@ -77,6 +77,12 @@ typedef struct mpi_work {
   ms_tensor *keep;   /* an input kept alive (owned) */
   int divide_by;     /* > 1 for avg */
   bool result_here;  /* this rank receives a result (reduce: only the root) */
+  /* reduce_scatter: the other ranks' pieces of this rank's shard, to combine with its own */
+  bool scatter;
+  ms_tensor *pieces; /* where they arrived (owned); NULL: the one other rank's came into result */
+  int me, nranks;
+  int *counts;       /* MPI_Ialltoallv's four arrays, which must live until it completes */
+  MPI_Op op;         /* how pieces are combined */
 } mpi_work;
 
 static int mpi_work_test(void *impl) {
@@ -86,9 +92,43 @@ static int mpi_work_test(void *impl) {
   return flag;
 }
 
+/* The piece rank r sent for this rank's shard: its own from its input, the others' from where the
+ * exchange put them (slots in rank order, its own left out). */
+static const char *piece_of(const mpi_work *w, int r, size_t bytes) {
+  if (r == w->me) return (const char *)ms_tensor_data(w->keep) + (size_t)r * bytes;
+  if (!w->pieces) return ms_tensor_data(w->result);
+  return (const char *)ms_tensor_data(w->pieces) + (size_t)(r < w->me ? r : r - 1) * bytes;
+}
+
+/* result = piece 0 op (piece 1 op (... op piece n-1)): one fixed order on every rank, so shards
+ * are deterministic. MPI_Reduce_local(in, inout) computes inout = in op inout, with MPI's own
+ * vectorised loops for every type and op. With two ranks the other's piece arrived in result
+ * itself and one pass adds this rank's: every predefined op is commutative, bit for bit, so
+ * own op other equals piece 0 op piece 1 on both ranks. */
+static ms_status sum_pieces(mpi_work *w) {
+  int64_t count = ms_tensor_numel(w->result);
+  size_t bytes = (size_t)count * ms_dtype_size(w->result->dtype);
+  char *acc = ms_tensor_data(w->result);
+  if (count == 0) return MS_OK;
+  MPI_Datatype ty = mpi_type(w->result->dtype);
+  int last = w->nranks - 1;
+  if (w->pieces || w->nranks == 1) memcpy(acc, piece_of(w, last, bytes), bytes);
+  else last = w->me == 0 ? 1 : 0; /* result holds the other rank's piece already */
+  for (int r = w->nranks - 1; r >= 0; r--) {
+    if (r == last) continue;
+    int rc = MPI_Reduce_local(piece_of(w, r, bytes), acc, (int)count, ty, w->op);
+    if (rc != MPI_SUCCESS) return mpi_fail(w->fname, rc);
+  }
+  return MS_OK;
+}
+
 static ms_status mpi_work_complete(void *impl) {
   mpi_work *w = impl;
   if (!w->target || !w->result_here) return MS_OK;
+  if (w->scatter) {
+    ms_status st = sum_pieces(w);
+    if (st != MS_OK) return st;
+  }
   if (w->divide_by > 1)
     divide(ms_tensor_data(w->result), w->result->dtype, ms_tensor_numel(w->result), w->divide_by);
   if (w->result != w->target) {
@@ -106,6 +146,8 @@ static void mpi_work_free(void *impl) {
   ms_tensor_release(w->target);
   if (w->result != w->target) ms_tensor_release(w->result);
   ms_tensor_release(w->keep);
+  ms_tensor_release(w->pieces);
+  free(w->counts);
   free(w);
 }
 
@@ -172,9 +214,16 @@ static int issue_all_gather(ms_pg *pg, MPI_Comm comm, const ms_coll *c, mpi_work
   return MPI_Iallgather(send, (int)c->count, ty, out, (int)c->count, ty, comm, &w->req);
 }
 
+/* Reduce-scatter as an all-to-all of the pieces and a local sum when the work completes. Open
+ * MPI 4.1's MPI_Ireduce_scatter_block (libnbc) reduces the whole tensor on one rank and scatters
+ * it: ~0.3 GB/s between 2 ranks on one node, against ~1.5 GB/s for an all-gather. The exchange
+ * moves only what each rank must receive (a rank's own piece stays where it is), and the sum
+ * is a memory-bound loop. */
 static int issue_reduce_scatter(ms_pg *pg, MPI_Comm comm, const ms_coll *c, mpi_work *w) {
   ms_tensor *in = c->in;
-  if (is_half(in->dtype) || overlaps(c->in, c->out)) { /* a float32 or separate copy to send */
+  /* a copy to read from: 16-bit floats are summed in float32 (MPI has no such type), and an
+   * input overlapping the output would be overwritten before its own piece is read */
+  if (is_half(in->dtype) || overlaps(c->in, c->out)) {
     ms_tensor *flat = ms_tensor_view(in, 1, (int64_t[]){ms_tensor_numel(in)});
     w->keep = !flat ? NULL : is_half(in->dtype) ? ms_tensor_to_dtype(flat, MS_FLOAT32) : ms_tensor_clone(flat);
     ms_tensor_release(flat);
@@ -183,10 +232,21 @@ static int issue_reduce_scatter(ms_pg *pg, MPI_Comm comm, const ms_coll *c, mpi_
     ms_tensor_retain(in), w->keep = in;
   }
   if (is_half(in->dtype) && !(w->result = ms_tensor_new_empty(1, (int64_t[]){c->count}, MS_FLOAT32))) return -1;
+  int n = pg->size, me = pg->rank, count = (int)c->count;
+  w->scatter = true, w->me = me, w->nranks = n, w->op = mpi_op(c->op, in->dtype);
   if (c->op == MS_DIST_AVG) w->divide_by = pg->size;
+  if (n > 2 && !(w->pieces = ms_tensor_new_empty(1, (int64_t[]){c->count * (n - 1)}, w->keep->dtype))) return -1;
+  if (!(w->counts = calloc(4 * (size_t)n, sizeof *w->counts)))
+    return ms_error(MS_ERR_MEMORY, "%s: out of memory", w->fname), -1;
+  int *scounts = w->counts, *sdispls = scounts + n, *rcounts = sdispls + n, *rdispls = rcounts + n;
+  for (int r = 0; r < n; r++) {
+    scounts[r] = rcounts[r] = r == me ? 0 : count;
+    sdispls[r] = r * count;
+    rdispls[r] = w->pieces && r != me ? (r < me ? r : r - 1) * count : 0;
+  }
   MPI_Datatype ty = mpi_type(w->keep->dtype);
-  return MPI_Ireduce_scatter_block(ms_tensor_data(w->keep), ms_tensor_data(w->result), (int)c->count, ty,
-                                   mpi_op(c->op, in->dtype), comm, &w->req);
+  void *recv = w->pieces ? ms_tensor_data(w->pieces) : ms_tensor_data(w->result);
+  return MPI_Ialltoallv(ms_tensor_data(w->keep), scounts, sdispls, ty, recv, rcounts, rdispls, ty, comm, &w->req);
 }
 
 static ms_status mpi_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
