@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
 #include "test.h"
+#include "test_isa.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -135,7 +136,8 @@ static void test_deterministic(void) {
   free(x), free(w), free(gout);
 }
 
-static void run_all(void) {
+static void run_all(const char *isa) {
+  (void)isa;
   for (int threads = 1; threads <= 2; threads++) {
     ms_k_set_num_threads(threads);
     for (size_t i = 0; i < sizeof SHAPES / sizeof SHAPES[0]; i++) test_shape(&SHAPES[i]);
@@ -143,38 +145,9 @@ static void run_all(void) {
   }
 }
 
-/* Runs run_all() in a child with MS_GEMM_ISA set (chosen once per process); adds its counts. */
-static void test_isa_in_child(const char *isa) {
-  int fd[2];
-  if (pipe(fd) != 0) {
-    CHECK(!"pipe");
-    return;
-  }
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fd[0]);
-    ms_test_passed = ms_test_failed = 0;
-    setenv("MS_GEMM_ISA", isa, 1);
-    run_all();
-    printf("isa %s (%s): %d passed, %d failed\n", isa, ms_k_gemm_isa(), ms_test_passed, ms_test_failed);
-    fflush(NULL);
-    int counts[2] = {ms_test_passed, ms_test_failed};
-    _exit(write(fd[1], counts, sizeof counts) == sizeof counts ? 0 : 1);
-  }
-  close(fd[1]);
-  int counts[2] = {0, 1}, status = 0;
-  if (read(fd[0], counts, sizeof counts) != sizeof counts) counts[1] = 1;
-  close(fd[0]);
-  waitpid(pid, &status, 0);
-  ms_test_passed += counts[0];
-  ms_test_failed += counts[1];
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
-
 int main(void) {
-  test_isa_in_child("generic");
-  test_isa_in_child("avx2");   /* falls back to generic where the CPU lacks it */
-  test_isa_in_child("avx512"); /* likewise */
+  ms_test_isa_in_child("generic", run_all);
+  ms_test_isa_in_child("avx2", run_all);   /* falls back to generic where the CPU lacks it */
+  ms_test_isa_in_child("avx512", run_all); /* likewise */
   return ms_test_finish();
 }

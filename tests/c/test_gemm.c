@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
 #include "test.h"
+#include "test_isa.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -181,45 +182,16 @@ static void run_all(const char *isa) {
   test_concurrent_callers();
 }
 
-/* Runs run_all(isa) in a child with MS_GEMM_ISA set (the ISA is chosen once per process) and
- * adds the child's counts to ours. */
-static void test_isa_in_child(const char *isa) {
-  int fd[2];
-  if (pipe(fd) != 0) {
-    CHECK(!"pipe");
-    return;
-  }
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fd[0]);
-    ms_test_passed = ms_test_failed = 0; /* the parent keeps its own counts */
-    setenv("MS_GEMM_ISA", isa, 1);
-    run_all(isa);
-    printf("isa %s: %d passed, %d failed\n", isa, ms_test_passed, ms_test_failed);
-    fflush(NULL);
-    int counts[2] = {ms_test_passed, ms_test_failed};
-    _exit(write(fd[1], counts, sizeof counts) == sizeof counts ? 0 : 1);
-  }
-  close(fd[1]);
-  int counts[2] = {0, 1}, status = 0;
-  if (read(fd[0], counts, sizeof counts) != sizeof counts) counts[1] = 1;
-  close(fd[0]);
-  waitpid(pid, &status, 0);
-  ms_test_passed += counts[0];
-  ms_test_failed += counts[1];
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
-
 int main(void) {
-  test_isa_in_child("generic");
+  ms_test_isa_in_child("generic", run_all);
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) test_isa_in_child("avx2");
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    ms_test_isa_in_child("avx2", run_all);
   else printf("avx2: not supported by this CPU, skipped\n");
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-    test_isa_in_child("avx512");
+    ms_test_isa_in_child("avx512", run_all);
   else printf("avx512: not supported by this CPU, skipped\n");
 #endif
   return ms_test_finish();

@@ -59,26 +59,7 @@ local function reference(make, shape, steps, dtype)
   return model:state_dict()
 end
 
--- Every tensor of got equals want's within rel (relative to the tensor's largest magnitude).
-local function check_state(got, want, rel, what)
-  local n, worst = 0, 0
-  for k, w in pairs(want) do
-    local g = rawget(got, k)
-    T.truthy(g ~= nil, what .. ": missing " .. k)
-    T.eq(tostring(g.shape), tostring(w.shape), what .. ": shape of " .. k)
-    local diff = (g - w):abs():max():item()
-    local scale = math.max(w:abs():max():item(), 1e-6)
-    worst = math.max(worst, diff / scale)
-    if diff > rel * scale then
-      error(("%s: %s differs by %.3g (relative %.3g > %g)"):format(what, k, diff, diff / scale, rel), 2)
-    end
-    n = n + 1
-  end
-  local m = 0
-  for _ in pairs(got) do m = m + 1 end
-  T.eq(m, n, what .. ": number of entries")
-  if os.getenv("MS_FSDP_VERBOSE") and R == 0 then print(("%s: worst relative difference %.3g"):format(what, worst)) end
-end
+local check_state = D.check_state
 
 local function wrap_small(strategy, how)
   ms.manual_seed(1)

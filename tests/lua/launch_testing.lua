@@ -1,10 +1,11 @@
 -- launch_testing.lua: what the multi-rank FSDP tests (dist_fsdp*.lua) share: the launch's process
 -- group, cases that end the whole launch at the first failure (a rank out of step with the
 -- others could only stall), the closing count every rank must agree on, and the small conv net
--- most of them train.
+-- most of them train, and the state-dict comparison they check results with.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
 local F = require "moonshard.functional"
+local T = require "testing"
 
 local dist = ms.distributed
 local M = {}
@@ -37,6 +38,33 @@ function M.finish(what)
   if R == 0 then print(("%s: %d passed, 0 failed (world size %d)"):format(what, n, W)) end
   dist.destroy_process_group()
   os.exit(n == passed and 0 or 1)
+end
+
+-- Every tensor of the state dict `got` equals want's within rel of the tensor's largest
+-- magnitude (either on any device; got compared in want's dtype), with the same keys.
+-- MS_FSDP_VERBOSE=1 prints the worst relative difference on rank 0.
+function M.check_state(got, want, rel, what)
+  local n, worst = 0, 0
+  for k, w in pairs(want) do
+    local g = rawget(got, k)
+    T.truthy(g ~= nil, what .. ": missing " .. k)
+    w = w:to("cpu")
+    g = g:to("cpu"):to(w.dtype)
+    T.eq(tostring(g.shape), tostring(w.shape), what .. ": shape of " .. k)
+    local diff = (g - w):abs():max():item()
+    local scale = math.max(w:abs():max():item(), 1e-6)
+    worst = math.max(worst, diff / scale)
+    if not (diff <= rel * scale) then
+      error(("%s: %s differs by %.3g (relative %.3g > %g)"):format(what, k, diff, diff / scale, rel), 2)
+    end
+    n = n + 1
+  end
+  local m = 0
+  for _ in pairs(got) do m = m + 1 end
+  T.eq(m, n, what .. ": number of entries")
+  if os.getenv("MS_FSDP_VERBOSE") and (R or 0) == 0 then
+    print(("%s: worst relative difference %.3g"):format(what, worst))
+  end
 end
 
 -- conv 1->4 3x3 on 8x8, fc1 144->hidden (16), fc2 hidden->5, log_softmax.

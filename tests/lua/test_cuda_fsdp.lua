@@ -13,7 +13,8 @@ local F = require "moonshard.functional"
 local optim = require "moonshard.optim"
 local fsdp = require "moonshard.fsdp"
 local Net = require "moonshard.seed_net"
-local Small = require("launch_testing").Small
+local D = require "launch_testing"
+local Small = D.Small
 local dist = ms.distributed
 
 local ON_CPU = os.getenv("MS_TEST_FSDP_ON_CPU") == "1"
@@ -61,23 +62,7 @@ local function reference(make, shape, steps)
   return model:state_dict()
 end
 
--- every tensor of got equals want's within rel (both on any device) of the tensor's largest magnitude
-local function check_state(got, want, rel, what)
-  local n = 0
-  for k, w in pairs(want) do
-    local g = rawget(got, k)
-    T.truthy(g ~= nil, what .. ": missing " .. k)
-    w = w:to("cpu")
-    g = g:to("cpu"):to(w.dtype)
-    T.eq(tostring(g.shape), tostring(w.shape), what .. ": shape of " .. k)
-    local diff, scale = (g - w):abs():max():item(), math.max(w:abs():max():item(), 1e-6)
-    if not (diff <= rel * scale) then
-      error(("%s: %s differs by %.3g (relative %.3g > %g)"):format(what, k, diff, diff / scale, rel), 2)
-    end
-    n = n + 1
-  end
-  T.truthy(n > 0, what .. ": compared something")
-end
+local check_state = D.check_state
 
 -- A fresh model (seed 1) wrapped with opts; on a GPU placed by device_id unless on_device (moved first).
 local function wrapped(make, opts, on_device)
