@@ -87,16 +87,30 @@ int ms_kc_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inne
                            const void *g, void *gx, int log, void *stream);
 int ms_kc_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const uint8_t *mask, double scale,
                        void *y, void *stream);
-/* ms_k_philox_bernoulli with one probability p for all: the same bits for the same (seed,
- * offset), so a seed gives the same dropout mask on either device. */
-int ms_kc_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, double p, uint8_t *out,
-                           void *stream);
 /* a->target and a->weight are device pointers here. */
 int ms_kc_nll_rows(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, void *nll, void *wt,
                    void *smooth, void *stream);
 int ms_kc_nll_backward(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, const void *g,
                        int64_t gs, double nll_scale, double smooth_scale, double smoothing, void *gx,
                        void *stream);
+
+/* ---- random fills (kernels/cuda/random.cu): the ms_k_philox_* fills of kernels.h, element for
+ * element, for the same (seed, offset); contiguous device buffers. Bitwise the CPU's values except
+ * normal's, whose log/sin/cos are libdevice's (float64 may differ in the last bits; float32,
+ * rounded from double, almost never does) ---- */
+/* dt MS_K_F32 (low and high rounded to float first, as the CPU's f32 fill takes them) or MS_K_F64. */
+int ms_kc_philox_uniform(ms_k_dtype dt, uint64_t seed, uint64_t offset, int64_t n, void *out,
+                         double low, double high, void *stream);
+int ms_kc_philox_normal(ms_k_dtype dt, uint64_t seed, uint64_t offset, int64_t n, void *out,
+                        double mean, double std, void *stream);
+int ms_kc_philox_randint_i64(uint64_t seed, uint64_t offset, int64_t n, int64_t *out, int64_t low,
+                             int64_t high, void *stream);
+/* One probability p for all (dropout's mask): a seed gives the same mask on either device. */
+int ms_kc_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, double p, uint8_t *out,
+                           void *stream);
+/* out[i] = 1 with probability p[i * ps] (p: device float64 values in [0, 1]). */
+int ms_kc_philox_bernoulli_p(uint64_t seed, uint64_t offset, int64_t n, const double *p, int64_t ps,
+                             uint8_t *out, void *stream);
 
 /* ---- pooling (kernels/cuda/pool.cu): ms_k_max_pool2d_*'s semantics ---- */
 int ms_kc_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *x, void *out,

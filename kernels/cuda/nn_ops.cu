@@ -1,5 +1,5 @@
-// nn_ops.cu: softmax and log_softmax (forward and backward), dropout's mask (Philox, the CPU's
-// stream bit for bit) and masked scale, and the negative log likelihood rows and gradient, with
+// nn_ops.cu: softmax and log_softmax (forward and backward), dropout's masked scale (its mask is
+// random.cu's), and the negative log likelihood rows and gradient, with
 // the formulas of kernels/cpu/nn_ops_body.h. One thread per row or position: the rows of the
 // models this serves are short (classes), so a row never needs a block of its own.
 #include "common.cuh"
@@ -84,38 +84,6 @@ extern "C" int ms_kc_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const
   cudaStream_t s = (cudaStream_t)stream;
   if (dt == MS_K_F64) masked_scale_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(n, (const double *)x, mask, scale, (double *)y);
   else masked_scale_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(n, (const float *)x, mask, (float)scale, (float *)y);
-  return launch_status();
-}
-
-// Philox 4x32-10 exactly as kernels/cpu/philox.c: block b of a fill is counter offset + b.
-__device__ inline void philox(uint64_t seed, uint64_t block, uint32_t out[4]) {
-  uint32_t c0 = (uint32_t)block, c1 = (uint32_t)(block >> 32), c2 = 0, c3 = 0;
-  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-  for (int r = 0; r < 10; r++) {
-    if (r > 0) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
-    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-    c0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-    c1 = (uint32_t)p1;
-    c2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-    c3 = (uint32_t)p0;
-  }
-  out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
-}
-
-// One thread per block of four elements (lane k of the block is word k, as on the CPU).
-__global__ void bernoulli_kernel(uint64_t seed, uint64_t offset, int64_t n, double p, uint8_t *out) {
-  int64_t blocks = (n + 3) / 4;
-  for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < blocks; b += (int64_t)gridDim.x * blockDim.x) {
-    uint32_t w[4];
-    philox(seed, offset + (uint64_t)b, w);
-    for (int k = 0; k < 4 && b * 4 + k < n; k++) out[b * 4 + k] = (double)w[k] * 0x1p-32 < p;
-  }
-}
-
-extern "C" int ms_kc_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, double p, uint8_t *out,
-                                      void *stream) {
-  if (n <= 0) return 0;
-  bernoulli_kernel<<<blocks_for((n + 3) / 4), kThreads, 0, (cudaStream_t)stream>>>(seed, offset, n, p, out);
   return launch_status();
 }
 
