@@ -1,10 +1,11 @@
 /* random.c: the process-wide generator state (a seed and an offset counted in Philox blocks) and
- * the random tensor ops. Each op reserves the blocks it will read by advancing the offset, so
- * consecutive calls get fresh numbers and re-seeding replays the same sequence. */
+ * the random tensor ops on either device. Each op reserves the blocks it will read by advancing the
+ * offset, so consecutive calls get fresh numbers and re-seeding replays the same sequence. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "cuda/cuda_ops.h"
 #include "kernels/kernels.h"
 #include "moonshard/random.h"
 #include "random_state.h"
@@ -42,25 +43,29 @@ void ms_random_reserve(int64_t blocks, uint64_t *seed, uint64_t *offset) {
 
 /* ---- filling any tensor from a kernel that writes a contiguous buffer ----------------------- */
 
-/* Writes n values of the compute dtype into out, starting at block `offset`. */
-typedef void (*gen_fn)(const void *args, uint64_t seed, uint64_t offset, int64_t n, void *out);
+/* Writes out's values (contiguous, of the compute dtype, on any device) from block `offset` on. */
+typedef ms_status (*gen_fn)(const void *args, uint64_t seed, uint64_t offset, ms_tensor *out);
+
+static bool on_cuda(const ms_tensor *t) { return ms_tensor_device(t).type == MS_CUDA; }
 
 /* Reserves the blocks, then generates straight into t when it is contiguous and of the compute
- * dtype `cdt`; otherwise into a contiguous temporary that is converted into t by copy_. */
+ * dtype `cdt`; otherwise into a contiguous temporary on t's device that is converted into t by
+ * copy_. The reservation comes first on every path, so the stream of numbers does not depend on
+ * t's layout or device. */
 static ms_status fill_with(ms_tensor *t, ms_dtype cdt, int lanes, gen_fn fn, const void *args) {
   int64_t n = ms_tensor_numel(t);
   if (n == 0) return MS_OK;
   uint64_t seed, offset;
   ms_random_reserve(ms_k_philox_blocks(n, lanes), &seed, &offset);
   if (t->dtype == cdt && ms_tensor_is_contiguous(t)) {
-    fn(args, seed, offset, n, ms_tensor_data(t));
-    ms_tensor_bump_version(t);
-    return MS_OK;
+    ms_status st = fn(args, seed, offset, t);
+    if (st == MS_OK) ms_tensor_bump_version(t);
+    return st;
   }
-  ms_tensor *tmp = ms_tensor_new_empty(t->ndim, t->shape, cdt);
+  ms_tensor *tmp = ms_tensor_new_empty_on(ms_tensor_device(t), t->ndim, t->shape, cdt);
   if (!tmp) return MS_ERR_MEMORY;
-  fn(args, seed, offset, n, ms_tensor_data(tmp));
-  ms_status st = ms_tensor_copy_(t, tmp); /* bumps t's version */
+  ms_status st = fn(args, seed, offset, tmp);
+  if (st == MS_OK) st = ms_tensor_copy_(t, tmp); /* bumps t's version */
   ms_tensor_release(tmp);
   return st;
 }
@@ -80,16 +85,15 @@ static ms_dtype float_compute_dtype(ms_dtype dt) {
 
 typedef struct { double a, b; } two_doubles;
 
-static void gen_uniform_f32(const void *args, uint64_t seed, uint64_t offset, int64_t n,
-                            void *out) {
+static ms_status gen_uniform(const void *args, uint64_t seed, uint64_t offset, ms_tensor *out) {
   const two_doubles *r = args;
-  ms_k_philox_uniform_f32(seed, offset, n, out, (float)r->a, (float)r->b);
-}
-
-static void gen_uniform_f64(const void *args, uint64_t seed, uint64_t offset, int64_t n,
-                            void *out) {
-  const two_doubles *r = args;
-  ms_k_philox_uniform_f64(seed, offset, n, out, r->a, r->b);
+  if (on_cuda(out)) return ms_cuda_philox_uniform(out, seed, offset, r->a, r->b);
+  int64_t n = ms_tensor_numel(out);
+  if (out->dtype == MS_FLOAT64)
+    ms_k_philox_uniform_f64(seed, offset, n, ms_tensor_data(out), r->a, r->b);
+  else
+    ms_k_philox_uniform_f32(seed, offset, n, ms_tensor_data(out), (float)r->a, (float)r->b);
+  return MS_OK;
 }
 
 /* The kernel computes low + (high - low) * u in the compute dtype: every term must be finite. */
@@ -101,7 +105,7 @@ static bool uniform_fits(ms_dtype cdt, double low, double high) {
 
 ms_status ms_tensor_uniform_(ms_tensor *t, double low, double high) {
   ms_status st = check_floating("uniform_", t);
-  if (st || (st = ms_tensor_check_data("uniform_", t))) return st;
+  if (st || (st = ms_tensor_check_data_any("uniform_", t))) return st;
   if (!isfinite(low) || !isfinite(high) || !(low <= high))
     return ms_error(MS_ERR_ARG, "uniform_: expected finite low <= high, got low = %g, high = %g",
                     low, high);
@@ -111,35 +115,32 @@ ms_status ms_tensor_uniform_(ms_tensor *t, double low, double high) {
     return ms_error(MS_ERR_ARG, "uniform_: the interval [%g, %g) is too wide for %s (its width "
                     "must be finite in the compute dtype %s)", low, high,
                     ms_dtype_name(t->dtype), ms_dtype_name(cdt));
-  if (cdt == MS_FLOAT64) return fill_with(t, cdt, 2, gen_uniform_f64, &r);
-  return fill_with(t, cdt, 4, gen_uniform_f32, &r);
+  return fill_with(t, cdt, cdt == MS_FLOAT64 ? 2 : 4, gen_uniform, &r);
 }
 
 /* ---- normal_ -------------------------------------------------------------------------------- */
 
-static void gen_normal_f32(const void *args, uint64_t seed, uint64_t offset, int64_t n,
-                           void *out) {
+static ms_status gen_normal(const void *args, uint64_t seed, uint64_t offset, ms_tensor *out) {
   const two_doubles *r = args;
-  ms_k_philox_normal_f32(seed, offset, n, out, r->a, r->b);
-}
-
-static void gen_normal_f64(const void *args, uint64_t seed, uint64_t offset, int64_t n,
-                           void *out) {
-  const two_doubles *r = args;
-  ms_k_philox_normal_f64(seed, offset, n, out, r->a, r->b);
+  if (on_cuda(out)) return ms_cuda_philox_normal(out, seed, offset, r->a, r->b);
+  int64_t n = ms_tensor_numel(out);
+  if (out->dtype == MS_FLOAT64)
+    ms_k_philox_normal_f64(seed, offset, n, ms_tensor_data(out), r->a, r->b);
+  else
+    ms_k_philox_normal_f32(seed, offset, n, ms_tensor_data(out), r->a, r->b);
+  return MS_OK;
 }
 
 ms_status ms_tensor_normal_(ms_tensor *t, double mean, double std) {
   ms_status st = check_floating("normal_", t);
-  if (st || (st = ms_tensor_check_data("normal_", t))) return st;
+  if (st || (st = ms_tensor_check_data_any("normal_", t))) return st;
   if (!isfinite(mean))
     return ms_error(MS_ERR_ARG, "normal_: expected a finite mean, got %g", mean);
   if (!(std >= 0) || !isfinite(std))
     return ms_error(MS_ERR_ARG, "normal_: expected std >= 0 (and finite), got %g", std);
   two_doubles r = {mean, std};
   ms_dtype cdt = float_compute_dtype(t->dtype);
-  if (cdt == MS_FLOAT64) return fill_with(t, cdt, 2, gen_normal_f64, &r);
-  return fill_with(t, cdt, 4, gen_normal_f32, &r);
+  return fill_with(t, cdt, cdt == MS_FLOAT64 ? 2 : 4, gen_normal, &r);
 }
 
 /* ---- randint_ ------------------------------------------------------------------------------- */
@@ -161,14 +162,15 @@ static void exact_int_range(ms_dtype dt, int64_t *lo, int64_t *hi) {
 
 typedef struct { int64_t low, high; } two_ints;
 
-static void gen_randint(const void *args, uint64_t seed, uint64_t offset, int64_t n,
-                        void *out) {
+static ms_status gen_randint(const void *args, uint64_t seed, uint64_t offset, ms_tensor *out) {
   const two_ints *r = args;
-  ms_k_philox_randint_i64(seed, offset, n, out, r->low, r->high);
+  if (on_cuda(out)) return ms_cuda_philox_randint(out, seed, offset, r->low, r->high);
+  ms_k_philox_randint_i64(seed, offset, ms_tensor_numel(out), ms_tensor_data(out), r->low, r->high);
+  return MS_OK;
 }
 
 ms_status ms_tensor_randint_(ms_tensor *t, int64_t low, int64_t high) {
-  if (ms_tensor_check_data("randint_", t)) return MS_ERR_RUNTIME;
+  if (ms_tensor_check_data_any("randint_", t)) return MS_ERR_RUNTIME;
   if (low >= high)
     return ms_error(MS_ERR_ARG, "randint_: low (%lld) must be less than high (%lld)",
                     (long long)low, (long long)high);
@@ -184,21 +186,42 @@ ms_status ms_tensor_randint_(ms_tensor *t, int64_t low, int64_t high) {
 
 /* ---- bernoulli ------------------------------------------------------------------------------- */
 
-/* p as a new contiguous float64 tensor whose values are all probabilities, or NULL. */
+/* The flat index of the first value of v[0..n) outside [0, 1] (NaN included), or -1. */
+static int64_t first_non_probability(const double *v, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (!(v[i] >= 0 && v[i] <= 1)) return i;
+  return -1;
+}
+
+/* p as a new contiguous float64 tensor on p's device whose values are all probabilities, or
+ * NULL. A CUDA p is checked through one host copy, so the error can name the bad value. */
 static ms_tensor *probabilities(ms_tensor *p) {
   ms_tensor *d = ms_tensor_to_dtype(p, MS_FLOAT64);
   ms_tensor *c = d ? ms_tensor_contiguous(d) : NULL;
   ms_tensor_release(d);
   if (!c) return NULL;
-  const double *v = ms_tensor_data(c);
-  for (int64_t i = 0, n = ms_tensor_numel(c); i < n; i++) {
-    if (v[i] >= 0 && v[i] <= 1) continue; /* NaN fails both */
+  ms_tensor *host = ms_tensor_to_device(c, (ms_device){MS_CPU, 0}); /* c itself when on the CPU */
+  if (!host) return ms_tensor_release(c), NULL;
+  const double *v = ms_tensor_data(host);
+  int64_t bad = first_non_probability(v, ms_tensor_numel(host));
+  if (bad >= 0) {
     ms_error(MS_ERR_ARG, "bernoulli: expected probabilities in [0, 1], got %g at flat index %lld",
-             v[i], (long long)i);
+             v[bad], (long long)bad);
     ms_tensor_release(c);
-    return NULL;
+    c = NULL;
   }
+  ms_tensor_release(host);
   return c;
+}
+
+/* bits (uint8, contiguous, on prob's device) = one Bernoulli draw per probability. */
+static ms_status draw_bits(ms_tensor *prob, ms_tensor *bits) {
+  int64_t n = ms_tensor_numel(bits);
+  uint64_t seed, offset;
+  ms_random_reserve(ms_k_philox_blocks(n, 4), &seed, &offset);
+  if (on_cuda(bits)) return ms_cuda_philox_bernoulli(bits, seed, offset, prob);
+  ms_k_philox_bernoulli(seed, offset, n, ms_tensor_data(prob), 1, ms_tensor_data(bits));
+  return MS_OK;
 }
 
 ms_tensor *ms_tensor_new_bernoulli(ms_tensor *p) {
@@ -207,18 +230,12 @@ ms_tensor *ms_tensor_new_bernoulli(ms_tensor *p) {
              ms_dtype_name(p->dtype));
     return NULL;
   }
-  if (ms_tensor_check_data("bernoulli", p)) return NULL;
+  if (ms_tensor_check_data_any("bernoulli", p)) return NULL;
   ms_tensor *prob = probabilities(p);
   if (!prob) return NULL;
-  ms_tensor *bits = ms_tensor_new_empty(p->ndim, p->shape, MS_UINT8);
+  ms_tensor *bits = ms_tensor_new_empty_on(ms_tensor_device(p), p->ndim, p->shape, MS_UINT8);
   ms_tensor *out = NULL;
-  if (bits) {
-    int64_t n = ms_tensor_numel(bits);
-    uint64_t seed, offset;
-    ms_random_reserve(ms_k_philox_blocks(n, 4), &seed, &offset);
-    ms_k_philox_bernoulli(seed, offset, n, ms_tensor_data(prob), 1, ms_tensor_data(bits));
-    out = ms_tensor_to_dtype(bits, p->dtype);
-  }
+  if (bits && draw_bits(prob, bits) == MS_OK) out = ms_tensor_to_dtype(bits, p->dtype);
   ms_tensor_release(bits);
   ms_tensor_release(prob);
   return out;

@@ -98,6 +98,18 @@ ms_status ms_cuda_bernoulli_mask(ms_tensor *mask, uint64_t seed, uint64_t offset
 ms_status ms_cuda_masked_scale(ms_tensor *x, ms_tensor *mask, double scale, ms_tensor *y) {
   return (void)x, (void)mask, (void)scale, (void)y, absent("dropout");
 }
+ms_status ms_cuda_philox_uniform(ms_tensor *out, uint64_t seed, uint64_t offset, double low, double high) {
+  return (void)out, (void)seed, (void)offset, (void)low, (void)high, absent("uniform_");
+}
+ms_status ms_cuda_philox_normal(ms_tensor *out, uint64_t seed, uint64_t offset, double mean, double std) {
+  return (void)out, (void)seed, (void)offset, (void)mean, (void)std, absent("normal_");
+}
+ms_status ms_cuda_philox_randint(ms_tensor *out, uint64_t seed, uint64_t offset, int64_t low, int64_t high) {
+  return (void)out, (void)seed, (void)offset, (void)low, (void)high, absent("randint_");
+}
+ms_status ms_cuda_philox_bernoulli(ms_tensor *out, uint64_t seed, uint64_t offset, ms_tensor *p) {
+  return (void)out, (void)seed, (void)offset, (void)p, absent("bernoulli");
+}
 ms_status ms_cuda_nll_rows(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *nll, ms_tensor *wt,
                            ms_tensor *smooth) {
   return (void)a, (void)logp, (void)nll, (void)wt, (void)smooth, absent("nll_loss");

@@ -1,5 +1,5 @@
-/* cuda_nn.c: the NN ops (softmax, dropout, losses, pooling, activations, embedding, norms) and the
- * optimizer steps on CUDA tensors: each makes the tensors' device current and queues the kernel
+/* cuda_nn.c: the NN ops (softmax, dropout, losses, pooling, activations, embedding, norms), the
+ * random fills and the optimizer steps on CUDA tensors: each makes the tensors' device current and queues the kernel
  * of kernels/cuda/ on its stream; the NN files (engine/src/nn/, optim/) keep every check and
  * call here at their dispatch points. */
 #include "cuda_internal.h"
@@ -37,6 +37,38 @@ ms_status ms_cuda_bernoulli_mask(ms_tensor *mask, uint64_t seed, uint64_t offset
   if (use("dropout", mask, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_philox_bernoulli(seed, offset, ms_tensor_numel(mask), keep, ms_tensor_data(mask), s);
   return ms_cuda_check("dropout", (cudaError_t)err);
+}
+
+/* The fills below: out contiguous, of the compute dtype, on its CUDA device. */
+ms_status ms_cuda_philox_uniform(ms_tensor *out, uint64_t seed, uint64_t offset, double low, double high) {
+  cudaStream_t s;
+  if (use("uniform_", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  int err = ms_kc_philox_uniform((ms_k_dtype)out->dtype, seed, offset, ms_tensor_numel(out),
+                                 ms_tensor_data(out), low, high, s);
+  return ms_cuda_check("uniform_", (cudaError_t)err);
+}
+
+ms_status ms_cuda_philox_normal(ms_tensor *out, uint64_t seed, uint64_t offset, double mean, double std) {
+  cudaStream_t s;
+  if (use("normal_", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  int err = ms_kc_philox_normal((ms_k_dtype)out->dtype, seed, offset, ms_tensor_numel(out),
+                                ms_tensor_data(out), mean, std, s);
+  return ms_cuda_check("normal_", (cudaError_t)err);
+}
+
+ms_status ms_cuda_philox_randint(ms_tensor *out, uint64_t seed, uint64_t offset, int64_t low, int64_t high) {
+  cudaStream_t s;
+  if (use("randint_", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  int err = ms_kc_philox_randint_i64(seed, offset, ms_tensor_numel(out), ms_tensor_data(out), low, high, s);
+  return ms_cuda_check("randint_", (cudaError_t)err);
+}
+
+ms_status ms_cuda_philox_bernoulli(ms_tensor *out, uint64_t seed, uint64_t offset, ms_tensor *p) {
+  cudaStream_t s;
+  if (use("bernoulli", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  int err = ms_kc_philox_bernoulli_p(seed, offset, ms_tensor_numel(out), ms_tensor_data(p), 1,
+                                     ms_tensor_data(out), s);
+  return ms_cuda_check("bernoulli", (cudaError_t)err);
 }
 
 ms_status ms_cuda_masked_scale(ms_tensor *x, ms_tensor *mask, double scale, ms_tensor *y) {

@@ -1,5 +1,5 @@
 /* cuda_ops.h (engine-internal): the device side of the engine's ops, called by the shared op
- * files (tensor_copy.c, ops_elementwise.c, ops_matmul.c) at their device-dispatch points once
+ * files (tensor_copy.c, ops_elementwise.c, ops_matmul.c, random.c) at their device-dispatch points once
  * every rule (dtype, shape, broadcasting) is settled. Without CUDA, cuda_absent.c answers these
  * with an error (no CUDA tensor can exist there, so they are never reached). */
 #ifndef MS_CUDA_OPS_H
@@ -41,6 +41,14 @@ ms_status ms_cuda_softmax_backward(ms_tensor *y, ms_tensor *g, ms_tensor *gx, in
 /* mask (uint8) = the Philox bernoulli draws of ms_k_philox_bernoulli with one probability keep. */
 ms_status ms_cuda_bernoulli_mask(ms_tensor *mask, uint64_t seed, uint64_t offset, double keep);
 ms_status ms_cuda_masked_scale(ms_tensor *x, ms_tensor *mask, double scale, ms_tensor *y);
+/* The random fills of engine/src/random.c: out contiguous on a CUDA device, of the compute dtype
+ * (uniform and normal: float32 or float64; randint: int64; bernoulli: uint8, p contiguous float64
+ * probabilities of out's shape on out's device), gets the values ms_k_philox_* gives on the CPU
+ * for the same (seed, offset) (see kernels/kernels_cuda.h for normal's last bits). */
+ms_status ms_cuda_philox_uniform(ms_tensor *out, uint64_t seed, uint64_t offset, double low, double high);
+ms_status ms_cuda_philox_normal(ms_tensor *out, uint64_t seed, uint64_t offset, double mean, double std);
+ms_status ms_cuda_philox_randint(ms_tensor *out, uint64_t seed, uint64_t offset, int64_t low, int64_t high);
+ms_status ms_cuda_philox_bernoulli(ms_tensor *out, uint64_t seed, uint64_t offset, ms_tensor *p);
 /* a->target and a->weight point into device tensors. */
 ms_status ms_cuda_nll_rows(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *nll, ms_tensor *wt,
                            ms_tensor *smooth);
