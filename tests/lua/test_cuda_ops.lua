@@ -294,8 +294,95 @@ T.test("index_select: slices moved on the device, gradients added back in order"
 end)
 
 T.test("ops without a CUDA kernel raise, never read device memory", function()
-  local g = data({ 3, 4 }):cuda()
-  T.raises(function() return g:uniform_() end, "uniform_", "not implemented for CUDA")
+  local g = data({ 3, 4 }, "int64"):cuda()
+  T.raises(function() return g:mm(g:t()) end, "mm", "not implemented for CUDA")
+end)
+
+-- The in-place random fills on CUDA draw the CPU's Philox numbers: uniform_ and bernoulli bit for
+-- bit; normal_ through libdevice's log/sin/cos, which may differ from glibc's in the last bits:
+-- float64 within 4 ulps, float32 (rounded from double) and the 16-bit types (float32, rounded
+-- again) within 1 ulp of their own.
+local ULP_BITS = { float64 = 52, float32 = 23, bfloat16 = 7, float16 = 10 }
+
+local function within_ulps(got, want, ulps, what)
+  local g, w = got:cpu():double():reshape(-1):tolist(), want:double():reshape(-1):tolist()
+  local bits, differ = ULP_BITS[want.dtype], 0
+  for i = 1, #w do
+    local a, b = g[i], w[i]
+    if a ~= b then
+      differ = differ + 1
+      local ulp = 2.0 ^ (math.floor(math.log(math.max(math.abs(b), 2.0 ^ -60), 2)) - bits)
+      if math.abs(a - b) > ulps * ulp then
+        error(("%s[%d]: cuda %.17g, cpu %.17g (more than %d ulps apart)"):format(what, i, a, b, ulps), 2)
+      end
+    end
+  end
+  print(("%s: %d of %d values differ from the CPU's in the last bits"):format(what, differ, #w))
+end
+
+-- fill(t) after manual_seed, twice (the second call checks that both devices advance the offset
+-- alike), on a contiguous tensor and on a transposed view (through a contiguous temporary).
+local function fill_twice(d, dt, shape, transposed, fill)
+  local t = ms.zeros(shape, { dtype = dt }):to(d)
+  if transposed then t = t:t() end
+  ms.manual_seed(2024)
+  fill(t)
+  fill(t)
+  return t
+end
+
+T.test("random fills on CUDA: the CPU's Philox numbers for the same seed", function()
+  local fills = {
+    { "uniform_", function(t) t:uniform_(-2, 3) end, 0 },
+    { "uniform_ empty interval", function(t) t:uniform_(1.5, 1.5) end, 0 },
+    { "normal_", function(t) t:normal_(0.5, 2) end, 1 },
+  }
+  for _, f in ipairs(fills) do
+    for _, dt in ipairs { "float32", "float64", "bfloat16", "float16" } do
+      for _, shape in ipairs { { 37, 53 }, { 3 }, { 1 }, { 0 }, { 1025, 7 } } do
+        for _, tr in ipairs { false, true } do
+          if not tr or #shape == 2 then
+            local what = ("%s %s %s%s"):format(f[1], dt, table.concat(shape, "x"), tr and " transposed" or "")
+            local want = fill_twice("cpu", dt, shape, tr, f[2])
+            local got = fill_twice(DEV, dt, shape, tr, f[2])
+            T.eq(got.device, DEV, what .. " device")
+            T.same(got:size(), want:size(), 0, what .. " shape")
+            if f[3] == 0 then same(got, want, 0, what)
+            else within_ulps(got, want, dt == "float64" and 4 or f[3], what) end
+          end
+        end
+      end
+    end
+  end
+  -- bernoulli: one draw per probability (each p's dtype), p made on the CPU and moved
+  for _, dt in ipairs { "float32", "float64", "bfloat16" } do
+    compare("bernoulli " .. dt, function(d)
+      ms.manual_seed(11)
+      local p = ms.rand({ 37, 53 }, { dtype = dt })
+      p[1][1] = 0; p[1][2] = 1 -- never and always
+      p = p:to(d)
+      local a = ms.bernoulli(p)
+      return a + ms.bernoulli(p:t():contiguous()):t() * 2 -- two draws: the offset advances alike
+    end, 0)
+  end
+  T.raises(function()
+    local p = ms.rand({ 3, 4 })
+    p[2][3] = 1.5
+    return ms.bernoulli(p:to(DEV))
+  end, "bernoulli", "expected probabilities in [0, 1], got 1.5 at flat index 6")
+  T.raises(function() return ms.bernoulli(ms.tensor({ 0.5, 0 / 0 }):to(DEV)) end, "bernoulli", "flat index 1")
+  T.raises(function() return ms.zeros({ 2 }):to(DEV):normal_(0, -1) end, "normal_", "std >= 0")
+  -- the constructors with a device give the CPU's numbers too
+  for _, name in ipairs { "rand", "randn" } do
+    compare(name, function(d)
+      ms.manual_seed(5)
+      return ms[name]({ 33, 17 }, { device = d })
+    end, 0)
+  end
+  compare("randint", function(d)
+    ms.manual_seed(5)
+    return ms.randint(-1000, 1000, { 33, 17 }, { device = d })
+  end, 0)
 end)
 
 T.test("memory statistics and the caching allocator", function()
