@@ -356,7 +356,9 @@ static int l_bernoulli(lua_State *L) {
   if (!lua_isnoneornil(L, 2) && lua_type(L, 2) != LUA_TNUMBER)
     return ms_lua_arg_error(L, 2, "bernoulli", "p", "a probability (a number in [0, 1])");
   if (lua_type(L, 2) != LUA_TNUMBER) return ms_lua_push_result(L, ms_tensor_new_bernoulli(p));
-  ms_tensor *probs = ms_tensor_new_full(p->ndim, p->shape, ms_dtype_to_floating(p->dtype), lua_tonumber(L, 2));
+  /* on t's device, as torch.bernoulli(t, p) */
+  ms_tensor *probs = ms_tensor_new_full_on(ms_tensor_device(p), p->ndim, p->shape, ms_dtype_to_floating(p->dtype),
+                                           lua_tonumber(L, 2));
   if (!probs) return ms_lua_raise(L);
   ms_tensor *t = ms_tensor_new_bernoulli(probs);
   ms_tensor_release(probs);

@@ -365,6 +365,14 @@ T.test("random fills on CUDA: the CPU's Philox numbers for the same seed", funct
       return a + ms.bernoulli(p:t():contiguous()):t() * 2 -- two draws: the offset advances alike
     end, 0)
   end
+  -- bernoulli(t, p): one p for every element, drawn on t's device
+  compare("bernoulli(t, 0.3)", function(d)
+    ms.manual_seed(12)
+    local t = ms.zeros(41, 29):to(d)
+    local a = ms.bernoulli(t, 0.3)
+    T.eq(a.device, t.device, "bernoulli(t, p) stays on t's device")
+    return a
+  end, 0)
   T.raises(function()
     local p = ms.rand({ 3, 4 })
     p[2][3] = 1.5

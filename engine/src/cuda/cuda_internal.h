@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "moonshard/cuda.h"
+#include "moonshard/tensor.h"
 
 /* MS_OK for cudaSuccess; otherwise an engine error "op: CUDA error: <CUDA's message>". */
 ms_status ms_cuda_check(const char *op, cudaError_t err);
@@ -14,5 +15,13 @@ ms_status ms_cuda_check(const char *op, cudaError_t err);
 ms_status ms_cuda_use(const char *op, int index);
 /* The raw stream of device index for the calling thread (0: the default stream). */
 cudaStream_t ms_cuda_raw_stream(int index);
+
+/* Makes t's device current for op and gives the stream its work goes on. */
+static inline ms_status ms_cuda_use_tensor(const char *op, const ms_tensor *t, cudaStream_t *stream) {
+  int dev = ms_tensor_device(t).index;
+  if (ms_cuda_use(op, dev) != MS_OK) return MS_ERR_RUNTIME;
+  *stream = ms_cuda_raw_stream(dev);
+  return MS_OK;
+}
 
 #endif

@@ -7,18 +7,11 @@
 #include "kernels/kernels_cuda.h"
 
 /* The device of t made current; its stream. */
-static ms_status use(const char *op, const ms_tensor *t, cudaStream_t *s) {
-  int dev = ms_tensor_device(t).index;
-  if (ms_cuda_use(op, dev) != MS_OK) return MS_ERR_RUNTIME;
-  *s = ms_cuda_raw_stream(dev);
-  return MS_OK;
-}
-
 static void *data_or_null(ms_tensor *t) { return t ? ms_tensor_data(t) : NULL; }
 
 ms_status ms_cuda_softmax(ms_tensor *x, ms_tensor *y, int64_t outer, int64_t C, int64_t inner, int log) {
   cudaStream_t s;
-  if (use("softmax", y, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("softmax", y, &s) != MS_OK) return MS_ERR_RUNTIME;
   return ms_cuda_check("softmax", (cudaError_t)ms_kc_softmax((ms_k_dtype)x->dtype, outer, C, inner,
                                                              ms_tensor_data(x), ms_tensor_data(y), log, s));
 }
@@ -26,7 +19,7 @@ ms_status ms_cuda_softmax(ms_tensor *x, ms_tensor *y, int64_t outer, int64_t C, 
 ms_status ms_cuda_softmax_backward(ms_tensor *y, ms_tensor *g, ms_tensor *gx, int64_t outer, int64_t C,
                                    int64_t inner, int log) {
   cudaStream_t s;
-  if (use("softmax backward", gx, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("softmax backward", gx, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_softmax_backward((ms_k_dtype)y->dtype, outer, C, inner, ms_tensor_data(y),
                                    ms_tensor_data(g), ms_tensor_data(gx), log, s);
   return ms_cuda_check("softmax backward", (cudaError_t)err);
@@ -34,7 +27,7 @@ ms_status ms_cuda_softmax_backward(ms_tensor *y, ms_tensor *g, ms_tensor *gx, in
 
 ms_status ms_cuda_bernoulli_mask(ms_tensor *mask, uint64_t seed, uint64_t offset, double keep) {
   cudaStream_t s;
-  if (use("dropout", mask, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("dropout", mask, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_philox_bernoulli(seed, offset, ms_tensor_numel(mask), keep, ms_tensor_data(mask), s);
   return ms_cuda_check("dropout", (cudaError_t)err);
 }
@@ -42,7 +35,7 @@ ms_status ms_cuda_bernoulli_mask(ms_tensor *mask, uint64_t seed, uint64_t offset
 /* The fills below: out contiguous, of the compute dtype, on its CUDA device. */
 ms_status ms_cuda_philox_uniform(ms_tensor *out, uint64_t seed, uint64_t offset, double low, double high) {
   cudaStream_t s;
-  if (use("uniform_", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("uniform_", out, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_philox_uniform((ms_k_dtype)out->dtype, seed, offset, ms_tensor_numel(out),
                                  ms_tensor_data(out), low, high, s);
   return ms_cuda_check("uniform_", (cudaError_t)err);
@@ -50,7 +43,7 @@ ms_status ms_cuda_philox_uniform(ms_tensor *out, uint64_t seed, uint64_t offset,
 
 ms_status ms_cuda_philox_normal(ms_tensor *out, uint64_t seed, uint64_t offset, double mean, double std) {
   cudaStream_t s;
-  if (use("normal_", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("normal_", out, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_philox_normal((ms_k_dtype)out->dtype, seed, offset, ms_tensor_numel(out),
                                 ms_tensor_data(out), mean, std, s);
   return ms_cuda_check("normal_", (cudaError_t)err);
@@ -58,14 +51,14 @@ ms_status ms_cuda_philox_normal(ms_tensor *out, uint64_t seed, uint64_t offset, 
 
 ms_status ms_cuda_philox_randint(ms_tensor *out, uint64_t seed, uint64_t offset, int64_t low, int64_t high) {
   cudaStream_t s;
-  if (use("randint_", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("randint_", out, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_philox_randint_i64(seed, offset, ms_tensor_numel(out), ms_tensor_data(out), low, high, s);
   return ms_cuda_check("randint_", (cudaError_t)err);
 }
 
 ms_status ms_cuda_philox_bernoulli(ms_tensor *out, uint64_t seed, uint64_t offset, ms_tensor *p) {
   cudaStream_t s;
-  if (use("bernoulli", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("bernoulli", out, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_philox_bernoulli_p(seed, offset, ms_tensor_numel(out), ms_tensor_data(p), 1,
                                      ms_tensor_data(out), s);
   return ms_cuda_check("bernoulli", (cudaError_t)err);
@@ -73,7 +66,7 @@ ms_status ms_cuda_philox_bernoulli(ms_tensor *out, uint64_t seed, uint64_t offse
 
 ms_status ms_cuda_masked_scale(ms_tensor *x, ms_tensor *mask, double scale, ms_tensor *y) {
   cudaStream_t s;
-  if (use("dropout", y, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("dropout", y, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_masked_scale((ms_k_dtype)y->dtype, ms_tensor_numel(y), ms_tensor_data(x),
                                ms_tensor_data(mask), scale, ms_tensor_data(y), s);
   return ms_cuda_check("dropout", (cudaError_t)err);
@@ -82,7 +75,7 @@ ms_status ms_cuda_masked_scale(ms_tensor *x, ms_tensor *mask, double scale, ms_t
 ms_status ms_cuda_nll_rows(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *nll, ms_tensor *wt,
                            ms_tensor *smooth) {
   cudaStream_t s;
-  if (use("nll_loss", nll, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("nll_loss", nll, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_nll_rows((ms_k_dtype)logp->dtype, a, ms_tensor_data(logp), ms_tensor_data(nll),
                            ms_tensor_data(wt), data_or_null(smooth), s);
   return ms_cuda_check("nll_loss", (cudaError_t)err);
@@ -91,7 +84,7 @@ ms_status ms_cuda_nll_rows(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *n
 ms_status ms_cuda_nll_backward(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *g, int64_t gs,
                                double nll_scale, double smooth_scale, double smoothing, ms_tensor *gx) {
   cudaStream_t s;
-  if (use("nll_loss backward", gx, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("nll_loss backward", gx, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_nll_backward((ms_k_dtype)gx->dtype, a, data_or_null(logp), ms_tensor_data(g), gs,
                                nll_scale, smooth_scale, smoothing, ms_tensor_data(gx), s);
   return ms_cuda_check("nll_loss backward", (cudaError_t)err);
@@ -99,7 +92,7 @@ ms_status ms_cuda_nll_backward(const ms_k_nll_args *a, ms_tensor *logp, ms_tenso
 
 ms_status ms_cuda_max_pool2d(const ms_k_pool2d_geom *g, ms_tensor *x, ms_tensor *out, ms_tensor *indices) {
   cudaStream_t s;
-  if (use("max_pool2d", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("max_pool2d", out, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_max_pool2d_forward((ms_k_dtype)x->dtype, g, ms_tensor_data(x), ms_tensor_data(out),
                                      ms_tensor_data(indices), s);
   return ms_cuda_check("max_pool2d", (cudaError_t)err);
@@ -108,7 +101,7 @@ ms_status ms_cuda_max_pool2d(const ms_k_pool2d_geom *g, ms_tensor *x, ms_tensor 
 ms_status ms_cuda_max_pool2d_backward(const ms_k_pool2d_geom *g, ms_tensor *gout, ms_tensor *indices,
                                       ms_tensor *gx) {
   cudaStream_t s;
-  if (use("max_pool2d backward", gx, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("max_pool2d backward", gx, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_max_pool2d_backward((ms_k_dtype)gx->dtype, g, ms_tensor_data(gout), ms_tensor_data(indices),
                                       ms_tensor_data(gx), s);
   return ms_cuda_check("max_pool2d backward", (cudaError_t)err);
@@ -119,7 +112,7 @@ ms_status ms_cuda_max_pool2d_backward(const ms_k_pool2d_geom *g, ms_tensor *gout
 ms_status ms_cuda_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
                                 ms_tensor *acc_delta, const ms_k_adadelta_hp *hp) {
   cudaStream_t s;
-  if (use("adadelta_step", param, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("adadelta_step", param, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_adadelta_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
                                 ms_tensor_data(grad), ms_tensor_data(square_avg), ms_tensor_data(acc_delta), hp, s);
   return ms_cuda_check("adadelta_step", (cudaError_t)err);
@@ -127,7 +120,7 @@ ms_status ms_cuda_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *sq
 
 ms_status ms_cuda_sgd_step(ms_tensor *param, ms_tensor *grad, ms_tensor *momentum_buffer, const ms_k_sgd_hp *hp) {
   cudaStream_t s;
-  if (use("sgd_step", param, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("sgd_step", param, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_sgd_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
                            ms_tensor_data(grad), data_or_null(momentum_buffer), hp, s);
   return ms_cuda_check("sgd_step", (cudaError_t)err);
@@ -137,7 +130,7 @@ ms_status ms_cuda_adam_step(ms_tensor *param, ms_tensor *grad, ms_tensor *exp_av
                             ms_tensor *max_exp_avg_sq, const ms_k_adam_hp *hp) {
   const char *op = hp->decoupled ? "adamw_step" : "adam_step";
   cudaStream_t s;
-  if (use(op, param, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor(op, param, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_adam_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
                             ms_tensor_data(grad), ms_tensor_data(exp_avg), ms_tensor_data(exp_avg_sq),
                             data_or_null(max_exp_avg_sq), hp, s);
@@ -146,7 +139,7 @@ ms_status ms_cuda_adam_step(ms_tensor *param, ms_tensor *grad, ms_tensor *exp_av
 
 ms_status ms_cuda_adagrad_step(ms_tensor *param, ms_tensor *grad, ms_tensor *state_sum, const ms_k_adagrad_hp *hp) {
   cudaStream_t s;
-  if (use("adagrad_step", param, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("adagrad_step", param, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_adagrad_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
                                ms_tensor_data(grad), ms_tensor_data(state_sum), hp, s);
   return ms_cuda_check("adagrad_step", (cudaError_t)err);
@@ -155,7 +148,7 @@ ms_status ms_cuda_adagrad_step(ms_tensor *param, ms_tensor *grad, ms_tensor *sta
 ms_status ms_cuda_rmsprop_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg, ms_tensor *grad_avg,
                                ms_tensor *momentum_buffer, const ms_k_rmsprop_hp *hp) {
   cudaStream_t s;
-  if (use("rmsprop_step", param, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("rmsprop_step", param, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_rmsprop_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
                                ms_tensor_data(grad), ms_tensor_data(square_avg), data_or_null(grad_avg),
                                data_or_null(momentum_buffer), hp, s);
@@ -167,7 +160,7 @@ ms_status ms_cuda_rmsprop_step(ms_tensor *param, ms_tensor *grad, ms_tensor *squ
 ms_status ms_cuda_activation(ms_k_act act, ms_tensor *x, ms_tensor *y) {
   const char *op = act == MS_K_ACT_SILU ? "silu" : "gelu";
   cudaStream_t s;
-  if (use(op, y, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor(op, y, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_activation(act, (ms_k_dtype)x->dtype, ms_tensor_numel(x), ms_tensor_data(x), ms_tensor_data(y), s);
   return ms_cuda_check(op, (cudaError_t)err);
 }
@@ -175,7 +168,7 @@ ms_status ms_cuda_activation(ms_k_act act, ms_tensor *x, ms_tensor *y) {
 ms_status ms_cuda_activation_backward(ms_k_act act, ms_tensor *x, ms_tensor *g, ms_tensor *gx) {
   const char *op = act == MS_K_ACT_SILU ? "silu backward" : "gelu backward";
   cudaStream_t s;
-  if (use(op, gx, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor(op, gx, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_activation_backward(act, (ms_k_dtype)x->dtype, ms_tensor_numel(x), ms_tensor_data(x),
                                       ms_tensor_data(g), ms_tensor_data(gx), s);
   return ms_cuda_check(op, (cudaError_t)err);
@@ -183,7 +176,7 @@ ms_status ms_cuda_activation_backward(ms_k_act act, ms_tensor *x, ms_tensor *g, 
 
 ms_status ms_cuda_embedding(ms_tensor *idx, int64_t base, ms_tensor *w, ms_tensor *out) {
   cudaStream_t s;
-  if (use("embedding", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("embedding", out, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_embedding((ms_k_dtype)w->dtype, ms_tensor_numel(idx), w->shape[1], ms_tensor_data(idx), base,
                             ms_tensor_data(w), ms_tensor_data(out), s);
   return ms_cuda_check("embedding", (cudaError_t)err);
@@ -191,7 +184,7 @@ ms_status ms_cuda_embedding(ms_tensor *idx, int64_t base, ms_tensor *w, ms_tenso
 
 ms_status ms_cuda_embedding_backward(ms_tensor *idx, int64_t base, int64_t padding_idx, ms_tensor *g, ms_tensor *gw) {
   cudaStream_t s;
-  if (use("embedding backward", gw, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("embedding backward", gw, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_embedding_backward((ms_k_dtype)gw->dtype, ms_tensor_numel(idx), gw->shape[1], ms_tensor_data(idx),
                                      base, padding_idx, ms_tensor_data(g), ms_tensor_data(gw), s);
   return ms_cuda_check("embedding backward", (cudaError_t)err);
@@ -200,7 +193,7 @@ ms_status ms_cuda_embedding_backward(ms_tensor *idx, int64_t base, int64_t paddi
 ms_status ms_cuda_layer_norm(int64_t M, int64_t N, ms_tensor *x, ms_tensor *w, ms_tensor *b, double eps,
                              ms_tensor *y, ms_tensor *mean, ms_tensor *rstd) {
   cudaStream_t s;
-  if (use("layer_norm", y, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("layer_norm", y, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_layer_norm((ms_k_dtype)x->dtype, M, N, ms_tensor_data(x), data_or_null(w), data_or_null(b), eps,
                              ms_tensor_data(y), ms_tensor_data(mean), ms_tensor_data(rstd), s);
   return ms_cuda_check("layer_norm", (cudaError_t)err);
@@ -209,7 +202,7 @@ ms_status ms_cuda_layer_norm(int64_t M, int64_t N, ms_tensor *x, ms_tensor *w, m
 ms_status ms_cuda_layer_norm_backward(int64_t M, int64_t N, ms_tensor *x, ms_tensor *g, ms_tensor *mean,
                                       ms_tensor *rstd, ms_tensor *w, ms_tensor *gx, ms_tensor *gw, ms_tensor *gb) {
   cudaStream_t s;
-  if (use("layer_norm backward", x, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("layer_norm backward", x, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_layer_norm_backward((ms_k_dtype)x->dtype, M, N, ms_tensor_data(x), ms_tensor_data(g),
                                       ms_tensor_data(mean), ms_tensor_data(rstd), data_or_null(w), data_or_null(gx),
                                       data_or_null(gw), data_or_null(gb), s);
@@ -219,7 +212,7 @@ ms_status ms_cuda_layer_norm_backward(int64_t M, int64_t N, ms_tensor *x, ms_ten
 ms_status ms_cuda_batch_norm_stats(int64_t N, int64_t C, int64_t inner, ms_tensor *x, ms_tensor *mean,
                                    ms_tensor *var) {
   cudaStream_t s;
-  if (use("batch_norm", x, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("batch_norm", x, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_batch_norm_stats((ms_k_dtype)x->dtype, N, C, inner, ms_tensor_data(x), ms_tensor_data(mean),
                                    ms_tensor_data(var), s);
   return ms_cuda_check("batch_norm", (cudaError_t)err);
@@ -228,7 +221,7 @@ ms_status ms_cuda_batch_norm_stats(int64_t N, int64_t C, int64_t inner, ms_tenso
 ms_status ms_cuda_batch_norm_apply(int64_t N, int64_t C, int64_t inner, ms_tensor *x, ms_tensor *mean,
                                    ms_tensor *invstd, ms_tensor *w, ms_tensor *b, ms_tensor *y) {
   cudaStream_t s;
-  if (use("batch_norm", y, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("batch_norm", y, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_batch_norm_apply((ms_k_dtype)x->dtype, N, C, inner, ms_tensor_data(x), ms_tensor_data(mean),
                                    ms_tensor_data(invstd), data_or_null(w), data_or_null(b), ms_tensor_data(y), s);
   return ms_cuda_check("batch_norm", (cudaError_t)err);
@@ -238,7 +231,7 @@ ms_status ms_cuda_batch_norm_backward(int64_t N, int64_t C, int64_t inner, ms_te
                                       ms_tensor *mean, ms_tensor *invstd, ms_tensor *w, int training, ms_tensor *gx,
                                       ms_tensor *gw, ms_tensor *gb) {
   cudaStream_t s;
-  if (use("batch_norm backward", x, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("batch_norm backward", x, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_batch_norm_backward((ms_k_dtype)x->dtype, N, C, inner, ms_tensor_data(x), ms_tensor_data(g),
                                       ms_tensor_data(mean), ms_tensor_data(invstd), data_or_null(w), training,
                                       data_or_null(gx), data_or_null(gw), data_or_null(gb), s);
@@ -274,7 +267,7 @@ ms_status ms_cuda_avg_pool2d(const ms_k_pool2d_geom *g, const ms_k_pool_windows 
   cudaStream_t s;
   ms_tensor *buf;
   ms_k_pool_windows dw;
-  if (use("avg_pool2d", out, &s) != MS_OK || upload_windows(g, win, out, &buf, &dw) != MS_OK)
+  if (ms_cuda_use_tensor("avg_pool2d", out, &s) != MS_OK || upload_windows(g, win, out, &buf, &dw) != MS_OK)
     return MS_ERR_RUNTIME;
   int err = ms_kc_avg_pool2d_forward((ms_k_dtype)x->dtype, g, &dw, ms_tensor_data(x), ms_tensor_data(out), s);
   ms_tensor_release(buf); /* the allocator reuses it in stream order, after the kernel */
@@ -286,7 +279,7 @@ ms_status ms_cuda_avg_pool2d_backward(const ms_k_pool2d_geom *g, const ms_k_pool
   cudaStream_t s;
   ms_tensor *buf;
   ms_k_pool_windows dw;
-  if (use("avg_pool2d backward", gx, &s) != MS_OK ||
+  if (ms_cuda_use_tensor("avg_pool2d backward", gx, &s) != MS_OK ||
       upload_windows(g, win, gx, &buf, &dw) != MS_OK)
     return MS_ERR_RUNTIME;
   int err = ms_kc_avg_pool2d_backward((ms_k_dtype)gx->dtype, g, &dw, ms_tensor_data(gout), ms_tensor_data(gx), s);

@@ -19,16 +19,9 @@ static void to_geom(const ms_iter *it, ms_kc_geom *g) {
 }
 
 /* Makes out's device current; the stream to launch on comes with it. */
-static ms_status use(const char *op, const ms_tensor *out, cudaStream_t *stream) {
-  int dev = ms_tensor_device(out).index;
-  if (ms_cuda_use(op, dev) != MS_OK) return MS_ERR_RUNTIME;
-  *stream = ms_cuda_raw_stream(dev);
-  return MS_OK;
-}
-
 ms_status ms_cuda_copy_same_shape(ms_tensor *dst, ms_tensor *src) {
   cudaStream_t s;
-  if (use("copy_", dst, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("copy_", dst, &s) != MS_OK) return MS_ERR_RUNTIME;
   ms_iter it;
   ms_tensor *ops[2] = {dst, src};
   ms_iter_init(&it, dst->ndim, dst->shape, 2, ops);
@@ -40,7 +33,7 @@ ms_status ms_cuda_copy_same_shape(ms_tensor *dst, ms_tensor *src) {
 
 ms_status ms_cuda_fill(ms_tensor *t, double value) {
   cudaStream_t s;
-  if (use("fill_", t, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("fill_", t, &s) != MS_OK) return MS_ERR_RUNTIME;
   unsigned char bytes[8];
   ms_k_fill(1, bytes, (ms_k_dtype)t->dtype, 1, value); /* the CPU's rounding, once */
   ms_iter it;
@@ -58,7 +51,7 @@ static ms_kc_scalar scalar_of(const ms_tensor *t) {
 
 ms_status ms_cuda_binary(ms_k_binop op, ms_dtype cd, ms_tensor *out, ms_tensor *a, ms_tensor *b) {
   cudaStream_t s;
-  if (use("binary op", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("binary op", out, &s) != MS_OK) return MS_ERR_RUNTIME;
   bool a_host = ms_tensor_device(a).type == MS_CPU, b_host = ms_tensor_device(b).type == MS_CPU;
   ms_kc_scalar sa = a_host ? scalar_of(a) : (ms_kc_scalar){0, 0};
   ms_kc_scalar sb = b_host ? scalar_of(b) : (ms_kc_scalar){0, 0};
@@ -74,7 +67,7 @@ ms_status ms_cuda_binary(ms_k_binop op, ms_dtype cd, ms_tensor *out, ms_tensor *
 
 ms_status ms_cuda_unary(ms_k_unop op, ms_dtype cd, ms_tensor *out, ms_tensor *a) {
   cudaStream_t s;
-  if (use("unary op", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("unary op", out, &s) != MS_OK) return MS_ERR_RUNTIME;
   ms_iter it;
   ms_tensor *ops[2] = {out, a};
   ms_iter_init(&it, out->ndim, out->shape, 2, ops);
@@ -85,7 +78,7 @@ ms_status ms_cuda_unary(ms_k_unop op, ms_dtype cd, ms_tensor *out, ms_tensor *a)
 
 ms_status ms_cuda_clamp(ms_dtype cd, ms_tensor *out, ms_tensor *a, const double *lo, const double *hi) {
   cudaStream_t s;
-  if (use("clamp", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("clamp", out, &s) != MS_OK) return MS_ERR_RUNTIME;
   ms_iter it;
   ms_tensor *ops[2] = {out, a};
   ms_iter_init(&it, out->ndim, out->shape, 2, ops);
@@ -96,7 +89,7 @@ ms_status ms_cuda_clamp(ms_dtype cd, ms_tensor *out, ms_tensor *a, const double 
 
 ms_status ms_cuda_where(ms_dtype cd, ms_tensor *out, ms_tensor *cond, ms_tensor *a, ms_tensor *b) {
   cudaStream_t s;
-  if (use("where", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("where", out, &s) != MS_OK) return MS_ERR_RUNTIME;
   bool a_host = ms_tensor_device(a).type == MS_CPU, b_host = ms_tensor_device(b).type == MS_CPU;
   ms_kc_scalar sa = a_host ? scalar_of(a) : (ms_kc_scalar){0, 0};
   ms_kc_scalar sb = b_host ? scalar_of(b) : (ms_kc_scalar){0, 0};
@@ -123,7 +116,7 @@ static ms_kc_rows rows_of(const ms_tensor *in, const ms_tensor *out) {
 
 ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out, ms_tensor *indices) {
   cudaStream_t s;
-  if (use("reduce", out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor("reduce", out, &s) != MS_OK) return MS_ERR_RUNTIME;
   ms_kc_rows g = rows_of(in, out);
   int err = ms_kc_reduce_rows(op, (ms_k_dtype)in->dtype, &g, ms_tensor_data(in), mean, ms_tensor_data(out),
                               (ms_k_dtype)out->dtype, indices ? ms_tensor_data(indices) : NULL, s);
@@ -133,7 +126,7 @@ ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out
 ms_status ms_cuda_reduce_stat(ms_k_redop op, double p, int64_t correction, bool root, ms_tensor *in, ms_tensor *out) {
   const char *name = op == MS_K_RPOWSUM ? "norm" : root ? "std" : "var";
   cudaStream_t s;
-  if (use(name, out, &s) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_cuda_use_tensor(name, out, &s) != MS_OK) return MS_ERR_RUNTIME;
   ms_kc_rows g = rows_of(in, out);
   ms_kc_stat st = {op, p, (double)correction, root};
   int err = ms_kc_reduce_stat_rows(&st, (ms_k_dtype)in->dtype, &g, ms_tensor_data(in), ms_tensor_data(out),
