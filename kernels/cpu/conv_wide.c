@@ -87,7 +87,7 @@ static void copy_row(float *dst, const float *src, int64_t n, bool stream) {
 }
 
 /* Item = (sample, chunk of output rows): the chunk's wide rows into a tile buffer, then their
- * first OW columns into out. */
+ * first OW columns into out (or, where OW = WP, whole tiles straight into out). */
 static void wide_range(void *ctx, int64_t begin, int64_t end) {
   wide_job *j = ctx;
   const int mr = j->mr, nr = j->nr;
@@ -114,7 +114,11 @@ static void wide_range(void *ctx, int64_t begin, int64_t end) {
     } else {
       xs = j->src + n * plane, len = (j->n - n) * plane; /* reads may run into the next sample */
     }
-    int64_t c0 = r0 * j->wp, ncol = (r1 - r0) * j->wp;
+    int64_t c0 = r0 * j->wp, ncol = (r1 - r0) * j->wp, ofull = j->o / mr * mr, qfull = ncol / nr * nr;
+    /* Where every computed column is kept, the wide rows are the output's rows: whole tiles go
+     * straight into it (no copy), only the ragged ones through wout. */
+    bool in_place = j->direct && !j->stream && j->ow == j->wp;
+    float *oplane = j->out + n * j->o * j->oh * j->ow + c0;
     for (int64_t q0 = 0; q0 < ncol; q0 += nr) {
       int64_t p0 = c0 + q0;
       if (!j->direct) {
@@ -129,10 +133,20 @@ static void wide_range(void *ctx, int64_t begin, int64_t end) {
         pack_panel(j, xs, len, p0, bp), bs = bp, ko = j->kid;
       for (int64_t k0 = 0; k0 < j->K; k0 += j->kc) {
         int64_t kn = j->K - k0 < j->kc ? j->K - k0 : j->kc;
-        for (int64_t o0 = 0; o0 < j->o; o0 += mr)
+        for (int64_t o0 = 0; o0 < j->o; o0 += mr) {
+          bool direct_out = in_place && o0 < ofull && q0 < qfull;
           ms_k_conv_ukr_avx2(kn, j->ap + o0 * j->K + k0 * mr, bs, ko + k0, k0 ? NULL : j->bias + o0,
-                             wout + o0 * ldw + q0, ldw);
+                             direct_out ? oplane + o0 * j->oh * j->ow + q0 : wout + o0 * ldw + q0,
+                             direct_out ? j->oh * j->ow : ldw);
+        }
       }
+    }
+    if (in_place) {
+      for (int64_t o = 0; o < j->o; o++) {
+        int64_t from = o < ofull ? qfull : 0;
+        copy_row(oplane + o * j->oh * j->ow + from, wout + o * ldw + from, ncol - from, false);
+      }
+      continue;
     }
     for (int64_t o = 0; o < j->o; o++)
       for (int64_t r = r0; r < r1; r++)
