@@ -41,6 +41,9 @@ static const shape SHAPES[] = {
     {4, 1, 13, 30, 33, 3, 3, 1, 1, 0, 0, 1, 1, 1},  /* one channel, odd output count */
     {2, 6, 5, 7, 9, 1, 1, 1, 1, 0, 0, 1, 1, 1},     /* 1x1 */
     {1, 2, 5, 5, 3, 3, 3, 1, 1, 3, 3, 1, 1, 1},     /* padding past the kernel: older paths */
+    {3, 4, 7, 5, 6, 3, 3, 1, 1, 2, 2, 1, 1, 1},     /* padding = the kernel: rows share borders */
+    {2, 3, 9, 8, 5, 3, 3, 1, 1, 4, 4, 2, 2, 0},     /* the same, dilated */
+    {2, 3, 6, 7, 5, 2, 4, 1, 1, 1, 2, 1, 1, 1},     /* even kernel, border shared on one side */
     {0, 3, 6, 6, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1},     /* empty batch */
     {1, 1, 1100, 1100, 8, 3, 3, 1, 1, 0, 0, 1, 1, 1}, /* output over 32 MB: streamed */
 };
