@@ -98,24 +98,7 @@ local function full_of(model, field)
   return out
 end
 
--- Every tensor of want is in got and equal within rel (relative to its largest magnitude).
-local function check_near(got, want, rel, what)
-  local n = 0
-  for k, w in pairs(want) do
-    local g = got[k]
-    T.truthy(g ~= nil, what .. ": missing " .. k)
-    T.eq(tostring(g.shape), tostring(w.shape), what .. ": shape of " .. k)
-    local diff = (g - w):abs():max():item()
-    local scale = math.max(w:abs():max():item(), 1e-6)
-    if diff > rel * scale then
-      error(("%s: %s differs by %.3g (relative %.3g > %g)"):format(what, k, diff, diff / scale, rel), 2)
-    end
-    n = n + 1
-  end
-  local m = 0
-  for _ in pairs(got) do m = m + 1 end
-  T.eq(m, n, what .. ": number of entries")
-end
+local check_near = D.check_state
 
 local function state_of(model)
   local sd = model:state_dict()
