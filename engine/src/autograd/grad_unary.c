@@ -65,15 +65,18 @@ static bool unary_reads_result(ms_unary_op op) {
   }
 }
 
-/* relu's gradient in one pass when g and the saved result are contiguous floats of one shape
- * and dtype (the training loop's case); NULL otherwise, and the caller takes the general path. */
+/* relu's gradient in one pass when g and the saved result are contiguous CPU floats of one
+ * shape and dtype (the training loop's case), written over g when the walk lets it go; NULL
+ * otherwise, and the caller takes the general path. */
 static ms_tensor *relu_grad_contiguous(ms_tensor *g, ms_tensor *x) {
-  if (g->dtype != x->dtype || (g->dtype != MS_FLOAT32 && g->dtype != MS_FLOAT64) || g->ndim != x->ndim ||
+  if (ms_tensor_device(g).type != MS_CPU || ms_tensor_device(x).type != MS_CPU || g->dtype != x->dtype ||
+      (g->dtype != MS_FLOAT32 && g->dtype != MS_FLOAT64) || g->ndim != x->ndim ||
       !ms_tensor_is_contiguous(g) || !ms_tensor_is_contiguous(x))
     return NULL;
   for (int d = 0; d < g->ndim; d++)
     if (g->shape[d] != x->shape[d]) return NULL;
-  ms_tensor *gx = ms_tensor_new_empty(g->ndim, g->shape, g->dtype);
+  bool in_place = ms_grad_is_exclusive(g, 1); /* held by the walk only: unary_backward's grad_out */
+  ms_tensor *gx = in_place ? (ms_tensor_retain(g), g) : ms_tensor_new_empty(g->ndim, g->shape, g->dtype);
   if (gx)
     ms_k_relu_backward((ms_k_dtype)g->dtype, ms_tensor_numel(g), ms_tensor_data(x), ms_tensor_data(g),
                        ms_tensor_data(gx));

@@ -21,6 +21,11 @@ ms_tensor *ms_grad_sum_to(ms_tensor *grad, int ndim, const int64_t *shape) {
   return grad;
 }
 
+bool ms_grad_is_exclusive(const ms_tensor *g, int refs) {
+  return !ms_grad_enabled() && !g->requires_grad && !g->grad_fn && atomic_load(&g->refcount) == refs &&
+         atomic_load(&g->storage->refcount) == 1;
+}
+
 ms_tensor *ms_grad_finish(ms_node *n, ms_tensor *out) {
   if (!n) return ms_tensor_release(out), NULL;
   ms_node_attach(n, out, 0);

@@ -9,6 +9,11 @@
 /* Sums grad over the dims that broadcasting added or expanded, giving a tensor of (ndim, shape)
  * (new reference). grad's shape must be a broadcast of shape. */
 ms_tensor *ms_grad_sum_to(ms_tensor *grad, int ndim, const int64_t *shape);
+/* Whether a backward function may overwrite g, a gradient the walk handed it, instead of
+ * allocating its result: nothing but the caller's own `refs` references hold g, nothing else
+ * holds its storage, and it records no graph. Saves a buffer and its cache misses on the
+ * memory-bound backwards (relu, dropout) and a copy when a leaf's first gradient arrives. */
+bool ms_grad_is_exclusive(const ms_tensor *g, int refs);
 /* The edge i of node needs a gradient. */
 static inline bool ms_grad_needed(const ms_node *node, int i) { return node->next[i].node != NULL; }
 /* In-place ops under autograd: writes out's values into a and makes out's grad_fn a's, as if a

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "autograd_internal.h"
+#include "grad_util.h"
 #include "moonshard/ops.h"
 
 static _Thread_local bool grad_mode_off; /* off-by-default flag: grad mode starts on */
@@ -241,12 +242,27 @@ ms_status ms_tensor_accumulate_grad(ms_tensor *t, ms_tensor *grad) {
   return st;
 }
 
+/* The leaf's first gradient may be the incoming buffer itself (PyTorch's AccumulateGrad steals
+ * it too) when no one else can see it and it has exactly the layout a copy would have. */
+static bool can_steal(const ms_tensor *leaf, const ms_tensor *grad, int refs) {
+  return !leaf->grad && ms_grad_is_exclusive(grad, refs) && !grad->storage->external && grad->offset == 0 &&
+         grad->dtype == leaf->dtype && ms_tensor_is_contiguous(grad) && grad->ndim == leaf->ndim &&
+         memcmp(grad->shape, leaf->shape, sizeof(int64_t) * (size_t)leaf->ndim) == 0 &&
+         grad->storage->nbytes == (size_t)ms_tensor_numel(grad) * ms_dtype_size(grad->dtype) &&
+         ms_device_equal(ms_tensor_device(grad), ms_tensor_device(leaf));
+}
+
 static ms_status accumulate_backward(ms_node *self, ms_tensor *const *grad_out, ms_tensor **grad_in) {
   (void)grad_in;
   ms_tensor *leaf = self->variable, *grad = grad_out[0];
   ms_tensor_retain(grad);
   ms_status st = ms_autograd_run_grad_hooks(leaf->hooks, -1, &grad);
-  if (st == MS_OK) st = ms_tensor_accumulate_grad(leaf, grad);
+  /* references: the walk's (while grad is still its buffer) and this function's */
+  if (st == MS_OK && can_steal(leaf, grad, grad == grad_out[0] ? 2 : 1)) {
+    ms_tensor_retain(grad);
+    leaf->grad = grad;
+  } else if (st == MS_OK)
+    st = ms_tensor_accumulate_grad(leaf, grad);
   ms_tensor_release(grad);
   for (struct ms_hook *h = leaf->hooks; st == MS_OK && h; h = h->next)
     if (h->kind == MS_HOOK_POST_ACCUMULATE) st = h->post_fn(h->ctx, leaf);

@@ -14,8 +14,13 @@ static ms_status dropout_backward(ms_node *n, ms_tensor *const *grad_out, ms_ten
   ms_tensor *mask = ms_node_saved(n, 0);
   if (!mask) return MS_ERR_RUNTIME;
   ms_dtype dt = n->out_dtype[0];
+  /* the scaled gradient overwrites the incoming one when the walk lets it go (on the CPU) */
+  bool in_place = ms_tensor_device(mask).type == MS_CPU && grad_out[0]->dtype == dt &&
+                  ms_tensor_is_contiguous(grad_out[0]) && ms_grad_is_exclusive(grad_out[0], 1);
   ms_tensor *g = ms_nn_contiguous(grad_out[0], dt);
-  ms_tensor *gx = g ? ms_tensor_new_empty_on(ms_tensor_device(mask), mask->ndim, mask->shape, dt) : NULL;
+  ms_tensor *gx = !g ? NULL
+                  : in_place ? (ms_tensor_retain(g), g)
+                             : ms_tensor_new_empty_on(ms_tensor_device(mask), mask->ndim, mask->shape, dt);
   if (gx && ms_tensor_device(mask).type == MS_CUDA) {
     if (ms_cuda_masked_scale(g, mask, n->scalars[0], gx) != MS_OK) ms_tensor_release(gx), gx = NULL;
   } else if (gx)
