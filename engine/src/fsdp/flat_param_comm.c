@@ -151,24 +151,37 @@ void ms_flat_param_release_compute(ms_flat_param *fp) {
 
 /* ---- gradients -------------------------------------------------------------------------------- */
 
+/* Zeroes flat[at, at + len) (a missing grad, the gaps and the padding). */
+static ms_status zero_range(ms_tensor *flat, int64_t at, int64_t len) {
+  if (len <= 0) return MS_OK;
+  ms_tensor *dst = ms_tensor_narrow(flat, 0, at, len);
+  ms_status st = dst ? ms_tensor_zero_(dst) : MS_ERR_RUNTIME;
+  ms_tensor_release(dst);
+  return st;
+}
+
 /* The compute views' grads packed like their values in reduce dtype (zeros for padding and
- * missing grads); the views' grads are dropped once copied: the shard's grad is the only one
- * that stays. */
+ * missing grads, written only there: the copies cover the rest); the views' grads are dropped
+ * once copied: the shard's grad is the only one that stays. */
 static ms_tensor *pack_grads(ms_flat_param *fp) {
   ms_tensor *flat = ms_fsdp_new_flat(fp, fp->padded, fp->reduce_dtype, MS_MEM_COMM);
-  ms_status st = flat ? ms_tensor_zero_(flat) : MS_ERR_RUNTIME;
+  ms_status st = flat ? MS_OK : MS_ERR_RUNTIME;
+  int64_t done = 0; /* flat[0, done) is written */
   for (int i = 0; st == MS_OK && i < fp->nparams; i++) {
     ms_tensor *p = fp->compute_params[i], *g = p->grad;
     if (!g) continue;
     int64_t len = ms_tensor_numel(p);
-    ms_tensor *dst = ms_tensor_narrow(flat, 0, fp->offsets[i], len);
+    st = zero_range(flat, done, fp->offsets[i] - done);
+    ms_tensor *dst = st == MS_OK ? ms_tensor_narrow(flat, 0, fp->offsets[i], len) : NULL;
     ms_tensor *src = dst ? ms_tensor_reshape(g, 1, &len) : NULL;
     st = src ? ms_tensor_copy_(dst, src) : MS_ERR_RUNTIME;
     ms_tensor_release(src);
     ms_tensor_release(dst);
+    done = fp->offsets[i] + len;
     p->grad = NULL;
     ms_tensor_release(g);
   }
+  if (st == MS_OK) st = zero_range(flat, done, fp->padded - done);
   if (st != MS_OK) ms_tensor_release(flat), flat = NULL;
   return flat;
 }
