@@ -49,12 +49,16 @@ static inline double unit_f64(uint64_t x) { return (double)(x >> 11) * 0x1p-53; 
 /* ---- the shared driver: a range of blocks, each expanded into up to `lanes` elements --------- */
 
 typedef void (*block_fn)(const void *args, const uint32_t w[4], int64_t first, int count);
+/* Optional: eight whole blocks from the AVX2 generator at once (word k of block i in x8[k][i]),
+ * their elements starting at `first`; NULL: each block goes through block_fn. */
+typedef void (*block8_fn)(const void *args, const uint32_t x8[4][8], int64_t first);
 
 typedef struct fill_job {
   uint64_t seed, offset;
   int64_t n;
   int lanes;       /* elements per block */
   block_fn fn;
+  block8_fn fn8;
   const void *args;
 } fill_job;
 
@@ -70,6 +74,10 @@ static void fill_range(void *arg, int64_t begin, int64_t end) {
   if (ms_k_cpu_avx2())
     for (uint32_t x8[4][8]; b + 8 <= end; b += 8) {
       ms_k_philox_x8_avx2(j->seed, j->offset + (uint64_t)b, x8);
+      if (j->fn8 && (b + 8) * j->lanes <= j->n) {
+        j->fn8(j->args, x8, b * j->lanes);
+        continue;
+      }
       for (int i = 0; i < 8; i++) {
         for (int k = 0; k < 4; k++) w[k] = x8[k][i];
         emit(j, b + i, w);
@@ -81,11 +89,16 @@ static void fill_range(void *arg, int64_t begin, int64_t end) {
   }
 }
 
+static void fill_blocks8(uint64_t seed, uint64_t offset, int64_t n, int lanes, block_fn fn, block8_fn fn8,
+                         const void *args) {
+  if (n <= 0) return;
+  fill_job j = {seed, offset, n, lanes, fn, fn8, args};
+  ms_k_parallel_for(ms_k_philox_blocks(n, lanes), PHILOX_GRAIN_BLOCKS, fill_range, &j);
+}
+
 static void fill_blocks(uint64_t seed, uint64_t offset, int64_t n, int lanes, block_fn fn,
                         const void *args) {
-  if (n <= 0) return;
-  fill_job j = {seed, offset, n, lanes, fn, args};
-  ms_k_parallel_for(ms_k_philox_blocks(n, lanes), PHILOX_GRAIN_BLOCKS, fill_range, &j);
+  fill_blocks8(seed, offset, n, lanes, fn, NULL, args);
 }
 
 /* ---- uniform --------------------------------------------------------------------------------- */
@@ -232,6 +245,11 @@ static void bernoulli_block_scalar(const void *a, const uint32_t w[4], int64_t f
   for (int k = 0; k < count; k++) out[k] = w[k] < thr;
 }
 
+static void bernoulli_block8(const void *a, const uint32_t x8[4][8], int64_t first) {
+  const bern_args *b = a;
+  ms_k_bernoulli_x8_avx2(x8, b->thr, b->out + first);
+}
+
 static uint64_t bernoulli_threshold(double p) {
   double t = ceil(p * 0x1p32); /* exact: a power-of-two scaling, then a whole number */
   if (!(t > 0)) return 0;      /* p <= 0 or NaN: (double)w < p is never true */
@@ -241,5 +259,6 @@ static uint64_t bernoulli_threshold(double p) {
 void ms_k_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, const double *p, int64_t ps,
                            uint8_t *out) {
   bern_args b = {p, ps, out, ps == 0 ? bernoulli_threshold(p[0]) : 0};
-  fill_blocks(seed, offset, n, 4, ps == 0 ? bernoulli_block_scalar : bernoulli_block, &b);
+  if (ps == 0) fill_blocks8(seed, offset, n, 4, bernoulli_block_scalar, bernoulli_block8, &b);
+  else fill_blocks(seed, offset, n, 4, bernoulli_block, &b);
 }

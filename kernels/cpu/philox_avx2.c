@@ -2,6 +2,7 @@
  * by philox.c only when the CPU has it). Bit for bit the scalar ms_k_philox4x32_10: the same
  * products, keys and word order; only the blocks run side by side, one per 32-bit lane. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/cpu/philox_x8.h"
 
@@ -43,4 +44,21 @@ void ms_k_philox_x8_avx2(uint64_t seed, uint64_t n0, uint32_t out[4][8]) {
   _mm256_storeu_si256((__m256i *)out[1], c1);
   _mm256_storeu_si256((__m256i *)out[2], c2);
   _mm256_storeu_si256((__m256i *)out[3], c3);
+}
+
+void ms_k_bernoulli_x8_avx2(const uint32_t x8[4][8], uint64_t thr, uint8_t out[32]) {
+  if (thr > UINT32_MAX) { /* every 32-bit word is below 2^32 */
+    memset(out, 1, 32);
+    return;
+  }
+  /* unsigned w < thr as a signed compare of both with the top bit flipped */
+  const __m256i flip = _mm256_set1_epi32((int)0x80000000u);
+  const __m256i t = _mm256_xor_si256(_mm256_set1_epi32((int)(uint32_t)thr), flip);
+  __m256i bytes = _mm256_setzero_si256();
+  for (int k = 0; k < 4; k++) { /* word k's answer (0 or -1) lands in byte k of each block's lane */
+    __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x8[k]), flip);
+    __m256i lt = _mm256_cmpgt_epi32(t, w);
+    bytes = _mm256_or_si256(bytes, _mm256_and_si256(lt, _mm256_set1_epi32(1 << (8 * k))));
+  }
+  _mm256_storeu_si256((__m256i *)out, bytes); /* lane i = bytes 4 i .. 4 i + 3, little-endian */
 }

@@ -14,4 +14,8 @@
  * in out[k][i]. Call only where the CPU has AVX2. */
 void ms_k_philox_x8_avx2(uint64_t seed, uint64_t n0, uint32_t out[4][8]);
 
+/* Bernoulli bytes for those eight blocks' 32 words (the element of word k of block i is 4 i + k):
+ * out[4 i + k] = x8[k][i] < thr, thr <= 2^32 (philox.c's integer threshold; 2^32: all ones). */
+void ms_k_bernoulli_x8_avx2(const uint32_t x8[4][8], uint64_t thr, uint8_t out[32]);
+
 #endif
