@@ -1,9 +1,11 @@
 -- nn_utils.lua: torch.nn.utils' gradient clipping for moonshard: clip_grad_norm_ and
 -- clip_grad_value_, with PyTorch 1.13's semantics (the norm over all gradients together, the
--- scale clamped at 1 so gradients never grow; the total norm returned as a 0-dim tensor).
+-- scale clamped at 1 so gradients never grow; the total norm returned as a 0-dim tensor); and
+-- forward_in_chunks, a large evaluation batch through a model a few samples at a time.
 --
 --   local nn_utils = require "moonshard.nn_utils"
 --   local total = nn_utils.clip_grad_norm_(model:parameters(), 1.0, {norm_type = 2})
+--   local output = nn_utils.forward_in_chunks(model, data, {chunk_size = 64})
 local ms = require "moonshard"
 
 local M = {}
@@ -80,6 +82,39 @@ function M.clip_grad_value_(parameters, clip_value)
   for _, g in ipairs(grads_of("clip_grad_value_", parameters)) do
     g:clamp_(-clip_value, clip_value)
   end
+end
+
+-- forward_in_chunks(model, input, {chunk_size = n}) -> model(input), computed on near-equal
+-- slices of at most chunk_size samples along dim 1 and concatenated along it. For a model that
+-- treats samples independently (evaluation: dropout off, batch norm on running statistics), the
+-- same values as one call. Why: a large test batch (the seed's 1000) through a convnet needs
+-- every layer's activations for all samples at once (~500 MB for the seed's Net), while a slice
+-- the size of a training batch reuses the blocks the training step freed and stays in cache.
+function M.forward_in_chunks(model, input, opts)
+  if type(model) ~= "table" and type(model) ~= "function" and type(model) ~= "userdata" then
+    error(("forward_in_chunks: bad argument #1 (model): expected a module or function, got %s")
+      :format(type(model)), 2)
+  end
+  if not ms.is_tensor(input) then
+    error(("forward_in_chunks: bad argument #2 (input): expected a tensor, got %s"):format(type(input)), 2)
+  end
+  if input:dim() == 0 then
+    error("forward_in_chunks: bad argument #2 (input): expected a batch, got a 0-dim tensor", 2)
+  end
+  local size = type(opts) == "table" and opts.chunk_size or nil
+  if math.type(size) ~= "integer" or size < 1 then
+    error(("forward_in_chunks: bad argument #3 (opts.chunk_size): expected a positive integer, got %s")
+      :format(type(opts) == "table" and tostring(size) or type(opts)), 2)
+  end
+  local n = input:size(1)
+  local k = (n + size - 1) // size
+  if k <= 1 then return model(input) end
+  local outs = {}
+  for c = 1, k do
+    local first, last = (n * (c - 1)) // k, (n * c) // k
+    outs[c] = model(input:narrow(1, first + 1, last - first))
+  end
+  return ms.cat(outs, 1)
 end
 
 return M
