@@ -5,7 +5,8 @@
  * Letters: a tile is a 2x2 block of one sample's gout (rows 2ty.., columns 2tx..; past the edge
  * it reads zeros) with the 4x4 block of x its 3x3 taps reach (from row 2ty - ph, column 2tx - pw);
  * TH x TW tiles a sample. xi (0..15) is a point of the 4x4 transform domain. A group is up to 8
- * tiles of one tile row (the AVX2 lanes), the unit the transforms and the threads work on. */
+ * tiles of one tile row, the unit the transforms (8 channels at a time, one per AVX2 lane) and
+ * the threads work on. */
 #ifndef MS_CONV_WINOGRAD_WGRAD_H
 #define MS_CONV_WINOGRAD_WGRAD_H
 
