@@ -1,6 +1,7 @@
 /* conv_gemm.c: float32 convolution (groups = 1) as an implicit GEMM on the SGEMM micro-kernel,
  * for the shapes the faster paths do not take: unit stride goes to conv_wide.c (forward, input
- * gradient), and unit column stride without padding to conv_wgrad_avx2.c (weight gradient).
+ * gradient); the weight gradient of a 3x3 stride-1 conv to conv_winograd_wgrad.c, and unit
+ * column stride without padding to conv_wgrad_avx2.c.
  * The column matrix is never written out: each NR-column panel (or MR-row panel) of it is
  * gathered from the input straight into the packed layout the micro-kernel reads, the batch is
  * folded into the GEMM's columns, and the bias rides along as an extra row of ones.
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "kernels/cpu/conv_gemm.h"
+#include "kernels/cpu/conv_winograd_wgrad.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/gemm_ukr.h"
 
@@ -368,6 +370,7 @@ static void weight_grad_member(void *ctx, int t, int nt) {
 
 int ms_k_conv2d_weight_grad_gemm(const ms_k_conv2d_geom *g, const float *x, const float *gout, float *gw,
                                  float *gb) {
+  if (ms_k_cpu_avx2() && ms_k_conv2d_wino_wgrad_ok(g)) return ms_k_conv2d_weight_grad_wino(g, x, gout, gw, gb);
   cg_job j;
   int64_t *offs;
   if (!job_init(&j, g, &offs)) return -1;
