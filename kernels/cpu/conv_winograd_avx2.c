@@ -79,20 +79,21 @@ static void map_block(const ms_k_wino_job *j, const src_view *v, int64_t t0, til
   }
 }
 
-/* Column k of row r of eight patches, tiles 0..7 in the vector: d[k]. Where each half of the
- * eight is a quad side by side, rows are read whole and split into even and odd columns;
- * otherwise each patch row is read and the 4 x 4 blocks transposed. Lanes past nn read zeros. */
-static inline void patch_rows8(const float *const rp[8], bool quads, __m256 d[4]) {
-  if (quads) {
-    const float *s0 = rp[0], *s1 = rp[4];
-    __m256 a = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s0)), _mm_loadu_ps(s1), 1);
-    __m256 b = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s0 + 4)), _mm_loadu_ps(s1 + 4), 1);
-    __m256 c = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s0 + 2)), _mm_loadu_ps(s1 + 2), 1);
-    __m256 e = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s0 + 6)), _mm_loadu_ps(s1 + 6), 1);
-    d[0] = _mm256_shuffle_ps(a, b, 0x88), d[1] = _mm256_shuffle_ps(a, b, 0xDD);
-    d[2] = _mm256_shuffle_ps(c, e, 0x88), d[3] = _mm256_shuffle_ps(c, e, 0xDD);
-    return;
-  }
+/* Row r of eight patches split into columns, tiles 0..7 in the vector: d[k] = column k. */
+
+/* Each half of the eight a quad side by side (patches two columns apart): a row is read whole
+ * per quad (s0: tiles 0..3, s1: tiles 4..7) and split into even and odd columns. */
+static inline void quad_rows(const float *s0, const float *s1, __m256 d[4]) {
+  __m256 a = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s0)), _mm_loadu_ps(s1), 1);
+  __m256 b = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s0 + 4)), _mm_loadu_ps(s1 + 4), 1);
+  __m256 c = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s0 + 2)), _mm_loadu_ps(s1 + 2), 1);
+  __m256 e = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(s0 + 6)), _mm_loadu_ps(s1 + 6), 1);
+  d[0] = _mm256_shuffle_ps(a, b, 0x88), d[1] = _mm256_shuffle_ps(a, b, 0xDD);
+  d[2] = _mm256_shuffle_ps(c, e, 0x88), d[3] = _mm256_shuffle_ps(c, e, 0xDD);
+}
+
+/* Anywhere: each patch's row read on its own and the 4 x 4 blocks transposed. */
+static inline void any_rows(const float *const rp[8], __m256 d[4]) {
   __m256 a0 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(rp[0])), _mm_loadu_ps(rp[4]), 1);
   __m256 a1 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(rp[1])), _mm_loadu_ps(rp[5]), 1);
   __m256 a2 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(rp[2])), _mm_loadu_ps(rp[6]), 1);
@@ -103,32 +104,49 @@ static inline void patch_rows8(const float *const rp[8], bool quads, __m256 d[4]
   d[2] = _mm256_shuffle_ps(t2, t3, 0x44), d[3] = _mm256_shuffle_ps(t2, t3, 0xEE);
 }
 
+/* V = B^T d B of eight patches (d[r][k]: row r, column k) into their 16 B-panel rows vq[xi * xs]. */
+static inline void store_v(__m256 d[4][4], float *vq, int64_t xs) {
+  __m256 e[4][4];
+  for (int r = 0; r < 4; r++) {
+    e[r][0] = _mm256_sub_ps(d[r][0], d[r][2]), e[r][1] = _mm256_add_ps(d[r][1], d[r][2]);
+    e[r][2] = _mm256_sub_ps(d[r][2], d[r][1]), e[r][3] = _mm256_sub_ps(d[r][1], d[r][3]);
+  }
+  for (int b = 0; b < 4; b++) {
+    _mm256_store_ps(vq + (0 + b) * xs, _mm256_sub_ps(e[0][b], e[2][b]));
+    _mm256_store_ps(vq + (4 + b) * xs, _mm256_add_ps(e[1][b], e[2][b]));
+    _mm256_store_ps(vq + (8 + b) * xs, _mm256_sub_ps(e[2][b], e[1][b]));
+    _mm256_store_ps(vq + (12 + b) * xs, _mm256_sub_ps(e[1][b], e[3][b]));
+  }
+}
+
 /* V for the block's positions [0, qend), into the packed B panels. Channel by channel, so the
  * reads walk each channel's rows front to back (what the prefetchers follow). */
 static void input_transform(const ms_k_wino_job *j, const src_view *sv, const tile_map *m, int qend, float *v) {
   static const _Alignas(16) float zeros[16] = {0};
   const int nr = j->t.nr;
-  const int64_t xstride = j->vstride;
+  const int64_t xs = j->vstride, rs = sv->rs;
   const float *base = sv->base;
   for (int64_t c = 0; c < j->cs; c++, base += sv->cs) {
     for (int q = 0; q < qend; q += 8) {
-      bool quads = m->iquad[q / 4] && m->iquad[q / 4 + 1];
       float *vq = v + (q / nr) * j->cs * nr + c * nr + q % nr;
-      __m256 e[4][4];
-      for (int r = 0; r < 4; r++) {
+      __m256 d[4][4];
+      if (m->iquad[q / 4] && m->iquad[q / 4 + 1]) {
+        const float *s0 = base + m->src[q], *s1 = base + m->src[q + 4];
+        for (int r = 0; r < 4; r++) quad_rows(s0 + r * rs, s1 + r * rs, d[r]);
+      } else {
+        /* tiles past nn read a row of zeros, again and again */
         const float *rp[8];
-        for (int l = 0; l < 8; l++) rp[l] = q + l < m->nn ? base + r * sv->rs + m->src[q + l] : zeros;
-        __m256 d[4];
-        patch_rows8(rp, quads, d);
-        e[r][0] = _mm256_sub_ps(d[0], d[2]), e[r][1] = _mm256_add_ps(d[1], d[2]);
-        e[r][2] = _mm256_sub_ps(d[2], d[1]), e[r][3] = _mm256_sub_ps(d[1], d[3]);
+        int64_t step[8];
+        for (int l = 0; l < 8; l++) {
+          bool in = q + l < m->nn;
+          rp[l] = in ? base + m->src[q + l] : zeros, step[l] = in ? rs : 0;
+        }
+        for (int r = 0; r < 4; r++) {
+          any_rows(rp, d[r]);
+          for (int l = 0; l < 8; l++) rp[l] += step[l];
+        }
       }
-      for (int b = 0; b < 4; b++) {
-        _mm256_store_ps(vq + (0 + b) * xstride, _mm256_sub_ps(e[0][b], e[2][b]));
-        _mm256_store_ps(vq + (4 + b) * xstride, _mm256_add_ps(e[1][b], e[2][b]));
-        _mm256_store_ps(vq + (8 + b) * xstride, _mm256_sub_ps(e[2][b], e[1][b]));
-        _mm256_store_ps(vq + (12 + b) * xstride, _mm256_sub_ps(e[1][b], e[3][b]));
-      }
+      store_v(d, vq, xs);
     }
   }
 }
