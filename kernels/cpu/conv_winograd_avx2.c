@@ -126,7 +126,12 @@ static void input_transform(const ms_k_wino_job *j, const src_view *sv, const ti
   const int nr = j->t.nr;
   const int64_t xs = j->vstride, rs = sv->rs;
   const float *base = sv->base;
+  /* the block's rows of a channel: one span, asked for two channels ahead (from memory, where
+   * the source is far larger than the caches, the prefetchers alone left the reads waiting) */
+  const int64_t span0 = m->src[0], span1 = m->src[m->nn - 1] + 3 * rs + 4;
   for (int64_t c = 0; c < j->cs; c++, base += sv->cs) {
+    if (c + 2 < j->cs)
+      for (int64_t off = span0; off < span1; off += 16) _mm_prefetch((const char *)(base + 2 * sv->cs + off), _MM_HINT_T0);
     for (int q = 0; q < qend; q += 8) {
       float *vq = v + (q / nr) * j->cs * nr + c * nr + q % nr;
       __m256 d[4][4];
@@ -194,6 +199,19 @@ static void output_transform8(const ms_k_wino_job *j, const tile_map *m, int q, 
   }
 }
 
+/* The output lines a slice of `rows` channels will write, asked for before its GEMMs run: each
+ * store would otherwise wait for its line from memory. */
+static void prefetch_out(const ms_k_wino_job *j, const tile_map *m, const float *out, int64_t rows, int64_t plane) {
+  for (int64_t r = 0; r < rows; r++, out += plane)
+    for (int q = 0; q < m->nn; q += 8) {
+      int last = q + 7 < m->nn ? q + 7 : m->nn - 1;
+      for (int64_t y = 0; y < 2; y++) {
+        _mm_prefetch((const char *)(out + m->dst[q] + y * j->ow), _MM_HINT_T0);
+        _mm_prefetch((const char *)(out + m->dst[last] + y * j->ow + 1), _MM_HINT_T0);
+      }
+    }
+}
+
 /* Items are (sample, block of its tiles): blocks never span samples, so a sample's view is made
  * once per run of its blocks. */
 void ms_k_wino_blocks_avx2(void *ctx, int64_t begin, int64_t end) {
@@ -223,11 +241,12 @@ void ms_k_wino_blocks_avx2(void *ctx, int64_t begin, int64_t end) {
     /* per MR-row slice of the output channels: its 16 products stay in L1 for the inverse
      * transform (V, in L2, is read once per slice) */
     for (int64_t o0 = 0; o0 < j->o; o0 += mr) {
+      int64_t rows = j->o - o0 < mr ? j->o - o0 : mr;
+      prefetch_out(j, m, out + o0 * plane_out, rows, plane_out);
       for (int xi = 0; xi < 16; xi++)
         for (int p = 0; p < panels; p++)
           j->t.ukr(j->cs, &one, j->u + xi * ustride + o0 * j->cs, v + xi * vstride + p * j->cs * nr, &zero,
                    mb + xi * mstride + p * nr, tb, 1);
-      int64_t rows = j->o - o0 < mr ? j->o - o0 : mr;
       for (int64_t r = 0; r < rows; r++)
         for (int q = 0; q < m->nn; q += 8)
           output_transform8(j, m, q, o0 + r, mb + r * tb + q, mstride, out + (o0 + r) * plane_out);
