@@ -42,7 +42,7 @@ static const shape SHAPES[] = {
     {2, 5, 6, 9, 7, 2, 1, 1},      /* padding uneven */
     {2, 5, 7, 6, 3, 0, 2, 0},      /* padding only on columns */
     {1, 6, 3, 4, 5, 2, 2, 1},      /* input smaller than a patch, padded */
-    {5, 16, 13, 15, 16, 1, 0, 1},  /* the dispatch thresholds */
+    {5, 16, 13, 15, 32, 1, 0, 1},  /* the fewest channels dispatched here */
 };
 
 typedef struct {
@@ -156,12 +156,15 @@ static void test_dispatch(void) {
   ms_k_conv2d_geom conv2 = {64, 32, 26, 26, 64, 3, 3, 24, 24, 1, 1, 0, 0, 1, 1, 1};
   ms_k_conv2d_geom conv1 = {64, 1, 28, 28, 32, 3, 3, 26, 26, 1, 1, 0, 0, 1, 1, 1};
   ms_k_conv2d_geom strided = conv2, dilated = conv2, wide_pad = conv2, five = conv2, grouped = conv2;
+  ms_k_conv2d_geom narrow = conv2, small = conv2, mixed = conv2; /* 8 -> 64, 16 -> 16; 16 -> 32 */
   strided.sw = 2, dilated.dh = 2, wide_pad.ph = 3, five.kh = 5, grouped.groups = 2;
+  narrow.c = 8, small.c = 16, small.o = 16, mixed.c = 16, mixed.o = 32;
   bool avx2 = ms_k_cpu_avx2();
   CHECK(ms_k_conv2d_winograd_forward_ok(&conv2) == avx2);
   CHECK(ms_k_conv2d_winograd_input_grad_ok(&conv2) == avx2);
   CHECK(!ms_k_conv2d_winograd_forward_ok(&conv1)); /* C = 1: the transforms would not pay */
-  const ms_k_conv2d_geom *no[] = {&strided, &dilated, &wide_pad, &five, &grouped};
+  CHECK(ms_k_conv2d_winograd_forward_ok(&mixed) == avx2 && ms_k_conv2d_winograd_input_grad_ok(&mixed) == avx2);
+  const ms_k_conv2d_geom *no[] = {&strided, &dilated, &wide_pad, &five, &grouped, &narrow, &small};
   for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
     CHECK(!ms_k_conv2d_winograd_forward_ok(no[i]) && !ms_k_conv2d_winograd_input_grad_ok(no[i]));
 }
