@@ -10,7 +10,7 @@
 #include "kernels/cpu/conv_winograd.h"
 
 /* A block's tiles (all of one sample): where each reads its patch in the source view (see
- * view_of) and writes its top-left output, and which quads of them lie side by side in a row. */
+ * src_view) and writes its top-left output, and which quads of them lie side by side in a row. */
 typedef struct tile_map {
   int64_t src[MS_WINO_TB_MAX]; /* patch offset in the view's channel 0 */
   int64_t dst[MS_WINO_TB_MAX]; /* top-left output offset in the sample's channel 0 */
@@ -60,7 +60,7 @@ static int view_sample(const ms_k_wino_job *j, int64_t n, src_view *v) {
   return 0;
 }
 
-/* Block `blk` of sample n: tiles [t0, t0 + nn) of the sample. */
+/* The block of the view's sample from tile t0 (row-major over the sample's tile grid) on. */
 static void map_block(const ms_k_wino_job *j, const src_view *v, int64_t t0, tile_map *m) {
   int64_t per = j->tiles_h * j->tiles_w, left = per - t0;
   m->nn = (int)(left < j->tb ? left : j->tb);
