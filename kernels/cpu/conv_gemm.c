@@ -1,7 +1,8 @@
 /* conv_gemm.c: float32 convolution (groups = 1) as an implicit GEMM on the SGEMM micro-kernel,
- * for the shapes the faster paths do not take: unit stride goes to conv_wide.c (forward, input
- * gradient); the weight gradient of a 3x3 stride-1 conv to conv_winograd_wgrad.c, and unit
- * column stride without padding to conv_wgrad_avx2.c.
+ * for the shapes the faster paths do not take: 3x3 stride-1 convs with enough channels go to
+ * conv_winograd.c (forward, input gradient) and conv_winograd_wgrad.c (weight gradient), other
+ * unit stride to conv_wide.c (forward, input gradient), and unit column stride without padding
+ * to conv_wgrad_avx2.c (weight gradient).
  * The column matrix is never written out: each NR-column panel (or MR-row panel) of it is
  * gathered from the input straight into the packed layout the micro-kernel reads, the batch is
  * folded into the GEMM's columns, and the bias rides along as an extra row of ones.
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/cpu/conv_gemm.h"
+#include "kernels/cpu/conv_winograd.h"
 #include "kernels/cpu/conv_winograd_wgrad.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/gemm_ukr.h"
@@ -217,6 +219,7 @@ static int64_t grain_of(int64_t flops_per_item) {
 
 int ms_k_conv2d_forward_gemm(const ms_k_conv2d_geom *g, const float *x, const float *w, const float *b,
                              float *out) {
+  if (ms_k_conv2d_winograd_forward_ok(g)) return ms_k_conv2d_forward_winograd(g, x, w, b, out);
   if (ms_k_conv2d_wide_forward_ok(g)) return ms_k_conv2d_forward_wide(g, x, w, b, out);
   cg_job j;
   int64_t *offs;
@@ -274,6 +277,7 @@ static void input_grad_range(void *ctx, int64_t begin, int64_t end) {
 }
 
 int ms_k_conv2d_input_grad_gemm(const ms_k_conv2d_geom *g, const float *w, const float *gout, float *gx) {
+  if (ms_k_conv2d_winograd_input_grad_ok(g)) return ms_k_conv2d_input_grad_winograd(g, w, gout, gx);
   if (ms_k_conv2d_wide_input_grad_ok(g)) return ms_k_conv2d_input_grad_wide(g, w, gout, gx);
   cg_job j;
   int64_t *offs;
