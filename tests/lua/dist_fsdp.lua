@@ -180,10 +180,15 @@ case("cpu_offload {offload_params = false} and NO_SHARD with offload on the CPU 
 end)
 
 -- The seed's Net for every strategy, as one unit and with the 20000 policy (fc1 its own unit):
--- in float32 for 5 steps within 1e-5, and in float64 for 20 steps within 1e-10. Over 20 float32
--- steps the two runs drift apart by rounding alone (averaging over 3 ranks is not exact, ReLU
--- kinks amplify it: 1.8e-4 relative measured on 3 ranks) while float64 agrees to 1e-12, so the
--- long run is in float64 to test the sharding logic rather than float32 rounding.
+-- in float32 for 1 step within 1e-5, and in float64 for 20 steps within 1e-10. Beyond the first
+-- float32 step the runs are chaotic, not wrong: a rank's slice sums its gradients in another
+-- order than the whole batch (~4e-7 relative apart), and once the parameters differ by that
+-- much a pre-activation or a max-pool choice near a tie can fall the other way, a discrete jump
+-- (measured: NO_SHARD on 3 ranks, seed-7 batch, step 4: conv2.weight's grad 3.6e-3 apart from
+-- the one-process run's, while both agree to 1.4e-7 with a float64 gradient at their own
+-- parameters; 3 of 24 batches jumped within 5 steps with the Winograd convolutions, 0 of 24 with
+-- the direct ones). float64 agrees to 1e-12 over 20 steps (its convolutions are direct), so that
+-- run checks the sharding logic over many steps, and the float32 step that float32 trains the same.
 local function seed_cases(dtype, steps, tol)
   local ref = reference(Net, {1, 28, 28}, steps, dtype)
   for _, strategy in ipairs({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}) do
@@ -203,7 +208,7 @@ local function seed_cases(dtype, steps, tol)
     end
   end
 end
-seed_cases("float32", 5, 1e-5)
+seed_cases("float32", 1, 1e-5)
 seed_cases("float64", 20, 1e-10)
 
 -- ---- state dicts ------------------------------------------------------------------------------
