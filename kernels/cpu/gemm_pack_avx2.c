@@ -4,28 +4,10 @@
  * seed net (K = 9216) packing, not the kernel, took most of the time. */
 #include <immintrin.h>
 
+#include "kernels/cpu/gemm_transpose8.h"
 #include "kernels/cpu/gemm_ukr.h"
 
 enum { MR = MS_SGEMM_AVX2_MR, NR = MS_SGEMM_AVX2_NR };
-
-/* r[i] holds row i of an 8 x 8 block; afterwards r[j] holds column j. */
-static inline void transpose8(__m256 r[8]) {
-  __m256 t[8], s[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int h = 0; h < 8; h += 4) {
-    s[h + 0] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    s[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    s[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    s[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int i = 0; i < 4; i++) {
-    r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
-  }
-}
 
 /* Lanes [0, n) on: a mask for maskload, which never touches the lanes that are off. */
 static inline __m256i lanes(int64_t n) {
@@ -40,7 +22,7 @@ static void pack_a_rows(int64_t k, int64_t mm, const float *a, int64_t rs, float
     __m256 r[8];
     for (int i = 0; i < 8; i++)
       r[i] = i < mm ? _mm256_loadu_ps(a + i * rs + q) : _mm256_setzero_ps();
-    transpose8(r);
+    ms_k_transpose8(r);
     for (int j = 0; j < 8; j++) { /* MR = 6 values of column q + j: 4 + 2 */
       float *o = d + (q + j) * MR;
       _mm_storeu_ps(o, _mm256_castps256_ps128(r[j]));
@@ -96,7 +78,7 @@ static void pack_b_cols(int64_t k, int64_t nn, const float *b, int64_t cs, float
       __m256 r[8];
       for (int c = 0; c < 8; c++)
         r[c] = g + c < nn ? _mm256_loadu_ps(b + (g + c) * cs + q) : _mm256_setzero_ps();
-      transpose8(r);
+      ms_k_transpose8(r);
       for (int j = 0; j < 8; j++) _mm256_store_ps(d + (q + j) * NR + g, r[j]);
     }
   for (; q < k; q++)

@@ -44,6 +44,9 @@ void ms_k_sgemm_ukr_avx512(int64_t k, const float *alpha, const float *a, const 
                            const float *beta, float *c, int64_t rsc, int64_t csc);
 void ms_k_dgemm_ukr_avx512(int64_t k, const double *alpha, const double *a, const double *b,
                            const double *beta, double *c, int64_t rsc, int64_t csc);
+/* Its packers (gemm_pack_avx512.c): MR 12, NR 32, as ms_k_spack_fn. */
+int ms_k_spack_a_avx512(int64_t k, int64_t mm, const float *a, int64_t rs, int64_t cs, float *d);
+int ms_k_spack_b_avx512(int64_t k, int64_t nn, const float *b, int64_t rs, int64_t cs, float *d);
 
 /* The largest tile any kernel uses, for the driver's edge-tile scratch. */
 #define MS_GEMM_MAX_TILE (12 * 32)

@@ -121,6 +121,8 @@ static const int64_t shapes[][3] = {
     /* One row block (M <= MC: B packed per micro-panel) across several KC blocks, with column
      * and k tails that the 8 x 8 transposing packers finish in scalar code; MC's edge. */
     {64, 40, 1100}, {9, 23, 17},  {144, 17, 65}, {145, 17, 65}, {1, 7, 9},
+    /* AVX-512's MC edge (240), a 12-row and a 32-column tail */
+    {241, 33, 9},   {25, 65, 200},
 };
 static const double alphabeta[][2] = {{1.0, 0.0}, {0.5, -1.5}, {-2.0, 1.0}, {0.0, 0.5}};
 
