@@ -68,7 +68,7 @@ static int transform_weight(ms_k_wino_job *j, const float *w, int64_t so, int64_
 
 /* Sizes, the tile grid and the block length. */
 static void job_init(ms_k_wino_job *j) {
-  j->t = ms_k_sgemm_tile_get();
+  j->t = ms_k_sgemm_tile_for_rows(j->o); /* the GEMMs' rows are the output channels */
   j->opad = (j->o + j->t.mr - 1) / j->t.mr * j->t.mr;
   j->tiles_h = (j->oh + 1) / 2, j->tiles_w = (j->ow + 1) / 2;
   j->tiles = j->n * j->tiles_h * j->tiles_w;

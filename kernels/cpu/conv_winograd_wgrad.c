@@ -115,7 +115,7 @@ int ms_k_conv2d_weight_grad_wino(const ms_k_conv2d_geom *g, const float *x, cons
   j.g = g, j.x = x, j.gout = gout, j.bias = gb != NULL;
   j.th = (g->oh + 1) / 2, j.tw = (g->ow + 1) / 2, j.gx = (j.tw + 7) / 8;
   j.groups = g->n * j.th * j.gx;
-  j.t = ms_k_sgemm_tile_get();
+  j.t = ms_k_sgemm_tile_for_rows(g->o); /* the GEMMs' rows are gout's channels */
   j.rows = (g->o + j.t.mr - 1) / j.t.mr * j.t.mr, j.cols = (g->c + j.t.nr - 1) / j.t.nr * j.t.nr;
   /* a member per ~4 MFLOP of (Winograd) work at least, so small layers stay on one thread */
   int64_t flops = 2 * 16 * j.rows * j.cols * g->n * j.th * j.tw, nt = ms_k_get_num_threads();

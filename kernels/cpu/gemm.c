@@ -336,6 +336,12 @@ ms_k_sgemm_tile ms_k_sgemm_tile_get(void) {
   return (ms_k_sgemm_tile){k->mr, k->nr, k->sukr};
 }
 
+ms_k_sgemm_tile ms_k_sgemm_tile_for_rows(int64_t m) {
+  if (gemm_isa() == ISA_AVX512 && m % MS_SGEMM_AVX512_MR8 == 0 && m % MS_SGEMM_AVX512_MR != 0)
+    return (ms_k_sgemm_tile){MS_SGEMM_AVX512_MR8, MS_SGEMM_AVX512_NR, ms_k_sgemm_ukr_avx512_mr8};
+  return ms_k_sgemm_tile_get();
+}
+
 /* ---- per-thread packing buffers: kept between calls, freed when their thread exits ---------- */
 
 typedef struct {

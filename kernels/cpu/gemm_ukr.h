@@ -44,6 +44,10 @@ void ms_k_sgemm_ukr_avx512(int64_t k, const float *alpha, const float *a, const 
                            const float *beta, float *c, int64_t rsc, int64_t csc);
 void ms_k_dgemm_ukr_avx512(int64_t k, const double *alpha, const double *a, const double *b,
                            const double *beta, double *c, int64_t rsc, int64_t csc);
+/* An 8-row tile of the same width (gemm_mr8_avx512.c), for row counts 12 pads and 8 does not. */
+#define MS_SGEMM_AVX512_MR8 8
+void ms_k_sgemm_ukr_avx512_mr8(int64_t k, const float *alpha, const float *a, const float *b,
+                               const float *beta, float *c, int64_t rsc, int64_t csc);
 /* Its packers (gemm_pack_avx512.c): MR 12, NR 32, as ms_k_spack_fn. */
 int ms_k_spack_a_avx512(int64_t k, int64_t mm, const float *a, int64_t rs, int64_t cs, float *d);
 int ms_k_spack_b_avx512(int64_t k, int64_t nn, const float *b, int64_t rs, int64_t cs, float *d);
@@ -59,6 +63,9 @@ typedef struct ms_k_sgemm_tile {
   ms_k_sgemm_ukr ukr;
 } ms_k_sgemm_tile;
 ms_k_sgemm_tile ms_k_sgemm_tile_get(void);
+/* The one for products of m rows, for callers that pack A themselves: the default, or on AVX-512
+ * the 8-row tile where m is a multiple of 8 and not of 12 (64 rows: 64 on 8, 72 on 12). */
+ms_k_sgemm_tile ms_k_sgemm_tile_for_rows(int64_t m);
 
 /* Per-thread work buffers, kept between calls (so a training step allocates nothing once warm)
  * and freed when their thread exits: a 64-byte aligned block of at least `size` bytes in slot

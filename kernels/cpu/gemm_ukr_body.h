@@ -4,8 +4,8 @@
  * it loads one row of the packed B panel (two vectors) and broadcasts MR values of packed A.
  *
  * The including file defines: UKR_VEC(op) (the intrinsic prefix: _mm256_##op), UKR_VF / UKR_VD
- * (the float and double vector types), UKR_SGEMM / UKR_DGEMM (the function names) and
- * UKR_SGEMM_MR, _NR, UKR_DGEMM_MR, _NR (the tile sizes from gemm_ukr.h). */
+ * (the float and double vector types), UKR_SGEMM / UKR_DGEMM (the function names; UKR_DGEMM may
+ * be left undefined) and UKR_SGEMM_MR, _NR, UKR_DGEMM_MR, _NR (the tile sizes from gemm_ukr.h). */
 #include <immintrin.h>
 
 #include "kernels/cpu/gemm_ukr.h"
@@ -17,15 +17,6 @@ static void store_tile_f32(const float *t, int mr, int nr, float alpha, float be
     for (int j = 0; j < nr; j++) {
       float *cij = c + i * rsc + j * csc;
       *cij = beta == 0.0f ? alpha * t[i * nr + j] : alpha * t[i * nr + j] + beta * *cij;
-    }
-}
-
-static void store_tile_f64(const double *t, int mr, int nr, double alpha, double beta, double *c,
-                           int64_t rsc, int64_t csc) {
-  for (int i = 0; i < mr; i++)
-    for (int j = 0; j < nr; j++) {
-      double *cij = c + i * rsc + j * csc;
-      *cij = beta == 0.0 ? alpha * t[i * nr + j] : alpha * t[i * nr + j] + beta * *cij;
     }
 }
 
@@ -79,6 +70,16 @@ void UKR_SGEMM(int64_t k, const float *alpha_p, const float *a, const float *b, 
   }
 }
 
+#ifdef UKR_DGEMM /* an extra float tile may come without a double one */
+static void store_tile_f64(const double *t, int mr, int nr, double alpha, double beta, double *c,
+                           int64_t rsc, int64_t csc) {
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nr; j++) {
+      double *cij = c + i * rsc + j * csc;
+      *cij = beta == 0.0 ? alpha * t[i * nr + j] : alpha * t[i * nr + j] + beta * *cij;
+    }
+}
+
 void UKR_DGEMM(int64_t k, const double *alpha_p, const double *a, const double *b,
                const double *beta_p, double *c, int64_t rsc, int64_t csc) {
   enum { MR = UKR_DGEMM_MR, NR = UKR_DGEMM_NR };
@@ -127,3 +128,4 @@ void UKR_DGEMM(int64_t k, const double *alpha_p, const double *a, const double *
     }
   }
 }
+#endif
