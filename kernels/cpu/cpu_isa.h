@@ -1,6 +1,7 @@
 /* cpu_isa.h: private to kernels/cpu. Whether the AVX2 bodies (the *_avx2.c files) may run: the
  * CPU has AVX2 and FMA and MS_GEMM_ISA does not force the generic code (so tests can run the
- * portable paths on any machine). gemm.c detects once; this only reads its answer. */
+ * portable paths on any machine); likewise the AVX-512 ones. gemm.c detects once; this only reads
+ * its answer. */
 #ifndef MS_CPU_ISA_H
 #define MS_CPU_ISA_H
 
@@ -9,5 +10,7 @@
 #include "kernels/kernels.h"
 
 static inline int ms_k_cpu_avx2(void) { return strcmp(ms_k_gemm_isa(), "generic") != 0; }
+/* Whether the AVX-512 bodies (*_avx512.c) may run: the GEMM itself runs AVX-512. */
+static inline int ms_k_cpu_avx512(void) { return strcmp(ms_k_gemm_isa(), "avx512") == 0; }
 
 #endif

@@ -153,12 +153,14 @@ static void adadelta_block(const void *hpv, int64_t n, double *const *a) {
   }
 }
 
-/* float32 on AVX2: the vector loop (same bits, no staging copies), the staged loop for the tail. */
-static void adadelta_range_avx2(void *ctx, int64_t begin, int64_t end) {
+/* float32 on AVX2 or AVX-512: the vector loop (same bits, no staging copies), the staged loop for
+ * the tail. */
+static void adadelta_range_vec(void *ctx, int64_t begin, int64_t end) {
   const optim_job *j = ctx;
   float *const *a = (float *const *)j->arr;
-  int64_t done = ms_k_adadelta_f32_avx2(j->hp, end - begin, a[ARR_PARAM] + begin,
-                                        a[ARR_GRAD] + begin, a[2] + begin, a[3] + begin);
+  int64_t (*step)(const ms_k_adadelta_hp *, int64_t, float *, const float *, float *, float *) =
+      ms_k_cpu_avx512() ? ms_k_adadelta_f32_avx512 : ms_k_adadelta_f32_avx2;
+  int64_t done = step(j->hp, end - begin, a[ARR_PARAM] + begin, a[ARR_GRAD] + begin, a[2] + begin, a[3] + begin);
   run_f32(j, begin + done, end);
 }
 
@@ -166,7 +168,7 @@ void ms_k_adadelta_step(ms_k_dtype dt, int64_t n, void *param, const void *grad,
                         void *acc_delta, const ms_k_adadelta_hp *hp) {
   if (dt == MS_K_F32 && n > 0 && ms_k_cpu_avx2()) {
     optim_job j = {adadelta_block, hp, dt, {param, (void *)grad, square_avg, acc_delta, NULL}};
-    ms_k_parallel_for(n, OPTIM_GRAIN, adadelta_range_avx2, &j);
+    ms_k_parallel_for(n, OPTIM_GRAIN, adadelta_range_vec, &j);
     return;
   }
   run(adadelta_block, hp, dt, n, param, grad, square_avg, acc_delta, NULL);

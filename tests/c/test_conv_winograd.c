@@ -185,6 +185,6 @@ static void run_all(const char *isa) {
 int main(void) {
   ms_test_isa_in_child("generic", run_all);
   ms_test_isa_in_child("avx2", run_all);   /* skips the direct calls where the CPU lacks AVX2 */
-  ms_test_isa_in_child("avx512", run_all); /* the AVX-512 tile (12 x 32) where the CPU has it */
+  ms_test_isa_in_child("avx512", run_all); /* the AVX-512 tiles (12 x 32, 8 x 32) where the CPU has them */
   return ms_test_finish();
 }

@@ -2,11 +2,13 @@
  * hand-computed SGD/Adadelta update, float32 agreeing with float64 over the parallel and staged
  * paths, results independent of the thread count, and the errors on bad tensors. (Numerics
  * against PyTorch are in tests/lua/test_optim.lua.) */
+#define _POSIX_C_SOURCE 200809L /* setenv and fork in test_isa.h */
 #include <stdlib.h>
 
 #include "kernels/kernels.h"
 #include "moonshard/moonshard.h"
 #include "test.h"
+#include "test_isa.h"
 
 static ms_tensor *filled(int64_t n, ms_dtype dt, double (*f)(int64_t)) {
   ms_tensor *t = ms_tensor_new_empty(1, &n, dt);
@@ -103,9 +105,10 @@ static void test_errors(void) {
 
 /* The float32 Adadelta step (vectorised where the CPU allows) is the double formula rounded
  * once per stored value, bit for bit: lengths with vector tails, maximize, weight decay, 1 and 2
- * threads. */
-static void test_adadelta_f32_exact(void) {
-  const int64_t lens[] = {1, 3, 4, 7, 33, 70001};
+ * threads; on each ISA's loop (a child process per ISA: tests/c/test_isa.h). */
+static void test_adadelta_f32_exact(const char *isa) {
+  (void)isa;
+  const int64_t lens[] = {1, 3, 4, 7, 8, 15, 17, 33, 70001}; /* tails of 4- and 8-lane loops */
   for (int v = 0; v < 4; v++) {
     ms_k_adadelta_hp hp = {.lr = 0.7, .rho = 0.9, .eps = 1e-6, .weight_decay = v & 1 ? 0.01 : 0,
                            .maximize = v >> 1};
@@ -141,6 +144,8 @@ int main(void) {
   test_sgd_by_hand();
   test_dtypes_and_threads();
   test_errors();
-  test_adadelta_f32_exact();
+  ms_test_isa_in_child("generic", test_adadelta_f32_exact);
+  ms_test_isa_in_child("avx2", test_adadelta_f32_exact);   /* falls back where the CPU lacks it */
+  ms_test_isa_in_child("avx512", test_adadelta_f32_exact); /* likewise */
   return ms_test_finish();
 }

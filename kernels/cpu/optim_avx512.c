@@ -1,0 +1,12 @@
+/* optim_avx512.c: the float32 Adadelta step in AVX-512, eight elements per vector (built with the
+ * AVX-512 flags, called by optim.c only when the GEMM runs AVX-512). The body is
+ * optim_adadelta_body.h: the same bits as the AVX2 and the staged paths. */
+#include "kernels/cpu/optim_avx2.h"
+
+#define OPT_VEC(op) _mm512_##op
+#define OPT_VD __m512d
+#define OPT_LANES 8
+#define OPT_LOAD(ptr) _mm512_cvtps_pd(_mm256_loadu_ps(ptr))
+#define OPT_STORE(ptr, v) _mm256_storeu_ps((ptr), _mm512_cvtpd_ps(v))
+#define OPT_ADADELTA ms_k_adadelta_f32_avx512
+#include "kernels/cpu/optim_adadelta_body.h"
