@@ -97,8 +97,9 @@ static void input_transform(const ms_k_wino_job *j, const ms_k_wino_view *sv, co
 }
 
 /* Where a block's output rows go, eight tiles (a vector of their column pairs) at a time: runs of
- * tiles side by side in an output row, each written by one masked store of its values (`pick`
- * of the vector's 16) moved to the front. The seed's conv2 has one or two runs per eight tiles. */
+ * tiles side by side in an output row, within a quad. A full quad is one 8-float store (two side
+ * by side one 16-float store), any other run one masked store of its values (`pick` of the
+ * vector's 16) moved to the front: runs across quads, compressed and masked, measured slower. */
 typedef struct out_run {
   int t; /* the run's first tile */
   __mmask16 pick, store; /* its values in the vector; the first popcount(pick) lanes */
@@ -115,10 +116,13 @@ static void plan_stores(const ms_k_wino_map *m, out_plan *p) {
     int k = -1, end = q + 8 < m->nn ? q + 8 : m->nn;
     for (int t = q; t < end; t++) {
       /* a tile without its second column ends its row, even where the next one's dst follows */
-      bool joins = t > q && (m->full[t - 1] & 1) && m->dst[t] == m->dst[t - 1] + 2;
+      bool joins = (t - q) % 4 && (m->full[t - 1] & 1) && m->dst[t] == m->dst[t - 1] + 2;
       if (!joins) run[++k] = (out_run){.t = t};
       run[k].pick |= (__mmask16)((1u | (m->full[t] & 1u) << 1) << 2 * (t - q));
     }
+    /* two full quads side by side: one 16-float store */
+    if (k == 1 && run[0].pick == 0xFF && run[1].pick == 0xFF00 && m->dst[run[1].t] == m->dst[run[0].t] + 8)
+      k = 0, run[0].pick = 0xFFFF;
     for (int r = 0; r <= k; r++) run[r].store = (__mmask16)((1u << __builtin_popcount(run[r].pick)) - 1);
     p->runs[q / 8] = (unsigned char)(k + 1);
   }
@@ -135,6 +139,12 @@ static inline void store_eight(const ms_k_wino_job *j, const ms_k_wino_map *m, c
     if (r->pick == 0xFFFF) { /* eight full tiles side by side */
       _mm512_storeu_ps(d, top);
       if (two) _mm512_storeu_ps(d + j->ow, bot);
+      continue;
+    }
+    if (r->pick == 0xFF || r->pick == 0xFF00) { /* a quad */
+      _mm256_storeu_ps(d, r->pick == 0xFF ? _mm512_castps512_ps256(top) : _mm512_extractf32x8_ps(top, 1));
+      __m256 b = r->pick == 0xFF ? _mm512_castps512_ps256(bot) : _mm512_extractf32x8_ps(bot, 1);
+      if (two) _mm256_storeu_ps(d + j->ow, b);
       continue;
     }
     _mm512_mask_storeu_ps(d, r->store, _mm512_maskz_compress_ps(r->pick, top));
