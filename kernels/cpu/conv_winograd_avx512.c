@@ -14,18 +14,26 @@
 
 /* Row r of 16 patches split into columns, tiles 0..15 in the vector: d[k] = column k. */
 
-/* Where the four quads each lie side by side (s[h]: the row of quad h's first patch): a quad's
- * row is read as columns 0..7 and 2..9, two quads to a vector, and column k of all 16 tiles is
- * picked from two such vectors by one permute (the even or odd of their 32 values). */
-static inline void quads_row(const float *const s[4], __m512 d[4]) {
+/* Columns 0..3 of 16 patches from their quads' columns 0..7 (a[h]) and 2..9 (c[h]) as a quad
+ * side by side reads them: two quads to a vector, and column k of all 16 tiles picked from two
+ * such vectors by one permute (the even or odd of their 32 values). */
+static inline void split_cols(const __m256 a[4], const __m256 c[4], __m512 d[4]) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  __m512 a01 = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(s[0])), _mm256_loadu_ps(s[1]), 1);
-  __m512 a23 = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(s[2])), _mm256_loadu_ps(s[3]), 1);
-  __m512 c01 = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(s[0] + 2)), _mm256_loadu_ps(s[1] + 2), 1);
-  __m512 c23 = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(s[2] + 2)), _mm256_loadu_ps(s[3] + 2), 1);
+  __m512 a01 = _mm512_insertf32x8(_mm512_castps256_ps512(a[0]), a[1], 1);
+  __m512 a23 = _mm512_insertf32x8(_mm512_castps256_ps512(a[2]), a[3], 1);
+  __m512 c01 = _mm512_insertf32x8(_mm512_castps256_ps512(c[0]), c[1], 1);
+  __m512 c23 = _mm512_insertf32x8(_mm512_castps256_ps512(c[2]), c[3], 1);
   d[0] = _mm512_permutex2var_ps(a01, even, a23), d[1] = _mm512_permutex2var_ps(a01, odd, a23);
   d[2] = _mm512_permutex2var_ps(c01, even, c23), d[3] = _mm512_permutex2var_ps(c01, odd, c23);
+}
+
+/* Where the four quads each lie side by side (s[h]: the row of quad h's first patch): two reads
+ * a quad. */
+static inline void quads_row(const float *const s[4], __m512 d[4]) {
+  __m256 a[4], c[4];
+  for (int h = 0; h < 4; h++) a[h] = _mm256_loadu_ps(s[h]), c[h] = _mm256_loadu_ps(s[h] + 2);
+  split_cols(a, c, d);
 }
 
 /* Row r's columns 0..7 (a) and 2..9 (c) of the quad at q, as a side-by-side quad's would read:
@@ -42,18 +50,11 @@ static inline void quad_cols(const float *row, const ms_k_wino_map *m, int q, __
   *c = _mm256_set_m128(_mm_movehl_ps(x[3], x[2]), _mm_movehl_ps(x[1], x[0]));
 }
 
-/* The same for any four quads at q (row: the view's row r of the channel). */
+/* Anywhere (row: the view's row r of the channel): quad by quad. */
 static inline void any_row(const float *row, const ms_k_wino_map *m, int q, __m512 d[4]) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   __m256 a[4], c[4];
   for (int h = 0; h < 4; h++) quad_cols(row, m, q + 4 * h, &a[h], &c[h]);
-  __m512 a01 = _mm512_insertf32x8(_mm512_castps256_ps512(a[0]), a[1], 1);
-  __m512 a23 = _mm512_insertf32x8(_mm512_castps256_ps512(a[2]), a[3], 1);
-  __m512 c01 = _mm512_insertf32x8(_mm512_castps256_ps512(c[0]), c[1], 1);
-  __m512 c23 = _mm512_insertf32x8(_mm512_castps256_ps512(c[2]), c[3], 1);
-  d[0] = _mm512_permutex2var_ps(a01, even, a23), d[1] = _mm512_permutex2var_ps(a01, odd, a23);
-  d[2] = _mm512_permutex2var_ps(c01, even, c23), d[3] = _mm512_permutex2var_ps(c01, odd, c23);
+  split_cols(a, c, d);
 }
 
 /* V = B^T d B of 16 patches (d[r][k]: row r, column k) into their 16 B-panel rows vq[xi * xs]. */
