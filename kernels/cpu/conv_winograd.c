@@ -1,7 +1,8 @@
 /* conv_winograd.c: when the Winograd F(2x2, 3x3) path serves a float32 convolution, and its setup:
  * the weight transformed once per call (U = G g G^T, straight into the packed A-panel layout of the
  * SGEMM micro-kernel) and the tile blocks handed to the thread pool. The per-block work (input
- * transform, 16 GEMMs over channels, inverse transform) is in conv_winograd_avx2.c.
+ * transform, 16 GEMMs over channels, inverse transform) is in conv_winograd_tiles.c, its transforms
+ * in conv_winograd_avx2.c and conv_winograd_avx512.c.
  * Each output of F(2,3) costs 16 / 4 = 4 multiply-adds per channel pair instead of 9 (2.25x fewer);
  * the transforms' entries are 0, +-1 and +-1/2, so float32 rounding stays at a few ulps. */
 #include <string.h>
@@ -85,7 +86,9 @@ static void job_init(ms_k_wino_job *j) {
 
 static int run(ms_k_wino_job *j) {
   int64_t per = j->tiles_h * j->tiles_w, blocks = (per + j->tb - 1) / j->tb;
-  ms_k_parallel_for(j->n * blocks, 1, ms_k_wino_blocks_avx2, j);
+  /* the AVX-512 transforms fill the 32-wide panels of the AVX-512 tile two vectors at a time */
+  bool wide = strcmp(ms_k_gemm_isa(), "avx512") == 0 && j->t.nr % 16 == 0;
+  ms_k_parallel_for(j->n * blocks, 1, wide ? ms_k_wino_blocks_avx512 : ms_k_wino_blocks_avx2, j);
   return j->failed ? -1 : 0;
 }
 

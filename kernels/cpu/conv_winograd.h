@@ -1,7 +1,8 @@
 /* conv_winograd.h: private to kernels/cpu. Winograd F(2x2, 3x3) for float32 3x3 convolutions with
  * unit stride and dilation (forward, and the input gradient as the correlation of the padded gout
  * with the flipped, transposed weight): conv_winograd.c decides and transforms the weight,
- * conv_winograd_avx2.c runs the tile blocks (AVX2 only: the path is taken where it may run). */
+ * conv_winograd_tiles.c runs the tile blocks around the transforms of conv_winograd_avx2.c or, where
+ * the GEMM runs AVX-512, conv_winograd_avx512.c (AVX2 at least: the path is taken where it may run). */
 #ifndef MS_CONV_WINOGRAD_H
 #define MS_CONV_WINOGRAD_H
 
@@ -43,7 +44,9 @@ typedef struct ms_k_wino_job {
   _Atomic int failed;
 } ms_k_wino_job;
 
-/* ms_k_parallel_for body over blocks [begin, end) of the job's tiles. */
+/* ms_k_parallel_for bodies over blocks [begin, end) of the job's tiles: the same results, the
+ * transforms eight tiles to a vector (AVX2) or sixteen (AVX-512: NR a multiple of 16). */
 void ms_k_wino_blocks_avx2(void *job, int64_t begin, int64_t end);
+void ms_k_wino_blocks_avx512(void *job, int64_t begin, int64_t end);
 
 #endif

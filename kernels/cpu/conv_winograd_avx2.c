@@ -1,83 +1,13 @@
-/* conv_winograd_avx2.c: one block of Winograd F(2x2, 3x3) tiles (conv_winograd.h has the letters):
- * the input transform V = B^T d B of each 4x4 patch, eight tiles to a vector, written straight into
- * the packed B-panel layout of the SGEMM micro-kernel; per MR-row slice of the output channels the
- * 16 GEMMs M[xi] = U[xi] V[xi] over the source channels; the inverse transform A^T M A of that
- * slice (still in L1) into the output, bias added there.
+/* conv_winograd_avx2.c: the AVX2 transforms of a block of Winograd F(2x2, 3x3) tiles
+ * (conv_winograd.h has the letters; the block loop around them, with the 16 GEMMs
+ * M[xi] = U[xi] V[xi] over the source channels per MR-row slice of the output channels, is in
+ * conv_winograd_tiles.c): the input transform V = B^T d B of each 4x4 patch, eight tiles to a
+ * vector, written straight into the packed B-panel layout of the SGEMM micro-kernel; the inverse
+ * transform A^T M A of a slice (still in L1) into the output, bias added there.
  * B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], A^T = [1 1 1 0; 0 1 -1 -1]. */
 #include <immintrin.h>
-#include <string.h>
 
-#include "kernels/cpu/conv_winograd.h"
-
-/* A block's tiles (all of one sample): where each reads its patch in the source view (see
- * src_view) and writes its top-left output, and which quads of them lie side by side in a row. */
-typedef struct tile_map {
-  int64_t src[MS_WINO_TB_MAX]; /* patch offset in the view's channel 0 */
-  int64_t dst[MS_WINO_TB_MAX]; /* top-left output offset in the sample's channel 0 */
-  unsigned char full[MS_WINO_TB_MAX]; /* bit 0: the second output column exists; bit 1: the row */
-  unsigned char iquad[MS_WINO_TB_MAX / 4]; /* four patches two columns apart in one row */
-  unsigned char oquad[MS_WINO_TB_MAX / 4]; /* four full tiles side by side in one output row */
-  int nn; /* tiles in the block; positions up to the next multiple of NR read zeros */
-} tile_map;
-
-/* The source as the patches read it: the sample itself where every patch lies inside, else a
- * zero-bordered copy (in the thread's MS_K_BUF_CONV_A slot) of HP = 2 * tiles_h + 2 rows of
- * WP = 2 * tiles_w + 2, so that no patch needs bounds checks. */
-typedef struct src_view {
-  const float *base;
-  int64_t rs, cs; /* row and channel strides */
-  int64_t n; /* the sample it shows, -1 for none yet */
-} src_view;
-
-static bool view_direct(const ms_k_wino_job *j) {
-  return j->pt == 0 && j->pl == 0 && 2 * j->tiles_h + 2 <= j->hs && 2 * j->tiles_w + 2 <= j->ws;
-}
-
-static int view_sample(const ms_k_wino_job *j, int64_t n, src_view *v) {
-  if (v->n == n) return 0;
-  const float *s = j->src + n * j->cs * j->hs * j->ws;
-  v->n = n;
-  if (view_direct(j)) {
-    v->base = s, v->rs = j->ws, v->cs = j->hs * j->ws;
-    return 0;
-  }
-  int64_t hp = 2 * j->tiles_h + 2, wp = 2 * j->tiles_w + 2;
-  float *pad = ms_k_thread_buffer(MS_K_BUF_CONV_A, sizeof(float) * (size_t)(j->cs * hp * wp));
-  if (!pad) return -1;
-  /* source rows and columns past the last patch are never read */
-  int64_t rows = j->hs < hp - j->pt ? j->hs : hp - j->pt, cols = j->ws < wp - j->pl ? j->ws : wp - j->pl;
-  /* only the border is zeroed: the plane is written once, in order */
-  for (int64_t c = 0; c < j->cs; c++) {
-    float *pc = pad + c * hp * wp;
-    memset(pc, 0, sizeof(float) * (size_t)(j->pt * wp + j->pl));
-    for (int64_t r = 0; r < rows; r++) {
-      float *d = pc + (r + j->pt) * wp + j->pl;
-      memcpy(d, s + (c * j->hs + r) * j->ws, sizeof(float) * (size_t)cols);
-      memset(d + cols, 0, sizeof(float) * (size_t)(r + 1 < rows ? wp - cols : (hp - r - j->pt) * wp - cols - j->pl));
-    }
-  }
-  v->base = pad, v->rs = wp, v->cs = hp * wp;
-  return 0;
-}
-
-/* The block of the view's sample from tile t0 (row-major over the sample's tile grid) on. */
-static void map_block(const ms_k_wino_job *j, const src_view *v, int64_t t0, tile_map *m) {
-  int64_t per = j->tiles_h * j->tiles_w, left = per - t0;
-  m->nn = (int)(left < j->tb ? left : j->tb);
-  int64_t th = t0 / j->tiles_w, tw = t0 % j->tiles_w;
-  for (int q = 0; q < m->nn; q++) {
-    m->src[q] = 2 * th * v->rs + 2 * tw;
-    m->dst[q] = 2 * th * j->ow + 2 * tw;
-    m->full[q] = (unsigned char)((2 * tw + 1 < j->ow) | (2 * th + 1 < j->oh) << 1);
-    if (++tw == j->tiles_w) tw = 0, th++;
-  }
-  for (int q = 0; q < MS_WINO_TB_MAX; q += 4) {
-    bool in = q + 4 <= m->nn, out = in;
-    for (int l = 1; in && l < 4; l++) in = m->src[q + l] == m->src[q] + 2 * l;
-    for (int l = 0; out && l < 4; l++) out = m->full[q + l] == 3 && m->dst[q + l] == m->dst[q] + 2 * l;
-    m->iquad[q / 4] = in, m->oquad[q / 4] = out;
-  }
-}
+#include "kernels/cpu/conv_winograd_tiles.h"
 
 /* Row r of eight patches split into columns, tiles 0..7 in the vector: d[k] = column k. */
 
@@ -121,17 +51,14 @@ static inline void store_v(__m256 d[4][4], float *vq, int64_t xs) {
 
 /* V for the block's positions [0, qend), into the packed B panels. Channel by channel, so the
  * reads walk each channel's rows front to back (what the prefetchers follow). */
-static void input_transform(const ms_k_wino_job *j, const src_view *sv, const tile_map *m, int qend, float *v) {
+static void input_transform(const ms_k_wino_job *j, const ms_k_wino_view *sv, const ms_k_wino_map *m, int qend,
+                            float *v) {
   static const _Alignas(16) float zeros[16] = {0};
   const int nr = j->t.nr;
   const int64_t xs = j->vstride, rs = sv->rs;
   const float *base = sv->base;
-  /* the block's rows of a channel: one span, asked for two channels ahead (from memory, where
-   * the source is far larger than the caches, the prefetchers alone left the reads waiting) */
-  const int64_t span0 = m->src[0], span1 = m->src[m->nn - 1] + 3 * rs + 4;
   for (int64_t c = 0; c < j->cs; c++, base += sv->cs) {
-    if (c + 2 < j->cs)
-      for (int64_t off = span0; off < span1; off += 16) _mm_prefetch((const char *)(base + 2 * sv->cs + off), _MM_HINT_T0);
+    if (c + 2 < j->cs) ms_k_wino_prefetch_rows(sv, m, base + 2 * sv->cs); /* two channels ahead */
     for (int q = 0; q < qend; q += 8) {
       float *vq = v + (q / nr) * j->cs * nr + c * nr + q % nr;
       __m256 d[4][4];
@@ -158,7 +85,7 @@ static void input_transform(const ms_k_wino_job *j, const src_view *sv, const ti
 
 /* Output channel o of the eight tiles at block position q from the slice's M (mq[xi * mstride]),
  * into the sample's output plane `out`. */
-static void output_transform8(const ms_k_wino_job *j, const tile_map *m, int q, int64_t o, const float *mq,
+static void output_transform8(const ms_k_wino_job *j, const ms_k_wino_map *m, int q, int64_t o, const float *mq,
                               int64_t mstride, float *out) {
   __m256 s0[4], s1[4];
   for (int b = 0; b < 4; b++) {
@@ -199,57 +126,16 @@ static void output_transform8(const ms_k_wino_job *j, const tile_map *m, int q, 
   }
 }
 
-/* The output lines a slice of `rows` channels will write, asked for before its GEMMs run: each
- * store would otherwise wait for its line from memory. */
-static void prefetch_out(const ms_k_wino_job *j, const tile_map *m, const float *out, int64_t rows, int64_t plane) {
-  for (int64_t r = 0; r < rows; r++, out += plane)
-    for (int q = 0; q < m->nn; q += 8) {
-      int last = q + 7 < m->nn ? q + 7 : m->nn - 1;
-      for (int64_t y = 0; y < 2; y++) {
-        _mm_prefetch((const char *)(out + m->dst[q] + y * j->ow), _MM_HINT_T0);
-        _mm_prefetch((const char *)(out + m->dst[last] + y * j->ow + 1), _MM_HINT_T0);
-      }
-    }
+/* The slice of `rows` output channels from o0, eight tiles at a time. */
+static void output_transform(const ms_k_wino_job *j, const ms_k_wino_map *m, int64_t o0, int64_t rows,
+                             const float *mb, float *out) {
+  const int64_t plane = j->oh * j->ow, mstride = j->t.mr * j->tb;
+  for (int64_t r = 0; r < rows; r++)
+    for (int q = 0; q < m->nn; q += 8)
+      output_transform8(j, m, q, o0 + r, mb + r * j->tb + q, mstride, out + (o0 + r) * plane);
 }
 
-/* Items are (sample, block of its tiles): blocks never span samples, so a sample's view is made
- * once per run of its blocks. */
-void ms_k_wino_blocks_avx2(void *ctx, int64_t begin, int64_t end) {
-  ms_k_wino_job *j = ctx;
-  const int mr = j->t.mr, nr = j->t.nr;
-  const float zero = 0.0f, one = 1.0f;
-  const int64_t tb = j->tb, vstride = j->vstride, ustride = j->opad * j->cs, mstride = mr * tb;
-  const int64_t per = j->tiles_h * j->tiles_w, bps = (per + tb - 1) / tb, plane_out = j->oh * j->ow;
-  float *v = ms_k_thread_buffer(MS_K_BUF_CONV_B, sizeof(float) * (size_t)(16 * vstride));
-  float *mb = ms_k_thread_buffer(MS_K_BUF_CONV_T, sizeof(float) * (size_t)(16 * mstride));
-  if (!v || !mb) {
-    j->failed = 1;
-    return;
-  }
-  tile_map map, *m = &map;
-  src_view sv = {.n = -1};
-  for (int64_t it = begin; it < end; it++) {
-    int64_t n = it / bps, t0 = it % bps * tb;
-    if (view_sample(j, n, &sv) != 0) {
-      j->failed = 1;
-      return;
-    }
-    map_block(j, &sv, t0, m);
-    int panels = (m->nn + nr - 1) / nr, qend = panels * nr;
-    input_transform(j, &sv, m, qend, v);
-    float *out = j->out + n * j->o * plane_out;
-    /* per MR-row slice of the output channels: its 16 products stay in L1 for the inverse
-     * transform (V, in L2, is read once per slice) */
-    for (int64_t o0 = 0; o0 < j->o; o0 += mr) {
-      int64_t rows = j->o - o0 < mr ? j->o - o0 : mr;
-      prefetch_out(j, m, out + o0 * plane_out, rows, plane_out);
-      for (int xi = 0; xi < 16; xi++)
-        for (int p = 0; p < panels; p++)
-          j->t.ukr(j->cs, &one, j->u + xi * ustride + o0 * j->cs, v + xi * vstride + p * j->cs * nr, &zero,
-                   mb + xi * mstride + p * nr, tb, 1);
-      for (int64_t r = 0; r < rows; r++)
-        for (int q = 0; q < m->nn; q += 8)
-          output_transform8(j, m, q, o0 + r, mb + r * tb + q, mstride, out + (o0 + r) * plane_out);
-    }
-  }
+void ms_k_wino_blocks_avx2(void *job, int64_t begin, int64_t end) {
+  static const ms_k_wino_isa isa = {input_transform, output_transform};
+  ms_k_wino_blocks(job, begin, end, &isa);
 }

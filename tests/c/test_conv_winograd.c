@@ -1,8 +1,9 @@
 /* test_conv_winograd.c: the Winograd F(2x2, 3x3) convolution (conv_winograd.c), called directly
  * so every shape takes it, forward and input gradient against a float64 direct loop: the seed's
- * conv2 at several batch sizes, ragged tiles (odd and tiny inputs, a 1x1 output), padding 0, 1, 2
- * (uneven too), with and without bias, channel counts that are multiples of nothing, on 1 and 2
- * threads, bitwise-equal repeats; and that the dispatcher keeps it off generic code and C = 1.
+ * conv2 at several batch sizes, ragged tiles (odd and tiny inputs, 1x1 and one-column outputs, rows
+ * of tiles that split the 4- and 16-tile vectors), padding 0, 1, 2 (uneven too), with and without
+ * bias, channel counts that are multiples of nothing, on 1 and 2 threads, bitwise-equal repeats;
+ * and that the dispatcher keeps it off generic code and C = 1.
  * Error bound: max |err| / max |ref| <= 1e-5 per output (F(2,3)'s transforms are exact up to
  * rounding with entries 0, +-1, +-1/2), and each element within 1e-5 of the size of its terms. */
 #define _GNU_SOURCE
@@ -42,6 +43,8 @@ static const shape SHAPES[] = {
     {2, 5, 7, 6, 3, 0, 2, 0},      /* padding only on columns */
     {1, 6, 3, 4, 5, 2, 2, 1},      /* input smaller than a patch, padded */
     {5, 16, 13, 15, 32, 1, 0, 1},  /* the fewest channels dispatched here */
+    {2, 5, 9, 3, 7, 1, 0, 1},      /* a one-column output: each tile's top-left two floats on */
+    {2, 19, 20, 36, 21, 1, 1, 1},  /* 18 tiles a row: quads across row ends, 16-tile groups */
 };
 
 typedef struct {
