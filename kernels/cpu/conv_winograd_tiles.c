@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/cpu/conv_winograd_tiles.h"
+#include "kernels/cpu/line_feed.h"
 
 static bool view_direct(const ms_k_wino_job *j) {
   return j->pt == 0 && j->pl == 0 && 2 * j->tiles_h + 2 <= j->hs && 2 * j->tiles_w + 2 <= j->ws;
@@ -72,7 +73,7 @@ static void prefetch_out(const ms_k_wino_job *j, const ms_k_wino_map *m, const f
 /* One block: V, then per MR-row slice of the output channels its 16 products, which stay in L1
  * for the inverse transform (V, in L2, is read once per slice). */
 static void run_block(ms_k_wino_job *j, const ms_k_wino_view *sv, const ms_k_wino_map *m, float *v, float *mb,
-                      float *out, const ms_k_wino_isa *isa) {
+                      float *out, const ms_k_wino_isa *isa, ms_k_line_feed *feed) {
   const int mr = j->t.mr, nr = j->t.nr;
   const float zero = 0.0f, one = 1.0f;
   const int64_t tb = j->tb, vstride = j->vstride, ustride = j->opad * j->cs, mstride = mr * tb;
@@ -83,11 +84,26 @@ static void run_block(ms_k_wino_job *j, const ms_k_wino_view *sv, const ms_k_win
     int64_t rows = j->o - o0 < mr ? j->o - o0 : mr;
     prefetch_out(j, m, out + o0 * plane_out, rows, plane_out);
     for (int xi = 0; xi < 16; xi++)
-      for (int p = 0; p < panels; p++)
+      for (int p = 0; p < panels; p++) {
+        if (feed) ms_k_feed_some(feed); /* the next sample, while the FMAs run */
         j->t.ukr(j->cs, &one, j->u + xi * ustride + o0 * j->cs, v + xi * vstride + p * j->cs * nr, &zero,
                  mb + xi * mstride + p * nr, tb, 1);
+      }
     isa->output(j, m, o0, rows, mb, out);
   }
+}
+
+/* Sample n + 1's source (one contiguous run), if this member goes on to it, asked for over the
+ * GEMM calls of sample n's blocks from item `it` on (line_feed.h): its padded copy or its input
+ * transform then reads from L2. */
+static void feed_next_sample(const ms_k_wino_job *j, int64_t n, int64_t it, int64_t end, int64_t bps,
+                             ms_k_line_feed *f) {
+  ms_k_feed_reset(f);
+  if ((n + 1) * bps >= end) return;
+  const int64_t sample = j->cs * j->hs * j->ws, blocks = (n + 1) * bps - it;
+  const int64_t calls = (j->o + j->t.mr - 1) / j->t.mr * 16 * ((j->tb + j->t.nr - 1) / j->t.nr);
+  ms_k_feed_add(f, j->src + (n + 1) * sample, sizeof(float) * (size_t)sample);
+  ms_k_feed_pace(f, blocks * calls);
 }
 
 /* Items are (sample, block of its tiles): blocks never span samples, so a sample's view is made
@@ -100,15 +116,17 @@ void ms_k_wino_blocks(ms_k_wino_job *j, int64_t begin, int64_t end, const ms_k_w
     j->failed = 1;
     return;
   }
+  ms_k_line_feed *feed = ms_k_thread_buffer(MS_K_BUF_CONV_FEED, sizeof(ms_k_line_feed));
   ms_k_wino_map map;
   ms_k_wino_view sv = {.n = -1};
   for (int64_t it = begin; it < end; it++) {
     int64_t n = it / bps;
+    if (n != sv.n && feed) feed_next_sample(j, n, it, end, bps, feed);
     if (view_sample(j, n, &sv) != 0) {
       j->failed = 1;
       return;
     }
     map_block(j, &sv, it % bps * tb, &map);
-    run_block(j, &sv, &map, v, mb, j->out + n * j->o * j->oh * j->ow, isa);
+    run_block(j, &sv, &map, v, mb, j->out + n * j->o * j->oh * j->ow, isa, feed);
   }
 }

@@ -11,12 +11,10 @@
  * columns of nr; L2-sized), accumulates the 16 GEMMs into its own M (beta = 1), and the members'
  * M's are summed in member order before the inverse transform: the same bits for the same team. */
 #include <string.h>
-#ifdef __SSE__
-#include <xmmintrin.h>
-#endif
 
 #include "kernels/cpu/conv_winograd_wgrad.h"
 #include "kernels/cpu/gemm_ukr.h" /* ms_k_thread_buffer */
+#include "kernels/cpu/line_feed.h"
 
 /* Blocks of at most MS_K_WINO_KC tiles: for conv2 (O 64, C 32) the panels take 16 * (66 + 32) *
  * 48 floats = 301 KB, and M 16 * 66 * 32 = 135 KB: together they stay in L2 (512 KB). */
@@ -63,53 +61,26 @@ static int64_t block_at(const ww_job *j, int64_t q, int64_t qe, ms_k_wino_block 
   return q;
 }
 
-/* ---- the next block's rows on their way while this one's GEMMs run ---------------------------
- * The transforms read a few rows of every channel plane of x and gout, from L3 or memory: as
- * loads they stalled on every line (perf: the row loads were the hot instructions, the transforms
- * took longer than the GEMMs). The next block's lines are requested a few per GEMM call, into
- * L2, so they arrive during the products instead. */
-enum { MAX_RANGES = 1024 };
-typedef struct line_feed {
-  const char *at[MAX_RANGES], *end[MAX_RANGES]; /* byte ranges to bring in, in order */
-  int n, i;
-  int64_t per_call; /* lines per GEMM call */
-} line_feed;
-
-/* The rows [r0, r1) of every channel plane of sample n, for the runs of groups of one sample. */
-static void feed_add(line_feed *f, const float *t, int64_t n, int64_t chans, int64_t rows, int64_t cols, int64_t r0,
-                     int64_t r1) {
+/* Rows [r0, r1) of every channel plane of sample n. */
+static void feed_rows(ms_k_line_feed *f, const float *t, int64_t n, int64_t chans, int64_t rows, int64_t cols,
+                      int64_t r0, int64_t r1) {
   r0 = r0 < 0 ? 0 : r0, r1 = r1 > rows ? rows : r1;
-  for (int64_t c = 0; c < chans && r0 < r1 && f->n < MAX_RANGES; c++) {
-    const float *plane = t + (n * chans + c) * rows * cols;
-    f->at[f->n] = (const char *)(plane + r0 * cols), f->end[f->n++] = (const char *)(plane + r1 * cols);
-  }
+  for (int64_t c = 0; c < chans && r0 < r1; c++)
+    ms_k_feed_add(f, t + ((n * chans + c) * rows + r0) * cols, sizeof(float) * (size_t)((r1 - r0) * cols));
 }
 
-/* The lines block b will read, spread over the GEMM calls of one block (`calls`). */
-static void feed_plan(const ww_job *j, const ms_k_wino_block *b, int64_t calls, line_feed *f) {
+/* The rows block b will read of every channel plane of gout and x (line_feed.h), spread over
+ * the GEMM calls of one block (`calls`). */
+static void feed_plan(const ww_job *j, const ms_k_wino_block *b, int64_t calls, ms_k_line_feed *f) {
   const ms_k_conv2d_geom *g = j->g;
-  f->n = f->i = 0;
-  int64_t lines = 0;
+  ms_k_feed_reset(f);
   for (int q = 0, e; q < b->ng; q = e + 1) {
     for (e = q; e + 1 < b->ng && b->gr[e + 1].n == b->gr[q].n;) e++;
     int64_t n = b->gr[q].n, ty0 = b->gr[q].ty, ty1 = b->gr[e].ty;
-    feed_add(f, j->gout, n, g->o, g->oh, g->ow, 2 * ty0, 2 * ty1 + 2);
-    feed_add(f, j->x, n, g->c, g->h, g->w, 2 * ty0 - g->ph, 2 * ty1 - g->ph + 4);
+    feed_rows(f, j->gout, n, g->o, g->oh, g->ow, 2 * ty0, 2 * ty1 + 2);
+    feed_rows(f, j->x, n, g->c, g->h, g->w, 2 * ty0 - g->ph, 2 * ty1 - g->ph + 4);
   }
-  for (int r = 0; r < f->n; r++) lines += (f->end[r] - f->at[r] + 63) / 64;
-  f->per_call = (lines + calls - 1) / (calls > 0 ? calls : 1);
-}
-
-static void feed_some(line_feed *f) {
-#ifdef __SSE__
-  for (int64_t k = 0; k < f->per_call && f->i < f->n; k++) {
-    _mm_prefetch(f->at[f->i], _MM_HINT_T1);
-    f->at[f->i] += 64;
-    if (f->at[f->i] >= f->end[f->i]) f->i++;
-  }
-#else
-  (void)f;
-#endif
+  ms_k_feed_pace(f, calls);
 }
 
 static void member(void *ctx, int t, int nt) {
@@ -131,7 +102,7 @@ static void member(void *ctx, int t, int nt) {
   int64_t q = j->groups / nt, rem = j->groups % nt;
   int64_t qb = t * q + (t < rem ? t : rem), qe = qb + q + (t < rem ? 1 : 0);
   ms_k_wino_block b, next;
-  line_feed *feed = ms_k_thread_buffer(MS_K_BUF_WGRAD_FEED, sizeof(line_feed));
+  ms_k_line_feed *feed = ms_k_thread_buffer(MS_K_BUF_WGRAD_FEED, sizeof(ms_k_line_feed));
   const int64_t calls = 16 * (j->rows / mr) * (j->cols / nr);
   for (int64_t q0 = block_at(j, qb, qe, &b), q1; b.ng > 0; b = next, q0 = q1) {
     q1 = block_at(j, q0, qe, &next); /* none (ng 0) past the member's range */
@@ -144,7 +115,7 @@ static void member(void *ctx, int t, int nt) {
       float *mx = m + xi * j->rows * j->cols;
       for (int64_t o0 = 0; o0 < j->rows; o0 += mr)
         for (int64_t c0 = 0; c0 < j->cols; c0 += nr) {
-          if (feed) feed_some(feed);
+          if (feed) ms_k_feed_some(feed); /* the next block's rows, while the FMAs run */
           j->t.ukr(b.kc, &one, a + o0 * b.kc, bb + c0 * b.kc, &one, mx + o0 * j->cols + c0, j->cols, 1);
         }
     }

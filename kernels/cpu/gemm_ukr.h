@@ -76,7 +76,7 @@ enum {
   MS_K_BUF_CONV_W, MS_K_BUF_CONV_B, MS_K_BUF_CONV_T, MS_K_BUF_CONV_A, /* conv_gemm.c, conv_wide.c */
   MS_K_BUF_CONV_K, /* the convolutions' column-matrix row offsets (the calling thread's) */
   MS_K_BUF_WGRAD_A, MS_K_BUF_WGRAD_B, MS_K_BUF_WGRAD_M, /* conv_winograd_wgrad.c: panels, sums, */
-  MS_K_BUF_WGRAD_FEED,                                  /* the next block's lines */
+  MS_K_BUF_WGRAD_FEED, MS_K_BUF_CONV_FEED,              /* the next block's lines (line_feed.h) */
   MS_K_BUF_COUNT
 };
 void *ms_k_thread_buffer(int which, size_t size);
