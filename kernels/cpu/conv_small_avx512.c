@@ -65,6 +65,8 @@ typedef struct fwd_job {
   float *out;
   const wide_vec *tab;
   int64_t K, P, V, blocks;
+  bool stream; /* the output dwarfs the caches: each block's planes are written around them */
+  _Atomic int failed;
 } fwd_job;
 
 /* a's valid lanes (m) packed to the front and stored at o: one store, however many rows. */
@@ -109,23 +111,44 @@ static ALWAYS_INLINE void fwd_pair(const fwd_job *j, const float *xs, const floa
   }
 }
 
-/* The whole plane of one (sample, channel block). */
-static ALWAYS_INLINE void fwd_item(const fwd_job *j, int64_t item, int kh, int kw) {
+/* dst[0, n) = src[0, n) with non-temporal stores where dst is 64-byte aligned: plain stores to
+ * an output far larger than the caches would first read every line from memory. */
+static void stream_copy(float *dst, const float *src, int64_t n) {
+  int64_t head = (int64_t)((64 - ((uintptr_t)dst & 63)) & 63) / (int64_t)sizeof(float), i = 0;
+  if (head > n) head = n;
+  if (head) _mm512_mask_storeu_ps(dst, (__mmask16)((1u << head) - 1), _mm512_loadu_ps(src)), i = head;
+  for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+  if (i < n) {
+    __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(dst + i, m, _mm512_maskz_loadu_ps(m, src + i));
+  }
+}
+
+/* The whole planes of one (sample, channel block): into out, or when streaming, into buf (in L1)
+ * and from there around the caches. */
+static ALWAYS_INLINE void fwd_item(const fwd_job *j, int64_t item, float *buf, int kh, int kw) {
   const ms_k_conv2d_geom *g = j->g;
   int64_t n = item / j->blocks, o0 = item % j->blocks * OB;
   const float *xs = j->x + n * g->c * g->h * g->w, *wp = j->wp + o0 * j->K, *bias = j->b ? j->b + o0 : NULL;
   float *out = j->out + (n * g->o + o0) * j->P;
-  for (int64_t v = 0; v < j->V; v += 2) fwd_pair(j, xs, wp, bias, out, v, kh, kw);
+  for (int64_t v = 0; v < j->V; v += 2) fwd_pair(j, xs, wp, bias, j->stream ? buf : out, v, kh, kw);
+  if (j->stream) stream_copy(out, buf, OB * j->P);
 }
 
 static void fwd_range(void *ctx, int64_t begin, int64_t end) {
-  const fwd_job *j = ctx;
+  fwd_job *j = ctx;
   const ms_k_conv2d_geom *g = j->g;
+  float *buf = j->stream ? ms_k_thread_buffer(MS_K_BUF_CONV_T, sizeof(float) * (size_t)(OB * j->P + 16)) : NULL;
+  if (j->stream && !buf) {
+    j->failed = 1;
+    return;
+  }
   bool k33 = g->kh == 3 && g->kw == 3; /* the seed's kernel, unrolled */
   for (int64_t it = begin; it < end; it++) {
-    if (k33) fwd_item(j, it, 3, 3);
-    else fwd_item(j, it, (int)g->kh, (int)g->kw);
+    if (k33) fwd_item(j, it, buf, 3, 3);
+    else fwd_item(j, it, buf, (int)g->kh, (int)g->kw);
   }
+  if (j->stream) _mm_sfence(); /* the streamed planes are visible before the pool's join */
 }
 
 int ms_k_conv2d_forward_small_avx512(const ms_k_conv2d_geom *g, const float *x, const float *w, const float *b,
@@ -139,11 +162,14 @@ int ms_k_conv2d_forward_small_avx512(const ms_k_conv2d_geom *g, const float *x, 
   for (int64_t o = 0; o < g->o; o++)
     for (int64_t k = 0; k < j.K; k++) wp[(o / OB * j.K + k) * OB + o % OB] = w[o * j.K + k];
   j.wp = wp;
+  /* as conv_wide.c: past 32 MB (conv1 at batch 1000: 87 MB) the output is not read from the
+   * caches again soon; below, it stays in L3 for the next layer */
+  j.stream = g->n * g->o * j.P * (int64_t)sizeof(float) > ((int64_t)32 << 20);
   /* items of about 1 MFLOP at least; each output element is written by one item alone, so the
    * result does not depend on the threads */
   int64_t flops = 2 * j.K * OB * j.P, want = 1 << 20;
   ms_k_parallel_for(g->n * j.blocks, flops >= want ? 1 : want / (flops + 1) + 1, fwd_range, &j);
-  return 0;
+  return j.failed ? -1 : 0;
 }
 
 /* ---- weight (and bias) gradient ------------------------------------------------------------- */

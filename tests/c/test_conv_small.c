@@ -5,7 +5,8 @@
  * kernel sizes, C = 4 and an empty batch; on 1 and 2 threads, bitwise-equal reruns. Run with
  * MS_GEMM_ISA=avx512 in a child, skipped where the CPU lacks AVX-512; the avx2 and generic
  * children check that the dispatcher keeps these shapes off the kernels there. Each element must
- * be within 1e-5 of the size of the terms that made it (as test_conv_kernels.c). */
+ * be within 1e-5 of the size of the terms that made it (as test_conv_kernels.c). The streamed
+ * forward (outputs over 32 MB) is covered by test_conv_kernels.c's 1100x1100 one-channel case. */
 #define _GNU_SOURCE
 #include "kernels/cpu/conv_small.h"
 #include "test.h"
