@@ -178,7 +178,7 @@ typedef struct wg_job {
   const ms_k_conv2d_geom *g;
   const float *x, *gout;
   const wide_vec *tab;
-  int64_t K, P, V, kblocks, oblocks, sblock;
+  int64_t K, P, V, wob, kblocks, oblocks, sblock; /* wob: channels per block (WOB, or 2) */
   int64_t toff[5 * 5 * 4]; /* tap k reads x at a position + toff[k] */
   bool bias;
   float *part[MAX_TEAM]; /* per-member sums: gW^T (K x O), then the bias's O values */
@@ -187,31 +187,36 @@ typedef struct wg_job {
 } wg_job;
 
 /* sums[r][t] (16 lanes each, kept in memory between sample blocks) += over samples [nb, ne) and
- * every position: gout channel o0 + r times x at tap tk[t], for r < ob (a constant where
- * inlined). Loaded and stored whole, the lanes add in the order they would in registers. */
-static ALWAYS_INLINE void wg_tile(const wg_job *j, int64_t nb, int64_t ne, int64_t pf_end, int64_t o0,
-                                  const int64_t *tk, int ob, float *sums) {
+ * every position: gout channel o0 + r times x at tap tk[t], for r < ob; with `bias`, also
+ * bsums[r] += gout channel o0 + r. ob and bias are constants where inlined. Loaded and stored
+ * whole, the lanes add in the order they would in registers. */
+static ALWAYS_INLINE void wg_tile(const wg_job *j, int64_t nb, int64_t ne, int64_t o0, const int64_t *tk,
+                                  int ob, bool bias, float *sums, float *bsums) {
   const ms_k_conv2d_geom *g = j->g;
-  __m512 acc[WOB][WKT];
+  __m512 acc[WOB][WKT], bacc[WOB];
 #pragma GCC unroll 3
-  for (int r = 0; r < ob; r++)
+  for (int r = 0; r < ob; r++) {
 #pragma GCC unroll 9
     for (int t = 0; t < WKT; t++) acc[r][t] = _mm512_load_ps(sums + (r * WKT + t) * 16);
+    if (bias) bacc[r] = _mm512_load_ps(bsums + r * 16);
+  }
   for (int64_t n = nb; n < ne; n++) {
     const float *xs = j->x + n * g->c * g->h * g->w, *gs = j->gout + (n * g->o + o0) * j->P;
-    /* The same channels of the sample one block on: without it a block's gout came from memory
-     * in short runs 86 KB apart (conv1), too short for the prefetchers to follow (conv1 batch
-     * 1000: 22 GFLOP/s, 40 with it). */
-    const float *pf = n + j->sblock < pf_end ? gs + j->sblock * g->o * j->P : NULL;
+    /* gout is read once, in runs of one plane (2.7 KB for conv1) from three planes at a time:
+     * too short for the hardware prefetchers, so each run is fetched 8 lines ahead (conv1
+     * batch 64: 107 -> 115 GFLOP/s; an address past the tensor is harmless to a prefetch) */
     for (int64_t v = 0; v < j->V; v++) {
       const wide_vec e = j->tab[v];
       const float *xv = xs + v * 16;
-      if (pf)
 #pragma GCC unroll 3
-        for (int r = 0; r < ob; r++) _mm_prefetch((const char *)(pf + r * j->P + e.at), _MM_HINT_T0);
+      for (int r = 0; r < ob; r++)
+        _mm_prefetch((const char *)((uintptr_t)(gs + r * j->P + e.at) + 512), _MM_HINT_T0);
       __m512 gv[WOB];
 #pragma GCC unroll 3
-      for (int r = 0; r < ob; r++) gv[r] = _mm512_maskz_expandloadu_ps(e.m, gs + r * j->P + e.at);
+      for (int r = 0; r < ob; r++) {
+        gv[r] = _mm512_maskz_expandloadu_ps(e.m, gs + r * j->P + e.at);
+        if (bias) bacc[r] = _mm512_add_ps(bacc[r], gv[r]);
+      }
 #pragma GCC unroll 9
       for (int t = 0; t < WKT; t++) {
         __m512 xt = _mm512_maskz_loadu_ps(e.m, xv + tk[t]);
@@ -221,45 +226,40 @@ static ALWAYS_INLINE void wg_tile(const wg_job *j, int64_t nb, int64_t ne, int64
     }
   }
 #pragma GCC unroll 3
-  for (int r = 0; r < ob; r++)
+  for (int r = 0; r < ob; r++) {
 #pragma GCC unroll 9
     for (int t = 0; t < WKT; t++) _mm512_store_ps(sums + (r * WKT + t) * 16, acc[r][t]);
+    if (bias) _mm512_store_ps(bsums + r * 16, bacc[r]);
+  }
 }
 
-/* Channels [o0, o0 + ob) by taps [k0, k0 + WKT) over samples [nb, ne); a tap block short of WKT
- * repeats its last tap, whose sums are dropped. */
-static void wg_block(const wg_job *j, int64_t nb, int64_t ne, int64_t pf_end, int64_t o0, int64_t k0,
-                     float *sums) {
+/* Channels [o0, o0 + wob) by taps [k0, k0 + WKT) over samples [nb, ne), and the bias's sums with
+ * the first tap block; a tap block short of WKT repeats its last tap, whose sums are dropped. */
+static void wg_block(const wg_job *j, int64_t nb, int64_t ne, int64_t o0, int64_t k0, float *sums, float *bsums) {
   int64_t tk[WKT], kn = j->K - k0 < WKT ? j->K - k0 : WKT;
   for (int t = 0; t < WKT; t++) tk[t] = j->toff[k0 + (t < kn ? t : kn - 1)];
-  int64_t ob = j->g->o - o0 < WOB ? j->g->o - o0 : WOB;
-  if (ob == 3) wg_tile(j, nb, ne, pf_end, o0, tk, 3, sums);
-  else if (ob == 2) wg_tile(j, nb, ne, pf_end, o0, tk, 2, sums);
-  else wg_tile(j, nb, ne, pf_end, o0, tk, 1, sums);
-}
-
-/* The bias's sums over samples [nb, ne): each gout plane summed 16 lanes at a time, in order. */
-static void wg_bias(const wg_job *j, int64_t nb, int64_t ne, float *acc) {
-  for (int64_t o = 0; o < j->g->o; o++) {
-    __m512 s = _mm512_setzero_ps();
-    for (int64_t n = nb; n < ne; n++) {
-      const float *gs = j->gout + (n * j->g->o + o) * j->P;
-      for (int64_t p = 0; p < j->P; p += 16) {
-        __mmask16 m = j->P - p >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (j->P - p)) - 1);
-        s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, gs + p));
-      }
-    }
-    acc[o] = _mm512_reduce_add_ps(s);
+  int64_t ob = j->g->o - o0 < j->wob ? j->g->o - o0 : j->wob;
+  float *bs = bsums + o0 * 16;
+  if (j->bias && k0 == 0) {
+    if (ob == 2) wg_tile(j, nb, ne, o0, tk, 2, true, sums, bs);
+    else wg_tile(j, nb, ne, o0, tk, 1, true, sums, bs);
+  } else if (ob == 3) {
+    wg_tile(j, nb, ne, o0, tk, 3, false, sums, bs);
+  } else if (ob == 2) {
+    wg_tile(j, nb, ne, o0, tk, 2, false, sums, bs);
+  } else {
+    wg_tile(j, nb, ne, o0, tk, 1, false, sums, bs);
   }
 }
 
 /* The member's samples in blocks whose gout stays in L2 while every channel block reads it;
- * lane sums per (channel block, tap block) in `sums`, reduced into acc (gW^T) at the end. */
+ * lane sums per (channel block, tap block) in `sums`, then the bias's O, reduced into acc (gW^T,
+ * then the bias) at the end. */
 static void wg_member(void *ctx, int t, int nt) {
   wg_job *j = ctx;
   const ms_k_conv2d_geom *g = j->g;
   size_t n_acc = (size_t)((j->K + 1) * g->o), tile = WOB * WKT * 16;
-  size_t n_sums = (size_t)(j->oblocks * j->kblocks) * tile;
+  size_t n_sums = (size_t)(j->oblocks * j->kblocks) * tile + (size_t)g->o * 16;
   if (t == 0) j->team = nt;
   float *acc = ms_k_thread_buffer(MS_K_BUF_CONV_T, n_acc * sizeof(float));
   float *sums = ms_k_thread_buffer(MS_K_BUF_CONV_A, n_sums * sizeof(float));
@@ -269,22 +269,24 @@ static void wg_member(void *ctx, int t, int nt) {
     return;
   }
   memset(sums, 0, n_sums * sizeof(float));
+  float *bsums = sums + (size_t)(j->oblocks * j->kblocks) * tile;
   int64_t q = g->n / nt, r = g->n % nt;
   int64_t nb = t * q + (t < r ? t : r), ne = nb + q + (t < r ? 1 : 0);
   for (int64_t s0 = nb; s0 < ne; s0 += j->sblock) {
     int64_t s1 = ne - s0 < j->sblock ? ne : s0 + j->sblock;
     for (int64_t ob = 0; ob < j->oblocks; ob++)
       for (int64_t kb = 0; kb < j->kblocks; kb++)
-        wg_block(j, s0, s1, ne, ob * WOB, kb * WKT, sums + (ob * j->kblocks + kb) * tile);
+        wg_block(j, s0, s1, ob * j->wob, kb * WKT, sums + (ob * j->kblocks + kb) * tile, bsums);
   }
   for (int64_t ob = 0; ob < j->oblocks; ob++)
     for (int64_t kb = 0; kb < j->kblocks; kb++)
-      for (int64_t rr = 0; rr < WOB && ob * WOB + rr < g->o; rr++)
+      for (int64_t rr = 0; rr < j->wob && ob * j->wob + rr < g->o; rr++)
         for (int64_t tt = 0; tt < WKT && kb * WKT + tt < j->K; tt++) {
           const float *s = sums + (ob * j->kblocks + kb) * tile + (rr * WKT + tt) * 16;
-          acc[(kb * WKT + tt) * g->o + ob * WOB + rr] = _mm512_reduce_add_ps(_mm512_load_ps(s));
+          acc[(kb * WKT + tt) * g->o + ob * j->wob + rr] = _mm512_reduce_add_ps(_mm512_load_ps(s));
         }
-  if (j->bias) wg_bias(j, nb, ne, acc + j->K * g->o);
+  if (j->bias)
+    for (int64_t o = 0; o < g->o; o++) acc[j->K * g->o + o] = _mm512_reduce_add_ps(_mm512_load_ps(bsums + o * 16));
 }
 
 int ms_k_conv2d_weight_grad_small_avx512(const ms_k_conv2d_geom *g, const float *x, const float *gout, float *gw,
@@ -293,7 +295,10 @@ int ms_k_conv2d_weight_grad_small_avx512(const ms_k_conv2d_geom *g, const float 
   memset(&j, 0, sizeof j);
   j.g = g, j.x = x, j.gout = gout, j.bias = gb != NULL;
   j.K = g->c * g->kh * g->kw, j.P = g->oh * g->ow;
-  j.kblocks = (j.K + WKT - 1) / WKT, j.oblocks = (g->o + WOB - 1) / WOB;
+  /* With the bias, blocks of 2 channels: its 2 sums ride along in registers (27 + 3 do not fit
+   * in 32 beside the loaded vectors); a pass of its own over gout cost a fifth of the time. */
+  j.wob = j.bias ? 2 : WOB;
+  j.kblocks = (j.K + WKT - 1) / WKT, j.oblocks = (g->o + j.wob - 1) / j.wob;
   /* a sample block's gout within ~128 KB (one conv1 sample): read from L1/L2 by every channel
    * block; larger blocks measured slower (conv1 batch 64: 107 GFLOP/s at 128 KB, 89 at 1 MB) */
   j.sblock = ((int64_t)128 << 10) / (g->o * j.P * (int64_t)sizeof(float) + 1);
