@@ -31,7 +31,9 @@
 #include "kernels/cpu/conv_small.h"
 #include "kernels/cpu/gemm_ukr.h"
 
-enum { OB = MS_CONV_SMALL_OB, WOB = 3, WKT = 9, MAX_TEAM = 256 };
+/* WOB x WKT: the most channels and taps of a weight gradient tile (3 x 9, or 4 x 5 with the
+ * bias) */
+enum { OB = MS_CONV_SMALL_OB, WOB = 4, WKT = 9, MAX_TEAM = 256 };
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -182,7 +184,7 @@ typedef struct wg_job {
   const ms_k_conv2d_geom *g;
   const float *x, *gout;
   const wide_vec *tab;
-  int64_t K, P, V, wob, kblocks, oblocks, sblock; /* wob: channels per block (WOB, or 2) */
+  int64_t K, P, V, wob, wkt, kblocks, oblocks, sblock; /* wob x wkt: the tile (3 x 9 or 4 x 5) */
   int64_t toff[5 * 5 * 4]; /* tap k reads x at a position + toff[k] */
   bool bias;
   float *part[MAX_TEAM]; /* per-member sums: gW^T (K x O), then the bias's O values */
@@ -195,13 +197,13 @@ typedef struct wg_job {
  * bsums[r] += gout channel o0 + r. ob and bias are constants where inlined. Loaded and stored
  * whole, the lanes add in the order they would in registers. */
 static ALWAYS_INLINE void wg_tile(const wg_job *j, int64_t nb, int64_t ne, int64_t o0, const int64_t *tk,
-                                  int ob, bool bias, float *sums, float *bsums) {
+                                  int ob, int kt, bool bias, float *sums, float *bsums) {
   const ms_k_conv2d_geom *g = j->g;
   __m512 acc[WOB][WKT], bacc[WOB];
-#pragma GCC unroll 3
+#pragma GCC unroll 4
   for (int r = 0; r < ob; r++) {
 #pragma GCC unroll 9
-    for (int t = 0; t < WKT; t++) acc[r][t] = _mm512_load_ps(sums + (r * WKT + t) * 16);
+    for (int t = 0; t < kt; t++) acc[r][t] = _mm512_load_ps(sums + (r * WKT + t) * 16);
     if (bias) bacc[r] = _mm512_load_ps(bsums + r * 16);
   }
   for (int64_t n = nb; n < ne; n++) {
@@ -214,50 +216,51 @@ static ALWAYS_INLINE void wg_tile(const wg_job *j, int64_t nb, int64_t ne, int64
     for (int64_t v = 0; v < j->V; v++) {
       const wide_vec e = j->tab[v];
       const float *xv = xs + v * 16;
-#pragma GCC unroll 3
+#pragma GCC unroll 4
       for (int r = 0; r < ob; r++) {
         uintptr_t at = (uintptr_t)(gs + r * j->P + e.at);
         _mm_prefetch((const char *)(at + 512), _MM_HINT_T0);
         _mm_prefetch((const char *)(at + next), _MM_HINT_T1);
       }
       __m512 gv[WOB];
-#pragma GCC unroll 3
+#pragma GCC unroll 4
       for (int r = 0; r < ob; r++) {
         gv[r] = _mm512_maskz_expandloadu_ps(e.m, gs + r * j->P + e.at);
         if (bias) bacc[r] = _mm512_add_ps(bacc[r], gv[r]);
       }
 #pragma GCC unroll 9
-      for (int t = 0; t < WKT; t++) {
+      for (int t = 0; t < kt; t++) {
         __m512 xt = _mm512_maskz_loadu_ps(e.m, xv + tk[t]);
-#pragma GCC unroll 3
+#pragma GCC unroll 4
         for (int r = 0; r < ob; r++) acc[r][t] = _mm512_fmadd_ps(gv[r], xt, acc[r][t]);
       }
     }
   }
-#pragma GCC unroll 3
+#pragma GCC unroll 4
   for (int r = 0; r < ob; r++) {
 #pragma GCC unroll 9
-    for (int t = 0; t < WKT; t++) _mm512_store_ps(sums + (r * WKT + t) * 16, acc[r][t]);
+    for (int t = 0; t < kt; t++) _mm512_store_ps(sums + (r * WKT + t) * 16, acc[r][t]);
     if (bias) _mm512_store_ps(bsums + r * 16, bacc[r]);
   }
 }
 
-/* Channels [o0, o0 + wob) by taps [k0, k0 + WKT) over samples [nb, ne), and the bias's sums with
- * the first tap block; a tap block short of WKT repeats its last tap, whose sums are dropped. */
+/* Channels [o0, o0 + wob) by taps [k0, k0 + wkt) over samples [nb, ne), and the bias's sums with
+ * the first tap block; a tap block short of wkt repeats its last tap, whose sums are dropped. */
 static void wg_block(const wg_job *j, int64_t nb, int64_t ne, int64_t o0, int64_t k0, float *sums, float *bsums) {
-  int64_t tk[WKT], kn = j->K - k0 < WKT ? j->K - k0 : WKT;
+  int64_t tk[WKT], kn = j->K - k0 < j->wkt ? j->K - k0 : j->wkt;
   for (int t = 0; t < WKT; t++) tk[t] = j->toff[k0 + (t < kn ? t : kn - 1)];
   int64_t ob = j->g->o - o0 < j->wob ? j->g->o - o0 : j->wob;
   float *bs = bsums + o0 * 16;
-  if (j->bias && k0 == 0) {
-    if (ob == 2) wg_tile(j, nb, ne, o0, tk, 2, true, sums, bs);
-    else wg_tile(j, nb, ne, o0, tk, 1, true, sums, bs);
+  if (j->wob == 4) { /* with the bias; O is a multiple of 8 */
+    if (k0 == 0) wg_tile(j, nb, ne, o0, tk, 4, 5, true, sums, bs);
+    else if (kn == 4) wg_tile(j, nb, ne, o0, tk, 4, 4, false, sums, bs); /* 3x3's taps 5-8 */
+    else wg_tile(j, nb, ne, o0, tk, 4, 5, false, sums, bs);
   } else if (ob == 3) {
-    wg_tile(j, nb, ne, o0, tk, 3, false, sums, bs);
+    wg_tile(j, nb, ne, o0, tk, 3, 9, false, sums, bs);
   } else if (ob == 2) {
-    wg_tile(j, nb, ne, o0, tk, 2, false, sums, bs);
+    wg_tile(j, nb, ne, o0, tk, 2, 9, false, sums, bs);
   } else {
-    wg_tile(j, nb, ne, o0, tk, 1, false, sums, bs);
+    wg_tile(j, nb, ne, o0, tk, 1, 9, false, sums, bs);
   }
 }
 
@@ -285,14 +288,14 @@ static void wg_member(void *ctx, int t, int nt) {
     int64_t s1 = ne - s0 < j->sblock ? ne : s0 + j->sblock;
     for (int64_t ob = 0; ob < j->oblocks; ob++)
       for (int64_t kb = 0; kb < j->kblocks; kb++)
-        wg_block(j, s0, s1, ob * j->wob, kb * WKT, sums + (ob * j->kblocks + kb) * tile, bsums);
+        wg_block(j, s0, s1, ob * j->wob, kb * j->wkt, sums + (ob * j->kblocks + kb) * tile, bsums);
   }
   for (int64_t ob = 0; ob < j->oblocks; ob++)
     for (int64_t kb = 0; kb < j->kblocks; kb++)
       for (int64_t rr = 0; rr < j->wob && ob * j->wob + rr < g->o; rr++)
-        for (int64_t tt = 0; tt < WKT && kb * WKT + tt < j->K; tt++) {
+        for (int64_t tt = 0; tt < j->wkt && kb * j->wkt + tt < j->K; tt++) {
           const float *s = sums + (ob * j->kblocks + kb) * tile + (rr * WKT + tt) * 16;
-          acc[(kb * WKT + tt) * g->o + ob * j->wob + rr] = _mm512_reduce_add_ps(_mm512_load_ps(s));
+          acc[(kb * j->wkt + tt) * g->o + ob * j->wob + rr] = _mm512_reduce_add_ps(_mm512_load_ps(s));
         }
   if (j->bias)
     for (int64_t o = 0; o < g->o; o++) acc[j->K * g->o + o] = _mm512_reduce_add_ps(_mm512_load_ps(bsums + o * 16));
@@ -304,10 +307,12 @@ int ms_k_conv2d_weight_grad_small_avx512(const ms_k_conv2d_geom *g, const float 
   memset(&j, 0, sizeof j);
   j.g = g, j.x = x, j.gout = gout, j.bias = gb != NULL;
   j.K = g->c * g->kh * g->kw, j.P = g->oh * g->ow;
-  /* With the bias, blocks of 2 channels: its 2 sums ride along in registers (27 + 3 do not fit
-   * in 32 beside the loaded vectors); a pass of its own over gout cost a fifth of the time. */
-  j.wob = j.bias ? 2 : WOB;
-  j.kblocks = (j.K + WKT - 1) / WKT, j.oblocks = (g->o + j.wob - 1) / j.wob;
+  /* With the bias, tiles of 4 channels by 5 taps: the bias's 4 sums ride along in registers
+   * (3 x 9 sums and 3 more do not fit in 32 beside the loaded vectors). 2 x 9 tiles with the
+   * bias, or a pass of its own over gout, cost a fifth of the time (conv1 batch 64: 117-121
+   * GFLOP/s; 4 x 5: see the commit). */
+  j.wob = j.bias ? 4 : 3, j.wkt = j.bias ? 5 : WKT;
+  j.kblocks = (j.K + j.wkt - 1) / j.wkt, j.oblocks = (g->o + j.wob - 1) / j.wob;
   /* a sample block's gout within ~128 KB (one conv1 sample): read from L1/L2 by every channel
    * block; larger blocks measured slower (conv1 batch 64: 107 GFLOP/s at 128 KB, 89 at 1 MB) */
   j.sblock = ((int64_t)128 << 10) / (g->o * j.P * (int64_t)sizeof(float) + 1);
