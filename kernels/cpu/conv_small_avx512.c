@@ -15,11 +15,12 @@
  * - forward: 32 positions (2 zmm) by 8 output channels: per tap two loads of x and 8 broadcast
  *   weights, 16 FMAs; items (sample, channel block) split over the pool, each output element
  *   written by one item, so the result does not depend on the threads;
- * - weight gradient: 3 output channels by 9 taps (2 by 9 plus the bias's 2 with a bias), 27 zmm
- *   sums over every position of a team member's samples, sample by sample; lanes are reduced
- *   once at the end and members' sums added in member order (deterministic per team size).
+ * - weight gradient: 3 output channels by 9 taps, 27 zmm sums (with a bias, 4 by 5 and the
+ *   bias's 4) over every position of a team member's samples, sample by sample; lanes are
+ *   reduced once at the end and members' sums added in member order (deterministic per team
+ *   size).
  * Measured on Zen 5 (one thread, conv1 at batch 64, outputs in cache): forward ~145 GFLOP/s,
- * weight gradient ~150 without a bias and ~117 with (60%, 62%, 48% of the 239 peak).
+ * weight gradient ~155 without a bias and ~136 with (61%, 65%, 57% of the 239 peak).
  * Built with the AVX-512 flags; called only where ms_k_conv_small_avx512_ok (conv_small.h) says.
  *
  * Letters as conv_gemm.c: K = C*KH*KW taps, P = OH*OW; L = OH*W wide positions, V = ceil(L/16)
