@@ -92,10 +92,10 @@ static ALWAYS_INLINE void store_valid(float *o, __mmask16 m, __m512 a) {
 }
 
 /* Wide vectors v, v+1 of one sample (x at xs) for the 8 channels of weight block wp, bias (NULL:
- * none) and output planes out (channel r at out + r*P). KH and KW are constants where inlined
- * with them, so the tap loops unroll. */
+ * none), into out: compact element `at` of channel r at out + r*ld + at - at0. KH and KW are
+ * constants where inlined with them, so the tap loops unroll. */
 static ALWAYS_INLINE void fwd_pair(const fwd_job *j, const float *xs, const float *wp, const float *bias,
-                                   float *out, int64_t v, int kh, int kw) {
+                                   float *out, int64_t ld, int64_t at0, int64_t v, int kh, int kw) {
   const ms_k_conv2d_geom *g = j->g;
   const wide_vec e0 = j->tab[v], e1 = j->tab[v + 1];
   __m512 a0[OB], a1[OB];
@@ -122,8 +122,8 @@ static ALWAYS_INLINE void fwd_pair(const fwd_job *j, const float *xs, const floa
       __m512 br = _mm512_set1_ps(bias[r]);
       a0[r] = _mm512_add_ps(a0[r], br), a1[r] = _mm512_add_ps(a1[r], br);
     }
-    store_valid(out + r * j->P + e0.at, e0.m, a0[r]);
-    store_valid(out + r * j->P + e1.at, e1.m, a1[r]);
+    store_valid(out + r * ld + e0.at - at0, e0.m, a0[r]);
+    store_valid(out + r * ld + e1.at - at0, e1.m, a1[r]);
   }
 }
 
@@ -140,21 +140,31 @@ static void stream_copy(float *dst, const float *src, int64_t n) {
   }
 }
 
-/* The whole planes of one (sample, channel block): into out, or when streaming, into buf (in L1)
- * and from there around the caches. */
+/* The whole planes of one (sample, channel block): into out, or when streaming, STAGE_V vectors
+ * at a time into buf (8 runs of STAGE_V*16 floats, 32 KB: in L1) and from there around the
+ * caches. */
+enum { STAGE_V = 64 };
 static ALWAYS_INLINE void fwd_item(const fwd_job *j, int64_t item, float *buf, int kh, int kw) {
   const ms_k_conv2d_geom *g = j->g;
   int64_t n = item / j->blocks, o0 = item % j->blocks * OB;
   const float *xs = j->x + n * g->c * g->h * g->w, *wp = j->wp + o0 * j->K, *bias = j->b ? j->b + o0 : NULL;
   float *out = j->out + (n * g->o + o0) * j->P;
-  for (int64_t v = 0; v < j->V; v += 2) fwd_pair(j, xs, wp, bias, j->stream ? buf : out, v, kh, kw);
-  if (j->stream) stream_copy(out, buf, OB * j->P);
+  if (!j->stream) {
+    for (int64_t v = 0; v < j->V; v += 2) fwd_pair(j, xs, wp, bias, out, j->P, 0, v, kh, kw);
+    return;
+  }
+  for (int64_t v0 = 0; v0 < j->V; v0 += STAGE_V) {
+    int64_t v1 = j->V - v0 < STAGE_V ? j->V : v0 + STAGE_V, at0 = j->tab[v0].at;
+    for (int64_t v = v0; v < v1; v += 2) fwd_pair(j, xs, wp, bias, buf, STAGE_V * 16, at0, v, kh, kw);
+    int64_t len = (v1 < j->V ? j->tab[v1].at : j->P) - at0;
+    for (int r = 0; r < OB; r++) stream_copy(out + r * j->P + at0, buf + r * STAGE_V * 16, len);
+  }
 }
 
 static void fwd_range(void *ctx, int64_t begin, int64_t end) {
   fwd_job *j = ctx;
   const ms_k_conv2d_geom *g = j->g;
-  float *buf = j->stream ? ms_k_thread_buffer(MS_K_BUF_CONV_T, sizeof(float) * (size_t)(OB * j->P + 16)) : NULL;
+  float *buf = j->stream ? ms_k_thread_buffer(MS_K_BUF_CONV_T, sizeof(float) * (OB * STAGE_V * 16 + 16)) : NULL;
   if (j->stream && !buf) {
     j->failed = 1;
     return;
