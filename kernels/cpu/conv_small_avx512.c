@@ -213,9 +213,9 @@ typedef struct wg_job {
 } wg_job;
 
 /* sums[r][t] (16 lanes each, kept in memory between sample blocks) += over samples [nb, ne) and
- * every position: gout channel o0 + r times x at tap tk[t], for r < ob; with `bias`, also
- * bsums[r] += gout channel o0 + r. ob and bias are constants where inlined. Loaded and stored
- * whole, the lanes add in the order they would in registers. */
+ * every position: gout channel o0 + r times x at tap tk[t], for r < ob, t < kt; with `bias`,
+ * also bsums[r] += gout channel o0 + r. ob, kt and bias are constants where inlined. Loaded and
+ * stored whole, the lanes add in the order they would in registers. */
 static ALWAYS_INLINE void wg_tile(const wg_job *j, int64_t nb, int64_t ne, int64_t o0, const int64_t *tk,
                                   int ob, int kt, bool bias, float *sums, float *bsums) {
   const ms_k_conv2d_geom *g = j->g;
@@ -228,7 +228,7 @@ static ALWAYS_INLINE void wg_tile(const wg_job *j, int64_t nb, int64_t ne, int64
   }
   for (int64_t n = nb; n < ne; n++) {
     const float *xs = j->x + n * g->c * g->h * g->w, *gs = j->gout + (n * g->o + o0) * j->P;
-    /* gout is read once, in runs of one plane (2.7 KB for conv1) from three planes at a time:
+    /* gout is read once, in runs of one plane (2.7 KB for conv1) from 3 or 4 planes at a time:
      * too short for the hardware prefetchers. Each run is fetched into L1 8 lines ahead, and
      * the same place of the next sample into L2 (conv1, one thread: batch 64 107 -> 150
      * GFLOP/s, batch 1000 22 -> 108). An address past the tensor is harmless to a prefetch. */
@@ -271,7 +271,7 @@ static void wg_block(const wg_job *j, int64_t nb, int64_t ne, int64_t o0, int64_
   for (int t = 0; t < WKT; t++) tk[t] = j->toff[k0 + (t < kn ? t : kn - 1)];
   int64_t ob = j->g->o - o0 < j->wob ? j->g->o - o0 : j->wob;
   float *bs = bsums + o0 * 16;
-  if (j->wob == 4) { /* with the bias; O is a multiple of 8 */
+  if (j->wob == 4) { /* with the bias; ob is 4: O is a multiple of 8 (conv_small.h) */
     if (k0 == 0) wg_tile(j, nb, ne, o0, tk, 4, 5, true, sums, bs);
     else if (kn == 4) wg_tile(j, nb, ne, o0, tk, 4, 4, false, sums, bs); /* 3x3's taps 5-8 */
     else wg_tile(j, nb, ne, o0, tk, 4, 5, false, sums, bs);
@@ -329,8 +329,8 @@ int ms_k_conv2d_weight_grad_small_avx512(const ms_k_conv2d_geom *g, const float 
   j.K = g->c * g->kh * g->kw, j.P = g->oh * g->ow;
   /* With the bias, tiles of 4 channels by 5 taps: the bias's 4 sums ride along in registers
    * (3 x 9 sums and 3 more do not fit in 32 beside the loaded vectors). 2 x 9 tiles with the
-   * bias, or a pass of its own over gout, cost a fifth of the time (conv1 batch 64: 117-121
-   * GFLOP/s; 4 x 5: see the commit). */
+   * bias, or a pass of its own over gout, cost a fifth of the time (conv1 batch 64, one
+   * thread: 117-121 GFLOP/s; 4 x 5: 136). */
   j.wob = j.bias ? 4 : 3, j.wkt = j.bias ? 5 : WKT;
   j.kblocks = (j.K + j.wkt - 1) / j.wkt, j.oblocks = (g->o + j.wob - 1) / j.wob;
   /* a sample block's gout within ~128 KB (one conv1 sample): read from L1/L2 by every channel
