@@ -153,6 +153,13 @@ static ALWAYS_INLINE void fwd_item(const fwd_job *j, int64_t item, float *buf, i
     for (int64_t v = 0; v < j->V; v += 2) fwd_pair(j, xs, wp, bias, out, j->P, 0, v, kh, kw);
     return;
   }
+  /* Where the 8 planes fit, staged as in out and written as one run: 8 runs, with a shared line
+   * written in two halves between each, ran at 70 GFLOP/s (conv1 at batch 1000), one at 95. */
+  if (j->V <= STAGE_V) {
+    for (int64_t v = 0; v < j->V; v += 2) fwd_pair(j, xs, wp, bias, buf, j->P, 0, v, kh, kw);
+    stream_copy(out, buf, OB * j->P);
+    return;
+  }
   for (int64_t v0 = 0; v0 < j->V; v0 += STAGE_V) {
     int64_t v1 = j->V - v0 < STAGE_V ? j->V : v0 + STAGE_V, at0 = j->tab[v0].at;
     for (int64_t v = v0; v < v1; v += 2) fwd_pair(j, xs, wp, bias, buf, STAGE_V * 16, at0, v, kh, kw);

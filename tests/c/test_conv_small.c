@@ -6,7 +6,8 @@
  * MS_GEMM_ISA=avx512 in a child, skipped where the CPU lacks AVX-512; the avx2 and generic
  * children check that the dispatcher keeps these shapes off the kernels there. Each element must
  * be within 1e-5 of the size of the terms that made it (as test_conv_kernels.c). The streamed
- * forward (outputs over 32 MB) is covered by test_conv_kernels.c's 1100x1100 one-channel case. */
+ * forward (outputs over 32 MB): conv1 at batch 390 here, and test_conv_kernels.c's 1100x1100
+ * one-channel case for planes staged in pieces. */
 #define _GNU_SOURCE
 #include "kernels/cpu/conv_small.h"
 #include "test.h"
@@ -145,6 +146,7 @@ static void run_avx512(const char *isa) {
   run_shape(2, 1, 7, 16, 1, 1);   /* 1x1, 16 channels: a last gradient block of one channel */
   run_shape(5, 3, 17, 8, 2, 0);   /* even kernel, odd output width */
   run_shape(0, 1, 28, 32, 3, 1);  /* empty batch: zero gradients */
+  run_shape(390, 1, 28, 32, 3, 1); /* an output over 32 MB: streamed, planes staged whole */
   /* shapes the kernels leave to the older paths */
   ms_k_conv2d_geom g = {2, 1, 28, 28, 12, 3, 3, 26, 26, 1, 1, 0, 0, 1, 1, 1};
   CHECK(!ms_k_conv_small_avx512_ok(&g)); /* O not a multiple of 8 */
