@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/cpu/conv_gemm.h"
+#include "kernels/cpu/conv_small.h"
 #include "kernels/cpu/conv_winograd.h"
 #include "kernels/cpu/conv_winograd_wgrad.h"
 #include "kernels/cpu/cpu_isa.h"
@@ -219,6 +220,7 @@ static int64_t grain_of(int64_t flops_per_item) {
 
 int ms_k_conv2d_forward_gemm(const ms_k_conv2d_geom *g, const float *x, const float *w, const float *b,
                              float *out) {
+  if (ms_k_conv_small_avx512_ok(g)) return ms_k_conv2d_forward_small_avx512(g, x, w, b, out);
   if (ms_k_conv2d_winograd_forward_ok(g)) return ms_k_conv2d_forward_winograd(g, x, w, b, out);
   if (ms_k_conv2d_wide_forward_ok(g)) return ms_k_conv2d_forward_wide(g, x, w, b, out);
   cg_job j;
@@ -374,6 +376,7 @@ static void weight_grad_member(void *ctx, int t, int nt) {
 
 int ms_k_conv2d_weight_grad_gemm(const ms_k_conv2d_geom *g, const float *x, const float *gout, float *gw,
                                  float *gb) {
+  if (ms_k_conv_small_avx512_ok(g)) return ms_k_conv2d_weight_grad_small_avx512(g, x, gout, gw, gb);
   if (ms_k_cpu_avx2() && ms_k_conv2d_wino_wgrad_ok(g)) return ms_k_conv2d_weight_grad_wino(g, x, gout, gw, gb);
   cg_job j;
   int64_t *offs;

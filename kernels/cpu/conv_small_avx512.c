@@ -1,0 +1,370 @@
+/* conv_small_avx512.c: direct AVX-512 forward and weight gradient for convolutions with a few
+ * input channels, unit stride and no padding (the seed's conv1: 1 -> 32 channels, 3x3, 28x28 ->
+ * 26x26). There K = C*KH*KW is 9: the GEMM-shaped paths spend as much on packing and on copying
+ * wide rows as on the products, and ran at 12-28% of peak. Here the products read x and gout in
+ * place and write out directly.
+ *
+ * Both walk a sample's output plane "wide": position p = oh*W + ow' for ow' < W (not OW), so that
+ * tap (c, i, j) of every position reads x at p + (c*H + i)*W + j, one contiguous run: vectors of
+ * 16 positions need no per-row loop and no masked tail per row (OW = 26 in 16-lane vectors per
+ * row fills 81% of the lanes; wide, 93%). The KW-1 positions past OW in each row are masked off:
+ * a masked lane reads nothing (no access past the tensor) and is never stored. Position p's
+ * output is the compact element oh*OW + ow', so a vector's valid lanes are consecutive in out and
+ * gout: the forward compresses them (in a register) into one masked store, the weight gradient
+ * expands gout's into them with one expanding load.
+ * - forward: 32 positions (2 zmm) by 8 output channels: per tap two loads of x and 8 broadcast
+ *   weights, 16 FMAs; items (sample, channel block) split over the pool, each output element
+ *   written by one item, so the result does not depend on the threads;
+ * - weight gradient: 3 output channels by 9 taps, 27 zmm sums (with a bias, 4 by 5 and the
+ *   bias's 4) over every position of a team member's samples, sample by sample; lanes are
+ *   reduced once at the end and members' sums added in member order (deterministic per team
+ *   size).
+ * Measured on Zen 5 (one thread, conv1 at batch 64, outputs in cache): forward ~145 GFLOP/s,
+ * weight gradient ~155 without a bias and ~136 with (61%, 65%, 57% of the 239 peak).
+ * Built with the AVX-512 flags; called only where ms_k_conv_small_avx512_ok (conv_small.h) says.
+ *
+ * Letters as conv_gemm.c: K = C*KH*KW taps, P = OH*OW; L = OH*W wide positions, V = ceil(L/16)
+ * vectors of them. */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/cpu/conv_small.h"
+#include "kernels/cpu/gemm_ukr.h"
+
+/* WOB x WKT: the most channels and taps of a weight gradient tile (3 x 9, or 4 x 5 with the
+ * bias) */
+enum { OB = MS_CONV_SMALL_OB, WOB = 4, WKT = 9, MAX_TEAM = 256 };
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* Wide vector v of a plane: which of its lanes are output positions, and the compact index (in
+ * out or gout's plane) of the first of them. The same for every sample and channel. */
+typedef struct wide_vec {
+  int64_t at;
+  __mmask16 m;
+} wide_vec;
+
+/* The plane's V vectors, plus one empty one (forward pairs read vector V when V is odd), in the
+ * calling thread's MS_K_BUF_CONV_K slot; NULL when out of memory. */
+static const wide_vec *wide_table(const ms_k_conv2d_geom *g, int64_t *nvec) {
+  int64_t L = g->oh * g->w, V = (L + 15) / 16;
+  wide_vec *t = ms_k_thread_buffer(MS_K_BUF_CONV_K, sizeof(wide_vec) * (size_t)(V + 1));
+  if (!t) return NULL;
+  for (int64_t v = 0; v <= V; v++) {
+    int64_t p0 = v * 16, row = p0 / g->w, col = p0 % g->w;
+    t[v].at = p0 >= L ? g->oh * g->ow : row * g->ow + (col < g->ow ? col : g->ow);
+    t[v].m = 0;
+    for (int l = 0; l < 16; l++) {
+      int64_t p = p0 + l;
+      if (p < L && p % g->w < g->ow) t[v].m |= (__mmask16)(1u << l);
+    }
+  }
+  *nvec = V;
+  return t;
+}
+
+/* ---- forward ---------------------------------------------------------------------------------- */
+
+typedef struct fwd_job {
+  const ms_k_conv2d_geom *g;
+  const float *x, *wp, *b; /* wp: the weight as [O / 8][K][8], a block's 8 channels per tap */
+  float *out;
+  const wide_vec *tab;
+  int64_t K, P, V, blocks;
+  bool stream; /* the output dwarfs the caches: each block's planes are written around them */
+  _Atomic int failed;
+} fwd_job;
+
+/* acc + w * x (one rounding, as _mm512_fmadd_ps) with acc's register as the destination. For
+ * the forward's tap loop GCC 12 picks the form that overwrites the broadcast weight and then
+ * copies sums between registers (vmovaps), which take FP pipe slots from the FMAs: conv1's
+ * forward ran 7-8% slower (138-143 against 150-154 GFLOP/s, one thread, in cache). */
+static ALWAYS_INLINE __m512 fma_into(__m512 acc, __m512 w, __m512 x) {
+  __asm__("vfmadd231ps %[w], %[x], %[acc]" : [acc] "+v"(acc) : [x] "v"(x), [w] "v"(w));
+  return acc;
+}
+
+/* a's valid lanes (m) packed to the front and stored at o: one store, however many rows. */
+static ALWAYS_INLINE void store_valid(float *o, __mmask16 m, __m512 a) {
+  __mmask16 n = (__mmask16)((1u << __builtin_popcount(m)) - 1);
+  _mm512_mask_storeu_ps(o, n, _mm512_maskz_compress_ps(m, a));
+}
+
+/* Wide vectors v, v+1 of one sample (x at xs) for the 8 channels of weight block wp, bias (NULL:
+ * none), into out: compact element `at` of channel r at out + r*ld + at - at0. KH and KW are
+ * constants where inlined with them, so the tap loops unroll. */
+static ALWAYS_INLINE void fwd_pair(const fwd_job *j, const float *xs, const float *wp, const float *bias,
+                                   float *out, int64_t ld, int64_t at0, int64_t v, int kh, int kw) {
+  const ms_k_conv2d_geom *g = j->g;
+  const wide_vec e0 = j->tab[v], e1 = j->tab[v + 1];
+  __m512 a0[OB], a1[OB];
+#pragma GCC unroll 8
+  for (int r = 0; r < OB; r++) a0[r] = a1[r] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < g->c; c++)
+    for (int i = 0; i < kh; i++) {
+      const float *xr = xs + (c * g->h + i) * g->w + v * 16;
+      for (int jj = 0; jj < kw; jj++, wp += OB) {
+        __m512 x0 = _mm512_maskz_loadu_ps(e0.m, xr + jj), x1 = _mm512_maskz_loadu_ps(e1.m, xr + jj + 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < OB; r++) {
+          __m512 wr = _mm512_set1_ps(wp[r]);
+          a0[r] = fma_into(a0[r], wr, x0);
+          a1[r] = fma_into(a1[r], wr, x1);
+        }
+      }
+    }
+  /* The bias after the products, as conv_ukr_avx2.c (see its comment: the rounding the float32
+   * FSDP-equals-one-process tests were written against). */
+#pragma GCC unroll 8
+  for (int r = 0; r < OB; r++) {
+    if (bias) {
+      __m512 br = _mm512_set1_ps(bias[r]);
+      a0[r] = _mm512_add_ps(a0[r], br), a1[r] = _mm512_add_ps(a1[r], br);
+    }
+    store_valid(out + r * ld + e0.at - at0, e0.m, a0[r]);
+    store_valid(out + r * ld + e1.at - at0, e1.m, a1[r]);
+  }
+}
+
+/* dst[0, n) = src[0, n) with non-temporal stores where dst is 64-byte aligned: plain stores to
+ * an output far larger than the caches would first read every line from memory. */
+static void stream_copy(float *dst, const float *src, int64_t n) {
+  int64_t head = (int64_t)((64 - ((uintptr_t)dst & 63)) & 63) / (int64_t)sizeof(float), i = 0;
+  if (head > n) head = n;
+  if (head) _mm512_mask_storeu_ps(dst, (__mmask16)((1u << head) - 1), _mm512_loadu_ps(src)), i = head;
+  for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+  if (i < n) {
+    __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(dst + i, m, _mm512_maskz_loadu_ps(m, src + i));
+  }
+}
+
+/* The whole planes of one (sample, channel block): into out, or when streaming, STAGE_V vectors
+ * at a time into buf (8 runs of STAGE_V*16 floats, 32 KB: in L1) and from there around the
+ * caches. */
+enum { STAGE_V = 64 };
+static ALWAYS_INLINE void fwd_item(const fwd_job *j, int64_t item, float *buf, int kh, int kw) {
+  const ms_k_conv2d_geom *g = j->g;
+  int64_t n = item / j->blocks, o0 = item % j->blocks * OB;
+  const float *xs = j->x + n * g->c * g->h * g->w, *wp = j->wp + o0 * j->K, *bias = j->b ? j->b + o0 : NULL;
+  float *out = j->out + (n * g->o + o0) * j->P;
+  if (!j->stream) {
+    for (int64_t v = 0; v < j->V; v += 2) fwd_pair(j, xs, wp, bias, out, j->P, 0, v, kh, kw);
+    return;
+  }
+  /* Where the 8 planes fit, staged as in out and written as one run: 8 runs, with a shared line
+   * written in two halves between each, ran at 70 GFLOP/s (conv1 at batch 1000), one at 95. */
+  if (j->V <= STAGE_V) {
+    for (int64_t v = 0; v < j->V; v += 2) fwd_pair(j, xs, wp, bias, buf, j->P, 0, v, kh, kw);
+    stream_copy(out, buf, OB * j->P);
+    return;
+  }
+  for (int64_t v0 = 0; v0 < j->V; v0 += STAGE_V) {
+    int64_t v1 = j->V - v0 < STAGE_V ? j->V : v0 + STAGE_V, at0 = j->tab[v0].at;
+    for (int64_t v = v0; v < v1; v += 2) fwd_pair(j, xs, wp, bias, buf, STAGE_V * 16, at0, v, kh, kw);
+    int64_t len = (v1 < j->V ? j->tab[v1].at : j->P) - at0;
+    for (int r = 0; r < OB; r++) stream_copy(out + r * j->P + at0, buf + r * STAGE_V * 16, len);
+  }
+}
+
+static void fwd_range(void *ctx, int64_t begin, int64_t end) {
+  fwd_job *j = ctx;
+  const ms_k_conv2d_geom *g = j->g;
+  float *buf = j->stream ? ms_k_thread_buffer(MS_K_BUF_CONV_T, sizeof(float) * (OB * STAGE_V * 16 + 16)) : NULL;
+  if (j->stream && !buf) {
+    j->failed = 1;
+    return;
+  }
+  bool k33 = g->kh == 3 && g->kw == 3; /* the seed's kernel, unrolled */
+  for (int64_t it = begin; it < end; it++) {
+    if (k33) fwd_item(j, it, buf, 3, 3);
+    else fwd_item(j, it, buf, (int)g->kh, (int)g->kw);
+  }
+  if (j->stream) _mm_sfence(); /* the streamed planes are visible before the pool's join */
+}
+
+int ms_k_conv2d_forward_small_avx512(const ms_k_conv2d_geom *g, const float *x, const float *w, const float *b,
+                                     float *out) {
+  fwd_job j = {.g = g, .x = x, .b = b, .out = out};
+  j.K = g->c * g->kh * g->kw, j.P = g->oh * g->ow, j.blocks = g->o / OB;
+  j.tab = wide_table(g, &j.V);
+  /* the weight per block of 8 channels, tap by tap: a tap's 8 broadcasts read one 32-byte run */
+  float *wp = ms_k_thread_buffer(MS_K_BUF_CONV_W, sizeof(float) * (size_t)(g->o * j.K));
+  if (!wp || !j.tab) return -1;
+  for (int64_t o = 0; o < g->o; o++)
+    for (int64_t k = 0; k < j.K; k++) wp[(o / OB * j.K + k) * OB + o % OB] = w[o * j.K + k];
+  j.wp = wp;
+  /* as conv_wide.c: past 32 MB (conv1 at batch 1000: 87 MB) the output is not read from the
+   * caches again soon; below, it stays in L3 for the next layer */
+  j.stream = g->n * g->o * j.P * (int64_t)sizeof(float) > ((int64_t)32 << 20);
+  /* items of about 1 MFLOP at least; each output element is written by one item alone, so the
+   * result does not depend on the threads */
+  int64_t flops = 2 * j.K * OB * j.P, want = 1 << 20;
+  ms_k_parallel_for(g->n * j.blocks, flops >= want ? 1 : want / (flops + 1) + 1, fwd_range, &j);
+  return j.failed ? -1 : 0;
+}
+
+/* ---- weight (and bias) gradient ------------------------------------------------------------- */
+
+typedef struct wg_job {
+  const ms_k_conv2d_geom *g;
+  const float *x, *gout;
+  const wide_vec *tab;
+  int64_t K, P, V, wob, wkt, kblocks, oblocks, sblock; /* wob x wkt: the tile (3 x 9 or 4 x 5) */
+  int64_t toff[5 * 5 * 4]; /* tap k reads x at a position + toff[k] */
+  bool bias;
+  float *part[MAX_TEAM]; /* per-member sums: gW^T (K x O), then the bias's O values */
+  int team;
+  _Atomic int failed;
+} wg_job;
+
+/* sums[r][t] (16 lanes each, kept in memory between sample blocks) += over samples [nb, ne) and
+ * every position: gout channel o0 + r times x at tap tk[t], for r < ob, t < kt; with `bias`,
+ * also bsums[r] += gout channel o0 + r. ob, kt and bias are constants where inlined. Loaded and
+ * stored whole, the lanes add in the order they would in registers. */
+static ALWAYS_INLINE void wg_tile(const wg_job *j, int64_t nb, int64_t ne, int64_t o0, const int64_t *tk,
+                                  int ob, int kt, bool bias, float *sums, float *bsums) {
+  const ms_k_conv2d_geom *g = j->g;
+  __m512 acc[WOB][WKT], bacc[WOB];
+#pragma GCC unroll 4
+  for (int r = 0; r < ob; r++) {
+#pragma GCC unroll 9
+    for (int t = 0; t < kt; t++) acc[r][t] = _mm512_load_ps(sums + (r * WKT + t) * 16);
+    if (bias) bacc[r] = _mm512_load_ps(bsums + r * 16);
+  }
+  for (int64_t n = nb; n < ne; n++) {
+    const float *xs = j->x + n * g->c * g->h * g->w, *gs = j->gout + (n * g->o + o0) * j->P;
+    /* gout is read once, in runs of one plane (2.7 KB for conv1) from 3 or 4 planes at a time:
+     * too short for the hardware prefetchers. Each run is fetched into L1 8 lines ahead, and
+     * the same place of the next sample into L2 (conv1, one thread: batch 64 107 -> 150
+     * GFLOP/s, batch 1000 22 -> 108). An address past the tensor is harmless to a prefetch. */
+    const uintptr_t next = (uintptr_t)(g->o * j->P) * sizeof(float);
+    for (int64_t v = 0; v < j->V; v++) {
+      const wide_vec e = j->tab[v];
+      const float *xv = xs + v * 16;
+#pragma GCC unroll 4
+      for (int r = 0; r < ob; r++) {
+        uintptr_t at = (uintptr_t)(gs + r * j->P + e.at);
+        _mm_prefetch((const char *)(at + 512), _MM_HINT_T0);
+        _mm_prefetch((const char *)(at + next), _MM_HINT_T1);
+      }
+      __m512 gv[WOB];
+#pragma GCC unroll 4
+      for (int r = 0; r < ob; r++) {
+        gv[r] = _mm512_maskz_expandloadu_ps(e.m, gs + r * j->P + e.at);
+        if (bias) bacc[r] = _mm512_add_ps(bacc[r], gv[r]);
+      }
+#pragma GCC unroll 9
+      for (int t = 0; t < kt; t++) {
+        __m512 xt = _mm512_maskz_loadu_ps(e.m, xv + tk[t]);
+#pragma GCC unroll 4
+        for (int r = 0; r < ob; r++) acc[r][t] = _mm512_fmadd_ps(gv[r], xt, acc[r][t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < ob; r++) {
+#pragma GCC unroll 9
+    for (int t = 0; t < kt; t++) _mm512_store_ps(sums + (r * WKT + t) * 16, acc[r][t]);
+    if (bias) _mm512_store_ps(bsums + r * 16, bacc[r]);
+  }
+}
+
+/* Channels [o0, o0 + wob) by taps [k0, k0 + wkt) over samples [nb, ne), and the bias's sums with
+ * the first tap block; a tap block short of wkt repeats its last tap, whose sums are dropped. */
+static void wg_block(const wg_job *j, int64_t nb, int64_t ne, int64_t o0, int64_t k0, float *sums, float *bsums) {
+  int64_t tk[WKT], kn = j->K - k0 < j->wkt ? j->K - k0 : j->wkt;
+  for (int t = 0; t < WKT; t++) tk[t] = j->toff[k0 + (t < kn ? t : kn - 1)];
+  int64_t ob = j->g->o - o0 < j->wob ? j->g->o - o0 : j->wob;
+  float *bs = bsums + o0 * 16;
+  if (j->wob == 4) { /* with the bias; ob is 4: O is a multiple of 8 (conv_small.h) */
+    if (k0 == 0) wg_tile(j, nb, ne, o0, tk, 4, 5, true, sums, bs);
+    else if (kn == 4) wg_tile(j, nb, ne, o0, tk, 4, 4, false, sums, bs); /* 3x3's taps 5-8 */
+    else wg_tile(j, nb, ne, o0, tk, 4, 5, false, sums, bs);
+  } else if (ob == 3) {
+    wg_tile(j, nb, ne, o0, tk, 3, 9, false, sums, bs);
+  } else if (ob == 2) {
+    wg_tile(j, nb, ne, o0, tk, 2, 9, false, sums, bs);
+  } else {
+    wg_tile(j, nb, ne, o0, tk, 1, 9, false, sums, bs);
+  }
+}
+
+/* The member's samples in blocks whose gout stays in L2 while every channel block reads it;
+ * lane sums per (channel block, tap block) in `sums`, then the bias's O, reduced into acc (gW^T,
+ * then the bias) at the end. */
+static void wg_member(void *ctx, int t, int nt) {
+  wg_job *j = ctx;
+  const ms_k_conv2d_geom *g = j->g;
+  size_t n_acc = (size_t)((j->K + 1) * g->o), tile = WOB * WKT * 16;
+  size_t n_sums = (size_t)(j->oblocks * j->kblocks) * tile + (size_t)g->o * 16;
+  if (t == 0) j->team = nt;
+  float *acc = ms_k_thread_buffer(MS_K_BUF_CONV_T, n_acc * sizeof(float));
+  float *sums = ms_k_thread_buffer(MS_K_BUF_CONV_A, n_sums * sizeof(float));
+  j->part[t] = acc;
+  if (!acc || !sums) {
+    j->failed = 1;
+    return;
+  }
+  memset(sums, 0, n_sums * sizeof(float));
+  float *bsums = sums + (size_t)(j->oblocks * j->kblocks) * tile;
+  int64_t q = g->n / nt, r = g->n % nt;
+  int64_t nb = t * q + (t < r ? t : r), ne = nb + q + (t < r ? 1 : 0);
+  for (int64_t s0 = nb; s0 < ne; s0 += j->sblock) {
+    int64_t s1 = ne - s0 < j->sblock ? ne : s0 + j->sblock;
+    for (int64_t ob = 0; ob < j->oblocks; ob++)
+      for (int64_t kb = 0; kb < j->kblocks; kb++)
+        wg_block(j, s0, s1, ob * j->wob, kb * j->wkt, sums + (ob * j->kblocks + kb) * tile, bsums);
+  }
+  for (int64_t ob = 0; ob < j->oblocks; ob++)
+    for (int64_t kb = 0; kb < j->kblocks; kb++)
+      for (int64_t rr = 0; rr < j->wob && ob * j->wob + rr < g->o; rr++)
+        for (int64_t tt = 0; tt < j->wkt && kb * j->wkt + tt < j->K; tt++) {
+          const float *s = sums + (ob * j->kblocks + kb) * tile + (rr * WKT + tt) * 16;
+          acc[(kb * j->wkt + tt) * g->o + ob * j->wob + rr] = _mm512_reduce_add_ps(_mm512_load_ps(s));
+        }
+  if (j->bias)
+    for (int64_t o = 0; o < g->o; o++) acc[j->K * g->o + o] = _mm512_reduce_add_ps(_mm512_load_ps(bsums + o * 16));
+}
+
+int ms_k_conv2d_weight_grad_small_avx512(const ms_k_conv2d_geom *g, const float *x, const float *gout, float *gw,
+                                         float *gb) {
+  wg_job j;
+  memset(&j, 0, sizeof j);
+  j.g = g, j.x = x, j.gout = gout, j.bias = gb != NULL;
+  j.K = g->c * g->kh * g->kw, j.P = g->oh * g->ow;
+  /* With the bias, tiles of 4 channels by 5 taps: the bias's 4 sums ride along in registers
+   * (3 x 9 sums and 3 more do not fit in 32 beside the loaded vectors). 2 x 9 tiles with the
+   * bias, or a pass of its own over gout, cost a fifth of the time (conv1 batch 64, one
+   * thread: 117-121 GFLOP/s; 4 x 5: 136). */
+  j.wob = j.bias ? 4 : 3, j.wkt = j.bias ? 5 : WKT;
+  j.kblocks = (j.K + j.wkt - 1) / j.wkt, j.oblocks = (g->o + j.wob - 1) / j.wob;
+  /* a sample block's gout within ~128 KB (one conv1 sample): read from L1/L2 by every channel
+   * block; larger blocks measured slower (conv1 batch 64: 107 GFLOP/s at 128 KB, 89 at 1 MB) */
+  j.sblock = ((int64_t)128 << 10) / (g->o * j.P * (int64_t)sizeof(float) + 1);
+  if (j.sblock < 1) j.sblock = 1;
+  j.tab = wide_table(g, &j.V);
+  if (!j.tab) return -1;
+  for (int64_t c = 0, k = 0; c < g->c; c++)
+    for (int64_t i = 0; i < g->kh; i++)
+      for (int64_t jj = 0; jj < g->kw; jj++, k++) j.toff[k] = (c * g->h + i) * g->w + jj;
+  /* a member per sample at most, and per ~4 MFLOP of work at least */
+  int64_t flops = 2 * j.K * g->o * j.P * g->n, nt = ms_k_get_num_threads();
+  if (nt > flops / (4 << 20)) nt = flops / (4 << 20);
+  if (nt > g->n) nt = g->n;
+  if (nt > MAX_TEAM) nt = MAX_TEAM;
+  if (nt < 1) nt = 1;
+  ms_k_parallel_team((int)nt, wg_member, &j);
+  if (j.failed) return -1;
+  /* members' sums in member order: the same result for the same team size */
+  for (int64_t o = 0; o < g->o; o++)
+    for (int64_t k = 0; k <= j.K; k++) {
+      if (k == j.K && !gb) break;
+      float s = 0.0f;
+      for (int m = 0; m < j.team; m++) s += j.part[m][k * g->o + o];
+      if (k < j.K) gw[o * j.K + k] = s;
+      else gb[o] = s;
+    }
+  return 0;
+}
