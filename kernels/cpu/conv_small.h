@@ -6,8 +6,8 @@
 #define MS_CONV_SMALL_H
 
 #include <stdbool.h>
-#include <string.h>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/kernels.h"
 
 /* Output channels per forward block; O must be a multiple of it. */
@@ -20,7 +20,7 @@
 static inline bool ms_k_conv_small_avx512_ok(const ms_k_conv2d_geom *g) {
   return g->groups == 1 && g->c >= 1 && g->c <= 4 && g->kh >= 1 && g->kh <= 5 && g->kw >= 1 && g->kw <= 5 &&
          g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->ph == 0 && g->pw == 0 &&
-         g->o % MS_CONV_SMALL_OB == 0 && strcmp(ms_k_gemm_isa(), "avx512") == 0;
+         g->o % MS_CONV_SMALL_OB == 0 && ms_k_cpu_avx512();
 }
 
 /* As ms_k_conv2d_forward_gemm / ms_k_conv2d_weight_grad_gemm (conv_gemm.h) for the shapes above:

@@ -87,7 +87,7 @@ static void job_init(ms_k_wino_job *j) {
 static int run(ms_k_wino_job *j) {
   int64_t per = j->tiles_h * j->tiles_w, blocks = (per + j->tb - 1) / j->tb;
   /* the AVX-512 transforms fill the 32-wide panels of the AVX-512 tile two vectors at a time */
-  bool wide = strcmp(ms_k_gemm_isa(), "avx512") == 0 && j->t.nr % 16 == 0;
+  bool wide = ms_k_cpu_avx512() && j->t.nr % 16 == 0;
   ms_k_parallel_for(j->n * blocks, 1, wide ? ms_k_wino_blocks_avx512 : ms_k_wino_blocks_avx2, j);
   return j->failed ? -1 : 0;
 }
