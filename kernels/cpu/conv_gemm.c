@@ -1,8 +1,9 @@
 /* conv_gemm.c: float32 convolution (groups = 1) as an implicit GEMM on the SGEMM micro-kernel,
- * for the shapes the faster paths do not take: 3x3 stride-1 convs with enough channels go to
- * conv_winograd.c (forward, input gradient) and conv_winograd_wgrad.c (weight gradient), other
- * unit stride to conv_wide.c (forward, input gradient), and unit column stride without padding
- * to conv_wgrad_avx2.c (weight gradient).
+ * for the shapes the faster paths do not take: on AVX-512, unpadded unit-stride convs of at most
+ * 4 input channels go to conv_small_avx512.c (forward, weight gradient); 3x3 stride-1 convs with
+ * enough channels go to conv_winograd.c (forward, input gradient) and conv_winograd_wgrad.c
+ * (weight gradient), other unit stride to conv_wide.c (forward, input gradient), and unit column
+ * stride without padding to conv_wgrad_avx2.c (weight gradient).
  * The column matrix is never written out: each NR-column panel (or MR-row panel) of it is
  * gathered from the input straight into the packed layout the micro-kernel reads, the batch is
  * folded into the GEMM's columns, and the bias rides along as an extra row of ones.
