@@ -71,7 +71,7 @@ typedef enum ms_k_unop {
  * to a floating dtype. */
 void ms_k_unary(ms_k_unop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
                 int64_t sa);
-/* relu's gradient from its result y (contiguous, F32 or F64): gx = y > 0 ? g : 0. */
+/* relu's gradient from its result y (contiguous, any floating dtype): gx = y > 0 ? g : 0. */
 void ms_k_relu_backward(ms_k_dtype dt, int64_t n, const void *y, const void *g, void *gx);
 /* out = min(max(a, lo), hi) with either bound optional; NaN stays NaN. */
 void ms_k_clamp(ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a, int64_t sa,

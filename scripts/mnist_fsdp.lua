@@ -22,7 +22,7 @@ local dist = ms.distributed
 local defaults = {
   ["batch-size"] = 64, ["test-batch-size"] = 1000, epochs = 10, lr = 1.0, gamma = 0.7,
   ["no-cuda"] = false, seed = 1, ["save-model"] = false, nproc = 0,
-  ["auto-wrap-min-params"] = 20000, data = "data", ["dry-run"] = false,
+  ["auto-wrap-min-params"] = 20000, data = "data", ["dry-run"] = false, ["mixed-precision"] = "none",
 }
 local integer_opts = { ["batch-size"] = true, ["test-batch-size"] = true, epochs = true, seed = true,
                        nproc = true, ["auto-wrap-min-params"] = true }
@@ -40,7 +40,9 @@ usage: moonshard scripts/mnist_fsdp.lua [options]
   --nproc N                 ranks to run (default: the launched world, else the GPUs, else 2)
   --auto-wrap-min-params N  size_based_auto_wrap_policy's min_num_params (default: 20000)
   --data DIR                where MNIST/raw is (default: data)
-  --dry-run                 one batch per epoch, to check the pipeline quickly]]
+  --dry-run                 one batch per epoch, to check the pipeline quickly
+  --mixed-precision DTYPE   FSDP mixed precision: parameters, gradient reduction and buffers in
+                            bfloat16 or float16 (default: none, float32 throughout)]]
 
 local function parse_args(argv)
   local args = {}
@@ -85,6 +87,10 @@ local function parse_args(argv)
   end
   if args.nproc < 0 then error("mnist_fsdp.lua: --nproc must be positive", 0) end
   if args.epochs < 0 then error("mnist_fsdp.lua: --epochs must not be negative", 0) end
+  local mp = args["mixed-precision"]
+  if mp ~= "none" and mp ~= "bfloat16" and mp ~= "float16" then
+    error(("mnist_fsdp.lua: --mixed-precision wants bfloat16, float16 or none, got %q"):format(mp), 0)
+  end
   return args
 end
 
@@ -243,7 +249,10 @@ local function fsdp_main(rank, world_size, args)
     device = "cuda:" .. local_rank
     net:to(device)
   end
-  local model = fsdp.FSDP(net, { auto_wrap_policy = my_auto_wrap_policy })
+  -- PyTorch's FSDP tutorial's bfSixteen policy: one 16-bit dtype for all three
+  local half = args["mixed-precision"] ~= "none" and args["mixed-precision"] or nil
+  local mixed_precision = half and { param_dtype = half, reduce_dtype = half, buffer_dtype = half }
+  local model = fsdp.FSDP(net, { auto_wrap_policy = my_auto_wrap_policy, mixed_precision = mixed_precision })
 
   local optimizer = optim.Adadelta(model:parameters(), { lr = args.lr })
   local scheduler = optim.lr_scheduler.StepLR(optimizer, { step_size = 1, gamma = args.gamma })

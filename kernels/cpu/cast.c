@@ -3,6 +3,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu/cast_half.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/kernels.h"
 
 float ms_k_bf16_to_f32(uint16_t h) {
@@ -110,6 +112,28 @@ static void store_f(void *p, ms_k_dtype t, double v) {
 
 static int is_floating(ms_k_dtype t) { return t <= MS_K_F16; }
 
+/* 16-bit float <-> float32 without the double round trip of the general loop: mixed precision
+ * converts every op's inputs and outputs. Contiguous bfloat16 runs go to the vector loops. */
+static void half_to_f32(int64_t n, float *d, int64_t ds, const uint16_t *s, int64_t ss, ms_k_dtype st) {
+  int64_t i = 0;
+  if (st == MS_K_BF16 && ds == 1 && ss == 1 && ms_k_cpu_avx512()) i = ms_k_bf16_to_f32_avx512(n, d, s);
+  if (st == MS_K_BF16)
+    for (; i < n; i++) d[i * ds] = ms_k_bf16_to_f32(s[i * ss]);
+  else
+    for (; i < n; i++) d[i * ds] = ms_k_f16_to_f32(s[i * ss]);
+}
+
+static void f32_to_half(int64_t n, uint16_t *d, int64_t ds, ms_k_dtype dt, const float *s, int64_t ss) {
+  int64_t i = 0;
+  if (dt == MS_K_BF16 && ds == 1 && ss == 1 && ms_k_cpu_avx512()) i = ms_k_f32_to_bf16_avx512(n, d, s);
+  if (dt == MS_K_BF16)
+    for (; i < n; i++) d[i * ds] = ms_k_f32_to_bf16(s[i * ss]);
+  else
+    for (; i < n; i++) d[i * ds] = ms_k_f32_to_f16(s[i * ss]);
+}
+
+static int is_half(ms_k_dtype t) { return t == MS_K_BF16 || t == MS_K_F16; }
+
 static const size_t elsize[] = {4, 8, 2, 2, 8, 4, 1, 1};
 
 void ms_k_cast(int64_t n, void *dst, ms_k_dtype dt, int64_t ds, const void *src, ms_k_dtype st,
@@ -127,6 +151,8 @@ void ms_k_cast(int64_t n, void *dst, ms_k_dtype dt, int64_t ds, const void *src,
     for (int64_t i = 0; i < n; i++) o[i * ds] = a[i * ss];
     return;
   }
+  if (dt == MS_K_F32 && is_half(st)) return half_to_f32(n, dst, ds, src, ss, st);
+  if (is_half(dt) && st == MS_K_F32) return f32_to_half(n, dst, ds, dt, src, ss);
   if (!is_floating(dt) && !is_floating(st)) { /* stay exact for large int64 */
     for (int64_t i = 0; i < n; i++) store_i(d + i * ds * dsz, dt, load_i(s + i * ss * ssz, st));
     return;

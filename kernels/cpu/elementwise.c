@@ -234,31 +234,42 @@ void ms_k_where(ms_k_dtype dt, int64_t n, void *out, int64_t so, const uint8_t *
 
 /* Threaded over the pool in large pieces: the loop is memory-bound, so a piece must be big. */
 typedef struct relu_bw_job {
-  bool f64;
+  ms_k_dtype dt;
   const void *y, *g;
   void *gx;
 } relu_bw_job;
 
+/* A 16-bit float's bits b are > 0 when the sign is clear, b is not zero and not a NaN: b in
+ * [1, inf], one unsigned compare. inf_bits: 0x7f80 (bfloat16) or 0x7c00 (float16). */
+static void relu_bw_half(const uint16_t *y, const uint16_t *g, uint16_t *o, int64_t b, int64_t e, uint16_t inf_bits) {
+  for (int64_t i = b; i < e; i++) {
+    uint16_t gi = g[i];
+    o[i] = (uint16_t)(y[i] - 1u) < inf_bits ? gi : 0;
+  }
+}
+
 static void relu_bw_range(void *ctx, int64_t b, int64_t e) {
   const relu_bw_job *j = ctx;
-  if (j->f64) {
+  if (j->dt == MS_K_F64) {
     const double *y = j->y, *g = j->g;
     double *o = j->gx;
     for (int64_t i = b; i < e; i++) { /* both loads unconditional: the select vectorises */
       double gi = g[i];
       o[i] = y[i] > 0 ? gi : 0.0;
     }
-  } else {
+  } else if (j->dt == MS_K_F32) {
     const float *y = j->y, *g = j->g;
     float *o = j->gx;
     for (int64_t i = b; i < e; i++) {
       float gi = g[i];
       o[i] = y[i] > 0 ? gi : 0.0f;
     }
+  } else {
+    relu_bw_half(j->y, j->g, j->gx, b, e, j->dt == MS_K_BF16 ? 0x7f80 : 0x7c00);
   }
 }
 
 void ms_k_relu_backward(ms_k_dtype dt, int64_t n, const void *y, const void *g, void *gx) {
-  relu_bw_job j = {dt == MS_K_F64, y, g, gx};
+  relu_bw_job j = {dt, y, g, gx};
   ms_k_parallel_for(n, 1 << 16, relu_bw_range, &j);
 }

@@ -99,6 +99,17 @@ T.test("moonshard -n 2 with --auto-wrap-min-params 2e9 (one unit) and --save-mod
   T.eq(n, 8)
 end)
 
+T.test("--mixed-precision bfloat16: trains in bfloat16, saves the float32 master weights", function()
+  local code, out, err, dir = run("-n 2", "--dry-run --epochs 1 --mixed-precision bfloat16 --save-model")
+  T.eq(code, 0, err)
+  T.truthy(out:find("Test set: Average loss: %d"), out)
+  local sd = ms.load(dir .. "/mnist_cnn.safetensors")
+  for name, t in pairs(sd) do T.eq(t.dtype, "float32", name) end
+  code, _, err = run("", "--mixed-precision fp8")
+  T.truthy(code ~= 0)
+  T.truthy(err:find('--mixed-precision wants bfloat16, float16 or none, got "fp8"', 1, true), err)
+end)
+
 T.test("--nproc 1: one rank in this process's launch", function()
   local code, out, err = run("", "--dry-run --epochs 1 --nproc 1 --test-batch-size 500")
   T.eq(code, 0, err)

@@ -66,11 +66,11 @@ static bool unary_reads_result(ms_unary_op op) {
 }
 
 /* relu's gradient in one pass when g and the saved result are contiguous CPU floats of one
- * shape and dtype (the training loop's case), written over g when the walk lets it go; NULL
+ * shape and dtype (the training loop's case, in float32 or mixed precision's 16-bit floats), written over g when the walk lets it go; NULL
  * otherwise, and the caller takes the general path. */
 static ms_tensor *relu_grad_contiguous(ms_tensor *g, ms_tensor *x) {
   if (ms_tensor_device(g).type != MS_CPU || ms_tensor_device(x).type != MS_CPU || g->dtype != x->dtype ||
-      (g->dtype != MS_FLOAT32 && g->dtype != MS_FLOAT64) || g->ndim != x->ndim ||
+      !ms_dtype_is_floating(g->dtype) || g->ndim != x->ndim ||
       !ms_tensor_is_contiguous(g) || !ms_tensor_is_contiguous(x))
     return NULL;
   for (int d = 0; d < g->ndim; d++)
