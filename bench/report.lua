@@ -118,25 +118,31 @@ for _, key in ipairs(run_order) do
   add_measure("epoch", run.config, fields(table.concat(line, " ")))
 end
 
--- moonshard against PyTorch's faster DDP configuration and against the fastest PyTorch run of all.
-local ms_epoch = get("epoch", "moonshard_fsdp_2x1", "epoch_s")
-if ms_epoch then
+-- moonshard against PyTorch's faster DDP configuration and against the fastest PyTorch run of all,
+-- float32 against float32 (configs without a dtype suffix) and bfloat16 mixed precision against
+-- PyTorch's bfloat16 autocast (suffix _bf16).
+local function compare(suffix)
+  local ms_epoch = get("epoch", "moonshard_fsdp_2x1" .. suffix, "epoch_s")
+  if not ms_epoch then return end
   local best_ddp, best_ddp_cfg, best, best_cfg = math.huge, nil, math.huge, nil
   for _, key in ipairs(order) do
     local m = measures[key]
-    if m.part == "epoch" and m.id:match("^torch_") then
+    local same_dtype = suffix == "" and not m.id:match("_bf16$") or suffix ~= "" and m.id:sub(-#suffix) == suffix
+    if m.part == "epoch" and m.id:match("^torch_") and same_dtype then
       local e = median(m.values.epoch_s)
       if m.id:match("^torch_ddp") and e < best_ddp then best_ddp, best_ddp_cfg = e, m.id end
       if e < best then best, best_cfg = e, m.id end
     end
   end
   if best_cfg then
-    add_measure("compare", "moonshard_vs_torch", fields(
+    add_measure("compare", "moonshard_vs_torch" .. suffix, fields(
       ("speedup_vs_best_ddp=%s best_ddp=%s speedup_vs_best=%.2f best=%s"):format(
         best_ddp_cfg and ("%.2f"):format(best_ddp / ms_epoch) or "n/a", best_ddp_cfg or "none",
         best / ms_epoch, best_cfg)))
   end
 end
+compare("")
+compare("_bf16")
 
 -- ---- print ---------------------------------------------------------------------------------------
 
@@ -202,10 +208,13 @@ for _, key in ipairs(order) do
       med_str(m, "accuracy")))
   end
 end
-local cmp = measures["compare moonshard_vs_torch"]
-if cmp then
-  print(("  moonshard's speed-up: %sx over PyTorch's faster DDP configuration (%s), %sx over its fastest run (%s)"):format(
-    med_str(cmp, "speedup_vs_best_ddp"), cmp.text.best_ddp, med_str(cmp, "speedup_vs_best"), cmp.text.best))
+for _, suffix in ipairs({ "", "_bf16" }) do
+  local cmp = measures["compare moonshard_vs_torch" .. suffix]
+  if cmp then
+    print(("  moonshard's speed-up%s: %sx over PyTorch's faster DDP configuration (%s), %sx over its fastest run (%s)"):format(
+      suffix == "" and "" or " in bfloat16", med_str(cmp, "speedup_vs_best_ddp"), cmp.text.best_ddp,
+      med_str(cmp, "speedup_vs_best"), cmp.text.best))
+  end
 end
 
 if #skips > 0 then

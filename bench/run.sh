@@ -112,6 +112,8 @@ for ((r = 1; r <= repeat; r++)); do
     if [ "$have_mnist" = 1 ]; then
       run_part fsdp "config=moonshard_fsdp_2x1 run=$r" env MS_BENCH_REPORT=1 \
         "$moonshard" -n 2 "$root/scripts/mnist_fsdp.lua" --epochs 1 --data "$mnist"
+      run_part fsdp "config=moonshard_fsdp_2x1_bf16 run=$r" env MS_BENCH_REPORT=1 \
+        "$moonshard" -n 2 "$root/scripts/mnist_fsdp.lua" --epochs 1 --data "$mnist" --mixed-precision bfloat16
     elif [ "$r" = 1 ]; then
       skip fsdp "no MNIST under $data/MNIST/raw (scripts/fetch-mnist.sh fetches it)"
     fi
@@ -125,6 +127,8 @@ for ((r = 1; r <= repeat; r++)); do
         run_part torch "config=torch_single_1x2_$alloc run=$r" "${pre[@]}" "$python" "$here/torch_mnist.py" \
           --mode single --threads 2 --data "$mnist"
       done
+      run_part torch "config=torch_ddp_2x1_tuned_bf16 run=$r" "${tuned_env[@]}" "$python" "$here/torch_mnist.py" \
+        --mode ddp --ranks 2 --threads 1 --data "$mnist" --autocast bfloat16
     elif [ "$r" = 1 ]; then
       if [ "$have_torch" = 0 ]; then
         skip torch "PyTorch is absent ($python cannot import torch and numpy: apt-get install python3-torch)"

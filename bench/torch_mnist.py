@@ -8,6 +8,7 @@
 # are gathered from that tensor by the DistributedSampler's indices: the cheapest input path
 # PyTorch offers, so the comparison is not flattered by a slow DataLoader.
 import argparse
+import contextlib
 import os
 import socket
 import struct
@@ -103,6 +104,11 @@ def run(rank, args):
             dist.all_reduce(t, op=dist.ReduceOp.SUM)
         return t.tolist()
 
+    def autocast():
+        if args.autocast == "bfloat16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     train_s = test_s = 0.0
     train_n = test_n = 0
     accuracy = 0.0
@@ -113,7 +119,8 @@ def run(rank, args):
         loss_sum, count = 0.0, 0
         for data, target in batches(xtr, ytr, train_sampler, args.batch_size):
             optimizer.zero_grad()
-            loss = F.nll_loss(model(data), target, reduction="sum")
+            with autocast():
+                loss = F.nll_loss(model(data), target, reduction="sum")
             loss.backward()
             optimizer.step()
             loss_sum, count = loss_sum + loss.item(), count + len(data)
@@ -127,7 +134,8 @@ def run(rank, args):
         loss_sum, correct, count = 0.0, 0, 0
         with torch.no_grad():
             for data, target in batches(xte, yte, test_sampler, args.test_batch_size):
-                output = model(data)
+                with autocast():
+                    output = model(data)
                 loss_sum += F.nll_loss(output, target, reduction="sum").item()
                 correct += output.argmax(dim=1).eq(target).sum().item()
                 count += len(data)
@@ -168,6 +176,9 @@ def main():
     p.add_argument("--lr", type=float, default=1.0)
     p.add_argument("--gamma", type=float, default=0.7)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--autocast", choices=["none", "bfloat16"], default="none",
+                   help="run forward and loss under torch.autocast('cpu', bfloat16): PyTorch's CPU "
+                        "mixed precision, the nearest to FSDP's param_dtype=bfloat16")
     args = p.parse_args()
     if args.mode == "ddp":
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
