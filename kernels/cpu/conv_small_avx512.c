@@ -8,7 +8,8 @@
  * tap (c, i, j) of every position reads x at p + (c*H + i)*W + j, one contiguous run: vectors of
  * 16 positions need no per-row loop and no masked tail per row (OW = 26 in 16-lane vectors per
  * row fills 81% of the lanes; wide, 93%). The KW-1 positions past OW in each row are masked off:
- * a masked lane reads nothing (no access past the tensor) and is never stored. Position p's
+ * a masked lane reads nothing (no access past the tensor) and is never stored; the forward reads
+ * whole vectors where they stay inside the sample's plane, and drops the extra lanes. Position p's
  * output is the compact element oh*OW + ow', so a vector's valid lanes are consecutive in out and
  * gout: the forward compresses them (in a register) into one masked store, the weight gradient
  * expands gout's into them with one expanding load.
@@ -19,7 +20,8 @@
  *   bias's 4) over every position of a team member's samples, sample by sample; lanes are
  *   reduced once at the end and members' sums added in member order (deterministic per team
  *   size).
- * Measured on Zen 5 (one thread, conv1 at batch 64, outputs in cache): forward ~145 GFLOP/s,
+ * Measured on Zen 5 (one thread, conv1 at batch 64, outputs in cache): forward ~145 GFLOP/s
+ * (143-145 with the forward's unmasked loads on a machine where the masked ones read 125),
  * weight gradient ~155 without a bias and ~136 with (61%, 65%, 57% of the 239 peak).
  * Built with the AVX-512 flags; called only where ms_k_conv_small_avx512_ok (conv_small.h) says.
  *
@@ -72,6 +74,7 @@ typedef struct fwd_job {
   float *out;
   const wide_vec *tab;
   int64_t K, P, V, blocks;
+  int64_t v_inside; /* pairs from an even v below this read x unmasked (fwd_pair's `inside`) */
   bool stream; /* the output dwarfs the caches: each block's planes are written around them */
   _Atomic int failed;
 } fwd_job;
@@ -93,9 +96,12 @@ static ALWAYS_INLINE void store_valid(float *o, __mmask16 m, __m512 a) {
 
 /* Wide vectors v, v+1 of one sample (x at xs) for the 8 channels of weight block wp, bias (NULL:
  * none), into out: compact element `at` of channel r at out + r*ld + at - at0. KH and KW are
- * constants where inlined with them, so the tap loops unroll. */
+ * constants where inlined with them, so the tap loops unroll. `inside`: every tap's 32 floats lie
+ * inside the sample's last channel plane, so x is read unmasked (the lanes past OW read the row's
+ * own tail and the next row, and are dropped at the store); masked loads of x cost 11-13% of
+ * the forward on Zen 5 (conv1, batch 8, in L2: 120 -> 134-138 GFLOP/s unmasked). */
 static ALWAYS_INLINE void fwd_pair(const fwd_job *j, const float *xs, const float *wp, const float *bias,
-                                   float *out, int64_t ld, int64_t at0, int64_t v, int kh, int kw) {
+                                   float *out, int64_t ld, int64_t at0, int64_t v, int kh, int kw, bool inside) {
   const ms_k_conv2d_geom *g = j->g;
   const wide_vec e0 = j->tab[v], e1 = j->tab[v + 1];
   __m512 a0[OB], a1[OB];
@@ -105,7 +111,8 @@ static ALWAYS_INLINE void fwd_pair(const fwd_job *j, const float *xs, const floa
     for (int i = 0; i < kh; i++) {
       const float *xr = xs + (c * g->h + i) * g->w + v * 16;
       for (int jj = 0; jj < kw; jj++, wp += OB) {
-        __m512 x0 = _mm512_maskz_loadu_ps(e0.m, xr + jj), x1 = _mm512_maskz_loadu_ps(e1.m, xr + jj + 16);
+        __m512 x0 = inside ? _mm512_loadu_ps(xr + jj) : _mm512_maskz_loadu_ps(e0.m, xr + jj);
+        __m512 x1 = inside ? _mm512_loadu_ps(xr + jj + 16) : _mm512_maskz_loadu_ps(e1.m, xr + jj + 16);
 #pragma GCC unroll 8
         for (int r = 0; r < OB; r++) {
           __m512 wr = _mm512_set1_ps(wp[r]);
@@ -144,25 +151,34 @@ static void stream_copy(float *dst, const float *src, int64_t n) {
  * at a time into buf (8 runs of STAGE_V*16 floats, 32 KB: in L1) and from there around the
  * caches. */
 enum { STAGE_V = 64 };
+
+/* Pairs of wide vectors [v0, v1) (v0 even) into dst as fwd_pair; unmasked loads below v_inside. */
+static ALWAYS_INLINE void fwd_run(const fwd_job *j, const float *xs, const float *wp, const float *bias, float *dst,
+                                  int64_t ld, int64_t at0, int64_t v0, int64_t v1, int kh, int kw) {
+  int64_t v = v0;
+  for (; v < v1 && v < j->v_inside; v += 2) fwd_pair(j, xs, wp, bias, dst, ld, at0, v, kh, kw, true);
+  for (; v < v1; v += 2) fwd_pair(j, xs, wp, bias, dst, ld, at0, v, kh, kw, false);
+}
+
 static ALWAYS_INLINE void fwd_item(const fwd_job *j, int64_t item, float *buf, int kh, int kw) {
   const ms_k_conv2d_geom *g = j->g;
   int64_t n = item / j->blocks, o0 = item % j->blocks * OB;
   const float *xs = j->x + n * g->c * g->h * g->w, *wp = j->wp + o0 * j->K, *bias = j->b ? j->b + o0 : NULL;
   float *out = j->out + (n * g->o + o0) * j->P;
   if (!j->stream) {
-    for (int64_t v = 0; v < j->V; v += 2) fwd_pair(j, xs, wp, bias, out, j->P, 0, v, kh, kw);
+    fwd_run(j, xs, wp, bias, out, j->P, 0, 0, j->V, kh, kw);
     return;
   }
   /* Where the 8 planes fit, staged as in out and written as one run: 8 runs, with a shared line
    * written in two halves between each, ran at 70 GFLOP/s (conv1 at batch 1000), one at 95. */
   if (j->V <= STAGE_V) {
-    for (int64_t v = 0; v < j->V; v += 2) fwd_pair(j, xs, wp, bias, buf, j->P, 0, v, kh, kw);
+    fwd_run(j, xs, wp, bias, buf, j->P, 0, 0, j->V, kh, kw);
     stream_copy(out, buf, OB * j->P);
     return;
   }
   for (int64_t v0 = 0; v0 < j->V; v0 += STAGE_V) {
     int64_t v1 = j->V - v0 < STAGE_V ? j->V : v0 + STAGE_V, at0 = j->tab[v0].at;
-    for (int64_t v = v0; v < v1; v += 2) fwd_pair(j, xs, wp, bias, buf, STAGE_V * 16, at0, v, kh, kw);
+    fwd_run(j, xs, wp, bias, buf, STAGE_V * 16, at0, v0, v1, kh, kw);
     int64_t len = (v1 < j->V ? j->tab[v1].at : j->P) - at0;
     for (int r = 0; r < OB; r++) stream_copy(out + r * j->P + at0, buf + r * STAGE_V * 16, len);
   }
@@ -189,6 +205,8 @@ int ms_k_conv2d_forward_small_avx512(const ms_k_conv2d_geom *g, const float *x, 
   fwd_job j = {.g = g, .x = x, .b = b, .out = out};
   j.K = g->c * g->kh * g->kw, j.P = g->oh * g->ow, j.blocks = g->o / OB;
   j.tab = wide_table(g, &j.V);
+  /* the last tap of pair v reads up to (v + 2) * 16 + (KH - 1) * W + KW - 1 of a channel plane */
+  for (j.v_inside = 0; (j.v_inside + 2) * 16 + (g->kh - 1) * g->w + g->kw - 1 <= g->h * g->w;) j.v_inside += 2;
   /* the weight per block of 8 channels, tap by tap: a tap's 8 broadcasts read one 32-byte run */
   float *wp = ms_k_thread_buffer(MS_K_BUF_CONV_W, sizeof(float) * (size_t)(g->o * j.K));
   if (!wp || !j.tab) return -1;
