@@ -1,6 +1,7 @@
 /* sgemm_bench.c: how fast is ms_k_sgemm/ms_k_dgemm on this machine? Measures the core's FP32 FMA
  * peak with a register-only loop, then GEMM GFLOP/s on square sizes with 1 and 2 threads, as a
- * share of that peak and, when libopenblas.so.0 can be loaded, next to OpenBLAS. See README.md.
+ * share of that peak and, when libopenblas.so.0 can be loaded, next to OpenBLAS; and the bf16
+ * GEMM (ms_k_gemm_bf16) at n = 1024 against twice the FP32 peak. See README.md.
  * `sgemm_bench --peak` prints only the peaks (FMA and a streaming copy) as bench/run.sh's lines. */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
@@ -169,13 +170,15 @@ static void load_openblas(void) {
 }
 
 typedef struct {
-  int n, dp, openblas;
+  int n, dp, openblas, bf16; /* bf16: a and b bfloat16, c float */
   void *a, *b, *c;
 } gemm_job;
 
 static void run_once(const gemm_job *j) {
   int n = j->n;
-  if (j->openblas && j->dp)
+  if (j->bf16)
+    ms_k_gemm_bf16(n, n, n, 1.0f, j->a, n, 1, j->b, n, 1, 0.0f, j->c, n, 1);
+  else if (j->openblas && j->dp)
     ob.dgemm(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_NO_TRANS, n, n, n, 1.0, j->a, n, j->b, n, 0.0,
              j->c, n);
   else if (j->openblas)
@@ -205,7 +208,8 @@ static void *filled(size_t count, size_t es) {
   void *p = aligned_alloc(64, (count * es + 63) / 64 * 64);
   for (size_t i = 0; i < count; i++) {
     double v = (double)((i * 7919) % 1000) / 1000.0 - 0.5;
-    if (es == sizeof(float)) ((float *)p)[i] = (float)v;
+    if (es == sizeof(uint16_t)) ((uint16_t *)p)[i] = ms_k_f32_to_bf16((float)v);
+    else if (es == sizeof(float)) ((float *)p)[i] = (float)v;
     else ((double *)p)[i] = v;
   }
   return p;
@@ -213,8 +217,8 @@ static void *filled(size_t count, size_t es) {
 
 static void bench_size(const char *name, int n, int dp, int threads, double peak) {
   size_t es = dp ? sizeof(double) : sizeof(float);
-  gemm_job j = {n, dp, 0, filled((size_t)n * n, es), filled((size_t)n * n, es),
-                filled((size_t)n * n, es)};
+  gemm_job j = {.n = n, .dp = dp, .a = filled((size_t)n * n, es), .b = filled((size_t)n * n, es),
+                .c = filled((size_t)n * n, es)};
   ms_k_set_num_threads(threads);
   double ours = time_gemm(&j);
   printf("%s n=%d threads=%d ours %.1f GFLOP/s %.1f%% of peak", name, n, threads, ours,
@@ -227,6 +231,24 @@ static void bench_size(const char *name, int n, int dp, int threads, double peak
     usleep(200000); /* let OpenBLAS's spinning threads go to sleep before we measure again */
   }
   printf("\n");
+  fflush(stdout);
+  free(j.a), free(j.b), free(j.c);
+}
+
+/* vdpbf16ps does two multiply-adds per float lane at the FMA's rate: its peak is twice FP32's. */
+static void bench_bf16(int n, int threads, double peak) {
+  if (!ms_k_gemm_bf16_available()) {
+    printf("bf16gemm n=%d threads=%d skipped: no AVX-512 BF16 (gemm isa %s)\n", n, threads,
+           ms_k_gemm_isa());
+    return;
+  }
+  gemm_job j = {.n = n, .bf16 = 1, .a = filled((size_t)n * n, sizeof(uint16_t)),
+                .b = filled((size_t)n * n, sizeof(uint16_t)),
+                .c = filled((size_t)n * n, sizeof(float))};
+  ms_k_set_num_threads(threads);
+  double ours = time_gemm(&j);
+  printf("bf16gemm n=%d threads=%d ours %.1f GFLOP/s %.1f%% of bf16 peak\n", n, threads, ours,
+         100.0 * ours / (2 * peak));
   fflush(stdout);
   free(j.a), free(j.b), free(j.c);
 }
@@ -250,5 +272,6 @@ int main(int argc, char **argv) {
   for (int s = 0; s < nsizes; s++)
     for (int t = 1; t <= 2; t++) bench_size("sgemm", sizes[s], 0, t, peak[t]);
   for (int t = 1; t <= 2; t++) bench_size("dgemm", 1024, 1, t, peak[t] / 2);
+  for (int t = 1; t <= 2; t++) bench_bf16(1024, t, peak[t]);
   return 0;
 }

@@ -5,6 +5,7 @@
 #ifndef MS_KERNELS_H
 #define MS_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +36,16 @@ void ms_k_dgemm(int64_t M, int64_t N, int64_t K, double alpha, const double *A, 
                 int64_t rsC, int64_t csC);
 /* Which micro-kernel the CPU was found to support: "avx512", "avx2" or "generic". */
 const char *ms_k_gemm_isa(void);
+/* The same with A and B bfloat16 (raw bit patterns) and C float32: the products are exact in
+ * float32 and accumulate there. Fast, on AVX-512 BF16's dot products, where
+ * ms_k_gemm_bf16_available(); elsewhere a portable loop gives the same results, slowly. As
+ * vdpbf16ps does, the fast path flushes denormal inputs and sums to zero. */
+void ms_k_gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A, int64_t rsA,
+                    int64_t csA, const uint16_t *B, int64_t rsB, int64_t csB, float beta,
+                    float *C, int64_t rsC, int64_t csC);
+/* Whether the CPU has AVX-512 BF16 (and the OS enables the zmm state), and MS_GEMM_ISA does not
+ * force a path below AVX-512. */
+bool ms_k_gemm_bf16_available(void);
 
 /* ---- element types as the kernels know them: the same order as the engine's ms_dtype ------ */
 typedef enum ms_k_dtype {

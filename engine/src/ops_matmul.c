@@ -1,5 +1,6 @@
 /* ops_matmul.c: mm, bmm, matmul and addmm. float32 and float64 run on the packed GEMM with the
- * operands' own strides (a transposed view costs no copy); 16-bit floats compute in float32;
+ * operands' own strides (a transposed view costs no copy); bfloat16 too where the CPU has
+ * AVX-512 BF16 (float32 sums, rounded once); other 16-bit products compute in float32 copies;
  * integer dtypes use a plain exact loop. Under autograd mm, bmm and addmm record one node each
  * (computing with grad mode off); matmul records nothing itself: it is built from public ops
  * (unsqueeze, expand, reshape, mm, bmm, view, squeeze) that record their own nodes, run with
@@ -69,11 +70,28 @@ static ms_status gemm2d_on_device(double alpha, ms_tensor *a, ms_tensor *b, doub
                   "float64, bfloat16 and float16 are)", ms_dtype_name(a->dtype));
 }
 
+/* bfloat16 on the CPU's bf16 GEMM: a and b are read in place, with their strides; the float32
+ * sums go to a float32 C (a copy of c only when beta reads it) and are rounded once into c. */
+static ms_status gemm2d_bf16(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
+  ms_tensor *fc = beta != 0 ? ms_tensor_to_dtype(c, MS_FLOAT32)
+                            : ms_tensor_new_empty(2, c->shape, MS_FLOAT32);
+  if (!fc) return MS_ERR_MEMORY;
+  ms_k_gemm_bf16(a->shape[0], b->shape[1], a->shape[1], (float)alpha, ms_tensor_data(a),
+                 a->strides[0], a->strides[1], ms_tensor_data(b), b->strides[0], b->strides[1],
+                 (float)beta, ms_tensor_data(fc), fc->strides[0], fc->strides[1]);
+  ms_status st = ms_tensor_copy_(c, fc);
+  ms_tensor_release(fc);
+  return st;
+}
+
 /* Runs gemm2d in float32 for 16-bit floats, which have no arithmetic of their own (cuBLAS
- * does the same inside one call: float32 accumulation, rounded once into c). */
+ * does the same inside one call: float32 accumulation, rounded once into c); bfloat16 skips the
+ * widened copies of a and b where the CPU multiplies bf16 itself. */
 static ms_status gemm2d_any(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
   bool half = a->dtype == MS_BFLOAT16 || a->dtype == MS_FLOAT16;
   if (!half || ms_tensor_device(c).type == MS_CUDA) return gemm2d_on_device(alpha, a, b, beta, c);
+  if (a->dtype == MS_BFLOAT16 && ms_k_gemm_bf16_available())
+    return gemm2d_bf16(alpha, a, b, beta, c);
   ms_tensor *fa = ms_tensor_to_dtype(a, MS_FLOAT32), *fb = ms_tensor_to_dtype(b, MS_FLOAT32);
   ms_tensor *fc = fa && fb ? ms_tensor_to_dtype(c, MS_FLOAT32) : NULL;
   ms_status st = fc ? MS_OK : MS_ERR_MEMORY;

@@ -1,8 +1,10 @@
-/* gemm.c: the SGEMM/DGEMM driver. Goto/BLIS cache blocking: a KC x NC panel of B is packed once
- * by the whole team (it lives in L3), each thread packs MC x KC blocks of A (in L2) and sweeps
- * them with an MR x NR register micro-kernel chosen at run time for the CPU (gemm_ukr.h). */
+/* gemm.c: the SGEMM/DGEMM/bf16 GEMM driver. Goto/BLIS cache blocking: a KC x NC panel of B is
+ * packed once by the whole team (it lives in L3), each thread packs MC x KC blocks of A (in L2)
+ * and sweeps them with an MR x NR register micro-kernel chosen at run time for the CPU
+ * (gemm_ukr.h). */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/gemm_ukr.h"
 
 #include <pthread.h>
@@ -13,7 +15,8 @@
 
 /* Letters: M, N, K the problem; MR x NR the register tile; MC x KC the packed block of A; KC x NC
  * the packed panel of B. The driver runs on element sizes and byte pointers; only packing, the
- * macro-kernel and the micro-kernels know the element type. */
+ * macro-kernel and the micro-kernels know the element type. Three kinds: float, double, and
+ * bfloat16 operands with a float C, whose packed panels hold K in pairs (kstep 2). */
 
 enum { ISA_GENERIC, ISA_AVX2, ISA_AVX512 };
 static const char *const isa_names[] = {"generic", "avx2", "avx512"};
@@ -30,10 +33,13 @@ typedef struct gemm_plan gemm_plan;
 typedef struct {
   int mr, nr;
   int64_t mc, kc, nc;
-  size_t es; /* element size */
+  size_t es, ces; /* the element size of A and B, of C */
+  int kstep;      /* packed panels hold K in groups of kstep, the last one zero-padded */
   ms_k_sgemm_ukr sukr;
   ms_k_dgemm_ukr dukr;
-  ms_k_spack_fn spack_a, spack_b; /* vectorised float panel packers, or NULL (gemm_ukr.h) */
+  ms_k_bgemm_ukr bukr;
+  ms_k_spack_fn spack_a, spack_b; /* vectorised panel packers, or NULL (gemm_ukr.h) */
+  ms_k_bpack_fn bpack_a, bpack_b;
   void (*pack_a)(const gemm_plan *p, int64_t i0, int64_t m, int64_t p0, int64_t k, void *dst);
   void (*pack_b)(const gemm_plan *p, int64_t p0, int64_t k, int64_t j0, int64_t n, void *dst);
   void (*macro)(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t k,
@@ -56,11 +62,25 @@ struct gemm_plan {
   _Atomic int64_t next_pack, next_unit; /* work counters of the current panel */
 };
 
+/* The length of k once packed: whole groups of kstep. Sizes and offsets of packed panels use it. */
+static int64_t packed_k(const gemm_kernel *kr, int64_t k) {
+  return (k + kr->kstep - 1) / kr->kstep * kr->kstep;
+}
+
 /* ---- portable C micro-kernels ---------------------------------------------------------------- */
 
 #define GEN_MR 4
 #define GEN_SNR 8
 #define GEN_DNR 4
+
+static void store_generic_f32(float acc[GEN_MR][GEN_SNR], float alpha, float beta, float *c,
+                              int64_t rsc, int64_t csc) {
+  for (int i = 0; i < GEN_MR; i++)
+    for (int j = 0; j < GEN_SNR; j++) {
+      float *cij = c + i * rsc + j * csc;
+      *cij = beta == 0.0f ? alpha * acc[i][j] : alpha * acc[i][j] + beta * *cij;
+    }
+}
 
 static void sukr_generic(int64_t k, const float *alpha, const float *a, const float *b,
                          const float *beta, float *c, int64_t rsc, int64_t csc) {
@@ -68,11 +88,19 @@ static void sukr_generic(int64_t k, const float *alpha, const float *a, const fl
   for (int64_t p = 0; p < k; p++, a += GEN_MR, b += GEN_SNR)
     for (int i = 0; i < GEN_MR; i++)
       for (int j = 0; j < GEN_SNR; j++) acc[i][j] += a[i] * b[j];
-  for (int i = 0; i < GEN_MR; i++)
-    for (int j = 0; j < GEN_SNR; j++) {
-      float *cij = c + i * rsc + j * csc;
-      *cij = *beta == 0.0f ? *alpha * acc[i][j] : *alpha * acc[i][j] + *beta * *cij;
-    }
+  store_generic_f32(acc, *alpha, *beta, c, rsc, csc);
+}
+
+/* bf16 pairs (gemm_ukr.h's layout), as vdpbf16ps adds them: both products, then the sum. */
+static void bukr_generic(int64_t kp, const float *alpha, const uint16_t *a, const uint16_t *b,
+                         const float *beta, float *c, int64_t rsc, int64_t csc) {
+  float acc[GEN_MR][GEN_SNR] = {{0}};
+  for (int64_t p = 0; p < kp; p++, a += 2 * GEN_MR, b += 2 * GEN_SNR)
+    for (int i = 0; i < GEN_MR; i++)
+      for (int j = 0; j < GEN_SNR; j++)
+        acc[i][j] += ms_k_bf16_to_f32(a[2 * i]) * ms_k_bf16_to_f32(b[2 * j]) +
+                     ms_k_bf16_to_f32(a[2 * i + 1]) * ms_k_bf16_to_f32(b[2 * j + 1]);
+  store_generic_f32(acc, *alpha, *beta, c, rsc, csc);
 }
 
 static void dukr_generic(int64_t k, const double *alpha, const double *a, const double *b,
@@ -186,28 +214,76 @@ static void pack_b_f64(const gemm_plan *p, int64_t p0, int64_t k, int64_t j0, in
   }
 }
 
+/* bf16: rows of A and columns of B are packed alike, as `lanes` lines (the first `valid` real)
+ * ls apart, read along k with stride ks, in pairs (gemm_ukr.h). The odd-k pad is zero in both
+ * operands: a stale value in one could be a NaN or infinity, and that times zero is not zero. */
+static void pack_pairs_scalar(int lanes, int64_t k, int64_t valid, const uint16_t *s, int64_t ls,
+                              int64_t ks, uint16_t *d) {
+  for (int l = 0; l < lanes; l++)
+    for (int64_t q = 0; q < (k + 1) / 2 * 2; q++)
+      d[q / 2 * 2 * lanes + 2 * l + q % 2] = l < valid && q < k ? s[l * ls + q * ks] : 0;
+}
+
+static void pack_a_bf16(const gemm_plan *p, int64_t i0, int64_t m, int64_t p0, int64_t k,
+                        void *dst) {
+  const int mr = p->kern->mr;
+  const uint16_t *A = (const uint16_t *)p->A + i0 * p->rsA + p0 * p->csA;
+  uint16_t *d = dst;
+  for (int64_t i = 0; i < m; i += mr, d += mr * packed_k(p->kern, k)) {
+    int64_t mm = m - i < mr ? m - i : mr;
+    const uint16_t *a = A + i * p->rsA;
+    if (!p->kern->bpack_a || !p->kern->bpack_a(k, mm, a, p->rsA, p->csA, d))
+      pack_pairs_scalar(mr, k, mm, a, p->rsA, p->csA, d);
+  }
+}
+
+static void pack_b_bf16(const gemm_plan *p, int64_t p0, int64_t k, int64_t j0, int64_t n,
+                        void *dst) {
+  const int nr = p->kern->nr;
+  const uint16_t *B = (const uint16_t *)p->B + p0 * p->rsB + j0 * p->csB;
+  uint16_t *d = dst;
+  for (int64_t j = 0; j < n; j += nr, d += nr * packed_k(p->kern, k)) {
+    int64_t nn = n - j < nr ? n - j : nr;
+    const uint16_t *b = B + j * p->csB;
+    if (!p->kern->bpack_b || !p->kern->bpack_b(k, nn, b, p->rsB, p->csB, d))
+      pack_pairs_scalar(nr, k, nn, b, p->csB, p->rsB, d);
+  }
+}
+
 /* ---- macro-kernels: every MR x NR tile of an m x n block of C -------------------------------- */
 
+/* A float C's micro-kernel, for float or bf16 operands; kp is k packed (packed_k). */
+static void ukr_f32(const gemm_kernel *kr, int64_t kp, const float *alpha, const char *a,
+                    const char *b, const float *beta, float *c, int64_t rsc, int64_t csc) {
+  if (kr->bukr)
+    kr->bukr(kp / 2, alpha, (const uint16_t *)a, (const uint16_t *)b, beta, c, rsc, csc);
+  else
+    kr->sukr(kp, alpha, (const float *)a, (const float *)b, beta, c, rsc, csc);
+}
+
 /* Partial tiles run the full kernel into a scratch tile, then merge the valid part; beta == 0
- * still never reads C. `first` is whether this is the first KC block (later blocks add: beta 1). */
+ * still never reads C. `first` is whether this is the first KC block (later blocks add: beta 1).
+ * A float C: float or bf16 operands. */
 static void macro_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t k,
                       const void *pa, const void *pb, int first) {
-  const int mr = p->kern->mr, nr = p->kern->nr;
+  const gemm_kernel *kr = p->kern;
+  const int mr = kr->mr, nr = kr->nr;
+  const size_t panel = (size_t)packed_k(kr, k) * kr->es; /* bytes of one row or column, packed */
   const float alpha = (float)p->alpha, beta = first ? (float)p->beta : 1.0f;
   const float one = 1.0f, zero = 0.0f;
   float *C = (float *)p->C + i0 * p->rsC + j0 * p->csC;
   _Alignas(64) float t[MS_GEMM_MAX_TILE];
   for (int64_t j = 0; j < n; j += nr) {
-    const float *b = (const float *)pb + j * k;
+    const char *b = (const char *)pb + j * panel;
     for (int64_t i = 0; i < m; i += mr) {
-      const float *a = (const float *)pa + i * k;
+      const char *a = (const char *)pa + i * panel;
       float *c = C + i * p->rsC + j * p->csC;
       if (m - i >= mr && n - j >= nr) {
-        p->kern->sukr(k, &alpha, a, b, &beta, c, p->rsC, p->csC);
+        ukr_f32(kr, packed_k(kr, k), &alpha, a, b, &beta, c, p->rsC, p->csC);
         continue;
       }
       int64_t mm = m - i < mr ? m - i : mr, nn = n - j < nr ? n - j : nr;
-      p->kern->sukr(k, &one, a, b, &zero, t, nr, 1);
+      ukr_f32(kr, packed_k(kr, k), &one, a, b, &zero, t, nr, 1);
       for (int64_t r = 0; r < mm; r++)
         for (int64_t q = 0; q < nn; q++) {
           float *cij = c + r * p->rsC + q * p->csC;
@@ -245,16 +321,23 @@ static void macro_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
 
 /* ---- unpacked fallbacks: used only when a packing buffer cannot be allocated ---------------- */
 
+/* Element x of a float or bf16 operand. */
+static float load_f32(const gemm_kernel *kr, const char *base, int64_t x) {
+  if (kr->es == sizeof(float)) return ((const float *)base)[x];
+  return ms_k_bf16_to_f32(((const uint16_t *)base)[x]);
+}
+
 static void naive_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t p0,
                       int64_t k, int first) {
-  const float *A = (const float *)p->A, *B = (const float *)p->B;
+  const gemm_kernel *kr = p->kern;
   float *C = (float *)p->C;
   const float alpha = (float)p->alpha, beta = first ? (float)p->beta : 1.0f;
   for (int64_t i = i0; i < i0 + m; i++)
     for (int64_t j = j0; j < j0 + n; j++) {
       float s = 0.0f;
       for (int64_t q = p0; q < p0 + k; q++)
-        s += A[i * p->rsA + q * p->csA] * B[q * p->rsB + j * p->csB];
+        s += load_f32(kr, p->A, i * p->rsA + q * p->csA) *
+             load_f32(kr, p->B, q * p->rsB + j * p->csB);
       float *cij = C + i * p->rsC + j * p->csC;
       *cij = beta == 0.0f ? alpha * s : alpha * s + beta * *cij;
     }
@@ -282,25 +365,37 @@ static void naive_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
  * found nothing better beyond noise. AVX-512: KC keeps the 128-byte-wide B micro-panel at 24 KB
  * for a 32-48 KB L1, MC fills ~200 KB of a 1-2 MB L2; on Zen 5 (48 KB L1, 1 MB L2) KC 192-512
  * and MC 96-360 were all within noise of 210-218 GFLOP/s at 1024^3 on one thread (~88%). */
+#define F32_KIND .es = sizeof(float), .ces = sizeof(float), .kstep = 1, .pack_a = pack_a_f32, \
+                 .pack_b = pack_b_f32, .macro = macro_f32, .naive = naive_f32
+#define F64_KIND .es = sizeof(double), .ces = sizeof(double), .kstep = 1, .pack_a = pack_a_f64, \
+                 .pack_b = pack_b_f64, .macro = macro_f64, .naive = naive_f64
+#define BF16_KIND .es = sizeof(uint16_t), .ces = sizeof(float), .kstep = 2, .pack_a = pack_a_bf16, \
+                  .pack_b = pack_b_bf16, .macro = macro_f32, .naive = naive_f32
 static const gemm_kernel s_kernels[] = {
-    [ISA_GENERIC] = {GEN_MR, GEN_SNR, 128, 256, 4096, sizeof(float), sukr_generic, NULL,
-                     NULL, NULL, pack_a_f32, pack_b_f32, macro_f32, naive_f32},
-    [ISA_AVX2] = {MS_SGEMM_AVX2_MR, MS_SGEMM_AVX2_NR, 144, 256, 4080, sizeof(float),
-                  ms_k_sgemm_ukr_avx2, NULL, ms_k_spack_a_avx2, ms_k_spack_b_avx2, pack_a_f32,
-                  pack_b_f32, macro_f32, naive_f32},
-    [ISA_AVX512] = {MS_SGEMM_AVX512_MR, MS_SGEMM_AVX512_NR, 240, 192, 4096, sizeof(float),
-                    ms_k_sgemm_ukr_avx512, NULL, ms_k_spack_a_avx512, ms_k_spack_b_avx512,
-                    pack_a_f32, pack_b_f32, macro_f32, naive_f32},
+    [ISA_GENERIC] = {GEN_MR, GEN_SNR, 128, 256, 4096, F32_KIND, .sukr = sukr_generic},
+    [ISA_AVX2] = {MS_SGEMM_AVX2_MR, MS_SGEMM_AVX2_NR, 144, 256, 4080, F32_KIND,
+                  .sukr = ms_k_sgemm_ukr_avx2, .spack_a = ms_k_spack_a_avx2,
+                  .spack_b = ms_k_spack_b_avx2},
+    [ISA_AVX512] = {MS_SGEMM_AVX512_MR, MS_SGEMM_AVX512_NR, 240, 192, 4096, F32_KIND,
+                    .sukr = ms_k_sgemm_ukr_avx512, .spack_a = ms_k_spack_a_avx512,
+                    .spack_b = ms_k_spack_b_avx512},
 };
 static const gemm_kernel d_kernels[] = {
-    [ISA_GENERIC] = {GEN_MR, GEN_DNR, 64, 256, 4096, sizeof(double), NULL, dukr_generic,
-                     NULL, NULL, pack_a_f64, pack_b_f64, macro_f64, naive_f64},
-    [ISA_AVX2] = {MS_DGEMM_AVX2_MR, MS_DGEMM_AVX2_NR, 72, 256, 4080, sizeof(double), NULL,
-                  ms_k_dgemm_ukr_avx2, NULL, NULL, pack_a_f64, pack_b_f64, macro_f64, naive_f64},
-    [ISA_AVX512] = {MS_DGEMM_AVX512_MR, MS_DGEMM_AVX512_NR, 144, 192, 4096, sizeof(double), NULL,
-                    ms_k_dgemm_ukr_avx512, NULL, NULL, pack_a_f64, pack_b_f64, macro_f64,
-                    naive_f64},
+    [ISA_GENERIC] = {GEN_MR, GEN_DNR, 64, 256, 4096, F64_KIND, .dukr = dukr_generic},
+    [ISA_AVX2] = {MS_DGEMM_AVX2_MR, MS_DGEMM_AVX2_NR, 72, 256, 4080, F64_KIND,
+                  .dukr = ms_k_dgemm_ukr_avx2},
+    [ISA_AVX512] = {MS_DGEMM_AVX512_MR, MS_DGEMM_AVX512_NR, 144, 192, 4096, F64_KIND,
+                    .dukr = ms_k_dgemm_ukr_avx512},
 };
+/* bf16: AVX-512 BF16 where the CPU has it, else the portable kernel (correct, not fast: callers
+ * that care ask ms_k_gemm_bf16_available() first). KC is in elements: 384 keeps the B
+ * micro-panel at the float kernel's 24 KB, MC x KC at ~180 KB. */
+static const gemm_kernel b_generic = {GEN_MR, GEN_SNR, 128, 256, 4096, BF16_KIND,
+                                      .bukr = bukr_generic};
+static const gemm_kernel b_avx512 = {MS_BGEMM_AVX512_MR, MS_BGEMM_AVX512_NR, 240, 384, 4096,
+                                     BF16_KIND, .bukr = ms_k_bgemm_ukr_avx512,
+                                     .bpack_a = ms_k_bpack_a_avx512,
+                                     .bpack_b = ms_k_bpack_b_avx512};
 
 /* ---- ISA selection --------------------------------------------------------------------------- */
 
@@ -424,7 +519,7 @@ static void pack_b_shared(gemm_plan *p, int64_t jc, int64_t nc, int64_t pc, int6
     if (b0 >= npanels) return;
     int64_t b1 = b0 + PACK_GROUP < npanels ? b0 + PACK_GROUP : npanels;
     int64_t jb = b0 * kr->nr, je = b1 * kr->nr < nc ? b1 * kr->nr : nc;
-    kr->pack_b(p, pc, kc, jc + jb, je - jb, p->bpack + (size_t)(jb * kc) * kr->es);
+    kr->pack_b(p, pc, kc, jc + jb, je - jb, p->bpack + (size_t)(jb * packed_k(kr, kc)) * kr->es);
   }
 }
 
@@ -461,7 +556,8 @@ static void gemm_member_jit(gemm_plan *p, int t, int nt) {
   split((p->N + kr->nr - 1) / kr->nr, nt, t, &c0, &c1);
   int64_t j0 = c0 * kr->nr, j1 = c1 * kr->nr < p->N ? c1 * kr->nr : p->N;
   if (j0 >= j1) return;
-  int64_t mc = (p->M + kr->mr - 1) / kr->mr * kr->mr, kc_cap = p->K < kr->kc ? p->K : kr->kc;
+  int64_t mc = (p->M + kr->mr - 1) / kr->mr * kr->mr;
+  int64_t kc_cap = packed_k(kr, p->K < kr->kc ? p->K : kr->kc);
   char *apack = ms_k_thread_buffer(BUF_A, (size_t)(mc * kc_cap) * kr->es);
   char *bbuf = apack ? ms_k_thread_buffer(BUF_B, (size_t)(kr->nr * kc_cap) * kr->es) : NULL;
   for (int64_t pc = 0; pc < p->K; pc += kr->kc) {
@@ -490,7 +586,7 @@ static void gemm_member(void *ctx, int t, int nt) {
   char *apack = NULL;
   int64_t n_ic, mc;
   row_blocks(p, nt, &n_ic, &mc);
-  size_t a_size = (size_t)(mc * (p->K < kr->kc ? p->K : kr->kc)) * kr->es;
+  size_t a_size = (size_t)(mc * packed_k(kr, p->K < kr->kc ? p->K : kr->kc)) * kr->es;
   for (int64_t jc = 0; jc < p->N; jc += kr->nc) {
     int64_t nc = p->N - jc < kr->nc ? p->N - jc : kr->nc;
     int64_t npanels = (nc + kr->nr - 1) / kr->nr;
@@ -517,8 +613,8 @@ static void gemm_member(void *ctx, int t, int nt) {
         }
         if (ic != packed_ic) kr->pack_a(p, ic, m, pc, kc, apack);
         packed_ic = ic;
-        kr->macro(p, ic, m, jc + j0, j1 - j0, kc, apack, p->bpack + (size_t)(j0 * kc) * kr->es,
-                  pc == 0);
+        kr->macro(p, ic, m, jc + j0, j1 - j0, kc, apack,
+                  p->bpack + (size_t)(j0 * packed_k(kr, kc)) * kr->es, pc == 0);
       }
     }
   }
@@ -528,7 +624,7 @@ static void gemm_member(void *ctx, int t, int nt) {
 static void scale_c(const gemm_plan *p) {
   for (int64_t i = 0; i < p->M; i++)
     for (int64_t j = 0; j < p->N; j++) {
-      if (p->kern->es == sizeof(float)) {
+      if (p->kern->ces == sizeof(float)) {
         float *c = (float *)p->C + i * p->rsC + j * p->csC;
         *c = p->beta == 0.0 ? 0.0f : (float)p->beta * *c;
       } else {
@@ -568,7 +664,7 @@ static void gemm_run(gemm_plan *p) {
   /* A single row block reuses no packed B panel, so the shared one would only cost a trip
    * through L3 (the fc1 products: M = 64 rows, K or N 9216). */
   p->jit_b = p->M <= kr->mc;
-  int64_t kc_cap = p->K < kr->kc ? p->K : kr->kc;
+  int64_t kc_cap = packed_k(kr, p->K < kr->kc ? p->K : kr->kc);
   int64_t nc_cap = p->N < kr->nc ? (p->N + kr->nr - 1) / kr->nr * kr->nr : kr->nc;
   if (!p->jit_b) p->bpack = ms_k_thread_buffer(BUF_B, (size_t)(kc_cap * nc_cap) * kr->es);
   if (!p->jit_b && !p->bpack) {
@@ -597,5 +693,17 @@ void ms_k_dgemm(int64_t M, int64_t N, int64_t K, double alpha, const double *A, 
   gemm_plan p = {.M = M, .N = N, .K = K, .A = (const char *)A, .B = (const char *)B,
                  .C = (char *)C, .rsA = rsA, .csA = csA, .rsB = rsB, .csB = csB, .rsC = rsC,
                  .csC = csC, .alpha = alpha, .beta = beta, .kern = &d_kernels[gemm_isa()]};
+  gemm_run(&p);
+}
+
+bool ms_k_gemm_bf16_available(void) { return ms_k_cpu_avx512_bf16(); }
+
+void ms_k_gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A, int64_t rsA,
+                    int64_t csA, const uint16_t *B, int64_t rsB, int64_t csB, float beta,
+                    float *C, int64_t rsC, int64_t csC) {
+  gemm_plan p = {.M = M, .N = N, .K = K, .A = (const char *)A, .B = (const char *)B,
+                 .C = (char *)C, .rsA = rsA, .csA = csA, .rsB = rsB, .csB = csB, .rsC = rsC,
+                 .csC = csC, .alpha = alpha, .beta = beta,
+                 .kern = ms_k_gemm_bf16_available() ? &b_avx512 : &b_generic};
   gemm_run(&p);
 }

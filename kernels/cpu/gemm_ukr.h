@@ -52,6 +52,29 @@ void ms_k_sgemm_ukr_avx512_mr8(int64_t k, const float *alpha, const float *a, co
 int ms_k_spack_a_avx512(int64_t k, int64_t mm, const float *a, int64_t rs, int64_t cs, float *d);
 int ms_k_spack_b_avx512(int64_t k, int64_t nn, const float *b, int64_t rs, int64_t cs, float *d);
 
+/* bfloat16 operands, float32 C (gemm_bf16_avx512.c, built with -mavx512bf16 too, called only
+ * when ms_k_gemm_bf16_available()). vdpbf16ps multiplies pairs of bf16 and adds both products to
+ * one float lane, so K is packed in pairs: per pair p, a holds MR 32-bit words (row i's A[i][2p]
+ * in the low half, A[i][2p+1] in the high half: the word the kernel broadcasts) and b holds NR
+ * (column j's B[2p][j], B[2p+1][j]: 16 columns a vector). An odd k pads the last pair's high
+ * halves with zero. kp is the number of pairs; the rest is as for ms_k_sgemm_ukr. 12 x 32 as the
+ * float tile: 24 zmm accumulators, 2 B vectors, 1 broadcast. */
+typedef void (*ms_k_bgemm_ukr)(int64_t kp, const float *alpha, const uint16_t *a,
+                               const uint16_t *b, const float *beta, float *c, int64_t rsc,
+                               int64_t csc);
+#define MS_BGEMM_AVX512_MR 12
+#define MS_BGEMM_AVX512_NR 32
+void ms_k_bgemm_ukr_avx512(int64_t kp, const float *alpha, const uint16_t *a, const uint16_t *b,
+                           const float *beta, float *c, int64_t rsc, int64_t csc);
+/* One bf16 micro-panel of A (mm <= MR rows) or B (nn <= NR columns) over k (any k: odd pads),
+ * packed in the pair layout above; returns 0, packing nothing, for strides with no fast path. */
+typedef int (*ms_k_bpack_fn)(int64_t k, int64_t mn, const uint16_t *src, int64_t rs, int64_t cs,
+                             uint16_t *dst);
+int ms_k_bpack_a_avx512(int64_t k, int64_t mm, const uint16_t *a, int64_t rs, int64_t cs,
+                        uint16_t *d);
+int ms_k_bpack_b_avx512(int64_t k, int64_t nn, const uint16_t *b, int64_t rs, int64_t cs,
+                        uint16_t *d);
+
 /* The largest tile any kernel uses, for the driver's edge-tile scratch. */
 #define MS_GEMM_MAX_TILE (12 * 32)
 #define MS_GEMM_MAX_NR 32
