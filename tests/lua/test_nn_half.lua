@@ -1,5 +1,5 @@
 -- test_nn_half.lua: the seed Net's ops on bfloat16 and float16 inputs (engine/src/nn/nn_half.c:
--- computed in float32, rounded back): each output keeps the 16-bit dtype and equals the float32
+-- computed in float32, rounded back; linear in bfloat16 on the bfloat16 GEMM where it exists): each output keeps the 16-bit dtype and equals the float32
 -- op on the same (rounded) inputs rounded once; gradients come back in the 16-bit dtype and
 -- match float32's within the dtype's rounding.
 local T = require "testing"
@@ -20,6 +20,8 @@ end
 local CASES = {
   conv2d = { {1, 2, 6, 6}, {3, 2, 3, 3}, {3}, fn = function(x, w, b) return F.conv2d(x, w, b, 1, 0) end },
   linear = { {4, 7}, {5, 7}, {5}, fn = function(x, w, b) return F.linear(x, w, b) end },
+  -- bfloat16 runs the AVX-512 BF16 GEMM where the CPU has it: whole tiles, edges and an odd K
+  linear_tiles = { {37, 301}, {45, 301}, {45}, fn = function(x, w, b) return F.linear(x, w, b) end },
   relu = { {3, 5}, fn = function(x) return F.relu(x) end },
   max_pool2d = { {2, 3, 6, 6}, fn = function(x) return F.max_pool2d(x, 2) end },
   dropout_eval = { {3, 5}, fn = function(x) return F.dropout(x, 0.5, false) end },

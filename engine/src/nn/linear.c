@@ -1,6 +1,8 @@
 /* linear.c: y = x @ w^T + b on the packed GEMM. w^T, the gradient's transpose and any
  * transposed view of x are passed as strides, never copied; only a >2-D x that is not
- * contiguous is copied once, to flatten its leading dims. */
+ * contiguous is copied once, to flatten its leading dims. bfloat16 operands on a CPU with
+ * AVX-512 BF16 run the bfloat16 GEMM (float32 sums, one rounding of each result), the way
+ * FSDP's bfloat16 mixed precision computes; other 16-bit cases are widened to float32. */
 #include "autograd/grad_util.h"
 #include "moonshard/nn_ops.h"
 #include "nn/nn_internal.h"
@@ -14,9 +16,15 @@ typedef struct mat {
 static mat mat_of(const ms_tensor *t) { return (mat){ms_tensor_data(t), t->strides[0], t->strides[1]}; }
 static mat mat_t(const ms_tensor *t) { return (mat){ms_tensor_data(t), t->strides[1], t->strides[0]}; }
 
+/* The dtype the GEMM sums and writes in for operands of dtype dt. */
+static ms_dtype acc_dtype(ms_dtype dt) { return dt == MS_BFLOAT16 ? MS_FLOAT32 : dt; }
+
+/* c is of acc_dtype(dt). */
 static void gemm(ms_dtype dt, int64_t M, int64_t N, int64_t K, mat a, mat b, double beta, mat c) {
   if (dt == MS_FLOAT32)
     ms_k_sgemm(M, N, K, 1.0f, a.p, a.rs, a.cs, b.p, b.rs, b.cs, (float)beta, c.p, c.rs, c.cs);
+  else if (dt == MS_BFLOAT16)
+    ms_k_gemm_bf16(M, N, K, 1.0f, a.p, a.rs, a.cs, b.p, b.rs, b.cs, (float)beta, c.p, c.rs, c.cs);
   else
     ms_k_dgemm(M, N, K, 1.0, a.p, a.rs, a.cs, b.p, b.rs, b.cs, beta, c.p, c.rs, c.cs);
 }
@@ -38,6 +46,21 @@ static ms_tensor *as_matrix(ms_tensor *t) {
   return ms_tensor_reshape(t, 2, shape);
 }
 
+/* Whether x, w and b (NULL allowed) run the bfloat16 GEMM: all bfloat16, on the CPU, which has
+ * AVX-512 BF16. */
+static bool bf16_native(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
+  return x && w && x->dtype == MS_BFLOAT16 && w->dtype == MS_BFLOAT16 && (!b || b->dtype == MS_BFLOAT16) &&
+         ms_tensor_device(x).type == MS_CPU && ms_k_gemm_bf16_available();
+}
+
+/* t (of acc_dtype(dt)) rounded to dt, taking t over; NULL passes through. */
+static ms_tensor *round_to(ms_tensor *t, ms_dtype dt) {
+  if (!t || t->dtype == dt) return t;
+  ms_tensor *r = ms_tensor_to_dtype(t, dt);
+  ms_tensor_release(t);
+  return r;
+}
+
 /* inputs {x, w, b}; slots 0 = x, 1 = w. */
 static ms_status linear_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
   ms_tensor *x = ms_node_saved(n, 0), *w = x ? ms_node_saved(n, 1) : NULL;
@@ -49,15 +72,17 @@ static ms_status linear_backward(ms_node *n, ms_tensor *const *grad_out, ms_tens
   int64_t M = x2 ? x2->shape[0] : 0, in = w->shape[1], out = w->shape[0];
   bool cuda = ms_tensor_device(w).type == MS_CUDA;
   if (st == MS_OK && ms_grad_needed(n, 0)) {
-    ms_tensor *gx = cuda ? mm_t(g2, false, w, false) : ms_tensor_new_empty(2, (int64_t[]){M, in}, dt);
+    ms_tensor *gx = cuda ? mm_t(g2, false, w, false) : ms_tensor_new_empty(2, (int64_t[]){M, in}, acc_dtype(dt));
     if (gx && !cuda) gemm(dt, M, in, out, mat_of(g2), mat_of(w), 0, mat_of(gx));
+    gx = round_to(gx, dt);
     grad_in[0] = gx ? ms_tensor_reshape(gx, x->ndim, x->shape) : NULL;
     ms_tensor_release(gx);
     if (!grad_in[0]) st = MS_ERR_MEMORY;
   }
   if (st == MS_OK && ms_grad_needed(n, 1)) {
-    ms_tensor *gw = cuda ? mm_t(g2, true, x2, false) : ms_tensor_new_empty(2, w->shape, dt);
+    ms_tensor *gw = cuda ? mm_t(g2, true, x2, false) : ms_tensor_new_empty(2, w->shape, acc_dtype(dt));
     if (gw && !cuda) gemm(dt, out, in, M, mat_t(g2), mat_of(x2), 0, mat_of(gw));
+    gw = round_to(gw, dt);
     if (!(grad_in[1] = gw)) st = MS_ERR_MEMORY;
   }
   if (st == MS_OK && ms_grad_needed(n, 2) &&
@@ -69,7 +94,8 @@ static ms_status linear_backward(ms_node *n, ms_tensor *const *grad_out, ms_tens
 
 static ms_status check_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
-  if (ms_nn_check_float_any("linear", "input", x)) return MS_ERR_ARG;
+  ms_status st = bf16_native(x, w, b) ? ms_tensor_check_data_any("linear", x) : ms_nn_check_float_any("linear", "input", x);
+  if (st != MS_OK) return st;
   if (ms_nn_check_param_any("linear", "weight", w, x->dtype, -1)) return MS_ERR_ARG;
   if (ms_check_same_device("linear", 3, (ms_tensor *[]){x, w, b})) return MS_ERR_ARG;
   if (w->ndim != 2)
@@ -95,12 +121,13 @@ static ms_tensor *linear_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
     ms_tensor_release(wt);
     if (!y) st = MS_ERR_RUNTIME;
   } else {
-    y = x2 ? ms_tensor_new_empty(2, (int64_t[]){M, w->shape[0]}, x->dtype) : NULL;
+    y = x2 ? ms_tensor_new_empty(2, (int64_t[]){M, w->shape[0]}, acc_dtype(x->dtype)) : NULL;
     st = y ? MS_OK : MS_ERR_MEMORY;
     if (st == MS_OK && b) st = ms_tensor_copy_(y, b); /* each row starts as the bias: beta = 1 */
   }
   if (st == MS_OK && ms_tensor_device(x).type == MS_CPU)
     gemm(x->dtype, M, w->shape[0], w->shape[1], mat_of(x2), mat_t(w), b ? 1 : 0, mat_of(y));
+  if (st == MS_OK && !(y = round_to(y, x->dtype))) st = MS_ERR_MEMORY;
   for (int d = 0; d < x->ndim - 1; d++) shape[d] = x->shape[d];
   shape[x->ndim - 1] = w->shape[0];
   ms_tensor *out = st == MS_OK ? ms_tensor_view(y, x->ndim, shape) : NULL;
@@ -110,7 +137,7 @@ static ms_tensor *linear_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
 
 ms_tensor *ms_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   ms_dtype half;
-  if (ms_nn_half_call(3, (ms_tensor *[]){x, w, b}, &half)) {
+  if (ms_nn_half_call(3, (ms_tensor *[]){x, w, b}, &half) && !bf16_native(x, w, b)) {
     ms_tensor *v[3];
     if (ms_nn_widen(3, (ms_tensor *[]){x, w, b}, v) != MS_OK) return NULL;
     ms_tensor *out = ms_linear(v[0], v[1], v[2]);
