@@ -78,8 +78,8 @@ typedef enum ms_k_unop {
   MS_K_RELU, MS_K_NOT, MS_K_SIGN, MS_K_FLOOR, MS_K_CEIL, MS_K_ROUND, MS_K_SIN, MS_K_COS,
   MS_K_LOG1P, MS_K_EXPM1, MS_K_RECIPROCAL, MS_K_SQUARE
 } ms_k_unop;
-/* I64 supports NEG, ABS, RELU, NOT, SIGN, FLOOR, CEIL, ROUND, SQUARE; the engine sends the rest
- * to a floating dtype. */
+/* I64 supports NEG, ABS, RELU, NOT, SIGN, FLOOR, CEIL, ROUND, SQUARE, BF16 RELU; the engine
+ * sends the rest to a floating dtype. */
 void ms_k_unary(ms_k_unop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
                 int64_t sa);
 /* relu's gradient from its result y (contiguous, any floating dtype): gx = y > 0 ? g : 0. */

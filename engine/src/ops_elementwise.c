@@ -294,7 +294,9 @@ static void unary_row(void *arg, int64_t n, char **p, const int64_t *s) {
 static ms_tensor *unary_forward(ms_unary_op op, ms_tensor *a) {
   if (check_unary_input(op, a) != MS_OK) return NULL;
   ms_dtype rd = unary_result_dtype(op, a->dtype);
-  ms_dtype cd = ms_compute_dtype(op == MS_OP_LOGICAL_NOT ? a->dtype : rd);
+  /* relu on bfloat16 is exact on its bits: no float32 round trip (ms_k_unary) */
+  bool bf16_relu = op == MS_OP_RELU && a->dtype == MS_BFLOAT16 && ms_tensor_device(a).type == MS_CPU;
+  ms_dtype cd = bf16_relu ? a->dtype : ms_compute_dtype(op == MS_OP_LOGICAL_NOT ? a->dtype : rd);
   ms_tensor *in = ms_tensor_to_dtype(a, cd);
   ms_dtype kernel_out = op == MS_OP_LOGICAL_NOT ? MS_BOOL : cd;
   ms_tensor *out = in ? ms_tensor_new_empty_on(ms_tensor_device(a), a->ndim, a->shape, kernel_out) : NULL;

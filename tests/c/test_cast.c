@@ -1,7 +1,8 @@
 /* test_cast.c: ms_k_cast between float32 and the 16-bit floats is the scalar conversion's bit
  * pattern for every input (all 65536 16-bit patterns, float32 rounding ties, NaNs, subnormals,
- * overflow), contiguous (the vector loops, any length and alignment) or strided; and relu's
- * backward on 16-bit floats passes g exactly where y > 0. Once per kernel ISA (test_isa.h). */
+ * overflow), contiguous (the vector loops, any length and alignment) or strided; relu's
+ * backward on 16-bit floats passes g exactly where y > 0, and relu on bfloat16 bits is the
+ * float32 relu rounded back. Once per kernel ISA (test_isa.h). */
 #define _POSIX_C_SOURCE 200809L /* setenv and fork in test_isa.h */
 #include <stdint.h>
 #include <stdlib.h>
@@ -113,6 +114,27 @@ static void check_relu_backward_half(ms_k_dtype dt) {
   free(y), free(g), free(gx);
 }
 
+/* relu on bfloat16 bits: what widening, float32 relu (NaN kept) and rounding back give, for
+ * every pattern, contiguous and strided. */
+static uint16_t relu_bf16_ref(uint16_t b) {
+  float v = ms_k_bf16_to_f32(b);
+  return ms_k_f32_to_bf16(v > 0 ? v : (v == v ? 0.0f : v));
+}
+
+static void check_relu_bf16(void) {
+  uint16_t *x = malloc(2 * 65536), *y = malloc(2 * 2 * 65536);
+  for (int i = 0; i < 65536; i++) x[i] = (uint16_t)i;
+  int bad = 0;
+  ms_k_unary(MS_K_RELU, MS_K_BF16, 65536, y, 1, x, 1);
+  for (int i = 0; i < 65536; i++) bad += y[i] != relu_bf16_ref(x[i]);
+  CHECK(bad == 0);
+  bad = 0;
+  ms_k_unary(MS_K_RELU, MS_K_BF16, 65536 / 3, y, 2, x, 3);
+  for (int i = 0; i < 65536 / 3; i++) bad += y[2 * i] != relu_bf16_ref(x[3 * i]);
+  CHECK(bad == 0);
+  free(x), free(y);
+}
+
 static void run_isa(const char *isa) {
   (void)isa;
   check_half(MS_K_BF16);
@@ -123,6 +145,7 @@ static void run_isa(const char *isa) {
 
 int main(void) {
   test_scalar_rounding();
+  check_relu_bf16();
   ms_test_isa_in_child("generic", run_isa);
   ms_test_isa_in_child("avx2", run_isa);   /* falls back where the CPU lacks it */
   ms_test_isa_in_child("avx512", run_isa); /* likewise */
