@@ -67,12 +67,14 @@ local function fmt_pct(v, peak)
 end
 
 -- One line per measurement: id, then GFLOP/s (flops given) or GB/s (bytes given), % of the peak
--- with the same thread count, milliseconds per call.
+-- with the same thread count (times work.peak_scale: 2 for bfloat16 dot products, which do two
+-- multiply-adds a lane where an FMA does one), milliseconds per call.
 local function report(id, t, s, work)
   local line
   if work.flops then
-    local g = work.flops / s / 1e9
-    line = ("BENCH ops %s/t%d gflops=%.2f pct_peak=%s ms=%.4f"):format(id, t, g, fmt_pct(g, opts.peak["fma" .. t]), s * 1e3)
+    local g, peak = work.flops / s / 1e9, opts.peak["fma" .. t]
+    peak = peak and peak * (work.peak_scale or 1)
+    line = ("BENCH ops %s/t%d gflops=%.2f pct_peak=%s ms=%.4f"):format(id, t, g, fmt_pct(g, peak), s * 1e3)
   else
     local g = work.bytes / s / 1e9
     line = ("BENCH ops %s/t%d gbs=%.2f pct_peak=%s ms=%.4f"):format(id, t, g, fmt_pct(g, opts.peak["copy" .. t]), s * 1e3)
@@ -105,6 +107,13 @@ case("sgemm/fc1_gw_b64/128x64x9216", function()
   return function() return gout:t():mm(x) end, { flops = 2.0 * 128 * 64 * 9216 }
 end)
 case("sgemm/fc1_fwd_b1000/1000x9216x128", sgemm(1000, 9216, 128, true))
+-- fc1's forward in bfloat16 (FSDP's bfloat16 mixed precision), on AVX-512 BF16 where the CPU has
+-- it: % of twice the FMA peak
+case("linear_bf16/fc1_fwd_b64/64x9216x128", function()
+  local x, w, b = ms.randn(64, 9216):bfloat16(), ms.randn(128, 9216):bfloat16(), ms.randn(128):bfloat16()
+  local _ <close> = ms.no_grad()
+  return function() return F.linear(x, w, b) end, { flops = 2.0 * 64 * 9216 * 128, peak_scale = 2 }
+end)
 
 -- conv2d at the seed's layers: conv1 1->32 on 28x28, conv2 32->64 on 26x26, 3x3, stride 1.
 local CONVS = { { name = "conv1", c = 1, o = 32, hw = 28 }, { name = "conv2", c = 32, o = 64, hw = 26 } }
