@@ -1,0 +1,53 @@
+/* conv_bf16_avx512.c: the vector pieces of conv_bf16.c's forward (built with AVX-512 BF16's flags,
+ * called only when ms_k_gemm_bf16_available()): packing a 32-column panel of the column matrix
+ * straight from the input, and rounding the float32 sums (plus bias) to bf16. */
+#include <immintrin.h>
+
+#include "kernels/cpu/conv_bf16.h"
+
+static inline __mmask32 lanes32(int64_t n) {
+  return n <= 0 ? 0 : n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << n) - 1);
+}
+
+/* vpermt2w indices interleaving x (0-31) with y (32-63): their lanes 0-15, then 16-31. */
+#define ZIP(i) i, 32 + i
+static const uint16_t zip_idx[2][32] __attribute__((aligned(64))) = {
+    {ZIP(0), ZIP(1), ZIP(2), ZIP(3), ZIP(4), ZIP(5), ZIP(6), ZIP(7), ZIP(8), ZIP(9), ZIP(10),
+     ZIP(11), ZIP(12), ZIP(13), ZIP(14), ZIP(15)},
+    {ZIP(16), ZIP(17), ZIP(18), ZIP(19), ZIP(20), ZIP(21), ZIP(22), ZIP(23), ZIP(24), ZIP(25),
+     ZIP(26), ZIP(27), ZIP(28), ZIP(29), ZIP(30), ZIP(31)}};
+#undef ZIP
+
+void ms_k_bconv_pack_panel_avx512(int64_t k, const uint16_t *base, const int64_t *off,
+                                  const uint16_t *end, uint16_t *d) {
+  const __m512i lo_idx = _mm512_load_si512(zip_idx[0]), hi_idx = _mm512_load_si512(zip_idx[1]);
+  for (int64_t p = 0; 2 * p < k; p++) {
+    const uint16_t *x0 = base + off[2 * p];
+    __m512i x = _mm512_maskz_loadu_epi16(lanes32(end - x0), x0);
+    __m512i y = _mm512_setzero_si512();
+    if (2 * p + 1 < k) {
+      const uint16_t *x1 = base + off[2 * p + 1];
+      y = _mm512_maskz_loadu_epi16(lanes32(end - x1), x1);
+    }
+    _mm512_store_si512(d + 64 * p, _mm512_permutex2var_epi16(x, lo_idx, y));
+    _mm512_store_si512(d + 64 * p + 32, _mm512_permutex2var_epi16(x, hi_idx, y));
+  }
+}
+
+/* cast_avx512.c's rounding (nearest even, NaNs kept quiet, subnormals kept) of src + bias. */
+void ms_k_bconv_round_avx512(int64_t rows, int64_t n, const float *src, int64_t lds, float bias,
+                             uint16_t *dst, int64_t ldd) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x40);
+  const __m512 vb = _mm512_set1_ps(bias);
+  for (int64_t r = 0; r < rows; r++, src += lds, dst += ldd)
+    for (int64_t i = 0; i < n; i += 16) {
+      __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+      __m512i bits = _mm512_castps_si512(_mm512_add_ps(_mm512_maskz_loadu_ps(m, src + i), vb));
+      __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, abs_mask), inf);
+      __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
+      __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(half, lsb)), 16);
+      __m512i quieted = _mm512_or_si512(_mm512_srli_epi32(bits, 16), quiet);
+      _mm256_mask_storeu_epi16(dst + i, m, _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quieted)));
+    }
+}
