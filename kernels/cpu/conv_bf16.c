@@ -179,7 +179,8 @@ typedef struct bconv_job {
   const ms_k_conv2d_geom *g;
   const uint16_t *x, *w, *b, *gout;
   uint16_t *out, *gx;
-  const uint16_t *apack; /* forward: W in 12-row panels */
+  const uint16_t *apack; /* forward: W in mr-row panels */
+  int mr;                /* 8 or 12 */
   const int64_t *roff;   /* forward, wide: each column-matrix row's offset in a sample */
   float **gw_part, **gb_part; /* weight grad: per member, (O, K) or transposed (K, O); bias (O) */
   bool gw_t;                  /* the weight partials are (K, O) */
@@ -217,7 +218,8 @@ static void forward_wide_range(void *ctx, int64_t begin, int64_t end) {
   const ms_k_conv2d_geom *g = j->g;
   const int64_t K = col_k(g), pk = (K + 1) / 2, X = g->c * g->h * g->w, P = g->oh * g->ow;
   const int64_t PW = (g->oh - 1) * g->w + g->ow; /* wide columns needed */
-  const int64_t MP = (g->o + MR - 1) / MR * MR, PPW = (PW + NR - 1) / NR * NR;
+  const int mr = j->mr;
+  const int64_t MP = (g->o + mr - 1) / mr * mr, PPW = (PW + NR - 1) / NR * NR;
   uint16_t *bpack = ms_k_thread_buffer(MS_K_BUF_BCONV_COL, (size_t)(2 * pk * NR) * sizeof *bpack);
   float *acc = ms_k_thread_buffer(MS_K_BUF_BCONV_F32, (size_t)(MP * PPW + 16) * sizeof *acc);
   if (!bpack || !acc) {
@@ -230,8 +232,12 @@ static void forward_wide_range(void *ctx, int64_t begin, int64_t end) {
     const uint16_t *xs = j->x + s * X;
     for (int64_t q = 0; q < PW; q += NR) {
       ms_k_bconv_pack_panel_avx512(K, xs + q, j->roff, xend, bpack);
-      for (int64_t i = 0; i < MP; i += MR)
-        ms_k_bgemm_ukr_avx512(pk, &one, j->apack + 2 * pk * i, bpack, &zero, acc + i * PPW + q, PPW, 1);
+      if (mr == 8)
+        for (int64_t i = 0; i < MP; i += 8)
+          ms_k_bconv_ukr8_avx512(pk, j->apack + 2 * pk * i, bpack, acc + i * PPW + q, PPW);
+      else
+        for (int64_t i = 0; i < MP; i += MR)
+          ms_k_bgemm_ukr_avx512(pk, &one, j->apack + 2 * pk * i, bpack, &zero, acc + i * PPW + q, PPW, 1);
     }
     uint16_t *os = j->out + s * g->o * P;
     for (int64_t o = 0; o < g->o; o++)
@@ -423,18 +429,27 @@ int ms_k_conv2d_bf16_forward(const ms_k_conv2d_geom *g, const uint16_t *x, const
                              const uint16_t *b, uint16_t *out) {
   if (g->n == 0) return 0;
   if (!use_gemm(PASS_FWD, g)) return forward_widen(g, x, w, b, out);
-  const int64_t K = col_k(g), pk = (K + 1) / 2, MP = (g->o + MR - 1) / MR * MR;
+  bool wide = fwd_wide(g);
+  /* the 8-row tile where it fits O exactly and the 12-row one would not (wide path only) */
+  const int mr = wide && g->o % 8 == 0 && g->o % MR != 0 ? 8 : MR;
+  const int64_t K = col_k(g), pk = (K + 1) / 2, MP = (g->o + mr - 1) / mr * mr;
   uint16_t *apack = aligned_alloc(64, (size_t)((MP * 2 * pk * sizeof *apack + 63) / 64 * 64));
   if (!apack) return -1;
-  for (int64_t i = 0; i < MP; i += MR)
-    ms_k_bpack_a_avx512(K, g->o - i < MR ? g->o - i : MR, w + i * K, K, 1, apack + 2 * pk * i);
-  bool wide = fwd_wide(g);
+  for (int64_t i = 0; i < MP; i += mr) {
+    uint16_t *d = apack + 2 * pk * i;
+    if (mr == MR) ms_k_bpack_a_avx512(K, g->o - i < MR ? g->o - i : MR, w + i * K, K, 1, d);
+    else /* pair p of row l at word p * mr + l; an odd K's last high half is zero */
+      for (int64_t p = 0; p < pk; p++)
+        for (int l = 0; l < mr; l++)
+          for (int h = 0; h < 2; h++)
+            d[2 * (p * mr + l) + h] = i + l < g->o && 2 * p + h < K ? w[(i + l) * K + 2 * p + h] : 0;
+  }
   int64_t *roff = wide ? malloc((size_t)K * sizeof *roff) : NULL;
   if (wide && !roff) return free(apack), -1;
   for (int64_t c = 0, r = 0; wide && c < g->c; c++)
     for (int64_t i = 0; i < g->kh; i++)
       for (int64_t jj = 0; jj < g->kw; jj++) roff[r++] = (c * g->h + i * g->dh) * g->w + jj * g->dw;
-  bconv_job j = {.g = g, .x = x, .w = w, .b = b, .out = out, .apack = apack, .roff = roff};
+  bconv_job j = {.g = g, .x = x, .w = w, .b = b, .out = out, .apack = apack, .roff = roff, .mr = mr};
   ms_k_parallel_for(g->n, 1, wide ? forward_wide_range : forward_range, &j);
   free(apack), free(roff);
   return j.failed ? -1 : 0;

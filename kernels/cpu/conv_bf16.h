@@ -24,4 +24,7 @@ void ms_k_bconv_pack_panel_avx512(int64_t k, const uint16_t *base, const int64_t
 void ms_k_bconv_round_avx512(int64_t rows, int64_t n, const float *src, int64_t lds, float bias,
                              uint16_t *dst, int64_t ldd);
 
+/* An 8 x 32 tile of C (overwritten) from A packed 8 rows a pair and B as the bf16 GEMM packs it. */
+void ms_k_bconv_ukr8_avx512(int64_t kp, const uint16_t *a, const uint16_t *b, float *c, int64_t rsc);
+
 #endif

@@ -2,6 +2,7 @@
  * called only when ms_k_gemm_bf16_available()): packing a 32-column panel of the column matrix
  * straight from the input, and rounding the float32 sums (plus bias) to bf16. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/cpu/conv_bf16.h"
 
@@ -50,4 +51,31 @@ void ms_k_bconv_round_avx512(int64_t rows, int64_t n, const float *src, int64_t 
       __m512i quieted = _mm512_or_si512(_mm512_srli_epi32(bits, 16), quiet);
       _mm256_mask_storeu_epi16(dst + i, m, _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quieted)));
     }
+}
+
+/* An 8 x 32 tile of C = A B (overwritten, row stride rsc) over kp pairs: the bf16 GEMM's 12 x 32
+ * micro-kernel cut to 8 rows, for O a multiple of 8 and not of 12 (conv2's 64 channels computed
+ * 72 rows on the 12-row tile). a: per pair, 8 words (row i's pair); b: per pair, 32 words. */
+void ms_k_bconv_ukr8_avx512(int64_t kp, const uint16_t *a, const uint16_t *b, float *c, int64_t rsc) {
+  __m512 c0[8], c1[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kp; p++) {
+    __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 32);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+      uint32_t w;
+      memcpy(&w, a + 2 * i, sizeof w);
+      __m512bh ai = (__m512bh)_mm512_set1_epi32((int)w);
+      c0[i] = _mm512_dpbf16_ps(c0[i], ai, b0);
+      c1[i] = _mm512_dpbf16_ps(c1[i], ai, b1);
+    }
+    a += 16;
+    b += 64;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i++) {
+    _mm512_storeu_ps(c + i * rsc, c0[i]);
+    _mm512_storeu_ps(c + i * rsc + 16, c1[i]);
+  }
 }
