@@ -35,12 +35,20 @@ bool ms_k_conv2d_bf16_direct(void) {
 
 enum { PASS_FWD, PASS_GIN, PASS_GW };
 
-/* The measured choice per pass (1 thread, Zen 5; bench/conv_bf16_bench.lua): whether the
- * column-matrix GEMM beats widening into the float32 kernels. */
+static int64_t col_k(const ms_k_conv2d_geom *g) { return g->c * g->kh * g->kw; }
+
+/* The measured choice per pass (1 thread, Zen 5, bench/conv_bf16_bench.lua, ms at batch 64 and
+ * 1000, GEMM against widening in-kernel): the GEMM wins the forward (conv2 4.25 / 70 against
+ * 4.63 / 73, conv1 0.26 / 4.5 against 0.33 / 5.7) and the input grad (conv2 5.35 / 86 against
+ * 6.4 / 100), and the weight grad but for one case: a column matrix of fewer rows than the
+ * 12-row tile (conv1's K = 9) over a gout past the caches, where the GEMM packs gout^T's 32
+ * rows at once from DRAM and the float32 kernel streams it (conv1 b1000: 6.3-6.7 against
+ * 4.7-5.0 ms; b64: 0.22 against 0.27). */
 static bool use_gemm(int pass, const ms_k_conv2d_geom *g) {
   ms_k_bconv_mode m = mode();
   if (m != MS_K_BCONV_AUTO) return m == MS_K_BCONV_GEMM;
-  (void)pass, (void)g;
+  if (pass == PASS_GW && col_k(g) < MS_BGEMM_AVX512_MR && g->n * g->o * g->oh * g->ow * 2 > (8 << 20))
+    return false;
   return true;
 }
 
@@ -187,8 +195,6 @@ typedef struct bconv_job {
   int team;
   _Atomic int failed;
 } bconv_job;
-
-static int64_t col_k(const ms_k_conv2d_geom *g) { return g->c * g->kh * g->kw; }
 
 /* The forward's own driver: W packed once into 12-row panels (apack), then per sample and per
  * chunk of columns the column matrix is unfolded straight into L1/L2-sized rows, packed into
