@@ -348,7 +348,8 @@ static void weight_grad_member(void *ctx, int t, int nt) {
     const uint16_t *gs = j->gout + s * g->o * P;
     if (gw) {
       const uint16_t *xs = j->x + s * g->c * g->h * g->w;
-      if (!pw) im2col(g, xs, col);
+      if (!pw && g->sw == 1) ms_k_bconv_im2col_avx512(g, xs, col);
+      else if (!pw) im2col(g, xs, col);
       const uint16_t *cs = pw ? xs : col;
       if (j->gw_t) /* gw^T (K, O) += col (K, P) gout^T (P, O) */
         ms_k_gemm_bf16(K, g->o, P, 1.0f, cs, P, 1, gs, 1, P, 1.0f, gw, g->o, 1);

@@ -27,4 +27,8 @@ void ms_k_bconv_round_avx512(int64_t rows, int64_t n, const float *src, int64_t 
 /* An 8 x 32 tile of C (overwritten) from A packed 8 rows a pair and B as the bf16 GEMM packs it. */
 void ms_k_bconv_ukr8_avx512(int64_t kp, const uint16_t *a, const uint16_t *b, float *c, int64_t rsc);
 
+/* The column matrix (C*KH*KW, OH*OW) of one sample, for unit column stride (sw == 1); col has
+ * room for 32 more elements, which it may overwrite. */
+void ms_k_bconv_im2col_avx512(const ms_k_conv2d_geom *g, const uint16_t *xs, uint16_t *col);
+
 #endif

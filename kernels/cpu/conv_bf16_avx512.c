@@ -79,3 +79,41 @@ void ms_k_bconv_ukr8_avx512(int64_t kp, const uint16_t *a, const uint16_t *b, fl
     _mm512_storeu_ps(c + i * rsc + 16, c1[i]);
   }
 }
+
+/* The output positions o in [0, osize) whose input position o*s + off lies in [0, isize). */
+static void valid_range(int64_t off, int64_t s, int64_t isize, int64_t osize, int64_t *lo,
+                        int64_t *hi) {
+  int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
+  int64_t h = isize - 1 - off < 0 ? 0 : (isize - 1 - off) / s + 1;
+  if (h > osize) h = osize;
+  if (l > h) l = h;
+  *lo = l;
+  *hi = h;
+}
+
+/* conv_bf16.c's im2col for sw == 1: each output row's run is one masked load and one full store
+ * per 32 columns, padding included (masked-off lanes neither load nor fault); runs are written
+ * in order, so what a store spills past its run the next one overwrites, and col needs 32
+ * elements of slack at the end. The scalar runs cost a fifth of a conv2 weight-grad sample. */
+void ms_k_bconv_im2col_avx512(const ms_k_conv2d_geom *g, const uint16_t *xs, uint16_t *col) {
+  const int64_t C = g->c, H = g->h, W = g->w, KH = g->kh, KW = g->kw, OH = g->oh, OW = g->ow;
+  const int64_t sh = g->sh, ph = g->ph, pw = g->pw, dh = g->dh, dw = g->dw;
+  uint16_t *dst = col;
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t i = 0; i < KH; i++)
+      for (int64_t j = 0; j < KW; j++) {
+        int64_t lo, hi;
+        valid_range(j * dw - pw, 1, W, OW, &lo, &hi);
+        for (int64_t oh = 0; oh < OH; oh++, dst += OW) {
+          int64_t ih = oh * sh - ph + i * dh;
+          int inside = ih >= 0 && ih < H;
+          /* element q of the run is xs[row + q + j*dw - pw]; uintptr_t keeps the base legal */
+          uintptr_t src = (uintptr_t)(xs + (inside ? (c * H + ih) * W : 0)) + (uintptr_t)((j * dw - pw) * 2);
+          for (int64_t q0 = 0; q0 < OW; q0 += 32) {
+            __mmask32 ld = inside ? lanes32(hi - q0) & ~lanes32(lo - q0) : 0;
+            __m512i v = _mm512_maskz_loadu_epi16(ld, (const void *)(src + (uintptr_t)(q0 * 2)));
+            _mm512_storeu_si512(dst + q0, v); /* the next run overwrites the spill */
+          }
+        }
+      }
+}

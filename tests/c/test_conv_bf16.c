@@ -3,7 +3,7 @@
  * are exact in float32 and only the order of the sums differs, so every bf16 result must lie
  * within one bf16 ulp of the float32 reference (plus a sliver for the float32 sums' order).
  * Shapes: the seed's conv1 and conv2, an odd K, stride 2, padding 1, dilation, 1x1, a 2x3 kernel,
- * O off the 12-row tile; batch 1 and 3; with and without bias; 1 and 2 threads; each pass forced
+ * O off the 12-row tile, rows wider than 32; batch 1 and 3; with and without bias; 1 and 2 threads; each pass forced
  * through the GEMM, forced through widening, and as chosen. A NaN in one sample must stay in
  * that sample, and 2 threads must give the same bits twice. Skipped (success) without AVX-512
  * BF16. */
@@ -144,6 +144,7 @@ int main(void) {
       {3, 8, 5, 6, 4, 1, 1, 1, 1, 0, 0, 1, 1},     /* 1x1 */
       {3, 6, 9, 12, 7, 2, 3, 2, 1, 1, 0, 1, 1},    /* 2x3 kernel, mixed stride and padding */
       {3, 40, 7, 7, 50, 3, 3, 1, 1, 1, 1, 1, 1},   /* K = 360, 40 + 10 columns */
+      {3, 2, 5, 70, 3, 3, 3, 1, 1, 1, 1, 1, 1},    /* rows of 70 columns: runs over 32 */
   };
   const ms_k_bconv_mode modes[] = {MS_K_BCONV_GEMM, MS_K_BCONV_WIDEN, MS_K_BCONV_AUTO};
   for (int m = 0; m < 3; m++) {
