@@ -301,6 +301,10 @@ static void input_grad_range(void *ctx, int64_t begin, int64_t end) {
   }
   for (int64_t s = begin; s < end; s++) {
     ms_k_gemm_bf16(K, P, g->o, 1.0f, j->w, 1, K, j->gout + s * g->o * P, P, 1, 0.0f, gcol, P, 1);
+    if (!pw && g->sh == 1 && g->sw == 1) {
+      ms_k_bconv_col2im_s1_avx512(g, gcol, j->gx + s * X);
+      continue;
+    }
     if (!pw) {
       memset(gxf, 0, (size_t)X * sizeof *gxf);
       col2im(g, gcol, gxf);

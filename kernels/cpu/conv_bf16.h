@@ -31,4 +31,8 @@ void ms_k_bconv_ukr8_avx512(int64_t kp, const uint16_t *a, const uint16_t *b, fl
  * room for 32 more elements, which it may overwrite. */
 void ms_k_bconv_im2col_avx512(const ms_k_conv2d_geom *g, const uint16_t *xs, uint16_t *col);
 
+/* gx (C, H, W) bf16 = one sample's column gradient (K, P) float32 folded back and rounded, for
+ * unit stride (sh == sw == 1; any padding and dilation). */
+void ms_k_bconv_col2im_s1_avx512(const ms_k_conv2d_geom *g, const float *col, uint16_t *gx);
+
 #endif

@@ -117,3 +117,46 @@ void ms_k_bconv_im2col_avx512(const ms_k_conv2d_geom *g, const uint16_t *xs, uin
         }
       }
 }
+
+static inline __mmask16 lanes16(int64_t lo, int64_t hi) { /* lanes [lo, hi) of 16 */
+  if (lo < 0) lo = 0;
+  if (hi > 16) hi = 16;
+  if (hi <= lo) return 0;
+  return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+/* One sample's input gradient from its column gradient (K, P) float32, for unit stride: each
+ * 16-column piece of a gx row sums its KH x KW contributions in registers, in the (i, j) order
+ * col2im adds them, and is rounded to bf16 once (cast_avx512.c's rounding). A scalar col2im
+ * read and wrote gx once per contribution and took as long as the GEMM. */
+void ms_k_bconv_col2im_s1_avx512(const ms_k_conv2d_geom *g, const float *col, uint16_t *gx) {
+  const int64_t C = g->c, H = g->h, W = g->w, KH = g->kh, KW = g->kw, OH = g->oh, OW = g->ow;
+  const int64_t ph = g->ph, pw = g->pw, dh = g->dh, dw = g->dw, P = OH * OW;
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x40);
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t ih = 0; ih < H; ih++)
+      for (int64_t w0 = 0; w0 < W; w0 += 16) {
+        const int64_t nl = W - w0 < 16 ? W - w0 : 16;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t i = 0; i < KH; i++) {
+          int64_t oh = ih + ph - i * dh;
+          if (oh < 0 || oh >= OH) continue;
+          for (int64_t j = 0; j < KW; j++) {
+            int64_t off = j * dw - pw; /* gx column w takes output column w - off */
+            __mmask16 m = lanes16(off - w0, nl < OW + off - w0 ? nl : OW + off - w0);
+            if (!m) continue;
+            uintptr_t src = (uintptr_t)(col + ((c * KH + i) * KW + j) * P + oh * OW) +
+                            (uintptr_t)((w0 - off) * (int64_t)sizeof(float));
+            acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, (const void *)src));
+          }
+        }
+        __m512i bits = _mm512_castps_si512(acc);
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, abs_mask), inf);
+        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
+        __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(half, lsb)), 16);
+        __m512i quieted = _mm512_or_si512(_mm512_srli_epi32(bits, 16), quiet);
+        _mm256_mask_storeu_epi16(gx + (c * H + ih) * W + w0, lanes16(0, nl),
+                                 _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quieted)));
+      }
+}
