@@ -1,7 +1,11 @@
 /* conv_bf16.c: conv2d on bfloat16 tensors (groups = 1), FSDP's mixed precision. A pass either
- * unfolds each sample into a bf16 column matrix and runs ms_k_gemm_bf16 (vdpbf16ps, twice the
- * float32 FMA rate) with float32 sums, or widens its operands to float32 and runs the float
- * kernels (conv.c's Winograd and implicit GEMMs); either way a result is rounded to bf16 once.
+ * multiplies bf16 operands on vdpbf16ps (twice the float32 FMA rate) with float32 sums, or
+ * widens its operands to float32 and runs the float kernels (conv.c's Winograd and implicit
+ * GEMMs); either way a result is rounded to bf16 once. The forward has its own driver around
+ * the bf16 micro-kernels (panels packed straight from x); the input grad is ms_k_gemm_bf16's
+ * W^T gout then a fold in registers; the weight grad is im2col then ms_k_gemm_bf16 into
+ * per-thread float32 partials. Samples are spread over the pool; results do not depend on
+ * timing, only on the thread count (the weight grad's partials).
  *
  * Letters: N batch, C input channels, O output channels, (H, W) input, (OH, OW) output,
  * (KH, KW) kernel, P = OH*OW output pixels, K = C*KH*KW column rows. */
@@ -39,8 +43,8 @@ static int64_t col_k(const ms_k_conv2d_geom *g) { return g->c * g->kh * g->kw; }
 
 /* The measured choice per pass (1 thread, Zen 5, bench/conv_bf16_bench.lua, ms at batch 64 and
  * 1000, GEMM against widening in-kernel): the GEMM wins the forward (conv2 4.25 / 70 against
- * 4.63 / 73, conv1 0.26 / 4.5 against 0.33 / 5.7) and the input grad (conv2 5.35 / 86 against
- * 6.4 / 100), and the weight grad but for one case: a column matrix of fewer rows than the
+ * 4.63 / 73, conv1 0.26 / 4.5 against 0.33 / 5.7) and the input grad (conv2 5.0 / 86 against
+ * 6.4 / 100, conv1 0.41 / 7.1 against 1.4 / 22), and the weight grad but for one case: a column matrix of fewer rows than the
  * 12-row tile (conv1's K = 9) over a gout past the caches, where the GEMM packs gout^T's 32
  * rows at once from DRAM and the float32 kernel streams it (conv1 b1000: 6.3-6.7 against
  * 4.7-5.0 ms; b64: 0.22 against 0.27). */
@@ -196,11 +200,11 @@ typedef struct bconv_job {
   _Atomic int failed;
 } bconv_job;
 
-/* The forward's own driver: W packed once into 12-row panels (apack), then per sample and per
- * chunk of columns the column matrix is unfolded straight into L1/L2-sized rows, packed into
- * 32-column panels and multiplied tile by tile into acc (rows and columns padded to whole
- * tiles). ms_k_gemm_bf16 on a whole-sample column matrix spent a third of its time writing that
- * matrix through to L2 and reading it back to pack it. */
+/* The forward's own driver: W packed once into 8- or 12-row panels (apack), then per sample and
+ * per chunk of columns the column matrix is unfolded into L1/L2-sized rows (or, wide, not at
+ * all), packed into 32-column panels and multiplied tile by tile into acc (rows and columns
+ * padded to whole tiles). ms_k_gemm_bf16 on a whole-sample column matrix spent a third of its
+ * time writing that matrix through to L2 and reading it back to pack it. */
 enum { MR = MS_BGEMM_AVX512_MR, NR = MS_BGEMM_AVX512_NR };
 
 static int64_t fwd_chunk(int64_t K, int64_t P) { /* columns per chunk: ~48 KB of rows, whole panels */
