@@ -143,8 +143,10 @@ void ms_k_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, const doub
                            uint8_t *out);
 
 /* ---- convolution and pooling (kernels/cpu/conv.c, pool.c) ---- */
-/* Every tensor here is contiguous (N, C, H, W); dt is MS_K_F32 or MS_K_F64. The engine has
- * checked the geometry (output sizes >= 1, channels divisible by groups) before the call. */
+/* Every tensor here is contiguous (N, C, H, W); dt is MS_K_F32 or MS_K_F64, or MS_K_BF16 with
+ * groups = 1 (FSDP's mixed precision: float32 sums, each result rounded to bf16 once; gated by
+ * ms_k_conv2d_bf16_direct()). The engine has checked the geometry (output sizes >= 1, channels
+ * divisible by groups) before the call. */
 typedef struct ms_k_conv2d_geom {
   int64_t n, c, h, w;       /* input (N, C, H, W) */
   int64_t o, kh, kw;        /* weight (O, C / groups, KH, KW) */
@@ -160,6 +162,10 @@ int ms_k_conv2d_forward(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *x,
  * when not wanted and is overwritten otherwise. x is read only for gw. Returns 0 or -1. */
 int ms_k_conv2d_backward(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *x, const void *w,
                          const void *gout, void *gx, void *gw, void *gb);
+/* Whether bfloat16 conv2d runs natively (ms_k_gemm_bf16_available(), and MS_CONV_BF16 is not
+ * "off"); else the engine widens to float32 around the float kernels. MS_CONV_BF16 = "gemm" or
+ * "widen" forces every pass one way (benchmarks); unset, each pass goes the faster way. */
+bool ms_k_conv2d_bf16_direct(void);
 
 /* Pooling over `planes` independent (H, W) planes (N * C) into (OH, OW) ones. */
 typedef struct ms_k_pool2d_geom {

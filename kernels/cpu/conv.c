@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/cpu/conv_bf16.h"
 #include "kernels/cpu/conv_gemm.h"
 
 static size_t elsize(ms_k_dtype dt) { return dt == MS_K_F64 ? 8 : 4; }
@@ -187,6 +188,7 @@ static int team_size(const ms_k_conv2d_geom *g) {
 int ms_k_conv2d_forward(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *x, const void *w,
                         const void *b, void *out) {
   if (dt == MS_K_F32 && g->groups == 1) return ms_k_conv2d_forward_gemm(g, x, w, b, out);
+  if (dt == MS_K_BF16) return g->groups == 1 ? ms_k_conv2d_bf16_forward(g, x, w, b, out) : -1;
   conv_job j = {.dt = dt, .g = g, .x = x, .w = w, .b = b, .out = out};
   if (g->n == 0) return 0;
   ms_k_parallel_team(team_size(g), forward_member, &j);
@@ -208,6 +210,7 @@ static void reduce_partials(conv_job *j, void *gb) {
 
 int ms_k_conv2d_backward(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *x, const void *w,
                          const void *gout, void *gx, void *gw, void *gb) {
+  if (dt == MS_K_BF16) return g->groups == 1 ? ms_k_conv2d_bf16_backward(g, x, w, gout, gx, gw, gb) : -1;
   /* the implicit GEMM computes the bias gradient alongside the weight's */
   if (dt == MS_K_F32 && g->groups == 1 && (gw || !gb)) {
     if (gx && ms_k_conv2d_input_grad_gemm(g, w, gout, gx) != 0) return -1;

@@ -65,7 +65,14 @@ static ms_status check_weight(const ms_tensor *x, const ms_tensor *w, const ms_t
 /* Fills the kernel geometry (output size included) after checking every argument. */
 static ms_status conv_geometry(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, const int64_t st[2],
                                const int64_t pad[2], const int64_t dil[2], int64_t groups, ms_k_conv2d_geom *g) {
-  if (ms_nn_check_4d_any("conv2d", "input", x) != MS_OK || check_weight(x, w, b, groups) != MS_OK) return MS_ERR_ARG;
+  char sb[MS_SHAPE_STR_LEN];
+  if (x->dtype == MS_BFLOAT16 && x->ndim != 4) /* bf16 reaches here only on the native path */
+    return ms_error(MS_ERR_ARG, "conv2d: input must be 4-D (N, C, H, W), got %s",
+                    ms_shape_str(x->ndim, x->shape, sb, sizeof sb));
+  if (x->dtype != MS_BFLOAT16 && ms_nn_check_4d_any("conv2d", "input", x) != MS_OK) return MS_ERR_ARG;
+  if ((x->dtype == MS_BFLOAT16 && ms_tensor_check_data_any("conv2d", x) != MS_OK) ||
+      check_weight(x, w, b, groups) != MS_OK)
+    return MS_ERR_ARG;
   if (ms_nn_check_pair("conv2d", "stride", st, 1) || ms_nn_check_pair("conv2d", "padding", pad, 0) ||
       ms_nn_check_pair("conv2d", "dilation", dil, 1))
     return MS_ERR_ARG;
@@ -145,11 +152,18 @@ static ms_tensor *conv_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b, const m
   return out;
 }
 
+/* bfloat16 on the CPU with groups = 1 runs kernels/cpu/conv_bf16.c (vdpbf16ps GEMMs, float32
+ * sums, one rounding) where the CPU has AVX-512 BF16; anything else 16-bit widens to float32. */
+static bool bf16_native(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, int64_t groups) {
+  return x->dtype == MS_BFLOAT16 && w->dtype == MS_BFLOAT16 && (!b || b->dtype == MS_BFLOAT16) &&
+         groups == 1 && ms_tensor_device(x).type == MS_CPU && ms_k_conv2d_bf16_direct();
+}
+
 ms_tensor *ms_conv2d(ms_tensor *x, ms_tensor *w, ms_tensor *b, const int64_t stride[2],
                      const int64_t padding[2], const int64_t dilation[2], int64_t groups) {
   if (!x || !w) return ms_error(MS_ERR_ARG, "conv2d: input and weight are required"), NULL;
   ms_dtype half;
-  if (ms_nn_half_call(3, (ms_tensor *[]){x, w, b}, &half)) {
+  if (ms_nn_half_call(3, (ms_tensor *[]){x, w, b}, &half) && !bf16_native(x, w, b, groups)) {
     ms_tensor *v[3];
     if (ms_nn_widen(3, (ms_tensor *[]){x, w, b}, v) != MS_OK) return NULL;
     ms_tensor *out = ms_conv2d(v[0], v[1], v[2], stride, padding, dilation, groups);
