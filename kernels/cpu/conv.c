@@ -12,6 +12,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/cpu/conv_bf16.h"
+#include "kernels/cpu/conv_geom.h"
 #include "kernels/cpu/conv_gemm.h"
 
 static size_t elsize(ms_k_dtype dt) { return dt == MS_K_F64 ? 8 : 4; }
@@ -26,23 +27,6 @@ static void gemm(ms_k_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, 
     ms_k_sgemm(M, N, K, 1.0f, A, rsA, csA, B, rsB, csB, (float)beta, C, rsC, 1);
 }
 
-/* The output positions o in [0, osize) whose input position o*s + off lies in [0, isize):
- * [*lo, *hi). Integer division rounds toward zero, hence the sign cases. */
-static void valid_range(int64_t off, int64_t s, int64_t isize, int64_t osize, int64_t *lo,
-                        int64_t *hi) {
-  int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
-  int64_t h = isize - 1 - off < 0 ? 0 : (isize - 1 - off) / s + 1;
-  if (h > osize) h = osize;
-  if (l > h) l = h;
-  *lo = l;
-  *hi = h;
-}
-
-/* Whether the column matrix is the input itself (1x1 kernel, unit stride, no padding). */
-static bool is_pointwise(const ms_k_conv2d_geom *g) {
-  return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
-}
-
 /* col (C*KH*KW, P) from one sample xs (C, H, W); padding reads as zero. */
 static void im2col(ms_k_dtype dt, const ms_k_conv2d_geom *g, const char *xs, char *col) {
   size_t es = elsize(dt);
@@ -52,7 +36,7 @@ static void im2col(ms_k_dtype dt, const ms_k_conv2d_geom *g, const char *xs, cha
       for (int64_t j = 0; j < g->kw; j++) {
         char *row = col + (size_t)(((c * g->kh + i) * g->kw + j) * P) * es;
         int64_t lo, hi;
-        valid_range(j * g->dw - g->pw, g->sw, g->w, g->ow, &lo, &hi);
+        ms_k_conv_valid_range(j * g->dw - g->pw, g->sw, g->w, g->ow, &lo, &hi);
         for (int64_t oh = 0; oh < g->oh; oh++) {
           char *dst = row + (size_t)(oh * g->ow) * es;
           int64_t ih = oh * g->sh - g->ph + i * g->dh;
@@ -77,7 +61,7 @@ static void col2im(ms_k_dtype dt, const ms_k_conv2d_geom *g, const char *col, ch
       for (int64_t j = 0; j < g->kw; j++) {
         const char *row = col + (size_t)(((c * g->kh + i) * g->kw + j) * P) * es;
         int64_t lo, hi;
-        valid_range(j * g->dw - g->pw, g->sw, g->w, g->ow, &lo, &hi);
+        ms_k_conv_valid_range(j * g->dw - g->pw, g->sw, g->w, g->ow, &lo, &hi);
         if (lo == hi) continue;
         for (int64_t oh = 0; oh < g->oh; oh++) {
           int64_t ih = oh * g->sh - g->ph + i * g->dh;
@@ -108,8 +92,8 @@ static void forward_sample(conv_job *j, int64_t s, char *col) {
   int64_t P = g->oh * g->ow, og = g->o / g->groups, cg = g->c / g->groups, K = cg * g->kh * g->kw;
   const char *xs = j->x + (size_t)(s * g->c * g->h * g->w) * es;
   char *os = j->out + (size_t)(s * g->o * P) * es;
-  if (!is_pointwise(g)) im2col(j->dt, g, xs, col);
-  const char *cols = is_pointwise(g) ? xs : col;
+  if (!ms_k_conv_is_pointwise(g)) im2col(j->dt, g, xs, col);
+  const char *cols = ms_k_conv_is_pointwise(g) ? xs : col;
   if (j->b) /* start from the bias so the GEMM adds into it */
     for (int64_t o = 0; o < g->o; o++) ms_k_cast(P, os + (size_t)(o * P) * es, j->dt, 1, j->b + o * es, j->dt, 0);
   for (int64_t gr = 0; gr < g->groups; gr++)
@@ -124,8 +108,8 @@ static void backward_sample(conv_job *j, int64_t s, char *col, char *gw, double 
   const char *xs = j->x ? j->x + (size_t)(s * g->c * g->h * g->w) * es : NULL;
   const char *gs = j->gout + (size_t)(s * g->o * P) * es;
   if (gw) { /* gw_g += gout_g (og, P) * col_g^T (P, K) */
-    if (!is_pointwise(g)) im2col(j->dt, g, xs, col);
-    const char *cols = is_pointwise(g) ? xs : col;
+    if (!ms_k_conv_is_pointwise(g)) im2col(j->dt, g, xs, col);
+    const char *cols = ms_k_conv_is_pointwise(g) ? xs : col;
     for (int64_t gr = 0; gr < g->groups; gr++)
       gemm(j->dt, og, K, P, gs + (size_t)(gr * og * P) * es, P, 1, cols + (size_t)(gr * K * P) * es, 1, P,
            1.0, gw + (size_t)(gr * og * K) * es, K);
@@ -138,11 +122,11 @@ static void backward_sample(conv_job *j, int64_t s, char *col, char *gw, double 
     }
   if (j->gx) { /* col_g (K, P) = w_g^T (K, og) * gout_g (og, P), folded back into gx */
     char *gxs = j->gx + (size_t)(s * g->c * g->h * g->w) * es;
-    char *dst = is_pointwise(g) ? gxs : col;
+    char *dst = ms_k_conv_is_pointwise(g) ? gxs : col;
     for (int64_t gr = 0; gr < g->groups; gr++)
       gemm(j->dt, K, P, og, j->w + (size_t)(gr * og * K) * es, 1, K, gs + (size_t)(gr * og * P) * es, P, 1,
            0.0, dst + (size_t)(gr * K * P) * es, P);
-    if (!is_pointwise(g)) {
+    if (!ms_k_conv_is_pointwise(g)) {
       memset(gxs, 0, (size_t)(g->c * g->h * g->w) * es);
       col2im(j->dt, g, col, gxs);
     }
@@ -158,11 +142,11 @@ static void conv_member(conv_job *j, int t, int nt, bool backward) {
   int64_t begin = t * q + (t < r ? t : r), end = begin + q + (t < r ? 1 : 0);
   if (t == 0) j->team = nt;
   size_t wnum = (size_t)(g->o * (g->c / g->groups) * g->kh * g->kw);
-  char *col = is_pointwise(g) ? NULL : malloc((size_t)(g->c * g->kh * g->kw * g->oh * g->ow + 1) * es);
+  char *col = ms_k_conv_is_pointwise(g) ? NULL : malloc((size_t)(g->c * g->kh * g->kw * g->oh * g->ow + 1) * es);
   char *gw = NULL;
   if (backward && j->gw) gw = t == 0 ? j->gw : calloc(wnum + 1, es);
   if (backward && j->gw_part) j->gw_part[t] = gw;
-  if ((!col && !is_pointwise(g)) || (backward && j->gw && !gw)) {
+  if ((!col && !ms_k_conv_is_pointwise(g)) || (backward && j->gw && !gw)) {
     j->failed = 1;
     free(col);
     return;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/cpu/conv_bf16.h"
+#include "kernels/cpu/conv_geom.h"
 #include "kernels/cpu/gemm_ukr.h" /* ms_k_thread_buffer */
 
 static _Atomic int forced_mode = -1; /* -1: not read from MS_CONV_BF16 yet */
@@ -58,21 +59,6 @@ static bool use_gemm(int pass, const ms_k_conv2d_geom *g) {
 
 /* ---- geometry -------------------------------------------------------------------------------- */
 
-/* The output positions o in [0, osize) whose input position o*s + off lies in [0, isize). */
-static void valid_range(int64_t off, int64_t s, int64_t isize, int64_t osize, int64_t *lo,
-                        int64_t *hi) {
-  int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
-  int64_t h = isize - 1 - off < 0 ? 0 : (isize - 1 - off) / s + 1;
-  if (h > osize) h = osize;
-  if (l > h) l = h;
-  *lo = l;
-  *hi = h;
-}
-
-static bool is_pointwise(const ms_k_conv2d_geom *g) {
-  return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
-}
-
 /* d[0, n) = s[0, n): fixed 16-element moves, the last one overlapping, since the general loop
  * and memcpy spent as long on these 20-odd element runs as the GEMM on the whole sample. */
 static inline void copy_run(int64_t n, uint16_t *restrict d, const uint16_t *restrict s) {
@@ -94,10 +80,10 @@ static void im2col(const ms_k_conv2d_geom *g, const uint16_t *xs, uint16_t *col)
   for (int64_t c = 0; c < C; c++)
     for (int64_t i = 0; i < KH; i++) {
       int64_t rlo, rhi; /* the output rows whose input row lies inside */
-      valid_range(i * dh - ph, sh, H, OH, &rlo, &rhi);
+      ms_k_conv_valid_range(i * dh - ph, sh, H, OH, &rlo, &rhi);
       for (int64_t j = 0; j < KW; j++, row += OH * OW) {
         int64_t lo, hi;
-        valid_range(j * dw - pw, sw, W, OW, &lo, &hi);
+        ms_k_conv_valid_range(j * dw - pw, sw, W, OW, &lo, &hi);
         if (lo == hi) rlo = rhi = 0;
         memset(row, 0, (size_t)(rlo * OW) * sizeof *row);
         memset(row + rhi * OW, 0, (size_t)((OH - rhi) * OW) * sizeof *row);
@@ -126,7 +112,7 @@ static void im2col_cols(const ms_k_conv2d_geom *g, const uint16_t *xs, int64_t p
     for (int64_t i = 0; i < KH; i++)
       for (int64_t j = 0; j < KW; j++, row += ld) {
         int64_t lo, hi;
-        valid_range(j * dw - pw, sw, W, OW, &lo, &hi);
+        ms_k_conv_valid_range(j * dw - pw, sw, W, OW, &lo, &hi);
         for (int64_t oh = oh0; oh <= oh1; oh++) {
           int64_t a = oh == oh0 ? p0 - oh * OW : 0, b = oh == oh1 ? p0 + n - oh * OW : OW;
           uint16_t *dst = row + oh * OW - p0; /* dst[ow] for ow in [a, b) */
@@ -154,7 +140,7 @@ static void col2im(const ms_k_conv2d_geom *g, const float *col, float *gxs) {
       for (int64_t j = 0; j < g->kw; j++) {
         const float *row = col + ((c * g->kh + i) * g->kw + j) * P;
         int64_t lo, hi;
-        valid_range(j * g->dw - g->pw, g->sw, g->w, g->ow, &lo, &hi);
+        ms_k_conv_valid_range(j * g->dw - g->pw, g->sw, g->w, g->ow, &lo, &hi);
         if (lo == hi) continue;
         for (int64_t oh = 0; oh < g->oh; oh++) {
           int64_t ih = oh * g->sh - g->ph + i * g->dh;
@@ -308,7 +294,7 @@ static void input_grad_range(void *ctx, int64_t begin, int64_t end) {
   bconv_job *j = ctx;
   const ms_k_conv2d_geom *g = j->g;
   int64_t P = g->oh * g->ow, K = col_k(g), X = g->c * g->h * g->w;
-  bool pw = is_pointwise(g);
+  bool pw = ms_k_conv_is_pointwise(g);
   float *gcol = ms_k_thread_buffer(MS_K_BUF_BCONV_F32, (size_t)(K * P + 16) * sizeof *gcol);
   float *gxf = pw ? gcol : ms_k_thread_buffer(MS_K_BUF_BCONV_GW, (size_t)(X + 16) * sizeof *gxf);
   if (!gcol || !gxf) {
@@ -353,7 +339,7 @@ static void weight_grad_member(void *ctx, int t, int nt) {
   int64_t q = g->n / nt, r = g->n % nt;
   int64_t begin = t * q + (t < r ? t : r), end = begin + q + (t < r ? 1 : 0);
   if (t == 0) j->team = nt;
-  bool pw = is_pointwise(g);
+  bool pw = ms_k_conv_is_pointwise(g);
   bool want_w = j->gw_part != NULL;
   uint16_t *col = pw || !want_w ? NULL : ms_k_thread_buffer(MS_K_BUF_BCONV_COL, (size_t)(K * P + 32) * sizeof *col);
   float *gw = want_w ? ms_k_thread_buffer(MS_K_BUF_BCONV_GW, (size_t)(g->o * K + 16) * sizeof *gw) : NULL;

@@ -4,24 +4,17 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/cpu/bf16_zip.h"
 #include "kernels/cpu/conv_bf16.h"
+#include "kernels/cpu/conv_geom.h"
 
 static inline __mmask32 lanes32(int64_t n) {
   return n <= 0 ? 0 : n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << n) - 1);
 }
 
-/* vpermt2w indices interleaving x (0-31) with y (32-63): their lanes 0-15, then 16-31. */
-#define ZIP(i) i, 32 + i
-static const uint16_t zip_idx[2][32] __attribute__((aligned(64))) = {
-    {ZIP(0), ZIP(1), ZIP(2), ZIP(3), ZIP(4), ZIP(5), ZIP(6), ZIP(7), ZIP(8), ZIP(9), ZIP(10),
-     ZIP(11), ZIP(12), ZIP(13), ZIP(14), ZIP(15)},
-    {ZIP(16), ZIP(17), ZIP(18), ZIP(19), ZIP(20), ZIP(21), ZIP(22), ZIP(23), ZIP(24), ZIP(25),
-     ZIP(26), ZIP(27), ZIP(28), ZIP(29), ZIP(30), ZIP(31)}};
-#undef ZIP
-
 void ms_k_bconv_pack_panel_avx512(int64_t k, const uint16_t *base, const int64_t *off,
                                   const uint16_t *end, uint16_t *d) {
-  const __m512i lo_idx = _mm512_load_si512(zip_idx[0]), hi_idx = _mm512_load_si512(zip_idx[1]);
+  const __m512i lo_idx = _mm512_load_si512(ms_bf16_zip_idx[0]), hi_idx = _mm512_load_si512(ms_bf16_zip_idx[1]);
   for (int64_t p = 0; 2 * p < k; p++) {
     const uint16_t *x0 = base + off[2 * p];
     __m512i x = _mm512_maskz_loadu_epi16(lanes32(end - x0), x0);
@@ -80,17 +73,6 @@ void ms_k_bconv_ukr8_avx512(int64_t kp, const uint16_t *a, const uint16_t *b, fl
   }
 }
 
-/* The output positions o in [0, osize) whose input position o*s + off lies in [0, isize). */
-static void valid_range(int64_t off, int64_t s, int64_t isize, int64_t osize, int64_t *lo,
-                        int64_t *hi) {
-  int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
-  int64_t h = isize - 1 - off < 0 ? 0 : (isize - 1 - off) / s + 1;
-  if (h > osize) h = osize;
-  if (l > h) l = h;
-  *lo = l;
-  *hi = h;
-}
-
 /* conv_bf16.c's im2col for sw == 1: each output row's run is one masked load and one full store
  * per 32 columns, padding included (masked-off lanes neither load nor fault); runs are written
  * in order, so what a store spills past its run the next one overwrites, and col needs 32
@@ -103,7 +85,7 @@ void ms_k_bconv_im2col_avx512(const ms_k_conv2d_geom *g, const uint16_t *xs, uin
     for (int64_t i = 0; i < KH; i++)
       for (int64_t j = 0; j < KW; j++) {
         int64_t lo, hi;
-        valid_range(j * dw - pw, 1, W, OW, &lo, &hi);
+        ms_k_conv_valid_range(j * dw - pw, 1, W, OW, &lo, &hi);
         for (int64_t oh = 0; oh < OH; oh++, dst += OW) {
           int64_t ih = oh * sh - ph + i * dh;
           int inside = ih >= 0 && ih < H;

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/cpu/bf16_zip.h"
 #include "kernels/cpu/gemm_transpose8.h"
 #include "kernels/cpu/gemm_ukr.h"
 
@@ -117,22 +118,13 @@ static void pack_k_contiguous(int lanes, int64_t k, int64_t valid, const uint16_
   pack_pairs_tail(lanes, k, valid, s, ls, 1, p, d);
 }
 
-/* vpermt2w indices interleaving x (0-31) with y (32-63): their lanes 0-15, then 16-31. */
-#define ZIP(i) i, 32 + i
-static const uint16_t zip_idx[2][32] __attribute__((aligned(64))) = {
-    {ZIP(0), ZIP(1), ZIP(2), ZIP(3), ZIP(4), ZIP(5), ZIP(6), ZIP(7), ZIP(8), ZIP(9), ZIP(10),
-     ZIP(11), ZIP(12), ZIP(13), ZIP(14), ZIP(15)},
-    {ZIP(16), ZIP(17), ZIP(18), ZIP(19), ZIP(20), ZIP(21), ZIP(22), ZIP(23), ZIP(24), ZIP(25),
-     ZIP(26), ZIP(27), ZIP(28), ZIP(29), ZIP(30), ZIP(31)}};
-#undef ZIP
-
 /* Lanes contiguous (ls == 1): pair p is the lanes of line 2p interleaved with those of line
  * 2p + 1 (zero past an odd k). Lines may be far apart (row-major B: a row is N long), so with
  * full panels the next panel's part of each line is requested here: the caller packs panels
  * left to right. */
 static void pack_lanes_contiguous(int lanes, int64_t k, int64_t valid, const uint16_t *s,
                                   int64_t ks, uint16_t *d) {
-  const __m512i lo_idx = _mm512_load_si512(zip_idx[0]), hi_idx = _mm512_load_si512(zip_idx[1]);
+  const __m512i lo_idx = _mm512_load_si512(ms_bf16_zip_idx[0]), hi_idx = _mm512_load_si512(ms_bf16_zip_idx[1]);
   const __mmask32 in = lanes32(valid);
   const __mmask32 out_lo = lanes32(2 * lanes), out_hi = lanes32(2 * lanes - 32);
   for (int64_t p = 0; 2 * p < k; p++) {
