@@ -5,7 +5,18 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
+
+/* Uniform in [-1, 1) by xorshift64, the same sequence in every test program; per thread, so
+ * tests may fill inputs from two threads at once. */
+static inline double ms_test_uniform(void) {
+  static _Thread_local uint64_t state = 88172645463325252ull;
+  state ^= state << 13;
+  state ^= state >> 7;
+  state ^= state << 17;
+  return (double)(state >> 11) / 4503599627370496.0 - 1.0;
+}
 
 static int ms_test_passed, ms_test_failed;
 

@@ -16,17 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng_state = 88172645463325252ull;
-static double rnd(void) { /* xorshift64: uniform in [-1, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
-}
-
 static uint16_t *rand_bf16(int64_t n) {
   uint16_t *h = malloc((size_t)n * sizeof *h);
-  for (int64_t i = 0; i < n; i++) h[i] = ms_k_f32_to_bf16((float)rnd());
+  for (int64_t i = 0; i < n; i++) h[i] = ms_k_f32_to_bf16((float)ms_test_uniform());
   return h;
 }
 

@@ -16,15 +16,6 @@
 
 #define SENTINEL 12345.0
 
-/* Per thread: the concurrency test fills matrices from two threads at once. */
-static _Thread_local uint64_t rng_state = 88172645463325252ull;
-static double rnd(void) { /* xorshift64: uniform in [-1, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
-}
-
 /* A dense matrix view inside a padded buffer; (i, j) lives at buf[i * rs + j * cs]. */
 typedef struct {
   double *buf;
@@ -42,7 +33,7 @@ static view make_view(int64_t rows, int64_t cols, int layout) {
   v.buf = malloc(v.len * sizeof(double));
   for (int64_t x = 0; x < v.len; x++) v.buf[x] = SENTINEL;
   for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < cols; j++) v.buf[i * v.rs + j * v.cs] = rnd();
+    for (int64_t j = 0; j < cols; j++) v.buf[i * v.rs + j * v.cs] = ms_test_uniform();
   return v;
 }
 

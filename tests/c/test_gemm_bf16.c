@@ -16,14 +16,6 @@
 #define SENTINEL 12345.0f
 #define BF16_NAN 0x7FC0
 
-static uint64_t rng_state = 88172645463325252ull;
-static double rnd(void) { /* xorshift64: uniform in [-1, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
-}
-
 /* A rows x cols bf16 matrix at h[i * rs + j * cs], and the same values widened in f. Layout 0
  * row-major, 1 column-major (3 elements of padding per line, one line more), 2 both strides
  * non-unit; everything outside the matrix is NaN. */
@@ -43,7 +35,7 @@ static bview make_bview(int64_t rows, int64_t cols, int layout) {
   v.f = malloc(v.len * sizeof *v.f);
   for (int64_t x = 0; x < v.len; x++) v.h[x] = BF16_NAN;
   for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < cols; j++) v.h[i * v.rs + j * v.cs] = ms_k_f32_to_bf16((float)rnd());
+    for (int64_t j = 0; j < cols; j++) v.h[i * v.rs + j * v.cs] = ms_k_f32_to_bf16((float)ms_test_uniform());
   for (int64_t x = 0; x < v.len; x++) v.f[x] = ms_k_bf16_to_f32(v.h[x]);
   return v;
 }
@@ -65,7 +57,7 @@ static cview make_cview(int64_t rows, int64_t cols, int layout, int nan_inside) 
   for (int64_t x = 0; x < v.len; x++) v.ours[x] = SENTINEL;
   for (int64_t i = 0; i < rows; i++)
     for (int64_t j = 0; j < cols; j++)
-      v.ours[i * v.rs + j * v.cs] = nan_inside ? NAN : (float)rnd();
+      v.ours[i * v.rs + j * v.cs] = nan_inside ? NAN : (float)ms_test_uniform();
   for (int64_t x = 0; x < v.len; x++) v.ref[x] = v.ours[x];
   return v;
 }
