@@ -26,17 +26,17 @@ static ms_k_bconv_mode mode(void) {
   int m = atomic_load(&forced_mode);
   if (m < 0) {
     const char *e = getenv("MS_CONV_BF16");
-    m = e && strcmp(e, "gemm") == 0 ? MS_K_BCONV_GEMM : e && strcmp(e, "widen") == 0 ? MS_K_BCONV_WIDEN
-                                                                                     : MS_K_BCONV_AUTO;
+    m = !e                         ? MS_K_BCONV_AUTO
+        : strcmp(e, "gemm") == 0  ? MS_K_BCONV_GEMM
+        : strcmp(e, "widen") == 0 ? MS_K_BCONV_WIDEN
+        : strcmp(e, "off") == 0   ? MS_K_BCONV_OFF
+                                  : MS_K_BCONV_AUTO;
     atomic_store(&forced_mode, m);
   }
   return (ms_k_bconv_mode)m;
 }
 
-bool ms_k_conv2d_bf16_direct(void) {
-  const char *e = getenv("MS_CONV_BF16");
-  return ms_k_gemm_bf16_available() && !(e && strcmp(e, "off") == 0);
-}
+bool ms_k_conv2d_bf16_direct(void) { return ms_k_gemm_bf16_available() && mode() != MS_K_BCONV_OFF; }
 
 enum { PASS_FWD, PASS_GIN, PASS_GW };
 

@@ -11,8 +11,10 @@ int ms_k_conv2d_bf16_forward(const ms_k_conv2d_geom *g, const uint16_t *x, const
 int ms_k_conv2d_bf16_backward(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *w,
                               const uint16_t *gout, uint16_t *gx, uint16_t *gw, uint16_t *gb);
 
-/* Which way each pass goes: MS_K_BCONV_AUTO (the measured choice), or forced (tests, benches). */
-typedef enum { MS_K_BCONV_AUTO, MS_K_BCONV_GEMM, MS_K_BCONV_WIDEN } ms_k_bconv_mode;
+/* Which way each pass goes: MS_K_BCONV_AUTO (the measured choice), or forced (tests, benches);
+ * MS_K_BCONV_OFF leaves bfloat16 convs to the engine's widening. Read once from MS_CONV_BF16
+ * (gemm, widen, off) unless set. */
+typedef enum { MS_K_BCONV_AUTO, MS_K_BCONV_GEMM, MS_K_BCONV_WIDEN, MS_K_BCONV_OFF } ms_k_bconv_mode;
 void ms_k_conv2d_bf16_set_mode(ms_k_bconv_mode m);
 
 /* conv_bf16_avx512.c. One 32-column panel of the column matrix in the bf16 GEMM's pair layout
