@@ -16,14 +16,17 @@ ms_status ms_nn_check_4d(const char *op, const char *arg, const ms_tensor *x) {
   return st == MS_OK ? ms_tensor_check_data(op, x) : st;
 }
 
-ms_status ms_nn_check_4d_any(const char *op, const char *arg, const ms_tensor *x) {
+static ms_status check_4d_shape(const char *op, const char *arg, const ms_tensor *x) {
   char b[MS_SHAPE_STR_LEN];
   if (x->ndim != 4)
     return ms_error(MS_ERR_ARG, "%s: %s must be 4-D (N, C, H, W), got %s", op, arg,
                     ms_shape_str(x->ndim, x->shape, b, sizeof b));
-  if (x->dtype != MS_FLOAT32 && x->dtype != MS_FLOAT64)
-    return ms_error(MS_ERR_ARG, "%s: %s must be float32 or float64, got %s", op, arg, ms_dtype_name(x->dtype));
-  return ms_tensor_check_data_any(op, x);
+  return MS_OK;
+}
+
+ms_status ms_nn_check_4d_any(const char *op, const char *arg, const ms_tensor *x) {
+  ms_status st = check_4d_shape(op, arg, x);
+  return st == MS_OK ? ms_nn_check_float_any(op, arg, x) : st;
 }
 
 ms_status ms_nn_check_pair(const char *op, const char *arg, const int64_t v[2], int64_t min) {
@@ -65,12 +68,8 @@ static ms_status check_weight(const ms_tensor *x, const ms_tensor *w, const ms_t
 /* Fills the kernel geometry (output size included) after checking every argument. */
 static ms_status conv_geometry(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, const int64_t st[2],
                                const int64_t pad[2], const int64_t dil[2], int64_t groups, ms_k_conv2d_geom *g) {
-  char sb[MS_SHAPE_STR_LEN];
-  if (x->dtype == MS_BFLOAT16 && x->ndim != 4) /* bf16 reaches here only on the native path */
-    return ms_error(MS_ERR_ARG, "conv2d: input must be 4-D (N, C, H, W), got %s",
-                    ms_shape_str(x->ndim, x->shape, sb, sizeof sb));
-  if (x->dtype != MS_BFLOAT16 && ms_nn_check_4d_any("conv2d", "input", x) != MS_OK) return MS_ERR_ARG;
-  if ((x->dtype == MS_BFLOAT16 && ms_tensor_check_data_any("conv2d", x) != MS_OK) ||
+  /* bfloat16 reaches here only on its native path (ms_conv2d widens the other 16-bit cases) */
+  if (check_4d_shape("conv2d", "input", x) != MS_OK || ms_nn_check_float_or_bf16_any("conv2d", "input", x) != MS_OK ||
       check_weight(x, w, b, groups) != MS_OK)
     return MS_ERR_ARG;
   if (ms_nn_check_pair("conv2d", "stride", st, 1) || ms_nn_check_pair("conv2d", "padding", pad, 0) ||

@@ -94,8 +94,7 @@ static ms_status linear_backward(ms_node *n, ms_tensor *const *grad_out, ms_tens
 
 static ms_status check_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
-  ms_status st = bf16_native(x, w, b) ? ms_tensor_check_data_any("linear", x) : ms_nn_check_float_any("linear", "input", x);
-  if (st != MS_OK) return st;
+  if (ms_nn_check_float_or_bf16_any("linear", "input", x)) return MS_ERR_ARG;
   if (ms_nn_check_param_any("linear", "weight", w, x->dtype, -1)) return MS_ERR_ARG;
   if (ms_check_same_device("linear", 3, (ms_tensor *[]){x, w, b})) return MS_ERR_ARG;
   if (w->ndim != 2)

@@ -17,6 +17,9 @@ static inline ms_k_dtype ms_nn_kdtype(ms_dtype dt) { return (ms_k_dtype)dt; }
 ms_status ms_nn_check_float(const char *op, const char *arg, const ms_tensor *t);
 /* The same for ops with a CUDA kernel: t may be on any device. */
 ms_status ms_nn_check_float_any(const char *op, const char *arg, const ms_tensor *t);
+/* ms_nn_check_float_any with bfloat16 accepted too, for ops whose native bfloat16 path reaches
+ * the check (linear, conv2d); their other 16-bit cases are widened before it. */
+ms_status ms_nn_check_float_or_bf16_any(const char *op, const char *arg, const ms_tensor *t);
 /* An optional parameter (NULL passes): dtype dt and, when n >= 0, shape (n). */
 ms_status ms_nn_check_param(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt, int64_t n);
 /* MS_OK when t is a readable int64 tensor. */

@@ -11,6 +11,11 @@ ms_status ms_nn_check_float_any(const char *op, const char *arg, const ms_tensor
   return ms_tensor_check_data_any(op, t);
 }
 
+ms_status ms_nn_check_float_or_bf16_any(const char *op, const char *arg, const ms_tensor *t) {
+  if (t->dtype == MS_BFLOAT16) return ms_tensor_check_data_any(op, t);
+  return ms_nn_check_float_any(op, arg, t);
+}
+
 ms_status ms_nn_check_float(const char *op, const char *arg, const ms_tensor *t) {
   ms_status st = ms_nn_check_float_any(op, arg, t);
   return st == MS_OK ? ms_tensor_check_data(op, t) : st;
