@@ -52,8 +52,9 @@ static void im2col(ms_k_dtype dt, const ms_k_conv2d_geom *g, const char *xs, cha
       }
 }
 
-/* gxs (C, H, W) += the column matrix folded back; what fell on padding is dropped. */
-static void col2im(ms_k_dtype dt, const ms_k_conv2d_geom *g, const char *col, char *gxs) {
+void ms_k_conv_col2im(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *colv, void *gxv) {
+  const char *col = colv;
+  char *gxs = gxv;
   size_t es = elsize(dt);
   int64_t P = g->oh * g->ow;
   for (int64_t c = 0; c < g->c; c++)
@@ -128,7 +129,7 @@ static void backward_sample(conv_job *j, int64_t s, char *col, char *gw, double 
            0.0, dst + (size_t)(gr * K * P) * es, P);
     if (!ms_k_conv_is_pointwise(g)) {
       memset(gxs, 0, (size_t)(g->c * g->h * g->w) * es);
-      col2im(j->dt, g, col, gxs);
+      ms_k_conv_col2im(j->dt, g, col, gxs);
     }
   }
 }

@@ -132,29 +132,6 @@ static void im2col_cols(const ms_k_conv2d_geom *g, const uint16_t *xs, int64_t p
       }
 }
 
-/* gxs (C, H, W) float += the column matrix folded back; what fell on padding is dropped. */
-static void col2im(const ms_k_conv2d_geom *g, const float *col, float *gxs) {
-  int64_t P = g->oh * g->ow;
-  for (int64_t c = 0; c < g->c; c++)
-    for (int64_t i = 0; i < g->kh; i++)
-      for (int64_t j = 0; j < g->kw; j++) {
-        const float *row = col + ((c * g->kh + i) * g->kw + j) * P;
-        int64_t lo, hi;
-        ms_k_conv_valid_range(j * g->dw - g->pw, g->sw, g->w, g->ow, &lo, &hi);
-        if (lo == hi) continue;
-        for (int64_t oh = 0; oh < g->oh; oh++) {
-          int64_t ih = oh * g->sh - g->ph + i * g->dh;
-          if (ih < 0 || ih >= g->h) continue;
-          float *restrict dst = gxs + (c * g->h + ih) * g->w + lo * g->sw + j * g->dw - g->pw;
-          const float *restrict src = row + oh * g->ow + lo;
-          if (g->sw == 1)
-            for (int64_t q = 0; q < hi - lo; q++) dst[q] += src[q];
-          else
-            for (int64_t q = 0; q < hi - lo; q++) dst[q * g->sw] += src[q];
-        }
-      }
-}
-
 static void round_out(int64_t n, uint16_t *dst, const float *src) {
   ms_k_cast(n, dst, MS_K_BF16, 1, src, MS_K_F32, 1);
 }
@@ -309,7 +286,7 @@ static void input_grad_range(void *ctx, int64_t begin, int64_t end) {
     }
     if (!pw) {
       memset(gxf, 0, (size_t)X * sizeof *gxf);
-      col2im(g, gcol, gxf);
+      ms_k_conv_col2im(MS_K_F32, g, gcol, gxf);
     }
     round_out(X, j->gx + s * X, gxf);
   }

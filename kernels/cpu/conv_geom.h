@@ -1,6 +1,6 @@
-/* conv_geom.h: private to kernels/cpu. Geometry questions the convolution drivers of every dtype
- * ask (conv.c, conv_bf16.c, conv_bf16_avx512.c): which output positions see the input, and
- * whether the column matrix is the input itself. */
+/* conv_geom.h: private to kernels/cpu. What the convolution drivers of every dtype share
+ * (conv.c, conv_bf16.c, conv_bf16_avx512.c): which output positions see the input, whether the
+ * column matrix is the input itself, and folding a column matrix back into an image. */
 #ifndef MS_CONV_GEOM_H
 #define MS_CONV_GEOM_H
 
@@ -25,5 +25,9 @@ static inline void ms_k_conv_valid_range(int64_t off, int64_t s, int64_t isize, 
 static inline bool ms_k_conv_is_pointwise(const ms_k_conv2d_geom *g) {
   return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
 }
+
+/* gxs (C, H, W) += the column matrix col (C*KH*KW, OH*OW) folded back, float32 or float64
+ * (dt); what fell on padding is dropped (conv.c). */
+void ms_k_conv_col2im(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *col, void *gxs);
 
 #endif
