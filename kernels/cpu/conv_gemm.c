@@ -1,6 +1,7 @@
 /* conv_gemm.c: float32 convolution (groups = 1) as an implicit GEMM on the SGEMM micro-kernel,
  * for the shapes the faster paths do not take: on AVX-512, unpadded unit-stride convs of at most
- * 4 input channels go to conv_small_avx512.c (forward, weight gradient); 3x3 stride-1 convs with
+ * 4 input channels go to conv_small_avx512.c (all three passes; the input gradient where its
+ * scratch fits, conv_small.h); 3x3 stride-1 convs with
  * enough channels go to conv_winograd.c (forward, input gradient) and conv_winograd_wgrad.c
  * (weight gradient), other unit stride to conv_wide.c (forward, input gradient), and unit column
  * stride without padding to conv_wgrad_avx2.c (weight gradient).
@@ -280,6 +281,7 @@ static void input_grad_range(void *ctx, int64_t begin, int64_t end) {
 }
 
 int ms_k_conv2d_input_grad_gemm(const ms_k_conv2d_geom *g, const float *w, const float *gout, float *gx) {
+  if (ms_k_conv_small_input_grad_ok(g)) return ms_k_conv2d_input_grad_small_avx512(g, w, gout, gx);
   if (ms_k_conv2d_winograd_input_grad_ok(g)) return ms_k_conv2d_input_grad_winograd(g, w, gout, gx);
   if (ms_k_conv2d_wide_input_grad_ok(g)) return ms_k_conv2d_input_grad_wide(g, w, gout, gx);
   cg_job j;

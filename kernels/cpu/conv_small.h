@@ -23,10 +23,22 @@ static inline bool ms_k_conv_small_avx512_ok(const ms_k_conv2d_geom *g) {
          g->o % MS_CONV_SMALL_OB == 0 && ms_k_cpu_avx512();
 }
 
+/* The input gradient's scratch (conv_small_avx512.c) holds a plane per tap of this many floats:
+ * the OH*OW outputs rounded up to pairs of vectors. */
+static inline int64_t ms_k_conv_small_gin_plane(const ms_k_conv2d_geom *g) { return (g->oh * g->ow + 31) / 32 * 32; }
+
+/* The input gradient's direct kernel is taken where that scratch stays within 1 MB a thread (a
+ * single-channel plane of up to ~170 x 170 for 3x3); larger planes take the GEMM-shaped path. */
+static inline bool ms_k_conv_small_input_grad_ok(const ms_k_conv2d_geom *g) {
+  return ms_k_conv_small_avx512_ok(g) &&
+         g->kh * g->kw * ms_k_conv_small_gin_plane(g) * (int64_t)sizeof(float) <= ((int64_t)1 << 20);
+}
+
 /* As ms_k_conv2d_forward_gemm / ms_k_conv2d_weight_grad_gemm (conv_gemm.h) for the shapes above:
  * 0, or -1 when a work buffer could not be allocated. */
 int ms_k_conv2d_forward_small_avx512(const ms_k_conv2d_geom *g, const float *x, const float *w, const float *b,
                                      float *out);
+int ms_k_conv2d_input_grad_small_avx512(const ms_k_conv2d_geom *g, const float *w, const float *gout, float *gx);
 int ms_k_conv2d_weight_grad_small_avx512(const ms_k_conv2d_geom *g, const float *x, const float *gout, float *gw,
                                          float *gb);
 

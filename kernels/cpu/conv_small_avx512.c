@@ -1,11 +1,12 @@
-/* conv_small_avx512.c: direct AVX-512 forward and weight gradient for convolutions with a few
- * input channels, unit stride and no padding (the seed's conv1: 1 -> 32 channels, 3x3, 28x28 ->
+/* conv_small_avx512.c: direct AVX-512 forward, input and weight gradients for convolutions with a
+ * few input channels, unit stride and no padding (the seed's conv1: 1 -> 32 channels, 3x3, 28x28 ->
  * 26x26). There K = C*KH*KW is 9: the GEMM-shaped paths spend as much on packing and on copying
  * wide rows as on the products, and ran at 12-28% of peak. Here the products read x and gout in
  * place and write out directly.
  *
- * Both walk a sample's output plane "wide": position p = oh*W + ow' for ow' < W (not OW), so that
- * tap (c, i, j) of every position reads x at p + (c*H + i)*W + j, one contiguous run: vectors of
+ * The forward and weight gradient walk a sample's output plane "wide": position p = oh*W + ow'
+ * for ow' < W (not OW), so that tap (c, i, j) of every position reads x at p + (c*H + i)*W + j,
+ * one contiguous run: vectors of
  * 16 positions need no per-row loop and no masked tail per row (OW = 26 in 16-lane vectors per
  * row fills 81% of the lanes; wide, 93%). The KW-1 positions past OW in each row are masked off:
  * a masked lane reads nothing (no access past the tensor) and is never stored; the forward reads
@@ -19,10 +20,15 @@
  * - weight gradient: 3 output channels by 9 taps, 27 zmm sums (with a bias, 4 by 5 and the
  *   bias's 4) over every position of a team member's samples, sample by sample; lanes are
  *   reduced once at the end and members' sums added in member order (deterministic per team
- *   size).
+ *   size);
+ * - input gradient: per tap, the sum over o of w times gout in gout's own layout (32 positions
+ *   by 9 taps in registers), then each gx row added from the taps' rows at their shifts; items
+ *   (sample, input channel), each gx plane written by one.
  * Measured on Zen 5 (one thread, conv1 at batch 64, outputs in cache): forward ~145 GFLOP/s
  * (143-145 with the forward's unmasked loads on a machine where the masked ones read 125),
- * weight gradient ~155 without a bias and ~136 with (61%, 65%, 57% of the 239 peak).
+ * weight gradient ~155 without a bias and ~136 with (61%, 65%, 57% of the 239 peak); input
+ * gradient 160 at batch 8, 140-144 at batch 64 (of a 231 peak; the GEMM-shaped path it replaced
+ * ran 14).
  * Built with the AVX-512 flags; called only where ms_k_conv_small_avx512_ok (conv_small.h) says.
  *
  * Letters as conv_gemm.c: K = C*KH*KW taps, P = OH*OW; L = OH*W wide positions, V = ceil(L/16)
@@ -220,6 +226,112 @@ int ms_k_conv2d_forward_small_avx512(const ms_k_conv2d_geom *g, const float *x, 
    * result does not depend on the threads */
   int64_t flops = 2 * j.K * OB * j.P, want = 1 << 20;
   ms_k_parallel_for(g->n * j.blocks, flops >= want ? 1 : want / (flops + 1) + 1, fwd_range, &j);
+  return j.failed ? -1 : 0;
+}
+
+/* ---- input gradient ---------------------------------------------------------------------------- */
+
+/* gx[c] = sum over taps (i, j) of the plane S_ij shifted by (i, j), where S_ij = sum over o of
+ * w[o, c, i, j] * gout[o]. The S planes are computed in gout's compact layout, 32 positions by
+ * 9 taps at a time in registers, with whole loads of gout and whole stores into a scratch plane
+ * per tap; a last pass adds each gx row from the taps' rows at their shifts, with masked loads
+ * where a shift runs off a row. Added into one plane at each tap's shift instead (a read, add
+ * and write of runs overlapping the run just written) it stalled on store-to-load forwarding
+ * (conv1 at batch 64, one thread: 95 GFLOP/s), and reading gout with expanding loads into the
+ * wide layout cost 12% more. */
+enum { GT = 9 }; /* taps summed in registers at once: 9 x 2 vectors */
+
+typedef struct gin_job {
+  const ms_k_conv2d_geom *g;
+  const float *w, *gout;
+  float *gx;
+  int64_t K, KK, P, pq; /* KK = KH*KW taps a channel; pq: a tap's plane, P rounded up to pairs */
+  _Atomic int failed;
+} gin_job;
+
+/* Taps [t0, t0 + kt) of one channel of one sample (gout at gs; tap t of channel o at wc[o * K +
+ * t]): S over every pair of vectors, into the taps' planes. kt is a constant where inlined. */
+static ALWAYS_INLINE void gin_taps(const gin_job *j, const float *gs, const float *wc, int64_t t0, int kt,
+                                   float *planes) {
+  const ms_k_conv2d_geom *g = j->g;
+  for (int64_t q = 0; q < j->P; q += 32) {
+    /* the last pair stops at P: gout's next plane, or the tensor's end, lies past it */
+    __mmask16 m0 = j->P - q >= 16 ? 0xffff : (__mmask16)((1u << (j->P - q)) - 1);
+    __mmask16 m1 = j->P - q >= 32 ? 0xffff : j->P - q <= 16 ? 0 : (__mmask16)((1u << (j->P - q - 16)) - 1);
+    __m512 a0[GT], a1[GT];
+#pragma GCC unroll 9
+    for (int t = 0; t < kt; t++) a0[t] = a1[t] = _mm512_setzero_ps();
+    const float *wo = wc + t0, *go = gs + q;
+    for (int64_t o = 0; o < g->o; o++, wo += j->K, go += j->P) {
+      __m512 g0 = _mm512_maskz_loadu_ps(m0, go), g1 = _mm512_maskz_loadu_ps(m1, go + 16);
+#pragma GCC unroll 9
+      for (int t = 0; t < kt; t++) {
+        __m512 wt = _mm512_set1_ps(wo[t]);
+        a0[t] = fma_into(a0[t], wt, g0);
+        a1[t] = fma_into(a1[t], wt, g1);
+      }
+    }
+#pragma GCC unroll 9
+    for (int t = 0; t < kt; t++) {
+      float *d = planes + (t0 + t) * j->pq + q;
+      _mm512_store_ps(d, a0[t]);
+      _mm512_store_ps(d + 16, a1[t]);
+    }
+  }
+}
+
+/* gx's plane: row y, column x = sum over taps (i, j) of S_ij[y - i][x - j] where inside S
+ * (OH x OW). Loads are masked to the inside columns; a masked lane reads nothing. */
+static void gin_sum_planes(const gin_job *j, const float *planes, float *gx) {
+  const ms_k_conv2d_geom *g = j->g;
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int64_t y = 0; y < g->h; y++)
+    for (int64_t x0 = 0; x0 < g->w; x0 += 16) {
+      __m512 s = _mm512_setzero_ps();
+      for (int64_t i = 0; i < g->kh; i++) {
+        int64_t r = y - i;
+        if (r < 0 || r >= g->oh) continue;
+        for (int64_t jj = 0; jj < g->kw; jj++) {
+          __m512i col = _mm512_add_epi32(iota, _mm512_set1_epi32((int)(x0 - jj)));
+          __mmask16 m = _mm512_cmpge_epi32_mask(col, _mm512_setzero_si512()) &
+                        _mm512_cmplt_epi32_mask(col, _mm512_set1_epi32((int)g->ow));
+          const float *src = planes + (i * g->kw + jj) * j->pq + r * g->ow + x0 - jj;
+          s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, src));
+        }
+      }
+      __mmask16 mw = g->w - x0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (g->w - x0)) - 1);
+      _mm512_mask_storeu_ps(gx + y * g->w + x0, mw, s);
+    }
+}
+
+static void gin_range(void *ctx, int64_t begin, int64_t end) {
+  gin_job *j = ctx;
+  const ms_k_conv2d_geom *g = j->g;
+  float *planes = ms_k_thread_buffer(MS_K_BUF_CONV_T, sizeof(float) * (size_t)(j->KK * j->pq));
+  if (!planes) {
+    j->failed = 1;
+    return;
+  }
+  for (int64_t it = begin; it < end; it++) {
+    int64_t n = it / g->c, c = it % g->c;
+    const float *gs = j->gout + n * g->o * j->P, *wc = j->w + c * j->KK;
+    if (j->KK == 9) {
+      gin_taps(j, gs, wc, 0, 9, planes); /* the seed's 3x3, unrolled */
+    } else {
+      int64_t t0 = 0;
+      for (; j->KK - t0 >= GT; t0 += GT) gin_taps(j, gs, wc, t0, GT, planes);
+      for (; t0 < j->KK; t0++) gin_taps(j, gs, wc, t0, 1, planes);
+    }
+    gin_sum_planes(j, planes, j->gx + it * g->h * g->w);
+  }
+}
+
+int ms_k_conv2d_input_grad_small_avx512(const ms_k_conv2d_geom *g, const float *w, const float *gout, float *gx) {
+  gin_job j = {.g = g, .w = w, .gout = gout, .gx = gx};
+  j.KK = g->kh * g->kw, j.K = g->c * j.KK, j.P = g->oh * g->ow;
+  j.pq = ms_k_conv_small_gin_plane(g);
+  int64_t flops = 2 * g->o * j.KK * j.P, want = 1 << 20;
+  ms_k_parallel_for(g->n * g->c, flops >= want ? 1 : want / (flops + 1) + 1, gin_range, &j);
   return j.failed ? -1 : 0;
 }
 

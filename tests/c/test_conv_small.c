@@ -1,13 +1,14 @@
 /* test_conv_small.c: the direct AVX-512 kernels for few-channel convolutions (conv_small_avx512.c),
- * called directly and through the dispatcher, forward and weight (+ bias) gradient against a
- * float64 loop: N in {1, 3, 64}, C in {1, 2, 3}, O in {8, 32}, H = W in {5, 20, 28, 40} (W = 5:
- * a 16-lane vector spans four rows; W = 40: a row spans three vectors), 3x3 with and without bias,
- * plus other kernel sizes, C = 4 and an empty batch; on 1 and 2 threads, bitwise-equal reruns. Run with
- * MS_GEMM_ISA=avx512 in a child, skipped where the CPU lacks AVX-512; the avx2 and generic
- * children check that the dispatcher keeps these shapes off the kernels there. Each element must
- * be within 1e-5 of the size of the terms that made it (as test_conv_kernels.c). The streamed
- * forward (outputs over 32 MB): conv1 at batch 390 here, and test_conv_kernels.c's 1100x1100
- * one-channel case for planes staged in pieces. */
+ * called directly and through the dispatcher, forward, input gradient and weight (+ bias)
+ * gradient against a float64 loop: N in {1, 3, 64}, C in {1, 2, 3}, O in {8, 32}, H = W in {5,
+ * 20, 28, 40} (W = 5: a 16-lane vector spans four rows; W = 40: a row spans three vectors), 3x3
+ * with and without bias, plus other kernel sizes, C = 4 and an empty batch; on 1 and 2 threads,
+ * bitwise-equal reruns. Run with MS_GEMM_ISA=avx512 in a child, skipped where the CPU lacks
+ * AVX-512; the avx2 and generic children check that the dispatcher keeps these shapes off the
+ * kernels there. Each element must be within 1e-5 of the size of the terms that made it (as
+ * test_conv_kernels.c). The streamed forward (outputs over 32 MB): conv1 at batch 390 here, and
+ * test_conv_kernels.c's 1100x1100 one-channel case for planes staged in pieces (whose input
+ * gradient, its scratch over 1 MB, takes the GEMM-shaped path). */
 #define _GNU_SOURCE
 #include "kernels/cpu/conv_small.h"
 #include "test.h"
@@ -32,7 +33,7 @@ typedef struct {
   int bias;
   int64_t nx, nw, no;
   float *x, *w, *b, *gout;
-  double *rout, *mout, *rgw, *mgw, *rgb, *mgb;
+  double *rout, *mout, *rgw, *mgw, *rgb, *mgb, *rgx, *mgx;
 } conv_case;
 
 static void case_init(conv_case *t, int64_t n, int64_t c, int64_t hw, int64_t o, int64_t k, int bias) {
@@ -45,6 +46,7 @@ static void case_init(conv_case *t, int64_t n, int64_t c, int64_t hw, int64_t o,
   t->b = malloc(sizeof(float) * (o + 1)), t->gout = malloc(sizeof(float) * (t->no + 1));
   t->rout = calloc(t->no + 1, 8), t->mout = calloc(t->no + 1, 8), t->rgw = calloc(t->nw + 1, 8);
   t->mgw = calloc(t->nw + 1, 8), t->rgb = calloc(o + 1, 8), t->mgb = calloc(o + 1, 8);
+  t->rgx = calloc(t->nx + 1, 8), t->mgx = calloc(t->nx + 1, 8);
   for (int64_t i = 0; i < t->nx; i++) t->x[i] = rnd();
   for (int64_t i = 0; i < t->nw; i++) t->w[i] = rnd();
   for (int64_t i = 0; i < o; i++) t->b[i] = rnd();
@@ -60,10 +62,12 @@ static void case_init(conv_case *t, int64_t n, int64_t c, int64_t hw, int64_t o,
           for (int64_t ci = 0; ci < c; ci++)
             for (int64_t i = 0; i < k; i++)
               for (int64_t j = 0; j < k; j++) {
-                double xv = t->x[((s * c + ci) * hw + y + i) * hw + z + j];
+                int64_t xi = ((s * c + ci) * hw + y + i) * hw + z + j;
+                double xv = t->x[xi];
                 int64_t wi = ((oc * c + ci) * k + i) * k + j;
                 t->rout[oi] += xv * t->w[wi], t->mout[oi] += fabs(xv * t->w[wi]);
                 t->rgw[wi] += go * xv, t->mgw[wi] += fabs(go * xv);
+                t->rgx[xi] += go * t->w[wi], t->mgx[xi] += fabs(go * t->w[wi]);
               }
         }
 }
@@ -71,6 +75,7 @@ static void case_init(conv_case *t, int64_t n, int64_t c, int64_t hw, int64_t o,
 static void case_free(conv_case *t) {
   free(t->x), free(t->w), free(t->b), free(t->gout);
   free(t->rout), free(t->mout), free(t->rgw), free(t->mgw), free(t->rgb), free(t->mgb);
+  free(t->rgx), free(t->mgx);
 }
 
 static void check_all(const char *what, const conv_case *t, int threads, const float *got, const double *want,
@@ -90,10 +95,11 @@ static void check_all(const char *what, const conv_case *t, int threads, const f
 static void run_case(const conv_case *t, int threads, int direct) {
   const ms_k_conv2d_geom *g = &t->g;
   const float *b = t->bias ? t->b : NULL;
-  float *out[2], *gw[2], *gb[2];
+  float *out[2], *gw[2], *gb[2], *gx[2];
   for (int r = 0; r < 2; r++) {
     out[r] = malloc(sizeof(float) * (t->no + 1)), gw[r] = malloc(sizeof(float) * (t->nw + 1));
-    gb[r] = malloc(sizeof(float) * (g->o + 1));
+    gb[r] = malloc(sizeof(float) * (g->o + 1)), gx[r] = malloc(sizeof(float) * (t->nx + 1));
+    for (int64_t i = 0; i <= t->nx; i++) gx[r][i] = NAN;
     /* NaN-filled: anything left unwritten, or written past the end, shows */
     for (int64_t i = 0; i <= t->no; i++) out[r][i] = NAN;
     for (int64_t i = 0; i <= t->nw; i++) gw[r][i] = NAN;
@@ -102,11 +108,15 @@ static void run_case(const conv_case *t, int threads, int direct) {
     if (direct) {
       CHECK(ms_k_conv2d_forward_small_avx512(g, t->x, t->w, b, out[r]) == 0);
       CHECK(ms_k_conv2d_weight_grad_small_avx512(g, t->x, t->gout, gw[r], gbr) == 0);
+      CHECK(ms_k_conv2d_input_grad_small_avx512(g, t->w, t->gout, gx[r]) == 0);
     } else {
       CHECK(ms_k_conv2d_forward(MS_K_F32, g, t->x, t->w, b, out[r]) == 0);
-      CHECK(ms_k_conv2d_backward(MS_K_F32, g, t->x, t->w, t->gout, NULL, gw[r], gbr) == 0);
+      CHECK(ms_k_conv2d_backward(MS_K_F32, g, t->x, t->w, t->gout, gx[r], gw[r], gbr) == 0);
     }
   }
+  check_all("input grad", t, threads, gx[0], t->rgx, t->mgx, t->nx);
+  CHECK(isnan(gx[0][t->nx]));
+  CHECK(memcmp(gx[0], gx[1], sizeof(float) * (size_t)t->nx) == 0);
   check_all("forward", t, threads, out[0], t->rout, t->mout, t->no);
   check_all("weight grad", t, threads, gw[0], t->rgw, t->mgw, t->nw);
   if (t->bias) check_all("bias grad", t, threads, gb[0], t->rgb, t->mgb, g->o);
@@ -114,7 +124,7 @@ static void run_case(const conv_case *t, int threads, int direct) {
   CHECK(memcmp(out[0], out[1], sizeof(float) * (size_t)t->no) == 0);
   CHECK(memcmp(gw[0], gw[1], sizeof(float) * (size_t)t->nw) == 0);
   CHECK(memcmp(gb[0], gb[1], sizeof(float) * (size_t)g->o) == 0);
-  for (int r = 0; r < 2; r++) free(out[r]), free(gw[r]), free(gb[r]);
+  for (int r = 0; r < 2; r++) free(out[r]), free(gw[r]), free(gb[r]), free(gx[r]);
 }
 
 static void run_shape(int64_t n, int64_t c, int64_t hw, int64_t o, int64_t k, int bias) {
