@@ -4,35 +4,36 @@
  * wide rows as on the products, and ran at 12-28% of peak. Here the products read x and gout in
  * place and write out directly.
  *
- * The forward and weight gradient walk a sample's output plane "wide": position p = oh*W + ow'
- * for ow' < W (not OW), so that tap (c, i, j) of every position reads x at p + (c*H + i)*W + j,
- * one contiguous run: vectors of
- * 16 positions need no per-row loop and no masked tail per row (OW = 26 in 16-lane vectors per
- * row fills 81% of the lanes; wide, 93%). The KW-1 positions past OW in each row are masked off:
- * a masked lane reads nothing (no access past the tensor) and is never stored; the forward reads
- * whole vectors where they stay inside the sample's plane, and drops the extra lanes. Position p's
- * output is the compact element oh*OW + ow', so a vector's valid lanes are consecutive in out and
- * gout: the forward compresses them (in a register) into one masked store, the weight gradient
- * expands gout's into them with one expanding load.
+ * The forward walks a sample's output plane "wide": position p = oh*W + ow' for ow' < W (not
+ * OW), so that tap (c, i, j) of every position reads x at p + (c*H + i)*W + j, one contiguous
+ * run: vectors of 16 positions need no per-row loop and no masked tail per row (OW = 26 in
+ * 16-lane vectors per row fills 81% of the lanes; wide, 93%). The KW-1 positions past OW in each
+ * row are masked off: a masked lane reads nothing (no access past the tensor) and is never
+ * stored; the forward reads whole vectors where they stay inside the sample's plane, and drops
+ * the extra lanes. Position p's output is the compact element oh*OW + ow', so a vector's valid
+ * lanes are consecutive in out: the forward compresses them (in a register) into one masked
+ * store. The gradients work in gout's compact layout instead, where its reads need no masks.
  * - forward: 32 positions (2 zmm) by 8 output channels: per tap two loads of x and 8 broadcast
  *   weights, 16 FMAs; items (sample, channel block) split over the pool, each output element
  *   written by one item, so the result does not depend on the threads;
  * - weight gradient: 3 output channels by 9 taps, 27 zmm sums (with a bias, 4 by 5 and the
- *   bias's 4) over every position of a team member's samples, sample by sample; lanes are
- *   reduced once at the end and members' sums added in member order (deterministic per team
- *   size);
+ *   bias's 4) over every position of a team member's samples, chunk of output rows by chunk,
+ *   each chunk's columns copied out in gout's layout first; lanes are reduced once at the end
+ *   and members' sums added in member order (deterministic per team size);
  * - input gradient: per tap, the sum over o of w times gout in gout's own layout (32 positions
  *   by 9 taps in registers), then each gx row added from the taps' rows at their shifts; items
  *   (sample, input channel), each gx plane written by one.
  * Measured on Zen 5 (one thread, conv1 at batch 64, outputs in cache): forward ~145 GFLOP/s
  * (143-145 with the forward's unmasked loads on a machine where the masked ones read 125),
- * weight gradient ~155 without a bias and ~136 with (61%, 65%, 57% of the 239 peak); input
- * gradient 160 at batch 8, 140-144 at batch 64 (of a 231 peak; the GEMM-shaped path it replaced
- * ran 14).
+ * weight gradient ~155 without a bias and ~136 with (61%, 65%, 57% of the 239 peak). On a
+ * 231 peak, batch 8 (in L2) and 64: forward 140-145 both; input gradient 160 and 140-144 (the
+ * GEMM-shaped path it replaced ran 14); weight gradient 135 and 130, with the bias 122 and 117.
+ * At batch 64 each pass moves 5.5 MB of out or gout through memory, about 30 GB/s at these
+ * rates: the bound on one core here.
  * Built with the AVX-512 flags; called only where ms_k_conv_small_avx512_ok (conv_small.h) says.
  *
- * Letters as conv_gemm.c: K = C*KH*KW taps, P = OH*OW; L = OH*W wide positions, V = ceil(L/16)
- * vectors of them. */
+ * Letters as conv_gemm.c: K = C*KH*KW taps, P = OH*OW; L = OH*W wide positions (the forward's),
+ * V = ceil(L/16) vectors of them. */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -337,60 +338,80 @@ int ms_k_conv2d_input_grad_small_avx512(const ms_k_conv2d_geom *g, const float *
 
 /* ---- weight (and bias) gradient ------------------------------------------------------------- */
 
+/* A sample's output rows are walked in chunks whose column matrix (K taps by the chunk's
+ * positions, compact as gout) is copied out first: the products then read x's taps and gout
+ * with whole loads in step. Read in place instead, x in the wide layout needed masked loads and
+ * gout expanding ones (conv1 at batch 64, one thread: 131 GFLOP/s; copied out, 150-155). */
+enum { WG_CHUNK = 32 << 10 }; /* a chunk's column matrix, at most (bytes): read by every o block */
+
 typedef struct wg_job {
   const ms_k_conv2d_geom *g;
   const float *x, *gout;
-  const wide_vec *tab;
-  int64_t K, P, V, wob, wkt, kblocks, oblocks, sblock; /* wob x wkt: the tile (3 x 9 or 4 x 5) */
-  int64_t toff[5 * 5 * 4]; /* tap k reads x at a position + toff[k] */
+  int64_t K, P, wob, wkt, kblocks, oblocks; /* wob x wkt: the tile (3 x 9 or 4 x 5) */
+  int64_t rows, cq; /* output rows a chunk; its positions rounded up to a vector */
+  int64_t kp;       /* K rounded up to tap blocks: the column matrix's taps */
   bool bias;
   float *part[MAX_TEAM]; /* per-member sums: gW^T (K x O), then the bias's O values */
   int team;
   _Atomic int failed;
 } wg_job;
 
-/* sums[r][t] (16 lanes each, kept in memory between sample blocks) += over samples [nb, ne) and
- * every position: gout channel o0 + r times x at tap tk[t], for r < ob, t < kt; with `bias`,
- * also bsums[r] += gout channel o0 + r. ob, kt and bias are constants where inlined. Loaded and
- * stored whole, the lanes add in the order they would in registers. */
-static ALWAYS_INLINE void wg_tile(const wg_job *j, int64_t nb, int64_t ne, int64_t o0, const int64_t *tk,
-                                  int ob, int kt, bool bias, float *sums, float *bsums) {
+/* The chunk's column matrix (output rows [r0, r1) of sample xs) in vectors: cols[(v * kp + k) *
+ * 16 + l] = x at tap k of chunk position v * 16 + l, so that a tile's taps lie at fixed
+ * distances from one pointer; zeros past the chunk's end and in taps K..kp-1. Each tap's run
+ * is gathered row by row into run (cq floats) first. */
+static void wg_columns(const wg_job *j, const float *xs, int64_t r0, int64_t r1, float *run, float *cols) {
   const ms_k_conv2d_geom *g = j->g;
+  int64_t len = (r1 - r0) * g->ow, nv = j->cq / 16;
+  memset(run + len, 0, sizeof(float) * (size_t)(j->cq - len));
+  for (int64_t k = 0; k < j->kp; k++) {
+    if (k < j->K) {
+      int64_t c = k / (g->kh * g->kw), i = k / g->kw % g->kh, jj = k % g->kw;
+      float *d = run;
+      for (int64_t r = r0; r < r1; r++, d += g->ow) {
+        const float *src = xs + (c * g->h + r + i) * g->w + jj;
+        for (int64_t q = 0; q < g->ow; q += 16) {
+          __mmask16 m = g->ow - q >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (g->ow - q)) - 1);
+          _mm512_mask_storeu_ps(d + q, m, _mm512_maskz_loadu_ps(m, src + q));
+        }
+      }
+    }
+    for (int64_t v = 0; v < nv; v++)
+      _mm512_store_ps(cols + (v * j->kp + k) * 16, k < j->K ? _mm512_load_ps(run + v * 16) : _mm512_setzero_ps());
+  }
+}
+
+/* sums[r][t] (16 lanes each, kept in memory between chunks) += over the chunk's len positions:
+ * gout channel r (at gs + r * P) times tap k0 + t of the columns, for r < ob, t < kt; with
+ * `bias`, also bsums[r] += gout channel r. ob, kt and bias are constants where inlined. Loaded
+ * and stored whole, the lanes add in the order they would in registers. */
+static ALWAYS_INLINE void wg_tile(const wg_job *j, const float *gs, const float *cols, int64_t len, int64_t k0,
+                                  int ob, int kt, bool bias, float *sums, float *bsums) {
   __m512 acc[WOB][WKT], bacc[WOB];
+  const float *col = cols + k0 * 16;
 #pragma GCC unroll 4
   for (int r = 0; r < ob; r++) {
 #pragma GCC unroll 9
     for (int t = 0; t < kt; t++) acc[r][t] = _mm512_load_ps(sums + (r * WKT + t) * 16);
     if (bias) bacc[r] = _mm512_load_ps(bsums + r * 16);
   }
-  for (int64_t n = nb; n < ne; n++) {
-    const float *xs = j->x + n * g->c * g->h * g->w, *gs = j->gout + (n * g->o + o0) * j->P;
-    /* gout is read once, in runs of one plane (2.7 KB for conv1) from 3 or 4 planes at a time:
-     * too short for the hardware prefetchers. Each run is fetched into L1 8 lines ahead, and
-     * the same place of the next sample into L2 (conv1, one thread: batch 64 107 -> 150
-     * GFLOP/s, batch 1000 22 -> 108). An address past the tensor is harmless to a prefetch. */
-    const uintptr_t next = (uintptr_t)(g->o * j->P) * sizeof(float);
-    for (int64_t v = 0; v < j->V; v++) {
-      const wide_vec e = j->tab[v];
-      const float *xv = xs + v * 16;
+  for (int64_t q = 0; q < len; q += 16, col += j->kp * 16) {
+    /* the chunk's last vector stops at len: gout's next rows belong to another chunk or plane */
+    __mmask16 m = len - q >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (len - q)) - 1);
+    __m512 gv[WOB];
 #pragma GCC unroll 4
-      for (int r = 0; r < ob; r++) {
-        uintptr_t at = (uintptr_t)(gs + r * j->P + e.at);
-        _mm_prefetch((const char *)(at + 512), _MM_HINT_T0);
-        _mm_prefetch((const char *)(at + next), _MM_HINT_T1);
-      }
-      __m512 gv[WOB];
-#pragma GCC unroll 4
-      for (int r = 0; r < ob; r++) {
-        gv[r] = _mm512_maskz_expandloadu_ps(e.m, gs + r * j->P + e.at);
-        if (bias) bacc[r] = _mm512_add_ps(bacc[r], gv[r]);
-      }
+    for (int r = 0; r < ob; r++) {
+      /* ob planes read side by side: each is fetched into L1 8 lines ahead (prefetching the
+       * next sample's into L2 as well measured no faster at batch 64 and slower at 8) */
+      _mm_prefetch((const char *)(gs + r * j->P + q + 128), _MM_HINT_T0);
+      gv[r] = _mm512_maskz_loadu_ps(m, gs + r * j->P + q);
+      if (bias) bacc[r] = _mm512_add_ps(bacc[r], gv[r]);
+    }
 #pragma GCC unroll 9
-      for (int t = 0; t < kt; t++) {
-        __m512 xt = _mm512_maskz_loadu_ps(e.m, xv + tk[t]);
+    for (int t = 0; t < kt; t++) {
+      __m512 xt = _mm512_load_ps(col + t * 16);
 #pragma GCC unroll 4
-        for (int r = 0; r < ob; r++) acc[r][t] = _mm512_fmadd_ps(gv[r], xt, acc[r][t]);
-      }
+      for (int r = 0; r < ob; r++) acc[r][t] = fma_into(acc[r][t], gv[r], xt); /* xt loaded once */
     }
   }
 #pragma GCC unroll 4
@@ -401,29 +422,29 @@ static ALWAYS_INLINE void wg_tile(const wg_job *j, int64_t nb, int64_t ne, int64
   }
 }
 
-/* Channels [o0, o0 + wob) by taps [k0, k0 + wkt) over samples [nb, ne), and the bias's sums with
- * the first tap block; a tap block short of wkt repeats its last tap, whose sums are dropped. */
-static void wg_block(const wg_job *j, int64_t nb, int64_t ne, int64_t o0, int64_t k0, float *sums, float *bsums) {
-  int64_t tk[WKT], kn = j->K - k0 < j->wkt ? j->K - k0 : j->wkt;
-  for (int t = 0; t < WKT; t++) tk[t] = j->toff[k0 + (t < kn ? t : kn - 1)];
+/* Channels [o0, o0 + wob) by taps [k0, k0 + wkt) over one chunk (gout of its sample at gs, the
+ * chunk's first position), and the bias's sums with the first tap block; a tap block short of
+ * wkt reads the columns' zero taps, whose sums are dropped. */
+static void wg_block(const wg_job *j, const float *gs, const float *cols, int64_t len, int64_t o0, int64_t k0,
+                     float *sums, float *bsums) {
   int64_t ob = j->g->o - o0 < j->wob ? j->g->o - o0 : j->wob;
+  const float *go = gs + o0 * j->P;
   float *bs = bsums + o0 * 16;
   if (j->wob == 4) { /* with the bias; ob is 4: O is a multiple of 8 (conv_small.h) */
-    if (k0 == 0) wg_tile(j, nb, ne, o0, tk, 4, 5, true, sums, bs);
-    else if (kn == 4) wg_tile(j, nb, ne, o0, tk, 4, 4, false, sums, bs); /* 3x3's taps 5-8 */
-    else wg_tile(j, nb, ne, o0, tk, 4, 5, false, sums, bs);
+    if (k0 == 0) wg_tile(j, go, cols, len, k0, 4, 5, true, sums, bs);
+    else if (j->K - k0 == 4) wg_tile(j, go, cols, len, k0, 4, 4, false, sums, bs); /* 3x3's taps 5-8 */
+    else wg_tile(j, go, cols, len, k0, 4, 5, false, sums, bs);
   } else if (ob == 3) {
-    wg_tile(j, nb, ne, o0, tk, 3, 9, false, sums, bs);
+    wg_tile(j, go, cols, len, k0, 3, 9, false, sums, bs);
   } else if (ob == 2) {
-    wg_tile(j, nb, ne, o0, tk, 2, 9, false, sums, bs);
+    wg_tile(j, go, cols, len, k0, 2, 9, false, sums, bs);
   } else {
-    wg_tile(j, nb, ne, o0, tk, 1, 9, false, sums, bs);
+    wg_tile(j, go, cols, len, k0, 1, 9, false, sums, bs);
   }
 }
 
-/* The member's samples in blocks whose gout stays in L2 while every channel block reads it;
- * lane sums per (channel block, tap block) in `sums`, then the bias's O, reduced into acc (gW^T,
- * then the bias) at the end. */
+/* The member's samples, chunk by chunk: lane sums per (channel block, tap block) in `sums`, then
+ * the bias's O, reduced into acc (gW^T, then the bias) at the end. */
 static void wg_member(void *ctx, int t, int nt) {
   wg_job *j = ctx;
   const ms_k_conv2d_geom *g = j->g;
@@ -432,8 +453,10 @@ static void wg_member(void *ctx, int t, int nt) {
   if (t == 0) j->team = nt;
   float *acc = ms_k_thread_buffer(MS_K_BUF_CONV_T, n_acc * sizeof(float));
   float *sums = ms_k_thread_buffer(MS_K_BUF_CONV_A, n_sums * sizeof(float));
+  float *cols = ms_k_thread_buffer(MS_K_BUF_CONV_B, (size_t)(j->kp * j->cq) * sizeof(float));
+  float *run = ms_k_thread_buffer(MS_K_BUF_CONV_W, (size_t)j->cq * sizeof(float));
   j->part[t] = acc;
-  if (!acc || !sums) {
+  if (!acc || !sums || !cols || !run) {
     j->failed = 1;
     return;
   }
@@ -441,11 +464,16 @@ static void wg_member(void *ctx, int t, int nt) {
   float *bsums = sums + (size_t)(j->oblocks * j->kblocks) * tile;
   int64_t q = g->n / nt, r = g->n % nt;
   int64_t nb = t * q + (t < r ? t : r), ne = nb + q + (t < r ? 1 : 0);
-  for (int64_t s0 = nb; s0 < ne; s0 += j->sblock) {
-    int64_t s1 = ne - s0 < j->sblock ? ne : s0 + j->sblock;
-    for (int64_t ob = 0; ob < j->oblocks; ob++)
-      for (int64_t kb = 0; kb < j->kblocks; kb++)
-        wg_block(j, s0, s1, ob * j->wob, kb * j->wkt, sums + (ob * j->kblocks + kb) * tile, bsums);
+  for (int64_t n = nb; n < ne; n++) {
+    const float *xs = j->x + n * g->c * g->h * g->w;
+    for (int64_t r0 = 0; r0 < g->oh; r0 += j->rows) {
+      int64_t r1 = g->oh - r0 < j->rows ? g->oh : r0 + j->rows, len = (r1 - r0) * g->ow;
+      const float *gs = j->gout + n * g->o * j->P + r0 * g->ow;
+      wg_columns(j, xs, r0, r1, run, cols);
+      for (int64_t ob = 0; ob < j->oblocks; ob++)
+        for (int64_t kb = 0; kb < j->kblocks; kb++)
+          wg_block(j, gs, cols, len, ob * j->wob, kb * j->wkt, sums + (ob * j->kblocks + kb) * tile, bsums);
+    }
   }
   for (int64_t ob = 0; ob < j->oblocks; ob++)
     for (int64_t kb = 0; kb < j->kblocks; kb++)
@@ -470,15 +498,11 @@ int ms_k_conv2d_weight_grad_small_avx512(const ms_k_conv2d_geom *g, const float 
    * thread: 117-121 GFLOP/s; 4 x 5: 136). */
   j.wob = j.bias ? 4 : 3, j.wkt = j.bias ? 5 : WKT;
   j.kblocks = (j.K + j.wkt - 1) / j.wkt, j.oblocks = (g->o + j.wob - 1) / j.wob;
-  /* a sample block's gout within ~128 KB (one conv1 sample): read from L1/L2 by every channel
-   * block; larger blocks measured slower (conv1 batch 64: 107 GFLOP/s at 128 KB, 89 at 1 MB) */
-  j.sblock = ((int64_t)128 << 10) / (g->o * j.P * (int64_t)sizeof(float) + 1);
-  if (j.sblock < 1) j.sblock = 1;
-  j.tab = wide_table(g, &j.V);
-  if (!j.tab) return -1;
-  for (int64_t c = 0, k = 0; c < g->c; c++)
-    for (int64_t i = 0; i < g->kh; i++)
-      for (int64_t jj = 0; jj < g->kw; jj++, k++) j.toff[k] = (c * g->h + i) * g->w + jj;
+  j.rows = WG_CHUNK / (j.kblocks * j.wkt * g->ow * (int64_t)sizeof(float));
+  if (j.rows < 1) j.rows = 1;
+  if (j.rows > g->oh) j.rows = g->oh;
+  j.cq = (j.rows * g->ow + 15) / 16 * 16;
+  j.kp = j.kblocks * j.wkt;
   /* a member per sample at most, and per ~4 MFLOP of work at least */
   int64_t flops = 2 * j.K * g->o * j.P * g->n, nt = ms_k_get_num_threads();
   if (nt > flops / (4 << 20)) nt = flops / (4 << 20);
