@@ -174,12 +174,14 @@ typedef struct ms_k_pool2d_geom {
 } ms_k_pool2d_geom;
 /* Max over each dilated window (padding never wins; NaN does) with the 0-based flat index
  * (ih * W + iw) of the winner in its plane, PyTorch's indices; indices may be NULL when only
- * the values are wanted (evaluation). */
-void ms_k_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *x, void *out,
-                             int64_t *indices);
-/* gx (overwritten) = gout scattered back to the winners. */
-void ms_k_max_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *gout,
-                              const int64_t *indices, void *gx);
+ * the values are wanted (evaluation). dt: F32, F64 or BF16. 0, or -1 when a bfloat16 plane's
+ * work buffer could not be allocated. */
+int ms_k_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *x, void *out,
+                            int64_t *indices);
+/* gx (overwritten) = gout scattered back to the winners (bfloat16: summed in float32, rounded
+ * once). 0, or -1 as the forward. */
+int ms_k_max_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *gout,
+                             const int64_t *indices, void *gx);
 /* Averaging windows given per output row i: input rows [hs[i], he[i]), and per output column j:
  * columns [ws[j], we[j]); output (i, j) is the window's sum over hdiv[i] * wdiv[j]. This one
  * form serves avg_pool2d (either count_include_pad) and adaptive_avg_pool2d. */

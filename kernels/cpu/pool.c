@@ -1,7 +1,8 @@
 /* pool.c: 2-D max and average pooling on the CPU, forward and backward. Planes (one per sample
  * and channel) are independent, so the pool splits them; max pooling records each winner's
  * index in the same pass, which is all its backward needs. Values are read as double (exact for
- * float32) so one body serves both dtypes. */
+ * float32) so one body serves both dtypes; max pooling also takes bfloat16, a plane at a time
+ * through its float32 bodies. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -9,6 +10,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/gemm_ukr.h"
 #include "kernels/cpu/pool_avx2.h"
 
 static inline double load(const void *p, int64_t i, bool f64) {
@@ -21,14 +23,16 @@ static inline void store(void *p, int64_t i, bool f64, double v) {
 }
 
 typedef struct pool_job {
-  bool f64;
-  bool avx2; /* the 2x2 float32 rows may use pool_avx2.c */
+  ms_k_dtype dt; /* max pooling: F32, F64 or BF16 */
+  bool f64;      /* average pooling: F64, else F32 */
+  bool avx2;     /* the 2x2 float32 rows may use pool_avx2.c */
   const ms_k_pool2d_geom *g;
   const ms_k_pool_windows *win;
   const void *in;
   void *out;
   const int64_t *cidx;
   int64_t *idx;
+  _Atomic int failed; /* a bfloat16 plane buffer could not be allocated */
 } pool_job;
 
 /* Planes per parallel piece: enough work to be worth a thread. */
@@ -44,10 +48,10 @@ static void taps(int64_t s, int64_t k, int64_t d, int64_t n, int64_t *lo, int64_
   *hi = b < k ? (b > a ? b : a) : k;
 }
 
-/* Inlined with a constant f64, so each dtype gets its own loop without a per-element branch. */
-static inline __attribute__((always_inline)) void max_forward_plane(const pool_job *j, int64_t pl, bool f64) {
-  const ms_k_pool2d_geom *g = j->g;
-  int64_t base = pl * g->h * g->w, obase = pl * g->oh * g->ow;
+/* One plane (in: H x W, out and idx: OH x OW, indices flat within the plane). Inlined with a
+ * constant f64, so each dtype gets its own loop without a per-element branch. */
+static inline __attribute__((always_inline)) void max_forward_plane(const ms_k_pool2d_geom *g, const void *in,
+                                                                    void *out, int64_t *idx, bool f64) {
   for (int64_t oh = 0; oh < g->oh; oh++) {
     int64_t h0 = oh * g->sh - g->ph, ilo, ihi;
     taps(h0, g->kh, g->dh, g->h, &ilo, &ihi);
@@ -58,12 +62,12 @@ static inline __attribute__((always_inline)) void max_forward_plane(const pool_j
       for (int64_t i = ilo; i < ihi; i++) {
         int64_t row = (h0 + i * g->dh) * g->w + w0;
         for (int64_t k = klo; k < khi; k++) {
-          double v = load(j->in, base + row + k * g->dw, f64);
+          double v = load(in, row + k * g->dw, f64);
           if (at < 0 || v > best || isnan(v)) best = v, at = row + k * g->dw; /* NaN sticks, as in PyTorch */
         }
       }
-      store(j->out, obase + oh * g->ow + ow, f64, best);
-      if (j->idx) j->idx[obase + oh * g->ow + ow] = at;
+      store(out, oh * g->ow + ow, f64, best);
+      if (idx) idx[oh * g->ow + ow] = at;
     }
   }
 }
@@ -83,11 +87,9 @@ static inline float select_f32(int32_t t, float x, float y) {
   return r.f;
 }
 
-static inline __attribute__((always_inline)) void max2x2_plane(const pool_job *j, int64_t pl, bool with_idx) {
+static inline __attribute__((always_inline)) void max2x2_plane(const pool_job *j, const float *in, float *out,
+                                                               int64_t *idx, bool with_idx) {
   const ms_k_pool2d_geom *g = j->g;
-  const float *in = (const float *)j->in + pl * g->h * g->w;
-  float *out = (float *)j->out + pl * g->oh * g->ow;
-  int64_t *idx = with_idx ? j->idx + pl * g->oh * g->ow : NULL;
   for (int64_t oh = 0; oh < g->oh; oh++) {
     const float *restrict r0 = in + 2 * oh * g->w, *restrict r1 = r0 + g->w;
     float *restrict o = out + oh * g->ow;
@@ -112,51 +114,65 @@ static inline __attribute__((always_inline)) void max2x2_plane(const pool_job *j
   }
 }
 
+/* One float32 plane by the fastest body that takes it. */
+static void max_forward_plane_f32(const pool_job *j, const float *in, float *out, int64_t *idx) {
+  if (!is_2x2(j->g)) max_forward_plane(j->g, in, out, idx, false);
+  else if (idx) max2x2_plane(j, in, out, idx, true);
+  else max2x2_plane(j, in, out, idx, false);
+}
+
+/* bfloat16 planes go through the float32 bodies a plane at a time, widened into and narrowed
+ * from the thread's buffers (in L1 or L2 for the usual planes), never as a whole float32 copy of
+ * the tensor; a maximum is one of its inputs, so the narrowing is exact. */
+static bool bf16_plane_buffers(const ms_k_pool2d_geom *g, float **a, float **b) {
+  *a = ms_k_thread_buffer(MS_K_BUF_POOL_A, sizeof(float) * (size_t)(g->h * g->w));
+  *b = ms_k_thread_buffer(MS_K_BUF_POOL_B, sizeof(float) * (size_t)(g->oh * g->ow));
+  return *a && *b;
+}
+
 static void max_forward_range(void *ctx, int64_t begin, int64_t end) {
-  const pool_job *j = ctx;
-  bool fast = !j->f64 && is_2x2(j->g);
-  for (int64_t pl = begin; pl < end; pl++) {
-    if (fast && j->idx) max2x2_plane(j, pl, true);
-    else if (fast) max2x2_plane(j, pl, false);
-    else if (j->f64) max_forward_plane(j, pl, true);
-    else max_forward_plane(j, pl, false);
-  }
-}
-
-void ms_k_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *x, void *out,
-                             int64_t *indices) {
-  pool_job j = {.f64 = dt == MS_K_F64, .avx2 = ms_k_cpu_avx2(), .g = g, .in = x, .out = out,
-                .idx = indices};
-  ms_k_parallel_for(g->planes, plane_grain(g), max_forward_range, &j);
-}
-
-static inline __attribute__((always_inline)) void max_backward_body(const pool_job *j, int64_t begin, int64_t end,
-                                                                    bool f64) {
+  pool_job *j = ctx;
   const ms_k_pool2d_geom *g = j->g;
-  size_t es = f64 ? 8 : 4;
+  int64_t hw = g->h * g->w, ohw = g->oh * g->ow;
+  float *xin = NULL, *xout = NULL;
+  if (j->dt == MS_K_BF16 && !bf16_plane_buffers(g, &xin, &xout)) {
+    j->failed = 1;
+    return;
+  }
   for (int64_t pl = begin; pl < end; pl++) {
-    int64_t base = pl * g->h * g->w, obase = pl * g->oh * g->ow;
-    memset((char *)j->out + (size_t)base * es, 0, (size_t)(g->h * g->w) * es);
-    for (int64_t o = 0; o < g->oh * g->ow; o++) {
-      int64_t at = j->cidx[obase + o];
-      if (at < 0) continue;
-      store(j->out, base + at, f64, load(j->out, base + at, f64) + load(j->in, obase + o, f64));
+    int64_t *idx = j->idx ? j->idx + pl * ohw : NULL;
+    if (j->dt == MS_K_F64) {
+      max_forward_plane(g, (const double *)j->in + pl * hw, (double *)j->out + pl * ohw, idx, true);
+    } else if (j->dt == MS_K_F32) {
+      max_forward_plane_f32(j, (const float *)j->in + pl * hw, (float *)j->out + pl * ohw, idx);
+    } else {
+      ms_k_cast(hw, xin, MS_K_F32, 1, (const uint16_t *)j->in + pl * hw, MS_K_BF16, 1);
+      max_forward_plane_f32(j, xin, xout, idx);
+      ms_k_cast(ohw, (uint16_t *)j->out + pl * ohw, MS_K_BF16, 1, xout, MS_K_F32, 1);
     }
   }
 }
 
-/* Float32 gradients scattered without the double round trip (each plane's winners are
- * distinct for non-overlapping windows, but overlapping ones may repeat: hence +=). */
-static void max_backward_f32(const pool_job *j, int64_t begin, int64_t end) {
-  const ms_k_pool2d_geom *g = j->g;
-  for (int64_t pl = begin; pl < end; pl++) {
-    float *gx = (float *)j->out + pl * g->h * g->w;
-    const float *go = (const float *)j->in + pl * g->oh * g->ow;
-    const int64_t *at = j->cidx + pl * g->oh * g->ow;
-    memset(gx, 0, sizeof(float) * (size_t)(g->h * g->w));
-    for (int64_t o = 0; o < g->oh * g->ow; o++)
-      if (at[o] >= 0) gx[at[o]] += go[o];
-  }
+int ms_k_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *x, void *out,
+                            int64_t *indices) {
+  pool_job j = {.dt = dt, .avx2 = ms_k_cpu_avx2(), .g = g, .in = x, .out = out, .idx = indices};
+  ms_k_parallel_for(g->planes, plane_grain(g), max_forward_range, &j);
+  return j.failed ? -1 : 0;
+}
+
+/* One float64 plane's gradient: zeros, then each winner's gradient added at its index. */
+static void max_backward_plane_f64(const ms_k_pool2d_geom *g, double *gx, const double *go, const int64_t *at) {
+  memset(gx, 0, sizeof(double) * (size_t)(g->h * g->w));
+  for (int64_t o = 0; o < g->oh * g->ow; o++)
+    if (at[o] >= 0) gx[at[o]] += go[o];
+}
+
+/* The same in float32 (each plane's winners are distinct for non-overlapping windows, but
+ * overlapping ones may repeat: hence +=). */
+static void max_backward_scatter_f32(const ms_k_pool2d_geom *g, float *gx, const float *go, const int64_t *at) {
+  memset(gx, 0, sizeof(float) * (size_t)(g->h * g->w));
+  for (int64_t o = 0; o < g->oh * g->ow; o++)
+    if (at[o] >= 0) gx[at[o]] += go[o];
 }
 
 /* The 2x2 stride-2 window in float32: each window's four input cells are written once, the
@@ -164,12 +180,9 @@ static void max_backward_f32(const pool_job *j, int64_t begin, int64_t end) {
  * scatter (one pass over gx instead of two). 0.0f + g keeps the scatter's bits (-0 becomes +0).
  * Returns false, having written a partial plane, when an index is not in its window (indices
  * not made by the forward); the caller then redoes the plane by scatter. */
-static bool max2x2_backward_plane(const pool_job *j, int64_t pl) {
+static bool max2x2_backward_plane(const pool_job *j, float *gx, const float *go, const int64_t *at) {
   const ms_k_pool2d_geom *g = j->g;
   const int64_t W = g->w, OW = g->ow, OH = g->oh;
-  float *gx = (float *)j->out + pl * g->h * W;
-  const float *go = (const float *)j->in + pl * OH * OW;
-  const int64_t *at = j->cidx + pl * OH * OW;
   int bad = 0;
   for (int64_t oh = 0; oh < OH; oh++) {
     float *restrict r0 = gx + 2 * oh * W, *restrict r1 = r0 + W;
@@ -194,25 +207,40 @@ static bool max2x2_backward_plane(const pool_job *j, int64_t pl) {
   return !bad;
 }
 
-static void max_backward_range(void *ctx, int64_t begin, int64_t end) {
-  const pool_job *j = ctx;
-  if (j->f64) {
-    max_backward_body(j, begin, end, true);
-    return;
-  }
-  if (!is_2x2(j->g)) {
-    max_backward_f32(j, begin, end);
-    return;
-  }
-  for (int64_t pl = begin; pl < end; pl++)
-    if (!max2x2_backward_plane(j, pl)) max_backward_f32(j, pl, pl + 1);
+static void max_backward_plane_f32(const pool_job *j, float *gx, const float *go, const int64_t *at) {
+  if (!is_2x2(j->g) || !max2x2_backward_plane(j, gx, go, at)) max_backward_scatter_f32(j->g, gx, go, at);
 }
 
-void ms_k_max_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *gout,
-                              const int64_t *indices, void *gx) {
-  pool_job j = {.f64 = dt == MS_K_F64, .avx2 = ms_k_cpu_avx2(), .g = g, .in = gout, .out = gx,
-                .cidx = indices};
+/* bfloat16: as the forward, a plane at a time through float32; the gradient is summed in float32
+ * and rounded once (exact where windows do not overlap: each cell gets one gradient or none). */
+static void max_backward_range(void *ctx, int64_t begin, int64_t end) {
+  pool_job *j = ctx;
+  const ms_k_pool2d_geom *g = j->g;
+  int64_t hw = g->h * g->w, ohw = g->oh * g->ow;
+  float *gxw = NULL, *gow = NULL;
+  if (j->dt == MS_K_BF16 && !bf16_plane_buffers(g, &gxw, &gow)) {
+    j->failed = 1;
+    return;
+  }
+  for (int64_t pl = begin; pl < end; pl++) {
+    const int64_t *at = j->cidx + pl * ohw;
+    if (j->dt == MS_K_F64) {
+      max_backward_plane_f64(g, (double *)j->out + pl * hw, (const double *)j->in + pl * ohw, at);
+    } else if (j->dt == MS_K_F32) {
+      max_backward_plane_f32(j, (float *)j->out + pl * hw, (const float *)j->in + pl * ohw, at);
+    } else {
+      ms_k_cast(ohw, gow, MS_K_F32, 1, (const uint16_t *)j->in + pl * ohw, MS_K_BF16, 1);
+      max_backward_plane_f32(j, gxw, gow, at);
+      ms_k_cast(hw, (uint16_t *)j->out + pl * hw, MS_K_BF16, 1, gxw, MS_K_F32, 1);
+    }
+  }
+}
+
+int ms_k_max_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *gout,
+                             const int64_t *indices, void *gx) {
+  pool_job j = {.dt = dt, .avx2 = ms_k_cpu_avx2(), .g = g, .in = gout, .out = gx, .cidx = indices};
   ms_k_parallel_for(g->planes, plane_grain(g), max_backward_range, &j);
+  return j.failed ? -1 : 0;
 }
 
 /* ---- average pooling over explicit windows ------------------------------------------------ */

@@ -1,5 +1,6 @@
 -- test_nn_half.lua: the seed Net's ops on bfloat16 and float16 inputs (engine/src/nn/nn_half.c:
--- computed in float32, rounded back; linear in bfloat16 on the bfloat16 GEMM where it exists): each output keeps the 16-bit dtype and equals the float32
+-- computed in float32, rounded back; linear in bfloat16 on the bfloat16 GEMM where it exists,
+-- max_pool2d natively): each output keeps the 16-bit dtype and equals the float32
 -- op on the same (rounded) inputs rounded once; gradients come back in the 16-bit dtype and
 -- match float32's within the dtype's rounding.
 local T = require "testing"
@@ -62,6 +63,41 @@ for _, dt in ipairs({"bfloat16", "float16"}) do
     local b = F.dropout(x:to("float32"), 0.5, true)
     T.eq(a.dtype, dt)
     T.truthy(rel(a, b) == 0, "same mask, exact scale by 2")
+  end)
+end
+
+-- bfloat16 max pooling runs natively on the CPU (kernels/cpu/pool.c, a plane at a time through
+-- the float32 bodies): a maximum is one of its inputs and each gradient lands on one winner, so
+-- values, indices and gradients equal float32's on the same inputs exactly, NaN included; where
+-- windows overlap the gradient is summed in float32 and rounded once.
+local POOLS = {
+  { name = "2x2 (the row kernels), odd sizes", shape = {2, 3, 9, 37}, k = 2, opts = {} },
+  { name = "3x3 stride 2 padding 1 dilation 1, overlapping", shape = {2, 2, 11, 10}, k = 3,
+    opts = { stride = 2, padding = 1 } },
+  { name = "2x3 dilated, ceil mode", shape = {1, 2, 13, 12}, k = {2, 3},
+    opts = { stride = {2, 1}, dilation = {2, 1}, ceil_mode = true } },
+}
+for _, c in ipairs(POOLS) do
+  T.test(("max_pool2d in bfloat16 equals float32 exactly: %s"):format(c.name), function()
+    ms.manual_seed(5)
+    local x = ms.randn(table.unpack(c.shape)):bfloat16()
+    x[1][1][2][3] = 0 / 0 -- a NaN wins its windows
+    x[1][2][1][1] = x[1][2][1][2] -- a tie: the first in scan order wins
+    local lo, hi = x:detach():requires_grad_(), x:float():detach():requires_grad_()
+    local opts = { return_indices = true }
+    for k, v in pairs(c.opts) do opts[k] = v end
+    local yl, il = F.max_pool2d(lo, c.k, opts)
+    local yh, ih = F.max_pool2d(hi, c.k, opts)
+    T.eq(yl.dtype, "bfloat16")
+    T.truthy(ms.equal(il, ih), "indices")
+    local function no_nan(t) return t:masked_fill(t:ne(t), 7) end
+    T.truthy(ms.equal(yl:float():ne(yl:float()), yh:ne(yh)), "NaN where float32's")
+    T.truthy(ms.equal(no_nan(yl:float()), no_nan(yh)), "values")
+    local g = ms.randn(table.unpack(yh:size())):bfloat16()
+    yl:backward(g)
+    yh:backward(g:float())
+    T.eq(lo.grad.dtype, "bfloat16")
+    T.truthy(ms.equal(lo.grad, hi.grad:bfloat16()), "gradient")
   end)
 end
 

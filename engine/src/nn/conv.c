@@ -29,6 +29,11 @@ ms_status ms_nn_check_4d_any(const char *op, const char *arg, const ms_tensor *x
   return st == MS_OK ? ms_nn_check_float_any(op, arg, x) : st;
 }
 
+ms_status ms_nn_check_4d_float_or_bf16_any(const char *op, const char *arg, const ms_tensor *x) {
+  ms_status st = check_4d_shape(op, arg, x);
+  return st == MS_OK ? ms_nn_check_float_or_bf16_any(op, arg, x) : st;
+}
+
 ms_status ms_nn_check_pair(const char *op, const char *arg, const int64_t v[2], int64_t min) {
   if (v[0] >= min && v[1] >= min) return MS_OK;
   return ms_error(MS_ERR_ARG, "%s: %s must be >= %lld, got (%lld, %lld)", op, arg, (long long)min,
@@ -69,7 +74,7 @@ static ms_status check_weight(const ms_tensor *x, const ms_tensor *w, const ms_t
 static ms_status conv_geometry(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, const int64_t st[2],
                                const int64_t pad[2], const int64_t dil[2], int64_t groups, ms_k_conv2d_geom *g) {
   /* bfloat16 reaches here only on its native path (ms_conv2d widens the other 16-bit cases) */
-  if (check_4d_shape("conv2d", "input", x) != MS_OK || ms_nn_check_float_or_bf16_any("conv2d", "input", x) != MS_OK ||
+  if (ms_nn_check_4d_float_or_bf16_any("conv2d", "input", x) != MS_OK ||
       check_weight(x, w, b, groups) != MS_OK)
     return MS_ERR_ARG;
   if (ms_nn_check_pair("conv2d", "stride", st, 1) || ms_nn_check_pair("conv2d", "padding", pad, 0) ||

@@ -21,11 +21,13 @@ static int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64_
 }
 
 /* Checks the window and fills g (planes, sizes, window) for max and avg pooling; x may be on a
- * CUDA device when `any_device` (the op has a kernel there). */
+ * CUDA device when `any_device` (the op has a kernel there), and bfloat16 when `bf16`. */
 static ms_status pool_geometry(const char *op, const ms_tensor *x, const int64_t k[2], const int64_t st[2],
                                const int64_t pad[2], const int64_t dil[2], bool ceil_mode, bool any_device,
-                               ms_k_pool2d_geom *g) {
-  if ((any_device ? ms_nn_check_4d_any : ms_nn_check_4d)(op, "input", x) != MS_OK) return MS_ERR_ARG;
+                               bool bf16, ms_k_pool2d_geom *g) {
+  ms_status (*check)(const char *, const char *, const ms_tensor *) =
+      bf16 ? ms_nn_check_4d_float_or_bf16_any : any_device ? ms_nn_check_4d_any : ms_nn_check_4d;
+  if (check(op, "input", x) != MS_OK) return MS_ERR_ARG;
   if (ms_nn_check_pair(op, "kernel_size", k, 1) || ms_nn_check_pair(op, "stride", st, 1) ||
       ms_nn_check_pair(op, "padding", pad, 0) || ms_nn_check_pair(op, "dilation", dil, 1))
     return MS_ERR_ARG;
@@ -82,11 +84,12 @@ static ms_status max_pool_backward(ms_node *n, ms_tensor *const *grad_out, ms_te
   ms_tensor *gx = go ? ms_tensor_new_empty_on(ms_tensor_device(idx), 4, n->ints, dt) : NULL;
   if (gx && ms_tensor_device(idx).type == MS_CUDA) {
     if (ms_cuda_max_pool2d_backward(&g, go, idx, gx) != MS_OK) ms_tensor_release(gx), gx = NULL;
-  } else if (gx) {
-    ms_k_max_pool2d_backward((ms_k_dtype)dt, &g, ms_tensor_data(go), ms_tensor_data(idx), ms_tensor_data(gx));
+  } else if (gx && ms_k_max_pool2d_backward((ms_k_dtype)dt, &g, ms_tensor_data(go), ms_tensor_data(idx),
+                                             ms_tensor_data(gx)) != 0) {
+    ms_tensor_release(gx), gx = NULL;
   }
   ms_tensor_release(go);
-  if (!gx) return MS_ERR_MEMORY;
+  if (!gx) return ms_error(MS_ERR_MEMORY, "max_pool2d backward: out of memory");
   grad_in[0] = gx;
   return MS_OK;
 }
@@ -99,7 +102,8 @@ static ms_status max_pool(ms_tensor *x, const int64_t kernel[2], const int64_t s
   ms_k_pool2d_geom g;
   *values = *indices = NULL;
   ms_dtype half;
-  if (x && ms_nn_half_call(1, &x, &half)) {
+  /* bfloat16 on the CPU is pooled as it is (pool.c widens a plane at a time, in cache) */
+  if (x && ms_nn_half_call(1, &x, &half) && !(half == MS_BFLOAT16 && ms_tensor_device(x).type == MS_CPU)) {
     ms_tensor *v;
     if (ms_nn_widen(1, &x, &v) != MS_OK) return MS_ERR_MEMORY;
     ms_status st = max_pool(v, kernel, stride, padding, dilation, ceil_mode, want_indices, values, indices);
@@ -111,7 +115,8 @@ static ms_status max_pool(ms_tensor *x, const int64_t kernel[2], const int64_t s
     }
     return st;
   }
-  if (pool_geometry("max_pool2d", x, kernel, stride, padding, dilation, ceil_mode, true, &g) != MS_OK) return MS_ERR_ARG;
+  if (pool_geometry("max_pool2d", x, kernel, stride, padding, dilation, ceil_mode, true, true, &g) != MS_OK)
+    return MS_ERR_ARG;
   bool grad = ms_autograd_wants(1, &x);
   bool cuda = ms_tensor_device(x).type == MS_CUDA;
   bool with_indices = grad || want_indices || cuda; /* the CUDA kernel always writes them */
@@ -124,8 +129,9 @@ static ms_status max_pool(ms_tensor *x, const int64_t kernel[2], const int64_t s
     return ms_tensor_release(xc), ms_tensor_release(out), MS_ERR_MEMORY;
   ms_status st = MS_OK;
   if (cuda) st = ms_cuda_max_pool2d(&g, xc, out, idx);
-  else ms_k_max_pool2d_forward((ms_k_dtype)x->dtype, &g, ms_tensor_data(xc), ms_tensor_data(out),
-                               idx ? ms_tensor_data(idx) : NULL);
+  else if (ms_k_max_pool2d_forward((ms_k_dtype)x->dtype, &g, ms_tensor_data(xc), ms_tensor_data(out),
+                                   idx ? ms_tensor_data(idx) : NULL) != 0)
+    st = ms_error(MS_ERR_MEMORY, "max_pool2d: out of memory");
   ms_tensor_release(xc);
   if (st != MS_OK) return ms_tensor_release(out), ms_tensor_release(idx), st;
   if (grad) {
@@ -247,7 +253,7 @@ ms_tensor *ms_avg_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t st
                          const int64_t padding[2], bool ceil_mode, bool count_include_pad) {
   ms_k_pool2d_geom g;
   const int64_t one[2] = {1, 1};
-  if (pool_geometry("avg_pool2d", x, kernel, stride, padding, one, ceil_mode, true, &g) != MS_OK) return NULL;
+  if (pool_geometry("avg_pool2d", x, kernel, stride, padding, one, ceil_mode, true, false, &g) != MS_OK) return NULL;
   return avg_pool(x, &g, false, count_include_pad);
 }
 
