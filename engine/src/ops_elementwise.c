@@ -320,10 +320,36 @@ ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a) {
   return ms_grad_record_unary(op, a, out);
 }
 
-/* In place under autograd: computed out of place (from a copy of a when the derivative reads
+/* a = op(a) by the kernel writing over a's own elements, where a is a contiguous CPU tensor that
+ * the kernel computes in (float32, float64, or relu's bfloat16): nothing to allocate and copy
+ * back. False, having done nothing, where that does not hold. */
+static bool unary_over_itself(ms_unary_op op, ms_tensor *a) {
+  if (op == MS_OP_LOGICAL_NOT || ms_tensor_device(a).type != MS_CPU || !ms_tensor_is_contiguous(a)) return false;
+  ms_dtype rd = unary_result_dtype(op, a->dtype);
+  bool bf16_relu = op == MS_OP_RELU && a->dtype == MS_BFLOAT16;
+  if (rd != a->dtype || (!bf16_relu && ms_compute_dtype(rd) != rd)) return false;
+  ms_iter it;
+  ms_tensor *ops[2] = {a, a};
+  ms_iter_init(&it, a->ndim, a->shape, 2, ops);
+  unary_ctx c = {kernel_unop[op], (ms_k_dtype)a->dtype};
+  ms_iter_run(&it, unary_row, &c);
+  ms_tensor_bump_version(a);
+  return true;
+}
+
+/* In place under autograd. Where the derivative reads the result or nothing (relu, exp, tanh,
+ * ...) and a is not a view, a is written over and its history extended by the op's node, which
+ * saves a as written (relu_ after a conv: no result to allocate, and the activation's memory
+ * is the conv's). Otherwise computed out of place (from a copy of a when the derivative reads
  * the input) and rebased onto a. */
 static ms_status unary_inplace_grad(ms_unary_op op, ms_tensor *a) {
   if (ms_grad_check_inplace(unary_names[op], a) != MS_OK) return MS_ERR_RUNTIME;
+  if (!ms_grad_unary_reads_input(op) && !a->grad_base && unary_over_itself(op, a)) {
+    ms_tensor_retain(a); /* the record's reference: kept by it, or dropped when it fails */
+    ms_tensor *r = ms_grad_record_unary(op, a, a);
+    ms_tensor_release(r);
+    return r ? MS_OK : MS_ERR_MEMORY;
+  }
   ms_tensor *src = ms_grad_unary_reads_input(op) ? ms_grad_inplace_original(a) : (ms_tensor_retain(a), a);
   ms_tensor *out = src ? ms_unary(op, src) : NULL;
   ms_tensor_release(src);
@@ -336,6 +362,7 @@ ms_status ms_unary_(ms_unary_op op, ms_tensor *a) {
   ms_dtype rd = unary_result_dtype(op, a->dtype);
   if (check_inplace_dtype(unary_names[op], rd, a) != MS_OK) return MS_ERR_ARG;
   if (ms_autograd_wants(1, &a)) return unary_inplace_grad(op, a);
+  if (unary_over_itself(op, a)) return MS_OK;
   return store_into(a, ms_unary(op, a));
 }
 

@@ -116,6 +116,34 @@ T.test("unary ops in place: graph rebased, input copies kept", function()
   end
 end)
 
+T.test("relu_ and exp_ after an op write over its result: no allocation, the same gradients", function()
+  for _, dt in ipairs({"float32", "bfloat16"}) do
+    for _, name in ipairs(dt == "float32" and {"relu", "exp", "tanh", "neg"} or {"relu"}) do
+      local x = ms.randn(64, 32):to(dt):requires_grad_()
+      local w = ms.randn(32, 16):to(dt):requires_grad_()
+      local h = x:mm(w)
+      local before = ms.memory_stats().allocations
+      local r = h[name .. "_"](h)
+      T.eq(ms.memory_stats().allocations, before, name .. "_ allocated")
+      T.truthy(rawequal(r, h), name .. "_ returns its tensor")
+      T.eq(h.grad_fn, ({relu = "ReluBackward0", exp = "ExpBackward0", tanh = "TanhBackward0",
+                        neg = "NegBackward0"})[name])
+      local g = ms.randn(64, 16):to(dt)
+      h:backward(g)
+      local x2, w2 = x:detach():requires_grad_(), w:detach():requires_grad_()
+      local h2 = x2:mm(w2)
+      h2[name](h2):backward(g)
+      T.truthy(ms.equal(x.grad, x2.grad) and ms.equal(w.grad, w2.grad), name .. " in " .. dt)
+    end
+  end
+  -- a tensor saved by an earlier node and then rectified in place is caught at backward
+  local x = ms.randn(5):requires_grad_()
+  local h = x * 1
+  local y = h * h
+  h:relu_()
+  T.raises(function() y:sum():backward() end, "modified by an in-place operation")
+end)
+
 T.test("clamp: gradient passes where min <= x <= max, bounds included", function()
   for _, shape in ipairs(shapes_to_check()) do
     for _, x in ipairs(layouts(shape)) do
