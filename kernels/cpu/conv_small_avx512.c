@@ -28,8 +28,9 @@
  * weight gradient ~155 without a bias and ~136 with (61%, 65%, 57% of the 239 peak). On a
  * 231 peak, batch 8 (in L2) and 64: forward 140-145 both; input gradient 160 and 140-144 (the
  * GEMM-shaped path it replaced ran 14); weight gradient 135 and 130, with the bias 122 and 117.
- * At batch 64 each pass moves 5.5 MB of out or gout through memory, about 30 GB/s at these
- * rates: the bound on one core here.
+ * At batch 64 out or gout (5.5 MB) lives in L3 (~90 GB/s on one core here) when it is reused;
+ * ops_bench, which takes a fresh output from the allocator each call as training does, reads
+ * the forward at about half of this (its blocks rotate through more than L3 holds).
  * Built with the AVX-512 flags; called only where ms_k_conv_small_avx512_ok (conv_small.h) says.
  *
  * Letters as conv_gemm.c: K = C*KH*KW taps, P = OH*OW; L = OH*W wide positions (the forward's),
@@ -230,6 +231,12 @@ int ms_k_conv2d_forward_small_avx512(const ms_k_conv2d_geom *g, const float *x, 
   return j.failed ? -1 : 0;
 }
 
+/* Whether gout (n * O * OH * OW floats) outgrows what the caches keep of it between passes (a
+ * core's share of L3 here): the gradients then prefetch it from memory ahead of their reads. */
+static bool conv_small_far(const ms_k_conv2d_geom *g) {
+  return g->n * g->o * g->oh * g->ow * (int64_t)sizeof(float) > ((int64_t)16 << 20);
+}
+
 /* ---- input gradient ---------------------------------------------------------------------------- */
 
 /* gx[c] = sum over taps (i, j) of the plane S_ij shifted by (i, j), where S_ij = sum over o of
@@ -247,6 +254,7 @@ typedef struct gin_job {
   const float *w, *gout;
   float *gx;
   int64_t K, KK, P, pq; /* KK = KH*KW taps a channel; pq: a tap's plane, P rounded up to pairs */
+  bool far;             /* gout outgrows the caches (conv_small_far) */
   _Atomic int failed;
 } gin_job;
 
@@ -316,6 +324,8 @@ static void gin_range(void *ctx, int64_t begin, int64_t end) {
   for (int64_t it = begin; it < end; it++) {
     int64_t n = it / g->c, c = it % g->c;
     const float *gs = j->gout + n * g->o * j->P, *wc = j->w + c * j->KK;
+    if (j->far && c == 0) /* the next sample's gout into L2 while this one is summed */
+      for (int64_t at = 0; at < g->o * j->P; at += 16) _mm_prefetch((const char *)(gs + g->o * j->P + at), _MM_HINT_T1);
     if (j->KK == 9) {
       gin_taps(j, gs, wc, 0, 9, planes); /* the seed's 3x3, unrolled */
     } else {
@@ -331,6 +341,7 @@ int ms_k_conv2d_input_grad_small_avx512(const ms_k_conv2d_geom *g, const float *
   gin_job j = {.g = g, .w = w, .gout = gout, .gx = gx};
   j.KK = g->kh * g->kw, j.K = g->c * j.KK, j.P = g->oh * g->ow;
   j.pq = ms_k_conv_small_gin_plane(g);
+  j.far = conv_small_far(g);
   int64_t flops = 2 * g->o * j.KK * j.P, want = 1 << 20;
   ms_k_parallel_for(g->n * g->c, flops >= want ? 1 : want / (flops + 1) + 1, gin_range, &j);
   return j.failed ? -1 : 0;
@@ -341,7 +352,8 @@ int ms_k_conv2d_input_grad_small_avx512(const ms_k_conv2d_geom *g, const float *
 /* A sample's output rows are walked in chunks whose column matrix (K taps by the chunk's
  * positions, compact as gout) is copied out first: the products then read x's taps and gout
  * with whole loads in step. Read in place instead, x in the wide layout needed masked loads and
- * gout expanding ones (conv1 at batch 64, one thread: 131 GFLOP/s; copied out, 150-155). */
+ * gout expanding ones (conv1, one thread, at batch 8: 123 GFLOP/s, with the bias 108; copied
+ * out, 135 and 122; at batch 64 both read ~130). */
 enum { WG_CHUNK = 32 << 10 }; /* a chunk's column matrix, at most (bytes): read by every o block */
 
 typedef struct wg_job {
@@ -350,7 +362,7 @@ typedef struct wg_job {
   int64_t K, P, wob, wkt, kblocks, oblocks; /* wob x wkt: the tile (3 x 9 or 4 x 5) */
   int64_t rows, cq; /* output rows a chunk; its positions rounded up to a vector */
   int64_t kp;       /* K rounded up to tap blocks: the column matrix's taps */
-  bool bias;
+  bool bias, far;   /* far: gout outgrows the caches (conv_small_far) */
   float *part[MAX_TEAM]; /* per-member sums: gW^T (K x O), then the bias's O values */
   int team;
   _Atomic int failed;
@@ -383,10 +395,10 @@ static void wg_columns(const wg_job *j, const float *xs, int64_t r0, int64_t r1,
 
 /* sums[r][t] (16 lanes each, kept in memory between chunks) += over the chunk's len positions:
  * gout channel r (at gs + r * P) times tap k0 + t of the columns, for r < ob, t < kt; with
- * `bias`, also bsums[r] += gout channel r. ob, kt and bias are constants where inlined. Loaded
+ * `bias`, also bsums[r] += gout channel r. ob, kt, bias and far are constants where inlined. Loaded
  * and stored whole, the lanes add in the order they would in registers. */
 static ALWAYS_INLINE void wg_tile(const wg_job *j, const float *gs, const float *cols, int64_t len, int64_t k0,
-                                  int ob, int kt, bool bias, float *sums, float *bsums) {
+                                  int ob, int kt, bool bias, bool far, float *sums, float *bsums) {
   __m512 acc[WOB][WKT], bacc[WOB];
   const float *col = cols + k0 * 16;
 #pragma GCC unroll 4
@@ -401,9 +413,11 @@ static ALWAYS_INLINE void wg_tile(const wg_job *j, const float *gs, const float 
     __m512 gv[WOB];
 #pragma GCC unroll 4
     for (int r = 0; r < ob; r++) {
-      /* ob planes read side by side: each is fetched into L1 8 lines ahead (prefetching the
-       * next sample's into L2 as well measured no faster at batch 64 and slower at 8) */
+      /* ob planes read side by side: each is fetched into L1 8 lines ahead, and where gout is
+       * far (in memory) the same place of the next sample into L2 (an address past the tensor
+       * is harmless to a prefetch). Near, that second prefetch cost 10-20%. */
       _mm_prefetch((const char *)(gs + r * j->P + q + 128), _MM_HINT_T0);
+      if (far) _mm_prefetch((const char *)(gs + r * j->P + q + j->g->o * j->P), _MM_HINT_T1);
       gv[r] = _mm512_maskz_loadu_ps(m, gs + r * j->P + q);
       if (bias) bacc[r] = _mm512_add_ps(bacc[r], gv[r]);
     }
@@ -425,22 +439,28 @@ static ALWAYS_INLINE void wg_tile(const wg_job *j, const float *gs, const float 
 /* Channels [o0, o0 + wob) by taps [k0, k0 + wkt) over one chunk (gout of its sample at gs, the
  * chunk's first position), and the bias's sums with the first tap block; a tap block short of
  * wkt reads the columns' zero taps, whose sums are dropped. */
-static void wg_block(const wg_job *j, const float *gs, const float *cols, int64_t len, int64_t o0, int64_t k0,
-                     float *sums, float *bsums) {
+static ALWAYS_INLINE void wg_block_at(const wg_job *j, const float *gs, const float *cols, int64_t len, int64_t o0,
+                                      int64_t k0, bool far, float *sums, float *bsums) {
   int64_t ob = j->g->o - o0 < j->wob ? j->g->o - o0 : j->wob;
   const float *go = gs + o0 * j->P;
   float *bs = bsums + o0 * 16;
   if (j->wob == 4) { /* with the bias; ob is 4: O is a multiple of 8 (conv_small.h) */
-    if (k0 == 0) wg_tile(j, go, cols, len, k0, 4, 5, true, sums, bs);
-    else if (j->K - k0 == 4) wg_tile(j, go, cols, len, k0, 4, 4, false, sums, bs); /* 3x3's taps 5-8 */
-    else wg_tile(j, go, cols, len, k0, 4, 5, false, sums, bs);
+    if (k0 == 0) wg_tile(j, go, cols, len, k0, 4, 5, true, far, sums, bs);
+    else if (j->K - k0 == 4) wg_tile(j, go, cols, len, k0, 4, 4, false, far, sums, bs); /* 3x3's taps 5-8 */
+    else wg_tile(j, go, cols, len, k0, 4, 5, false, far, sums, bs);
   } else if (ob == 3) {
-    wg_tile(j, go, cols, len, k0, 3, 9, false, sums, bs);
+    wg_tile(j, go, cols, len, k0, 3, 9, false, far, sums, bs);
   } else if (ob == 2) {
-    wg_tile(j, go, cols, len, k0, 2, 9, false, sums, bs);
+    wg_tile(j, go, cols, len, k0, 2, 9, false, far, sums, bs);
   } else {
-    wg_tile(j, go, cols, len, k0, 1, 9, false, sums, bs);
+    wg_tile(j, go, cols, len, k0, 1, 9, false, far, sums, bs);
   }
+}
+
+static void wg_block(const wg_job *j, const float *gs, const float *cols, int64_t len, int64_t o0, int64_t k0,
+                     float *sums, float *bsums) {
+  if (j->far) wg_block_at(j, gs, cols, len, o0, k0, true, sums, bsums);
+  else wg_block_at(j, gs, cols, len, o0, k0, false, sums, bsums);
 }
 
 /* The member's samples, chunk by chunk: lane sums per (channel block, tap block) in `sums`, then
@@ -503,6 +523,7 @@ int ms_k_conv2d_weight_grad_small_avx512(const ms_k_conv2d_geom *g, const float 
   if (j.rows > g->oh) j.rows = g->oh;
   j.cq = (j.rows * g->ow + 15) / 16 * 16;
   j.kp = j.kblocks * j.wkt;
+  j.far = conv_small_far(g);
   /* a member per sample at most, and per ~4 MFLOP of work at least */
   int64_t flops = 2 * j.K * g->o * j.P * g->n, nt = ms_k_get_num_threads();
   if (nt > flops / (4 << 20)) nt = flops / (4 << 20);
