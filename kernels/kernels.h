@@ -207,7 +207,8 @@ typedef enum ms_k_act { MS_K_ACT_GELU, MS_K_ACT_GELU_TANH, MS_K_ACT_SILU } ms_k_
 void ms_k_activation(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, void *y);
 void ms_k_activation_backward(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, const void *g,
                               void *gx);
-/* y = mask ? x * scale : 0 (dropout; mask bytes are 0 or 1). */
+/* y = mask ? x * scale : 0 (dropout; mask bytes are 0 or 1). dt: F32, F64, or BF16 (the product
+ * in float32, rounded to bfloat16 once). */
 void ms_k_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const uint8_t *mask, double scale,
                        void *y);
 /* Class targets of an (N, C, inner) input: target[n * inner + i] equal to ignore_index is

@@ -1,6 +1,6 @@
 -- test_nn_half.lua: the seed Net's ops on bfloat16 and float16 inputs (engine/src/nn/nn_half.c:
 -- computed in float32, rounded back; linear in bfloat16 on the bfloat16 GEMM where it exists,
--- max_pool2d natively): each output keeps the 16-bit dtype and equals the float32
+-- max_pool2d and dropout natively): each output keeps the 16-bit dtype and equals the float32
 -- op on the same (rounded) inputs rounded once; gradients come back in the 16-bit dtype and
 -- match float32's within the dtype's rounding.
 local T = require "testing"
@@ -100,6 +100,22 @@ for _, c in ipairs(POOLS) do
     T.truthy(ms.equal(lo.grad, hi.grad:bfloat16()), "gradient")
   end)
 end
+
+T.test("dropout in bfloat16 on the CPU equals float32's rounded once, forward and backward", function()
+  local x = ms.randn(3, 1000):bfloat16() -- more than one block of the kernel's widening
+  local lo, hi = x:detach():requires_grad_(), x:float():detach():requires_grad_()
+  ms.manual_seed(11)
+  local yl = F.dropout(lo, 0.3, true) -- 1 / 0.7 is inexact: the product rounds
+  ms.manual_seed(11)
+  local yh = F.dropout(hi, 0.3, true)
+  T.eq(yl.dtype, "bfloat16")
+  T.truthy(ms.equal(yl, yh:bfloat16()), "forward")
+  local g = ms.randn(3, 1000):bfloat16()
+  yl:backward(g)
+  yh:backward(g:float())
+  T.eq(lo.grad.dtype, "bfloat16")
+  T.truthy(ms.equal(lo.grad, hi.grad:bfloat16()), "backward")
+end)
 
 T.test("a 16-bit input with a float64 weight is refused with the dtypes named", function()
   local x = ms.randn(2, 3):to("bfloat16")

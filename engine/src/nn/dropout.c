@@ -67,14 +67,15 @@ ms_tensor *ms_dropout(ms_tensor *x, double p, bool training) {
     return ms_tensor_retain(x), x;
   }
   ms_dtype half;
-  if (x && ms_nn_half_call(1, &x, &half)) { /* the same mask as in float32: drawn per element */
+  /* the same mask as in float32 (drawn per element); bfloat16 on the CPU is scaled as it is */
+  if (x && ms_nn_half_call(1, &x, &half) && !(half == MS_BFLOAT16 && ms_tensor_device(x).type == MS_CPU)) {
     ms_tensor *v;
     if (ms_nn_widen(1, &x, &v) != MS_OK) return NULL;
     ms_tensor *out = ms_dropout(v, p, training);
     ms_tensor_release(v);
     return ms_nn_narrow_back(out, half);
   }
-  if (ms_nn_check_float_any("dropout", "input", x)) return NULL;
+  if (ms_nn_check_float_or_bf16_any("dropout", "input", x)) return NULL;
   ms_tensor *xc = ms_nn_contiguous(x, x->dtype), *mask = xc ? draw_mask(x, p) : NULL;
   ms_tensor *out = mask ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
   double scale = p == 1 ? 0 : 1 / (1 - p); /* p = 1 drops everything: the scale is never used */
