@@ -116,7 +116,8 @@ static int is_floating(ms_k_dtype t) { return t <= MS_K_F16; }
  * converts every op's inputs and outputs. Contiguous bfloat16 runs go to the vector loops. */
 static void half_to_f32(int64_t n, float *d, int64_t ds, const uint16_t *s, int64_t ss, ms_k_dtype st) {
   int64_t i = 0;
-  if (st == MS_K_BF16 && ds == 1 && ss == 1 && ms_k_cpu_avx512()) i = ms_k_bf16_to_f32_avx512(n, d, s);
+  if (st == MS_K_BF16 && ds == 1 && ss == 1)
+    i = ms_k_cpu_avx512() ? ms_k_bf16_to_f32_avx512(n, d, s) : ms_k_cpu_avx2() ? ms_k_bf16_to_f32_avx2(n, d, s) : 0;
   if (st == MS_K_BF16)
     for (; i < n; i++) d[i * ds] = ms_k_bf16_to_f32(s[i * ss]);
   else
@@ -125,7 +126,8 @@ static void half_to_f32(int64_t n, float *d, int64_t ds, const uint16_t *s, int6
 
 static void f32_to_half(int64_t n, uint16_t *d, int64_t ds, ms_k_dtype dt, const float *s, int64_t ss) {
   int64_t i = 0;
-  if (dt == MS_K_BF16 && ds == 1 && ss == 1 && ms_k_cpu_avx512()) i = ms_k_f32_to_bf16_avx512(n, d, s);
+  if (dt == MS_K_BF16 && ds == 1 && ss == 1)
+    i = ms_k_cpu_avx512() ? ms_k_f32_to_bf16_avx512(n, d, s) : ms_k_cpu_avx2() ? ms_k_f32_to_bf16_avx2(n, d, s) : 0;
   if (dt == MS_K_BF16)
     for (; i < n; i++) d[i * ds] = ms_k_f32_to_bf16(s[i * ss]);
   else

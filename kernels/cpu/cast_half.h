@@ -6,10 +6,12 @@
 
 #include <stdint.h>
 
-/* Convert the first n rounded down to a multiple of 16 elements, bit for bit as ms_k_bf16_to_f32
- * and ms_k_f32_to_bf16 (round to nearest even, NaNs kept quiet, subnormals kept); return that
- * count (the caller does the rest). */
+/* Convert the first n rounded down to a multiple of 16 elements (8 in AVX2), bit for bit as
+ * ms_k_bf16_to_f32 and ms_k_f32_to_bf16 (round to nearest even, NaNs kept quiet, subnormals
+ * kept); return that count (the caller does the rest). */
 int64_t ms_k_bf16_to_f32_avx512(int64_t n, float *dst, const uint16_t *src);
 int64_t ms_k_f32_to_bf16_avx512(int64_t n, uint16_t *dst, const float *src);
+int64_t ms_k_bf16_to_f32_avx2(int64_t n, float *dst, const uint16_t *src);
+int64_t ms_k_f32_to_bf16_avx2(int64_t n, uint16_t *dst, const float *src);
 
 #endif
