@@ -113,11 +113,12 @@ static void store_f(void *p, ms_k_dtype t, double v) {
 static int is_floating(ms_k_dtype t) { return t <= MS_K_F16; }
 
 /* 16-bit float <-> float32 without the double round trip of the general loop: mixed precision
- * converts every op's inputs and outputs. Contiguous bfloat16 runs go to the vector loops. */
+ * converts every op's inputs and outputs. Contiguous runs go to the vector loops. */
 static void half_to_f32(int64_t n, float *d, int64_t ds, const uint16_t *s, int64_t ss, ms_k_dtype st) {
   int64_t i = 0;
   if (st == MS_K_BF16 && ds == 1 && ss == 1)
     i = ms_k_cpu_avx512() ? ms_k_bf16_to_f32_avx512(n, d, s) : ms_k_cpu_avx2() ? ms_k_bf16_to_f32_avx2(n, d, s) : 0;
+  if (st == MS_K_F16 && ds == 1 && ss == 1 && ms_k_cpu_f16c()) i = ms_k_f16_to_f32_f16c(n, d, s);
   if (st == MS_K_BF16)
     for (; i < n; i++) d[i * ds] = ms_k_bf16_to_f32(s[i * ss]);
   else
@@ -128,6 +129,7 @@ static void f32_to_half(int64_t n, uint16_t *d, int64_t ds, ms_k_dtype dt, const
   int64_t i = 0;
   if (dt == MS_K_BF16 && ds == 1 && ss == 1)
     i = ms_k_cpu_avx512() ? ms_k_f32_to_bf16_avx512(n, d, s) : ms_k_cpu_avx2() ? ms_k_f32_to_bf16_avx2(n, d, s) : 0;
+  if (dt == MS_K_F16 && ds == 1 && ss == 1 && ms_k_cpu_f16c()) i = ms_k_f32_to_f16_f16c(n, d, s);
   if (dt == MS_K_BF16)
     for (; i < n; i++) d[i * ds] = ms_k_f32_to_bf16(s[i * ss]);
   else

@@ -19,4 +19,7 @@ static inline int ms_k_cpu_avx512_bf16(void) {
   return ms_k_cpu_avx512() && __builtin_cpu_supports("avx512bf16");
 }
 
+/* Whether cast_f16c.c may run: the AVX2 bodies may and the CPU has F16C (every AVX2 CPU has). */
+static inline int ms_k_cpu_f16c(void) { return ms_k_cpu_avx2() && __builtin_cpu_supports("f16c"); }
+
 #endif
