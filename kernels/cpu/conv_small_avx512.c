@@ -400,14 +400,18 @@ static void wg_columns(const wg_job *j, const float *xs, int64_t r0, int64_t r1,
 static ALWAYS_INLINE void wg_tile(const wg_job *j, const float *gs, const float *cols, int64_t len, int64_t k0,
                                   int ob, int kt, bool bias, bool far, float *sums, float *bsums) {
   __m512 acc[WOB][WKT], bacc[WOB];
-  const float *col = cols + k0 * 16;
+  /* the planes' and steps' addresses in locals: recomputed from j in the loop they cost an
+   * integer multiply per plane and vector, and spilled registers */
+  const int64_t next = j->g->o * j->P, cstep = j->kp * 16;
+  const float *gp[WOB], *col = cols + k0 * 16;
 #pragma GCC unroll 4
   for (int r = 0; r < ob; r++) {
+    gp[r] = gs + r * j->P;
 #pragma GCC unroll 9
     for (int t = 0; t < kt; t++) acc[r][t] = _mm512_load_ps(sums + (r * WKT + t) * 16);
     if (bias) bacc[r] = _mm512_load_ps(bsums + r * 16);
   }
-  for (int64_t q = 0; q < len; q += 16, col += j->kp * 16) {
+  for (int64_t q = 0; q < len; q += 16, col += cstep) {
     /* the chunk's last vector stops at len: gout's next rows belong to another chunk or plane */
     __mmask16 m = len - q >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (len - q)) - 1);
     __m512 gv[WOB];
@@ -416,9 +420,9 @@ static ALWAYS_INLINE void wg_tile(const wg_job *j, const float *gs, const float 
       /* ob planes read side by side: each is fetched into L1 8 lines ahead, and where gout is
        * far (in memory) the same place of the next sample into L2 (an address past the tensor
        * is harmless to a prefetch). Near, that second prefetch cost 10-20%. */
-      _mm_prefetch((const char *)(gs + r * j->P + q + 128), _MM_HINT_T0);
-      if (far) _mm_prefetch((const char *)(gs + r * j->P + q + j->g->o * j->P), _MM_HINT_T1);
-      gv[r] = _mm512_maskz_loadu_ps(m, gs + r * j->P + q);
+      _mm_prefetch((const char *)(gp[r] + q + 128), _MM_HINT_T0);
+      if (far) _mm_prefetch((const char *)(gp[r] + q + next), _MM_HINT_T1);
+      gv[r] = _mm512_maskz_loadu_ps(m, gp[r] + q);
       if (bias) bacc[r] = _mm512_add_ps(bacc[r], gv[r]);
     }
 #pragma GCC unroll 9
