@@ -5,6 +5,8 @@
 #include <stdbool.h>
 
 #include "kernels/kernels.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/elementwise_avx512.h"
 
 /* Expects o, x, y (pointers) and n, so, sa, sb in scope; EXPR reads X and Y. */
 #define LOOP(EXPR)                                                                          \
@@ -196,7 +198,8 @@ static void logical_not(ms_k_dtype dt, int64_t n, uint8_t *o, int64_t so, const 
  * [1, inf] (positive) stays, a NaN comes back quiet (as the rounding makes it), the rest is +0.
  * One pass instead of three: mixed precision's relu. */
 static void relu_bf16(int64_t n, uint16_t *o, int64_t so, const uint16_t *x, int64_t sa) {
-  for (int64_t i = 0; i < n; i++) {
+  int64_t i = so == 1 && sa == 1 && ms_k_cpu_avx512() ? ms_k_relu_bf16_avx512(n, o, x) : 0;
+  for (; i < n; i++) {
     uint16_t b = x[i * sa];
     bool nan = (uint16_t)(b & 0x7fffu) > 0x7f80u;
     o[i * so] = nan ? (uint16_t)(b | 0x40u) : (uint16_t)(b - 1u) < 0x7f80u ? b : 0;

@@ -132,6 +132,10 @@ static void check_relu_bf16(void) {
   ms_k_unary(MS_K_RELU, MS_K_BF16, 65536 / 3, y, 2, x, 3);
   for (int i = 0; i < 65536 / 3; i++) bad += y[2 * i] != relu_bf16_ref(x[3 * i]);
   CHECK(bad == 0);
+  bad = 0; /* an odd start and length: the vector body's tail */
+  ms_k_unary(MS_K_RELU, MS_K_BF16, 65536 - 41, y + 3, 1, x + 5, 1);
+  for (int i = 0; i < 65536 - 41; i++) bad += y[3 + i] != relu_bf16_ref(x[5 + i]);
+  CHECK(bad == 0);
   free(x), free(y);
 }
 
@@ -141,11 +145,11 @@ static void run_isa(const char *isa) {
   check_half(MS_K_F16);
   check_relu_backward_half(MS_K_BF16);
   check_relu_backward_half(MS_K_F16);
+  check_relu_bf16();
 }
 
 int main(void) {
   test_scalar_rounding();
-  check_relu_bf16();
   ms_test_isa_in_child("generic", run_isa);
   ms_test_isa_in_child("avx2", run_isa);   /* falls back where the CPU lacks it */
   ms_test_isa_in_child("avx512", run_isa); /* likewise */
