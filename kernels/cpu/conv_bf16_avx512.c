@@ -7,21 +7,18 @@
 #include "kernels/cpu/bf16_zip.h"
 #include "kernels/cpu/conv_bf16.h"
 #include "kernels/cpu/conv_geom.h"
-
-static inline __mmask32 lanes32(int64_t n) {
-  return n <= 0 ? 0 : n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << n) - 1);
-}
+#include "kernels/cpu/lanes_avx512.h"
 
 void ms_k_bconv_pack_panel_avx512(int64_t k, const uint16_t *base, const int64_t *off,
                                   const uint16_t *end, uint16_t *d) {
   const __m512i lo_idx = _mm512_load_si512(ms_bf16_zip_idx[0]), hi_idx = _mm512_load_si512(ms_bf16_zip_idx[1]);
   for (int64_t p = 0; 2 * p < k; p++) {
     const uint16_t *x0 = base + off[2 * p];
-    __m512i x = _mm512_maskz_loadu_epi16(lanes32(end - x0), x0);
+    __m512i x = _mm512_maskz_loadu_epi16(ms_k_lanes32(end - x0), x0);
     __m512i y = _mm512_setzero_si512();
     if (2 * p + 1 < k) {
       const uint16_t *x1 = base + off[2 * p + 1];
-      y = _mm512_maskz_loadu_epi16(lanes32(end - x1), x1);
+      y = _mm512_maskz_loadu_epi16(ms_k_lanes32(end - x1), x1);
     }
     _mm512_store_si512(d + 64 * p, _mm512_permutex2var_epi16(x, lo_idx, y));
     _mm512_store_si512(d + 64 * p + 32, _mm512_permutex2var_epi16(x, hi_idx, y));
@@ -36,7 +33,7 @@ void ms_k_bconv_round_avx512(int64_t rows, int64_t n, const float *src, int64_t 
   const __m512 vb = _mm512_set1_ps(bias);
   for (int64_t r = 0; r < rows; r++, src += lds, dst += ldd)
     for (int64_t i = 0; i < n; i += 16) {
-      __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+      __mmask16 m = ms_k_lanes16(n - i);
       __m512i bits = _mm512_castps_si512(_mm512_add_ps(_mm512_maskz_loadu_ps(m, src + i), vb));
       __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, abs_mask), inf);
       __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
@@ -92,7 +89,7 @@ void ms_k_bconv_im2col_avx512(const ms_k_conv2d_geom *g, const uint16_t *xs, uin
           /* element q of the run is xs[row + q + j*dw - pw]; uintptr_t keeps the base legal */
           uintptr_t src = (uintptr_t)(xs + (inside ? (c * H + ih) * W : 0)) + (uintptr_t)((j * dw - pw) * 2);
           for (int64_t q0 = 0; q0 < OW; q0 += 32) {
-            __mmask32 ld = inside ? lanes32(hi - q0) & ~lanes32(lo - q0) : 0;
+            __mmask32 ld = inside ? ms_k_lanes32(hi - q0) & ~ms_k_lanes32(lo - q0) : 0;
             __m512i v = _mm512_maskz_loadu_epi16(ld, (const void *)(src + (uintptr_t)(q0 * 2)));
             _mm512_storeu_si512(dst + q0, v); /* the next run overwrites the spill */
           }
@@ -101,10 +98,7 @@ void ms_k_bconv_im2col_avx512(const ms_k_conv2d_geom *g, const uint16_t *xs, uin
 }
 
 static inline __mmask16 lanes16(int64_t lo, int64_t hi) { /* lanes [lo, hi) of 16 */
-  if (lo < 0) lo = 0;
-  if (hi > 16) hi = 16;
-  if (hi <= lo) return 0;
-  return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+  return ms_k_lanes16(hi) & (__mmask16)~ms_k_lanes16(lo);
 }
 
 /* One sample's input gradient from its column gradient (K, P) float32, for unit stride: each

@@ -7,6 +7,7 @@
 #include "kernels/cpu/bf16_zip.h"
 #include "kernels/cpu/gemm_transpose8.h"
 #include "kernels/cpu/gemm_ukr.h"
+#include "kernels/cpu/lanes_avx512.h"
 
 enum { MR = MS_BGEMM_AVX512_MR, NR = MS_BGEMM_AVX512_NR };
 
@@ -82,11 +83,6 @@ void ms_k_bgemm_ukr_avx512(int64_t kp, const float *alpha_p, const uint16_t *a, 
  * A, a transposed B such as nn.Linear's weight) and the lanes contiguous (row-major B, a
  * transposed A). */
 
-/* The low n of 32 lanes (n clamped to [0, 32]). */
-static inline __mmask32 lanes32(int64_t n) {
-  return n <= 0 ? 0 : n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << n) - 1);
-}
-
 /* Pairs p0.. onwards, one value at a time; an odd k's last high half is zero. */
 static void pack_pairs_tail(int lanes, int64_t k, int64_t valid, const uint16_t *s, int64_t ls,
                             int64_t ks, int64_t p0, uint16_t *d) {
@@ -125,8 +121,8 @@ static void pack_k_contiguous(int lanes, int64_t k, int64_t valid, const uint16_
 static void pack_lanes_contiguous(int lanes, int64_t k, int64_t valid, const uint16_t *s,
                                   int64_t ks, uint16_t *d) {
   const __m512i lo_idx = _mm512_load_si512(ms_bf16_zip_idx[0]), hi_idx = _mm512_load_si512(ms_bf16_zip_idx[1]);
-  const __mmask32 in = lanes32(valid);
-  const __mmask32 out_lo = lanes32(2 * lanes), out_hi = lanes32(2 * lanes - 32);
+  const __mmask32 in = ms_k_lanes32(valid);
+  const __mmask32 out_lo = ms_k_lanes32(2 * lanes), out_hi = ms_k_lanes32(2 * lanes - 32);
   for (int64_t p = 0; 2 * p < k; p++) {
     const uint16_t *x0 = s + 2 * p * ks, *x1 = x0 + ks;
     int odd_end = 2 * p + 1 == k;

@@ -8,13 +8,9 @@
 
 #include "kernels/cpu/gemm_transpose8.h"
 #include "kernels/cpu/gemm_ukr.h"
+#include "kernels/cpu/lanes_avx512.h"
 
 enum { MR = MS_SGEMM_AVX512_MR, NR = MS_SGEMM_AVX512_NR };
-
-/* The low n of 16 lanes (n clamped to [0, 16]). */
-static inline __mmask16 lanes(int64_t n) {
-  return n <= 0 ? 0 : n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
-}
 
 /* Rows of A contiguous (cs == 1): 8 columns at a time, rows 0-7 and 8-11 transposed apart. */
 static void pack_a_rows(int64_t k, int64_t mm, const float *a, int64_t rs, float *d) {
@@ -39,7 +35,7 @@ static void pack_a_rows(int64_t k, int64_t mm, const float *a, int64_t rs, float
 
 /* Columns of A contiguous (rs == 1): each column of the panel is one masked load and store. */
 static void pack_a_cols(int64_t k, int64_t mm, const float *a, int64_t cs, float *d) {
-  const __mmask16 m = lanes(mm), all = lanes(MR);
+  const __mmask16 m = ms_k_lanes16(mm), all = ms_k_lanes16(MR);
   for (int64_t q = 0; q < k; q++) _mm512_mask_storeu_ps(d + q * MR, all, _mm512_maskz_loadu_ps(m, a + q * cs));
 }
 
@@ -63,7 +59,7 @@ static void pack_b_rows(int64_t k, int64_t nn, const float *b, int64_t rs, float
     }
     return;
   }
-  const __mmask16 m0 = lanes(nn), m1 = lanes(nn - 16);
+  const __mmask16 m0 = ms_k_lanes16(nn), m1 = ms_k_lanes16(nn - 16);
   for (int64_t q = 0; q < k; q++) {
     _mm512_store_ps(d + q * NR, _mm512_maskz_loadu_ps(m0, b + q * rs));
     _mm512_store_ps(d + q * NR + 16, _mm512_maskz_loadu_ps(m1, b + q * rs + 16));
