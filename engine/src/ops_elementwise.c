@@ -291,12 +291,17 @@ static void unary_row(void *arg, int64_t n, char **p, const int64_t *s) {
   ms_k_unary(c->op, c->cd, n, p[0], s[0], p[1], s[1]);
 }
 
+/* The dtype the kernel computes op in: relu on bfloat16 CPU tensors is exact on its bits (no
+ * float32 round trip, ms_k_unary); everything else in the compute dtype of its result (of its
+ * input for logical_not, whose result is bool). */
+static ms_dtype unary_compute_dtype(ms_unary_op op, const ms_tensor *a) {
+  if (op == MS_OP_RELU && a->dtype == MS_BFLOAT16 && ms_tensor_device(a).type == MS_CPU) return a->dtype;
+  return ms_compute_dtype(op == MS_OP_LOGICAL_NOT ? a->dtype : unary_result_dtype(op, a->dtype));
+}
+
 static ms_tensor *unary_forward(ms_unary_op op, ms_tensor *a) {
   if (check_unary_input(op, a) != MS_OK) return NULL;
-  ms_dtype rd = unary_result_dtype(op, a->dtype);
-  /* relu on bfloat16 is exact on its bits: no float32 round trip (ms_k_unary) */
-  bool bf16_relu = op == MS_OP_RELU && a->dtype == MS_BFLOAT16 && ms_tensor_device(a).type == MS_CPU;
-  ms_dtype cd = bf16_relu ? a->dtype : ms_compute_dtype(op == MS_OP_LOGICAL_NOT ? a->dtype : rd);
+  ms_dtype rd = unary_result_dtype(op, a->dtype), cd = unary_compute_dtype(op, a);
   ms_tensor *in = ms_tensor_to_dtype(a, cd);
   ms_dtype kernel_out = op == MS_OP_LOGICAL_NOT ? MS_BOOL : cd;
   ms_tensor *out = in ? ms_tensor_new_empty_on(ms_tensor_device(a), a->ndim, a->shape, kernel_out) : NULL;
@@ -324,10 +329,9 @@ ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a) {
  * the kernel computes in (float32, float64, or relu's bfloat16): nothing to allocate and copy
  * back. False, having done nothing, where that does not hold. */
 static bool unary_over_itself(ms_unary_op op, ms_tensor *a) {
-  if (op == MS_OP_LOGICAL_NOT || ms_tensor_device(a).type != MS_CPU || !ms_tensor_is_contiguous(a)) return false;
-  ms_dtype rd = unary_result_dtype(op, a->dtype);
-  bool bf16_relu = op == MS_OP_RELU && a->dtype == MS_BFLOAT16;
-  if (rd != a->dtype || (!bf16_relu && ms_compute_dtype(rd) != rd)) return false;
+  if (op == MS_OP_LOGICAL_NOT || ms_tensor_device(a).type != MS_CPU || !ms_tensor_is_contiguous(a) ||
+      unary_result_dtype(op, a->dtype) != a->dtype || unary_compute_dtype(op, a) != a->dtype)
+    return false;
   ms_iter it;
   ms_tensor *ops[2] = {a, a};
   ms_iter_init(&it, a->ndim, a->shape, 2, ops);

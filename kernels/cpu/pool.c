@@ -23,8 +23,7 @@ static inline void store(void *p, int64_t i, bool f64, double v) {
 }
 
 typedef struct pool_job {
-  ms_k_dtype dt; /* max pooling: F32, F64 or BF16 */
-  bool f64;      /* average pooling: F64, else F32 */
+  ms_k_dtype dt; /* F32 or F64; max pooling also BF16 */
   bool avx2;     /* the 2x2 float32 rows may use pool_avx2.c */
   const ms_k_pool2d_geom *g;
   const ms_k_pool_windows *win;
@@ -263,13 +262,13 @@ static inline __attribute__((always_inline)) void avg_forward_body(const pool_jo
 
 static void avg_forward_range(void *ctx, int64_t begin, int64_t end) {
   const pool_job *j = ctx;
-  if (j->f64) avg_forward_body(j, begin, end, true);
+  if (j->dt == MS_K_F64) avg_forward_body(j, begin, end, true);
   else avg_forward_body(j, begin, end, false);
 }
 
 void ms_k_avg_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const ms_k_pool_windows *win,
                              const void *x, void *out) {
-  pool_job j = {.f64 = dt == MS_K_F64, .g = g, .win = win, .in = x, .out = out};
+  pool_job j = {.dt = dt, .g = g, .win = win, .in = x, .out = out};
   ms_k_parallel_for(g->planes, plane_grain(g), avg_forward_range, &j);
 }
 
@@ -295,12 +294,12 @@ static inline __attribute__((always_inline)) void avg_backward_body(const pool_j
 
 static void avg_backward_range(void *ctx, int64_t begin, int64_t end) {
   const pool_job *j = ctx;
-  if (j->f64) avg_backward_body(j, begin, end, true);
+  if (j->dt == MS_K_F64) avg_backward_body(j, begin, end, true);
   else avg_backward_body(j, begin, end, false);
 }
 
 void ms_k_avg_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g,
                               const ms_k_pool_windows *win, const void *gout, void *gx) {
-  pool_job j = {.f64 = dt == MS_K_F64, .g = g, .win = win, .in = gout, .out = gx};
+  pool_job j = {.dt = dt, .g = g, .win = win, .in = gout, .out = gx};
   ms_k_parallel_for(g->planes, plane_grain(g), avg_backward_range, &j);
 }

@@ -68,7 +68,7 @@ ms_tensor *ms_dropout(ms_tensor *x, double p, bool training) {
   }
   ms_dtype half;
   /* the same mask as in float32 (drawn per element); bfloat16 on the CPU is scaled as it is */
-  if (x && ms_nn_half_call(1, &x, &half) && !(half == MS_BFLOAT16 && ms_tensor_device(x).type == MS_CPU)) {
+  if (ms_nn_half_call_widens(x, &half)) {
     ms_tensor *v;
     if (ms_nn_widen(1, &x, &v) != MS_OK) return NULL;
     ms_tensor *out = ms_dropout(v, p, training);

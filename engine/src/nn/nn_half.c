@@ -12,6 +12,10 @@ bool ms_nn_half_call(int n, ms_tensor *const *ts, ms_dtype *half) {
   return false;
 }
 
+bool ms_nn_half_call_widens(ms_tensor *x, ms_dtype *half) {
+  return x && ms_nn_half_call(1, &x, half) && !(*half == MS_BFLOAT16 && ms_tensor_device(x).type == MS_CPU);
+}
+
 ms_status ms_nn_widen(int n, ms_tensor *const *ts, ms_tensor **wide) {
   for (int i = 0; i < n; i++) {
     wide[i] = NULL;

@@ -41,6 +41,9 @@ void ms_nn_save(ms_node *n, ms_tensor *t);
 /* 16-bit floats (nn_half.c): the ops widen them to float32 and round the result back. */
 /* True (and *half = the dtype) when any of the n tensors (NULLs allowed) is bfloat16/float16. */
 bool ms_nn_half_call(int n, ms_tensor *const *ts, ms_dtype *half);
+/* The same for a one-input op with a native bfloat16 CPU kernel (max_pool2d, dropout): true
+ * when x must still be widened, i.e. float16 anywhere, or bfloat16 off the CPU. */
+bool ms_nn_half_call_widens(ms_tensor *x, ms_dtype *half);
 /* wide[i] = ts[i] as float32 when 16-bit (recorded by autograd), else ts[i] retained; NULL stays. */
 ms_status ms_nn_widen(int n, ms_tensor *const *ts, ms_tensor **wide);
 void ms_nn_release_all(int n, ms_tensor **ts);

@@ -103,7 +103,7 @@ static ms_status max_pool(ms_tensor *x, const int64_t kernel[2], const int64_t s
   *values = *indices = NULL;
   ms_dtype half;
   /* bfloat16 on the CPU is pooled as it is (pool.c widens a plane at a time, in cache) */
-  if (x && ms_nn_half_call(1, &x, &half) && !(half == MS_BFLOAT16 && ms_tensor_device(x).type == MS_CPU)) {
+  if (ms_nn_half_call_widens(x, &half)) {
     ms_tensor *v;
     if (ms_nn_widen(1, &x, &v) != MS_OK) return MS_ERR_MEMORY;
     ms_status st = max_pool(v, kernel, stride, padding, dilation, ceil_mode, want_indices, values, indices);
