@@ -4,18 +4,12 @@
  * wide rows as on the products, and ran at 12-28% of peak. Here the products read x and gout in
  * place and write out directly.
  *
- * The forward walks a sample's output plane "wide": position p = oh*W + ow' for ow' < W (not
- * OW), so that tap (c, i, j) of every position reads x at p + (c*H + i)*W + j, one contiguous
- * run: vectors of 16 positions need no per-row loop and no masked tail per row (OW = 26 in
- * 16-lane vectors per row fills 81% of the lanes; wide, 93%). The KW-1 positions past OW in each
- * row are masked off: a masked lane reads nothing (no access past the tensor) and is never
- * stored; the forward reads whole vectors where they stay inside the sample's plane, and drops
- * the extra lanes. Position p's output is the compact element oh*OW + ow', so a vector's valid
- * lanes are consecutive in out: the forward compresses them (in a register) into one masked
- * store. The gradients work in gout's compact layout instead, where its reads need no masks.
- * - forward: 32 positions (2 zmm) by 8 output channels: per tap two loads of x and 8 broadcast
- *   weights, 16 FMAs; items (sample, channel block) split over the pool, each output element
- *   written by one item, so the result does not depend on the threads;
+ * All three work in the output's compact layout (position p = oh*OW + ow), where gout and out
+ * are read and written with whole vectors. The forward reads x through per-chunk copies shifted
+ * by each kernel column, so that a tap's input for a run of positions is one contiguous run too.
+ * - forward: 32 positions (2 zmm) by 8 output channels: per tap two loads of the shifted copies
+ *   and 8 broadcast weights, 16 FMAs; items (sample, chunk of rows) split over the pool, each
+ *   output element written by one item, so the result does not depend on the threads;
  * - weight gradient: 3 output channels by 9 taps, 27 zmm sums (with a bias, 4 by 5 and the
  *   bias's 4) over every position of a team member's samples, chunk of output rows by chunk,
  *   each chunk's columns copied out in gout's layout first; lanes are reduced once at the end
@@ -23,18 +17,17 @@
  * - input gradient: per tap, the sum over o of w times gout in gout's own layout (32 positions
  *   by 9 taps in registers), then each gx row added from the taps' rows at their shifts; items
  *   (sample, input channel), each gx plane written by one.
- * Measured on Zen 5 (one thread, conv1 at batch 64, outputs in cache): forward ~145 GFLOP/s
- * (143-145 with the forward's unmasked loads on a machine where the masked ones read 125),
+ * Measured on Zen 5 (one thread, conv1 at batch 64, outputs in cache): forward ~145 GFLOP/s,
  * weight gradient ~155 without a bias and ~136 with (61%, 65%, 57% of the 239 peak). On a
- * 231 peak, batch 8 (in L2) and 64: forward 140-145 both; input gradient 160 and 140-144 (the
+ * 231 peak, batch 8 (in L2) and 64: forward 144-149 and 140-145 (one thread; two: 260 and
+ * 280-290, 56-63% of 455); input gradient 160 and 140-144 (the
  * GEMM-shaped path it replaced ran 14); weight gradient 135 and 130, with the bias 122 and 117.
  * At batch 64 out or gout (5.5 MB) lives in L3 (~90 GB/s on one core here) when it is reused;
  * ops_bench, which takes a fresh output from the allocator each call as training does, reads
  * the forward at about half of this (its blocks rotate through more than L3 holds).
  * Built with the AVX-512 flags; called only where ms_k_conv_small_avx512_ok (conv_small.h) says.
  *
- * Letters as conv_gemm.c: K = C*KH*KW taps, P = OH*OW; L = OH*W wide positions (the forward's),
- * V = ceil(L/16) vectors of them. */
+ * Letters as conv_gemm.c: K = C*KH*KW taps, P = OH*OW. */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -49,41 +42,27 @@ enum { OB = MS_CONV_SMALL_OB, WOB = 4, WKT = 9, MAX_TEAM = 256 };
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-/* Wide vector v of a plane: which of its lanes are output positions, and the compact index (in
- * out or gout's plane) of the first of them. The same for every sample and channel. */
-typedef struct wide_vec {
-  int64_t at;
-  __mmask16 m;
-} wide_vec;
-
-/* The plane's V vectors, plus one empty one (forward pairs read vector V when V is odd), in the
- * calling thread's MS_K_BUF_CONV_K slot; NULL when out of memory. */
-static const wide_vec *wide_table(const ms_k_conv2d_geom *g, int64_t *nvec) {
-  int64_t L = g->oh * g->w, V = (L + 15) / 16;
-  wide_vec *t = ms_k_thread_buffer(MS_K_BUF_CONV_K, sizeof(wide_vec) * (size_t)(V + 1));
-  if (!t) return NULL;
-  for (int64_t v = 0; v <= V; v++) {
-    int64_t p0 = v * 16, row = p0 / g->w, col = p0 % g->w;
-    t[v].at = p0 >= L ? g->oh * g->ow : row * g->ow + (col < g->ow ? col : g->ow);
-    t[v].m = 0;
-    for (int l = 0; l < 16; l++) {
-      int64_t p = p0 + l;
-      if (p < L && p % g->w < g->ow) t[v].m |= (__mmask16)(1u << l);
-    }
-  }
-  *nvec = V;
-  return t;
-}
-
 /* ---- forward ---------------------------------------------------------------------------------- */
+
+/* A sample's output rows are walked in chunks of at most FWD_SPAN positions. Each chunk first
+ * copies its input rows once per kernel column jj, shifted and compacted to OW columns:
+ * shifted[c][jj][r * OW + ow] = x[c][r0 + r][ow + jj]. Tap (c, i, jj) of the chunk's compact
+ * output position p then reads shifted[c][jj][p + i * OW]: one contiguous run in the output's
+ * own layout, so every load and store is whole and the output needs no compaction. Walked in
+ * the wide layout instead (W positions a row, the KW-1 extra ones dropped by a compressing
+ * masked store; 93% of the lanes used against 96%, and items of one channel block), conv1's
+ * forward ran 1-6% slower on one thread and ~10% on two (batch 8, in L2, best of 5: 134-135
+ * against 136-144 GFLOP/s; two threads 233 against 260). The copies
+ * (conv1: 9 KB a sample) are read by every block of 8 channels. */
+enum { FWD_SPAN = 1024 }; /* a chunk's positions: its 8 staged planes fill 32 KB */
 
 typedef struct fwd_job {
   const ms_k_conv2d_geom *g;
   const float *x, *wp, *b; /* wp: the weight as [O / 8][K][8], a block's 8 channels per tap */
   float *out;
-  const wide_vec *tab;
-  int64_t K, P, V, blocks;
-  int64_t v_inside; /* pairs from an even v below this read x unmasked (fwd_pair's `inside`) */
+  int64_t K, P, blocks;
+  int64_t rows, chunks, span; /* output rows a chunk, chunks a sample, a chunk's positions in pairs */
+  int64_t sh;                 /* floats of one shifted copy, with a zero tail for the last pair */
   bool stream; /* the output dwarfs the caches: each block's planes are written around them */
   _Atomic int failed;
 } fwd_job;
@@ -97,31 +76,38 @@ static ALWAYS_INLINE __m512 fma_into(__m512 acc, __m512 w, __m512 x) {
   return acc;
 }
 
-/* a's valid lanes (m) packed to the front and stored at o: one store, however many rows. */
-static ALWAYS_INLINE void store_valid(float *o, __mmask16 m, __m512 a) {
-  __mmask16 n = (__mmask16)((1u << __builtin_popcount(m)) - 1);
-  _mm512_mask_storeu_ps(o, n, _mm512_maskz_compress_ps(m, a));
+/* The chunk's shifted copies (input rows [r0, r0 + nrows + KH - 1) of sample xs), each followed
+ * by zeros up to sh: the last pair's lanes past the chunk read them and are not stored. */
+static void fwd_shift(const fwd_job *j, const float *xs, int64_t r0, int64_t nrows, float *shifted) {
+  const ms_k_conv2d_geom *g = j->g;
+  int64_t in_rows = nrows + g->kh - 1;
+  for (int64_t c = 0; c < g->c; c++)
+    for (int64_t jj = 0; jj < g->kw; jj++) {
+      float *d = shifted + (c * g->kw + jj) * j->sh;
+      const float *src = xs + (c * g->h + r0) * g->w + jj;
+      for (int64_t r = 0; r < in_rows; r++, d += g->ow, src += g->w)
+        for (int64_t q = 0; q < g->ow; q += 16) {
+          __mmask16 m = ms_k_lanes16(g->ow - q);
+          _mm512_mask_storeu_ps(d + q, m, _mm512_maskz_loadu_ps(m, src + q));
+        }
+      memset(d, 0, sizeof(float) * (size_t)(j->sh - in_rows * g->ow));
+    }
 }
 
-/* Wide vectors v, v+1 of one sample (x at xs) for the 8 channels of weight block wp, bias (NULL:
- * none), into out: compact element `at` of channel r at out + r*ld + at - at0. KH and KW are
- * constants where inlined with them, so the tap loops unroll. `inside`: every tap's 32 floats lie
- * inside the sample's last channel plane, so x is read unmasked (the lanes past OW read the row's
- * own tail and the next row, and are dropped at the store); masked loads of x cost 11-13% of
- * the forward on Zen 5 (conv1, batch 8, in L2: 120 -> 134-138 GFLOP/s unmasked). */
-static ALWAYS_INLINE void fwd_pair(const fwd_job *j, const float *xs, const float *wp, const float *bias,
-                                   float *out, int64_t ld, int64_t at0, int64_t v, int kh, int kw, bool inside) {
+/* Positions [q, q + 32) of a chunk (its shifted copies at s) for the 8 channels of weight block
+ * wp, bias (NULL: none), into o + r * ld + q for channel r, lanes m0 and m1 of the two vectors
+ * stored. KH and KW are constants where inlined with them, so the tap loops unroll. */
+static ALWAYS_INLINE void fwd_pair(const fwd_job *j, const float *s, const float *wp, const float *bias, float *o,
+                                   int64_t ld, int64_t q, __mmask16 m0, __mmask16 m1, int kh, int kw) {
   const ms_k_conv2d_geom *g = j->g;
-  const wide_vec e0 = j->tab[v], e1 = j->tab[v + 1];
   __m512 a0[OB], a1[OB];
 #pragma GCC unroll 8
   for (int r = 0; r < OB; r++) a0[r] = a1[r] = _mm512_setzero_ps();
   for (int64_t c = 0; c < g->c; c++)
-    for (int i = 0; i < kh; i++) {
-      const float *xr = xs + (c * g->h + i) * g->w + v * 16;
+    for (int i = 0; i < kh; i++)
       for (int jj = 0; jj < kw; jj++, wp += OB) {
-        __m512 x0 = inside ? _mm512_loadu_ps(xr + jj) : _mm512_maskz_loadu_ps(e0.m, xr + jj);
-        __m512 x1 = inside ? _mm512_loadu_ps(xr + jj + 16) : _mm512_maskz_loadu_ps(e1.m, xr + jj + 16);
+        const float *xr = s + (c * kw + jj) * j->sh + i * g->ow + q;
+        __m512 x0 = _mm512_loadu_ps(xr), x1 = _mm512_loadu_ps(xr + 16);
 #pragma GCC unroll 8
         for (int r = 0; r < OB; r++) {
           __m512 wr = _mm512_set1_ps(wp[r]);
@@ -129,7 +115,6 @@ static ALWAYS_INLINE void fwd_pair(const fwd_job *j, const float *xs, const floa
           a1[r] = fma_into(a1[r], wr, x1);
         }
       }
-    }
   /* The bias after the products, as conv_ukr_avx2.c (see its comment: the rounding the float32
    * FSDP-equals-one-process tests were written against). */
 #pragma GCC unroll 8
@@ -138,9 +123,18 @@ static ALWAYS_INLINE void fwd_pair(const fwd_job *j, const float *xs, const floa
       __m512 br = _mm512_set1_ps(bias[r]);
       a0[r] = _mm512_add_ps(a0[r], br), a1[r] = _mm512_add_ps(a1[r], br);
     }
-    store_valid(out + r * ld + e0.at - at0, e0.m, a0[r]);
-    store_valid(out + r * ld + e1.at - at0, e1.m, a1[r]);
+    _mm512_mask_storeu_ps(o + r * ld + q, m0, a0[r]);
+    _mm512_mask_storeu_ps(o + r * ld + q + 16, m1, a1[r]);
   }
+}
+
+/* The chunk's len positions for one block of 8 channels, into o (channel r at o + r * ld). */
+static ALWAYS_INLINE void fwd_block(const fwd_job *j, const float *s, const float *wp, const float *bias, float *o,
+                                    int64_t ld, int64_t len, int kh, int kw) {
+  int64_t q = 0;
+  for (; q + 32 <= len; q += 32) fwd_pair(j, s, wp, bias, o, ld, q, 0xffff, 0xffff, kh, kw);
+  if (q < len)
+    fwd_pair(j, s, wp, bias, o, ld, q, ms_k_lanes16(len - q), len - q > 16 ? ms_k_lanes16(len - q - 16) : 0, kh, kw);
 }
 
 /* dst[0, n) = src[0, n) with non-temporal stores where dst is 64-byte aligned: plain stores to
@@ -156,55 +150,44 @@ static void stream_copy(float *dst, const float *src, int64_t n) {
   }
 }
 
-/* The whole planes of one (sample, channel block): into out, or when streaming, STAGE_V vectors
- * at a time into buf (8 runs of STAGE_V*16 floats, 32 KB: in L1) and from there around the
- * caches. */
-enum { STAGE_V = 64 };
-
-/* Pairs of wide vectors [v0, v1) (v0 even) into dst as fwd_pair; unmasked loads below v_inside. */
-static ALWAYS_INLINE void fwd_run(const fwd_job *j, const float *xs, const float *wp, const float *bias, float *dst,
-                                  int64_t ld, int64_t at0, int64_t v0, int64_t v1, int kh, int kw) {
-  int64_t v = v0;
-  for (; v < v1 && v < j->v_inside; v += 2) fwd_pair(j, xs, wp, bias, dst, ld, at0, v, kh, kw, true);
-  for (; v < v1; v += 2) fwd_pair(j, xs, wp, bias, dst, ld, at0, v, kh, kw, false);
-}
-
-static ALWAYS_INLINE void fwd_item(const fwd_job *j, int64_t item, float *buf, int kh, int kw) {
+/* One (sample, chunk of rows): every block into out, or when streaming, into buf (8 runs of
+ * span floats: in L1) and from there around the caches. */
+static ALWAYS_INLINE void fwd_item(const fwd_job *j, int64_t item, float *shifted, float *buf, int kh, int kw) {
   const ms_k_conv2d_geom *g = j->g;
-  int64_t n = item / j->blocks, o0 = item % j->blocks * OB;
-  const float *xs = j->x + n * g->c * g->h * g->w, *wp = j->wp + o0 * j->K, *bias = j->b ? j->b + o0 : NULL;
-  float *out = j->out + (n * g->o + o0) * j->P;
-  if (!j->stream) {
-    fwd_run(j, xs, wp, bias, out, j->P, 0, 0, j->V, kh, kw);
-    return;
-  }
-  /* Where the 8 planes fit, staged as in out and written as one run: 8 runs, with a shared line
-   * written in two halves between each, ran at 70 GFLOP/s (conv1 at batch 1000), one at 95. */
-  if (j->V <= STAGE_V) {
-    fwd_run(j, xs, wp, bias, buf, j->P, 0, 0, j->V, kh, kw);
-    stream_copy(out, buf, OB * j->P);
-    return;
-  }
-  for (int64_t v0 = 0; v0 < j->V; v0 += STAGE_V) {
-    int64_t v1 = j->V - v0 < STAGE_V ? j->V : v0 + STAGE_V, at0 = j->tab[v0].at;
-    fwd_run(j, xs, wp, bias, buf, STAGE_V * 16, at0, v0, v1, kh, kw);
-    int64_t len = (v1 < j->V ? j->tab[v1].at : j->P) - at0;
-    for (int r = 0; r < OB; r++) stream_copy(out + r * j->P + at0, buf + r * STAGE_V * 16, len);
+  int64_t n = item / j->chunks, r0 = item % j->chunks * j->rows;
+  int64_t nrows = g->oh - r0 < j->rows ? g->oh - r0 : j->rows, len = nrows * g->ow;
+  fwd_shift(j, j->x + n * g->c * g->h * g->w, r0, nrows, shifted);
+  for (int64_t blk = 0; blk < j->blocks; blk++) {
+    const float *wp = j->wp + blk * OB * j->K, *bias = j->b ? j->b + blk * OB : NULL;
+    float *out = j->out + (n * g->o + blk * OB) * j->P + r0 * g->ow;
+    if (!j->stream) {
+      fwd_block(j, shifted, wp, bias, out, j->P, len, kh, kw);
+    } else if (len == j->P) {
+      /* the block's 8 planes are one run of out: staged as there and written as one (8 runs,
+       * with a shared line written in two halves between each, ran at 70 GFLOP/s against 95:
+       * conv1 at batch 1000) */
+      fwd_block(j, shifted, wp, bias, buf, j->P, len, kh, kw);
+      stream_copy(out, buf, OB * j->P);
+    } else {
+      fwd_block(j, shifted, wp, bias, buf, j->span, len, kh, kw);
+      for (int r = 0; r < OB; r++) stream_copy(out + r * j->P, buf + r * j->span, len);
+    }
   }
 }
 
 static void fwd_range(void *ctx, int64_t begin, int64_t end) {
   fwd_job *j = ctx;
   const ms_k_conv2d_geom *g = j->g;
-  float *buf = j->stream ? ms_k_thread_buffer(MS_K_BUF_CONV_T, sizeof(float) * (OB * STAGE_V * 16 + 16)) : NULL;
-  if (j->stream && !buf) {
+  float *shifted = ms_k_thread_buffer(MS_K_BUF_CONV_A, sizeof(float) * (size_t)(g->c * g->kw * j->sh));
+  float *buf = j->stream ? ms_k_thread_buffer(MS_K_BUF_CONV_T, sizeof(float) * (size_t)(OB * j->span + 32)) : NULL;
+  if (!shifted || (j->stream && !buf)) {
     j->failed = 1;
     return;
   }
   bool k33 = g->kh == 3 && g->kw == 3; /* the seed's kernel, unrolled */
   for (int64_t it = begin; it < end; it++) {
-    if (k33) fwd_item(j, it, buf, 3, 3);
-    else fwd_item(j, it, buf, (int)g->kh, (int)g->kw);
+    if (k33) fwd_item(j, it, shifted, buf, 3, 3);
+    else fwd_item(j, it, shifted, buf, (int)g->kh, (int)g->kw);
   }
   if (j->stream) _mm_sfence(); /* the streamed planes are visible before the pool's join */
 }
@@ -213,12 +196,16 @@ int ms_k_conv2d_forward_small_avx512(const ms_k_conv2d_geom *g, const float *x, 
                                      float *out) {
   fwd_job j = {.g = g, .x = x, .b = b, .out = out};
   j.K = g->c * g->kh * g->kw, j.P = g->oh * g->ow, j.blocks = g->o / OB;
-  j.tab = wide_table(g, &j.V);
-  /* the last tap of pair v reads up to (v + 2) * 16 + (KH - 1) * W + KW - 1 of a channel plane */
-  for (j.v_inside = 0; (j.v_inside + 2) * 16 + (g->kh - 1) * g->w + g->kw - 1 <= g->h * g->w;) j.v_inside += 2;
+  if (g->n == 0 || j.P == 0) return 0;
+  j.rows = FWD_SPAN / g->ow;
+  if (j.rows < 1) j.rows = 1;
+  if (j.rows > g->oh) j.rows = g->oh;
+  j.chunks = (g->oh + j.rows - 1) / j.rows;
+  j.span = (j.rows * g->ow + 31) / 32 * 32;
+  j.sh = (j.rows + g->kh - 1) * g->ow + 32;
   /* the weight per block of 8 channels, tap by tap: a tap's 8 broadcasts read one 32-byte run */
   float *wp = ms_k_thread_buffer(MS_K_BUF_CONV_W, sizeof(float) * (size_t)(g->o * j.K));
-  if (!wp || !j.tab) return -1;
+  if (!wp) return -1;
   for (int64_t o = 0; o < g->o; o++)
     for (int64_t k = 0; k < j.K; k++) wp[(o / OB * j.K + k) * OB + o % OB] = w[o * j.K + k];
   j.wp = wp;
@@ -227,8 +214,8 @@ int ms_k_conv2d_forward_small_avx512(const ms_k_conv2d_geom *g, const float *x, 
   j.stream = g->n * g->o * j.P * (int64_t)sizeof(float) > ((int64_t)32 << 20);
   /* items of about 1 MFLOP at least; each output element is written by one item alone, so the
    * result does not depend on the threads */
-  int64_t flops = 2 * j.K * OB * j.P, want = 1 << 20;
-  ms_k_parallel_for(g->n * j.blocks, flops >= want ? 1 : want / (flops + 1) + 1, fwd_range, &j);
+  int64_t flops = 2 * j.K * g->o * j.rows * g->ow, want = 1 << 20;
+  ms_k_parallel_for(g->n * j.chunks, flops >= want ? 1 : want / (flops + 1) + 1, fwd_range, &j);
   return j.failed ? -1 : 0;
 }
 

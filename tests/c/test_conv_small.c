@@ -1,7 +1,8 @@
 /* test_conv_small.c: the direct AVX-512 kernels for few-channel convolutions (conv_small_avx512.c),
  * called directly and through the dispatcher, forward, input gradient and weight (+ bias)
  * gradient against a float64 loop: N in {1, 3, 64}, C in {1, 2, 3}, O in {8, 32}, H = W in {5,
- * 20, 28, 40} (W = 5: a 16-lane vector spans four rows; W = 40: a row spans three vectors), 3x3
+ * 20, 28, 40} (W = 5: a 16-lane vector spans four rows; W = 40: a row spans three vectors and
+ * the forward walks the 38 output rows in two chunks, 26 and 12), 3x3
  * with and without bias, plus other kernel sizes, C = 4 and an empty batch; on 1 and 2 threads,
  * bitwise-equal reruns. Run with MS_GEMM_ISA=avx512 in a child, skipped where the CPU lacks
  * AVX-512; the avx2 and generic children check that the dispatcher keeps these shapes off the
