@@ -47,16 +47,30 @@ local function median(xs)
   return n % 2 == 1 and xs[(n + 1) // 2] or (xs[n // 2] + xs[n // 2 + 1]) / 2
 end
 
+-- One call of fn whose result (a tensor, or nothing) is released at once, as PyTorch's
+-- reference count frees a loop's previous result: the caching allocator then hands the same
+-- block, warm in the caches, to the next call. Left to Lua's collector instead (`keep`), results
+-- pile up until a collection and each call writes a block that is cold, as a training step's
+-- activations are (see bench/README.md: the fresh-output lines).
+local function call_released(fn)
+  local _ <close> = fn()
+end
+
+local function call_kept(fn)
+  fn()
+end
+
 -- Seconds per call of fn(), median over samples.
-local function time_call(fn)
+local function time_call(fn, keep)
+  local call = keep and call_kept or call_released
   local t0 = ms.perf_counter()
-  for _ = 1, WARMUP do fn() end
+  for _ = 1, WARMUP do call(fn) end
   local per = (ms.perf_counter() - t0) / WARMUP
   local inner = math.max(1, math.floor(SAMPLE_S / math.max(per, 1e-7)))
   local samples = {}
   for s = 1, SAMPLES do
     t0 = ms.perf_counter()
-    for _ = 1, inner do fn() end
+    for _ = 1, inner do call(fn) end
     samples[s] = (ms.perf_counter() - t0) / inner
   end
   return median(samples)
@@ -116,27 +130,40 @@ case("linear_bf16/fc1_fwd_b64/64x9216x128", function()
 end)
 
 -- conv2d at the seed's layers: conv1 1->32 on 28x28, conv2 32->64 on 26x26, 3x3, stride 1.
+-- The seed's passes are those at batch 64: the forward, the weight gradient with the bias's
+-- (gwb) and, for conv2 only, the input gradient (conv1's input, the data, needs none); its test
+-- loop runs the forward at batch 64 too (nn_utils.forward_in_chunks). The batch-1000 lines are
+-- that loop unchunked; gw and gin alone are the kernels without the bias.
 local CONVS = { { name = "conv1", c = 1, o = 32, hw = 28 }, { name = "conv2", c = 32, o = 64, hw = 26 } }
 for _, batch in ipairs({ 64, 1000 }) do
   for _, L in ipairs(CONVS) do
     local oh = L.hw - 2
     local flops = 2.0 * batch * L.o * oh * oh * L.c * 9
     local tag = ("%s_b%d"):format(L.name, batch)
-    case("conv2d_fwd/" .. tag, function()
+    local function forward()
       local x, w, b = ms.randn(batch, L.c, L.hw, L.hw), ms.randn(L.o, L.c, 3, 3), ms.randn(L.o)
       local _ <close> = ms.no_grad()
       return function() return F.conv2d(x, w, b) end, { flops = flops }
-    end)
-    -- Each backward alone: only the wanted input requires grad, so the node computes only it.
-    for _, which in ipairs({ "gin", "gw" }) do
+    end
+    case("conv2d_fwd/" .. tag, forward)
+    -- As in training: each output is new to the caches (written cold, then read by the next layer)
+    if batch == 64 then
+      case("conv2d_fwd_fresh/" .. tag, function()
+        local fn, work = forward()
+        work.keep = true
+        return fn, work
+      end)
+    end
+    -- Each backward alone: only the wanted inputs require grad, so the node computes only them.
+    for _, which in ipairs({ "gin", "gw", "gwb" }) do
       case(("conv2d_%s/%s"):format(which, tag), function()
-        local x, w = ms.randn(batch, L.c, L.hw, L.hw), ms.randn(L.o, L.c, 3, 3)
-        local wanted = which == "gin" and x or w
-        wanted:requires_grad_()
-        local y = F.conv2d(x, w)
+        local x, w, b = ms.randn(batch, L.c, L.hw, L.hw), ms.randn(L.o, L.c, 3, 3), ms.randn(L.o)
+        local wanted = which == "gin" and { x } or which == "gw" and { w } or { w, b }
+        for _, t in ipairs(wanted) do t:requires_grad_() end
+        local y = F.conv2d(x, w, which == "gwb" and b or nil)
         local gout = ms.randn(batch, L.o, oh, oh)
         return function()
-          wanted.grad = nil
+          for _, t in ipairs(wanted) do t.grad = nil end
           y:backward(gout, { retain_graph = true })
         end, { flops = flops }
       end)
@@ -200,7 +227,7 @@ for _, c in ipairs(cases) do
   local fn, work = c.make()
   for _, t in ipairs(opts.threads) do
     ms.set_num_threads(t)
-    report(c.id, t, time_call(fn), work)
+    report(c.id, t, time_call(fn, work.keep), work)
   end
   fn, work = nil, nil -- the case's tensors go before the next case allocates its own
   collectgarbage()

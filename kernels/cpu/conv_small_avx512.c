@@ -23,8 +23,8 @@
  * 280-290, 56-63% of 455); input gradient 160 and 140-144 (the
  * GEMM-shaped path it replaced ran 14); weight gradient 135 and 130, with the bias 122 and 117.
  * At batch 64 out or gout (5.5 MB) lives in L3 (~90 GB/s on one core here) when it is reused;
- * ops_bench, which takes a fresh output from the allocator each call as training does, reads
- * the forward at about half of this (its blocks rotate through more than L3 holds).
+ * ops_bench's conv2d_fwd_fresh line, whose outputs are new to the caches as a training step's
+ * are, reads the forward at 65-75% of this (9 multiply-adds per float written).
  * Built with the AVX-512 flags; called only where ms_k_conv_small_avx512_ok (conv_small.h) says.
  *
  * Letters as conv_gemm.c: K = C*KH*KW taps, P = OH*OW. */
