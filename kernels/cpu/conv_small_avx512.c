@@ -5,23 +5,24 @@
  * place and write out directly.
  *
  * All three work in the output's compact layout (position p = oh*OW + ow), where gout and out
- * are read and written with whole vectors. The forward reads x through per-chunk copies shifted
- * by each kernel column, so that a tap's input for a run of positions is one contiguous run too.
+ * are read and written with whole vectors. The forward and the weight gradient read x through
+ * per-chunk copies shifted by each kernel column (shift_rows), so that a tap's input for a run
+ * of positions is one contiguous run too.
  * - forward: 32 positions (2 zmm) by 8 output channels: per tap two loads of the shifted copies
  *   and 8 broadcast weights, 16 FMAs; items (sample, chunk of rows) split over the pool, each
  *   output element written by one item, so the result does not depend on the threads;
  * - weight gradient: 3 output channels by 9 taps, 27 zmm sums (with a bias, 4 by 5 and the
- *   bias's 4) over every position of a team member's samples, chunk of output rows by chunk,
- *   each chunk's columns copied out in gout's layout first; lanes are reduced once at the end
- *   and members' sums added in member order (deterministic per team size);
+ *   bias's 4) over every position of a team member's samples, chunk of output rows by chunk;
+ *   lanes are reduced once at the end and members' sums added in member order (deterministic
+ *   per team size);
  * - input gradient: per tap, the sum over o of w times gout in gout's own layout (32 positions
  *   by 9 taps in registers), then each gx row added from the taps' rows at their shifts; items
  *   (sample, input channel), each gx plane written by one.
- * Measured on Zen 5 (one thread, conv1 at batch 64, outputs in cache): forward ~145 GFLOP/s,
- * weight gradient ~155 without a bias and ~136 with (61%, 65%, 57% of the 239 peak). On a
- * 231 peak, batch 8 (in L2) and 64: forward 144-149 and 140-145 (one thread; two: 260 and
- * 280-290, 56-63% of 455); input gradient 160 and 140-144 (the
- * GEMM-shaped path it replaced ran 14); weight gradient 135 and 130, with the bias 122 and 117.
+ * Measured on a 231 GFLOP/s peak (Zen 5, one thread, conv1, best of 7, outputs reused), batch
+ * 8 (in L2) and 64: forward 144-149 and 140-145 (two threads: 260 and 280-290, 56-63% of 455);
+ * input gradient 160 and 140-144 (the GEMM-shaped path it replaced ran 14); weight gradient
+ * 173 and 142-158, with the bias 159 and 128-140 (with the column matrix copied out per chunk
+ * it read 136 and 121-134, with the bias 123 and 108-114).
  * At batch 64 out or gout (5.5 MB) lives in L3 (~90 GB/s on one core here) when it is reused;
  * ops_bench's conv2d_fwd_fresh line, whose outputs are new to the caches as a training step's
  * are, reads the forward at 65-75% of this (9 multiply-adds per float written).
@@ -44,7 +45,7 @@ enum { OB = MS_CONV_SMALL_OB, WOB = 4, WKT = 9, MAX_TEAM = 256 };
 
 /* ---- forward ---------------------------------------------------------------------------------- */
 
-/* A sample's output rows are walked in chunks of at most FWD_SPAN positions. Each chunk first
+/* A sample's output rows are walked in chunks of at most SHIFT_SPAN positions. Each chunk first
  * copies its input rows once per kernel column jj, shifted and compacted to OW columns:
  * shifted[c][jj][r * OW + ow] = x[c][r0 + r][ow + jj]. Tap (c, i, jj) of the chunk's compact
  * output position p then reads shifted[c][jj][p + i * OW]: one contiguous run in the output's
@@ -54,8 +55,6 @@ enum { OB = MS_CONV_SMALL_OB, WOB = 4, WKT = 9, MAX_TEAM = 256 };
  * forward ran 1-6% slower on one thread and ~10% on two (batch 8, in L2, best of 5: 134-135
  * against 136-144 GFLOP/s; two threads 233 against 260). The copies
  * (conv1: 9 KB a sample) are read by every block of 8 channels. */
-enum { FWD_SPAN = 1024 }; /* a chunk's positions: its 8 staged planes fill 32 KB */
-
 typedef struct fwd_job {
   const ms_k_conv2d_geom *g;
   const float *x, *wp, *b; /* wp: the weight as [O / 8][K][8], a block's 8 channels per tap */
@@ -76,23 +75,33 @@ static ALWAYS_INLINE __m512 fma_into(__m512 acc, __m512 w, __m512 x) {
   return acc;
 }
 
-/* The chunk's shifted copies (input rows [r0, r0 + nrows + KH - 1) of sample xs), each followed
- * by zeros up to sh: the last pair's lanes past the chunk read them and are not stored. */
-static void fwd_shift(const fwd_job *j, const float *xs, int64_t r0, int64_t nrows, float *shifted) {
-  const ms_k_conv2d_geom *g = j->g;
+/* A chunk's shifted copies (input rows [r0, r0 + nrows + KH - 1) of sample xs), sh floats
+ * apart, each followed by zeros: the forward's last pair and the weight gradient's last vector
+ * read into them. Shared by the forward and the weight gradient. */
+static void shift_rows(const ms_k_conv2d_geom *g, int64_t sh, const float *xs, int64_t r0, int64_t nrows,
+                       float *shifted) {
   int64_t in_rows = nrows + g->kh - 1;
   for (int64_t c = 0; c < g->c; c++)
     for (int64_t jj = 0; jj < g->kw; jj++) {
-      float *d = shifted + (c * g->kw + jj) * j->sh;
+      float *d = shifted + (c * g->kw + jj) * sh;
       const float *src = xs + (c * g->h + r0) * g->w + jj;
       for (int64_t r = 0; r < in_rows; r++, d += g->ow, src += g->w)
         for (int64_t q = 0; q < g->ow; q += 16) {
           __mmask16 m = ms_k_lanes16(g->ow - q);
           _mm512_mask_storeu_ps(d + q, m, _mm512_maskz_loadu_ps(m, src + q));
         }
-      memset(d, 0, sizeof(float) * (size_t)(j->sh - in_rows * g->ow));
+      memset(d, 0, sizeof(float) * (size_t)(sh - in_rows * g->ow));
     }
 }
+
+/* Output rows a chunk takes (at most SHIFT_SPAN positions, at least one row), and the floats of
+ * one of its shifted copies: its input rows plus a zero tail of a vector pair. */
+enum { SHIFT_SPAN = 1024 }; /* the forward's 8 staged planes of a chunk fill 32 KB */
+static int64_t shift_chunk_rows(const ms_k_conv2d_geom *g) {
+  int64_t rows = SHIFT_SPAN / g->ow;
+  return rows < 1 ? 1 : rows > g->oh ? g->oh : rows;
+}
+static int64_t shift_copy_floats(const ms_k_conv2d_geom *g, int64_t rows) { return (rows + g->kh - 1) * g->ow + 32; }
 
 /* Positions [q, q + 32) of a chunk (its shifted copies at s) for the 8 channels of weight block
  * wp, bias (NULL: none), into o + r * ld + q for channel r, lanes m0 and m1 of the two vectors
@@ -156,7 +165,7 @@ static ALWAYS_INLINE void fwd_item(const fwd_job *j, int64_t item, float *shifte
   const ms_k_conv2d_geom *g = j->g;
   int64_t n = item / j->chunks, r0 = item % j->chunks * j->rows;
   int64_t nrows = g->oh - r0 < j->rows ? g->oh - r0 : j->rows, len = nrows * g->ow;
-  fwd_shift(j, j->x + n * g->c * g->h * g->w, r0, nrows, shifted);
+  shift_rows(g, j->sh, j->x + n * g->c * g->h * g->w, r0, nrows, shifted);
   for (int64_t blk = 0; blk < j->blocks; blk++) {
     const float *wp = j->wp + blk * OB * j->K, *bias = j->b ? j->b + blk * OB : NULL;
     float *out = j->out + (n * g->o + blk * OB) * j->P + r0 * g->ow;
@@ -197,12 +206,10 @@ int ms_k_conv2d_forward_small_avx512(const ms_k_conv2d_geom *g, const float *x, 
   fwd_job j = {.g = g, .x = x, .b = b, .out = out};
   j.K = g->c * g->kh * g->kw, j.P = g->oh * g->ow, j.blocks = g->o / OB;
   if (g->n == 0 || j.P == 0) return 0;
-  j.rows = FWD_SPAN / g->ow;
-  if (j.rows < 1) j.rows = 1;
-  if (j.rows > g->oh) j.rows = g->oh;
+  j.rows = shift_chunk_rows(g);
   j.chunks = (g->oh + j.rows - 1) / j.rows;
   j.span = (j.rows * g->ow + 31) / 32 * 32;
-  j.sh = (j.rows + g->kh - 1) * g->ow + 32;
+  j.sh = shift_copy_floats(g, j.rows);
   /* the weight per block of 8 channels, tap by tap: a tap's 8 broadcasts read one 32-byte run */
   float *wp = ms_k_thread_buffer(MS_K_BUF_CONV_W, sizeof(float) * (size_t)(g->o * j.K));
   if (!wp) return -1;
@@ -338,61 +345,39 @@ int ms_k_conv2d_input_grad_small_avx512(const ms_k_conv2d_geom *g, const float *
 
 /* ---- weight (and bias) gradient ------------------------------------------------------------- */
 
-/* A sample's output rows are walked in chunks whose column matrix (K taps by the chunk's
- * positions, compact as gout) is copied out first: the products then read x's taps and gout
- * with whole loads in step. Read in place instead, x in the wide layout needed masked loads and
- * gout expanding ones (conv1, one thread, at batch 8: 123 GFLOP/s, with the bias 108; copied
- * out, 135 and 122; at batch 64 both read ~130). */
-enum { WG_CHUNK = 32 << 10 }; /* a chunk's column matrix, at most (bytes): read by every o block */
+/* A sample's output rows are walked in chunks, as the forward's: the chunk's input is copied
+ * once per kernel column, shifted (shift_rows), and tap (c, i, jj) of the chunk's positions is
+ * then one contiguous run of a copy, read in step with gout's. A column matrix copied out per
+ * chunk instead (taps interleaved per vector, each tap's run gathered row by row first) cost a
+ * quarter of the time (conv1, batch 64, one thread: 0.053 of 0.193 ms; without it the whole
+ * takes 0.158-0.175). */
+enum { MAX_TAPS = 4 * 5 * 5 }; /* conv_small.h: at most 4 channels of 5x5 */
 
 typedef struct wg_job {
   const ms_k_conv2d_geom *g;
   const float *x, *gout;
   int64_t K, P, wob, wkt, kblocks, oblocks; /* wob x wkt: the tile (3 x 9 or 4 x 5) */
-  int64_t rows, cq; /* output rows a chunk; its positions rounded up to a vector */
-  int64_t kp;       /* K rounded up to tap blocks: the column matrix's taps */
+  int64_t rows, sh; /* output rows a chunk; the floats of one shifted copy */
+  int64_t toff[MAX_TAPS + WKT]; /* tap k's run: at shifted + toff[k]; past K, tap 0's (dropped) */
   bool bias, far;   /* far: gout outgrows the caches (conv_small_far) */
   float *part[MAX_TEAM]; /* per-member sums: gW^T (K x O), then the bias's O values */
   int team;
   _Atomic int failed;
 } wg_job;
 
-/* The chunk's column matrix (output rows [r0, r1) of sample xs) in vectors: cols[(v * kp + k) *
- * 16 + l] = x at tap k of chunk position v * 16 + l, so that a tile's taps lie at fixed
- * distances from one pointer; zeros past the chunk's end and in taps K..kp-1. Each tap's run
- * is gathered row by row into run (cq floats) first. */
-static void wg_columns(const wg_job *j, const float *xs, int64_t r0, int64_t r1, float *run, float *cols) {
-  const ms_k_conv2d_geom *g = j->g;
-  int64_t len = (r1 - r0) * g->ow, nv = j->cq / 16;
-  memset(run + len, 0, sizeof(float) * (size_t)(j->cq - len));
-  for (int64_t k = 0; k < j->kp; k++) {
-    if (k < j->K) {
-      int64_t c = k / (g->kh * g->kw), i = k / g->kw % g->kh, jj = k % g->kw;
-      float *d = run;
-      for (int64_t r = r0; r < r1; r++, d += g->ow) {
-        const float *src = xs + (c * g->h + r + i) * g->w + jj;
-        for (int64_t q = 0; q < g->ow; q += 16) {
-          __mmask16 m = ms_k_lanes16(g->ow - q);
-          _mm512_mask_storeu_ps(d + q, m, _mm512_maskz_loadu_ps(m, src + q));
-        }
-      }
-    }
-    for (int64_t v = 0; v < nv; v++)
-      _mm512_store_ps(cols + (v * j->kp + k) * 16, k < j->K ? _mm512_load_ps(run + v * 16) : _mm512_setzero_ps());
-  }
-}
-
 /* sums[r][t] (16 lanes each, kept in memory between chunks) += over the chunk's len positions:
- * gout channel r (at gs + r * P) times tap k0 + t of the columns, for r < ob, t < kt; with
+ * gout channel r (at gs + r * P) times tap k0 + t of the shifted copies, for r < ob, t < kt; with
  * `bias`, also bsums[r] += gout channel r. ob, kt, bias and far are constants where inlined. Loaded
  * and stored whole, the lanes add in the order they would in registers. */
-static ALWAYS_INLINE void wg_tile(const wg_job *j, const float *gs, const float *cols, int64_t len, int64_t k0,
+static ALWAYS_INLINE void wg_tile(const wg_job *j, const float *gs, const float *shifted, int64_t len, int64_t k0,
                                   int ob, int kt, bool bias, bool far, float *sums, float *bsums) {
   __m512 acc[WOB][WKT], bacc[WOB];
-  /* the planes' and steps' addresses in locals: recomputed from j in the loop they cost an
+  /* the planes' and taps' addresses in locals: recomputed from j in the loop they cost an
    * integer multiply per plane and vector, and spilled registers */
-  const int64_t next = j->g->o * j->P, cstep = j->kp * 16;
-  const float *gp[WOB], *col = cols + k0 * 16;
+  const int64_t next = j->g->o * j->P;
+  const float *gp[WOB], *xp[WKT];
+#pragma GCC unroll 9
+  for (int t = 0; t < kt; t++) xp[t] = shifted + j->toff[k0 + t];
 #pragma GCC unroll 4
   for (int r = 0; r < ob; r++) {
     gp[r] = gs + r * j->P;
@@ -400,8 +385,10 @@ static ALWAYS_INLINE void wg_tile(const wg_job *j, const float *gs, const float 
     for (int t = 0; t < kt; t++) acc[r][t] = _mm512_load_ps(sums + (r * WKT + t) * 16);
     if (bias) bacc[r] = _mm512_load_ps(bsums + r * 16);
   }
-  for (int64_t q = 0; q < len; q += 16, col += cstep) {
-    /* the chunk's last vector stops at len: gout's next rows belong to another chunk or plane */
+  for (int64_t q = 0; q < len; q += 16) {
+    /* the chunk's last vector stops at len: gout's next rows belong to another chunk or plane,
+     * and the copies' next rows are other taps' (read, a lane of 0 times an infinity there
+     * would make a NaN the sum never had) */
     __mmask16 m = ms_k_lanes16(len - q);
     __m512 gv[WOB];
 #pragma GCC unroll 4
@@ -416,7 +403,7 @@ static ALWAYS_INLINE void wg_tile(const wg_job *j, const float *gs, const float 
     }
 #pragma GCC unroll 9
     for (int t = 0; t < kt; t++) {
-      __m512 xt = _mm512_load_ps(col + t * 16);
+      __m512 xt = _mm512_maskz_loadu_ps(m, xp[t] + q);
 #pragma GCC unroll 4
       for (int r = 0; r < ob; r++) acc[r][t] = fma_into(acc[r][t], gv[r], xt); /* xt loaded once */
     }
@@ -432,28 +419,28 @@ static ALWAYS_INLINE void wg_tile(const wg_job *j, const float *gs, const float 
 /* Channels [o0, o0 + wob) by taps [k0, k0 + wkt) over one chunk (gout of its sample at gs, the
  * chunk's first position), and the bias's sums with the first tap block; a tap block short of
  * wkt reads the columns' zero taps, whose sums are dropped. */
-static ALWAYS_INLINE void wg_block_at(const wg_job *j, const float *gs, const float *cols, int64_t len, int64_t o0,
+static ALWAYS_INLINE void wg_block_at(const wg_job *j, const float *gs, const float *shifted, int64_t len, int64_t o0,
                                       int64_t k0, bool far, float *sums, float *bsums) {
   int64_t ob = j->g->o - o0 < j->wob ? j->g->o - o0 : j->wob;
   const float *go = gs + o0 * j->P;
   float *bs = bsums + o0 * 16;
   if (j->wob == 4) { /* with the bias; ob is 4: O is a multiple of 8 (conv_small.h) */
-    if (k0 == 0) wg_tile(j, go, cols, len, k0, 4, 5, true, far, sums, bs);
-    else if (j->K - k0 == 4) wg_tile(j, go, cols, len, k0, 4, 4, false, far, sums, bs); /* 3x3's taps 5-8 */
-    else wg_tile(j, go, cols, len, k0, 4, 5, false, far, sums, bs);
+    if (k0 == 0) wg_tile(j, go, shifted, len, k0, 4, 5, true, far, sums, bs);
+    else if (j->K - k0 == 4) wg_tile(j, go, shifted, len, k0, 4, 4, false, far, sums, bs); /* 3x3's taps 5-8 */
+    else wg_tile(j, go, shifted, len, k0, 4, 5, false, far, sums, bs);
   } else if (ob == 3) {
-    wg_tile(j, go, cols, len, k0, 3, 9, false, far, sums, bs);
+    wg_tile(j, go, shifted, len, k0, 3, 9, false, far, sums, bs);
   } else if (ob == 2) {
-    wg_tile(j, go, cols, len, k0, 2, 9, false, far, sums, bs);
+    wg_tile(j, go, shifted, len, k0, 2, 9, false, far, sums, bs);
   } else {
-    wg_tile(j, go, cols, len, k0, 1, 9, false, far, sums, bs);
+    wg_tile(j, go, shifted, len, k0, 1, 9, false, far, sums, bs);
   }
 }
 
-static void wg_block(const wg_job *j, const float *gs, const float *cols, int64_t len, int64_t o0, int64_t k0,
+static void wg_block(const wg_job *j, const float *gs, const float *shifted, int64_t len, int64_t o0, int64_t k0,
                      float *sums, float *bsums) {
-  if (j->far) wg_block_at(j, gs, cols, len, o0, k0, true, sums, bsums);
-  else wg_block_at(j, gs, cols, len, o0, k0, false, sums, bsums);
+  if (j->far) wg_block_at(j, gs, shifted, len, o0, k0, true, sums, bsums);
+  else wg_block_at(j, gs, shifted, len, o0, k0, false, sums, bsums);
 }
 
 /* The member's samples, chunk by chunk: lane sums per (channel block, tap block) in `sums`, then
@@ -466,10 +453,9 @@ static void wg_member(void *ctx, int t, int nt) {
   if (t == 0) j->team = nt;
   float *acc = ms_k_thread_buffer(MS_K_BUF_CONV_T, n_acc * sizeof(float));
   float *sums = ms_k_thread_buffer(MS_K_BUF_CONV_A, n_sums * sizeof(float));
-  float *cols = ms_k_thread_buffer(MS_K_BUF_CONV_B, (size_t)(j->kp * j->cq) * sizeof(float));
-  float *run = ms_k_thread_buffer(MS_K_BUF_CONV_W, (size_t)j->cq * sizeof(float));
+  float *shifted = ms_k_thread_buffer(MS_K_BUF_CONV_B, (size_t)(g->c * g->kw * j->sh) * sizeof(float));
   j->part[t] = acc;
-  if (!acc || !sums || !cols || !run) {
+  if (!acc || !sums || !shifted) {
     j->failed = 1;
     return;
   }
@@ -482,10 +468,10 @@ static void wg_member(void *ctx, int t, int nt) {
     for (int64_t r0 = 0; r0 < g->oh; r0 += j->rows) {
       int64_t r1 = g->oh - r0 < j->rows ? g->oh : r0 + j->rows, len = (r1 - r0) * g->ow;
       const float *gs = j->gout + n * g->o * j->P + r0 * g->ow;
-      wg_columns(j, xs, r0, r1, run, cols);
+      shift_rows(g, j->sh, xs, r0, r1 - r0, shifted);
       for (int64_t ob = 0; ob < j->oblocks; ob++)
         for (int64_t kb = 0; kb < j->kblocks; kb++)
-          wg_block(j, gs, cols, len, ob * j->wob, kb * j->wkt, sums + (ob * j->kblocks + kb) * tile, bsums);
+          wg_block(j, gs, shifted, len, ob * j->wob, kb * j->wkt, sums + (ob * j->kblocks + kb) * tile, bsums);
     }
   }
   for (int64_t ob = 0; ob < j->oblocks; ob++)
@@ -511,11 +497,17 @@ int ms_k_conv2d_weight_grad_small_avx512(const ms_k_conv2d_geom *g, const float 
    * thread: 117-121 GFLOP/s; 4 x 5: 136). */
   j.wob = j.bias ? 4 : 3, j.wkt = j.bias ? 5 : WKT;
   j.kblocks = (j.K + j.wkt - 1) / j.wkt, j.oblocks = (g->o + j.wob - 1) / j.wob;
-  j.rows = WG_CHUNK / (j.kblocks * j.wkt * g->ow * (int64_t)sizeof(float));
-  if (j.rows < 1) j.rows = 1;
-  if (j.rows > g->oh) j.rows = g->oh;
-  j.cq = (j.rows * g->ow + 15) / 16 * 16;
-  j.kp = j.kblocks * j.wkt;
+  if (g->oh * g->ow == 0) { /* no positions: zero gradients */
+    memset(gw, 0, sizeof(float) * (size_t)(g->o * j.K));
+    if (gb) memset(gb, 0, sizeof(float) * (size_t)g->o);
+    return 0;
+  }
+  j.rows = shift_chunk_rows(g);
+  j.sh = shift_copy_floats(g, j.rows);
+  for (int64_t k = 0; k < j.kblocks * j.wkt; k++) {
+    int64_t c = k / (g->kh * g->kw), i = k / g->kw % g->kh, jj = k % g->kw;
+    j.toff[k] = k < j.K ? (c * g->kw + jj) * j.sh + i * g->ow : 0;
+  }
   j.far = conv_small_far(g);
   /* a member per sample at most, and per ~4 MFLOP of work at least */
   int64_t flops = 2 * j.K * g->o * j.P * g->n, nt = ms_k_get_num_threads();
