@@ -418,7 +418,7 @@ static ALWAYS_INLINE void wg_tile(const wg_job *j, const float *gs, const float 
 
 /* Channels [o0, o0 + wob) by taps [k0, k0 + wkt) over one chunk (gout of its sample at gs, the
  * chunk's first position), and the bias's sums with the first tap block; a tap block short of
- * wkt reads the columns' zero taps, whose sums are dropped. */
+ * wkt reads tap 0's run again for the missing taps (wg_job's toff), whose sums are dropped. */
 static ALWAYS_INLINE void wg_block_at(const wg_job *j, const float *gs, const float *shifted, int64_t len, int64_t o0,
                                       int64_t k0, bool far, float *sums, float *bsums) {
   int64_t ob = j->g->o - o0 < j->wob ? j->g->o - o0 : j->wob;
