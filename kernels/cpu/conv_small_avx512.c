@@ -95,13 +95,17 @@ static void shift_rows(const ms_k_conv2d_geom *g, int64_t sh, const float *xs, i
 }
 
 /* Output rows a chunk takes (at most SHIFT_SPAN positions, at least one row), and the floats of
- * one of its shifted copies: its input rows plus a zero tail of a vector pair. */
+ * one of its shifted copies: its input rows plus a zero tail of a vector pair, rounded up to
+ * whole cache lines so that every copy starts on one (a tap's first row then reads whole lines:
+ * conv1 at batch 64, one thread, best of 7, 2-3% faster both ways). */
 enum { SHIFT_SPAN = 1024 }; /* the forward's 8 staged planes of a chunk fill 32 KB */
 static int64_t shift_chunk_rows(const ms_k_conv2d_geom *g) {
   int64_t rows = SHIFT_SPAN / g->ow;
   return rows < 1 ? 1 : rows > g->oh ? g->oh : rows;
 }
-static int64_t shift_copy_floats(const ms_k_conv2d_geom *g, int64_t rows) { return (rows + g->kh - 1) * g->ow + 32; }
+static int64_t shift_copy_floats(const ms_k_conv2d_geom *g, int64_t rows) {
+  return ((rows + g->kh - 1) * g->ow + 32 + 15) / 16 * 16;
+}
 
 /* Positions [q, q + 32) of a chunk (its shifted copies at s) for the 8 channels of weight block
  * wp, bias (NULL: none), into o + r * ld + q for channel r, lanes m0 and m1 of the two vectors
