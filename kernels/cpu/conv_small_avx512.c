@@ -1,8 +1,8 @@
 /* conv_small_avx512.c: direct AVX-512 forward, input and weight gradients for convolutions with a
  * few input channels, unit stride and no padding (the seed's conv1: 1 -> 32 channels, 3x3, 28x28 ->
  * 26x26). There K = C*KH*KW is 9: the GEMM-shaped paths spend as much on packing and on copying
- * wide rows as on the products, and ran at 12-28% of peak. Here the products read x and gout in
- * place and write out directly.
+ * wide rows as on the products, and ran at 12-28% of peak. Here the products read gout in place,
+ * x through small per-chunk copies (below), and write out directly.
  *
  * All three work in the output's compact layout (position p = oh*OW + ow), where gout and out
  * are read and written with whole vectors. The forward and the weight gradient read x through
@@ -209,7 +209,6 @@ int ms_k_conv2d_forward_small_avx512(const ms_k_conv2d_geom *g, const float *x, 
                                      float *out) {
   fwd_job j = {.g = g, .x = x, .b = b, .out = out};
   j.K = g->c * g->kh * g->kw, j.P = g->oh * g->ow, j.blocks = g->o / OB;
-  if (g->n == 0 || j.P == 0) return 0;
   j.rows = shift_chunk_rows(g);
   j.chunks = (g->oh + j.rows - 1) / j.rows;
   j.span = (j.rows * g->ow + 31) / 32 * 32;
@@ -501,11 +500,6 @@ int ms_k_conv2d_weight_grad_small_avx512(const ms_k_conv2d_geom *g, const float 
    * thread: 117-121 GFLOP/s; 4 x 5: 136). */
   j.wob = j.bias ? 4 : 3, j.wkt = j.bias ? 5 : WKT;
   j.kblocks = (j.K + j.wkt - 1) / j.wkt, j.oblocks = (g->o + j.wob - 1) / j.wob;
-  if (g->oh * g->ow == 0) { /* no positions: zero gradients */
-    memset(gw, 0, sizeof(float) * (size_t)(g->o * j.K));
-    if (gb) memset(gb, 0, sizeof(float) * (size_t)g->o);
-    return 0;
-  }
   j.rows = shift_chunk_rows(g);
   j.sh = shift_copy_floats(g, j.rows);
   for (int64_t k = 0; k < j.kblocks * j.wkt; k++) {
