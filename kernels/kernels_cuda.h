@@ -87,9 +87,19 @@ int ms_kc_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inne
                            const void *g, void *gx, int log, void *stream);
 int ms_kc_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const uint8_t *mask, double scale,
                        void *y, void *stream);
-/* a->target and a->weight are device pointers here. */
+/* A bad value that a kernel finds on the device (a class index out of range), in host memory the
+ * device writes: the first one wins (code from 0 to a MS_KC_BAD_* code); the engine raises it at
+ * the next point where the host waits for the device, so no launch waits for a check. */
+enum { MS_KC_BAD_NONE, MS_KC_BAD_TARGET };
+typedef struct ms_kc_bad_value {
+  int code;
+  int64_t value, limit, base; /* the value found, the bound it broke, its index base */
+} ms_kc_bad_value;
+
+/* a->target and a->weight are device pointers here. A target that is neither ignore_index nor a
+ * class gives a NaN term (weight 0) and is reported in *bad. */
 int ms_kc_nll_rows(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, void *nll, void *wt,
-                   void *smooth, void *stream);
+                   void *smooth, ms_kc_bad_value *bad, void *stream);
 int ms_kc_nll_backward(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, const void *g,
                        int64_t gs, double nll_scale, double smooth_scale, double smoothing, void *gx,
                        void *stream);

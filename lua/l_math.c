@@ -519,6 +519,23 @@ static int l_is_floating_point(lua_State *L) {
   return lua_pushboolean(L, ms_dtype_is_floating(ms_lua_check_tensor(L, 1, "is_floating_point")->dtype)), 1;
 }
 
+/* ms._op_names = {unary = {...}, binary = {...}}: the engine's elementwise op tables by name, so
+ * that tests run every op (on every device) without a hand-copied list. */
+static void push_op_names(lua_State *L) {
+  lua_createtable(L, 0, 2);
+  lua_createtable(L, MS_UNARY_OP_COUNT, 0);
+  for (int op = 0; op < MS_UNARY_OP_COUNT; op++) {
+    lua_pushstring(L, ms_unary_op_name((ms_unary_op)op));
+    lua_rawseti(L, -2, op + 1);
+  }
+  lua_setfield(L, -2, "unary");
+  lua_createtable(L, MS_BINARY_OP_COUNT, 0);
+  for (int op = 0; op < MS_BINARY_OP_COUNT; op++) {
+    lua_pushstring(L, ms_binary_op_name((ms_binary_op)op));
+    lua_rawseti(L, -2, op + 1);
+  }
+  lua_setfield(L, -2, "binary");
+}
 
 void ms_lua_open_math(lua_State *L) {
   static const struct { const char *name; lua_CFunction fn; } both[] = {
@@ -551,6 +568,8 @@ void ms_lua_open_math(lua_State *L) {
       {"is_contiguous", l_is_contiguous}, {"storage_offset", l_storage_offset},
       {"element_size", l_element_size}, {"is_floating_point", l_is_floating_point}};
   for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) ms_lua_register_both(L, both[i].name, both[i].fn);
+  push_op_names(L);
+  lua_setfield(L, -3, "_op_names");
   lua_pushcfunction(L, l_where);
   lua_setfield(L, -3, "where");
   lua_pushcfunction(L, l_where_method);

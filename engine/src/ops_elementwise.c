@@ -292,11 +292,17 @@ static void unary_row(void *arg, int64_t n, char **p, const int64_t *s) {
 }
 
 /* The dtype the kernel computes op in: relu on bfloat16 CPU tensors is exact on its bits (no
- * float32 round trip, ms_k_unary); everything else in the compute dtype of its result (of its
- * input for logical_not, whose result is bool). */
+ * float32 round trip, ms_k_unary); an integer or bool input to a floating op (exp of int64) in
+ * float64, rounded once to its float32 result, so that every device gives the correctly rounded
+ * value (CUDA's expf and glibc's differ in the last bit; their float64 functions round alike);
+ * everything else in the compute dtype of its result (of its input for logical_not, whose
+ * result is bool). */
 static ms_dtype unary_compute_dtype(ms_unary_op op, const ms_tensor *a) {
   if (op == MS_OP_RELU && a->dtype == MS_BFLOAT16 && ms_tensor_device(a).type == MS_CPU) return a->dtype;
-  return ms_compute_dtype(op == MS_OP_LOGICAL_NOT ? a->dtype : unary_result_dtype(op, a->dtype));
+  if (op == MS_OP_LOGICAL_NOT) return ms_compute_dtype(a->dtype);
+  ms_dtype rd = unary_result_dtype(op, a->dtype);
+  if (!ms_dtype_is_floating(a->dtype) && ms_dtype_is_floating(rd)) return MS_FLOAT64;
+  return ms_compute_dtype(rd);
 }
 
 static ms_tensor *unary_forward(ms_unary_op op, ms_tensor *a) {

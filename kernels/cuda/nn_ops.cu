@@ -87,8 +87,15 @@ extern "C" int ms_kc_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const
   return launch_status();
 }
 
+__device__ void report_bad_target(ms_kc_bad_value *bad, int64_t t, const ms_k_nll_args &a) {
+  if (atomicCAS(&bad->code, MS_KC_BAD_NONE, MS_KC_BAD_TARGET) != MS_KC_BAD_NONE) return;
+  bad->value = t, bad->limit = a.C, bad->base = a.base;
+  __threadfence_system();
+}
+
 template <typename T>
-__global__ void nll_rows_kernel(ms_k_nll_args a, const T *logp, T *nll, T *wt, T *smooth) {
+__global__ void nll_rows_kernel(ms_k_nll_args a, const T *logp, T *nll, T *wt, T *smooth,
+                                ms_kc_bad_value *bad) {
   const T *w = (const T *)a.weight;
   int64_t positions = a.N * a.inner;
   for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < positions; p += (int64_t)gridDim.x * blockDim.x) {
@@ -100,6 +107,12 @@ __global__ void nll_rows_kernel(ms_k_nll_args a, const T *logp, T *nll, T *wt, T
       continue;
     }
     int64_t k = t - a.base;
+    if (k < 0 || k >= a.C) {
+      report_bad_target(bad, t, a);
+      nll[p] = (T)NAN, wt[p] = 0;
+      if (smooth) smooth[p] = (T)NAN;
+      continue;
+    }
     T wk = w ? w[k] : (T)1;
     nll[p] = -wk * row[k * a.inner], wt[p] = wk;
     if (!smooth) continue;
@@ -120,6 +133,10 @@ __global__ void nll_backward_kernel(ms_k_nll_args a, const T *logp, const T *g, 
     for (int64_t c = 0; c < a.C; c++) row[c * s] = 0;
     if (t == a.ignore_index) continue;
     int64_t k = t - a.base;
+    if (k < 0 || k >= a.C) { /* the forward reported it; never write outside the row */
+      for (int64_t c = 0; c < a.C; c++) row[c * s] = (T)NAN;
+      continue;
+    }
     T gp = g[p * gs], av = gp * (T)s0 * (T)(1 - s2), bv = gp * (T)s1 * (T)(s2 / (double)a.C);
     row[k * s] = -av * (w ? w[k] : (T)1);
     if (!logp) continue;
@@ -131,14 +148,16 @@ __global__ void nll_backward_kernel(ms_k_nll_args a, const T *logp, const T *g, 
 }
 
 extern "C" int ms_kc_nll_rows(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, void *nll,
-                              void *wt, void *smooth, void *stream) {
+                              void *wt, void *smooth, ms_kc_bad_value *bad, void *stream) {
   int64_t n = a->N * a->inner;
   if (n == 0) return 0;
   cudaStream_t s = (cudaStream_t)stream;
   if (dt == MS_K_F64)
-    nll_rows_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(*a, (const double *)logp, (double *)nll, (double *)wt, (double *)smooth);
+    nll_rows_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(*a, (const double *)logp, (double *)nll,
+                                                               (double *)wt, (double *)smooth, bad);
   else
-    nll_rows_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(*a, (const float *)logp, (float *)nll, (float *)wt, (float *)smooth);
+    nll_rows_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(*a, (const float *)logp, (float *)nll,
+                                                              (float *)wt, (float *)smooth, bad);
   return launch_status();
 }
 

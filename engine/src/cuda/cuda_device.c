@@ -86,7 +86,19 @@ int ms_cuda_current_device(void) { return current_device; }
 ms_status ms_cuda_synchronize(int index) {
   if (index < 0) index = current_device;
   if (ms_cuda_use("synchronize", index) != MS_OK) return MS_ERR_RUNTIME;
-  return ms_cuda_check("synchronize", cudaDeviceSynchronize());
+  if (ms_cuda_check("synchronize", cudaDeviceSynchronize()) != MS_OK) return MS_ERR_RUNTIME;
+  return ms_cuda_raise_bad_values("synchronize");
+}
+
+/* Host memory that a device reads by DMA (cudaHostAlloc'd or registered): a copy from it is
+ * asynchronous, so the host must wait before the bytes may change. */
+static bool is_page_locked(const void *p) {
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true; /* unknown: wait, as for page-locked memory */
+  }
+  return a.type == cudaMemoryTypeHost;
 }
 
 ms_status ms_cuda_memcpy(void *dst, int dst_index, const void *src, int src_index, size_t nbytes,
@@ -107,8 +119,11 @@ ms_status ms_cuda_memcpy(void *dst, int dst_index, const void *src, int src_inde
                             : kind == MS_CUDA_D2H ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
     err = cudaMemcpyAsync(dst, src, nbytes, k, s);
   }
-  /* The host side must not be read or change before the copy is done, and a copy between two
-   * devices is not ordered with the destination's stream: wait for both. */
-  if (err == cudaSuccess && (kind != MS_CUDA_D2D || peer)) err = cudaStreamSynchronize(s);
-  return ms_cuda_check("copy", err);
+  /* The host side must not be read before a copy to it is done, nor change before a copy from
+   * page-locked memory is (from pageable memory, CUDA stages the bytes before it returns), and a
+   * copy between two devices is not ordered with the destination's stream: wait for those. */
+  bool wait = kind == MS_CUDA_D2H || peer || (kind == MS_CUDA_H2D && is_page_locked(src));
+  if (err == cudaSuccess && wait) err = cudaStreamSynchronize(s);
+  if (ms_cuda_check("copy", err) != MS_OK) return MS_ERR_RUNTIME;
+  return kind == MS_CUDA_D2H ? ms_cuda_raise_bad_values("a copy to the host") : MS_OK;
 }

@@ -16,6 +16,12 @@ ms_status ms_cuda_use(const char *op, int index);
 /* The raw stream of device index for the calling thread (0: the default stream). */
 cudaStream_t ms_cuda_raw_stream(int index);
 
+/* The host slot where kernels report a bad value they find (cuda_bad_values.c); NULL with the
+ * error set if it cannot be had. */
+struct ms_kc_bad_value *ms_cuda_bad_value_slot(void);
+/* Raises (once) a bad value that a kernel reported, naming `at`, the call that synchronized. */
+ms_status ms_cuda_raise_bad_values(const char *at);
+
 /* Makes t's device current for op and gives the stream its work goes on. */
 static inline ms_status ms_cuda_use_tensor(const char *op, const ms_tensor *t, cudaStream_t *stream) {
   int dev = ms_tensor_device(t).index;

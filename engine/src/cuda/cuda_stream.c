@@ -46,7 +46,8 @@ void ms_cuda_stream_destroy(ms_cuda_stream *s) {
 
 ms_status ms_cuda_stream_synchronize(ms_cuda_stream *s) {
   if (ms_cuda_use("Stream.synchronize", s->device) != MS_OK) return MS_ERR_RUNTIME;
-  return ms_cuda_check("Stream.synchronize", cudaStreamSynchronize(s->raw));
+  if (ms_cuda_check("Stream.synchronize", cudaStreamSynchronize(s->raw)) != MS_OK) return MS_ERR_RUNTIME;
+  return ms_cuda_raise_bad_values("Stream.synchronize");
 }
 
 ms_status ms_cuda_set_stream(int index, ms_cuda_stream *s) {
@@ -92,7 +93,8 @@ ms_status ms_cuda_event_record(ms_cuda_event *e, ms_cuda_stream *s) {
 ms_status ms_cuda_event_synchronize(ms_cuda_event *e) {
   if (!e->recorded) return MS_OK; /* as CUDA: nothing to wait for */
   if (ms_cuda_use("Event.synchronize", e->device) != MS_OK) return MS_ERR_RUNTIME;
-  return ms_cuda_check("Event.synchronize", cudaEventSynchronize(e->raw));
+  if (ms_cuda_check("Event.synchronize", cudaEventSynchronize(e->raw)) != MS_OK) return MS_ERR_RUNTIME;
+  return ms_cuda_raise_bad_values("Event.synchronize");
 }
 
 ms_status ms_cuda_event_query(ms_cuda_event *e, bool *done) {

@@ -7,8 +7,9 @@
 #include "nn/nn_internal.h"
 
 /* Node layout shared by nll_loss and cross_entropy: slot 0 = target (contiguous), 1 = weight or
- * empty, 2 = log-probabilities (cross_entropy only); ints = N, C, inner, ignore_index, base,
- * reduction; scalars = nll scale, smooth scale, label smoothing (for a reduction's scalar g). */
+ * empty, 2 = log-probabilities (cross_entropy only) or empty, 3 = the weight sum a GPU mean
+ * divides by (a 0-dim float64 tensor on the device) or empty; ints = N, C, inner, ignore_index,
+ * base, reduction; scalars = nll scale, smooth scale, label smoothing (for a reduction's scalar g). */
 enum { I_N, I_C, I_INNER, I_IGNORE, I_BASE, I_RED };
 
 /* A new tensor of the shape of the node's input i (which needs a gradient), on `dev`. */
@@ -22,14 +23,21 @@ static ms_tensor *scaled(ms_tensor *t, double k) {
 }
 
 static ms_status nll_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
-  ms_tensor *target, *weight, *logp = NULL;
-  if (!ms_nn_saved(n, 0, &target) || !ms_nn_saved(n, 1, &weight)) return MS_ERR_RUNTIME;
-  if (n->num_saved > 2 && !(logp = ms_node_saved(n, 2))) return MS_ERR_RUNTIME;
+  ms_tensor *target, *weight, *logp, *sw;
+  if (!ms_nn_saved(n, 0, &target) || !ms_nn_saved(n, 1, &weight) || !ms_nn_saved(n, 2, &logp) ||
+      !ms_nn_saved(n, 3, &sw))
+    return MS_ERR_RUNTIME;
   ms_dtype dt = n->out_dtype[0];
   ms_tensor *g = ms_nn_contiguous(grad_out[0], dt);
   /* the input's device is its target's: a reduced loss's gradient may arrive as a CPU number */
   ms_tensor *gdev = g ? ms_tensor_to_device(g, ms_tensor_device(target)) : NULL;
   ms_tensor_release(g), g = gdev;
+  if (g && sw) { /* a GPU mean: the scale 1 / sw never left the device */
+    ms_tensor *gs = ms_binary(MS_OP_DIV, ms_operand_tensor(g), ms_operand_tensor(sw));
+    ms_tensor_release(g);
+    g = gs ? ms_nn_contiguous(gs, dt) : NULL;
+    ms_tensor_release(gs);
+  }
   ms_tensor *gx = g ? new_like_input(n, 0, dt, ms_tensor_device(target)) : NULL;
   if (gx) {
     ms_k_nll_args a = {n->ints[I_N], n->ints[I_C], n->ints[I_INNER], ms_tensor_data(target),
@@ -64,12 +72,12 @@ static ms_status check_shapes(const char *op, const ms_tensor *input, const ms_t
   return MS_OK;
 }
 
-/* Every target is a class or ignore_index; `target` (contiguous int64) is read where it is (one
- * copy to the CPU when it lives on a device: the kernels trust what passes here). */
+/* Every target is a class or ignore_index; the CPU kernels trust what passes here. Targets on a
+ * GPU are checked there by the kernel, which reports a bad one at the next synchronization
+ * (cuda_bad_values.c): reading them back here would stall every training step. */
 static ms_status check_targets(const char *op, const ms_k_nll_args *a, ms_tensor *target) {
-  ms_tensor *host = ms_tensor_to_device(target, (ms_device){MS_CPU, 0});
-  if (!host) return MS_ERR_RUNTIME;
-  const int64_t *tg = ms_tensor_data(host);
+  if (ms_tensor_device(target).type == MS_CUDA) return MS_OK;
+  const int64_t *tg = ms_tensor_data(target);
   ms_status st = MS_OK;
   for (int64_t p = 0, n = a->N * a->inner; p < n && st == MS_OK; p++) {
     int64_t t = tg[p];
@@ -78,7 +86,6 @@ static ms_status check_targets(const char *op, const ms_k_nll_args *a, ms_tensor
                   (long long)t, (long long)a->C,
                   a->base == 1 ? " (targets are 1-based class indices)" : "");
   }
-  ms_tensor_release(host);
   return st;
 }
 
@@ -97,18 +104,53 @@ typedef struct loss_terms {
   ms_tensor *nll, *wt, *smooth; /* contiguous, target's shape; smooth NULL without smoothing */
 } loss_terms;
 
+/* The reduced loss of a GPU input, computed there (sums in float64) so that the host never waits
+ * for the device; *sw receives the weight sum that the mean divides by (NULL for the sum), which
+ * the backward divides its incoming gradient by. */
+static ms_tensor *device_sum(ms_tensor *t) {
+  ms_tensor *d = ms_tensor_to_dtype(t, MS_FLOAT64);
+  ms_tensor *r = d ? ms_reduce(MS_RED_SUM, d, (ms_reduce_opts){.all = true}) : NULL;
+  ms_tensor_release(d);
+  return r;
+}
+
+static ms_tensor *binary_take(ms_tensor *a, ms_binary_op op, ms_tensor *b) { /* takes a and b */
+  ms_tensor *r = a && b ? ms_binary(op, ms_operand_tensor(a), ms_operand_tensor(b)) : NULL;
+  ms_tensor_release(a), ms_tensor_release(b);
+  return r;
+}
+
+static ms_tensor *scaled_take(ms_tensor *t, double k) { /* takes t */
+  ms_tensor *r = t ? scaled(t, k) : NULL;
+  ms_tensor_release(t);
+  return r;
+}
+
+static ms_tensor *combine_on_device(const loss_terms *t, ms_reduction red, double s, int64_t C, ms_tensor **sw) {
+  ms_tensor *v = device_sum(t->nll);
+  if (t->smooth) v = binary_take(scaled_take(v, 1 - s), MS_OP_ADD, scaled_take(device_sum(t->smooth), s / (double)C));
+  if (red == MS_REDUCTION_MEAN) {
+    *sw = device_sum(t->wt);
+    if (*sw) ms_tensor_retain(*sw);
+    v = binary_take(v, MS_OP_DIV, *sw);
+  }
+  ms_tensor *out = v ? ms_tensor_to_dtype(v, t->nll->dtype) : NULL;
+  ms_tensor_release(v);
+  return out;
+}
+
 static ms_tensor *combine(const loss_terms *t, ms_reduction red, double s, int64_t C, double *nll_scale,
-                          double *smooth_scale) {
+                          double *smooth_scale, ms_tensor **sw) {
   ms_dtype dt = t->nll->dtype;
-  double sn = ms_nn_sum(t->nll), sw = ms_nn_sum(t->wt), ss = t->smooth ? ms_nn_sum(t->smooth) : 0;
-  /* the mean divides both terms by the weight of the targets not ignored (their count when
-   * unweighted), as PyTorch 1.13 does */
-  *nll_scale = *smooth_scale = red == MS_REDUCTION_MEAN ? 1 / sw : 1;
+  *nll_scale = *smooth_scale = 1;
+  if (red != MS_REDUCTION_NONE && ms_tensor_device(t->nll).type == MS_CUDA)
+    return combine_on_device(t, red, s, C, sw);
   if (red != MS_REDUCTION_NONE) {
-    ms_tensor *v = ms_tensor_new_scalar((1 - s) * sn * *nll_scale + s / (double)C * ss * *smooth_scale, dt);
-    ms_tensor *on = v ? ms_tensor_to_device(v, ms_tensor_device(t->nll)) : NULL; /* where the input is */
-    ms_tensor_release(v);
-    return on;
+    double sn = ms_nn_sum(t->nll), sw_ = ms_nn_sum(t->wt), ss = t->smooth ? ms_nn_sum(t->smooth) : 0;
+    /* the mean divides both terms by the weight of the targets not ignored (their count when
+     * unweighted), as PyTorch 1.13 does */
+    *nll_scale = *smooth_scale = red == MS_REDUCTION_MEAN ? 1 / sw_ : 1;
+    return ms_tensor_new_scalar((1 - s) * sn * *nll_scale + s / (double)C * ss * *smooth_scale, dt);
   }
   if (!t->smooth) return ms_tensor_retain(t->nll), t->nll;
   ms_tensor *a = scaled(t->nll, 1 - s), *b = a ? scaled(t->smooth, s / (double)C) : NULL;
@@ -124,7 +166,7 @@ static void terms_release(loss_terms *t) {
 /* Both losses after their checks, grad mode off: logp holds the log-probabilities (contiguous);
  * scales[] receives the backward's nll scale, smooth scale and the smoothing. */
 static ms_tensor *loss_forward(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *target,
-                               ms_reduction red, double s, double scales[3]) {
+                               ms_reduction red, double s, double scales[3], ms_tensor **sw) {
   ms_dtype dt = logp->dtype;
   ms_device dev = ms_tensor_device(logp);
   loss_terms t = {ms_tensor_new_empty_on(dev, target->ndim, target->shape, dt),
@@ -138,7 +180,7 @@ static ms_tensor *loss_forward(const ms_k_nll_args *a, ms_tensor *logp, ms_tenso
     else
       ms_k_nll_rows(ms_nn_kdtype(dt), a, ms_tensor_data(logp), ms_tensor_data(t.nll), ms_tensor_data(t.wt),
                     t.smooth ? ms_tensor_data(t.smooth) : NULL);
-    if (st == MS_OK) out = combine(&t, red, s, a->C, &scales[0], &scales[1]);
+    if (st == MS_OK) out = combine(&t, red, s, a->C, &scales[0], &scales[1], sw);
     scales[2] = s;
   }
   terms_release(&t);
@@ -147,8 +189,8 @@ static ms_tensor *loss_forward(const ms_k_nll_args *a, ms_tensor *logp, ms_tenso
 
 /* Records the node of either loss: the input is the only differentiable argument. */
 static ms_tensor *record(const char *name, ms_tensor *input, ms_tensor *out, const ms_k_nll_args *a,
-                         ms_tensor *target, ms_tensor *weight, ms_tensor *logp, ms_reduction red,
-                         const double scales[3]) {
+                         ms_tensor *target, ms_tensor *weight, ms_tensor *logp, ms_tensor *sw,
+                         ms_reduction red, const double scales[3]) {
   if (!out || !ms_autograd_wants(1, &input)) return out;
   ms_node *n = ms_node_new(name, nll_backward, 1, &input);
   if (!n) return ms_tensor_release(out), NULL;
@@ -157,7 +199,8 @@ static ms_tensor *record(const char *name, ms_tensor *input, ms_tensor *out, con
   for (int i = 0; i < 3; i++) n->scalars[i] = scales[i];
   ms_node_save(n, target);
   ms_nn_save(n, weight);
-  if (logp) ms_node_save(n, logp);
+  ms_nn_save(n, logp);
+  ms_nn_save(n, sw);
   ms_node_attach(n, out, 0);
   ms_node_release(n);
   return out;
@@ -181,7 +224,7 @@ static ms_status prepare(const char *op, ms_tensor *input, ms_tensor *target_in,
 ms_tensor *ms_nll_loss(ms_tensor *input, ms_tensor *target_in, ms_tensor *weight_in, int64_t ignore_index,
                        ms_reduction reduction, int64_t index_base) {
   ms_k_nll_args a;
-  ms_tensor *target, *weight, *logp = NULL, *out = NULL;
+  ms_tensor *target, *weight, *logp = NULL, *out = NULL, *sw = NULL;
   double scales[3] = {1, 1, 0};
   ms_dtype half;
   if (input && ms_nn_half_call(2, (ms_tensor *[]){input, weight_in}, &half)) {
@@ -195,11 +238,11 @@ ms_tensor *ms_nll_loss(ms_tensor *input, ms_tensor *target_in, ms_tensor *weight
                          &weight);
   if (st == MS_OK && (logp = ms_nn_contiguous(input, input->dtype))) {
     bool prev = ms_grad_set_enabled(false);
-    out = loss_forward(&a, logp, target, reduction, 0, scales);
+    out = loss_forward(&a, logp, target, reduction, 0, scales, &sw);
     ms_grad_set_enabled(prev);
-    out = record("NllLossBackward0", input, out, &a, target, weight, NULL, reduction, scales);
+    out = record("NllLossBackward0", input, out, &a, target, weight, NULL, sw, reduction, scales);
   }
-  ms_tensor_release(target), ms_tensor_release(weight), ms_tensor_release(logp);
+  ms_tensor_release(target), ms_tensor_release(weight), ms_tensor_release(logp), ms_tensor_release(sw);
   return out;
 }
 
@@ -223,17 +266,17 @@ ms_tensor *ms_cross_entropy(ms_tensor *input, ms_tensor *target_in, ms_tensor *w
     return ms_error(MS_ERR_ARG, "cross_entropy: label_smoothing must be between 0.0 and 1.0, got %g",
                     label_smoothing), NULL;
   ms_k_nll_args a;
-  ms_tensor *target, *weight, *logp = NULL, *out = NULL;
+  ms_tensor *target, *weight, *logp = NULL, *out = NULL, *sw = NULL;
   double scales[3] = {1, 1, 0};
   ms_status st = prepare("cross_entropy", input, target_in, weight_in, ignore_index, index_base, &a,
                          &target, &weight);
   if (st == MS_OK && (logp = class_log_softmax(input, &a))) {
     bool prev = ms_grad_set_enabled(false);
-    out = loss_forward(&a, logp, target, reduction, label_smoothing, scales);
+    out = loss_forward(&a, logp, target, reduction, label_smoothing, scales, &sw);
     ms_grad_set_enabled(prev);
-    out = record("NllLossBackward0", input, out, &a, target, weight, logp, reduction, scales);
+    out = record("NllLossBackward0", input, out, &a, target, weight, logp, sw, reduction, scales);
   }
-  ms_tensor_release(target), ms_tensor_release(weight), ms_tensor_release(logp);
+  ms_tensor_release(target), ms_tensor_release(weight), ms_tensor_release(logp), ms_tensor_release(sw);
   return out;
 }
 
