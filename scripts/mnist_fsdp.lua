@@ -115,10 +115,14 @@ end
 
 local NB = { non_blocking = true }
 
+-- The metrics add up where the batches are, in float64 as the seed's Python floats do (the same
+-- sums, bit for bit), and are read once an epoch: no step waits for the device.
+local function metric(device) return ms.zeros(1, { dtype = "float64", device = device }) end
+
 local function train(args, model, rank, device, train_loader, optimizer, epoch, sampler)
   model:train()
   if sampler then sampler:set_epoch(epoch) end
-  local loss_sum, count = 0, 0
+  local loss_sum, count = metric(device), 0
   for _, data, target in train_loader:iter() do
     -- pinned batches (pin_memory) cross without the host waiting, as the seed's .to(rank)
     if device then data, target = data:to(device, NB), target:to(device, NB) end
@@ -127,12 +131,13 @@ local function train(args, model, rank, device, train_loader, optimizer, epoch, 
     local loss = F.nll_loss(output, target, { reduction = "sum" })
     loss:backward()
     optimizer:step()
-    loss_sum, count = loss_sum + loss:item(), count + data:size(1)
+    loss_sum:add_(loss:detach())
+    count = count + data:size(1)
     if args["dry-run"] then break end
   end
   -- one collective for both numbers (float64 keeps the count exact), on the rank's device as
   -- the seed's ddp_loss: nccl moves CUDA tensors only
-  local ddp_loss = ms.tensor({ loss_sum, count }, { dtype = "float64", device = device })
+  local ddp_loss = ms.cat({ loss_sum, ms.tensor({ count }, { dtype = "float64", device = device }) })
   dist.all_reduce(ddp_loss, { op = "sum" })
   local total = ddp_loss:tolist()
   if rank == 0 then
@@ -144,19 +149,19 @@ end
 local function test(args, model, rank, device, test_loader)
   model:eval()
   local _ <close> = ms.no_grad()
-  local loss_sum, correct, count = 0, 0, 0
+  local loss_sum, correct, count = metric(device), metric(device), 0
   for _, data, target in test_loader:iter() do
     if device then data, target = data:to(device, NB), target:to(device, NB) end
     -- model(data), a training batch at a time: the same values, in the memory and cache of a
     -- training step instead of ~500 MB of activations for 1000 samples (nn_utils.lua)
     local output = nn_utils.forward_in_chunks(model, data, { chunk_size = args["batch-size"] })
-    loss_sum = loss_sum + F.nll_loss(output, target, { reduction = "sum" }):item()
+    loss_sum:add_(F.nll_loss(output, target, { reduction = "sum" }))
     local pred = output:argmax(2, true) -- the index of the max log-probability
-    correct = correct + pred:eq(target:view_as(pred)):sum():item()
+    correct:add_(pred:eq(target:view_as(pred)):sum())
     count = count + data:size(1)
     if args["dry-run"] then break end
   end
-  local ddp_loss = ms.tensor({ loss_sum, correct, count }, { dtype = "float64", device = device })
+  local ddp_loss = ms.cat({ loss_sum, correct, ms.tensor({ count }, { dtype = "float64", device = device }) })
   dist.all_reduce(ddp_loss, { op = "sum" })
   local total = ddp_loss:tolist()
   if rank == 0 then
