@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# gpu-check.sh: the one command for a machine with an NVIDIA GPU (sized for one H200, under 8
-# minutes): configure with CUDA, build, run the GPU tests (ops, nccl, FSDP on CUDA with bf16 and
-# cpu_offload against CPU training, pinned memory; the nccl and FSDP ones once more under mpirun
-# with one rank per GPU where there are several), one epoch of the FSDP MNIST script on CUDA
-# through nccl (a one-step preflight decides and says why not), and a short GEMM/conv TFLOP/s
-# benchmark. Prints a summary; exits non-zero if a step failed.
-#   scripts/gpu-check.sh            (BUILD=dir to build elsewhere; MNIST data under data/)
+# gpu-check.sh: the one command for a machine with an NVIDIA GPU (sized for one H200, under 5
+# minutes): configure with CUDA and build (or, with --prebuilt, use the build that is there: one
+# made on another machine and carried over, e.g. by ../shared/gpu/stage.sh), run the GPU tests
+# (ops, nccl, FSDP on CUDA with bf16 and cpu_offload against CPU training, pinned memory; the nccl
+# and FSDP ones once more under mpirun with one rank per GPU where there are several), one epoch
+# of the FSDP MNIST script on CUDA through nccl (a one-step preflight decides and says why not),
+# and a short GEMM/conv TFLOP/s benchmark. Prints a summary; exits non-zero if a step failed.
+#   scripts/gpu-check.sh [--prebuilt]   (BUILD=dir: the build tree; MNIST data under data/)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build-gpu}
+prebuilt=0
+case "${1:-}" in
+  --prebuilt) prebuilt=1 ;;
+  -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  "") ;;
+  *) echo "gpu-check.sh: unknown option $1 (usage: scripts/gpu-check.sh [--prebuilt])" >&2; exit 2 ;;
+esac
+BUILD=${BUILD:-$([ $prebuilt = 1 ] && echo build || echo build-gpu)}
 JOBS=$(nproc)
 # the nccl test starts MPI in-process; Open MPI wants this to run as root (as containers do)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 t0=$(date +%s)
 declare -a summary
 status=0
-DEADLINE=$((t0 + ${BUDGET_S:-470})) # the whole check stays under 8 minutes
+DEADLINE=$((t0 + ${BUDGET_S:-290})) # the whole check stays under 5 minutes
 step() { # step NAME SECONDS COMMAND...: runs with a time limit (cut to the budget), records the outcome
   local name=$1 limit=$2
   shift 2
@@ -33,8 +41,13 @@ step() { # step NAME SECONDS COMMAND...: runs with a time limit (cut to the budg
 }
 
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-step "configure (MS_CUDA=ON)" 60 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMS_WERROR=ON -DMS_CUDA=ON
-step "build" 240 cmake --build "$BUILD" -j"$JOBS" || { printf '%s\n' "${summary[@]}"; exit 1; }
+if [ $prebuilt = 1 ]; then
+  [ -x "$BUILD/moonshard" ] || { echo "gpu-check.sh: --prebuilt but no $BUILD/moonshard" >&2; exit 1; }
+  summary+=("prebuilt $BUILD (no configure or build here)")
+else
+  step "configure (MS_CUDA=ON)" 60 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMS_WERROR=ON -DMS_CUDA=ON
+  step "build" 240 cmake --build "$BUILD" -j"$JOBS" || { printf '%s\n' "${summary[@]}"; exit 1; }
+fi
 if ! "$BUILD/moonshard" -e 'local c = require("moonshard").cuda
   if not c.is_available() then print("no usable GPU: " .. c.unavailable_reason()); os.exit(3) end
   print(("%d GPU(s), cuda:0 is %s"):format(c.device_count(), c.get_device_name(0)))'; then

@@ -274,7 +274,11 @@ local function fsdp_main(rank, world_size, args)
     tested, times.accuracy = test(args, model, rank, device, test_loader)
     release_cached_blocks()
     times.test_n = times.test_n + tested
-    times.train_s, times.test_s = times.train_s + (t1 - t0), times.test_s + (ms.perf_counter() - t1)
+    local t2 = ms.perf_counter()
+    times.train_s, times.test_s = times.train_s + (t1 - t0), times.test_s + (t2 - t1)
+    if rank == 0 and os.getenv("MS_BENCH_REPORT") == "1" then
+      io.write(("BENCH-EPOCH fsdp epoch=%d train_s=%.4f test_s=%.4f\n"):format(epoch, t1 - t0, t2 - t1))
+    end
     scheduler:step()
   end
   local elapsed = ms.perf_counter() - start
