@@ -96,6 +96,20 @@ T.test("moves: round trips keep every dtype's bits; device fields; printing", fu
   end
 end)
 
+T.test("a copy to the GPU owns its bytes at once: the host may change them right after", function()
+  -- from pageable memory CUDA stages the bytes before the call returns (no wait); from
+  -- page-locked memory the copy is asynchronous, so the engine waits for it
+  for _, pinned in ipairs { false, true } do
+    local x = ms.arange(1, 1 + (1 << 20)):float()
+    if pinned then x = x:pin_memory() end
+    local big = ms.randn(2048, 2048):cuda()
+    for _ = 1, 3 do big = big:mm(big):mul(1e-3) end -- keep the stream busy
+    local g = x:to(DEV)
+    x:fill_(-1)
+    T.truthy(ms.equal(g:cpu(), ms.arange(1, 1 + (1 << 20)):float()), pinned and "page-locked source" or "pageable source")
+  end
+end)
+
 T.test("gradients flow back across devices", function()
   local w = ms.randn(4, 3, { requires_grad = true })
   local y = (w:cuda() * 3):sum()
