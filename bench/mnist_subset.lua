@@ -1,10 +1,14 @@
 -- mnist_subset.lua: writes the first TRAIN training and TEST test samples of MNIST's raw IDX files
 -- as a smaller MNIST (same layout), so bench/run.sh --quick runs the real pipeline on a fraction
 -- of an epoch. Run: build/moonshard bench/mnist_subset.lua SRC_ROOT DST_ROOT TRAIN TEST
-local src, dst, ntrain, ntest = arg[1], arg[2], math.tointeger(tonumber(arg[3] or "")), math.tointeger(tonumber(arg[4] or ""))
-if not (src and dst and ntrain and ntest) then
-  error("usage: mnist_subset.lua SRC_ROOT DST_ROOT TRAIN TEST", 0)
-end
+local argparse = require "moonshard.argparse"
+local parser = argparse.ArgumentParser{description = "The first TRAIN and TEST samples of MNIST as a smaller MNIST"}
+parser:add_argument("src", {metavar = "SRC_ROOT", help = "the directory holding MNIST/raw"})
+parser:add_argument("dst", {metavar = "DST_ROOT", help = "where the smaller MNIST/raw is written (it must exist)"})
+parser:add_argument("train", {type = "int", min = 0, metavar = "TRAIN", help = "training samples kept"})
+parser:add_argument("test", {type = "int", min = 0, metavar = "TEST", help = "test samples kept"})
+local args = parser:parse_args(arg)
+local src, dst, ntrain, ntest = args.src, args.dst, args.train, args.test
 
 -- IDX: magic (0, 0, type, ndim), ndim big-endian uint32 sizes, then the data, row-major.
 local function head(name, count)
