@@ -12,16 +12,18 @@ local src, dst, ntrain, ntest = args.src, args.dst, args.train, args.test
 
 -- IDX: magic (0, 0, type, ndim), ndim big-endian uint32 sizes, then the data, row-major.
 local function head(name, count)
-  local f = assert(io.open(("%s/MNIST/raw/%s"):format(src, name), "rb"))
+  local f, why = io.open(("%s/MNIST/raw/%s"):format(src, name), "rb")
+  if not f then parser:fail(why .. " (expected MNIST's raw IDX files under SRC_ROOT/MNIST/raw)") end
   local magic = f:read(4)
   local ndim = magic:byte(4)
   local dims = { string.unpack((">I4"):rep(ndim), f:read(4 * ndim)) }
   dims[ndim + 1] = nil -- string.unpack's next position
-  if count > dims[1] then error(("mnist_subset.lua: %s has only %d samples"):format(name, dims[1]), 0) end
+  if count > dims[1] then parser:fail(("%s has only %d samples"):format(name, dims[1])) end
   local row = 1
   for i = 2, ndim do row = row * dims[i] end
   dims[1] = count
-  local out = assert(io.open(("%s/MNIST/raw/%s"):format(dst, name), "wb"))
+  local out, err = io.open(("%s/MNIST/raw/%s"):format(dst, name), "wb")
+  if not out then parser:fail(err .. " (DST_ROOT/MNIST/raw must exist)") end
   out:write(magic, string.pack((">I4"):rep(ndim), table.unpack(dims)), f:read(count * row))
   out:close()
   f:close()

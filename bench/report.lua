@@ -60,7 +60,9 @@ local function add_measure(part, id, kv, keys)
   end
 end
 
-for line in io.lines(path) do
+local raw, why = io.open(path)
+if not raw then parser:fail(why) end
+for line in raw:lines() do
   local kind, part, rest = line:match("^(BENCH%S*)%s+(%S+)%s*(.*)$")
   if kind == "BENCH" then
     local id, kvs = rest:match("^(%S+)%s*(.*)$")
@@ -73,6 +75,7 @@ for line in io.lines(path) do
     skips[#skips + 1] = ("%s: %s"):format(part, rest)
   end
 end
+raw:close()
 
 local function get(part, id, key)
   local m = measures[part .. " " .. id]

@@ -85,6 +85,16 @@ T.test("bad values name the option, in one line", function()
   one_error(e, "mnist_subset.lua", "the following arguments are required: TEST", "mnist_subset")
 end)
 
+T.test("a runtime mistake (a missing file) is one line, status 1", function()
+  local code, _, e = run("", "bench/report.lua", quote(tmp .. "/no-such-raw"))
+  T.eq(code, 1)
+  one_error(e, "report.lua", tmp .. "/no-such-raw: No such file or directory", "report.lua")
+  code, _, e = run("", "bench/mnist_subset.lua", ("%s %s 1 1"):format(quote(tmp .. "/none"), quote(tmp)))
+  T.eq(code, 1)
+  one_error(e, "mnist_subset.lua", tmp .. "/none/MNIST/raw/train-images-idx3-ubyte: No such file or directory "
+            .. "(expected MNIST's raw IDX files under SRC_ROOT/MNIST/raw)", "mnist_subset")
+end)
+
 T.test("--data: a missing directory or missing files are one line; nothing is created or fetched", function()
   local missing = tmp .. "/no/such/dir"
   for _, script in ipairs({"scripts/mnist.lua", "scripts/mnist_fsdp.lua"}) do
