@@ -1,20 +1,16 @@
 -- comm_bench.lua: all_gather_into_tensor and reduce_scatter_tensor (float32, the collectives FSDP
 -- issues) from 1 KB to 64 MB between the launched ranks, printed by rank 0 as bench/run.sh's
--- "BENCH comm ..." lines. Run: build/moonshard -n 2 bench/comm_bench.lua [--quick] [copy1=GB/s]
+-- "BENCH comm ..." lines. Run: build/moonshard -n 2 bench/comm_bench.lua [--quick] [--copy1 GB/s]
 local ms = require "moonshard"
+local argparse = require "moonshard.argparse"
 local dist = ms.distributed
 
-local quick, copy1 = false, nil
-for _, a in ipairs(arg) do
-  if a == "--quick" then
-    quick = true
-  elseif a:match("^copy1=") then
-    copy1 = tonumber(a:match("=(.*)"))
-  elseif a:match("^%w+=") then -- other peaks run.sh passes to every part: not used here
-  else
-    error(("comm_bench.lua: unknown argument %q"):format(a), 0)
-  end
-end
+local parser = argparse.ArgumentParser{description = "all_gather and reduce_scatter bandwidth between the ranks"}
+parser:add_argument("--quick", {action = "store_true", help = "fewer, shorter samples"})
+parser:add_argument("--copy1", {type = "float", metavar = "GB/s",
+                                help = "one core's copy rate (sgemm_bench --peak), for pct_peak"})
+local args = parser:parse_args(arg)
+local quick, copy1 = args.quick, args.copy1
 
 dist.init_process_group("mpi")
 local rank, world = dist.get_rank(), dist.get_world_size()

@@ -6,11 +6,12 @@
 --   build/moonshard bench/conv_bf16_bench.lua [--threads N] [--only PATTERN]
 local ms = require "moonshard"
 local F = require "moonshard.functional"
-local threads, only = 1, nil
-for i = 1, #arg do
-  if arg[i] == "--threads" then threads = math.tointeger(arg[i + 1]) end
-  if arg[i] == "--only" then only = arg[i + 1] end
-end
+local argparse = require "moonshard.argparse"
+local parser = argparse.ArgumentParser{description = "conv2d bfloat16 next to float32 at the seed's shapes"}
+parser:add_argument("--threads", {type = "int", default = 1, min = 1, metavar = "N", help = "engine threads"})
+parser:add_argument("--only", {metavar = "PATTERN", help = "run the cases whose id matches this Lua pattern"})
+local args = parser:parse_args(arg)
+local threads, only = args.threads, args.only
 ms.set_num_threads(threads)
 local function median(xs)
   table.sort(xs)

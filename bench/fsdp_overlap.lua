@@ -11,11 +11,17 @@ local optim = require "moonshard.optim"
 local fsdp = require "moonshard.fsdp"
 local comm = require "moonshard.fsdp_comm"
 local Net = require "moonshard.seed_net"
+local argparse = require "moonshard.argparse"
 local dist = ms.distributed
+
+local parser = argparse.ArgumentParser{description = "FSDP's exposed communication on the seed's Net"}
+parser:add_argument("steps", {type = "int", nargs = "?", default = 20, min = 1, help = "timed steps"})
+parser:add_argument("batch", {type = "int", nargs = "?", default = 64, min = 1, help = "global batch size"})
+local args = parser:parse_args(arg)
+local STEPS, BATCH = args.steps, args.batch
 
 dist.init_process_group("auto")
 local R, W = dist.get_rank(), dist.get_world_size()
-local STEPS, BATCH = tonumber(arg[1]) or 20, tonumber(arg[2]) or 64
 
 local real_progress = comm.progress
 local function median(t)

@@ -6,9 +6,12 @@ local ms = require "moonshard"
 local F = require "moonshard.functional"
 local optim = require "moonshard.optim"
 local datasets = require "moonshard.datasets"
+local argparse = require "moonshard.argparse"
 local DataLoader = ms.data.DataLoader
 
-local root = (arg and arg[1]) or "data"
+local parser = argparse.ArgumentParser{description = "DataLoader throughput on MNIST against a training step"}
+parser:add_argument("root", {nargs = "?", default = "data", help = "the directory holding MNIST/raw"})
+local root = parser:parse_args(arg).root
 local BATCH = 64
 
 local function find_mnist()

@@ -6,12 +6,18 @@
 -- tries, the gather alone, the wait left after computing with no MPI call, and the wait left
 -- when the computation tests the request between its matmuls (every ~1 ms or every ~10 ms).
 local ms = require "moonshard"
+local argparse = require "moonshard.argparse"
 local dist = ms.distributed
+
+local parser = argparse.ArgumentParser{description = "Does a non-blocking all-gather progress while a rank computes?"}
+parser:add_argument("mb", {type = "float", nargs = "?", default = 4.72, min = 0, metavar = "MB",
+                           help = "megabytes gathered (fc1's 4.7 MB)"})
+local MB = parser:parse_args(arg).mb
 
 dist.init_process_group("auto")
 local R, W = dist.get_rank(), dist.get_world_size()
 local TRIES = 30
-local n = math.floor((tonumber(arg[1]) or 4.72) * 1e6 / 4 / W)
+local n = math.floor(MB * 1e6 / 4 / W)
 local shard, out = ms.randn(n), ms.empty({n * W})
 local a, b = ms.randn(128, 128), ms.randn(128, 128)
 

@@ -2,7 +2,7 @@
 -- and both backwards, max_pool2d, relu, log_softmax+nll_loss, the Adadelta step), each timed
 -- through the Lua face as training calls it, printed as bench/run.sh's "BENCH ops ..." lines.
 --   build/moonshard bench/ops_bench.lua [--quick] [--threads 1,2] [--only PATTERN]
---                                       [fma1=G fma2=G copy1=G copy2=G]
+--                                       [--fma1 G] [--fma2 G] [--copy1 G] [--copy2 G]
 -- --only keeps the ops whose id matches the Lua pattern (e.g. "conv2d_fwd", "b64").
 -- The peaks (GFLOP/s of the FMA loop, GB/s of a streaming copy, per thread count) come from
 -- `build/bench/sgemm_bench --peak`; without them pct_peak is "n/a".
@@ -11,29 +11,31 @@ local F = require "moonshard.functional"
 local optim = require "moonshard.optim"
 local Net = require "moonshard.seed_net"
 
-local opts = { quick = false, threads = { 1, 2 }, peak = {}, only = nil }
-do
-  local i = 1
-  while i <= #arg do
-    local a = arg[i]
-    local key, value = a:match("^(%w+)=(.+)$")
-    if a == "--quick" then
-      opts.quick = true
-    elseif a == "--threads" then
-      opts.threads = {}
-      for t in (arg[i + 1] or ""):gmatch("%d+") do opts.threads[#opts.threads + 1] = math.tointeger(t) end
-      i = i + 1
-    elseif a == "--only" then
-      opts.only = arg[i + 1] or error("ops_bench.lua: --only needs a pattern", 0)
-      i = i + 1
-    elseif key and tonumber(value) then
-      opts.peak[key] = tonumber(value)
-    else
-      error(("ops_bench.lua: unknown argument %q"):format(a), 0)
-    end
-    i = i + 1
+local argparse = require "moonshard.argparse"
+
+-- "1,2" -> {1, 2}: positive thread counts
+local function thread_list(s)
+  local list = {}
+  for word in (s .. ","):gmatch("([^,]*),") do
+    local t = math.tointeger(tonumber(word))
+    if not t or t < 1 then return nil, "a comma-separated list of positive integers" end
+    list[#list + 1] = t
   end
+  return list
 end
+
+local parser = argparse.ArgumentParser{description = "Per-op microbenchmarks at the seed's shapes"}
+parser:add_argument("--quick", {action = "store_true", help = "one short sample per op"})
+parser:add_argument("--threads", {type = thread_list, default = "1,2", metavar = "LIST",
+                                  help = "thread counts to time each op with"})
+parser:add_argument("--only", {metavar = "PATTERN", help = "run the ops whose id matches this Lua pattern"})
+for _, peak in ipairs({ "fma1", "fma2", "copy1", "copy2" }) do
+  parser:add_argument("--" .. peak, {type = "float", metavar = "G",
+                                     help = ("%s peak from sgemm_bench --peak (%s), for pct_peak"):format(
+                                       peak, peak:match("fma") and "GFLOP/s" or "GB/s")})
+end
+local args = parser:parse_args(arg)
+local opts = { quick = args.quick, threads = args.threads, only = args.only, peak = { fma1 = args.fma1, fma2 = args.fma2, copy1 = args.copy1, copy2 = args.copy2 } }
 
 -- A sample is a run of `inner` back-to-back calls lasting about `sample_s`, so short ops are not
 -- lost in the clock's resolution; the result is the median sample, after warm-up calls.

@@ -1,12 +1,16 @@
 -- report.lua: turns the raw lines bench/run.sh collected (every part, every repeat) into the
 -- readable tables and the median raw lines, one per measurement, that a note can quote.
--- Run: build/moonshard bench/report.lua RAW_FILE     (any Lua 5.4 runs it; see bench/README.md)
+-- Run: build/moonshard bench/report.lua RAW_FILE     (or any Lua 5.4 with LUA_PATH="lua/?.lua;;"
+-- for moonshard.argparse; see bench/README.md)
 --   in:  BENCH <part> <id> k=v ...              one measurement (peak, ops, comm), per repeat
 --        BENCH-RANK <part> config=C run=R k=v ... one rank's numbers of one training run
 --        BENCH-SKIP <part> reason...             a part that could not run here
 --   out: tables, then "BENCH <part> <id> k=v ... n=K": medians over the K repeats.
 
-local path = arg[1] or error("usage: report.lua RAW_FILE", 0)
+local argparse = require "moonshard.argparse"
+local parser = argparse.ArgumentParser{description = "bench/run.sh's raw lines as tables and medians"}
+parser:add_argument("raw_file", {metavar = "RAW_FILE", help = "the raw lines bench/run.sh collected"})
+local path = parser:parse_args(arg).raw_file
 
 -- The seed's Net per sample, from its layer shapes (2 flops per multiply-add): conv1 1->32 3x3 on
 -- 28x28 (26x26 out), conv2 32->64 3x3 (24x24 out), fc1 9216->128, fc2 128->10. Backward: every
@@ -56,7 +60,9 @@ local function add_measure(part, id, kv, keys)
   end
 end
 
-for line in io.lines(path) do
+local raw, why = io.open(path)
+if not raw then parser:fail(why) end
+for line in raw:lines() do
   local kind, part, rest = line:match("^(BENCH%S*)%s+(%S+)%s*(.*)$")
   if kind == "BENCH" then
     local id, kvs = rest:match("^(%S+)%s*(.*)$")
@@ -69,6 +75,7 @@ for line in io.lines(path) do
     skips[#skips + 1] = ("%s: %s"):format(part, rest)
   end
 end
+raw:close()
 
 local function get(part, id, key)
   local m = measures[part .. " " .. id]

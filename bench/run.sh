@@ -99,14 +99,15 @@ echo "# moonshard bench: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(git -C "$root" r
 for ((r = 1; r <= repeat; r++)); do
   run_part peak "" "$peak_bin" --peak
   # this repeat's peaks, passed to the parts that express rates as a share of them
-  peaks=$(grep '^BENCH peak' "$tmp/peak.log" | awk '{ split($3, id, "/t"); split($4, v, "="); printf "%s%s=%s ", id[1], id[2], v[2] }')
+  peaks=$(grep '^BENCH peak' "$tmp/peak.log" | awk '{ split($3, id, "/t"); split($4, v, "="); printf "--%s%s=%s ", id[1], id[2], v[2] }')
   read -r -a peak_args <<<"$peaks"
+  copy1_args=(); for p in "${peak_args[@]}"; do [[ $p == --copy1=* ]] && copy1_args+=("$p"); done
   if has_part ops; then
     only_args=(); [ -n "$only" ] && only_args=(--only "$only")
     run_part ops "" "$moonshard" "$here/ops_bench.lua" "${q[@]}" "${only_args[@]}" "${peak_args[@]}"
   fi
   if has_part comm; then
-    run_part comm "" "$moonshard" -n 2 "$here/comm_bench.lua" "${q[@]}" "${peak_args[@]}"
+    run_part comm "" "$moonshard" -n 2 "$here/comm_bench.lua" "${q[@]}" "${copy1_args[@]}"
   fi
   if has_part fsdp; then
     if [ "$have_mnist" = 1 ]; then

@@ -4,12 +4,17 @@
 --   build/moonshard scripts/cuda_bench.lua [seconds per case, default 1]
 local ms = require "moonshard"
 local F = require "moonshard.functional"
+local argparse = require "moonshard.argparse"
+
+local parser = argparse.ArgumentParser{description = "GEMM and conv2d TFLOP/s on cuda:0 (scripts/gpu-check.sh)"}
+parser:add_argument("seconds", {type = "float", nargs = "?", default = 1.0, min = 0,
+                                help = "GPU time spent on each case"})
+local budget = parser:parse_args(arg).seconds
 
 if not ms.cuda.is_available() then
   print("cuda_bench: no GPU: " .. tostring(ms.cuda.unavailable_reason()))
   os.exit(0)
 end
-local budget = tonumber(arg and arg[1]) or 1
 print(("cuda_bench on %s (%d device(s))"):format(ms.cuda.get_device_name(0), ms.cuda.device_count()))
 
 -- Runs fn until `budget` seconds of GPU time, returns the mean milliseconds per call.

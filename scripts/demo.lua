@@ -2,8 +2,12 @@
 -- broadcasting, reductions, the packed SGEMM at work, and the memory statistics.
 -- Run: build/moonshard scripts/demo.lua [matrix size]
 local ms = require "moonshard"
+local argparse = require "moonshard.argparse"
 
-local n = tonumber(arg and arg[1]) or 1024
+local parser = argparse.ArgumentParser{description = "A short tour of the engine: tensors, views, SGEMM, memory"}
+parser:add_argument("size", {type = "int", nargs = "?", default = 1024, min = 1, metavar = "N",
+                             help = "the size of the square matrices multiplied"})
+local n = parser:parse_args(arg).size
 ms.manual_seed(1)
 
 local x = ms.arange(1, 7):view(2, 3):float()

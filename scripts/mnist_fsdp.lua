@@ -3,101 +3,89 @@
 -- its DistributedSampler slice of MNIST, losses and accuracy all-reduced and printed by rank 0.
 --   build/moonshard scripts/mnist_fsdp.lua [--nproc N] [--epochs N] ...   (launches N ranks)
 --   build/moonshard -n 2 scripts/mnist_fsdp.lua ...                       (already launched)
--- Data: the four MNIST IDX files under DIR/MNIST/raw (--data DIR, default "data"), downloaded
--- when missing (scripts/fetch-mnist.sh does the same by hand).
+--   build/moonshard scripts/mnist_fsdp.lua --help                          (the options)
+-- Data: the four MNIST IDX files under DIR/MNIST/raw (--data DIR, default "data"; DIR must
+-- exist), downloaded there by rank 0 when missing as the seed does, unless --no-download
+-- (scripts/fetch-mnist.sh DIR fetches them by hand).
 local ms = require "moonshard"
 local F = require "moonshard.functional"
 local nn_utils = require "moonshard.nn_utils"
 local optim = require "moonshard.optim"
 local datasets = require "moonshard.datasets"
 local transforms = require "moonshard.transforms"
+local argparse = require "moonshard.argparse"
 local fsdp = require "moonshard.fsdp"
 local fsdp_wrap = require "moonshard.fsdp_wrap"
 local Net = require "moonshard.seed_net"
 local dist = ms.distributed
 
--- ---- options: the seed's argparse defaults, plus the launch and wrapping knobs ---------------
+-- ---- options: the seed's argparse options, plus the launch, data and wrapping knobs -------------
 -- --epochs defaults to 10 as the seed's code does (its help text says 14). The seed builds a
 -- min_num_params=100 policy it never passes and then passes 20000: 20000 is the default here.
-local defaults = {
-  ["batch-size"] = 64, ["test-batch-size"] = 1000, epochs = 10, lr = 1.0, gamma = 0.7,
-  ["no-cuda"] = false, seed = 1, ["save-model"] = false, nproc = 0,
-  ["auto-wrap-min-params"] = 20000, data = "data", ["dry-run"] = false, ["mixed-precision"] = "none",
-}
-local integer_opts = { ["batch-size"] = true, ["test-batch-size"] = true, epochs = true, seed = true,
-                       nproc = true, ["auto-wrap-min-params"] = true }
+local parser = argparse.ArgumentParser{description = "PyTorch MNIST Example (the seed: FSDP), in moonshard"}
+parser:add_argument("--batch-size", {type = "int", default = 64, min = 1, metavar = "N",
+                                     help = "input batch size for training"})
+parser:add_argument("--test-batch-size", {type = "int", default = 1000, min = 1, metavar = "N",
+                                          help = "input batch size for testing"})
+parser:add_argument("--epochs", {type = "int", default = 10, min = 0, metavar = "N", help = "number of epochs to train"})
+parser:add_argument("--lr", {type = "float", default = 1.0, metavar = "LR", help = "learning rate"})
+parser:add_argument("--gamma", {type = "float", default = 0.7, metavar = "M", help = "Learning rate step gamma"})
+parser:add_argument("--no-cuda", {action = "store_true", help = "disables CUDA training"})
+parser:add_argument("--seed", {type = "int", default = 1, metavar = "S", help = "random seed"})
+parser:add_argument("--save-model", {action = "store_true", help = "save the full state dict to mnist_cnn.safetensors"})
+parser:add_argument("--nproc", {type = "int", default = 0, min = 0, metavar = "N",
+                                help = "ranks to run; 0: the launched world, else one per GPU, else 2"})
+parser:add_argument("--auto-wrap-min-params", {type = "int", default = 20000, min = 0, metavar = "N",
+                                               help = "size_based_auto_wrap_policy's min_num_params"})
+parser:add_argument("--data", {default = "data", metavar = "DIR", help = "the directory holding MNIST/raw"})
+parser:add_argument("--no-download", {action = "store_false", dest = "download",
+                                      help = "never fetch missing MNIST files (the seed downloads them into DIR)"})
+parser:add_argument("--dry-run", {action = "store_true", help = "one batch per epoch, to check the pipeline quickly"})
+parser:add_argument("--mixed-precision", {choices = {"none", "bfloat16", "float16"}, default = "none",
+                                          help = "FSDP mixed precision: parameters, gradient reduction and "
+                                            .. "buffers in this dtype (none: float32 throughout)"})
 
-local usage = [[
-usage: moonshard scripts/mnist_fsdp.lua [options]
-  --batch-size N            input batch size for training (default: 64)
-  --test-batch-size N       input batch size for testing (default: 1000)
-  --epochs N                number of epochs to train (default: 10)
-  --lr LR                   learning rate (default: 1.0)
-  --gamma M                 learning rate step gamma (default: 0.7)
-  --no-cuda                 disables CUDA training
-  --seed S                  random seed (default: 1)
-  --save-model              save the full state dict to mnist_cnn.safetensors
-  --nproc N                 ranks to run (default: the launched world, else the GPUs, else 2)
-  --auto-wrap-min-params N  size_based_auto_wrap_policy's min_num_params (default: 20000)
-  --data DIR                where MNIST/raw is (default: data)
-  --dry-run                 one batch per epoch, to check the pipeline quickly
-  --mixed-precision DTYPE   FSDP mixed precision: parameters, gradient reduction and buffers in
-                            bfloat16 or float16 (default: none, float32 throughout)]]
+local function launched_world() return math.tointeger(tonumber(os.getenv("OMPI_COMM_WORLD_SIZE") or "")) end
 
-local function parse_args(argv)
-  local args = {}
-  for k, v in pairs(defaults) do args[k] = v end
-  local i = 1
-  while i <= #argv do
-    local a = argv[i]
-    if a == "-h" or a == "--help" then
-      print(usage)
-      os.exit(0)
-    end
-    local name, inline = a:match("^%-%-([%w%-]+)=(.*)$")
-    name = name or a:match("^%-%-([%w%-]+)$")
-    if not name or defaults[name] == nil then
-      error(("mnist_fsdp.lua: unknown option %q\n%s"):format(a, usage), 0)
-    end
-    if type(defaults[name]) == "boolean" then
-      if inline then error(("mnist_fsdp.lua: option --%s takes no value"):format(name), 0) end
-      args[name] = true
-    else
-      local value = inline
-      if value == nil then
-        value = argv[i + 1]
-        i = i + 1
-      end
-      if value == nil then error(("mnist_fsdp.lua: option --%s needs a value"):format(name), 0) end
-      if type(defaults[name]) == "number" then
-        local n = tonumber(value)
-        if integer_opts[name] then n = n and math.tointeger(n) end
-        if n == nil then
-          error(("mnist_fsdp.lua: option --%s wants %s, got %q"):format(name,
-            integer_opts[name] and "an integer" or "a number", value), 0)
-        end
-        value = n
-      end
-      args[name] = value
-    end
-    i = i + 1
+local function is_dir(path)
+  local f = io.open(path .. "/") -- opens a directory only (Linux)
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- What every rank would find wrong alike, found before any rank starts (one line, no traceback):
+-- --data must be a directory and, unless the seed's download may fetch them, hold the IDX files;
+-- --nproc must agree with a launcher's world.
+local function check_args(args)
+  if not is_dir(args.data) then
+    parser:error(("--data %s: no such directory (expected the directory holding MNIST/raw)"):format(args.data))
   end
-  if args["batch-size"] < 1 or args["test-batch-size"] < 1 then
-    error("mnist_fsdp.lua: batch sizes must be positive", 0)
+  local missing = datasets.MNIST:missing_files(args.data)
+  if #missing > 0 and not args.download then
+    parser:error(("--data %s: no %s (expected MNIST's four IDX files there; scripts/fetch-mnist.sh %s fetches them)")
+                 :format(args.data, missing[1], args.data))
   end
-  if args.nproc < 0 then error("mnist_fsdp.lua: --nproc must be positive", 0) end
-  if args.epochs < 0 then error("mnist_fsdp.lua: --epochs must not be negative", 0) end
-  local mp = args["mixed-precision"]
-  if mp ~= "none" and mp ~= "bfloat16" and mp ~= "float16" then
-    error(("mnist_fsdp.lua: --mixed-precision wants bfloat16, float16 or none, got %q"):format(mp), 0)
+  local world = launched_world()
+  if world and args.nproc > 0 and args.nproc ~= world then
+    parser:error(("--nproc %d, but the launcher started %d ranks"):format(args.nproc, world))
   end
-  return args
+end
+
+-- A data set, or one line naming --data and what went wrong (a failed download, a corrupt file).
+local function open_mnist(args, opts)
+  local ok, ds = pcall(datasets.MNIST, args.data, opts)
+  if ok then return ds end
+  -- its first line says what is missing or wrong, a second one why a download failed; the rest
+  -- is advice for a Lua caller (an options table), not for the command line
+  local msg = tostring(ds)
+  local download = msg:match("\n(download failed: [^\n]*)")
+  parser:fail(("--data %s: %s%s"):format(args.data, msg:match("^[^\n]*"), download and "; " .. download or ""))
 end
 
 -- CUDA where the build has it, a device is there and --no-cuda is not given.
 local function cuda_available(args)
   local cuda = rawget(ms, "cuda")
-  return not args["no-cuda"] and type(cuda) == "table" and type(cuda.is_available) == "function"
+  return not args.no_cuda and type(cuda) == "table" and type(cuda.is_available) == "function"
     and cuda.is_available() and cuda.device_count() > 0
 end
 
@@ -105,7 +93,7 @@ end
 -- started, else one rank per GPU, else 2 CPU ranks.
 local function world_size_of(args)
   if args.nproc > 0 then return args.nproc end
-  local launched = math.tointeger(tonumber(os.getenv("OMPI_COMM_WORLD_SIZE") or ""))
+  local launched = launched_world()
   if launched then return launched end
   if cuda_available(args) then return ms.cuda.device_count() end
   return 2
@@ -133,7 +121,7 @@ local function train(args, model, rank, device, train_loader, optimizer, epoch, 
     optimizer:step()
     loss_sum:add_(loss:detach())
     count = count + data:size(1)
-    if args["dry-run"] then break end
+    if args.dry_run then break end
   end
   -- one collective for both numbers (float64 keeps the count exact), on the rank's device as
   -- the seed's ddp_loss: nccl moves CUDA tensors only
@@ -154,12 +142,12 @@ local function test(args, model, rank, device, test_loader)
     if device then data, target = data:to(device, NB), target:to(device, NB) end
     -- model(data), a training batch at a time: the same values, in the memory and cache of a
     -- training step instead of ~500 MB of activations for 1000 samples (nn_utils.lua)
-    local output = nn_utils.forward_in_chunks(model, data, { chunk_size = args["batch-size"] })
+    local output = nn_utils.forward_in_chunks(model, data, { chunk_size = args.batch_size })
     loss_sum:add_(F.nll_loss(output, target, { reduction = "sum" }))
     local pred = output:argmax(2, true) -- the index of the max log-probability
     correct:add_(pred:eq(target:view_as(pred)):sum())
     count = count + data:size(1)
-    if args["dry-run"] then break end
+    if args.dry_run then break end
   end
   local ddp_loss = ms.cat({ loss_sum, correct, ms.tensor({ count }, { dtype = "float64", device = device }) })
   dist.all_reduce(ddp_loss, { op = "sum" })
@@ -220,21 +208,21 @@ local function fsdp_main(rank, world_size, args)
   -- rank 0 fetches missing files alone; the others wait for it and then read them
   local dataset1
   if rank == 0 then
-    dataset1 = datasets.MNIST(args.data, { train = true, download = true, transform = transform })
+    dataset1 = open_mnist(args, { train = true, download = args.download, transform = transform })
     dist.barrier()
   else
     dist.barrier()
-    dataset1 = datasets.MNIST(args.data, { train = true, transform = transform })
+    dataset1 = open_mnist(args, { train = true, transform = transform })
   end
-  local dataset2 = datasets.MNIST(args.data, { train = false, transform = transform })
+  local dataset2 = open_mnist(args, { train = false, transform = transform })
 
   local sampler1 = ms.data.DistributedSampler(dataset1, { rank = rank, num_replicas = world_size, shuffle = true })
   local sampler2 = ms.data.DistributedSampler(dataset2, { rank = rank, num_replicas = world_size })
 
   -- the sampler shuffles, so the loader does not
   local loader_opts = { num_workers = 2, pin_memory = true, shuffle = false }
-  local train_kwargs = { batch_size = args["batch-size"], sampler = sampler1 }
-  local test_kwargs = { batch_size = args["test-batch-size"], sampler = sampler2 }
+  local train_kwargs = { batch_size = args.batch_size, sampler = sampler1 }
+  local test_kwargs = { batch_size = args.test_batch_size, sampler = sampler2 }
   for k, v in pairs(loader_opts) do
     train_kwargs[k] = v
     test_kwargs[k] = v
@@ -243,7 +231,7 @@ local function fsdp_main(rank, world_size, args)
   local test_loader = ms.data.DataLoader(dataset2, test_kwargs)
 
   local my_auto_wrap_policy = fsdp_wrap.size_based_auto_wrap_policy{
-    min_num_params = args["auto-wrap-min-params"],
+    min_num_params = args.auto_wrap_min_params,
   }
 
   local device
@@ -255,7 +243,7 @@ local function fsdp_main(rank, world_size, args)
     net:to(device)
   end
   -- PyTorch's FSDP tutorial's bfSixteen policy: one 16-bit dtype for all three
-  local half = args["mixed-precision"] ~= "none" and args["mixed-precision"] or nil
+  local half = args.mixed_precision ~= "none" and args.mixed_precision or nil
   local mixed_precision = half and { param_dtype = half, reduce_dtype = half, buffer_dtype = half }
   local model = fsdp.FSDP(net, { auto_wrap_policy = my_auto_wrap_policy, mixed_precision = mixed_precision })
 
@@ -289,7 +277,7 @@ local function fsdp_main(rank, world_size, args)
   end
   if os.getenv("MS_BENCH_REPORT") == "1" then bench_report(rank, world_size, model, times) end
 
-  if args["save-model"] then
+  if args.save_model then
     dist.barrier() -- every rank is done training
     -- every rank takes part in the gathers; only rank 0 keeps copies (FullStateDictConfig's rank0_only)
     local states = model:state_dict{rank0_only = true}
@@ -299,6 +287,7 @@ local function fsdp_main(rank, world_size, args)
   dist.destroy_process_group()
 end
 
-local args = parse_args(arg or {})
+local args = parser:parse_args(arg)
+check_args(args)
 ms.manual_seed(args.seed)
 ms.spawn(fsdp_main, world_size_of(args), args)

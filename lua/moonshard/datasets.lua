@@ -174,6 +174,17 @@ local function load_split(self)
   return paths, missing
 end
 
+-- The files of both splits missing under root ("PATH[.gz]" each), nothing read, created or fetched:
+-- what a script checks its --data against before it starts. datasets.MNIST:missing_files("data")
+function Base.missing_files(class, root)
+  local missing = {}
+  for _, train in ipairs({true, false}) do
+    local _, m = load_split(setmetatable({root = root, train = train}, class))
+    table.move(m, 1, #m, #missing + 1, missing)
+  end
+  return missing
+end
+
 -- The images (N, H, W) and labels (N) must agree, and every label must name a class. images is a
 -- tensor or a rows object (ms._idx_rows); only its shape is looked at.
 local function check_contents(self, images, labels, paths)

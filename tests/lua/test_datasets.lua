@@ -170,6 +170,16 @@ T.test("missing files: the error names the expected paths and the ways to get th
            where .. "/FashionMNIST/raw/train-images-idx3-ubyte[.gz]")
 end)
 
+T.test("missing_files: what a script checks --data against, nothing created", function()
+  T.same(datasets.MNIST:missing_files(root), {})
+  local where = tmp .. "/none"
+  local raw = where .. "/MNIST/raw/"
+  T.same(datasets.MNIST:missing_files(where), {raw .. "train-images-idx3-ubyte[.gz]", raw .. "train-labels-idx1-ubyte[.gz]",
+                                               raw .. "t10k-images-idx3-ubyte[.gz]", raw .. "t10k-labels-idx1-ubyte[.gz]"})
+  T.truthy(io.open(where) == nil, "a directory was created")
+  T.eq(datasets.FashionMNIST:missing_files(root)[1], root .. "/FashionMNIST/raw/train-images-idx3-ubyte[.gz]")
+end)
+
 T.test("FashionMNIST reads its own folder (gzip files when gzip exists)", function()
   local froot = tmp .. "/fashion"
   make_split(froot, "FashionMNIST", "train", {9, 0, 0, 3}, true)
