@@ -4,18 +4,20 @@
 -- device has caught up. Plain and wrapped in FSDP (one rank), float32 and FSDP bfloat16, at
 -- batch 64, 256 and 1024. If enqueue equals wall, the host is the bottleneck (or something waits
 -- for the device); if wall is larger, the device is.
---   build/moonshard bench/gpu_step_profile.lua [--steps N] [--ops] [--cpu]
+--   build/moonshard bench/gpu_step_profile.lua [--steps N] [--ops] [--cpu]   (--help)
 local ms = require "moonshard"
 local F, optim = require "moonshard.functional", require "moonshard.optim"
 local Net = require "moonshard.seed_net"
 local fsdp, fw = require "moonshard.fsdp", require "moonshard.fsdp_wrap"
 local dist = ms.distributed
 
-local steps, DEV = 200, "cuda:0"
-for i = 1, #arg do
-  if arg[i] == "--steps" then steps = math.tointeger(tonumber(arg[i + 1])) or steps end
-  if arg[i] == "--cpu" then DEV = "cpu" end -- a dry run of the script itself where no GPU is
-end
+local argparse = require "moonshard.argparse"
+local parser = argparse.ArgumentParser { description = "Host enqueue and wall time of the seed's training step on cuda:0." }
+parser:add_argument("--steps", { type = "int", default = 200, min = 1, metavar = "N", help = "timed steps at batch 64 (half at larger batches)" })
+parser:add_argument("--ops", { action = "store_true", help = "time each op of the forward alone instead" })
+parser:add_argument("--cpu", { action = "store_true", help = "a dry run of this script on the CPU, where no GPU is" })
+local args = parser:parse_args(arg)
+local steps, DEV = args.steps, args.cpu and "cpu" or "cuda:0"
 if DEV ~= "cpu" and not ms.cuda.is_available() then
   print("gpu_step_profile.lua: no GPU: " .. tostring(ms.cuda.unavailable_reason()))
   os.exit(0)
@@ -88,11 +90,9 @@ local function profile_ops(B)
   end
   io.stdout:flush()
 end
-for i = 1, #arg do
-  if arg[i] == "--ops" then
-    for _, B in ipairs { 64, 1024 } do profile_ops(B) end
-    os.exit(0)
-  end
+if args.ops then
+  for _, B in ipairs { 64, 1024 } do profile_ops(B) end
+  os.exit(0)
 end
 
 local policy = fw.size_based_auto_wrap_policy { min_num_params = 20000 }
