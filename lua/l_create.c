@@ -50,9 +50,9 @@ static void nested_walk(lua_State *L, int idx, int d, nested_info *info, ms_tens
     return;
   }
   if (!lua_istable(L, idx) || (int64_t)lua_rawlen(L, idx) != info->shape[d])
-    luaL_error(L, "tensor: expected a sequence of length %d at %s (the shape so far is set by "
-               "first elements), got %s", (int)info->shape[d], path,
-               lua_istable(L, idx) ? lua_pushfstring(L, "one of length %d", (int)lua_rawlen(L, idx))
+    luaL_error(L, "tensor: expected a sequence of length %I at %s (the shape so far is set by "
+               "first elements), got %s", (LUAI_UACINT)info->shape[d], path,
+               lua_istable(L, idx) ? lua_pushfstring(L, "one of length %I", (LUAI_UACINT)lua_rawlen(L, idx))
                                    : ms_lua_describe(L, idx));
   for (int64_t i = 1; i <= info->shape[d]; i++) {
     lua_rawgeti(L, idx, i);
@@ -116,16 +116,17 @@ static int l_frombuffer(lua_State *L) {
   ms_lua_opt_integer(o, "count", &count);
   size_t es = ms_dtype_size(dt);
   if (offset < 0 || (size_t)offset > len)
-    return luaL_error(L, "frombuffer: offset %d is outside the buffer of %d bytes", (int)offset, (int)len);
+    return luaL_error(L, "frombuffer: offset %I is outside the buffer of %I bytes", (LUAI_UACINT)offset,
+                      (LUAI_UACINT)len);
   int64_t avail = (int64_t)((len - (size_t)offset) / es);
   if (count < 0) {
     if ((len - (size_t)offset) % es)
-      return luaL_error(L, "frombuffer: %d bytes after offset %d are not a whole number of %s elements",
-                        (int)(len - (size_t)offset), (int)offset, ms_dtype_name(dt));
+      return luaL_error(L, "frombuffer: %I bytes after offset %I are not a whole number of %s elements",
+                        (LUAI_UACINT)(len - (size_t)offset), (LUAI_UACINT)offset, ms_dtype_name(dt));
     count = avail;
   } else if (count > avail) {
-    return luaL_error(L, "frombuffer: count %d exceeds the %d %s elements the buffer holds after offset %d",
-                      (int)count, (int)avail, ms_dtype_name(dt), (int)offset);
+    return luaL_error(L, "frombuffer: count %I exceeds the %I %s elements the buffer holds after offset %I",
+                      (LUAI_UACINT)count, (LUAI_UACINT)avail, ms_dtype_name(dt), (LUAI_UACINT)offset);
   }
   ms_tensor *t = ms_tensor_new_empty(1, &count, dt);
   if (!t) return ms_lua_raise(L);
@@ -146,15 +147,13 @@ static int raise_as(lua_State *L, const char *fname) {
 /* Sizes may hold -1 for view; a new tensor's may not. Checked here to name the factory. */
 static void check_new_sizes(lua_State *L, int nd, const int64_t *shape, const char *fname) {
   char b[MS_SHAPE_STR_LEN];
-  int64_t n = 1;
-  for (int d = 0; d < nd; d++) {
+  int64_t n;
+  for (int d = 0; d < nd; d++)
     if (shape[d] < 0)
-      luaL_error(L, "%s: bad argument (size): expected non-negative sizes, got %d at dim %d of %s",
-                 fname, (int)shape[d], d + 1, ms_shape_str(nd, shape, b, sizeof b));
-    if (shape[d] && n > INT64_MAX / 8 / shape[d])
-      luaL_error(L, "%s: shape %s is too large", fname, ms_shape_str(nd, shape, b, sizeof b));
-    n *= shape[d];
-  }
+      luaL_error(L, "%s: bad argument (size): expected non-negative sizes, got %I at dim %d of %s",
+                 fname, (LUAI_UACINT)shape[d], d + 1, ms_shape_str(nd, shape, b, sizeof b));
+  if (!ms_numel_i64(nd, shape, &n))
+    luaL_error(L, "%s: shape %s is too large", fname, ms_shape_str(nd, shape, b, sizeof b));
 }
 
 static int fill_factory(lua_State *L, const char *fname, double value, bool uninitialised) {
@@ -163,9 +162,6 @@ static int fill_factory(lua_State *L, const char *fname, double value, bool unin
   int nd = ms_lua_check_sizes(L, 1, shape, fname, &next);
   check_new_sizes(L, nd, shape, fname);
   ms_lua_factory_opts o = ms_lua_factory_options(L, next, fname, MS_FLOAT32);
-  if (!lua_isnoneornil(L, next + 1))
-    return luaL_error(L, "%s: unexpected argument #%d after the options table (%s)", fname, next + 1,
-                      ms_lua_describe(L, next + 1));
   ms_tensor *t = uninitialised ? ms_tensor_new_empty(nd, shape, o.dtype)
                                : ms_tensor_new_full(nd, shape, o.dtype, value);
   if (!t) return raise_as(L, fname);
@@ -246,7 +242,8 @@ static int l_eye(lua_State *L) {
   int64_t n = ms_lua_check_integer(L, 1, "eye", "n"), m = -1;
   int optidx = 2;
   if (lua_type(L, 2) == LUA_TNUMBER) m = ms_lua_check_integer(L, 2, "eye", "m"), optidx = 3;
-  if (n < 0 || (optidx == 3 && m < 0)) return luaL_error(L, "eye: sizes must be non-negative, got n=%d m=%d", (int)n, (int)m);
+  if (n < 0 || (optidx == 3 && m < 0)) return luaL_error(L, "eye: sizes must be non-negative, got n=%I m=%I", (LUAI_UACINT)n,
+                                                        (LUAI_UACINT)m);
   check_new_sizes(L, 2, (int64_t[]){n, optidx == 3 ? m : n}, "eye");
   ms_lua_factory_opts o = ms_lua_factory_options(L, optidx, "eye", MS_FLOAT32);
   ms_tensor *t = ms_tensor_new_eye(n, m, o.dtype);

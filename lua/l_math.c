@@ -268,6 +268,7 @@ static ms_reduce_opts reduce_args(lua_State *L, const ms_tensor *t, const char *
     idx++;
   }
   if (next_idx) *next_idx = idx;
+  else ms_lua_check_end(L, idx, fname); /* x:sum("x") must not pass as x:sum() */
   return o;
 }
 

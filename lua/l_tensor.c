@@ -44,16 +44,28 @@ void ms_lua_account_memory(lua_State *L) {
 
 /* ---- boxes ------------------------------------------------------------------------------------- */
 
+/* An empty box (t NULL, as a closed tensor's), for ms_lua_push_tensor's protected call. */
+static int new_box(lua_State *L) {
+  tensor_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+  box->t = NULL;
+  luaL_setmetatable(L, MS_TENSOR_MT);
+  return 1;
+}
+
 void ms_lua_push_tensor(lua_State *L, ms_tensor *t) {
   if (!t) {
     lua_pushnil(L);
     return;
   }
-  /* Only a Lua out-of-memory error can strike before the box holds t (t would then leak one
-   * reference); nothing that follows can fail without the box owning it. */
-  tensor_box *box = lua_newuserdatauv(L, sizeof *box, 0);
-  box->t = t;
-  luaL_setmetatable(L, MS_TENSOR_MT);
+  /* The box is made under a protected call: an out-of-memory error there releases t before it
+   * propagates, instead of leaking its reference. Once the box holds t, nothing can fail
+   * without the box owning it. */
+  lua_pushcfunction(L, new_box);
+  if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
+    ms_tensor_release(t);
+    lua_error(L);
+  }
+  ((tensor_box *)lua_touserdata(L, -1))->t = t;
   ms_lua_account_memory(L);
 }
 

@@ -42,6 +42,13 @@ int ms_lua_arg_error(lua_State *L, int arg, const char *fname, const char *what,
   return luaL_error(L, "%s: bad argument #%d (%s): expected %s, got %s", fname, arg, what, expected, got);
 }
 
+void ms_lua_check_end(lua_State *L, int idx, const char *fname) {
+  for (int i = idx, top = lua_gettop(L); i <= top; i++)
+    if (!lua_isnil(L, i))
+      luaL_error(L, "%s: bad argument #%d: unexpected argument, got %s (the arguments end at #%d)", fname, i,
+                 ms_lua_describe(L, i), idx - 1);
+}
+
 int64_t ms_lua_check_integer(lua_State *L, int idx, const char *fname, const char *what) {
   int isnum = 0;
   lua_Integer v = lua_tointegerx(L, idx, &isnum);
@@ -148,6 +155,7 @@ static void check_known_keys(lua_State *L, int idx, const char *fname, const cha
 
 ms_lua_opts ms_lua_check_opts(lua_State *L, int idx, const char *fname, const char *const *known) {
   ms_lua_opts o = {L, 0, fname};
+  ms_lua_check_end(L, idx + 1, fname); /* the options table is always the last argument */
   if (lua_isnoneornil(L, idx)) return o;
   if (!lua_istable(L, idx)) ms_lua_arg_error(L, idx, fname, "options", "an options table");
   o.idx = lua_absindex(L, idx);

@@ -39,12 +39,13 @@ static int l_narrow(lua_State *L) {
   int64_t length = ms_lua_check_integer(L, 4, "narrow", "length");
   /* start may equal size + 1 for an empty slice at the end */
   if (start == 0 || start < -size || start > size + 1)
-    return luaL_error(L, "narrow: bad argument #3 (start): expected a position in 1..%d or -%d..-1 "
-                      "of dim %d (size %d), got %d", (int)size + 1, (int)size, dim + 1, (int)size, (int)start);
+    return luaL_error(L, "narrow: bad argument #3 (start): expected a position in 1..%I or -%I..-1 "
+                      "of dim %d (size %I), got %I", (LUAI_UACINT)size + 1, (LUAI_UACINT)size, dim + 1,
+                      (LUAI_UACINT)size, (LUAI_UACINT)start);
   int64_t s0 = start > 0 ? start - 1 : start + size;
-  if (length < 0 || s0 + length > size)
-    return luaL_error(L, "narrow: bad argument #4 (length): start %d + length %d exceeds dim %d of "
-                      "size %d", (int)start, (int)length, dim + 1, (int)size);
+  if (length < 0 || length > size - s0)
+    return luaL_error(L, "narrow: bad argument #4 (length): start %I + length %I exceeds dim %d of "
+                      "size %I", (LUAI_UACINT)start, (LUAI_UACINT)length, dim + 1, (LUAI_UACINT)size);
   return ms_lua_push_result(L, ms_tensor_narrow(t, dim, s0, length));
 }
 
@@ -145,8 +146,8 @@ static int l_index_select(lua_State *L) {
   ms_tensor *out = ms_tensor_index_select(t, dim, zero_based);
   ms_tensor_release(zero_based);
   if (!out) /* the engine counts from 0: say it in the user's terms */
-    return luaL_error(L, "index_select: bad argument #3 (index): expected positions in 1..%d of "
-                      "dim %d (%s)", (int)t->shape[dim], dim + 1, ms_error_last());
+    return luaL_error(L, "index_select: bad argument #3 (index): expected positions in 1..%I of "
+                      "dim %d (%s)", (LUAI_UACINT)t->shape[dim], dim + 1, ms_error_last());
   return ms_lua_push_result(L, out);
 }
 
@@ -168,7 +169,8 @@ static int optional_dim(lua_State *L, int idx, const ms_tensor *t, const char *f
 
 static int l_chunk(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "chunk");
-  int chunks = (int)ms_lua_check_integer(L, 2, "chunk", "chunks");
+  int64_t chunks = ms_lua_check_integer(L, 2, "chunk", "chunks");
+  if (chunks < 1 || chunks > INT32_MAX) return ms_lua_arg_error(L, 2, "chunk", "chunks", "a positive integer");
   int dim = optional_dim(L, 3, t, "chunk"), n = 0;
   ms_tensor **parts = ms_tensor_chunk(t, chunks, dim, &n); /* sets n: call before push_parts */
   return push_parts(L, parts, n);
@@ -191,12 +193,13 @@ static int l_split(lua_State *L) {
     if (!isnum || v < 0 || lua_type(L, -1) != LUA_TNUMBER)
       return luaL_error(L, "split: bad argument #2 (split_sizes): expected a sequence of non-negative "
                         "integers, got %s at position %d", ms_lua_describe(L, -1), i);
-    total += v;
+    if (!ms_add_i64(total, v, &total))
+      return luaL_error(L, "split: bad argument #2 (split_sizes): the sizes' sum overflows at position %d", i);
     lua_pop(L, 1);
   }
   if (t->ndim == 0 || total != t->shape[dim])
-    return luaL_error(L, "split: the sizes sum to %d but dim %d has size %d", (int)total, dim + 1,
-                      t->ndim ? (int)t->shape[dim] : 0);
+    return luaL_error(L, "split: the sizes sum to %I but dim %d has size %I", (LUAI_UACINT)total, dim + 1,
+                      (LUAI_UACINT)(t->ndim ? t->shape[dim] : 0));
   lua_createtable(L, count, 0);
   int64_t at = 0;
   for (int i = 1; i <= count; i++) {

@@ -29,6 +29,10 @@ int ms_lua_push_result(lua_State *L, ms_tensor *t);
 void ms_lua_check_status(lua_State *L, ms_status st);
 
 /* ---- arguments ------------------------------------------------------------------------------- */
+/* Raises "fname: bad argument #i: unexpected argument, got ..." for any non-nil argument from idx
+ * on: a function's argument reader calls it where its arguments end, so an extra or misplaced
+ * argument is never silently ignored. ms_lua_check_opts does so after the options table. */
+void ms_lua_check_end(lua_State *L, int idx, const char *fname);
 int64_t ms_lua_check_integer(lua_State *L, int idx, const char *fname, const char *what);
 /* A 1-based (or negative, from the end) dim of a tensor with ndim dims, returned 0-based. For
  * ops that insert a dim (unsqueeze, stack) pass ndim + 1. */
@@ -41,8 +45,9 @@ int ms_lua_check_sizes(lua_State *L, int first, int64_t *shape, const char *fnam
 /* A dtype name ("float32", "double", "torch.int64", ...) at idx. */
 ms_dtype ms_lua_check_dtype(lua_State *L, int idx, const char *fname, const char *what);
 
-/* Options table at idx (nil or none is an empty table): typed getters that raise on a wrong
- * type, naming fname and the key. Unknown keys raise too, so typos do not pass silently. */
+/* Options table at idx (nil or none is an empty table), the last argument: typed getters that
+ * raise on a wrong type, naming fname and the key. Unknown keys raise too, so typos do not pass
+ * silently, and so does any argument after idx. */
 typedef struct ms_lua_opts {
   lua_State *L;
   int idx; /* 0 when there is no table */

@@ -1,8 +1,10 @@
 /* memory.c: the counted allocator. Every tensor byte is allocated here so the statistics
  * (current, peak, per category) are exact and the Lua face can drive its collector by them.
  * Large blocks go through the size-class cache (block_cache.c). */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "block_cache.h"
 #include "moonshard/error.h"
@@ -22,7 +24,29 @@ static void raise_peak(long long now) {
   }
 }
 
+/* The largest single allocation: the machine's memory, or MS_MAX_ALLOC_BYTES when set. A size
+ * computed from absurd user input then fails here with a clear message, instead of reaching
+ * the system allocator (whose failure may come only later, from the kernel's OOM killer). */
+static size_t alloc_limit;
+static pthread_once_t alloc_limit_once = PTHREAD_ONCE_INIT;
+
+static void read_alloc_limit(void) {
+  const char *env = getenv("MS_MAX_ALLOC_BYTES");
+  char *end;
+  unsigned long long v = env ? strtoull(env, &end, 10) : 0;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (env && *env && !*end && v > 0) alloc_limit = (size_t)v;
+  else if (pages > 0 && page > 0) alloc_limit = (size_t)pages * (size_t)page;
+  else alloc_limit = (size_t)1 << 46; /* 64 TB when the system will not say */
+}
+
 void *ms_mem_alloc(size_t nbytes, ms_mem_category category) {
+  pthread_once(&alloc_limit_once, read_alloc_limit);
+  if (nbytes > alloc_limit) {
+    ms_error(MS_ERR_MEMORY, "out of memory: %zu bytes is more than one allocation may take (%zu bytes: the "
+             "machine's memory, or MS_MAX_ALLOC_BYTES)", nbytes, alloc_limit);
+    return NULL;
+  }
   /* 64-byte alignment serves every SIMD width; aligned_alloc wants a multiple of it. */
   size_t cls = ms_block_class(nbytes);
   size_t rounded = cls ? cls : (nbytes + 63) & ~(size_t)63;

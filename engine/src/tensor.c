@@ -6,6 +6,7 @@
 
 #include "kernels/kernels.h"
 #include "autograd/autograd_internal.h"
+#include "moonshard/checked.h"
 #include "moonshard/tensor.h"
 
 void ms_tensor_retain(ms_tensor *t) { atomic_fetch_add(&t->refcount, 1); }
@@ -29,16 +30,15 @@ static void contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
 static ms_status check_shape(const char *op, int ndim, const int64_t *shape, int64_t *numel) {
   if (ndim < 0 || ndim > MS_MAX_DIMS)
     return ms_error(MS_ERR_ARG, "%s: a tensor has 0 to %d dimensions, got %d", op, MS_MAX_DIMS, ndim);
-  int64_t n = 1;
-  for (int d = 0; d < ndim; d++) {
+  for (int d = 0; d < ndim; d++)
     if (shape[d] < 0)
       return ms_error(MS_ERR_ARG, "%s: sizes must be non-negative, got %lld at dim %d", op,
                       (long long)shape[d], d);
-    if (shape[d] && n > INT64_MAX / 8 / shape[d])
-      return ms_error(MS_ERR_ARG, "%s: shape is too large", op);
-    n *= shape[d];
+  if (!ms_numel_i64(ndim, shape, numel)) {
+    char b[MS_SHAPE_STR_LEN];
+    return ms_error(MS_ERR_ARG, "%s: shape %s is too large (more than %lld elements)", op,
+                    ms_shape_str(ndim, shape, b, sizeof b), (long long)MS_MAX_NUMEL);
   }
-  *numel = n;
   return MS_OK;
 }
 
@@ -125,9 +125,9 @@ ms_tensor *ms_tensor_new_view(ms_storage *s, ms_dtype dt, int ndim, const int64_
   int64_t numel, lo = offset, hi = offset;
   if (check_shape("view", ndim, shape, &numel) != MS_OK) return NULL;
   for (int d = 0; d < ndim && numel > 0; d++) {
-    int64_t span = (shape[d] - 1) * strides[d];
-    if (span < 0) lo += span;
-    else hi += span;
+    int64_t span, *end = strides[d] < 0 ? &lo : &hi; /* the side this dim's span extends */
+    if (!ms_mul_i64(shape[d] - 1, strides[d], &span) || !ms_add_i64(*end, span, end))
+      return ms_error(MS_ERR_ARG, "view: stride %lld at dim %d reaches past any storage", (long long)strides[d], d), NULL;
   }
   size_t cap = s->nbytes / ms_dtype_size(dt);
   if (numel > 0 && (lo < 0 || (uint64_t)hi >= cap))

@@ -1,10 +1,12 @@
 /* tensor_join.c: splitting a tensor into views (split, chunk) and joining tensors into a new
  * one (cat, stack). Under autograd each piece of a split records its own SplitBackward0 (its
  * gradient is embedded back at its offset); cat and stack record one node over all inputs. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "autograd/grad_util.h"
+#include "moonshard/checked.h"
 #include "moonshard/tensor.h"
 
 /* Piece [start, start + len) of dim as a view recorded as a piece of a split. */
@@ -19,8 +21,11 @@ ms_tensor **ms_tensor_split(ms_tensor *t, int64_t size, int dim, int *count) {
   if (ms_dim_normalize("split", "dim", dim, t->ndim, &dim) != MS_OK) return NULL;
   if (t->ndim == 0) return ms_error(MS_ERR_ARG, "split: cannot split a 0-dim tensor"), NULL;
   if (size <= 0) return ms_error(MS_ERR_ARG, "split: split_size must be positive, got %lld", (long long)size), NULL;
-  int64_t total = t->shape[dim];
-  int n = total == 0 ? 1 : (int)((total + size - 1) / size);
+  int64_t total = t->shape[dim], pieces = total == 0 ? 1 : total / size + (total % size != 0);
+  if (pieces > INT_MAX)
+    return ms_error(MS_ERR_ARG, "split: split_size %lld makes %lld pieces of dim %d (size %lld), more than %d",
+                    (long long)size, (long long)pieces, dim, (long long)total, INT_MAX), NULL;
+  int n = (int)pieces;
   ms_tensor **parts = calloc((size_t)n, sizeof *parts);
   if (!parts) return ms_error(MS_ERR_MEMORY, "split: out of memory"), NULL;
   for (int i = 0; i < n; i++) {
@@ -85,7 +90,9 @@ static ms_tensor *cat_impl(ms_tensor *const *ts, int n, int dim) {
   int64_t shape[MS_MAX_DIMS];
   memcpy(shape, ts[0]->shape, sizeof shape);
   shape[dim] = 0;
-  for (int i = 0; i < n; i++) shape[dim] += ts[i]->shape[dim];
+  for (int i = 0; i < n; i++)
+    if (!ms_add_i64(shape[dim], ts[i]->shape[dim], &shape[dim]))
+      return ms_error(MS_ERR_ARG, "cat: the sizes along dim %d sum past the largest tensor", dim), NULL;
   if (ms_check_same_device("cat", n, ts) != MS_OK) return NULL;
   ms_tensor *out = ms_tensor_new_empty_on(ms_tensor_device(ts[0]), ts[0]->ndim, shape, dt);
   int64_t at = 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "autograd/grad_util.h"
+#include "moonshard/checked.h"
 #include "moonshard/tensor.h"
 
 static ms_tensor *make_view(ms_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
@@ -27,8 +28,9 @@ static ms_status infer_shape(const char *op, const ms_tensor *t, int ndim, const
       infer = d;
     } else if (shape[d] < 0) {
       return ms_error(MS_ERR_ARG, "%s: invalid size %lld at dim %d", op, (long long)shape[d], d);
-    } else {
-      known *= shape[d];
+    } else if (!ms_mul_i64(known, shape[d], &known) || known > MS_MAX_NUMEL) {
+      return ms_error(MS_ERR_ARG, "%s: shape %s is too large (more than %lld elements)", op,
+                      ms_shape_str(ndim, shape, b1, sizeof b1), (long long)MS_MAX_NUMEL);
     }
   }
   if (infer >= 0) {
@@ -98,7 +100,7 @@ static ms_tensor *narrow_impl(ms_tensor *t, int dim, int64_t start, int64_t leng
   if (t->ndim == 0) return ms_error(MS_ERR_ARG, "narrow: cannot narrow a 0-dim tensor"), NULL;
   int64_t size = t->shape[dim];
   if (start < 0) start += size;
-  if (start < 0 || length < 0 || start > size || start + length > size)
+  if (start < 0 || length < 0 || start > size || length > size - start)
     return ms_error(MS_ERR_ARG, "narrow: start %lld + length %lld exceeds dimension size %lld",
                     (long long)start, (long long)length, (long long)size), NULL;
   int64_t shape[MS_MAX_DIMS];

@@ -199,7 +199,7 @@ T.test("dtypes and options", function()
   T.raises(function() ms.ones_like(x, { shape = 1 }) end, "ones_like", "unknown option 'shape'")
   T.raises(function() ms.randn(2, { mean = 0 }) end, "randn", "unknown option 'mean'")
   T.raises(function() ms.zeros(2, "float32") end, "zeros", "options", "string 'float32'")
-  T.raises(function() ms.zeros(2, { dtype = "float32" }, 5) end, "zeros", "unexpected argument #3")
+  T.raises(function() ms.zeros(2, { dtype = "float32" }, 5) end, "zeros", "#3", "unexpected argument", "5")
   T.raises(function() ms.zeros(2, { device = 1 }) end, "zeros", "option 'device'", "1")
   T.raises(function() ms.manual_seed("x") end, "manual_seed", "seed", "string 'x'")
 end)
@@ -221,6 +221,60 @@ T.test("a thousand bad calls leave the state usable", function()
   end
   collectgarbage()
   T.same(ms.ones(2):tolist(), { 1, 1 })
+end)
+
+
+-- issue 17: output sizes of conv2d and pooling were computed without overflow checks; every
+-- failing case needed a value >= 2^31 (a padding of 2^63-1 wrote out of bounds, a dilation of
+-- 2^63-1 returned a 7x7 result from a 5x5 input, a kernel of 2^63-1 returned 1x1).
+T.test("conv2d and pooling: sizes that overflow raise, naming the argument", function()
+  local big, x, w = math.maxinteger, ms.rand(1, 1, 5, 5), ms.rand(1, 1, 3, 3)
+  T.raises(function() ms.conv2d(x, w, { padding = big }) end, "conv2d", "padding", "too large")
+  T.raises(function() ms.conv2d(x, w, { padding = { 1, 1 << 62 } }) end, "conv2d", "padding")
+  T.raises(function() ms.conv2d(x, w, { dilation = big }) end, "conv2d", "dilation")
+  T.raises(function() ms.conv2d(x, w, { dilation = 1 << 31 }) end, "conv2d", "kernel size")
+  T.raises(function() ms.conv2d(x, w, { stride = big, padding = 1 << 61 }) end, "conv2d", "padding")
+  T.raises(function() ms.conv2d(x, ms.rand(1, 1, 0, 3)) end, "conv2d", "kernel size", "at least 1")
+  T.eq(ms.conv2d(x, w, { stride = big }):size(3), 1) -- a huge stride alone is fine: one window
+  for _, f in ipairs { "max_pool2d", "avg_pool2d" } do
+    T.raises(function() ms[f](x, big) end, f, "kernel_size")
+    T.raises(function() ms[f](x, { 2, big }) end, f, "kernel_size")
+    T.raises(function() ms[f](x, big, { padding = big // 2 }) end, f, "padding")
+    T.raises(function() ms[f](x, 1 << 31) end, f)
+    T.eq(ms[f](x, 2, { stride = big }):size(3), 1)
+    T.eq(ms[f](x, 2, { stride = big, ceil_mode = true }):size(4), 1)
+  end
+  T.raises(function() ms.max_pool2d(x, 2, { dilation = big }) end, "max_pool2d", "dilation")
+  T.raises(function() ms.adaptive_avg_pool2d(x, big) end, "adaptive_avg_pool2d", "output_size", "too large")
+  T.raises(function() ms.adaptive_avg_pool2d(ms.rand(0, 1, 5, 5), { 1, big }) end, "adaptive_avg_pool2d")
+end)
+
+T.test("views, splits and cat: sizes that overflow raise", function()
+  local big = math.maxinteger
+  T.raises(function() ms.zeros(0):view(1 << 32, 1 << 32, 0) end, "view", "too large")
+  T.raises(function() ms.zeros(0):reshape(big, 2, 0) end, "reshape", "too large")
+  T.raises(function() ms.zeros(0, 1 << 40, 1 << 40) end, "zeros", "too large")
+  T.raises(function() ms.zeros(4):narrow(1, 2, big) end, "narrow", "length", tostring(big))
+  T.raises(function() ms.zeros(4):split({ big, 2 }) end, "split", "split_sizes")
+  T.raises(function() ms.zeros(4):chunk((1 << 32) + 1) end, "chunk", "chunks")
+  local e = ms.ones(1):expand((1 << 60) - 1)
+  T.raises(function() ms.cat({ e, e, e, e, e, e, e, e, e }) end, "cat", "sum")
+end)
+
+T.test("large integers appear whole in messages", function()
+  T.raises(function() ms.frombuffer("abcd", { count = (1 << 32) + 1 }) end, "frombuffer", "count 4294967297")
+  T.raises(function() ms.frombuffer("abcd", { offset = (1 << 32) + 1 }) end, "frombuffer", "offset 4294967297")
+  T.raises(function() ms.zeros(3):narrow(1, (1 << 32) + 1, 1) end, "narrow", "4294967297")
+end)
+
+T.test("wrong-typed extra arguments raise, naming the argument", function()
+  local x = ms.ones(2, 3)
+  T.raises(function() x:sum("x") end, "sum", "#2", "unexpected argument", "string 'x'")
+  T.raises(function() x:mean(1, true, "x") end, "mean", "#4", "unexpected argument")
+  T.raises(function() x:sum({ dim = 1 }, 5) end, "sum", "#3", "unexpected argument", "5")
+  T.raises(function() ms.conv2d(ms.rand(1, 1, 3, 3), ms.rand(1, 1, 3, 3), nil, {}, "x") end, "conv2d", "#5")
+  T.raises(function() ms.max_pool2d(ms.rand(1, 1, 4, 4), 2, {}, 1) end, "max_pool2d", "#4")
+  T.eq(x:sum(nil, nil):item(), 6) -- trailing nils are no arguments
 end)
 
 T.finish()

@@ -3,6 +3,7 @@
 #define MOONSHARD_H
 
 #include "moonshard/autograd.h"
+#include "moonshard/checked.h"
 #include "moonshard/cuda.h"
 #include "moonshard/dtype.h"
 #include "moonshard/error.h"

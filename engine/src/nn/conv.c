@@ -40,6 +40,19 @@ ms_status ms_nn_check_pair(const char *op, const char *arg, const int64_t v[2], 
                   (long long)v[0], (long long)v[1]);
 }
 
+ms_status ms_nn_check_window(const char *op, const char *k_arg, const int64_t in[2], const int64_t k[2],
+                             const int64_t pad[2], const int64_t dil[2], int64_t padded[2], int64_t extent[2]) {
+  for (int a = 0; a < 2; a++) {
+    if (!ms_mul_add_size(2, pad[a], in[a], &padded[a]))
+      return ms_error(MS_ERR_ARG, "%s: padding (%lld, %lld) is too large for input size (%lld x %lld)", op,
+                      (long long)pad[0], (long long)pad[1], (long long)in[0], (long long)in[1]);
+    if (!ms_mul_add_size(dil[a], k[a] - 1, 1, &extent[a]))
+      return ms_error(MS_ERR_ARG, "%s: %s (%lld, %lld) with dilation (%lld, %lld) spans too many elements", op,
+                      k_arg, (long long)k[0], (long long)k[1], (long long)dil[0], (long long)dil[1]);
+  }
+  return MS_OK;
+}
+
 /* The weight and bias against the input: dims, dtypes, channels and groups. */
 static ms_status check_weight(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, int64_t groups) {
   char s1[MS_SHAPE_STR_LEN], s2[MS_SHAPE_STR_LEN];
@@ -49,6 +62,9 @@ static ms_status check_weight(const ms_tensor *x, const ms_tensor *w, const ms_t
   if (w->dtype != x->dtype)
     return ms_error(MS_ERR_ARG, "conv2d: weight dtype %s does not match input dtype %s", ms_dtype_name(w->dtype),
                     ms_dtype_name(x->dtype));
+  if (w->shape[2] < 1 || w->shape[3] < 1)
+    return ms_error(MS_ERR_ARG, "conv2d: weight's kernel size must be at least 1 x 1, got %s",
+                    ms_shape_str(4, w->shape, s1, sizeof s1));
   if (groups < 1) return ms_error(MS_ERR_ARG, "conv2d: groups must be positive, got %lld", (long long)groups);
   if (w->shape[0] % groups != 0)
     return ms_error(MS_ERR_ARG, "conv2d: out_channels %lld (weight %s) must be divisible by groups %lld",
@@ -83,14 +99,16 @@ static ms_status conv_geometry(const ms_tensor *x, const ms_tensor *w, const ms_
   *g = (ms_k_conv2d_geom){.n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
                           .o = w->shape[0], .kh = w->shape[2], .kw = w->shape[3], .sh = st[0], .sw = st[1],
                           .ph = pad[0], .pw = pad[1], .dh = dil[0], .dw = dil[1], .groups = groups};
-  int64_t ekh = dil[0] * (g->kh - 1) + 1, ekw = dil[1] * (g->kw - 1) + 1;
-  int64_t ph = g->h + 2 * pad[0], pw = g->w + 2 * pad[1];
-  if (ekh > ph || ekw > pw)
+  int64_t padded[2], extent[2];
+  if (ms_nn_check_window("conv2d", "kernel size", (int64_t[]){g->h, g->w}, (int64_t[]){g->kh, g->kw}, pad, dil,
+                         padded, extent) != MS_OK)
+    return MS_ERR_ARG;
+  if (extent[0] > padded[0] || extent[1] > padded[1])
     return ms_error(MS_ERR_ARG, "conv2d: calculated padded input size per channel: (%lld x %lld); kernel size "
                     "(dilated): (%lld x %lld); kernel size can't be greater than actual input size",
-                    (long long)ph, (long long)pw, (long long)ekh, (long long)ekw);
-  g->oh = (ph - ekh) / st[0] + 1;
-  g->ow = (pw - ekw) / st[1] + 1;
+                    (long long)padded[0], (long long)padded[1], (long long)extent[0], (long long)extent[1]);
+  g->oh = (padded[0] - extent[0]) / st[0] + 1;
+  g->ow = (padded[1] - extent[1]) / st[1] + 1;
   return MS_OK;
 }
 

@@ -5,17 +5,22 @@
 
 #include "kernels/kernels.h"
 #include "moonshard/autograd.h"
+#include "moonshard/memory.h"
 #include "moonshard/nn_conv.h"
 #include "autograd/grad_util.h"
 #include "cuda/cuda_ops.h"
 #include "nn/conv_internal.h"
 #include "nn/nn_internal.h"
 
-/* PyTorch's pooling_output_shape: a last window that would start inside the right padding
- * only is dropped in ceil mode. */
-static int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil, bool ceil_mode) {
-  int64_t span = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-  int64_t out = (span < 0 ? -((-span + s - 1) / s) : span / s) + 1; /* floor division */
+/* n / s rounded down or up (s > 0); C's division truncates toward zero. */
+static int64_t div_floor(int64_t n, int64_t s) { return n / s - (n % s != 0 && n < 0); }
+static int64_t div_ceil(int64_t n, int64_t s) { return n / s + (n % s != 0 && n > 0); }
+
+/* PyTorch's pooling_output_shape, from the checked padded input size and dilated kernel extent
+ * (no term can overflow): a last window that would start inside the right padding only is
+ * dropped in ceil mode. */
+static int64_t pooled_size(int64_t in, int64_t padded, int64_t extent, int64_t s, int64_t pad, bool ceil_mode) {
+  int64_t out = (ceil_mode ? div_ceil : div_floor)(padded - extent, s) + 1;
   if (ceil_mode && (out - 1) * s >= in + pad) out--;
   return out;
 }
@@ -35,11 +40,13 @@ static ms_status pool_geometry(const char *op, const ms_tensor *x, const int64_t
     return ms_error(MS_ERR_ARG, "%s: pad should be smaller than or equal to half of kernel size, but got "
                     "padding (%lld, %lld) for kernel_size (%lld, %lld)", op, (long long)pad[0],
                     (long long)pad[1], (long long)k[0], (long long)k[1]);
+  int64_t padded[2], extent[2];
+  if (ms_nn_check_window(op, "kernel_size", x->shape + 2, k, pad, dil, padded, extent) != MS_OK) return MS_ERR_ARG;
   *g = (ms_k_pool2d_geom){.planes = x->shape[0] * x->shape[1], .h = x->shape[2], .w = x->shape[3],
                           .kh = k[0], .kw = k[1], .sh = st[0], .sw = st[1], .ph = pad[0], .pw = pad[1],
                           .dh = dil[0], .dw = dil[1]};
-  g->oh = pooled_size(g->h, k[0], st[0], pad[0], dil[0], ceil_mode);
-  g->ow = pooled_size(g->w, k[1], st[1], pad[1], dil[1], ceil_mode);
+  g->oh = pooled_size(g->h, padded[0], extent[0], st[0], pad[0], ceil_mode);
+  g->ow = pooled_size(g->w, padded[1], extent[1], st[1], pad[1], ceil_mode);
   if (g->oh < 1 || g->ow < 1)
     return ms_error(MS_ERR_ARG, "%s: given input size (%lld x %lld x %lld), calculated output size (%lld x %lld "
                     "x %lld) is too small", op, (long long)x->shape[1], (long long)g->h, (long long)g->w,
@@ -162,9 +169,10 @@ ms_tensor *ms_max_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t st
 
 /* ---- average pooling ---------------------------------------------------------------------- */
 
-/* The windows of an average pool: one malloc'd block, viewed through `w`. */
+/* The windows of an average pool: one block of the engine's allocator, viewed through `w`. */
 typedef struct avg_windows {
   int64_t *buf;
+  size_t bytes;
   ms_k_pool_windows w;
 } avg_windows;
 
@@ -193,8 +201,14 @@ static void axis_adaptive(int64_t *s, int64_t *e, int64_t *div, int64_t out, int
 }
 
 static ms_status make_windows(const ms_k_pool2d_geom *g, bool adaptive, bool include_pad, avg_windows *aw) {
-  aw->buf = malloc(sizeof(int64_t) * (size_t)(3 * (g->oh + g->ow)));
-  if (!aw->buf) return ms_error(MS_ERR_MEMORY, "avg_pool2d: out of memory");
+  int64_t count; /* the geometry was checked, so oh and ow are each at most MS_MAX_NUMEL */
+  if (!ms_mul_add_size(3, g->oh + g->ow, 0, &count))
+    return ms_error(MS_ERR_ARG, "%s: output size (%lld x %lld) is too large", adaptive ? "adaptive_avg_pool2d" :
+                    "avg_pool2d", (long long)g->oh, (long long)g->ow);
+  /* through the engine's allocator: a size from absurd input meets its limit and clear message */
+  aw->buf = ms_mem_alloc(sizeof(int64_t) * (size_t)count, MS_MEM_OTHER);
+  if (!aw->buf) return MS_ERR_MEMORY;
+  aw->bytes = sizeof(int64_t) * (size_t)count;
   int64_t *r = aw->buf, *c = aw->buf + 3 * g->oh;
   aw->w = (ms_k_pool_windows){r, r + g->oh, r + 2 * g->oh, c, c + g->ow, c + 2 * g->ow};
   if (adaptive) {
@@ -219,7 +233,7 @@ static ms_status avg_pool_backward(ms_node *n, ms_tensor *const *grad_out, ms_te
   if (gx && dev.type == MS_CUDA) st = ms_cuda_avg_pool2d_backward(&g, &aw.w, go, gx);
   else if (gx) ms_k_avg_pool2d_backward((ms_k_dtype)dt, &g, &aw.w, ms_tensor_data(go), ms_tensor_data(gx));
   ms_tensor_release(go);
-  free(aw.buf);
+  ms_mem_free(aw.buf, aw.bytes, MS_MEM_OTHER);
   if (st != MS_OK) return ms_tensor_release(gx), st;
   grad_in[0] = gx;
   return MS_OK;
@@ -238,7 +252,7 @@ static ms_tensor *avg_pool(ms_tensor *x, const ms_k_pool2d_geom *g, bool adaptiv
     ms_k_avg_pool2d_forward((ms_k_dtype)x->dtype, g, &aw.w, ms_tensor_data(xc), ms_tensor_data(out));
   }
   ms_tensor_release(xc);
-  free(aw.buf);
+  ms_mem_free(aw.buf, aw.bytes, MS_MEM_OTHER);
   if (!out || !ms_autograd_wants(1, &x)) return out;
   ms_node *n = ms_node_new(adaptive ? "AdaptiveAvgPool2DBackward0" : "AvgPool2DBackward0", avg_pool_backward, 1, &x);
   if (!n) return ms_tensor_release(out), NULL;
@@ -262,6 +276,12 @@ ms_tensor *ms_adaptive_avg_pool2d(ms_tensor *x, int64_t out_h, int64_t out_w) {
   if (ms_nn_check_4d_any("adaptive_avg_pool2d", "input", x) != MS_OK ||
       ms_nn_check_pair("adaptive_avg_pool2d", "output_size", size, 1) != MS_OK)
     return NULL;
+  int64_t span; /* the windows compute (i + 1) * in + out - 1 for i < out */
+  if (out_h > MS_MAX_NUMEL || out_w > MS_MAX_NUMEL || !ms_mul_add_size(out_h, x->shape[2], out_h, &span) ||
+      !ms_mul_add_size(out_w, x->shape[3], out_w, &span))
+    return ms_error(MS_ERR_ARG, "adaptive_avg_pool2d: output_size (%lld, %lld) is too large for input size "
+                    "(%lld x %lld)", (long long)out_h, (long long)out_w, (long long)x->shape[2],
+                    (long long)x->shape[3]), NULL;
   ms_k_pool2d_geom g = {.planes = x->shape[0] * x->shape[1], .h = x->shape[2], .w = x->shape[3],
                         .oh = out_h, .ow = out_w, .kh = 1, .kw = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1};
   return avg_pool(x, &g, true, false);
