@@ -1,7 +1,7 @@
 /* main.c: the `moonshard` executable: runs scripts, -e code and -l modules in a Lua 5.4 state
  * where `require "moonshard"` works, and an interactive REPL. Command line, `arg` table and
  * error reporting follow the stock `lua` interpreter so scripts move between the two.
- * `-n N` launches N ranks by re-executing itself under mpirun (see launch()). */
+ * `-n N` launches N ranks by running itself under mpirun (see launch()). */
 #define _POSIX_C_SOURCE 200809L /* sigaction, getline, fileno, isatty, strdup, readlink */
 #include <errno.h>
 #include <signal.h>
@@ -15,6 +15,8 @@
 #include <lua.h>
 #include <lualib.h>
 
+#include "launch.h"
+#include "moonshard/dist.h"
 #include "moonshard/embed.h"
 #include "moonshard/runtime.h"
 
@@ -191,60 +193,18 @@ static long env_long(const char *name) {
   return errno == 0 && *end == '\0' && v >= 0 ? v : -1;
 }
 
-/* Replaces this process with `mpirun ... -- <this executable> <argv[1..]>`, so every rank runs
- * the same command line, -n included (a rank sees OMPI_COMM_WORLD_SIZE and runs the script).
- * Returns only on failure, with the status to exit with. */
-static int exec_mpirun(const options *o) {
-  const char *mpirun = getenv("MS_MPIRUN");
-  if (mpirun == NULL || *mpirun == '\0') mpirun = "mpirun";
+/* Runs `mpirun ... -- <this executable> <argv[1..]>` and waits for it (launch.h: signals to
+ * this process end the job), so every rank runs the same command line, -n included (a rank sees
+ * OMPI_COMM_WORLD_SIZE and runs the script). Returns the status to exit with. */
+static int run_mpirun(const options *o) {
   /* the executable by its absolute path: argv[0] may be a bare name found through PATH */
   static char self[4096];
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len > 0) self[len] = '\0';
   else snprintf(self, sizeof self, "%s", o->argv[0]);
-  /* forwarded explicitly because mpirun passes the caller's environment only to local ranks */
-  static const char *const forward[] = {"MS_NUM_THREADS", "LUA_PATH",     "LUA_CPATH",
-                                        "LUA_PATH_5_4",   "LUA_CPATH_5_4", "MOONSHARD_HISTORY"};
-  enum { NFORWARD = sizeof forward / sizeof forward[0] };
-  const char **args = malloc(sizeof *args * (size_t)(o->argc + 12 + 2 * NFORWARD));
-  if (args == NULL) {
-    print_error("not enough memory to start mpirun");
-    return EXIT_FAILURE;
-  }
-  char np[32];
-  snprintf(np, sizeof np, "%ld", o->nprocs);
-  int n = 0;
-  args[n++] = mpirun;
-  args[n++] = "-np";
-  args[n++] = np;
-  /* more ranks than cores is allowed (Open MPI refuses it by default): a rank's engine threads
-   * shrink to fit (cores / local ranks), and tests run 4 ranks on 2 cores */
-  args[n++] = "--oversubscribe";
-  /* no pinning: Open MPI binds each rank to one core when np <= 2, which would squeeze all of
-   * that rank's engine threads onto it */
-  args[n++] = "--bind-to";
-  args[n++] = "none";
-  /* Open MPI refuses root unless told; containers commonly run as root */
-  if (geteuid() == 0) args[n++] = "--allow-run-as-root";
-  for (int i = 0; i < NFORWARD; i++) {
-    if (getenv(forward[i]) == NULL) continue;
-    args[n++] = "-x";
-    args[n++] = forward[i];
-  }
-  args[n++] = "--";
-  args[n++] = self;
-  for (int i = 1; i < o->argc; i++) args[n++] = o->argv[i];
-  args[n] = NULL;
-  fflush(NULL);
-  execvp(mpirun, (char *const *)args);
-  int err = errno;
-  free(args);
-  if (err == ENOENT)
-    fprintf(stderr, "%s: -n %ld needs %s (apt-get install openmpi-bin)\n", PROGNAME, o->nprocs,
-            mpirun);
-  else
-    fprintf(stderr, "%s: cannot run %s: %s\n", PROGNAME, mpirun, strerror(err));
-  return EXIT_FAILURE;
+  char what[48];
+  snprintf(what, sizeof what, "-n %ld", o->nprocs);
+  return ms_launch_mpirun(what, o->nprocs, self, o->argc - 1, (const char *const *)o->argv + 1);
 }
 
 /* Under a launcher (mpirun sets OMPI_COMM_WORLD_SIZE in every rank) -n must agree with its world
@@ -269,7 +229,7 @@ static int launch(const options *o) {
             o->nprocs);
     return EXIT_FAILURE;
   }
-  return exec_mpirun(o);
+  return run_mpirun(o);
 }
 
 /* The global `arg`: the script at 0, its arguments at 1.., the interpreter and its options at
@@ -680,6 +640,9 @@ int main(int argc, char **argv) {
     fflush(NULL);
     _exit(EXIT_FAILURE);
   }
+  /* before closing: a finalizer may wait on a collective, which a peer waiting for this rank
+   * elsewhere must not turn into a hang until the timeout */
+  if (mpi_rank >= 0) ms_dist_leaving();
   lua_close(L);
   return ok ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -54,6 +54,7 @@ int luaopen_moonshard(lua_State *L) {
   ms_lua_open_transforms(L);
   ms_lua_open_loader(L);
   ms_lua_open_dist(L);
+  ms_lua_open_launch(L);
   ms_lua_open_fsdp(L);
   ms_lua_open_cuda(L);
   lua_setfield(L, -2, "Tensor"); /* ms.Tensor: the method table, to extend from Lua */

@@ -115,6 +115,7 @@ void ms_lua_open_random_fill(lua_State *L); /* l_random_fill.c: uniform_, normal
 void ms_lua_open_loader(lua_State *L);      /* l_loader.c: ms._loader_new, ms.data on first use */
 void ms_lua_open_transforms(lua_State *L); /* l_transforms.c: ms.transform_batch */
 void ms_lua_open_dist(lua_State *L);       /* l_dist.c: ms.distributed */
+void ms_lua_open_launch(lua_State *L);     /* l_launch.c: ms._launch_mpirun (ms.spawn's launcher) */
 void ms_lua_open_fsdp(lua_State *L);       /* l_fsdp.c: ms._fsdp (flat parameters) */
 void ms_lua_open_cuda(lua_State *L);       /* l_cuda.c: ms.cuda, t:cuda(), t:cpu() */
 /* The Lua list of transform specs at idx ({kind = "to_tensor"}, {kind = "normalize", mean =,

@@ -4,18 +4,17 @@
 --     its results; the world must have nprocs ranks.
 --   * not launched, nprocs == 1: calls main(0, 1, ...) here.
 --   * not launched, nprocs > 1: this process becomes the launcher. It re-runs the same command
---     line (interpreter options, script, arguments) as `moonshard -n nprocs ...`, waits for the
+--     line (interpreter options, script, arguments) under `mpirun -np nprocs`, waits for the
 --     ranks, and exits with their status: code after ms.spawn never runs in the launcher, and
 --     code before it runs once in the launcher and once in every rank (guard side effects with
 --     `if os.getenv("OMPI_COMM_WORLD_RANK")`, as `if __name__ == "__main__"` in Python).
--- An error on any rank ends every rank (mpirun aborts the job) and the launcher exits non-zero.
+-- An error on any rank ends every rank (mpirun aborts the job) and the launcher exits non-zero;
+-- SIGINT or SIGTERM to the launcher ends the job and exits with 128 + the signal.
 
 local function env_int(name)
   local v = os.getenv(name)
   return v and math.tointeger(tonumber(v))
 end
-
-local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 -- The command line that started this script, from the global `arg`: the interpreter at the
 -- lowest index, then its options, the script and its arguments. Any -n is dropped (the launch
@@ -62,25 +61,10 @@ local function spawn(main, nprocs, ...)
     return main(env_int("OMPI_COMM_WORLD_RANK"), world, ...)
   end
   if nprocs == 1 then return main(0, 1, ...) end
+  -- mpirun runs as this process's child (not through os.execute, whose shell ignores SIGINT and
+  -- lets a SIGTERM kill only the launcher): SIGINT/SIGTERM here end every rank (lua/l_launch.c)
   local exe, words = command_line()
-  local parts
-  if exe:match("moonshard[^/]*$") then
-    parts = {quote(exe), "-n", tostring(nprocs)} -- the executable knows how to call mpirun
-  else
-    -- another interpreter (a stock lua5.4 with moonshard.so): mpirun directly, with the flags
-    -- `moonshard -n` gives it (see exec_mpirun in lua/main.c); the variables allow root
-    local mpirun = os.getenv("MS_MPIRUN")
-    parts = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-             quote(mpirun and mpirun ~= "" and mpirun or "mpirun"), "-np", tostring(nprocs),
-             "--oversubscribe", "--bind-to", "none", "--", quote(exe)}
-  end
-  for _, w in ipairs(words) do parts[#parts + 1] = quote(w) end
-  io.stdout:flush()
-  io.stderr:flush()
-  local ok, how, code = os.execute(table.concat(parts, " "))
-  if ok then os.exit(0) end
-  -- a launcher killed by a signal reports it as the shell would
-  os.exit(how == "signal" and 128 + code or (code ~= 0 and code or 1))
+  os.exit(require("moonshard")._launch_mpirun(nprocs, exe, words))
 end
 
 return spawn

@@ -27,10 +27,15 @@ typedef struct ms_work ms_work; /* an issued collective: wait for it, then free 
 
 /* ---- the world ------------------------------------------------------------------------------ */
 /* backend: "mpi", "self", "auto" (mpi when launched by mpirun, else self) or "nccl" (refused:
- * not built). timeout_s > 0 bounds every wait (an error after it, never a hang); 0 = 1800 s.
- * A second init without destroy is an error. */
+ * not built). timeout_s > 0 bounds every wait (the watchdog: an error naming the ranks that have
+ * not arrived, never a hang); 0 = $MS_DIST_TIMEOUT, else 300 s. A wait also fails, naming the
+ * rank, when a member of its group left the job (mpi). A second init without destroy is an error. */
 ms_status ms_dist_init(const char *backend, double timeout_s);
 bool ms_dist_is_initialized(void);
+/* This process ends normally: tells the other ranks, so that one waiting for it in a collective
+ * fails at once naming this rank instead of at the timeout. Called by the exit hook and, before
+ * the Lua state closes (its finalizers may wait on collectives), by the moonshard executable. */
+void ms_dist_leaving(void);
 /* The default group (borrowed), or NULL with an error when not initialized. */
 ms_pg *ms_pg_world(void);
 /* Destroys the world and every group made from it; groups still referenced become unusable.

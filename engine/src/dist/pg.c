@@ -14,7 +14,10 @@
 static ms_pg *g_world;      /* owned reference while initialized */
 static ms_pg *g_live;       /* every group not yet released, to destroy with the world */
 static const char *g_backend;
-static double g_timeout = 1800.0; /* PyTorch's default */
+/* The watchdog: a wait longer than this fails, naming the ranks that have not arrived. Well under
+ * PyTorch's 1800 s: a stuck job should say so while someone still watches it. */
+#define MS_DIST_DEFAULT_TIMEOUT 300.0
+static double g_timeout = MS_DIST_DEFAULT_TIMEOUT;
 static bool g_debug;
 
 const char *ms_dist_op_name(ms_dist_op op) {
@@ -181,12 +184,29 @@ static ms_status init_backend(const char *backend) {
                               "\"auto\" or \"nccl\")", backend);
 }
 
+/* The timeout when init_process_group names none: $MS_DIST_TIMEOUT (seconds, for scripts that
+ * cannot be edited), else the default. */
+static ms_status default_timeout(double *timeout_s) {
+  const char *env = getenv("MS_DIST_TIMEOUT");
+  *timeout_s = MS_DIST_DEFAULT_TIMEOUT;
+  if (!env || !*env) return MS_OK;
+  char *end;
+  double v = strtod(env, &end);
+  if (*end != '\0' || !(v > 0) || v > 1e9)
+    return ms_error(MS_ERR_ARG, "init_process_group: MS_DIST_TIMEOUT must be a number of seconds > 0, got '%s'", env);
+  *timeout_s = v;
+  return MS_OK;
+}
+
 ms_status ms_dist_init(const char *backend, double timeout_s) {
   if (g_world)
     return ms_error(MS_ERR_RUNTIME, "init_process_group: already initialized (backend %s); call "
                                     "destroy_process_group first", g_backend);
-  if (timeout_s < 0) return ms_error(MS_ERR_ARG, "init_process_group: timeout must be >= 0, got %g", timeout_s);
-  g_timeout = timeout_s > 0 ? timeout_s : 1800.0;
+  if (!(timeout_s >= 0) || timeout_s > 1e9)
+    return ms_error(MS_ERR_ARG, "init_process_group: timeout must be a number of seconds in [0, 1e9], got %g",
+                    timeout_s);
+  if (timeout_s == 0 && default_timeout(&timeout_s) != MS_OK) return MS_ERR_ARG;
+  g_timeout = timeout_s;
   const char *dbg = getenv("MS_DIST_DEBUG");
   g_debug = dbg && *dbg && strcmp(dbg, "0") != 0;
   return init_backend(backend);
@@ -200,6 +220,12 @@ ms_status ms_dist_destroy(void) {
   return MS_OK;
 }
 
+void ms_dist_leaving(void) {
+#ifdef MS_HAVE_MPI
+  ms_pg_mpi_leaving(); /* whatever the backend: nccl's ranks talk through MPI too */
+#endif
+}
+
 /* ---- work ---------------------------------------------------------------------------------- */
 
 struct ms_work {
@@ -209,6 +235,8 @@ struct ms_work {
   char *msg;        /* the error of a failed wait, repeated by later waits */
   const char *name; /* the collective, for the timeout message */
   uint64_t seq;
+  ms_pg *pg;        /* retained: asked about the other members while waiting (NULL: not asked) */
+  ms_coll_kind kind;
 };
 
 ms_work *ms_work_new(const ms_work_ops *ops, void *impl) {
@@ -224,6 +252,22 @@ ms_work *ms_work_new(const ms_work_ops *ops, void *impl) {
 
 void ms_work_label(ms_work *w, const char *name, uint64_t seq) { w->name = name, w->seq = seq; }
 
+void ms_work_watch(ms_work *w, ms_pg *pg, ms_coll_kind kind) {
+  if (!pg->ops->watch) return;
+  ms_pg_retain(pg);
+  w->pg = pg, w->kind = kind;
+}
+
+/* The watchdog's verdict: the call, how long it waited, and who has not arrived. */
+static ms_status timed_out(const ms_work *w) {
+  char missing[1024] = "";
+  if (w->pg && w->pg->ops->missing) w->pg->ops->missing(w->pg, w->seq, missing, sizeof missing);
+  return ms_error(MS_ERR_RUNTIME, "%s: watchdog: call #%llu on %s waited %g s%s%s (the limit is "
+                  "init_process_group's timeout option, or $MS_DIST_TIMEOUT; does a rank skip a collective? "
+                  "MS_DIST_DEBUG=1 checks every call)", w->name ? w->name : "collective", (unsigned long long)w->seq,
+                  w->pg && w->pg == g_world ? "the world" : "its group", g_timeout, *missing ? ": " : "", missing);
+}
+
 static void work_finish(ms_work *w, ms_status st) {
   w->status = st;
   if (st != MS_OK) w->msg = strdup(ms_error_last());
@@ -231,19 +275,20 @@ static void work_finish(ms_work *w, ms_status st) {
   w->ops = NULL, w->impl = NULL;
 }
 
+/* Waits for w, bounded by the watchdog's timeout, and fails early when the group says a member
+ * left the job. On either failure the request stays pending (MPI cannot cancel a collective): the
+ * caller must end the process, which a Lua error does on a rank (main.c). */
 ms_status ms_work_wait(ms_work *w) {
-  double deadline = ms_dist_now() + g_timeout;
+  double start = ms_dist_now();
   for (int polls = 0; w->ops; polls++) {
     int r = w->ops->test(w->impl);
     if (r != 0) {
       work_finish(w, r < 0 ? MS_ERR_RUNTIME : w->ops->complete ? w->ops->complete(w->impl) : MS_OK);
       break;
     }
-    if (ms_dist_now() > deadline)
-      /* the request stays pending (MPI cannot cancel a collective); the caller should exit */
-      return ms_error(MS_ERR_RUNTIME, "%s: timed out after %g s waiting for the other ranks in call #%llu "
-                    "on its group (does a rank skip a collective? MS_DIST_DEBUG=1 checks every call)",
-                    w->name ? w->name : "collective", g_timeout, (unsigned long long)w->seq);
+    double waited = ms_dist_now() - start;
+    if (w->pg && w->pg->alive && w->pg->ops->watch(w->pg, w->seq, w->kind, waited) != MS_OK) return MS_ERR_RUNTIME;
+    if (waited > g_timeout) return timed_out(w);
     ms_dist_backoff(polls);
   }
   if (w->status != MS_OK) return ms_error(w->status, "%s", w->msg ? w->msg : "collective failed");
@@ -258,6 +303,7 @@ bool ms_work_is_completed(ms_work *w) {
 void ms_work_free(ms_work *w) {
   if (!w) return;
   if (w->ops && ms_work_wait(w) != MS_OK && w->ops) return; /* timed out: leak, never free a busy buffer */
+  ms_pg_release(w->pg);
   free(w->msg);
   free(w);
 }
@@ -322,6 +368,7 @@ static ms_status run(ms_pg *pg, const ms_coll *c, ms_work **work) {
   ms_status st = pg->ops->issue(pg, c, &w);
   if (st != MS_OK) return st;
   ms_work_label(w, ms_coll_name(c->kind), seq);
+  ms_work_watch(w, pg, c->kind);
   if (work) return *work = w, MS_OK;
   st = ms_work_wait(w);
   ms_work_free(w);
@@ -409,4 +456,4 @@ static ms_pg *self_new_group(ms_pg *world, const int *ranks, int n) {
   return ms_pg_alloc(&self_ops, n == 1 ? 0 : -1, n, ranks, NULL);
 }
 
-static const struct ms_pg_ops self_ops = {"self", self_issue, NULL, self_new_group, NULL};
+static const struct ms_pg_ops self_ops = {.name = "self", .issue = self_issue, .new_group = self_new_group};

@@ -45,6 +45,13 @@ struct ms_pg_ops {
   /* A subgroup of world (sorted world ranks); collective over the whole world. */
   ms_pg *(*new_group)(ms_pg *world, const int *ranks, int n);
   void (*destroy)(ms_pg *pg); /* frees the backend part (impl) */
+  /* Optional, for the watchdog (DESIGN: a hang becomes a message). Called every few ms while a
+   * wait on call seq of pg lasts `waited` seconds: MS_OK to go on waiting, or an error when a
+   * member can never arrive (it left the job). */
+  ms_status (*watch)(ms_pg *pg, uint64_t seq, ms_coll_kind kind, double waited);
+  /* Optional: at the timeout, writes which members have not arrived at call seq, and where the
+   * others are, into buf. */
+  void (*missing)(ms_pg *pg, uint64_t seq, char *buf, size_t len);
 };
 
 struct ms_pg {
@@ -64,7 +71,9 @@ ms_pg *ms_pg_alloc(const struct ms_pg_ops *ops, int rank, int size, const int *g
 ms_work *ms_work_new(const ms_work_ops *ops, void *impl);
 /* Names the collective a work belongs to, for the timeout message. */
 void ms_work_label(ms_work *w, const char *name, uint64_t seq);
-/* Seconds every wait may take before it fails. */
+/* Lets the watchdog ask pg (retained by the work) about the other members while w waits. */
+void ms_work_watch(ms_work *w, ms_pg *pg, ms_coll_kind kind);
+/* Seconds every wait may take before it fails (the watchdog's timeout). */
 double ms_dist_timeout(void);
 /* Sleeps briefly, growing with the number of polls so far (keeps latency low at first). */
 void ms_dist_backoff(int polls);
@@ -72,6 +81,7 @@ double ms_dist_now(void);
 
 #ifdef MS_HAVE_MPI
 ms_status ms_pg_mpi_init(ms_pg **world);
+void ms_pg_mpi_leaving(void); /* ms_dist_leaving for the mpi backend */
 #endif
 #if defined(MS_HAVE_MPI) && defined(MS_HAVE_NCCL)
 ms_status ms_pg_nccl_init(ms_pg **world); /* pg_nccl.c: MPI carries the NCCL id */

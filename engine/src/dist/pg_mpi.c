@@ -4,6 +4,7 @@
  * float32 (MPI has no such types); avg is a sum followed by a division. */
 #define _DEFAULT_SOURCE /* on_exit: finalize only on a clean exit (see at_exit) */
 #include <mpi.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 
 typedef struct mpi_group {
   MPI_Comm comm;
+  int64_t id;         /* the same on every rank: groups are made in one order over the world */
+  uint64_t announced; /* 1 + the call this rank last told the members it waits in (0: none) */
 } mpi_group;
 
 static const struct ms_pg_ops mpi_ops;
@@ -169,6 +172,171 @@ static ms_status stage_reduction(mpi_work *w, ms_tensor *t) {
   w->result = flat ? ms_tensor_to_dtype(flat, MS_FLOAT32) : NULL;
   ms_tensor_release(flat);
   return w->result ? MS_OK : MS_ERR_MEMORY;
+}
+
+/* ---- the control channel: leaving and waiting, told outside any collective ----------------
+ *
+ * Why: MPI has no way to notice a peer that is gone without failing. A rank that ends normally
+ * without joining a collective its peers wait in (os.exit(0), or its script returning) would sit
+ * in MPI_Finalize and they in the collective until the watchdog's timeout; and at that timeout
+ * MPI cannot say which rank is missing. So ranks tell each other, point to point on a duplicate
+ * of the world that no collective uses:
+ *   LEFT  - sent to every rank when a process ends with status 0 (ms_dist_leaving, from main.c
+ *           before the Lua state closes, and again from the exit hook). A rank waiting on a
+ *           call of a group the leaver belongs to fails one grace second later (the call may
+ *           still complete from what the leaver sent) naming it; the Lua error ends that rank
+ *           and mpirun the job. Ranks that all end normally never look at it: nobody waits.
+ *   WAIT  - sent to the group's members once a wait has lasted ANNOUNCE seconds: "I have reached
+ *           call seq of group id". At the timeout, the members without such word for this call
+ *           (or a later one) are the ones that have not arrived: stopped, stuck, or computing.
+ * Nothing is sent while collectives are fast. Messages are {type, group id, seq, kind}. */
+enum { MSG_LEFT = 1, MSG_WAIT = 2, MSG_LEN = 4 };
+#define LEFT_GRACE 1.0  /* seconds a wait goes on after a member left, for what it sent to land */
+#define POLL_EVERY 0.01 /* seconds between looks at the channel while a wait lasts */
+
+typedef struct peer_news {
+  double left_at;            /* when its LEFT came (0: still here) */
+  int64_t group, seq, kind;  /* its last WAIT (group -1: none) */
+} peer_news;
+
+typedef struct ctrl_msg {    /* a send in flight: MPI reads body until req completes */
+  MPI_Request req;
+  int64_t body[MSG_LEN];
+} ctrl_msg;
+
+static MPI_Comm g_ctrl = MPI_COMM_NULL;
+static int g_me = -1, g_nranks;
+static peer_news *g_news;    /* per world rank */
+static ctrl_msg **g_out;     /* sends in flight */
+static int g_nout, g_capout;
+static int64_t g_next_group; /* ids are never reused, even across init/destroy */
+static double g_last_poll;
+static bool g_left;          /* LEFT already sent */
+
+static ms_status ctrl_open(void) {
+  if (g_ctrl != MPI_COMM_NULL) return MS_OK;
+  int rc = MPI_Comm_dup(MPI_COMM_WORLD, &g_ctrl);
+  if (rc != MPI_SUCCESS) return mpi_fail("init_process_group", rc);
+  MPI_Comm_set_errhandler(g_ctrl, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(g_ctrl, &g_me), MPI_Comm_size(g_ctrl, &g_nranks);
+  if (!(g_news = calloc((size_t)g_nranks, sizeof *g_news)))
+    return ms_error(MS_ERR_MEMORY, "init_process_group: out of memory");
+  for (int r = 0; r < g_nranks; r++) g_news[r].group = -1;
+  return MS_OK;
+}
+
+/* Frees the sends that completed; with wait_s > 0 first waits that long for the others. */
+static void ctrl_reap(double wait_s) {
+  double until = ms_dist_now() + wait_s;
+  for (int polls = 0;; polls++) {
+    int kept = 0;
+    for (int i = 0; i < g_nout; i++) {
+      int done = 0;
+      if (MPI_Test(&g_out[i]->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done) free(g_out[i]);
+      else g_out[kept++] = g_out[i];
+    }
+    g_nout = kept;
+    if (!g_nout || ms_dist_now() >= until) return;
+    ms_dist_backoff(polls);
+  }
+}
+
+/* Best effort: a message that cannot be sent only makes a later report less precise. */
+static void ctrl_send(int to, int64_t type, int64_t group, uint64_t seq, int64_t kind) {
+  ctrl_reap(0);
+  if (g_nout == g_capout) {
+    int cap = g_capout ? 2 * g_capout : 16;
+    ctrl_msg **grown = realloc(g_out, sizeof *grown * (size_t)cap);
+    if (!grown) return;
+    g_out = grown, g_capout = cap;
+  }
+  ctrl_msg *m = malloc(sizeof *m);
+  if (!m) return;
+  m->body[0] = type, m->body[1] = group, m->body[2] = (int64_t)seq, m->body[3] = kind;
+  if (MPI_Isend(m->body, MSG_LEN, MPI_INT64_T, to, 0, g_ctrl, &m->req) != MPI_SUCCESS) return free(m);
+  g_out[g_nout++] = m;
+}
+
+/* Reads every message that came. */
+static void ctrl_poll(void) {
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, 0, g_ctrl, &flag, &st) != MPI_SUCCESS || !flag) return;
+    int64_t b[MSG_LEN];
+    if (MPI_Recv(b, MSG_LEN, MPI_INT64_T, st.MPI_SOURCE, 0, g_ctrl, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+    peer_news *n = &g_news[st.MPI_SOURCE];
+    if (b[0] == MSG_LEFT && n->left_at == 0) n->left_at = ms_dist_now();
+    if (b[0] == MSG_WAIT) n->group = b[1], n->seq = b[2], n->kind = b[3];
+  }
+}
+
+void ms_pg_mpi_leaving(void) {
+  int inited = 0, finalized = 0;
+  MPI_Initialized(&inited);
+  if (inited) MPI_Finalized(&finalized);
+  if (!inited || finalized || g_ctrl == MPI_COMM_NULL || g_left) return;
+  g_left = true;
+  for (int r = 0; r < g_nranks; r++)
+    if (r != g_me) ctrl_send(r, MSG_LEFT, 0, 0, 0);
+}
+
+/* Seconds a wait lasts before this rank tells the members it has arrived. */
+static double announce_after(void) {
+  double t = ms_dist_timeout() / 10;
+  return t < 1.0 ? t : 1.0;
+}
+
+static ms_status mpi_watch(ms_pg *pg, uint64_t seq, ms_coll_kind kind, double waited) {
+  double now = ms_dist_now();
+  if (now - g_last_poll < POLL_EVERY) return MS_OK;
+  g_last_poll = now;
+  ctrl_poll();
+  mpi_group *g = pg->impl;
+  if (waited > announce_after() && g->announced != seq + 1) {
+    g->announced = seq + 1;
+    for (int i = 0; i < pg->size; i++)
+      if (i != pg->rank) ctrl_send(pg->global_ranks[i], MSG_WAIT, g->id, seq, kind);
+  }
+  for (int i = 0; i < pg->size; i++) {
+    const peer_news *n = &g_news[pg->global_ranks[i]];
+    if (n->left_at > 0 && now - n->left_at > LEFT_GRACE)
+      return ms_error(MS_ERR_RUNTIME, "%s: rank %d left the job (it ended without joining this call, #%llu on "
+                      "its group) while rank %d waits in it; every rank must run the same collectives, and "
+                      "call destroy_process_group before it ends", ms_coll_name(kind), pg->global_ranks[i],
+                      (unsigned long long)seq, g_me);
+  }
+  return MS_OK;
+}
+
+/* Appends printf-style text to buf[*n .. len). */
+static void put(char *buf, size_t len, size_t *n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t len, size_t *n, const char *fmt, ...) {
+  if (*n >= len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(buf + *n, len - *n, fmt, ap);
+  va_end(ap);
+  if (k > 0) *n += (size_t)k < len - *n ? (size_t)k : len - *n - 1;
+}
+
+static void mpi_missing(ms_pg *pg, uint64_t seq, char *buf, size_t len) {
+  ctrl_poll();
+  int64_t id = ((mpi_group *)pg->impl)->id;
+  size_t n = 0;
+  int missing = 0;
+  for (int i = 0; i < pg->size; i++) {
+    int r = pg->global_ranks[i];
+    const peer_news *w = &g_news[r];
+    if (i == pg->rank || (w->group == id && w->seq >= (int64_t)seq)) continue;
+    put(buf, len, &n, "%srank %d has not arrived (", missing++ ? "; " : "", r);
+    if (w->left_at > 0) put(buf, len, &n, "it left the job)");
+    else if (w->group < 0) put(buf, len, &n, "no word from it: stopped, stuck, or computing without collectives)");
+    else
+      put(buf, len, &n, "last heard waiting in %s, call #%lld on %s)", ms_coll_name((ms_coll_kind)w->kind),
+          (long long)w->seq, w->group == id ? "this group" : "another group");
+  }
+  if (!missing) put(buf, len, &n, "every rank of the group has arrived");
 }
 
 /* ---- issuing ------------------------------------------------------------------------------- */
@@ -341,9 +509,9 @@ static ms_status mpi_check(ms_pg *pg, const ms_coll *c, uint64_t seq) {
 /* ---- groups and the world ------------------------------------------------------------------ */
 
 static ms_pg *wrap_comm(MPI_Comm comm, const int *ranks, int n) {
-  mpi_group *g = malloc(sizeof *g);
+  mpi_group *g = calloc(1, sizeof *g);
   if (!g) return ms_error(MS_ERR_MEMORY, "new_group: out of memory"), NULL;
-  g->comm = comm;
+  g->comm = comm, g->id = g_next_group++; /* counted on members and others alike */
   int rank = -1, size = n;
   if (comm != MPI_COMM_NULL) {
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN); /* errors become messages, not aborts */
@@ -402,16 +570,21 @@ static void mpi_destroy(ms_pg *pg) {
   free(g);
 }
 
-static const struct ms_pg_ops mpi_ops = {"mpi", mpi_issue, mpi_check, mpi_new_group, mpi_destroy};
+static const struct ms_pg_ops mpi_ops = {.name = "mpi", .issue = mpi_issue, .check = mpi_check,
+                                         .new_group = mpi_new_group, .destroy = mpi_destroy,
+                                         .watch = mpi_watch, .missing = mpi_missing};
 
-/* A clean exit finalizes, as MPI requires. A failing one must not: MPI_Finalize waits for every
- * rank, which a rank stuck in a collective never reaches; exiting non-zero without it makes
- * mpirun end the whole job at once instead. */
+/* A clean exit tells the others it leaves (see the control channel) and finalizes, as MPI
+ * requires. A failing one must not: MPI_Finalize waits for every rank, which a rank stuck in a
+ * collective never reaches; exiting non-zero without it makes mpirun end the whole job at once. */
 static void at_exit(int status, void *arg) {
   (void)arg;
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (status == 0 && !finalized) MPI_Finalize();
+  if (status != 0 || finalized) return;
+  ms_pg_mpi_leaving();
+  ctrl_reap(1.0); /* a stopped peer may never take its LEFT: finalizing then hangs anyway */
+  MPI_Finalize();
 }
 
 ms_status ms_pg_mpi_init(ms_pg **world) {
@@ -429,6 +602,8 @@ ms_status ms_pg_mpi_init(ms_pg **world) {
   /* Open MPI reports a failed non-blocking collective on the world communicator (MPI_Test):
    * there too an error must become a message on this rank, not an abort of the job */
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  ms_status st = ctrl_open();
+  if (st != MS_OK) return st;
   MPI_Comm comm;
   if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm)) != MPI_SUCCESS) return mpi_fail("init_process_group", rc);
   *world = wrap_comm(comm, NULL, 0);

@@ -202,7 +202,8 @@ static ms_pg *nccl_new_group(ms_pg *world, const int *ranks, int n) {
   return pg;
 }
 
-static const struct ms_pg_ops nccl_ops = {"nccl", nccl_issue, NULL, nccl_new_group, nccl_destroy};
+static const struct ms_pg_ops nccl_ops = {.name = "nccl", .issue = nccl_issue, .new_group = nccl_new_group,
+                                          .destroy = nccl_destroy};
 
 ms_status ms_pg_nccl_init(ms_pg **world) {
   int ndev = ms_cuda_device_count();
