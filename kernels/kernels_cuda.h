@@ -87,6 +87,14 @@ int ms_kc_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inne
                            const void *g, void *gx, int log, void *stream);
 int ms_kc_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const uint8_t *mask, double scale,
                        void *y, void *stream);
+/* A convolution's bias over its (n, c, hw) output: y[n, c, :] += b[c]; and the bias gradient,
+ * gb[c] = sum over n and hw of g[n, c, :], one block per channel (float32 sums in double). dt: F32
+ * or F64. */
+int ms_kc_channel_bias_add(ms_k_dtype dt, int64_t n, int64_t c, int64_t hw, void *y, const void *b,
+                           void *stream);
+int ms_kc_channel_sum(ms_k_dtype dt, int64_t n, int64_t c, int64_t hw, const void *g, void *gb,
+                      void *stream);
+
 /* A bad value that a kernel finds on the device (a class index out of range), in host memory the
  * device writes: the first one wins (code from 0 to a MS_KC_BAD_* code); the engine raises it at
  * the next point where the host waits for the device, so no launch waits for a check. */

@@ -175,3 +175,46 @@ extern "C" int ms_kc_nll_backward(ms_k_dtype dt, const ms_k_nll_args *a, const v
                                                                   nll_scale, smooth_scale, smoothing, (float *)gx);
   return launch_status();
 }
+
+template <typename T>
+__global__ void channel_bias_add_kernel(int64_t total, int64_t c, int64_t hw, T *y, const T *b) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] += b[(i / hw) % c];
+}
+
+extern "C" int ms_kc_channel_bias_add(ms_k_dtype dt, int64_t n, int64_t c, int64_t hw, void *y, const void *b,
+                                      void *stream) {
+  int64_t total = n * c * hw;
+  if (total == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (dt == MS_K_F64) channel_bias_add_kernel<double><<<blocks_for(total), kThreads, 0, s>>>(total, c, hw, (double *)y, (const double *)b);
+  else channel_bias_add_kernel<float><<<blocks_for(total), kThreads, 0, s>>>(total, c, hw, (float *)y, (const float *)b);
+  return launch_status();
+}
+
+// One block a channel: its threads stride over the channel's n * hw elements, then a tree sum in
+// shared memory.
+template <typename T>
+__global__ void channel_sum_kernel(int64_t n, int64_t c, int64_t hw, const T *g, T *gb) {
+  __shared__ double part[kThreads];
+  int64_t ch = blockIdx.x, count = n * hw;
+  double acc = 0;
+  for (int64_t k = threadIdx.x; k < count; k += blockDim.x) acc += (double)g[(k / hw) * c * hw + ch * hw + k % hw];
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) gb[ch] = (T)part[0];
+}
+
+extern "C" int ms_kc_channel_sum(ms_k_dtype dt, int64_t n, int64_t c, int64_t hw, const void *g, void *gb,
+                                 void *stream) {
+  if (c == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  unsigned blocks = (unsigned)c; /* channels: far below the grid limit for any conv */
+  if (dt == MS_K_F64) channel_sum_kernel<double><<<blocks, kThreads, 0, s>>>(n, c, hw, (const double *)g, (double *)gb);
+  else channel_sum_kernel<float><<<blocks, kThreads, 0, s>>>(n, c, hw, (const float *)g, (float *)gb);
+  return launch_status();
+}
