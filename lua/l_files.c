@@ -1,12 +1,19 @@
 /* l_files.c: the file operations sharded checkpoints (lua/moonshard/fsdp_checkpoint.lua) need
- * beyond Lua's io library, all internal: ms._write_atomic(path, text, who), ms._file_crc32(path)
- * -> crc, size, ms._list_dir(dir) -> names, ms._remove_stale_temporaries(dir, prefix) -> n
- * and ms._os_random_int() -> a non-negative integer of 62 random bits. The engine's atomic_file.c
- * does the work, so ms.save and the index share one atomic write and one rule for temporaries. */
+ * beyond Lua's io library, all internal:
+ *   ms._write_atomic(path, text, who)       the atomic write of ms.save (atomic_file.c)
+ *   ms._crc32(text), ms._file_crc32(path)   zlib's crc32 (the latter -> crc, size)
+ *   ms._file_size(path)                     -> size, or nil and why not
+ *   ms._list_dir(dir)                       -> names
+ *   ms._remove_stale_temporaries(dir, prefix) -> how many
+ *   ms._os_random_int()                     -> a non-negative integer of 62 random bits
+ * The engine does the work, so ms.save and the index share one atomic write and one rule for
+ * temporaries. */
 #define _DEFAULT_SOURCE /* dirent */
 #include <dirent.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
 
 #include "moonshard/io.h"
 #include "ms_lua.h"
@@ -18,6 +25,31 @@ static int l_write_atomic(lua_State *L) {
   const char *who = luaL_optstring(L, 3, "write_atomic");
   ms_lua_check_status(L, ms_write_file_atomic(path, text, n, who));
   return 0;
+}
+
+/* crc32 of a string, as zlib (and Python's zlib.crc32) computes it */
+static int l_crc32(lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  uLong c = crc32(0L, Z_NULL, 0);
+  for (size_t done = 0; done < n;) { /* uInt lengths: strings over 4 GB go in pieces */
+    uInt k = n - done > (1u << 30) ? (1u << 30) : (uInt)(n - done);
+    c = crc32(c, (const Bytef *)s + done, k);
+    done += k;
+  }
+  lua_pushinteger(L, (lua_Integer)c);
+  return 1;
+}
+
+/* ms._file_size(path) -> bytes of a regular file, or nil and why not (stat only: a FIFO is never
+ * opened, so it cannot block) */
+static int l_file_size(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  struct stat st;
+  if (stat(path, &st) != 0) return lua_pushnil(L), lua_pushstring(L, strerror(errno)), 2;
+  if (!S_ISREG(st.st_mode)) return lua_pushnil(L), lua_pushliteral(L, "not a regular file"), 2;
+  lua_pushinteger(L, (lua_Integer)st.st_size);
+  return 1;
 }
 
 static int l_file_crc32(lua_State *L) {
@@ -78,7 +110,9 @@ void ms_lua_open_files(lua_State *L) {
   }
   lua_pop(L, 1);
   static const luaL_Reg fns[] = {{"_write_atomic", l_write_atomic},
+                                 {"_crc32", l_crc32},
                                  {"_file_crc32", l_file_crc32},
+                                 {"_file_size", l_file_size},
                                  {"_list_dir", l_list_dir},
                                  {"_remove_stale_temporaries", l_remove_stale_temporaries},
                                  {"_os_random_int", l_os_random_int},
