@@ -131,9 +131,10 @@ int ms_remove_stale_temporaries(const char *dir, const char *prefix) {
   size_t plen = strlen(prefix);
   int removed = 0;
   for (struct dirent *e; (e = readdir(d));) {
-    const char *mark = strncmp(e->d_name, prefix, plen) == 0 ? strstr(e->d_name + plen, TMP_MARK) : NULL;
-    /* the last ".tmp." starts the suffix: a target's own name may hold one */
-    for (const char *m = mark; m; m = strstr(m + 1, TMP_MARK)) mark = m;
+    /* the last ".tmp." starts the suffix: a target's own name may hold one, the host cannot */
+    const char *mark = NULL;
+    if (strncmp(e->d_name, prefix, plen) == 0)
+      for (const char *m = strstr(e->d_name, TMP_MARK); m; m = strstr(m + 1, TMP_MARK)) mark = m;
     tmp_name t;
     if (!mark || !parse_tmp_suffix(mark + strlen(TMP_MARK), &t) || !is_stale(dir, e->d_name, &t, host)) continue;
     char path[4096];
