@@ -17,7 +17,9 @@
  * written as their contiguous copy) and, when meta_keys is not NULL, a "__metadata__" object
  * of n_meta key/value strings (in the order given). Names, keys and values must be UTF-8; names
  * unique and not "__metadata__". The file appears atomically (ms_atomic_open below); on any
- * failure the temporary file is removed and an existing file at path is untouched. */
+ * failure the temporary file is removed and an existing file at path is untouched. No checksum is
+ * added: the bytes are exactly those of the reference library's save_file (sharded checkpoints
+ * checksum each file in their index). */
 ms_status ms_safetensors_save(const char *path, int n, const char *const *names, ms_tensor *const *tensors,
                               int n_meta, const char *const *meta_keys, const char *const *meta_values);
 
