@@ -65,7 +65,7 @@ local function without_own_crc(text)
 end
 
 local function seal(text)
-  local crc = ms._crc32(without_own_crc(text))
+  local crc = ms._crc32((without_own_crc(text)))
   return (text:gsub(CRC_FIELD, fmt('"index_crc32":"%08x"', crc), 1))
 end
 

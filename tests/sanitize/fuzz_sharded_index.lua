@@ -1,5 +1,5 @@
 -- fuzz_sharded_index.lua: mutation fuzzing of sharded checkpoints (fsdp.load_sharded), per
--- tests/sanitize's convention: MS_FUZZ_SEED (default 1), MS_FUZZ_CASES (default 2500).
+-- tests/sanitize's convention: MS_FUZZ_SEED (default 1), MS_FUZZ_CASES (default 2000).
 --
 -- The base checkpoint is made here, independently of save_sharded: a small model's parameters cut
 -- into uneven pieces over 3 shard files (a tensor may have several pieces in one file, keyed
@@ -19,7 +19,7 @@ local nn = require "moonshard.nn"
 local fsdp = require "moonshard.fsdp"
 
 local SEED = tonumber(os.getenv("MS_FUZZ_SEED") or "1")
-local CASES = tonumber(os.getenv("MS_FUZZ_CASES") or "2500")
+local CASES = tonumber(os.getenv("MS_FUZZ_CASES") or "2000")
 math.randomseed(SEED)
 local fmt = string.format
 
