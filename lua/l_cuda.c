@@ -240,6 +240,7 @@ void ms_lua_open_cuda(lua_State *L) {
       {"memory_reserved", l_memory_reserved}, {"max_memory_reserved", l_max_memory_reserved},
       {"memory_stats", l_memory_stats}, {"reset_peak_memory_stats", l_reset_peak_memory_stats},
       {"pinned_memory_stats", l_pinned_memory_stats},
+      {"get_rng_state", ms_lua_cuda_get_rng_state}, {"set_rng_state", ms_lua_cuda_set_rng_state},
       {"Event", l_event_new}, {NULL, NULL}};
   luaL_newlib(L, fns);
   lua_setfield(L, -3, "cuda");

@@ -49,6 +49,7 @@ int luaopen_moonshard(lua_State *L) {
   ms_lua_open_optim(L);
   ms_lua_open_io(L);
   ms_lua_open_io_parts(L);
+  ms_lua_open_files(L);
   ms_lua_open_idx(L);
   ms_lua_open_random_fill(L);
   ms_lua_open_transforms(L);

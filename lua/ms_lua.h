@@ -112,6 +112,10 @@ void ms_lua_open_idx(lua_State *L);       /* l_idx.c: ms.read_idx, ms._idx_rows 
 /* The rows object (ms._idx_rows) at idx; raises naming fname when it is not one or was closed. */
 ms_idx_rows *ms_lua_check_idx_rows(lua_State *L, int idx, const char *fname);
 void ms_lua_open_random_fill(lua_State *L); /* l_random_fill.c: uniform_, normal_ in place */
+int ms_lua_get_rng_state(lua_State *L);      /* l_random_fill.c: ms.get_rng_state */
+int ms_lua_cuda_get_rng_state(lua_State *L); /* l_random_fill.c: ms.cuda's, registered by l_cuda.c */
+int ms_lua_cuda_set_rng_state(lua_State *L);
+void ms_lua_open_files(lua_State *L);       /* l_files.c: atomic writes, checksums, listings */
 void ms_lua_open_loader(lua_State *L);      /* l_loader.c: ms._loader_new, ms.data on first use */
 void ms_lua_open_transforms(lua_State *L); /* l_transforms.c: ms.transform_batch */
 void ms_lua_open_dist(lua_State *L);       /* l_dist.c: ms.distributed */

@@ -33,6 +33,20 @@ uint64_t ms_initial_seed(void) {
   return s;
 }
 
+void ms_random_get_state(uint64_t *seed, uint64_t *offset) {
+  pthread_mutex_lock(&g_lock);
+  *seed = g_seed;
+  *offset = g_offset;
+  pthread_mutex_unlock(&g_lock);
+}
+
+void ms_random_set_state(uint64_t seed, uint64_t offset) {
+  pthread_mutex_lock(&g_lock);
+  g_seed = seed;
+  g_offset = offset;
+  pthread_mutex_unlock(&g_lock);
+}
+
 void ms_random_reserve(int64_t blocks, uint64_t *seed, uint64_t *offset) {
   pthread_mutex_lock(&g_lock);
   *seed = g_seed;

@@ -2,20 +2,31 @@
 -- each rank writes the pieces it holds (fsdp_state.lua computes them) and loads the ranges it
 -- keeps, so a checkpoint saved on one world size and wrapping loads onto any other.
 --
--- A sharded checkpoint is a directory:
---   shard-RRRRR-of-WWWWW.safetensors  one per rank of the saving group: tensors named after the
+-- A sharded checkpoint is a directory holding one generation, named by its save id ID (unique per
+-- save: rank 0's clock and 48 random bits from the OS, agreed by every rank):
+--   shard-RRRRR-of-WWWWW.ID.safetensors  one per rank of the saving group: tensors named after the
 --                                     original parameters, each a 1-D range of the flattened
 --                                     original (a name with more than one range on a rank:
---                                     "name@offset" for the others)
---   index.json                        {"format": "moonshard.fsdp.sharded", "version": 1,
---                                      "world_size": W, "files": [...], "entries": [{"name",
+--                                     "name@offset" for the others); metadata names the save id
+--   index.json                        {"format": "moonshard.fsdp.sharded", "version": 2,
+--                                      "index_crc32": "hhhhhhhh", "save_id": ID, "world_size": W,
+--                                      "files": [{"name", "size", "crc32"}, ...], "entries": [{"name",
 --                                      "kind": "param"|"buffer", "dtype", "shape": [...],
 --                                      "pieces": [{"file", "key", "offset", "numel"}]}]}
 -- Offsets count elements from 0 in the row-major flattening of the original tensor; "file" is
 -- the 0-based rank (an index into "files"). Every element is written once: by the lowest rank
 -- holding it (so NO_SHARD params and every buffer come from rank 0, replicas write nothing).
--- Each file is written to a temporary name, flushed and renamed; the index last, after every
--- rank file exists, so a directory with an index is a complete checkpoint.
+-- crc32 is zlib's over a shard's whole file; index_crc32 is zlib's over the index's own text with
+-- its 8 digits written as 0s.
+--
+-- Why a save never mixes with another: every file is written atomically (ms.save and
+-- ms._write_atomic: a temporary, fsync'd, renamed, directory fsync'd); a save writes new names,
+-- never the old generation's; the index is written last, by rank 0, once every rank's shard is on
+-- disk (an all-gather of their sizes and checksums is the barrier), so until the rename of the
+-- new index the old one names the old, complete set; only then are the older generations' files
+-- (and stale temporaries of dead writers) removed. A load checks that every file the index names
+-- exists with its size and, for the files it reads, its crc32, so a set mixed by hand, a torn or
+-- a corrupt shard is refused with the file named.
 local ms = require "moonshard"
 local state = require "moonshard.fsdp_state"
 local comm = require "moonshard.fsdp_comm"
@@ -27,28 +38,13 @@ local held_pieces, load_pieces = state._internal.held_pieces, state._internal.lo
 local group_of, numel_of = state._internal.group_of, state._internal.numel_of
 
 local INDEX = "index.json"
-local FORMAT, VERSION = "moonshard.fsdp.sharded", 1
+local FORMAT, VERSION = "moonshard.fsdp.sharded", 2
+local SAVE_ID = "^%x+%-%x+$"
 
 local function json_str(s)
   return '"' .. s:gsub('[%c"\\]', function(c)
     return c == '"' and '\\"' or c == "\\" and "\\\\" or fmt("\\u%04x", c:byte())
   end) .. '"'
-end
-
--- Writes text to path atomically: a temporary name, flushed and closed, then renamed.
-local function write_atomic(fname, path, text)
-  local tmp = fmt("%s.tmp.%d", path, math.random(0, 1 << 30))
-  local f, err = io.open(tmp, "wb")
-  if not f then error(fmt("%s: could not create '%s': %s", fname, tmp, err), 0) end
-  local ok, werr = f:write(text)
-  ok = ok and f:flush()
-  f:close()
-  local renamed, rerr = false, nil
-  if ok then renamed, rerr = os.rename(tmp, path) end
-  if not renamed then
-    os.remove(tmp)
-    error(fmt("%s: could not write '%s': %s", fname, path, tostring(werr or rerr)), 0)
-  end
 end
 
 local function is_dir(path)
@@ -57,7 +53,21 @@ local function is_dir(path)
   return f ~= nil
 end
 
-local function file_name(rank, world) return fmt("shard-%05d-of-%05d.safetensors", rank, world) end
+local function file_name(rank, world, id) return fmt("shard-%05d-of-%05d.%s.safetensors", rank, world, id) end
+
+-- The index's text with its own checksum spelled 00000000, and those 8 digits as found (nil when
+-- the text has no index_crc32 field).
+local CRC_FIELD = '"index_crc32":"(%x%x%x%x%x%x%x%x)"'
+local function without_own_crc(text)
+  local a, b, digits = text:find(CRC_FIELD)
+  if not a then return text, nil end
+  return text:sub(1, a - 1) .. '"index_crc32":"00000000"' .. text:sub(b + 1), digits
+end
+
+local function seal(text)
+  local crc = ms._crc32((without_own_crc(text)))
+  return (text:gsub(CRC_FIELD, fmt('"index_crc32":"%08x"', crc), 1))
+end
 
 -- The parts of [a, b) that no range in `lower` ({offset, numel} pairs) covers.
 local function uncovered(a, b, lower)
@@ -72,9 +82,12 @@ local function uncovered(a, b, lower)
   return out
 end
 
-local function index_json(world, pieces, layout)
+local function index_json(id, world, sums, pieces, layout)
   local files = {}
-  for r = 0, world - 1 do files[#files + 1] = json_str(file_name(r, world)) end
+  for r = 0, world - 1 do
+    files[#files + 1] = fmt('{"name":%s,"size":%d,"crc32":%d}', json_str(file_name(r, world, id)), sums[2 * r + 1],
+      sums[2 * r + 2])
+  end
   local entries = {}
   for i, p in ipairs(pieces) do
     local parts = {}
@@ -86,36 +99,61 @@ local function index_json(world, pieces, layout)
     entries[#entries + 1] = fmt('  {"name":%s,"kind":"%s","dtype":"%s","shape":[%s],"pieces":[%s]}', json_str(p.name),
       p.kind, p.dtype, table.concat(shape, ","), table.concat(parts, ","))
   end
-  return fmt('{"format":"%s","version":%d,"world_size":%d,\n "files":[%s],\n "entries":[\n%s\n]}\n', FORMAT, VERSION,
-    world, table.concat(files, ","), table.concat(entries, ",\n"))
+  return seal(fmt('{"format":"%s","version":%d,"index_crc32":"00000000","save_id":%s,"world_size":%d,\n "files":[\n  %s],'
+    .. '\n "entries":[\n%s\n]}\n', FORMAT, VERSION, json_str(id), world, table.concat(files, ",\n  "),
+    table.concat(entries, ",\n")))
+end
+
+-- After the index of save `id` is in place: removes the shard files of every other generation
+-- (and of version 1, which had no save id) and the temporaries of shard writers that died.
+local function remove_old_generations(dir, id)
+  for _, name in ipairs(ms._list_dir(dir)) do
+    local old = name:match("^shard%-%d+%-of%-%d+%.safetensors$")
+      or (name:match("^shard%-%d+%-of%-%d+%.([%x%-]+)%.safetensors$") or id) ~= id
+    if old then os.remove(dir .. "/" .. name) end
+  end
+  ms._remove_stale_temporaries(dir, "shard-")
+end
+
+-- Test hook (tests/lua/test_fsdp_generations.lua): the rank named by MS_TEST_SAVE_SHARDED_DIE
+-- kills itself with SIGKILL once its shard is written, as a crash midway through a save would.
+local function die_for_test(rank)
+  if os.getenv("MS_TEST_SAVE_SHARDED_DIE") == tostring(rank) then os.execute("kill -KILL $PPID") end
+end
+
+-- Every rank of the group's int64 values `mine` (the same count on each), as one flat list: rank
+-- r's at [r * #mine + 1, (r + 1) * #mine].
+local function all_gather_ints(mine, group, world)
+  if world == 1 then return mine end
+  local all = comm.for_collective(ms.zeros(#mine * world, {dtype = "int64"}))
+  dist.all_gather_into_tensor(all, comm.for_collective(ms.tensor(mine, {dtype = "int64"})), {group = group})
+  return all:cpu():tolist()
 end
 
 -- fsdp.save_sharded(model, dir): every rank of the model's group writes its pieces to its file
--- in dir (which must exist), then rank 0 writes the index; returns when all of it is on disk
--- (a barrier). The model may be wrapped any way, or a plain module (then rank 0 writes it all).
+-- in dir (which must exist), then rank 0 writes the index and removes older generations; returns
+-- when all of it is on disk. The model may be wrapped any way, or a plain module (then rank 0
+-- writes it all).
 function M.save_sharded(model, dir)
   local fname = "save_sharded"
   if type(dir) ~= "string" then error(fmt("%s: bad argument #2 (dir): expected a directory path, got %s", fname, type(dir)), 2) end
   if not is_dir(dir) then error(fmt("%s: directory '%s' does not exist (create it first)", fname, dir), 2) end
   local group, rank, world = group_of(model)
   local pieces = held_pieces(model)
-  -- everyone learns every rank's (offset, numel) per entry: the entries are the same list on
-  -- every rank of the group, so one all-gather of 2 integers an entry is the whole exchange
-  local ranges = {}
-  for i, p in ipairs(pieces) do ranges[2 * i - 1], ranges[2 * i] = p.offset, p.numel end
-  local mine = #ranges > 0 and ms.tensor(ranges, {dtype = "int64"}) or ms.zeros(0, {dtype = "int64"})
-  local all = mine
-  if world > 1 then
-    all = comm.for_collective(ms.zeros(2 * #pieces * world, {dtype = "int64"}))
-    dist.all_gather_into_tensor(all, comm.for_collective(mine), {group = group})
-  end
-  local flat = all:cpu():tolist()
+  -- everyone learns every rank's (offset, numel) per entry, and rank 0's draw of the save id: the
+  -- entries are the same list on every rank of the group, so one all-gather is the whole exchange
+  local mine = {}
+  for i, p in ipairs(pieces) do mine[2 * i - 1], mine[2 * i] = p.offset, p.numel end
+  mine[#mine + 1] = rank == 0 and os.time() or 0
+  mine[#mine + 1] = rank == 0 and ms._os_random_int() or 0
+  local flat, stride = all_gather_ints(mine, group, world), #mine
+  local id = fmt("%x-%012x", flat[stride - 1], flat[stride] & 0xffffffffffff)
   local layout, tensors = {}, {}
   for i, p in ipairs(pieces) do
     layout[i] = {}
     local lower = {}
     for r = 0, world - 1 do
-      local off, n = flat[r * 2 * #pieces + 2 * i - 1], flat[r * 2 * #pieces + 2 * i]
+      local off, n = flat[r * stride + 2 * i - 1], flat[r * stride + 2 * i]
       for k, part in ipairs(uncovered(off, off + n, lower)) do
         local key = k == 1 and p.name or fmt("%s@%d", p.name, part[1])
         layout[i][#layout[i] + 1] = {rank = r, key = key, offset = part[1], numel = part[2] - part[1]}
@@ -124,10 +162,18 @@ function M.save_sharded(model, dir)
       if n > 0 then lower[#lower + 1] = {off, n} end
     end
   end
-  ms.save(tensors, dir .. "/" .. file_name(rank, world), {nested = false,
-    metadata = {format = FORMAT, rank = tostring(rank), world_size = tostring(world)}})
-  if world > 1 then dist.barrier({group = group}) end
-  if rank == 0 then write_atomic(fname, dir .. "/" .. INDEX, index_json(world, pieces, layout)) end
+  local path = dir .. "/" .. file_name(rank, world, id)
+  ms.save(tensors, path, {nested = false,
+    metadata = {format = FORMAT, rank = tostring(rank), world_size = tostring(world), save_id = id}})
+  die_for_test(rank)
+  -- ms.save synced the shard before returning, so once this all-gather of every shard's size and
+  -- checksum is done, every shard is durable: the index may name them
+  local crc, size = ms._file_crc32(path)
+  local sums = all_gather_ints({size, crc}, group, world)
+  if rank == 0 then
+    ms._write_atomic(dir .. "/" .. INDEX, index_json(id, world, sums, pieces, layout), fname)
+    remove_old_generations(dir, id)
+  end
   if world > 1 then dist.barrier({group = group}) end
 end
 
@@ -151,6 +197,23 @@ local function check_entry(e, nfiles)
   end
 end
 
+-- Why the index's list of files is unusable, or nil: one {name, size, crc32} per rank of the
+-- save, named after the rank, the world size and the save id.
+local function check_files(idx)
+  if type(idx.save_id) ~= "string" or not idx.save_id:match(SAVE_ID) then return "\"save_id\" must be hex-hex" end
+  local world = idx.world_size
+  if not is_count(world) or world < 1 or #idx.files ~= world then
+    return fmt("\"world_size\" must be a count >= 1 and \"files\" name that many (got %s and %d)", tostring(world),
+      #idx.files)
+  end
+  for r = 0, world - 1 do
+    local f, want = idx.files[r + 1], file_name(r, world, idx.save_id)
+    if type(f) ~= "table" or f.name ~= want or not is_count(f.size) or not is_count(f.crc32) or f.crc32 > 0xffffffff then
+      return fmt("file %d must be {\"name\": \"%s\", \"size\", \"crc32\"}", r, want)
+    end
+  end
+end
+
 local function read_index(fname, dir)
   if type(dir) ~= "string" then error(fmt("%s: bad argument #2 (dir): expected a directory path, got %s", fname, type(dir)), 3) end
   if not is_dir(dir) then error(fmt("%s: directory '%s' does not exist", fname, dir), 3) end
@@ -161,6 +224,11 @@ local function read_index(fname, dir)
   end
   local text = f:read("a")
   f:close()
+  local body, digits = without_own_crc(text)
+  if digits and tonumber(digits, 16) ~= ms._crc32(body) then
+    error(fmt("%s: '%s' fails its checksum (index_crc32 %s, its text gives %08x): the index is corrupt", fname, path,
+      digits, ms._crc32(body)), 3)
+  end
   local idx = ms._json_decode(text, fname .. " '" .. path .. "'")
   if type(idx) ~= "table" or idx.format ~= FORMAT or type(idx.entries) ~= "table" or type(idx.files) ~= "table" then
     error(fmt("%s: '%s' is not a moonshard sharded-checkpoint index (expected format '%s')", fname, path, FORMAT), 3)
@@ -168,14 +236,61 @@ local function read_index(fname, dir)
   if idx.version ~= VERSION then
     error(fmt("%s: '%s' has index version %s; this moonshard reads version %d", fname, path, tostring(idx.version), VERSION), 3)
   end
+  if idx.index_crc32 ~= digits then
+    error(fmt("%s: '%s' has no valid \"index_crc32\" (8 hex digits)", fname, path), 3)
+  end
+  local why = check_files(idx)
+  if why then error(fmt("%s: '%s': %s", fname, path, why), 3) end
   for i, e in ipairs(idx.entries) do
-    local why = check_entry(e, #idx.files)
+    why = check_entry(e, #idx.files)
     if why then
       error(fmt("%s: '%s': entry %d (%s) is malformed: %s", fname, path, i,
         type(e) == "table" and type(e.name) == "string" and ("'" .. e.name .. "'") or "unnamed", why), 3)
     end
   end
   return idx, path
+end
+
+-- Refuses a checkpoint whose files are not the set its index names: each must exist with the size
+-- the index gives (a shard of another save, or a torn one, has another), and each file in
+-- `to_read` must match its crc32. Runs before anything is loaded, so a refused load changes
+-- nothing.
+local function verify_files(fname, dir, idx, to_read)
+  for r, e in ipairs(idx.files) do
+    local path = dir .. "/" .. e.name
+    local size, why = ms._file_size(path)
+    if not size then
+      error(fmt("%s: '%s' is missing (%s): the index names it as the shard of rank %d of save %s (the directory "
+        .. "holds another save's files, or a file was removed)", fname, path, why, r - 1, idx.save_id), 0)
+    end
+    if size ~= e.size then
+      error(fmt("%s: '%s' has %s bytes, the index says %d: the file is torn or from another save", fname, path,
+        tostring(size), e.size), 0)
+    end
+  end
+  for file in pairs(to_read) do
+    local e = idx.files[file + 1]
+    local path = dir .. "/" .. e.name
+    local crc = ms._file_crc32(path)
+    if crc ~= e.crc32 then
+      error(fmt("%s: '%s' fails its checksum (crc32 %08x, the index says %08x): the file is corrupt or from another "
+        .. "save", fname, path, crc, e.crc32), 0)
+    end
+  end
+end
+
+-- The files (0-based) holding elements of the pieces this rank keeps.
+local function files_to_read(model, idx)
+  local by_name = {}
+  for _, e in ipairs(idx.entries) do by_name[e.name] = e end
+  local out = {}
+  for _, p in ipairs(held_pieces(model)) do
+    local e = by_name[p.name]
+    for _, q in ipairs(e and p.numel > 0 and e.pieces or {}) do
+      if q.offset < p.offset + p.numel and p.offset < q.offset + q.numel then out[q.file] = true end
+    end
+  end
+  return out
 end
 
 -- fsdp.load_sharded(model, dir [, {strict = true}]): loads a checkpoint from save_sharded into
@@ -186,16 +301,14 @@ end
 function M.load_sharded(model, dir, opts)
   local fname = "load_sharded"
   if opts ~= nil and type(opts) ~= "table" then error(fmt("%s: expected an options table, got %s", fname, type(opts)), 2) end
-  local idx, path = read_index(fname, dir)
+  local idx = read_index(fname, dir)
+  verify_files(fname, dir, idx, files_to_read(model, idx))
   local open = {}
   local _ <close> = setmetatable({}, {__close = function()
     for _, f in pairs(open) do f:close() end
   end})
   local function reader(file, key)
-    local name = idx.files[file + 1]
-    if type(name) ~= "string" or name:find("/", 1, true) then
-      error(fmt("%s: '%s': file %d is not a file name in the checkpoint's directory", fname, path, file), 0)
-    end
+    local name = idx.files[file + 1].name -- checked: the expected name of a shard of this save
     return function(first, count)
       local f = open[file]
       if not f then

@@ -213,14 +213,15 @@ dirs[#dirs + 1] = ckpt
 
 case(("save_sharded on %d ranks: one file per rank and an index"):format(W), function()
   fsdp.save_sharded(trained, ckpt)
-  for r = 0, W - 1 do
-    local f = io.open(("%s/shard-%05d-of-%05d.safetensors"):format(ckpt, r, W), "rb")
-    T.truthy(f, "file of rank " .. r)
-    f:close()
-  end
   local f = assert(io.open(ckpt .. "/index.json"))
   local idx = ms._json_decode(f:read("a"))
   f:close()
+  T.eq(#idx.files, W)
+  for r = 0, W - 1 do
+    local name = ("shard-%05d-of-%05d.%s.safetensors"):format(r, W, idx.save_id)
+    T.eq(idx.files[r + 1].name, name)
+    T.eq(ms._file_size(ckpt .. "/" .. name), idx.files[r + 1].size, "file of rank " .. r)
+  end
   T.eq(idx.world_size, W)
   T.eq(#idx.entries, 6)
   local got = {}
@@ -326,9 +327,11 @@ case("bad checkpoints: missing directory or index, names and shapes that do not 
   local bad = shared_dir("bad")
   dirs[#dirs + 1] = bad
   if R == 0 then
-    T.write_file(bad .. "/index.json", '{"format":"moonshard.fsdp.sharded","version":1,"world_size":1,'
-      .. '"files":["shard-00000-of-00001.safetensors"],"entries":[{"name":"fc2.bias","kind":"param",'
-      .. '"dtype":"float32","shape":[5],"pieces":[{"file":0,"key":"fc2.bias","offset":3,"numel":4}]}]}')
+    local text = '{"format":"moonshard.fsdp.sharded","version":2,"index_crc32":"00000000","save_id":"1-2",'
+      .. '"world_size":1,"files":[{"name":"shard-00000-of-00001.1-2.safetensors","size":0,"crc32":0}],'
+      .. '"entries":[{"name":"fc2.bias","kind":"param","dtype":"float32","shape":[5],"pieces":[{"file":0,'
+      .. '"key":"fc2.bias","offset":3,"numel":4}]}]}'
+    T.write_file(bad .. "/index.json", (text:gsub("00000000", ("%08x"):format(ms._crc32(text)), 1)))
   end
   dist.barrier()
   T.raises(function() fsdp.load_sharded(Small(), bad) end, "load_sharded", "entry 1 ('fc2.bias') is malformed",

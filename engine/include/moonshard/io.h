@@ -7,6 +7,8 @@
 #define MOONSHARD_IO_H
 
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "moonshard/error.h"
 #include "moonshard/tensor.h"
@@ -14,9 +16,10 @@
 /* Writes n tensors under their names (data in the order given; non-contiguous tensors are
  * written as their contiguous copy) and, when meta_keys is not NULL, a "__metadata__" object
  * of n_meta key/value strings (in the order given). Names, keys and values must be UTF-8; names
- * unique and not "__metadata__". The file appears atomically: the bytes go to
- * "<path>.tmp.<pid>", are flushed and fsync'd, then renamed over path; on any failure the
- * temporary file is removed and an existing file at path is untouched. */
+ * unique and not "__metadata__". The file appears atomically (ms_atomic_open below); on any
+ * failure the temporary file is removed and an existing file at path is untouched. No checksum is
+ * added: the bytes are exactly those of the reference library's save_file (sharded checkpoints
+ * checksum each file in their index). */
 ms_status ms_safetensors_save(const char *path, int n, const char *const *names, ms_tensor *const *tensors,
                               int n_meta, const char *const *meta_keys, const char *const *meta_values);
 
@@ -50,6 +53,29 @@ void ms_safetensors_close(ms_safetensors_file *f);
  * a new 1-D CPU tensor of the file's dtype; NULL with an error naming the file, the tensor and
  * its element count when the name is absent or the range does not lie inside it. */
 ms_tensor *ms_safetensors_read_range(ms_safetensors_file *f, const char *name, int64_t offset, int64_t count);
+
+/* ---- atomic files (atomic_file.c) ----------------------------------------------------------------
+ * A file written through these appears whole under its name or not at all: the bytes go to a
+ * temporary "<path>.tmp.<host>.<pid>.<start>.<random>" in the same directory, created with O_EXCL,
+ * then are fsync'd, renamed over path, and the directory is fsync'd. Opening first removes the
+ * stale temporaries of path that dead writers left (the rule is at the top of atomic_file.c). */
+typedef struct ms_atomic_file {
+  FILE *f; /* write the contents here */
+  char *tmp, *path;
+  const char *who; /* names the operation in errors */
+} ms_atomic_file;
+ms_status ms_atomic_open(ms_atomic_file *af, const char *path, const char *who);
+/* Flushes, syncs, renames into place and syncs the directory; af is released either way. */
+ms_status ms_atomic_commit(ms_atomic_file *af);
+/* Closes and removes the temporary (after a failure); safe on a released af. */
+void ms_atomic_abort(ms_atomic_file *af);
+ms_status ms_write_file_atomic(const char *path, const void *data, size_t n, const char *who);
+/* Removes the stale temporaries in dir whose names start with prefix; returns how many. */
+int ms_remove_stale_temporaries(const char *dir, const char *prefix);
+/* The zlib crc32 and the size of a regular file's bytes (a FIFO or directory is an error). */
+ms_status ms_file_crc32(const char *path, uint32_t *crc, uint64_t *size);
+/* n bytes from the operating system's random source. */
+ms_status ms_os_random(void *buf, size_t n);
 
 /* The safetensors name of a dtype ("F32", "BF16", "BOOL", ...). */
 const char *ms_safetensors_dtype_name(ms_dtype dt);

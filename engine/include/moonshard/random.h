@@ -10,6 +10,10 @@
 
 void ms_manual_seed(uint64_t seed);
 uint64_t ms_initial_seed(void);
+/* The whole generator state, for checkpoints: setting what get returned replays the same numbers
+ * on either device (there is one generator; its numbers do not depend on the device). */
+void ms_random_get_state(uint64_t *seed, uint64_t *offset);
+void ms_random_set_state(uint64_t seed, uint64_t offset);
 
 /* Fill in place (floating dtypes for uniform/normal; any dtype for randint). */
 ms_status ms_tensor_uniform_(ms_tensor *t, double low, double high);

@@ -1,14 +1,11 @@
 /* safetensors.c: writing safetensors checkpoints. The header is built in memory first (so every
  * argument is checked before a file exists), then header and data stream to a temporary file
- * that is fsync'd and renamed over the target: a crash never leaves half a file under the real
- * name. Reading lives in safetensors_load.c. */
-#define _POSIX_C_SOURCE 200809L /* fsync, fileno, getpid, open */
+ * that is fsync'd and renamed over the target (atomic_file.c): a crash never leaves half a file
+ * under the real name. Reading lives in safetensors_load.c. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "moonshard/json.h"
 #include "io/safetensors_internal.h"
@@ -236,38 +233,16 @@ static ms_status write_all(FILE *f, const char *path, const ms_json_buf *header,
   ms_status st = write_bytes(f, path, len, 8);
   if (!st) st = write_bytes(f, path, header->data, header->len);
   for (int i = 0; i < n && !st; i++) st = write_tensor(f, path, names[i], tensors[i]);
-  if (!st && fflush(f) != 0) st = write_error(path, "could not write");
-  /* fsync before rename: otherwise a crash can leave the new name pointing at missing data */
-  if (!st && fsync(fileno(f)) != 0) st = write_error(path, "could not sync to disk");
   return st;
-}
-
-/* The rename is only durable once the directory entry is on disk. Best effort: some file
- * systems refuse to fsync a directory, and the data itself is already safe by then. */
-static void sync_parent_dir(const char *path) {
-  char dir[4096];
-  const char *slash = strrchr(path, '/');
-  if (!slash) snprintf(dir, sizeof dir, ".");
-  else snprintf(dir, sizeof dir, "%.*s", (int)(slash == path ? 1 : slash - path), path);
-  int fd = open(dir, O_RDONLY);
-  if (fd < 0) return;
-  (void)fsync(fd);
-  close(fd);
 }
 
 static ms_status write_file(const char *path, const ms_json_buf *header, int n, const char *const *names,
                             ms_tensor *const *tensors) {
-  size_t tmplen = strlen(path) + 32;
-  char *tmp = malloc(tmplen);
-  if (!tmp) return ms_error(MS_ERR_MEMORY, "safetensors save '%s': out of memory", path);
-  snprintf(tmp, tmplen, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "wbx"); /* x: never follow or clobber something already there */
-  ms_status st = f ? write_all(f, path, header, n, names, tensors) : write_error(path, "could not create the temporary file");
-  if (f && fclose(f) != 0 && !st) st = write_error(path, "could not close");
-  if (!st && rename(tmp, path) != 0) st = write_error(path, "could not rename the temporary file into place");
-  if (st && f) remove(tmp);
-  if (!st) sync_parent_dir(path);
-  free(tmp);
+  ms_atomic_file af;
+  ms_status st = ms_atomic_open(&af, path, "safetensors save");
+  if (!st) st = write_all(af.f, path, header, n, names, tensors);
+  if (st) ms_atomic_abort(&af);
+  else st = ms_atomic_commit(&af);
   return st;
 }
 
