@@ -14,6 +14,14 @@
 -- MS_SWEEP_SKIP lists case numbers to leave out (each counts as a failure).
 local ms = require "moonshard"
 
+-- Swept sizes ask for tensors up to the engine's allocation cap, which is the machine's memory
+-- unless MS_MAX_ALLOC_BYTES lowers it: scripts/sanitize.sh sets 2 GB.
+if not os.getenv("MS_MAX_ALLOC_BYTES") then
+  io.stderr:write("arg_sweep.lua: set MS_MAX_ALLOC_BYTES (scripts/sanitize.sh sets 2 GB): without it the swept ",
+    "sizes allocate up to the machine's memory\n")
+  os.exit(2)
+end
+
 local SEED = tonumber(os.getenv("MS_FUZZ_SEED") or "1")
 local CASES = tonumber(os.getenv("MS_FUZZ_CASES") or "20000")
 local TRACE = os.getenv("MS_SWEEP_TRACE") == "1"
@@ -27,6 +35,8 @@ local SKIP = {
   init_process_group = "initialises MPI and waits for its peers",
   launch = "starts ranks",
   repl = "reads the terminal",
+  _write_atomic = "writes the file it is given (a number is a path to Lua's string checks)",
+  _remove_stale_temporaries = "deletes files by design",
 }
 
 -- ---- the targets --------------------------------------------------------------------------------

@@ -1,14 +1,18 @@
 /* cuda_conv.c: conv2d forward and both backwards on CUDA tensors through cuDNN: one handle per
- * device, the algorithm of each shape chosen once (cuDNN's heuristics, the first whose workspace
- * can be had) and cached, workspaces taken from the caching allocator. float32 runs with FMA
- * math, not TF32, so results agree with the CPU to float32 rounding. A CUDA build without cuDNN
+ * device; each direction runs a cached graph-API plan (cuda_conv_plan.c), or, for a shape the
+ * graph API cannot plan, the legacy call with the algorithm of each shape chosen once (cuDNN's
+ * heuristics, the first whose workspace can be had); workspaces come from the caching allocator.
+ * float32 runs with FMA math, not TF32, so results agree with the CPU to float32 rounding. The
+ * bias and its gradient are kernels of ours (kernels/cuda/nn_ops.cu). A CUDA build without cuDNN
  * answers with an error saying so. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_conv_plan.h"
 #include "cuda_internal.h"
 #include "cuda_ops.h"
+#include "kernels/kernels_cuda.h"
 
 #ifndef MS_HAVE_CUDNN
 
@@ -26,8 +30,6 @@ ms_status ms_cuda_conv2d_backward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_te
 }
 
 #else
-
-#include <cudnn.h>
 
 static ms_status check_dnn(const char *op, cudnnStatus_t st) {
   if (st == CUDNN_STATUS_SUCCESS) return MS_OK;
@@ -68,7 +70,7 @@ static algo_entry *entry_for(int dev, ms_dtype dt, const ms_k_conv2d_geom *g) {
 
 /* The descriptors of one convolution (x, w, y and the op); freed by descs_free. */
 typedef struct descs {
-  cudnnTensorDescriptor_t x, y, bias;
+  cudnnTensorDescriptor_t x, y;
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
 } descs;
@@ -76,7 +78,6 @@ typedef struct descs {
 static void descs_free(descs *d) {
   if (d->x) cudnnDestroyTensorDescriptor(d->x);
   if (d->y) cudnnDestroyTensorDescriptor(d->y);
-  if (d->bias) cudnnDestroyTensorDescriptor(d->bias);
   if (d->w) cudnnDestroyFilterDescriptor(d->w);
   if (d->conv) cudnnDestroyConvolutionDescriptor(d->conv);
 }
@@ -90,12 +91,10 @@ static ms_status descs_make(const char *op, const ms_k_conv2d_geom *g, ms_dtype 
   cudnnDataType_t t = dt == MS_FLOAT64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   cudnnStatus_t s = cudnnCreateTensorDescriptor(&d->x);
   if (!s) s = cudnnCreateTensorDescriptor(&d->y);
-  if (!s) s = cudnnCreateTensorDescriptor(&d->bias);
   if (!s) s = cudnnCreateFilterDescriptor(&d->w);
   if (!s) s = cudnnCreateConvolutionDescriptor(&d->conv);
   if (!s) s = cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, t, (int)g->n, (int)g->c, (int)g->h, (int)g->w);
   if (!s) s = cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, t, (int)g->n, (int)g->o, (int)g->oh, (int)g->ow);
-  if (!s) s = cudnnSetTensor4dDescriptor(d->bias, CUDNN_TENSOR_NCHW, t, 1, (int)g->o, 1, 1);
   if (!s) s = cudnnSetFilter4dDescriptor(d->w, t, CUDNN_TENSOR_NCHW, (int)g->o, (int)(g->c / g->groups), (int)g->kh, (int)g->kw);
   if (!s) s = cudnnSetConvolution2dDescriptor(d->conv, (int)g->ph, (int)g->pw, (int)g->sh, (int)g->sw, (int)g->dh,
                                               (int)g->dw, CUDNN_CROSS_CORRELATION, t);
@@ -173,12 +172,17 @@ static ms_status cached_algo(cudnnHandle_t h, const descs *d, int dev, ms_dtype 
   return st;
 }
 
-ms_status ms_cuda_conv2d_forward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *b,
-                                 ms_tensor *out) {
-  int dev = ms_tensor_device(out).index;
-  cudnnHandle_t h = handle_for("conv2d", dev);
+/* y[n, o, :] += b[o] */
+static ms_status add_bias(int dev, const ms_k_conv2d_geom *g, ms_tensor *b, ms_tensor *out) {
+  int err = ms_kc_channel_bias_add((ms_k_dtype)out->dtype, g->n, g->o, g->oh * g->ow, ms_tensor_data(out),
+                                   ms_tensor_data(b), ms_cuda_raw_stream(dev));
+  return ms_cuda_check("conv2d", (cudaError_t)err);
+}
+
+static ms_status legacy_forward(cudnnHandle_t h, int dev, const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w,
+                                ms_tensor *out) {
   descs d;
-  if (!h || descs_make("conv2d", g, x->dtype, &d) != MS_OK) return MS_ERR_RUNTIME;
+  if (descs_make("conv2d", g, x->dtype, &d) != MS_OK) return MS_ERR_RUNTIME;
   int algo = 0;
   size_t bytes = 0;
   workspace ws = {dev, 0, NULL};
@@ -194,19 +198,29 @@ ms_status ms_cuda_conv2d_forward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_ten
     st = check_dnn("conv2d", cudnnConvolutionForward(h, a1, d.x, ms_tensor_data(x), d.w, ms_tensor_data(w), d.conv,
                                                      (cudnnConvolutionFwdAlgo_t)algo, ws.p, bytes, a0, d.y,
                                                      ms_tensor_data(out)));
-  if (st == MS_OK && b)
-    st = check_dnn("conv2d", cudnnAddTensor(h, a1, d.bias, ms_tensor_data(b), a1, d.y, ms_tensor_data(out)));
   workspace_put(&ws);
   descs_free(&d);
   return st;
 }
 
-ms_status ms_cuda_conv2d_backward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *gout,
-                                  ms_tensor *gx, ms_tensor *gw, ms_tensor *gb) {
-  int dev = ms_tensor_device(gout).index;
-  cudnnHandle_t h = handle_for("conv2d backward", dev);
+ms_status ms_cuda_conv2d_forward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *b,
+                                 ms_tensor *out) {
+  int dev = ms_tensor_device(out).index;
+  cudnnHandle_t h = handle_for("conv2d", dev);
+  if (!h) return MS_ERR_RUNTIME;
+  bool planned;
+  ms_status st = ms_cuda_conv_plan_run(h, dev, x->dtype, MS_CUDA_CONV_FWD, g, ms_tensor_data(x), ms_tensor_data(w),
+                                       ms_tensor_data(out), &planned);
+  if (st == MS_OK && !planned) st = legacy_forward(h, dev, g, x, w, out);
+  if (st == MS_OK && b) st = add_bias(dev, g, b, out);
+  return st;
+}
+
+/* The legacy calls for the gradients the graph API could not plan (gx or gw NULL: not this one). */
+static ms_status legacy_backward(cudnnHandle_t h, int dev, const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w,
+                                 ms_tensor *gout, ms_tensor *gx, ms_tensor *gw) {
   descs d;
-  if (!h || descs_make("conv2d backward", g, x->dtype, &d) != MS_OK) return MS_ERR_RUNTIME;
+  if (descs_make("conv2d backward", g, x->dtype, &d) != MS_OK) return MS_ERR_RUNTIME;
   double one = 1, zero = 0;
   float onef = 1, zerof = 0;
   const void *a1 = x->dtype == MS_FLOAT64 ? (const void *)&one : (const void *)&onef;
@@ -242,10 +256,29 @@ ms_status ms_cuda_conv2d_backward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_te
                                                                        a0, d.w, ms_tensor_data(gw)));
     workspace_put(&ws);
   }
-  if (st == MS_OK && gb)
-    st = check_dnn("conv2d backward", cudnnConvolutionBackwardBias(h, a1, d.y, ms_tensor_data(gout), a0, d.bias,
-                                                                   ms_tensor_data(gb)));
   descs_free(&d);
+  return st;
+}
+
+ms_status ms_cuda_conv2d_backward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *gout,
+                                  ms_tensor *gx, ms_tensor *gw, ms_tensor *gb) {
+  int dev = ms_tensor_device(gout).index;
+  cudnnHandle_t h = handle_for("conv2d backward", dev);
+  if (!h) return MS_ERR_RUNTIME;
+  bool planned_x = true, planned_w = true;
+  ms_status st = MS_OK;
+  if (gx)
+    st = ms_cuda_conv_plan_run(h, dev, x->dtype, MS_CUDA_CONV_BWD_DATA, g, ms_tensor_data(gx), ms_tensor_data(w),
+                               ms_tensor_data(gout), &planned_x);
+  if (st == MS_OK && gw)
+    st = ms_cuda_conv_plan_run(h, dev, x->dtype, MS_CUDA_CONV_BWD_FILTER, g, ms_tensor_data(x), ms_tensor_data(gw),
+                               ms_tensor_data(gout), &planned_w);
+  if (st == MS_OK && (!planned_x || !planned_w))
+    st = legacy_backward(h, dev, g, x, w, gout, planned_x ? NULL : gx, planned_w ? NULL : gw);
+  if (st == MS_OK && gb)
+    st = ms_cuda_check("conv2d backward", (cudaError_t)ms_kc_channel_sum((ms_k_dtype)gout->dtype, g->n, g->o,
+                                                                         g->oh * g->ow, ms_tensor_data(gout),
+                                                                         ms_tensor_data(gb), ms_cuda_raw_stream(dev)));
   return st;
 }
 
