@@ -478,12 +478,21 @@ T.test("softmax, log_softmax, dropout, losses, pooling, conv2d: forward and back
     compare_grad("max_pool2d " .. dt, { data({ 2, 3, 9, 8 }, dt) }, function(x) return F.max_pool2d(x, 2) end, tol)
     compare_grad("max_pool2d strided, padded " .. dt, { data({ 2, 3, 9, 8 }, dt) },
       function(x) return F.max_pool2d(x, 3, { stride = 2, padding = 1 }) end, tol)
-    for _, c in ipairs { { 1, 0, 1 }, { 2, 1, 1 }, { 1, 2, 2 } } do -- stride, padding, groups
-      compare_grad(("conv2d %s stride %d pad %d groups %d"):format(dt, c[1], c[2], c[3]),
+    for _, c in ipairs { { 1, 0, 1, 1 }, { 2, 1, 1, 1 }, { 1, 2, 2, 1 }, { 1, 1, 1, 2 } } do -- stride, padding, groups, dilation
+      compare_grad(("conv2d %s stride %d pad %d groups %d dilation %d"):format(dt, c[1], c[2], c[3], c[4]),
         { data({ 2, 4, 11, 10 }, dt, 1), data({ 6, 4 / c[3], 3, 3 }, dt, 2), data({ 6 }, dt, 3) },
-        function(x, w, b) return F.conv2d(x, w, b, { stride = c[1], padding = c[2], groups = c[3] }) end,
+        function(x, w, b) return F.conv2d(x, w, b, { stride = c[1], padding = c[2], groups = c[3], dilation = c[4] }) end,
         dt == "float32" and 1e-4 or 1e-10)
     end
+    -- the seed's two convs, without a bias too; and an input 4 bytes past an aligned start (each
+    -- pointer alignment has a plan of its own)
+    compare_grad("conv2d seed conv1 " .. dt, { data({ 3, 1, 28, 28 }, dt, 1), data({ 32, 1, 3, 3 }, dt, 2), data({ 32 }, dt, 3) },
+      function(x, w, b) return F.conv2d(x, w, b) end, dt == "float32" and 1e-4 or 1e-10)
+    compare_grad("conv2d seed conv2, no bias " .. dt, { data({ 2, 32, 26, 26 }, dt, 1), data({ 64, 32, 3, 3 }, dt, 2) },
+      function(x, w) return F.conv2d(x, w) end, dt == "float32" and 1e-4 or 1e-10)
+    compare_grad("conv2d misaligned input " .. dt, { data({ 1 + 2 * 4 * 11 * 10 }, dt, 1), data({ 6, 4, 3, 3 }, dt, 2), data({ 6 }, dt, 3) },
+      function(flat, w, b) return F.conv2d(flat:narrow(1, 2, 2 * 4 * 11 * 10):view(2, 4, 11, 10), w, b) end,
+      dt == "float32" and 1e-4 or 1e-10)
   end
   -- the same seed draws the same dropout mask on either device
   for _, p in ipairs { 0.25, 0.5 } do
