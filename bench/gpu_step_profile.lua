@@ -90,7 +90,31 @@ local function profile_ops(B)
   end
   io.stdout:flush()
 end
+-- The fixed cost of one op, apart from its arithmetic: 4-element tensors, host time per call.
+local function profile_overhead()
+  local x, g = ms.randn(4):to(DEV), ms.randn(4, { requires_grad = true }):to(DEV)
+  local cases = {
+    { "ms.empty (allocation)", function() return ms.empty(4, { device = DEV }) end },
+    { "fill_ (one launch)", function() return x:fill_(1) end },
+    { "relu, no graph", function() return F.relu(x) end },
+    { "relu, recorded", function() return F.relu(g) end },
+    { "x + x", function() return x + x end },
+    { "x * 2", function() return x * 2 end },
+    { "sum()", function() return x:sum() end },
+    { "x.shape (Lua only)", function() return x.shape end },
+  }
+  for _, c in ipairs(cases) do
+    for _ = 1, 200 do c[2]() end
+    sync()
+    local n, t0 = 5000, clock()
+    for _ = 1, n do c[2]() end
+    print(("overhead  %-24s host %7.2f us a call"):format(c[1], (clock() - t0) / n * 1e6))
+  end
+  io.stdout:flush()
+end
+
 if args.ops then
+  profile_overhead()
   for _, B in ipairs { 64, 1024 } do profile_ops(B) end
   os.exit(0)
 end
