@@ -108,6 +108,10 @@ typedef struct ms_kc_bad_value {
  * class gives a NaN term (weight 0) and is reported in *bad. */
 int ms_kc_nll_rows(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, void *nll, void *wt,
                    void *smooth, ms_kc_bad_value *bad, void *stream);
+/* The reduced loss of nll_rows' terms in one block: out[0] = ((1 - s) sum(nll) + s / C sum(smooth))
+ * (divided by sum(wt) when mean), summed in double; *sw receives sum(wt). smooth may be NULL. */
+int ms_kc_nll_reduce(ms_k_dtype dt, int64_t n, const void *nll, const void *wt, const void *smooth,
+                     double s, int64_t C, int mean, void *out, double *sw, void *stream);
 int ms_kc_nll_backward(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, const void *g,
                        int64_t gs, double nll_scale, double smooth_scale, double smoothing, void *gx,
                        void *stream);

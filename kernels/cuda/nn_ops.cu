@@ -123,6 +123,40 @@ __global__ void nll_rows_kernel(ms_k_nll_args a, const T *logp, T *nll, T *wt, T
 }
 
 template <typename T>
+__global__ void nll_reduce_kernel(int64_t n, const T *nll, const T *wt, const T *smooth, double s, int64_t C,
+                                  int mean, T *out, double *sw) {
+  __shared__ double part[3][kThreads];
+  double sn = 0, sw_ = 0, ss = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    sn += (double)nll[i], sw_ += (double)wt[i];
+    if (smooth) ss += (double)smooth[i];
+  }
+  part[0][threadIdx.x] = sn, part[1][threadIdx.x] = sw_, part[2][threadIdx.x] = ss;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half)
+      for (int k = 0; k < 3; k++) part[k][threadIdx.x] += part[k][threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x != 0) return;
+  double v = (1 - s) * part[0][0] + s / (double)C * part[2][0];
+  out[0] = (T)(mean ? v / part[1][0] : v);
+  *sw = part[1][0];
+}
+
+extern "C" int ms_kc_nll_reduce(ms_k_dtype dt, int64_t n, const void *nll, const void *wt, const void *smooth,
+                                double s, int64_t C, int mean, void *out, double *sw, void *stream) {
+  cudaStream_t st = (cudaStream_t)stream;
+  if (dt == MS_K_F64)
+    nll_reduce_kernel<double><<<1, kThreads, 0, st>>>(n, (const double *)nll, (const double *)wt,
+                                                      (const double *)smooth, s, C, mean, (double *)out, sw);
+  else
+    nll_reduce_kernel<float><<<1, kThreads, 0, st>>>(n, (const float *)nll, (const float *)wt,
+                                                     (const float *)smooth, s, C, mean, (float *)out, sw);
+  return launch_status();
+}
+
+template <typename T>
 __global__ void nll_backward_kernel(ms_k_nll_args a, const T *logp, const T *g, int64_t gs, double s0,
                                     double s1, double s2, T *gx) {
   const T *w = (const T *)a.weight;

@@ -114,6 +114,11 @@ ms_status ms_cuda_nll_rows(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *n
                            ms_tensor *smooth) {
   return (void)a, (void)logp, (void)nll, (void)wt, (void)smooth, absent("nll_loss");
 }
+ms_status ms_cuda_nll_reduce(ms_tensor *nll, ms_tensor *wt, ms_tensor *smooth, double s, int64_t C, bool mean,
+                             ms_tensor *out, ms_tensor *sw) {
+  (void)nll, (void)wt, (void)smooth, (void)s, (void)C, (void)mean, (void)out, (void)sw;
+  return absent("nll_loss");
+}
 ms_status ms_cuda_nll_backward(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *g, int64_t gs,
                                double nll_scale, double smooth_scale, double smoothing, ms_tensor *gx) {
   (void)a, (void)logp, (void)g, (void)gs, (void)nll_scale, (void)smooth_scale, (void)smoothing, (void)gx;

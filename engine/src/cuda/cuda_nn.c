@@ -83,6 +83,15 @@ ms_status ms_cuda_nll_rows(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *n
   return ms_cuda_check("nll_loss", (cudaError_t)err);
 }
 
+ms_status ms_cuda_nll_reduce(ms_tensor *nll, ms_tensor *wt, ms_tensor *smooth, double s, int64_t C, bool mean,
+                             ms_tensor *out, ms_tensor *sw) {
+  cudaStream_t st;
+  if (ms_cuda_use_tensor("nll_loss", out, &st) != MS_OK) return MS_ERR_RUNTIME;
+  int err = ms_kc_nll_reduce((ms_k_dtype)nll->dtype, ms_tensor_numel(nll), ms_tensor_data(nll), ms_tensor_data(wt),
+                             data_or_null(smooth), s, C, mean, ms_tensor_data(out), ms_tensor_data(sw), st);
+  return ms_cuda_check("nll_loss", (cudaError_t)err);
+}
+
 ms_status ms_cuda_nll_backward(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *g, int64_t gs,
                                double nll_scale, double smooth_scale, double smoothing, ms_tensor *gx) {
   cudaStream_t s;

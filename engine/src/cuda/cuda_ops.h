@@ -52,6 +52,9 @@ ms_status ms_cuda_philox_bernoulli(ms_tensor *out, uint64_t seed, uint64_t offse
 /* a->target and a->weight point into device tensors. */
 ms_status ms_cuda_nll_rows(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *nll, ms_tensor *wt,
                            ms_tensor *smooth);
+/* out (0-dim, nll's dtype) = the reduced loss of the terms; sw (0-dim float64) = sum(wt). */
+ms_status ms_cuda_nll_reduce(ms_tensor *nll, ms_tensor *wt, ms_tensor *smooth, double s, int64_t C, bool mean,
+                             ms_tensor *out, ms_tensor *sw);
 ms_status ms_cuda_nll_backward(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *g, int64_t gs,
                                double nll_scale, double smooth_scale, double smoothing, ms_tensor *gx);
 ms_status ms_cuda_max_pool2d(const ms_k_pool2d_geom *g, ms_tensor *x, ms_tensor *out, ms_tensor *indices);

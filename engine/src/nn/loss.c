@@ -104,38 +104,20 @@ typedef struct loss_terms {
   ms_tensor *nll, *wt, *smooth; /* contiguous, target's shape; smooth NULL without smoothing */
 } loss_terms;
 
-/* The reduced loss of a GPU input, computed there (sums in float64) so that the host never waits
- * for the device; *sw receives the weight sum that the mean divides by (NULL for the sum), which
- * the backward divides its incoming gradient by. */
-static ms_tensor *device_sum(ms_tensor *t) {
-  ms_tensor *d = ms_tensor_to_dtype(t, MS_FLOAT64);
-  ms_tensor *r = d ? ms_reduce(MS_RED_SUM, d, (ms_reduce_opts){.all = true}) : NULL;
-  ms_tensor_release(d);
-  return r;
-}
-
-static ms_tensor *binary_take(ms_tensor *a, ms_binary_op op, ms_tensor *b) { /* takes a and b */
-  ms_tensor *r = a && b ? ms_binary(op, ms_operand_tensor(a), ms_operand_tensor(b)) : NULL;
-  ms_tensor_release(a), ms_tensor_release(b);
-  return r;
-}
-
-static ms_tensor *scaled_take(ms_tensor *t, double k) { /* takes t */
-  ms_tensor *r = t ? scaled(t, k) : NULL;
-  ms_tensor_release(t);
-  return r;
-}
-
+/* The reduced loss of a GPU input, computed there in one launch (sums in float64) so that the host
+ * never waits for the device; *sw receives the weight sum (a 0-dim float64 tensor there) that a
+ * mean's backward divides its incoming gradient by (NULL for the sum). */
 static ms_tensor *combine_on_device(const loss_terms *t, ms_reduction red, double s, int64_t C, ms_tensor **sw) {
-  ms_tensor *v = device_sum(t->nll);
-  if (t->smooth) v = binary_take(scaled_take(v, 1 - s), MS_OP_ADD, scaled_take(device_sum(t->smooth), s / (double)C));
-  if (red == MS_REDUCTION_MEAN) {
-    *sw = device_sum(t->wt);
-    if (*sw) ms_tensor_retain(*sw);
-    v = binary_take(v, MS_OP_DIV, *sw);
+  ms_device dev = ms_tensor_device(t->nll);
+  ms_tensor *out = ms_tensor_new_empty_on(dev, 0, NULL, t->nll->dtype);
+  ms_tensor *w = out ? ms_tensor_new_empty_on(dev, 0, NULL, MS_FLOAT64) : NULL;
+  bool mean = red == MS_REDUCTION_MEAN;
+  if (!w || ms_cuda_nll_reduce(t->nll, t->wt, t->smooth, s, C, mean, out, w) != MS_OK) {
+    ms_tensor_release(out), ms_tensor_release(w);
+    return NULL;
   }
-  ms_tensor *out = v ? ms_tensor_to_dtype(v, t->nll->dtype) : NULL;
-  ms_tensor_release(v);
+  if (mean) *sw = w;
+  else ms_tensor_release(w);
   return out;
 }
 
