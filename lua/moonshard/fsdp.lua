@@ -341,7 +341,7 @@ local function post_reduce_prefetch(self, fp, views)
     if fp:grads_incomplete() then return end
     local e = self._attrs._root and self._attrs._root._attrs._exec
     local nxt = e and e.fwd_seen and comm.next_in_backward(e, self)
-    if nxt and nxt._attrs._flat then nxt._attrs._flat:gather_compute_async(true) end
+    if nxt and nxt._attrs._flat then nxt._attrs._flat:gather_compute_async(true, true) end
   end
   for _, v in ipairs(views) do
     if v.requires_grad then v:register_post_accumulate_grad_hook(hook) end
@@ -502,15 +502,8 @@ local function closer(fn) return setmetatable({ fn = fn }, CLOSER) end
 
 -- ---- forward and backward -------------------------------------------------------------------
 
--- Calls fn on each tensor of an output: a tensor, or a (shallow) table of tensors.
-local function each_tensor(v, fn)
-  if ms.is_tensor(v) then return fn(v) end
-  if type(v) == "table" and not is_module(v) then
-    for _, x in pairs(v) do
-      if ms.is_tensor(x) then fn(x) end
-    end
-  end
-end
+-- Calls fn on each tensor of an output: a tensor, or tables of them at any depth.
+local each_tensor = comm.each_tensor
 
 -- Registers hook on every output that requires grad: it runs when the output's gradient
 -- arrives, i.e. when the backward through the unit is about to start.
@@ -548,11 +541,11 @@ local function pre_backward_hooks(unit, fp, outs)
     comm.progress()
     local e, nxt = exec_of(unit), nil
     if e and e.bwd_seen and not e.bwd_seen[unit] then nxt = comm.record_backward(e, unit) end
-    if not fp:compute_gathered() then fp:gather_compute_async(false) end
+    if not fp:compute_gathered() then fp:gather_compute_async(false, true) end
     if unit._attrs._comm.backward_prefetch == "BACKWARD_PRE" and nxt and nxt._attrs._flat then
-      nxt._attrs._flat:gather_compute_async(true)
+      nxt._attrs._flat:gather_compute_async(true, true)
     end
-    fp:gather_compute()
+    fp:gather_compute(true)
   end)
 end
 
@@ -568,9 +561,9 @@ local function unit_forward(self, is_root, ...)
   local nxt = e and comm.record_forward(e, self)
   -- gathered every forward (the optimizer may have changed the shards since): a prefetched
   -- gather is waited for here; NO_SHARD with mixed precision casts again
-  fp:gather_compute()
+  fp:gather_compute(false)
   if self._attrs._comm.forward_prefetch and nxt and nxt._attrs._flat then
-    nxt._attrs._flat:gather_compute_async(true)
+    nxt._attrs._flat:gather_compute_async(true, false)
   end
   local outs
   do
@@ -588,12 +581,24 @@ local function unit_forward(self, is_root, ...)
   return outs
 end
 
+-- Each unit's collectives carry its module path in the root's tree ("layers.0"; the root:
+-- "(root)"), the same on every rank, so that MS_DIST_DEBUG=1 can compare the execution order.
+local function name_units(root)
+  for path, m in root:named_modules() do
+    if m:isinstance(FSDP) and m._attrs._flat then
+      local name = clean_name(path)
+      m._attrs._flat:set_name(name == "" and "(root)" or name)
+    end
+  end
+end
+
 -- The root's lazy initialisation (PyTorch's _lazy_init) at its first forward as root, when the
--- tree is complete: every unit below learns its root, whose execution order they record; the
--- root's finisher (engine side: one end-of-backward callback finishing all its units) is made;
--- buffers are cast to buffer_dtype once.
+-- tree is complete: every unit below learns its root, whose execution order they record, and
+-- its name; the root's finisher (engine side: one end-of-backward callback finishing all its
+-- units) is made; buffers are cast to buffer_dtype once.
 local function lazy_init(root)
   if root._attrs._exec then return end
+  name_units(root)
   local mods, fps = root:modules(), {}
   for _, m in ipairs(mods) do
     if m:isinstance(FSDP) then

@@ -54,6 +54,12 @@ int ms_pg_global_rank(const ms_pg *pg, int r);
 ms_pg *ms_pg_new_group(const int *ranks, int n);
 
 /* ---- collectives ---------------------------------------------------------------------------- */
+/* Tags the collectives issued from now until the next call with their origin: a unit (a stable
+ * name, e.g. an FSDP unit's module path) and a phase ("forward all-gather"). MS_DIST_DEBUG=1
+ * compares them across ranks with each call's kind, dtype and count (the execution order), and
+ * a mismatch names both ranks' units and phases. NULL clears. The strings are borrowed: keep
+ * them alive until the next call. One per thread (the thread issuing collectives). */
+void ms_dist_set_origin(const char *unit, const char *phase);
 /* Each runs to completion when work is NULL; otherwise it is issued and *work receives a
  * handle (the tensors are kept alive by it until it is freed). */
 ms_status ms_pg_all_reduce(ms_pg *pg, ms_tensor *t, ms_dist_op op, ms_work **work);

@@ -16,6 +16,7 @@ static ms_pg *g_live;       /* every group not yet released, to destroy with the
 static const char *g_backend;
 static double g_timeout = 1800.0; /* PyTorch's default */
 static bool g_debug;
+static _Thread_local const char *g_origin_unit, *g_origin_phase; /* ms_dist_set_origin */
 
 const char *ms_dist_op_name(ms_dist_op op) {
   static const char *const names[] = {"sum", "avg", "max", "min", "product"};
@@ -303,6 +304,9 @@ static ms_status group_root(const char *fname, const char *what, ms_pg *pg, int 
     if (pg->global_ranks[i] == world_rank) return *root = i, MS_OK;
   return ms_error(MS_ERR_ARG, "%s: %s %d is not a rank of the group", fname, what, world_rank);
 }
+
+void ms_dist_set_origin(const char *unit, const char *phase) { g_origin_unit = unit, g_origin_phase = phase; }
+void ms_dist_origin(const char **unit, const char **phase) { *unit = g_origin_unit, *phase = g_origin_phase; }
 
 /* Issues c on pg after the debug check; runs it to completion when work is NULL. */
 static ms_status run(ms_pg *pg, const ms_coll *c, ms_work **work) {

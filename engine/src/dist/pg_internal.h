@@ -40,7 +40,8 @@ typedef struct ms_work_ops {
 struct ms_pg_ops {
   const char *name;
   ms_status (*issue)(ms_pg *pg, const ms_coll *c, ms_work **work);
-  /* MS_DIST_DEBUG: every member checks that all agree on (kind, dtype, count, op, root, seq). */
+  /* MS_DIST_DEBUG: every member checks that all agree on (kind, dtype, count, op, root, seq,
+   * unit, phase). */
   ms_status (*check)(ms_pg *pg, const ms_coll *c, uint64_t seq);
   /* A subgroup of world (sorted world ranks); collective over the whole world. */
   ms_pg *(*new_group)(ms_pg *world, const int *ranks, int n);
@@ -64,6 +65,8 @@ ms_pg *ms_pg_alloc(const struct ms_pg_ops *ops, int rank, int size, const int *g
 ms_work *ms_work_new(const ms_work_ops *ops, void *impl);
 /* Names the collective a work belongs to, for the timeout message. */
 void ms_work_label(ms_work *w, const char *name, uint64_t seq);
+/* The origin the calling thread's collectives carry now (ms_dist_set_origin; NULL: none). */
+void ms_dist_origin(const char **unit, const char **phase);
 /* Seconds every wait may take before it fails. */
 double ms_dist_timeout(void);
 /* Sleeps briefly, growing with the number of polls so far (keeps latency low at first). */

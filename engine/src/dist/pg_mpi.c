@@ -276,7 +276,35 @@ static ms_status mpi_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
 
 /* ---- MS_DIST_DEBUG ------------------------------------------------------------------------- */
 
-enum { SIG_KIND, SIG_DTYPE, SIG_COUNT, SIG_OP, SIG_ROOT, SIG_SEQ, SIG_LEN };
+/* A call's signature, the same on every rank or an error. The origin (ms_dist_set_origin) rides
+ * along as the hash of the full unit name and the text of both, cut to fit, for the message. */
+enum { UNIT_CHARS = 48, PHASE_CHARS = 32, TEXT_WORDS = (UNIT_CHARS + PHASE_CHARS) / 8 };
+enum { SIG_KIND, SIG_DTYPE, SIG_COUNT, SIG_OP, SIG_ROOT, SIG_SEQ, SIG_UNIT, SIG_TEXT, SIG_LEN = SIG_TEXT + TEXT_WORDS };
+
+/* FNV-1a: a unit name longer than the text carried still compares in full. */
+static int64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603u;
+  for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
+  return (int64_t)(h >> 1);
+}
+
+static void put_origin(int64_t *sig) {
+  const char *unit, *phase;
+  ms_dist_origin(&unit, &phase);
+  char *text = (char *)(sig + SIG_TEXT);
+  memset(text, 0, UNIT_CHARS + PHASE_CHARS);
+  snprintf(text, UNIT_CHARS, "%s", unit ? unit : "");
+  snprintf(text + UNIT_CHARS, PHASE_CHARS, "%s", phase ? phase : "");
+  sig[SIG_UNIT] = unit ? name_hash(unit) : 0;
+}
+
+/* " from unit 'fc1' (forward all-gather)", or nothing for a collective without an origin. */
+static int describe_origin(const int64_t *s, char *buf, size_t len) {
+  const char *unit = (const char *)(s + SIG_TEXT), *phase = unit + UNIT_CHARS;
+  if (!*unit && !*phase) return 0;
+  return snprintf(buf, len, " from unit '%.*s' (%.*s)", UNIT_CHARS, *unit ? unit : "?", PHASE_CHARS,
+                  *phase ? phase : "?");
+}
 
 static void describe_call(const ms_pg *pg, const int64_t *s, int r, char *buf, size_t len) {
   ms_coll_kind kind = (ms_coll_kind)s[SIG_KIND];
@@ -290,8 +318,9 @@ static void describe_call(const ms_pg *pg, const int64_t *s, int r, char *buf, s
     n += snprintf(buf + n, len - (size_t)n, ", %s %d", kind == MS_COLL_REDUCE ? "dst" : "src",
                   s[SIG_ROOT] >= 0 && s[SIG_ROOT] < pg->size ? pg->global_ranks[s[SIG_ROOT]] : -1);
   if (n >= 0 && (size_t)n < len)
-    snprintf(buf + n, len - (size_t)n, "%s as its call #%lld on this group", kind != MS_COLL_BARRIER ? ")" : "",
-             (long long)s[SIG_SEQ]);
+    n += snprintf(buf + n, len - (size_t)n, "%s as its call #%lld on this group", kind != MS_COLL_BARRIER ? ")" : "",
+                  (long long)s[SIG_SEQ]);
+  if (n >= 0 && (size_t)n < len) describe_origin(s, buf + n, len - (size_t)n);
 }
 
 /* Gathers len int64 from every rank of comm into all[0 .. size*len), bounded by the timeout.
@@ -320,6 +349,7 @@ static ms_status mpi_check(ms_pg *pg, const ms_coll *c, uint64_t seq) {
   int64_t mine[SIG_LEN] = {c->kind, c->in ? (int64_t)c->in->dtype : -1, c->count, reduces ? (int64_t)c->op : -1,
                            c->root, (int64_t)seq};
   if (c->kind == MS_COLL_BARRIER) mine[SIG_DTYPE] = mine[SIG_OP] = -1;
+  put_origin(mine);
   int64_t *all = malloc(sizeof *all * SIG_LEN * (size_t)(pg->size + 1));
   if (!all) return ms_error(MS_ERR_MEMORY, "MS_DIST_DEBUG: out of memory");
   memcpy(all + SIG_LEN * pg->size, mine, sizeof mine);
@@ -329,7 +359,7 @@ static ms_status mpi_check(ms_pg *pg, const ms_coll *c, uint64_t seq) {
   if (leak) return st;
   for (int r = 1; st == MS_OK && r < pg->size; r++) {
     if (memcmp(all, all + r * SIG_LEN, sizeof mine) == 0) continue;
-    char a[256], b[256];
+    char a[512], b[512];
     describe_call(pg, all, 0, a, sizeof a);
     describe_call(pg, all + r * SIG_LEN, r, b, sizeof b);
     st = ms_error(MS_ERR_RUNTIME, "%s: MS_DIST_DEBUG: ranks disagree: %s but %s", ms_coll_name(c->kind), a, b);
