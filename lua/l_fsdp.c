@@ -254,7 +254,7 @@ static int fp_gather_compute(lua_State *L) {
   return 0;
 }
 
-/* fp:set_name(name): the unit's module path, the origin of its collectives (MS_DIST_DEBUG). */
+/* fp:set_name(name): the unit's module path, the origin of its collectives (checked across ranks). */
 static int fp_set_name(lua_State *L) {
   ms_lua_check_status(L, ms_flat_param_set_name(check_fp(L), luaL_checkstring(L, 2)));
   return 0;

@@ -403,6 +403,29 @@ end
 
 -- ---- construction ---------------------------------------------------------------------------
 
+-- "_fsdp_wrapped_module._fpw_module.fc1._fsdp_wrapped_module._fpw_module.weight" -> "fc1.weight"
+local function clean_name(name)
+  local parts = {}
+  for seg in name:gmatch("[^.]+") do
+    if seg ~= "_fsdp_wrapped_module" and seg ~= "_fpw_module" then parts[#parts + 1] = seg end
+  end
+  return table.concat(parts, ".")
+end
+
+-- Each unit's collectives carry its module path in the outermost unit's tree ("layers.0"; that
+-- unit: "(root)"; every FSDP() names its subtree, so the outermost's names stay), the same on
+-- every rank from construction on, whatever each rank runs later, and its phase, so that the
+-- ranks compare the execution order: units run in different orders fail naming both
+-- (engine/include/moonshard/dist.h).
+local function name_units(root)
+  for path, m in root:named_modules() do
+    if m:isinstance(FSDP) and m._attrs._flat then
+      local name = clean_name(path)
+      m._attrs._flat:set_name(name == "" and "(root)" or name)
+    end
+  end
+end
+
 function FSDP:init(module, opts)
   if not is_module(module) then
     error(fmt("FSDP: bad argument #1 (module): expected a module, got %s", type(module)), 3)
@@ -435,6 +458,7 @@ function FSDP:init(module, opts)
   self._attrs._comm = c
   flatten(self, module, strategy, group, ignored, opts.sync_module_states == true, c, inter)
   if c.forward_prefetch then progress_hooks(module, ignored) end
+  name_units(self)
   -- verbose = true: rank 0 prints fsdp.memory_report at wrap time (nested units never get it)
   if opts.verbose then memory.print_report(self) end
 end
@@ -448,15 +472,6 @@ function FSDP:extra_repr() return "" end
 function FSDP:module() return self._fsdp_wrapped_module._fpw_module end
 
 -- ---- parameters under their original names ----------------------------------------------------
-
--- "_fsdp_wrapped_module._fpw_module.fc1._fsdp_wrapped_module._fpw_module.weight" -> "fc1.weight"
-local function clean_name(name)
-  local parts = {}
-  for seg in name:gmatch("[^.]+") do
-    if seg ~= "_fsdp_wrapped_module" and seg ~= "_fpw_module" then parts[#parts + 1] = seg end
-  end
-  return table.concat(parts, ".")
-end
 
 local function cleaned(iter, state, init)
   local list = {}
@@ -581,24 +596,12 @@ local function unit_forward(self, is_root, ...)
   return outs
 end
 
--- Each unit's collectives carry its module path in the root's tree ("layers.0"; the root:
--- "(root)"), the same on every rank, so that MS_DIST_DEBUG=1 can compare the execution order.
-local function name_units(root)
-  for path, m in root:named_modules() do
-    if m:isinstance(FSDP) and m._attrs._flat then
-      local name = clean_name(path)
-      m._attrs._flat:set_name(name == "" and "(root)" or name)
-    end
-  end
-end
-
 -- The root's lazy initialisation (PyTorch's _lazy_init) at its first forward as root, when the
--- tree is complete: every unit below learns its root, whose execution order they record, and
--- its name; the root's finisher (engine side: one end-of-backward callback finishing all its
+-- tree is complete: every unit below learns its root, whose execution order they record; the
+-- root's finisher (engine side: one end-of-backward callback finishing all its
 -- units) is made; buffers are cast to buffer_dtype once.
 local function lazy_init(root)
   if root._attrs._exec then return end
-  name_units(root)
   local mods, fps = root:modules(), {}
   for _, m in ipairs(mods) do
     if m:isinstance(FSDP) then

@@ -1,9 +1,10 @@
--- dist_fsdp_order.lua: MS_DIST_DEBUG=1 checks FSDP's execution order (registered for 1..4 ranks,
--- with and without MS_DIST_DEBUG=1). Every collective of a unit carries the unit's module path
--- and its phase; ranks that run two same-size units in different orders (issue 17: silently
--- wrong outputs, unnoticed by the debug check of kind, dtype and count) fail on every rank with
--- a message naming both ranks' units and phases. The mismatch cases assert only with debug on
--- and more than one rank; the agreeing cases run always.
+-- dist_fsdp_order.lua: FSDP's execution order is checked across ranks (registered for 1..4 ranks,
+-- with MS_DIST_DEBUG=0: the default check, each call's signature exchanged alongside it, and
+-- MS_DIST_DEBUG=1: the blocking check before each call). Every collective of a unit carries the
+-- unit's module path and its phase; ranks that run two same-size units in different orders
+-- (issue 17: silently wrong outputs, unnoticed by the debug check of kind, dtype and count) fail
+-- on every rank with a message naming both ranks' units and phases. The mismatch cases need more
+-- than one rank; the agreeing cases run always.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
 local F = require "moonshard.functional"
@@ -14,7 +15,7 @@ local T = require "testing"
 local D = require "launch_testing"
 local R, W = D.init()
 local case = D.case
-local DEBUG = (os.getenv("MS_DIST_DEBUG") or "0") ~= "0"
+local CHECK = (os.getenv("MS_DIST_DEBUG") or "0") == "0" and "execution order check" or "MS_DIST_DEBUG"
 local DT = "float64"
 
 -- Two units of the same size; swapped = true makes ranks other than 0 run dec before enc.
@@ -60,7 +61,7 @@ for _, strategy in ipairs(STRATEGIES) do
   end)
 end
 
-if DEBUG and W > 1 then
+if W > 1 then
   -- sharded units gather in forward; NO_SHARD's first collectives are the grads' all-reduces,
   -- issued in backward in the (swapped) order the units finish
   local PHASE = {FULL_SHARD = "forward all-gather", SHARD_GRAD_OP = "forward all-gather",
@@ -69,7 +70,7 @@ if DEBUG and W > 1 then
     case(strategy .. ": units run in different orders fail on every rank naming both units", function()
       local model = make(strategy)
       step(model) -- the first iteration in the same order
-      local err = T.raises(function() step(model, true) end, "MS_DIST_DEBUG", "ranks disagree")
+      local err = T.raises(function() step(model, true) end, CHECK .. ": ranks disagree")
       if os.getenv("MS_FSDP_VERBOSE") and R == 0 then print(err) end
       local a, b = ("unit 'body.enc' (%s)"):format(PHASE[strategy]), ("unit 'body.dec' (%s)"):format(PHASE[strategy])
       T.truthy(err:find(a, 1, true) and err:find(b, 1, true), "both units named: " .. err)

@@ -89,8 +89,8 @@ ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
                                     ms_fsdp_strategy strategy, bool offload_params);
 void ms_flat_param_free(ms_flat_param *fp); /* NULL is fine */
 /* Names the unit (a copy of name: its module path in the model, the same on every rank): every
- * collective of the unit carries it and its phase as its origin (ms_dist_set_origin), which
- * MS_DIST_DEBUG=1 compares across ranks (the execution order). */
+ * collective of the unit carries it and its phase as its origin (ms_dist_set_origin), which the
+ * ranks compare (the execution order; dist.h, ms_dist_init). */
 ms_status ms_flat_param_set_name(ms_flat_param *fp, const char *name);
 
 /* All-gathers the shards into the full buffer (materializing it). Never counts as a write for
@@ -144,7 +144,7 @@ bool ms_flat_param_mixed(const ms_flat_param *fp); /* compute buffer separate fr
 ms_status ms_flat_param_set_inter_group(ms_flat_param *fp, ms_pg *inter);
 /* Issues the all-gather of the compute buffer without waiting (prefetch: nothing when already
  * gathered or in flight). NO_SHARD with mixed precision: a local cast, done at once. backward:
- * for the unit's backward (its phase, for MS_DIST_DEBUG), else for its forward. */
+ * for the unit's backward (its phase, checked across ranks), else for its forward. */
 ms_status ms_flat_param_gather_compute_async(ms_flat_param *fp, bool prefetch, bool backward);
 /* Makes the compute buffer ready: waits for its all-gather, issuing it first when none is in
  * flight and it is not gathered. */

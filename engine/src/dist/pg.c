@@ -15,7 +15,7 @@ static ms_pg *g_world;      /* owned reference while initialized */
 static ms_pg *g_live;       /* every group not yet released, to destroy with the world */
 static const char *g_backend;
 static double g_timeout = 1800.0; /* PyTorch's default */
-static bool g_debug;
+static bool g_debug, g_order_check;
 static _Thread_local const char *g_origin_unit, *g_origin_phase; /* ms_dist_set_origin */
 
 const char *ms_dist_op_name(ms_dist_op op) {
@@ -188,8 +188,12 @@ ms_status ms_dist_init(const char *backend, double timeout_s) {
                                     "destroy_process_group first", g_backend);
   if (timeout_s < 0) return ms_error(MS_ERR_ARG, "init_process_group: timeout must be >= 0, got %g", timeout_s);
   g_timeout = timeout_s > 0 ? timeout_s : 1800.0;
+  /* MS_DIST_DEBUG: unset, "" or "0": the default, each call's signature checked alongside it
+   * (cheap, see pg_mpi.c); "off": no check; anything else: checked before each call (blocking) */
   const char *dbg = getenv("MS_DIST_DEBUG");
-  g_debug = dbg && *dbg && strcmp(dbg, "0") != 0;
+  bool off = dbg && strcmp(dbg, "off") == 0;
+  g_debug = dbg && *dbg && strcmp(dbg, "0") != 0 && !off;
+  g_order_check = !g_debug && !off;
   return init_backend(backend);
 }
 
@@ -307,6 +311,7 @@ static ms_status group_root(const char *fname, const char *what, ms_pg *pg, int 
 
 void ms_dist_set_origin(const char *unit, const char *phase) { g_origin_unit = unit, g_origin_phase = phase; }
 void ms_dist_origin(const char **unit, const char **phase) { *unit = g_origin_unit, *phase = g_origin_phase; }
+bool ms_dist_order_check(void) { return g_order_check; }
 
 /* Issues c on pg after the debug check; runs it to completion when work is NULL. */
 static ms_status run(ms_pg *pg, const ms_coll *c, ms_work **work) {

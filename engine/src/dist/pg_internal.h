@@ -67,6 +67,9 @@ ms_work *ms_work_new(const ms_work_ops *ops, void *impl);
 void ms_work_label(ms_work *w, const char *name, uint64_t seq);
 /* The origin the calling thread's collectives carry now (ms_dist_set_origin; NULL: none). */
 void ms_dist_origin(const char **unit, const char **phase);
+/* Whether collectives exchange their signatures alongside (the default; MS_DIST_DEBUG=1 checks
+ * before issuing instead, MS_DIST_DEBUG=off checks nothing). */
+bool ms_dist_order_check(void);
 /* Seconds every wait may take before it fails. */
 double ms_dist_timeout(void);
 /* Sleeps briefly, growing with the number of polls so far (keeps latency low at first). */
