@@ -33,7 +33,11 @@
 -- parameters got only some of their gradients (unused parameters count as zeros) reduce there,
 -- and every unit is resharded, before backward returns. After a failed backward it only waits
 -- and cleans up. A unit none of whose parameters got a gradient does not reduce (as PyTorch);
--- ranks must agree on which units those are.
+-- ranks must agree on which units those are. A unit's inputs and outputs are tensors or tables
+-- holding them at any depth, next to other values (fsdp_comm.each_tensor, map_inputs). Each
+-- unit's collectives carry its module path and phase ("forward all-gather", "grad
+-- reduce-scatter", ...), which every rank compares: units run in a different order on some rank
+-- fail on every rank, naming both (engine/include/moonshard/dist.h, ms_dist_init).
 --
 -- Communication (fsdp_comm.lua, engine/src/fsdp/flat_param_comm.c): all-gathers and gradient
 -- reductions are non-blocking collectives, moved along by testing them at hook points.

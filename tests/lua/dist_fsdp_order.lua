@@ -11,6 +11,7 @@ local F = require "moonshard.functional"
 local optim = require "moonshard.optim"
 local fsdp = require "moonshard.fsdp"
 local T = require "testing"
+local dist = ms.distributed
 
 local D = require "launch_testing"
 local R, W = D.init()
@@ -77,6 +78,12 @@ if W > 1 then
       T.truthy(err:find("rank 0 called", 1, true) and err:find("but rank ", 1, true), "both ranks named: " .. err)
     end)
   end
+  case("a broadcast with a different root on each rank fails on every rank, naming both roots", function()
+    local t = ms.ones(1000) * R
+    local err = T.raises(function() dist.broadcast(t, {src = R}) end, CHECK .. ": ranks disagree",
+      "broadcast(float32, 1000 elements, src 0)", "broadcast(float32, 1000 elements, src 1)")
+    if os.getenv("MS_FSDP_VERBOSE") and R == 0 then print(err) end
+  end)
   case("after the failures the ranks are in step: the same order trains", function()
     local model = make("FULL_SHARD")
     for _ = 1, 2 do step(model) end

@@ -294,7 +294,7 @@ static ms_status mpi_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
   return (*work = ms_work_new(&mpi_work_ops, w)) ? MS_OK : MS_ERR_MEMORY;
 }
 
-/* ---- MS_DIST_DEBUG ------------------------------------------------------------------------- */
+/* ---- every rank makes the same call: the default check and MS_DIST_DEBUG=1's --------------- */
 
 /* A call's signature, the same on every rank or an error. The origin (ms_dist_set_origin) rides
  * along as the hash of the full unit name and the text of both, cut to fit, for the message. */
