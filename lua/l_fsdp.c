@@ -242,15 +242,21 @@ static int finisher_queue(lua_State *L) {
 
 /* ---- communication (flat_param_comm.c, flat_param_mp.c) ------------------------------------- */
 
-/* fp:gather_compute_async(prefetch) issues the compute buffer's all-gather; fp:gather_compute()
- * makes it ready. */
+/* fp:gather_compute_async(prefetch, backward) issues the compute buffer's all-gather;
+ * fp:gather_compute(backward) makes it ready (backward: for the unit's backward, else forward). */
 static int fp_gather_compute_async(lua_State *L) {
-  ms_lua_check_status(L, ms_flat_param_gather_compute_async(check_fp(L), lua_toboolean(L, 2)));
+  ms_lua_check_status(L, ms_flat_param_gather_compute_async(check_fp(L), lua_toboolean(L, 2), lua_toboolean(L, 3)));
   return 0;
 }
 
 static int fp_gather_compute(lua_State *L) {
-  ms_lua_check_status(L, ms_flat_param_gather_compute(check_fp(L)));
+  ms_lua_check_status(L, ms_flat_param_gather_compute(check_fp(L), lua_toboolean(L, 2)));
+  return 0;
+}
+
+/* fp:set_name(name): the unit's module path, the origin of its collectives (checked across ranks). */
+static int fp_set_name(lua_State *L) {
+  ms_lua_check_status(L, ms_flat_param_set_name(check_fp(L), luaL_checkstring(L, 2)));
   return 0;
 }
 
@@ -339,7 +345,7 @@ void ms_lua_open_fsdp(lua_State *L) {
       {"gather_compute_async", fp_gather_compute_async}, {"gather_compute", fp_gather_compute},
       {"compute_gathered", fp_compute_gathered}, {"wait_reduce", fp_wait_reduce},
       {"set_inter_group", fp_set_inter_group}, {"compute_views", fp_compute_views},
-      {"stats", fp_stats},
+      {"stats", fp_stats},             {"set_name", fp_set_name},
       {NULL, NULL},
   };
   static const luaL_Reg finisher_methods[] = {

@@ -33,7 +33,11 @@
 -- parameters got only some of their gradients (unused parameters count as zeros) reduce there,
 -- and every unit is resharded, before backward returns. After a failed backward it only waits
 -- and cleans up. A unit none of whose parameters got a gradient does not reduce (as PyTorch);
--- ranks must agree on which units those are.
+-- ranks must agree on which units those are. A unit's inputs and outputs are tensors or tables
+-- holding them at any depth, next to other values (fsdp_comm.each_tensor, map_inputs). Each
+-- unit's collectives carry its module path and phase ("forward all-gather", "grad
+-- reduce-scatter", ...), which every rank compares: units run in a different order on some rank
+-- fail on every rank, naming both (engine/include/moonshard/dist.h, ms_dist_init).
 --
 -- Communication (fsdp_comm.lua, engine/src/fsdp/flat_param_comm.c): all-gathers and gradient
 -- reductions are non-blocking collectives, moved along by testing them at hook points.
@@ -341,7 +345,7 @@ local function post_reduce_prefetch(self, fp, views)
     if fp:grads_incomplete() then return end
     local e = self._attrs._root and self._attrs._root._attrs._exec
     local nxt = e and e.fwd_seen and comm.next_in_backward(e, self)
-    if nxt and nxt._attrs._flat then nxt._attrs._flat:gather_compute_async(true) end
+    if nxt and nxt._attrs._flat then nxt._attrs._flat:gather_compute_async(true, true) end
   end
   for _, v in ipairs(views) do
     if v.requires_grad then v:register_post_accumulate_grad_hook(hook) end
@@ -403,6 +407,29 @@ end
 
 -- ---- construction ---------------------------------------------------------------------------
 
+-- "_fsdp_wrapped_module._fpw_module.fc1._fsdp_wrapped_module._fpw_module.weight" -> "fc1.weight"
+local function clean_name(name)
+  local parts = {}
+  for seg in name:gmatch("[^.]+") do
+    if seg ~= "_fsdp_wrapped_module" and seg ~= "_fpw_module" then parts[#parts + 1] = seg end
+  end
+  return table.concat(parts, ".")
+end
+
+-- Each unit's collectives carry its module path in the outermost unit's tree ("layers.0"; that
+-- unit: "(root)"; every FSDP() names its subtree, so the outermost's names stay), the same on
+-- every rank from construction on, whatever each rank runs later, and its phase, so that the
+-- ranks compare the execution order: units run in different orders fail naming both
+-- (engine/include/moonshard/dist.h).
+local function name_units(root)
+  for path, m in root:named_modules() do
+    if m:isinstance(FSDP) and m._attrs._flat then
+      local name = clean_name(path)
+      m._attrs._flat:set_name(name == "" and "(root)" or name)
+    end
+  end
+end
+
 function FSDP:init(module, opts)
   if not is_module(module) then
     error(fmt("FSDP: bad argument #1 (module): expected a module, got %s", type(module)), 3)
@@ -435,6 +462,7 @@ function FSDP:init(module, opts)
   self._attrs._comm = c
   flatten(self, module, strategy, group, ignored, opts.sync_module_states == true, c, inter)
   if c.forward_prefetch then progress_hooks(module, ignored) end
+  name_units(self)
   -- verbose = true: rank 0 prints fsdp.memory_report at wrap time (nested units never get it)
   if opts.verbose then memory.print_report(self) end
 end
@@ -448,15 +476,6 @@ function FSDP:extra_repr() return "" end
 function FSDP:module() return self._fsdp_wrapped_module._fpw_module end
 
 -- ---- parameters under their original names ----------------------------------------------------
-
--- "_fsdp_wrapped_module._fpw_module.fc1._fsdp_wrapped_module._fpw_module.weight" -> "fc1.weight"
-local function clean_name(name)
-  local parts = {}
-  for seg in name:gmatch("[^.]+") do
-    if seg ~= "_fsdp_wrapped_module" and seg ~= "_fpw_module" then parts[#parts + 1] = seg end
-  end
-  return table.concat(parts, ".")
-end
 
 local function cleaned(iter, state, init)
   local list = {}
@@ -502,15 +521,8 @@ local function closer(fn) return setmetatable({ fn = fn }, CLOSER) end
 
 -- ---- forward and backward -------------------------------------------------------------------
 
--- Calls fn on each tensor of an output: a tensor, or a (shallow) table of tensors.
-local function each_tensor(v, fn)
-  if ms.is_tensor(v) then return fn(v) end
-  if type(v) == "table" and not is_module(v) then
-    for _, x in pairs(v) do
-      if ms.is_tensor(x) then fn(x) end
-    end
-  end
-end
+-- Calls fn on each tensor of an output: a tensor, or tables of them at any depth.
+local each_tensor = comm.each_tensor
 
 -- Registers hook on every output that requires grad: it runs when the output's gradient
 -- arrives, i.e. when the backward through the unit is about to start.
@@ -548,11 +560,11 @@ local function pre_backward_hooks(unit, fp, outs)
     comm.progress()
     local e, nxt = exec_of(unit), nil
     if e and e.bwd_seen and not e.bwd_seen[unit] then nxt = comm.record_backward(e, unit) end
-    if not fp:compute_gathered() then fp:gather_compute_async(false) end
+    if not fp:compute_gathered() then fp:gather_compute_async(false, true) end
     if unit._attrs._comm.backward_prefetch == "BACKWARD_PRE" and nxt and nxt._attrs._flat then
-      nxt._attrs._flat:gather_compute_async(true)
+      nxt._attrs._flat:gather_compute_async(true, true)
     end
-    fp:gather_compute()
+    fp:gather_compute(true)
   end)
 end
 
@@ -568,9 +580,9 @@ local function unit_forward(self, is_root, ...)
   local nxt = e and comm.record_forward(e, self)
   -- gathered every forward (the optimizer may have changed the shards since): a prefetched
   -- gather is waited for here; NO_SHARD with mixed precision casts again
-  fp:gather_compute()
+  fp:gather_compute(false)
   if self._attrs._comm.forward_prefetch and nxt and nxt._attrs._flat then
-    nxt._attrs._flat:gather_compute_async(true)
+    nxt._attrs._flat:gather_compute_async(true, false)
   end
   local outs
   do
@@ -590,8 +602,8 @@ end
 
 -- The root's lazy initialisation (PyTorch's _lazy_init) at its first forward as root, when the
 -- tree is complete: every unit below learns its root, whose execution order they record; the
--- root's finisher (engine side: one end-of-backward callback finishing all its units) is made;
--- buffers are cast to buffer_dtype once.
+-- root's finisher (engine side: one end-of-backward callback finishing all its
+-- units) is made; buffers are cast to buffer_dtype once.
 local function lazy_init(root)
   if root._attrs._exec then return end
   local mods, fps = root:modules(), {}

@@ -1,8 +1,10 @@
 -- fsdp_comm.lua: FSDP's communication policy (used by moonshard.fsdp): the options for overlap,
 -- mixed precision and HYBRID_SHARD (validated here), the execution order recorded each iteration
 -- that prefetching follows, the root's input and buffer casts, HYBRID_SHARD's default groups and
--- the per-model communication counters (fsdp.comm_stats).
+-- the per-model communication counters (fsdp.comm_stats), and the walk over a unit's inputs and
+-- outputs (nested tables of tensors).
 local ms = require "moonshard"
+local nn = require "moonshard.nn"
 
 local M = {}
 local fmt = string.format
@@ -125,7 +127,7 @@ end
 
 -- ---- the root: casts, execution order -------------------------------------------------------
 
--- Floating tensors among the arguments (and one level into tables) cast to dt.
+-- Floating tensors among the arguments (at any depth of plain tables) cast to dt.
 function M.cast_inputs(dt, args) return M.map_inputs(args, function(v)
   return v:is_floating_point() and v.dtype ~= dt and v:to(dt) or v
 end) end
@@ -136,18 +138,33 @@ function M.move_inputs(device, args) return M.map_inputs(args, function(v)
   return v.device == "cpu" and v:to(device) or v
 end) end
 
--- args (table.pack'ed) with every tensor, also inside plain tables, replaced by fn(tensor).
-function M.map_inputs(args, fn)
-  local function cast(v)
-    if ms.is_tensor(v) then return fn(v) end
-    if type(v) == "table" and getmetatable(v) == nil then
-      local t = {}
-      for k, x in pairs(v) do t[k] = cast(x) end
-      return t
-    end
-    return v
+-- The one walk over a unit's inputs and outputs (PyTorch's _apply_to_tensors): v is a tensor,
+-- or a table holding tensors at any depth, next to other values. Each table is entered once
+-- (`seen`), so cycles and tables shared between arguments are fine. Visiting (copy false) calls
+-- fn on every tensor and enters any table but a module; mapping (copy true) returns v rebuilt
+-- with every tensor t replaced by fn(t): plain tables are copied (a cycle stays a cycle, a shared
+-- table stays shared), tables with a metatable are objects and kept as they are.
+local function walk(v, fn, copy, seen)
+  if ms.is_tensor(v) then return fn(v) end
+  if type(v) ~= "table" or (copy and getmetatable(v) ~= nil) or nn.is_module(v) then return v end
+  local done = seen[v]
+  if done ~= nil then return done end
+  local out = copy and {} or v
+  seen[v] = out
+  for k, x in pairs(v) do
+    local y = walk(x, fn, copy, seen)
+    if copy then out[k] = y end
   end
-  for i = 1, args.n do args[i] = cast(args[i]) end
+  return out
+end
+
+-- Calls fn(t) on every tensor t in v (see walk).
+function M.each_tensor(v, fn) walk(v, fn, false, {}) end
+
+-- args (table.pack'ed) with every tensor, also inside plain tables at any depth, replaced by fn(tensor).
+function M.map_inputs(args, fn)
+  local seen = {}
+  for i = 1, args.n do args[i] = walk(args[i], fn, true, seen) end
   return args
 end
 

@@ -29,7 +29,13 @@ typedef struct ms_work ms_work; /* an issued collective: wait for it, then free 
 /* backend: "mpi", "self", "auto" (mpi when launched by mpirun, else self) or "nccl" (refused:
  * not built). timeout_s > 0 bounds every wait (the watchdog: an error naming the ranks that have
  * not arrived, never a hang); 0 = $MS_DIST_TIMEOUT, else 300 s. A wait also fails, naming the
- * rank, when a member of its group left the job (mpi). A second init without destroy is an error. */
+ * rank, when a member of its group left the job (mpi). A second init without destroy is an error.
+ * Checks that every rank makes the same call (kind, dtype, count, op, root, sequence number,
+ * origin: ms_dist_set_origin), mpi backend, read from MS_DIST_DEBUG here: unset or "0" (the
+ * default), each call's signature is exchanged alongside it and a mismatch fails the call on
+ * every rank when it completes (the job should end: the mismatched data may have moved); "1"
+ * (any other value), checked before each call, blocking, so that the ranks raise together and
+ * stay usable; "off", no check. */
 ms_status ms_dist_init(const char *backend, double timeout_s);
 bool ms_dist_is_initialized(void);
 /* This process ends normally: tells the other ranks, so that one waiting for it in a collective
@@ -59,6 +65,12 @@ int ms_pg_global_rank(const ms_pg *pg, int r);
 ms_pg *ms_pg_new_group(const int *ranks, int n);
 
 /* ---- collectives ---------------------------------------------------------------------------- */
+/* Tags the collectives issued from now until the next call with their origin: a unit (a stable
+ * name, e.g. an FSDP unit's module path) and a phase ("forward all-gather"). The check of
+ * ms_dist_init compares them across ranks with each call's kind, dtype and count (the
+ * execution order), and a mismatch names both ranks' units and phases. NULL clears. The strings are borrowed: keep
+ * them alive until the next call. One per thread (the thread issuing collectives). */
+void ms_dist_set_origin(const char *unit, const char *phase);
 /* Each runs to completion when work is NULL; otherwise it is issued and *work receives a
  * handle (the tensors are kept alive by it until it is freed). */
 ms_status ms_pg_all_reduce(ms_pg *pg, ms_tensor *t, ms_dist_op op, ms_work **work);

@@ -74,6 +74,7 @@ typedef struct ms_flat_param {
   ms_storage *compute;       /* the buffer modules compute with: `full`, or a param_dtype one */
   ms_tensor *compute_flat;   /* 1-D view of all of `compute` */
   ms_tensor **compute_params; /* its views: `params`, or param_dtype views (owned then) */
+  char *name; /* the unit's stable name (its module path), the origin of its collectives; owned */
 } ms_flat_param;
 
 /* Packs params[0..n) (borrowed; all of one floating dtype, on one device) into a new flat
@@ -87,6 +88,10 @@ typedef struct ms_flat_param {
 ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
                                     ms_fsdp_strategy strategy, bool offload_params);
 void ms_flat_param_free(ms_flat_param *fp); /* NULL is fine */
+/* Names the unit (a copy of name: its module path in the model, the same on every rank): every
+ * collective of the unit carries it and its phase as its origin (ms_dist_set_origin), which the
+ * ranks compare (the execution order; dist.h, ms_dist_init). */
+ms_status ms_flat_param_set_name(ms_flat_param *fp, const char *name);
 
 /* All-gathers the shards into the full buffer (materializing it). Never counts as a write for
  * autograd: see flat_param.c. NO_SHARD: nothing to do. */
@@ -138,11 +143,12 @@ bool ms_flat_param_mixed(const ms_flat_param *fp); /* compute buffer separate fr
  * Must have this process as a member. */
 ms_status ms_flat_param_set_inter_group(ms_flat_param *fp, ms_pg *inter);
 /* Issues the all-gather of the compute buffer without waiting (prefetch: nothing when already
- * gathered or in flight). NO_SHARD with mixed precision: a local cast, done at once. */
-ms_status ms_flat_param_gather_compute_async(ms_flat_param *fp, bool prefetch);
+ * gathered or in flight). NO_SHARD with mixed precision: a local cast, done at once. backward:
+ * for the unit's backward (its phase, checked across ranks), else for its forward. */
+ms_status ms_flat_param_gather_compute_async(ms_flat_param *fp, bool prefetch, bool backward);
 /* Makes the compute buffer ready: waits for its all-gather, issuing it first when none is in
  * flight and it is not gathered. */
-ms_status ms_flat_param_gather_compute(ms_flat_param *fp);
+ms_status ms_flat_param_gather_compute(ms_flat_param *fp, bool backward);
 bool ms_flat_param_compute_gathered(const ms_flat_param *fp); /* gathered or in flight */
 /* Frees the compute buffer (and `full`, when separate), waiting first for an in-flight gather. */
 void ms_flat_param_release_compute(ms_flat_param *fp);

@@ -18,7 +18,8 @@ static const char *g_backend;
  * PyTorch's 1800 s: a stuck job should say so while someone still watches it. */
 #define MS_DIST_DEFAULT_TIMEOUT 300.0
 static double g_timeout = MS_DIST_DEFAULT_TIMEOUT;
-static bool g_debug;
+static bool g_debug, g_order_check;
+static _Thread_local const char *g_origin_unit, *g_origin_phase; /* ms_dist_set_origin */
 
 const char *ms_dist_op_name(ms_dist_op op) {
   static const char *const names[] = {"sum", "avg", "max", "min", "product"};
@@ -207,8 +208,12 @@ ms_status ms_dist_init(const char *backend, double timeout_s) {
                     timeout_s);
   if (timeout_s == 0 && default_timeout(&timeout_s) != MS_OK) return MS_ERR_ARG;
   g_timeout = timeout_s;
+  /* MS_DIST_DEBUG: unset, "" or "0": the default, each call's signature checked alongside it
+   * (cheap, see pg_mpi.c); "off": no check; anything else: checked before each call (blocking) */
   const char *dbg = getenv("MS_DIST_DEBUG");
-  g_debug = dbg && *dbg && strcmp(dbg, "0") != 0;
+  bool off = dbg && strcmp(dbg, "off") == 0;
+  g_debug = dbg && *dbg && strcmp(dbg, "0") != 0 && !off;
+  g_order_check = !g_debug && !off;
   return init_backend(backend);
 }
 
@@ -349,6 +354,10 @@ static ms_status group_root(const char *fname, const char *what, ms_pg *pg, int 
     if (pg->global_ranks[i] == world_rank) return *root = i, MS_OK;
   return ms_error(MS_ERR_ARG, "%s: %s %d is not a rank of the group", fname, what, world_rank);
 }
+
+void ms_dist_set_origin(const char *unit, const char *phase) { g_origin_unit = unit, g_origin_phase = phase; }
+void ms_dist_origin(const char **unit, const char **phase) { *unit = g_origin_unit, *phase = g_origin_phase; }
+bool ms_dist_order_check(void) { return g_order_check; }
 
 /* Issues c on pg after the debug check; runs it to completion when work is NULL. */
 static ms_status run(ms_pg *pg, const ms_coll *c, ms_work **work) {

@@ -40,7 +40,8 @@ typedef struct ms_work_ops {
 struct ms_pg_ops {
   const char *name;
   ms_status (*issue)(ms_pg *pg, const ms_coll *c, ms_work **work);
-  /* MS_DIST_DEBUG: every member checks that all agree on (kind, dtype, count, op, root, seq). */
+  /* MS_DIST_DEBUG: every member checks that all agree on (kind, dtype, count, op, root, seq,
+   * unit, phase). */
   ms_status (*check)(ms_pg *pg, const ms_coll *c, uint64_t seq);
   /* A subgroup of world (sorted world ranks); collective over the whole world. */
   ms_pg *(*new_group)(ms_pg *world, const int *ranks, int n);
@@ -73,6 +74,11 @@ ms_work *ms_work_new(const ms_work_ops *ops, void *impl);
 void ms_work_label(ms_work *w, const char *name, uint64_t seq);
 /* Lets the watchdog ask pg (retained by the work) about the other members while w waits. */
 void ms_work_watch(ms_work *w, ms_pg *pg, ms_coll_kind kind);
+/* The origin the calling thread's collectives carry now (ms_dist_set_origin; NULL: none). */
+void ms_dist_origin(const char **unit, const char **phase);
+/* Whether collectives exchange their signatures alongside (the default; MS_DIST_DEBUG=1 checks
+ * before issuing instead, MS_DIST_DEBUG=off checks nothing). */
+bool ms_dist_order_check(void);
 /* Seconds every wait may take before it fails (the watchdog's timeout). */
 double ms_dist_timeout(void);
 /* Sleeps briefly, growing with the number of polls so far (keeps latency low at first). */

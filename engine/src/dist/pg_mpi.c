@@ -86,10 +86,22 @@ typedef struct mpi_work {
   int me, nranks;
   int *counts;       /* MPI_Ialltoallv's four arrays, which must live until it completes */
   MPI_Op op;         /* how pieces are combined */
+  /* the execution-order check (order_start): every rank's signature of this call, arriving
+   * alongside it; compared before the call counts as done */
+  MPI_Request sig_req;
+  int64_t *sigs;
+  ms_pg *pg; /* retained while sigs is pending, for the ranks' names */
 } mpi_work;
+
+static ms_status order_start(ms_pg *pg, const ms_coll *c, mpi_work *w);
+static int order_test(mpi_work *w);
 
 static int mpi_work_test(void *impl) {
   mpi_work *w = impl;
+  if (w->sigs) {
+    int r = order_test(w);
+    if (r <= 0) return r;
+  }
   int flag = 0, rc = MPI_Test(&w->req, &flag, MPI_STATUS_IGNORE);
   if (rc != MPI_SUCCESS) return mpi_fail(w->fname, rc), -1;
   return flag;
@@ -146,6 +158,12 @@ static ms_status mpi_work_complete(void *impl) {
 
 static void mpi_work_free(void *impl) {
   mpi_work *w = impl;
+  int done = 1, sig_done = 1;
+  if (w->req != MPI_REQUEST_NULL) MPI_Test(&w->req, &done, MPI_STATUS_IGNORE);
+  if (w->sig_req != MPI_REQUEST_NULL) MPI_Test(&w->sig_req, &sig_done, MPI_STATUS_IGNORE);
+  if (!done || !sig_done) return; /* failed while MPI still moves data (an order mismatch): leaked */
+  ms_pg_release(w->pg);
+  free(w->sigs);
   ms_tensor_release(w->target);
   if (w->result != w->target) ms_tensor_release(w->result);
   ms_tensor_release(w->keep);
@@ -159,7 +177,7 @@ static const ms_work_ops mpi_work_ops = {mpi_work_test, mpi_work_complete, mpi_w
 static mpi_work *work_alloc(const char *fname, ms_tensor *target) {
   mpi_work *w = calloc(1, sizeof *w);
   if (!w) return ms_error(MS_ERR_MEMORY, "%s: out of memory", fname), NULL;
-  w->req = MPI_REQUEST_NULL, w->fname = fname, w->result_here = true;
+  w->req = w->sig_req = MPI_REQUEST_NULL, w->fname = fname, w->result_here = true;
   w->target = target, w->result = target;
   if (target) ms_tensor_retain(target);
   return w;
@@ -422,6 +440,8 @@ static ms_status mpi_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
   const char *fname = ms_coll_name(c->kind);
   mpi_work *w = work_alloc(fname, c->kind == MS_COLL_BARRIER ? NULL : c->out);
   if (!w) return MS_ERR_MEMORY;
+  ms_status st = order_start(pg, c, w);
+  if (st != MS_OK) return mpi_work_free(w), st;
   int rc;
   switch (c->kind) {
   case MS_COLL_ALL_REDUCE: rc = issue_all_reduce(pg, comm, c, w); break;
@@ -435,16 +455,44 @@ static ms_status mpi_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
   default: rc = MPI_Ibarrier(comm, &w->req); break;
   }
   if (rc != MPI_SUCCESS) {
-    ms_status st = rc < 0 ? MS_ERR_MEMORY : mpi_fail(fname, rc); /* -1: staging failed, error set */
+    st = rc < 0 ? MS_ERR_MEMORY : mpi_fail(fname, rc); /* -1: staging failed, error set */
     mpi_work_free(w);
     return st;
   }
   return (*work = ms_work_new(&mpi_work_ops, w)) ? MS_OK : MS_ERR_MEMORY;
 }
 
-/* ---- MS_DIST_DEBUG ------------------------------------------------------------------------- */
+/* ---- every rank makes the same call: the default check and MS_DIST_DEBUG=1's --------------- */
 
-enum { SIG_KIND, SIG_DTYPE, SIG_COUNT, SIG_OP, SIG_ROOT, SIG_SEQ, SIG_LEN };
+/* A call's signature, the same on every rank or an error. The origin (ms_dist_set_origin) rides
+ * along as the hash of the full unit name and the text of both, cut to fit, for the message. */
+enum { UNIT_CHARS = 48, PHASE_CHARS = 32, TEXT_WORDS = (UNIT_CHARS + PHASE_CHARS) / 8 };
+enum { SIG_KIND, SIG_DTYPE, SIG_COUNT, SIG_OP, SIG_ROOT, SIG_SEQ, SIG_UNIT, SIG_TEXT, SIG_LEN = SIG_TEXT + TEXT_WORDS };
+
+/* FNV-1a: a unit name longer than the text carried still compares in full. */
+static int64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603u;
+  for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
+  return (int64_t)(h >> 1);
+}
+
+static void put_origin(int64_t *sig) {
+  const char *unit, *phase;
+  ms_dist_origin(&unit, &phase);
+  char *text = (char *)(sig + SIG_TEXT);
+  memset(text, 0, UNIT_CHARS + PHASE_CHARS);
+  snprintf(text, UNIT_CHARS, "%s", unit ? unit : "");
+  snprintf(text + UNIT_CHARS, PHASE_CHARS, "%s", phase ? phase : "");
+  sig[SIG_UNIT] = unit ? name_hash(unit) : 0;
+}
+
+/* " from unit 'fc1' (forward all-gather)", or nothing for a collective without an origin. */
+static int describe_origin(const int64_t *s, char *buf, size_t len) {
+  const char *unit = (const char *)(s + SIG_TEXT), *phase = unit + UNIT_CHARS;
+  if (!*unit && !*phase) return 0;
+  return snprintf(buf, len, " from unit '%.*s' (%.*s)", UNIT_CHARS, *unit ? unit : "?", PHASE_CHARS,
+                  *phase ? phase : "?");
+}
 
 static void describe_call(const ms_pg *pg, const int64_t *s, int r, char *buf, size_t len) {
   ms_coll_kind kind = (ms_coll_kind)s[SIG_KIND];
@@ -458,8 +506,9 @@ static void describe_call(const ms_pg *pg, const int64_t *s, int r, char *buf, s
     n += snprintf(buf + n, len - (size_t)n, ", %s %d", kind == MS_COLL_REDUCE ? "dst" : "src",
                   s[SIG_ROOT] >= 0 && s[SIG_ROOT] < pg->size ? pg->global_ranks[s[SIG_ROOT]] : -1);
   if (n >= 0 && (size_t)n < len)
-    snprintf(buf + n, len - (size_t)n, "%s as its call #%lld on this group", kind != MS_COLL_BARRIER ? ")" : "",
-             (long long)s[SIG_SEQ]);
+    n += snprintf(buf + n, len - (size_t)n, "%s as its call #%lld on this group", kind != MS_COLL_BARRIER ? ")" : "",
+                  (long long)s[SIG_SEQ]);
+  if (n >= 0 && (size_t)n < len) describe_origin(s, buf + n, len - (size_t)n);
 }
 
 /* Gathers len int64 from every rank of comm into all[0 .. size*len), bounded by the timeout.
@@ -481,29 +530,76 @@ static ms_status timed_allgather(MPI_Comm comm, int64_t *all, int len, int size,
   return st;
 }
 
+static void sign(const ms_coll *c, uint64_t seq, int64_t *sig) {
+  bool reduces = c->kind == MS_COLL_ALL_REDUCE || c->kind == MS_COLL_REDUCE || c->kind == MS_COLL_REDUCE_SCATTER;
+  sig[SIG_KIND] = c->kind, sig[SIG_DTYPE] = c->in ? (int64_t)c->in->dtype : -1, sig[SIG_COUNT] = c->count;
+  sig[SIG_OP] = reduces ? (int64_t)c->op : -1, sig[SIG_ROOT] = c->root, sig[SIG_SEQ] = (int64_t)seq;
+  if (c->kind == MS_COLL_BARRIER) sig[SIG_DTYPE] = sig[SIG_OP] = -1;
+  put_origin(sig);
+}
+
+/* Every rank's signature in all[0 .. size*SIG_LEN) equals rank 0's, or an error naming both. */
+static ms_status compare(const ms_pg *pg, const int64_t *all, const char *fname, const char *check) {
+  for (int r = 1; r < pg->size; r++) {
+    if (memcmp(all, all + r * SIG_LEN, sizeof *all * SIG_LEN) == 0) continue;
+    char a[512], b[512];
+    describe_call(pg, all, 0, a, sizeof a);
+    describe_call(pg, all + r * SIG_LEN, r, b, sizeof b);
+    return ms_error(MS_ERR_RUNTIME, "%s: %s: ranks disagree: %s but %s", fname, check, a, b);
+  }
+  return MS_OK;
+}
+
 /* Every member gathers every member's signature and compares, so all of them raise the same
  * error together instead of deadlocking in a mismatched collective. */
 static ms_status mpi_check(ms_pg *pg, const ms_coll *c, uint64_t seq) {
-  bool reduces = c->kind == MS_COLL_ALL_REDUCE || c->kind == MS_COLL_REDUCE || c->kind == MS_COLL_REDUCE_SCATTER;
-  int64_t mine[SIG_LEN] = {c->kind, c->in ? (int64_t)c->in->dtype : -1, c->count, reduces ? (int64_t)c->op : -1,
-                           c->root, (int64_t)seq};
-  if (c->kind == MS_COLL_BARRIER) mine[SIG_DTYPE] = mine[SIG_OP] = -1;
   int64_t *all = malloc(sizeof *all * SIG_LEN * (size_t)(pg->size + 1));
   if (!all) return ms_error(MS_ERR_MEMORY, "MS_DIST_DEBUG: out of memory");
-  memcpy(all + SIG_LEN * pg->size, mine, sizeof mine);
+  sign(c, seq, all + SIG_LEN * pg->size);
   bool leak;
   ms_status st = timed_allgather(((mpi_group *)pg->impl)->comm, all, SIG_LEN, pg->size, ms_coll_name(c->kind),
                                  seq, &leak);
   if (leak) return st;
-  for (int r = 1; st == MS_OK && r < pg->size; r++) {
-    if (memcmp(all, all + r * SIG_LEN, sizeof mine) == 0) continue;
-    char a[256], b[256];
-    describe_call(pg, all, 0, a, sizeof a);
-    describe_call(pg, all + r * SIG_LEN, r, b, sizeof b);
-    st = ms_error(MS_ERR_RUNTIME, "%s: MS_DIST_DEBUG: ranks disagree: %s but %s", ms_coll_name(c->kind), a, b);
-  }
+  if (st == MS_OK) st = compare(pg, all, ms_coll_name(c->kind), "MS_DIST_DEBUG");
   free(all);
   return st;
+}
+
+/* The default execution-order check (ms_dist_order_check; MS_DIST_DEBUG=1 checks before issuing
+ * instead): the signatures travel in a small all-gather issued just before the call on the same
+ * communicator and compared when it has arrived, before the call counts as done. Nothing waits
+ * for it: the call stays asynchronous. A mismatch fails the call on every rank; the call itself
+ * may still be moving data then, so its buffers are leaked (mpi_work_free) and the job should
+ * end, as after a timeout. */
+static ms_status order_start(ms_pg *pg, const ms_coll *c, mpi_work *w) {
+  if (!ms_dist_order_check() || pg->size < 2) return MS_OK;
+  w->sigs = malloc(sizeof *w->sigs * SIG_LEN * (size_t)(pg->size + 1));
+  if (!w->sigs) return ms_error(MS_ERR_MEMORY, "%s: out of memory", w->fname);
+  int64_t *mine = w->sigs + SIG_LEN * pg->size;
+  sign(c, pg->seq - 1, mine); /* run() counted this call already */
+  int rc = MPI_Iallgather(mine, SIG_LEN, MPI_INT64_T, w->sigs, SIG_LEN, MPI_INT64_T, ((mpi_group *)pg->impl)->comm,
+                          &w->sig_req);
+  if (rc != MPI_SUCCESS) return mpi_fail(w->fname, rc);
+  ms_pg_retain(pg);
+  w->pg = pg;
+  return MS_OK;
+}
+
+/* 1: the signatures agree, 0: not arrived yet, -1: a mismatch (error set). A mismatch stays one:
+ * the signatures are kept and compared again at each test (a test's result may be dropped, as
+ * ms_work_is_completed does before it waits). */
+static int order_test(mpi_work *w) {
+  if (w->sig_req != MPI_REQUEST_NULL) {
+    int flag = 0, rc = MPI_Test(&w->sig_req, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_fail(w->fname, rc), -1;
+    if (!flag) return 0;
+  }
+  if (compare(w->pg, w->sigs, w->fname, "execution order check") != MS_OK) return -1;
+  free(w->sigs);
+  w->sigs = NULL;
+  ms_pg_release(w->pg);
+  w->pg = NULL;
+  return 1;
 }
 
 /* ---- groups and the world ------------------------------------------------------------------ */

@@ -211,7 +211,19 @@ void ms_flat_param_free(ms_flat_param *fp) {
   ms_tensor_release(fp->shard);
   ms_tensor_release(fp->full_flat);
   ms_pg_release(fp->pg);
+  free(fp->name);
   free(fp);
+}
+
+ms_status ms_flat_param_set_name(ms_flat_param *fp, const char *name) {
+  if (!name) name = "";
+  size_t len = strlen(name) + 1;
+  char *copy = malloc(len);
+  if (!copy) return ms_error(MS_ERR_MEMORY, "fsdp: set_name: out of memory");
+  memcpy(copy, name, len);
+  free(fp->name);
+  fp->name = copy;
+  return MS_OK;
 }
 
 /* ---- gather and release ------------------------------------------------------------------------ */
@@ -222,13 +234,15 @@ void ms_flat_param_free(ms_flat_param *fp) {
  * saved parameter look modified in place. */
 ms_status ms_flat_param_gather(ms_flat_param *fp) {
   if (fp->strategy == MS_FSDP_NO_SHARD) return MS_OK;
-  if (fp->gather_work && !ms_flat_param_mixed(fp)) return ms_flat_param_gather_compute(fp); /* a prefetch */
+  if (fp->gather_work && !ms_flat_param_mixed(fp)) return ms_flat_param_gather_compute(fp, false); /* a prefetch */
   ms_status st = ms_storage_materialize(fp->full);
   if (st != MS_OK) return st;
   int version = atomic_load(&fp->full->version);
   bool prev = ms_grad_set_enabled(false);
   ms_tensor *in = ms_fsdp_shard_on_device(fp, fp->dtype);
+  ms_dist_set_origin(fp->name, "full all-gather");
   st = in ? ms_pg_all_gather(fp->pg, fp->full_flat, in, NULL) : MS_ERR_RUNTIME;
+  ms_dist_set_origin(NULL, NULL);
   ms_tensor_release(in);
   ms_grad_set_enabled(prev);
   atomic_store(&fp->full->version, version);

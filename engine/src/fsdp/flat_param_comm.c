@@ -110,7 +110,7 @@ static ms_status cast_full(ms_flat_param *fp) {
   return st;
 }
 
-ms_status ms_flat_param_gather_compute_async(ms_flat_param *fp, bool prefetch) {
+ms_status ms_flat_param_gather_compute_async(ms_flat_param *fp, bool prefetch, bool backward) {
   if (fp->strategy == MS_FSDP_NO_SHARD) return prefetch ? MS_OK : cast_full(fp);
   if (ms_flat_param_compute_gathered(fp)) return MS_OK;
   ms_status st = ms_storage_materialize(fp->compute);
@@ -119,7 +119,9 @@ ms_status ms_flat_param_gather_compute_async(ms_flat_param *fp, bool prefetch) {
   bool prev = ms_grad_set_enabled(false);
   /* the shard in param dtype: the collective moves the low-precision bytes (the work keeps it) */
   ms_tensor *in = ms_fsdp_shard_on_device(fp, fp->param_dtype);
+  ms_dist_set_origin(fp->name, backward ? "backward all-gather" : "forward all-gather");
   st = in ? ms_pg_all_gather(fp->pg, fp->compute_flat, in, &fp->gather_work) : MS_ERR_RUNTIME;
+  ms_dist_set_origin(NULL, NULL);
   ms_tensor_release(in);
   ms_grad_set_enabled(prev);
   if (st != MS_OK) return st;
@@ -130,10 +132,10 @@ ms_status ms_flat_param_gather_compute_async(ms_flat_param *fp, bool prefetch) {
   return MS_OK;
 }
 
-ms_status ms_flat_param_gather_compute(ms_flat_param *fp) {
+ms_status ms_flat_param_gather_compute(ms_flat_param *fp, bool backward) {
   if (!fp->gather_work) {
     if (ms_storage_is_materialized(fp->compute) && fp->strategy != MS_FSDP_NO_SHARD) return MS_OK;
-    ms_status st = ms_flat_param_gather_compute_async(fp, false);
+    ms_status st = ms_flat_param_gather_compute_async(fp, false, backward);
     if (st != MS_OK || !fp->gather_work) return st;
   }
   ms_status st = wait_work(fp, &fp->gather_work);
@@ -144,7 +146,7 @@ ms_status ms_flat_param_gather_compute(ms_flat_param *fp) {
 
 void ms_flat_param_release_compute(ms_flat_param *fp) {
   if (fp->strategy == MS_FSDP_NO_SHARD) return;
-  if (fp->gather_work && ms_flat_param_gather_compute(fp) != MS_OK && fp->gather_work) return; /* still busy */
+  if (fp->gather_work && ms_flat_param_gather_compute(fp, false) != MS_OK && fp->gather_work) return; /* still busy */
   ms_storage_release_data(fp->compute);
   if (ms_flat_param_mixed(fp)) ms_storage_release_data(fp->full);
 }
@@ -209,6 +211,7 @@ static ms_status accumulate_shard_grad(ms_flat_param *fp, ms_tensor *g) {
 static ms_status issue_reduce(ms_flat_param *fp, ms_tensor *flat) {
   int64_t bytes = ms_tensor_numel(flat) * (int64_t)ms_dtype_size(fp->reduce_dtype);
   ms_status st;
+  ms_dist_set_origin(fp->name, fp->strategy == MS_FSDP_NO_SHARD ? "grad all-reduce" : "grad reduce-scatter");
   if (fp->strategy == MS_FSDP_NO_SHARD) {
     ms_tensor_retain(flat);
     fp->reduce_out = flat;
@@ -218,6 +221,7 @@ static ms_status issue_reduce(ms_flat_param *fp, ms_tensor *flat) {
     st = fp->reduce_out ? ms_pg_reduce_scatter(fp->pg, fp->reduce_out, flat, MS_DIST_AVG, &fp->reduce_work)
                         : MS_ERR_RUNTIME;
   }
+  ms_dist_set_origin(NULL, NULL);
   if (st != MS_OK) {
     ms_tensor_release(fp->reduce_out);
     fp->reduce_out = NULL;
@@ -253,7 +257,9 @@ ms_status ms_flat_param_wait_reduce(ms_flat_param *fp) {
   ms_status st = wait_work(fp, &fp->reduce_work);
   if (st == MS_OK && fp->reduce_stage == 1 && fp->inter && ms_pg_size(fp->inter) > 1) {
     /* HYBRID_SHARD: the node's average, averaged over the nodes holding the same shard */
+    ms_dist_set_origin(fp->name, "grad all-reduce across nodes");
     st = ms_pg_all_reduce(fp->inter, fp->reduce_out, MS_DIST_AVG, &fp->reduce_work);
+    ms_dist_set_origin(NULL, NULL);
     if (st == MS_OK) {
       fp->reduce_stage = 2;
       track(fp);
