@@ -30,6 +30,7 @@ typedef struct ms_safetensors {
   int meta_count;
   char **meta_keys;
   char **meta_values;
+  char *strings; /* one block holding every name, key and value above (they point into it) */
 } ms_safetensors;
 
 /* Reads and validates a whole file into *out (initialised here; release it with
