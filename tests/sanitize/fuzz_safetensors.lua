@@ -11,7 +11,7 @@
 local ms = require "moonshard"
 
 local SEED = math.tointeger(tonumber(os.getenv("MS_FUZZ_SEED") or "1")) or 1
-local CASES = math.tointeger(tonumber(os.getenv("MS_FUZZ_CASES") or "2500")) or 2500
+local CASES = math.tointeger(tonumber(os.getenv("MS_FUZZ_CASES") or "5000")) or 5000
 math.randomseed(SEED)
 local R = math.random
 
