@@ -211,20 +211,20 @@ static void load_fifo(void) {
   ms_safetensors st;
   CHECK(ms_safetensors_load(tmp_path("fifo"), &st) != MS_OK);
   CHECK_ERROR_HAS("a FIFO (named pipe), not a regular file");
+  CHECK(ms_safetensors_open(tmp_path("fifo")) == NULL);
+  CHECK_ERROR_HAS("FIFO");
 }
 
 static void test_not_regular_files(void) {
   CHECK(mkfifo(tmp_path("fifo"), 0600) == 0);
   double t0 = now();
-  CHECK(in_child(load_fifo, 10, "load of a FIFO"));
+  CHECK(in_child(load_fifo, 10, "load of a FIFO")); /* a regression blocks the child, not this test */
   CHECK(now() - t0 < 5.0);
   ms_safetensors st;
   CHECK(ms_safetensors_load(dir, &st) != MS_OK);
   CHECK_ERROR_HAS("a directory, not a regular file");
   CHECK(ms_safetensors_load("/dev/null", &st) != MS_OK);
   CHECK_ERROR_HAS("a character device, not a regular file");
-  CHECK(ms_safetensors_open(tmp_path("fifo")) == NULL);
-  CHECK_ERROR_HAS("FIFO");
 }
 
 int main(void) {
