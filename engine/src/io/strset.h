@@ -11,6 +11,7 @@
 typedef struct ms_strset {
   uint32_t *slots; /* index + 1 of a string, 0 for empty */
   size_t cap, count;
+  uint64_t seed; /* of the hash, unguessable: a header crafted to collide cannot make it quadratic */
 } ms_strset;
 
 /* Adds keys[i]. Returns -1 when it was added, the index j of an earlier keys[j] equal to it
