@@ -1,6 +1,7 @@
-/* json.c: a strict JSON reader into a small tree and a compact writer, sized for safetensors
- * headers. The reader never trusts its input: depth is bounded (no stack overflow from a
- * hostile header), UTF-8 is validated, and every failure says where. */
+/* json.c: a strict JSON reader -- a cursor walking the text value by value, and the tree built
+ * by that walk -- and a compact writer, sized for safetensors headers. The reader never trusts
+ * its input: depth is bounded (no stack overflow from a hostile header), UTF-8 is validated,
+ * and every failure says where. */
 #include "moonshard/json.h"
 
 #include <limits.h>
@@ -11,7 +12,7 @@
 
 #define JSON_MAX_DEPTH 64
 
-/* ---- strings --------------------------------------------------------------------------------- */
+/* ---- the cursor's state ---------------------------------------------------------------------- */
 
 typedef struct strbuf {
   char *data;
@@ -33,7 +34,7 @@ struct ms_json_cursor {
   level stack[JSON_MAX_DEPTH];
   strbuf key, value; /* the last key and string read, decoded; reused from one to the next */
 };
-typedef ms_json_cursor parser;
+typedef ms_json_cursor parser; /* the name the scanning functions below use */
 
 static bool fail(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static bool fail(parser *p, const char *fmt, ...) {
@@ -81,6 +82,8 @@ bool ms_json_utf8_valid(const char *s, size_t len) {
   }
   return true;
 }
+
+/* ---- strings --------------------------------------------------------------------------------- */
 
 static bool sb_put(strbuf *b, const char *s, size_t n) {
   if (b->len + n + 1 > b->cap) {
