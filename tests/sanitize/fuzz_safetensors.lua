@@ -179,9 +179,12 @@ local function check_tensor(name, v, data_len)
   end
   local b, e = uint(off.items[1]), uint(off.items[2])
   if not b or not e or e < b or e > data_len then return nil, name .. ": offsets range" end
+  local span = bytes -- moonshard's limit: the sizes, zeros as 1, times the element size fit in int64
   for _, x in ipairs(shape) do
     if x ~= 0 and mul_overflows(bytes, x) then return nil, name .. ": shape too large" end
     bytes = bytes * x
+    if span > math.maxinteger // math.max(x, 1) then return nil, name .. ": sizes multiply past 2^63" end
+    span = span * math.max(x, 1)
   end
   if bytes ~= e - b then return nil, name .. ": size" end
   return {name = name, dtype = dt.v, shape = shape, b = b, e = e}

@@ -112,13 +112,18 @@ static ms_status read_offsets(const reader *r, ms_json_cursor *c, entry *e) {
                e->name, (unsigned long long)e->begin, (unsigned long long)e->end, (unsigned long long)r->data_len);
   return MS_OK;
 }
-/* numel * element size must be exactly the byte range (computed without overflow). */
+/* numel * element size must be exactly the byte range (computed without overflow). The sizes,
+ * a 0 counted as 1, must also multiply within int64: an empty tensor of shape (2^62, 2, 0) holds
+ * no bytes, but its strides would overflow. */
 static ms_status check_size(const reader *r, const entry *e) {
-  uint64_t bytes = ms_dtype_size(e->dtype);
+  uint64_t bytes = ms_dtype_size(e->dtype), span = bytes;
   for (int d = 0; d < e->ndim; d++) {
     uint64_t s = (uint64_t)e->shape[d];
     if (s && bytes > UINT64_MAX / s) return ms_st_bad(r, "tensor '%s': shape is too large", e->name);
     bytes *= s;
+    if (span > (uint64_t)INT64_MAX / (s ? s : 1))
+      return ms_st_bad(r, "tensor '%s': shape is too large (its sizes multiply past 2^63, zeros aside)", e->name);
+    span *= s ? s : 1;
   }
   if (bytes != e->end - e->begin) {
     char shape[MS_SHAPE_STR_LEN];
