@@ -25,9 +25,10 @@ typedef enum ms_idx_type {
  * header's (the caller releases it). The file is validated before and while it is read: the
  * magic, the dimension count (1..MS_MAX_DIMS), sizes that are non-zero and whose product fits
  * (and fits in the file, checked before any allocation), a payload of exactly that many bytes
- * (neither short nor followed by extra bytes) and, for gzip, an intact stream (its CRC
- * included). Any problem is an MS_ERR_IO error naming the file and what is wrong; *out is then
- * NULL. */
+ * (neither short nor followed by extra bytes) and, for gzip, an intact stream (header, deflate
+ * data, CRC-32 and length; more members may follow, as gzip -d reads them, but no other bytes).
+ * Only a regular file is read (a FIFO, directory or device is refused at once). Any problem is
+ * an MS_ERR_IO error naming the file and the stage that failed; *out is then NULL. */
 ms_status ms_idx_read(const char *path, ms_tensor **out);
 
 /* What an IDX file's header says, checked as ms_idx_read checks it (for a raw file the size on

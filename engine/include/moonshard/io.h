@@ -33,13 +33,17 @@ typedef struct ms_safetensors {
   int meta_count;
   char **meta_keys;
   char **meta_values;
+  char *strings; /* one block holding every name, key and value above (they point into it) */
 } ms_safetensors;
 
 /* Reads and validates a whole file into *out (initialised here; release it with
  * ms_safetensors_free, also after a failure, which leaves it empty). Every inconsistency -- a
  * truncated file, a header length past the end, malformed JSON, an unknown dtype, a byte range
  * that does not match the shape, ranges that overlap, leave gaps or run past the data, bytes
- * after the last tensor -- is an MS_ERR_IO error naming the file and the problem. */
+ * after the last tensor, a name or metadata key given twice, a path that is not a regular file
+ * (a FIFO, a directory, a device: refused at once, never read) -- is an MS_ERR_IO error naming
+ * the file and the problem. The checks take linear time and memory within a few times the
+ * header's size (a hostile header cannot make the reader quadratic or huge). */
 ms_status ms_safetensors_load(const char *path, ms_safetensors *out);
 void ms_safetensors_free(ms_safetensors *st);
 

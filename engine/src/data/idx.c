@@ -1,15 +1,20 @@
-/* idx.c: the IDX reader (moonshard/idx.h). Nothing in the file is trusted: the header is
- * checked field by field, the declared size is compared with what the file can hold before
- * anything is allocated, and the payload must be exactly that size. zlib's gz* functions read
- * raw files transparently, so one path serves both kinds; the gzip test on the first bytes only
- * decides which bound applies and how errors are worded. */
-#define _POSIX_C_SOURCE 200809L /* stat */
+/* idx.c: the IDX reader (moonshard/idx.h). Nothing in the file is trusted: only a regular file
+ * is read, the header is checked field by field, the declared size is compared with what the
+ * file can hold before anything is allocated, and the payload must be exactly that size. A
+ * file that starts with the gzip magic 1f 8b is inflated here with zlib's inflate (not gzread,
+ * which ignores bytes after the stream and reports a CRC error on whatever read is under way),
+ * so every error names its stage: the gzip header, the deflate data, the CRC or length in the
+ * trailer, bytes after the stream, the magic number, the dimensions, the data length. */
+#define _POSIX_C_SOURCE 200809L /* fdopen, fseeko, O_CLOEXEC */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "moonshard/idx.h"
@@ -17,13 +22,18 @@
 /* Deflate cannot compress better than about 1032:1, so a gzip file of n bytes never expands to
  * more than this many times n: a header declaring more is corrupt, found without allocating. */
 #define GZIP_MAX_RATIO 1100u
-/* gzread takes an unsigned and returns an int: read in pieces well under INT_MAX. */
+/* inflate counts in unsigned ints: inflate in pieces well under UINT_MAX. */
 #define READ_CHUNK (1u << 30)
+#define IN_SIZE (1u << 17)
 
 typedef struct reader {
   const char *path;
-  gzFile gz;
+  FILE *f;
   bool gzip;          /* the file starts with the gzip magic 1f 8b */
+  z_stream z;         /* gzip only */
+  bool z_ready;       /* inflateInit2 done */
+  bool z_done;        /* the last gzip member ended and nothing follows */
+  unsigned char *in;  /* compressed input */
   uint64_t file_size; /* on disk (compressed size for gzip) */
   uint64_t offset;    /* bytes of IDX data consumed so far (header included) */
 } reader;
@@ -42,20 +52,103 @@ static uint32_t get_u32be(const unsigned char *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
-/* Size and kind of the file, before zlib opens it (so a missing file or a directory is named as
- * such rather than as a read error). */
-static ms_status probe(reader *r) {
+static const char *file_kind(mode_t m) {
+  return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO (named pipe)" : S_ISCHR(m) ? "a character device"
+       : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/* Opens the file without blocking (a FIFO would block open() itself), refuses anything but a
+ * regular file, and finds whether it is gzip-compressed. */
+static ms_status open_file(reader *r) {
+  int fd = open(r->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return bad(r, "could not open: %s", strerror(errno));
   struct stat sb;
-  if (stat(r->path, &sb) != 0) return bad(r, "could not open: %s", strerror(errno));
-  if (!S_ISREG(sb.st_mode)) return bad(r, "not a regular file");
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || !(r->f = fdopen(fd, "rb"))) {
+    int err = errno;
+    bool regular = S_ISREG(sb.st_mode);
+    close(fd);
+    if (!regular) return bad(r, "%s, not a regular file: only a regular file can be read", file_kind(sb.st_mode));
+    return bad(r, "could not open: %s", strerror(err));
+  }
   r->file_size = (uint64_t)sb.st_size;
   if (r->file_size == 0) return bad(r, "the file is empty (0 bytes)");
-  FILE *f = fopen(r->path, "rb");
-  if (!f) return bad(r, "could not open: %s", strerror(errno));
   unsigned char m[2] = {0, 0};
-  size_t n = fread(m, 1, 2, f);
-  fclose(f);
+  size_t n = fread(m, 1, 2, r->f);
   r->gzip = n == 2 && m[0] == 0x1f && m[1] == 0x8b;
+  if (fseeko(r->f, 0, SEEK_SET) != 0) return bad(r, "could not seek: %s", strerror(errno));
+  if (!r->gzip) return MS_OK;
+  if (!(r->in = malloc(IN_SIZE))) return ms_error(MS_ERR_MEMORY, "read_idx '%s': out of memory", r->path);
+  if (inflateInit2(&r->z, 16 + MAX_WBITS) != Z_OK) /* 16: a gzip wrapper, nothing else */
+    return ms_error(MS_ERR_MEMORY, "read_idx '%s': out of memory for zlib", r->path);
+  r->z_ready = true;
+  return MS_OK;
+}
+
+static void close_file(reader *r) {
+  if (r->z_ready) inflateEnd(&r->z);
+  if (r->f) fclose(r->f);
+  free(r->in);
+}
+
+/* Tops the compressed input up to `want` bytes if the file has them (keeping what is there). */
+static ms_status refill(reader *r, size_t want) {
+  z_stream *z = &r->z;
+  if (z->avail_in >= want) return MS_OK;
+  memmove(r->in, z->next_in ? z->next_in : r->in, z->avail_in);
+  z->next_in = r->in;
+  z->avail_in += (uInt)fread(r->in + z->avail_in, 1, IN_SIZE - z->avail_in, r->f);
+  if (ferror(r->f)) return bad(r, "could not read: %s", strerror(errno));
+  return MS_OK;
+}
+
+/* A gzip member ended. Another member may follow (gzip -d reads it as more data); anything else
+ * is an error: trailing bytes are a damaged or appended-to file, not something to ignore. */
+static ms_status after_member(reader *r) {
+  z_stream *z = &r->z;
+  ms_status st = refill(r, 2);
+  if (st) return st;
+  if (z->avail_in == 0) return r->z_done = true, MS_OK;
+  if (z->avail_in >= 2 && z->next_in[0] == 0x1f && z->next_in[1] == 0x8b) return inflateReset(z), MS_OK;
+  off_t at = ftello(r->f);
+  uint64_t end = at < 0 ? 0 : (uint64_t)at - z->avail_in;
+  uint64_t extra = r->file_size - end;
+  return bad(r, "%llu byte%s after the end of the gzip stream (it ends at byte %llu of %llu): the file is damaged "
+                "or something was appended to it", (unsigned long long)extra, extra == 1 ? "" : "s",
+             (unsigned long long)end, (unsigned long long)r->file_size);
+}
+
+/* zlib's verdict on a damaged stream, named by the part of the stream that failed. */
+static ms_status gzip_error(const reader *r, int rc, const char *what) {
+  const char *msg = r->z.msg ? r->z.msg : "unknown error";
+  if (rc == Z_MEM_ERROR) return ms_error(MS_ERR_MEMORY, "read_idx '%s': out of memory in zlib", r->path);
+  if (strstr(msg, "data check"))
+    return bad(r, "gzip CRC-32 check failed in the trailer after the data: the data does not match its checksum "
+                  "(corrupt file)");
+  if (strstr(msg, "length check"))
+    return bad(r, "gzip length check failed in the trailer after the data: the stream's size does not match the "
+                  "data (corrupt file)");
+  if (strstr(msg, "header") || strstr(msg, "compression method"))
+    return bad(r, "bad gzip header: %s (corrupt file)", msg);
+  return bad(r, "corrupt gzip stream: bad deflate data while reading %s: %s", what, msg);
+}
+
+/* Up to n bytes of IDX data into p, inflated from a gzip file. */
+static ms_status inflate_some(reader *r, unsigned char *p, uint64_t n, const char *what, uint64_t *got,
+                              bool *truncated) {
+  z_stream *z = &r->z;
+  while (*got < n && !r->z_done) {
+    ms_status st = refill(r, 1);
+    if (st) return st;
+    if (z->avail_in == 0) return *truncated = true, MS_OK; /* the file ends inside the stream */
+    uInt room = n - *got < READ_CHUNK ? (uInt)(n - *got) : READ_CHUNK;
+    z->next_out = p + *got, z->avail_out = room;
+    int rc = inflate(z, Z_NO_FLUSH);
+    *got += room - z->avail_out;
+    if (rc == Z_STREAM_END) {
+      if ((st = after_member(r))) return st;
+    } else if (rc != Z_OK && (rc != Z_BUF_ERROR || z->avail_out == room))
+      return gzip_error(r, rc, what); /* Z_BUF_ERROR with input and room left: no progress possible */
+  }
   return MS_OK;
 }
 
@@ -64,23 +157,14 @@ static ms_status probe(reader *r) {
  * is an error naming `what`. */
 static ms_status read_some(reader *r, void *p, uint64_t n, const char *what, uint64_t *got, bool *truncated) {
   *got = 0, *truncated = false;
-  while (*got < n) {
-    uint64_t want = n - *got < READ_CHUNK ? n - *got : READ_CHUNK;
-    int k = gzread(r->gz, (unsigned char *)p + *got, (unsigned)want);
-    int errnum = Z_OK;
-    const char *zmsg = gzerror(r->gz, &errnum);
-    if (k < 0 || (errnum != Z_OK && errnum != Z_BUF_ERROR)) {
-      if (errnum == Z_ERRNO) return bad(r, "could not read %s: %s", what, strerror(errno));
-      return bad(r, "corrupt gzip data in %s: %s", what, zmsg);
-    }
-    *got += (uint64_t)k;
-    if (k == 0) {
-      *truncated = errnum == Z_BUF_ERROR; /* zlib's "unexpected end of file" inside the stream */
-      break;
-    }
+  ms_status st = MS_OK;
+  if (r->gzip) st = inflate_some(r, p, n, what, got, truncated);
+  else {
+    *got = fread(p, 1, n, r->f);
+    if (ferror(r->f)) st = bad(r, "could not read %s: %s", what, strerror(errno));
   }
   r->offset += *got;
-  return MS_OK;
+  return st;
 }
 
 /* Exactly n bytes of the header, or an error saying where the file ends. */
@@ -183,11 +267,8 @@ static ms_status read_payload(reader *r, ms_tensor *t, uint64_t bytes) {
 
 /* Opens the file and reads and checks everything before the payload. */
 static ms_status read_header(reader *r, ms_idx_info *info) {
-  ms_status st = probe(r);
+  ms_status st = open_file(r);
   if (st) return st;
-  r->gz = gzopen(r->path, "rb");
-  if (!r->gz) return bad(r, "could not open: %s", errno ? strerror(errno) : "out of memory");
-  gzbuffer(r->gz, 1u << 17);
   unsigned char magic[4];
   uint64_t bytes;
   if ((st = read_header_part(r, magic, 4, "the magic number")) || (st = check_magic(r, magic, &info->ndim)) ||
@@ -217,13 +298,13 @@ ms_status ms_idx_read(const char *path, ms_tensor **out) {
   *out = NULL;
   reader r = {.path = path};
   ms_status st = read_file(&r, out);
-  if (r.gz) gzclose_r(r.gz);
+  close_file(&r);
   return st;
 }
 
 ms_status ms_idx_probe(const char *path, ms_idx_info *info) {
   reader r = {.path = path};
   ms_status st = read_header(&r, info);
-  if (r.gz) gzclose_r(r.gz);
+  close_file(&r);
   return st;
 }

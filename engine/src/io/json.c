@@ -1,8 +1,10 @@
-/* json.c: a strict JSON reader into a small tree and a compact writer, sized for safetensors
- * headers. The reader never trusts its input: depth is bounded (no stack overflow from a
- * hostile header), UTF-8 is validated, and every failure says where. */
+/* json.c: a strict JSON reader -- a cursor walking the text value by value, and the tree built
+ * by that walk -- and a compact writer, sized for safetensors headers. The reader never trusts
+ * its input: depth is bounded (no stack overflow from a hostile header), UTF-8 is validated,
+ * and every failure says where. */
 #include "moonshard/json.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,14 +12,31 @@
 
 #define JSON_MAX_DEPTH 64
 
-typedef struct parser {
+/* ---- the cursor's state ---------------------------------------------------------------------- */
+
+typedef struct strbuf {
+  char *data;
+  size_t len, cap;
+} strbuf;
+
+/* One open container: what closes it and how many entries were read so far. */
+typedef struct level {
+  char close;
+  size_t count;
+} level;
+
+struct ms_json_cursor {
   const char *s;
   size_t len, pos;
-  char *err;
-  size_t errlen;
   bool failed;
-} parser;
+  char err[200];
+  int depth;
+  level stack[JSON_MAX_DEPTH];
+  strbuf key, value; /* the last key and string read, decoded; reused from one to the next */
+};
+typedef ms_json_cursor parser; /* the name the scanning functions below use */
 
+static bool fail(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static bool fail(parser *p, const char *fmt, ...) {
   if (p->failed) return false; /* keep the first, most precise reason */
   p->failed = true;
@@ -26,7 +45,7 @@ static bool fail(parser *p, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  snprintf(p->err, p->errlen, "%s at byte %zu", msg, p->pos);
+  snprintf(p->err, sizeof p->err, "%s at byte %zu", msg, p->pos);
   return false;
 }
 
@@ -65,11 +84,6 @@ bool ms_json_utf8_valid(const char *s, size_t len) {
 }
 
 /* ---- strings --------------------------------------------------------------------------------- */
-
-typedef struct strbuf {
-  char *data;
-  size_t len, cap;
-} strbuf;
 
 static bool sb_put(strbuf *b, const char *s, size_t n) {
   if (b->len + n + 1 > b->cap) {
@@ -138,31 +152,30 @@ static bool escape(parser *p, strbuf *b) {
   return fail(p, "bad escape '\\%c'", c);
 }
 
-static char *parse_string(parser *p) {
-  strbuf b = {0};
+/* Decodes the string at the cursor into b (its previous content dropped). */
+static bool parse_string(parser *p, strbuf *b) {
+  b->len = 0;
   p->pos++; /* the opening quote */
-  if (!sb_put(&b, "", 0)) return fail(p, "out of memory"), NULL;
+  if (!sb_put(b, "", 0)) return fail(p, "out of memory");
   for (;;) {
-    if (at_end(p)) return fail(p, "unterminated string"), free(b.data), NULL;
+    if (at_end(p)) return fail(p, "unterminated string");
     unsigned char c = (unsigned char)p->s[p->pos];
     if (c == '"') break;
     bool ok;
-    if (c == '\\') p->pos++, ok = escape(p, &b);
+    if (c == '\\') p->pos++, ok = escape(p, b);
     else if (c < 0x20) ok = fail(p, "control character 0x%02x in a string", c);
     else {
       int n = utf8_seq((const unsigned char *)p->s + p->pos, p->len - p->pos);
-      ok = n ? sb_put(&b, p->s + p->pos, (size_t)n) || fail(p, "out of memory") : fail(p, "invalid UTF-8");
+      ok = n ? sb_put(b, p->s + p->pos, (size_t)n) || fail(p, "out of memory") : fail(p, "invalid UTF-8");
       p->pos += (size_t)n;
     }
-    if (!ok) return free(b.data), NULL;
+    if (!ok) return false;
   }
   p->pos++;
-  return b.data;
+  return true;
 }
 
-/* ---- values ---------------------------------------------------------------------------------- */
-
-static bool parse_value(parser *p, ms_json *out, int depth);
+/* ---- scalars --------------------------------------------------------------------------------- */
 
 static bool parse_number(parser *p, ms_json *out) {
   size_t start = p->pos;
@@ -210,9 +223,126 @@ static bool literal(parser *p, const char *word, ms_json *out, ms_json_kind kind
   return true;
 }
 
+/* ---- the cursor ------------------------------------------------------------------------------ */
+
+ms_json_cursor *ms_json_cursor_new(const char *text, size_t len) {
+  ms_json_cursor *c = calloc(1, sizeof *c);
+  if (c) c->s = text, c->len = len;
+  return c;
+}
+
+void ms_json_cursor_free(ms_json_cursor *c) {
+  if (!c) return;
+  free(c->key.data);
+  free(c->value.data);
+  free(c);
+}
+
+const char *ms_json_cursor_error(const ms_json_cursor *c) { return c->failed ? c->err : NULL; }
+
+const char *ms_json_key(const ms_json_cursor *c) { return c->key.data ? c->key.data : ""; }
+
+bool ms_json_peek(ms_json_cursor *c, ms_json_kind *kind) {
+  if (c->failed) return false;
+  skip_ws(c);
+  switch (peek(c)) {
+  case '{': return *kind = MS_JSON_OBJECT, true;
+  case '[': return *kind = MS_JSON_ARRAY, true;
+  case '"': return *kind = MS_JSON_STRING, true;
+  case 't':
+  case 'f': return *kind = MS_JSON_BOOL, true;
+  case 'n': return *kind = MS_JSON_NULL, true;
+  case '\0': return fail(c, at_end(c) ? "unexpected end" : "NUL byte");
+  default:
+    if (peek(c) == '-' || (peek(c) >= '0' && peek(c) <= '9')) return *kind = MS_JSON_NUMBER, true;
+    return fail(c, "unexpected character '%c'", peek(c));
+  }
+}
+
+bool ms_json_enter(ms_json_cursor *c) {
+  ms_json_kind k;
+  if (!ms_json_peek(c, &k)) return false;
+  if (k != MS_JSON_OBJECT && k != MS_JSON_ARRAY) return fail(c, "expected an object or an array");
+  if (c->depth >= JSON_MAX_DEPTH) return fail(c, "nested deeper than %d levels", JSON_MAX_DEPTH);
+  c->stack[c->depth++] = (level){k == MS_JSON_OBJECT ? '}' : ']', 0};
+  c->pos++;
+  return true;
+}
+
+/* Entries are separated by ',' up to the closing bracket; an object's entry starts with its key
+ * and ':'. The caller reads (or skips) each entry's value before asking for the next one. */
+bool ms_json_next(ms_json_cursor *c) {
+  if (c->failed || c->depth == 0) return false;
+  level *l = &c->stack[c->depth - 1];
+  skip_ws(c);
+  if (peek(c) == l->close) return c->pos++, c->depth--, false;
+  if (l->count > 0) {
+    if (peek(c) != ',') return fail(c, at_end(c) ? "unexpected end" : "expected ',' or '%c'", l->close);
+    c->pos++;
+    skip_ws(c);
+  }
+  l->count++;
+  if (l->close == ']') return true;
+  if (peek(c) != '"') return fail(c, at_end(c) ? "unexpected end" : "expected a string key");
+  if (!parse_string(c, &c->key)) return false;
+  skip_ws(c);
+  if (peek(c) != ':') return fail(c, "expected ':'");
+  c->pos++;
+  return true;
+}
+
+const char *ms_json_read_string(ms_json_cursor *c) {
+  ms_json_kind k;
+  if (!ms_json_peek(c, &k)) return NULL;
+  if (k != MS_JSON_STRING) return fail(c, "expected a string"), NULL;
+  return parse_string(c, &c->value) ? c->value.data : NULL;
+}
+
+bool ms_json_read_scalar(ms_json_cursor *c, ms_json *out) {
+  ms_json_kind k;
+  if (!ms_json_peek(c, &k)) return false;
+  memset(out, 0, sizeof *out);
+  switch (k) {
+  case MS_JSON_NUMBER: return parse_number(c, out);
+  case MS_JSON_BOOL: return peek(c) == 't' ? literal(c, "true", out, k, true) : literal(c, "false", out, k, false);
+  case MS_JSON_NULL: return literal(c, "null", out, k, false);
+  default: return fail(c, "expected a number, a boolean or null");
+  }
+}
+
+bool ms_json_skip(ms_json_cursor *c) {
+  ms_json_kind k;
+  if (!ms_json_peek(c, &k)) return false;
+  if (k == MS_JSON_STRING) return ms_json_read_string(c) != NULL;
+  if (k != MS_JSON_OBJECT && k != MS_JSON_ARRAY) {
+    ms_json scalar;
+    return ms_json_read_scalar(c, &scalar);
+  }
+  if (!ms_json_enter(c)) return false;
+  while (ms_json_next(c))
+    if (!ms_json_skip(c)) return false; /* recursion bounded by JSON_MAX_DEPTH */
+  return !c->failed;
+}
+
+bool ms_json_finish(ms_json_cursor *c) {
+  if (c->failed) return false;
+  if (c->depth > 0) return fail(c, "unexpected end");
+  skip_ws(c);
+  return at_end(c) || fail(c, "unexpected character '%c' after the value", peek(c));
+}
+
+/* ---- the tree, built through the cursor ------------------------------------------------------ */
+
+static char *dup_buf(parser *p, const strbuf *b) {
+  char *d = malloc(b->len + 1);
+  if (!d) return fail(p, "out of memory"), NULL;
+  return memcpy(d, b->data, b->len + 1);
+}
+
 /* Appends one zeroed slot to an array or object under construction. */
 static ms_json *grow(parser *p, ms_json *c, int *cap) {
   if (c->count == *cap) {
+    if (*cap > INT_MAX / 2) return fail(p, "too many entries"), NULL;
     int ncap = *cap ? *cap * 2 : 4;
     ms_json *items = realloc(c->items, (size_t)ncap * sizeof *items);
     if (!items) return fail(p, "out of memory"), NULL;
@@ -231,50 +361,23 @@ static ms_json *grow(parser *p, ms_json *c, int *cap) {
   return slot;
 }
 
-/* Objects and arrays share the loop: entries separated by ',' up to the closing bracket. */
-static bool parse_container(parser *p, ms_json *out, int depth) {
-  bool object = p->s[p->pos] == '{';
-  char close = object ? '}' : ']';
-  out->kind = object ? MS_JSON_OBJECT : MS_JSON_ARRAY;
-  if (depth >= JSON_MAX_DEPTH) return fail(p, "nested deeper than %d levels", JSON_MAX_DEPTH);
-  p->pos++;
-  skip_ws(p);
-  if (peek(p) == close) return p->pos++, true;
-  for (int cap = 0;;) {
-    skip_ws(p);
+static bool build(parser *p, ms_json *out) {
+  ms_json_kind k;
+  if (!ms_json_peek(p, &k)) return false;
+  if (k == MS_JSON_STRING) {
+    out->kind = k;
+    return ms_json_read_string(p) && (out->string = dup_buf(p, &p->value)) != NULL;
+  }
+  if (k != MS_JSON_OBJECT && k != MS_JSON_ARRAY) return ms_json_read_scalar(p, out);
+  out->kind = k;
+  if (!ms_json_enter(p)) return false;
+  for (int cap = 0; ms_json_next(p);) {
     ms_json *slot = grow(p, out, &cap);
     if (!slot) return false;
-    if (object) {
-      if (peek(p) != '"') return fail(p, at_end(p) ? "unexpected end" : "expected a string key");
-      if (!(out->keys[out->count - 1] = parse_string(p))) return false;
-      skip_ws(p);
-      if (peek(p) != ':') return fail(p, "expected ':'");
-      p->pos++;
-    }
-    if (!parse_value(p, slot, depth + 1)) return false;
-    skip_ws(p);
-    if (peek(p) == close) return p->pos++, true;
-    if (peek(p) != ',') return fail(p, at_end(p) ? "unexpected end" : "expected ',' or '%c'", close);
-    p->pos++;
+    if (k == MS_JSON_OBJECT && !(out->keys[out->count - 1] = dup_buf(p, &p->key))) return false;
+    if (!build(p, slot)) return false; /* recursion bounded by JSON_MAX_DEPTH */
   }
-}
-
-static bool parse_value(parser *p, ms_json *out, int depth) {
-  skip_ws(p);
-  switch (peek(p)) {
-  case '{':
-  case '[': return parse_container(p, out, depth);
-  case '"': return out->kind = MS_JSON_STRING, (out->string = parse_string(p)) != NULL;
-  case 't': return literal(p, "true", out, MS_JSON_BOOL, true);
-  case 'f': return literal(p, "false", out, MS_JSON_BOOL, false);
-  case 'n': return literal(p, "null", out, MS_JSON_NULL, false);
-  case '\0':
-    if (at_end(p)) return fail(p, "unexpected end");
-    return fail(p, "NUL byte");
-  default:
-    if (peek(p) == '-' || (peek(p) >= '0' && peek(p) <= '9')) return parse_number(p, out);
-    return fail(p, "unexpected character '%c'", peek(p));
-  }
+  return !p->failed;
 }
 
 static void json_clear(ms_json *j) {
@@ -294,16 +397,18 @@ void ms_json_free(ms_json *j) {
 }
 
 ms_json *ms_json_parse(const char *text, size_t len, char *err, size_t errlen) {
-  parser p = {text, len, 0, err, errlen, false};
-  ms_json *root = calloc(1, sizeof *root);
-  if (!root) return snprintf(err, errlen, "out of memory"), NULL;
-  if (parse_value(&p, root, 0)) {
-    skip_ws(&p);
-    if (at_end(&p)) return root;
-    fail(&p, "unexpected character '%c' after the value", peek(&p));
+  ms_json_cursor *c = ms_json_cursor_new(text, len);
+  ms_json *root = c ? calloc(1, sizeof *root) : NULL;
+  if (!root) {
+    ms_json_cursor_free(c);
+    return snprintf(err, errlen, "out of memory"), NULL;
   }
-  ms_json_free(root);
-  return NULL;
+  if (!build(c, root) || !ms_json_finish(c)) {
+    snprintf(err, errlen, "%s", c->err);
+    ms_json_free(root), root = NULL;
+  }
+  ms_json_cursor_free(c);
+  return root;
 }
 
 const ms_json *ms_json_get(const ms_json *obj, const char *key) {
