@@ -4,8 +4,8 @@
  * (cudnnConvolutionForward and kin) rebuild that machinery on every call, which cost the host
  * 140-430 us a conv on an H200, more than the step's kernels. Engines that round float32 through
  * TF32 or reduce in lower precision are skipped, so results agree with the CPU as the legacy FMA
- * path's did. A shape the graph API cannot plan reports `planned = false` and the caller runs the
- * legacy call (cuda_conv.c). */
+ * path's did. A shape the graph API cannot plan, or whose plan fails to run, reports
+ * `planned = false` and the caller runs the legacy call (cuda_conv.c). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -209,10 +209,14 @@ ms_status ms_cuda_conv_plan_run(cudnnHandle_t h, int dev, ms_dtype dt, ms_cuda_c
   k.device = dev, k.dtype = (int)dt, k.dir = (int)dir, k.align = alignment(ptrs), k.g = *g;
   plan_entry *e = entry_for(h, &k);
   if (!e) return ms_error(MS_ERR_MEMORY, "conv2d: out of memory for the plan cache");
-  if (!e->plan) return MS_OK;
+  pthread_mutex_lock(&plans_lock);
+  cudnnBackendDescriptor_t plan = e->plan;
+  int64_t workspace = e->workspace;
+  pthread_mutex_unlock(&plans_lock);
+  if (!plan) return MS_OK;
   *planned = true;
-  void *ws = e->workspace > 0 ? ms_cuda_alloc(dev, (size_t)e->workspace, MS_MEM_OTHER) : NULL;
-  if (e->workspace > 0 && !ws) return MS_ERR_MEMORY;
+  void *ws = workspace > 0 ? ms_cuda_alloc(dev, (size_t)workspace, MS_MEM_OTHER) : NULL;
+  if (workspace > 0 && !ws) return MS_ERR_MEMORY;
   int64_t uids[3] = {UID_X, UID_W, UID_Y};
   cudnnBackendDescriptor_t pack;
   cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
@@ -221,13 +225,21 @@ ms_status ms_cuda_conv_plan_run(cudnnHandle_t h, int dev, ms_dtype dt, ms_cuda_c
     if (!s) s = set_attr(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
     if (!s) s = set_attr(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
     if (!s) s = cudnnBackendFinalize(pack);
-    if (!s) s = cudnnBackendExecute(h, e->plan, pack);
+    if (!s) s = cudnnBackendExecute(h, plan, pack);
     cudnnBackendDestroyDescriptor(pack);
   }
-  if (ws) ms_cuda_free(dev, ws, (size_t)e->workspace, MS_MEM_OTHER);
+  if (ws) ms_cuda_free(dev, ws, (size_t)workspace, MS_MEM_OTHER);
   if (s == CUDNN_STATUS_SUCCESS) return MS_OK;
-  return ms_error(s == CUDNN_STATUS_ALLOC_FAILED ? MS_ERR_MEMORY : MS_ERR_RUNTIME, "%s: cuDNN error: %s",
-                  dir == MS_CUDA_CONV_FWD ? "conv2d" : "conv2d backward", cudnnGetErrorString(s));
+  if (s == CUDNN_STATUS_ALLOC_FAILED) return ms_error(MS_ERR_MEMORY, "%s: cuDNN error: %s",
+                                                      dir == MS_CUDA_CONV_FWD ? "conv2d" : "conv2d backward",
+                                                      cudnnGetErrorString(s));
+  /* A plan that finalized but will not run: this shape goes to the legacy call from now on (the
+   * plan is left alive: another thread may be running it). */
+  pthread_mutex_lock(&plans_lock);
+  e->plan = NULL;
+  pthread_mutex_unlock(&plans_lock);
+  *planned = false;
+  return MS_OK;
 }
 
 #endif
