@@ -4,10 +4,11 @@
 # as the seed writes it, and a tuned variant with the data on the GPU). Prints the medians of
 # epochs 2..E (epoch 1 pays start-up: cuDNN's autotuning, allocator growth) and each ratio.
 #   bench/gpu_seed.sh [--epochs E] [--torch-seed-epochs E2] [--build DIR] [--data DIR] [--no-torch]
+#                     [--raw FILE]   (every run's whole output; default: a temporary file, named at the end)
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
-epochs=4 seed_epochs=2 build="$root/build" data="$root/data" torch=1
+epochs=4 seed_epochs=2 build="$root/build" data="$root/data" torch=1 raw=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --epochs) epochs=${2:?}; shift ;;
@@ -15,7 +16,8 @@ while [ $# -gt 0 ]; do
     --build) build=${2:?}; shift ;;
     --data) data=${2:?}; shift ;;
     --no-torch) torch=0 ;;
-    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --raw) raw=${2:?}; shift ;;
+    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_seed.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -23,11 +25,14 @@ done
 case "$epochs" in ''|*[!0-9]*|0|1) echo "gpu_seed.sh: --epochs wants an integer >= 2, got $epochs" >&2; exit 2 ;; esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 lines=$(mktemp); trap 'rm -f "$lines"' EXIT
+[ -n "$raw" ] || raw=$(mktemp /tmp/gpu_seed.raw.XXXXXX)
+: > "$raw"
 
 run() { # run NAME COMMAND...: keeps the BENCH-EPOCH lines, renamed NAME
   local name=$1; shift
   echo "== $name: $*"
-  "$@" 2>&1 | tee /dev/stderr | awk -v n="$name" '/^BENCH-EPOCH/ { $2 = n; print }' >> "$lines"
+  echo "== $name: $*" >> "$raw"
+  "$@" 2>&1 | tee -a "$raw" | awk -v n="$name" '/^BENCH-EPOCH/ { $2 = n; print }' >> "$lines"
 }
 
 cd "$root"
@@ -58,3 +63,6 @@ awk '
     if (("moonshard-bf16" in n) && (m in n))
       printf "bf16 / fp32 epoch: %.2f (below 1: bf16 faster)\n", (mtr["moonshard-bf16"] + mte["moonshard-bf16"]) / (mtr[m] + mte[m])
   }' "$lines"
+echo
+echo "== accuracy after each epoch (moonshard's test lines, PyTorch's BENCH-EPOCH lines); every run's output: $raw"
+grep -E "^== |Test set|^BENCH-EPOCH torch" "$raw"
