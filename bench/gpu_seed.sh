@@ -17,7 +17,7 @@ while [ $# -gt 0 ]; do
     --data) data=${2:?}; shift ;;
     --no-torch) torch=0 ;;
     --raw) raw=${2:?}; shift ;;
-    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_seed.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
