@@ -9,6 +9,7 @@
 # PyTorch offers, so the comparison is not flattered by a slow DataLoader.
 import argparse
 import contextlib
+import gzip
 import os
 import socket
 import struct
@@ -50,7 +51,8 @@ class Net(nn.Module):
 
 
 def read_idx(path):
-    with open(path, "rb") as f:
+    """An IDX file, raw or gzip-compressed (by its .gz name), as a uint8 array."""
+    with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
         raw = f.read()
     ndim = raw[3]
     dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])

@@ -9,17 +9,7 @@
 local T = require "testing"
 local ms = require "moonshard"
 
-local build = assert(os.getenv("MS_BUILD_DIR"), "MS_BUILD_DIR must name the build directory")
-local exe = build .. "/moonshard"
-
-if os.getenv("OMPI_COMM_WORLD_SIZE") then
-  print("skip: the tests themselves run under mpirun; they launch their own ranks")
-  os.exit(77)
-end
-if not os.execute("command -v mpirun > /dev/null 2>&1") or not os.execute("command -v pgrep > /dev/null 2>&1") then
-  print("skip: no mpirun or pgrep")
-  os.exit(77)
-end
+local exe = T.launcher_exe({ "pgrep" })
 
 local quote, write_file, read_file = T.quote, T.write_file, T.read_file
 local base = os.tmpname()

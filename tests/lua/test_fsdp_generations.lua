@@ -10,16 +10,7 @@ local nn = require "moonshard.nn"
 local fsdp = require "moonshard.fsdp"
 local T = require "testing"
 
-local build = assert(os.getenv("MS_BUILD_DIR"), "MS_BUILD_DIR must name the build directory")
-local exe = build .. "/moonshard"
-if os.getenv("OMPI_COMM_WORLD_SIZE") then
-  print("skip: the tests themselves run under mpirun; they launch their own ranks")
-  os.exit(77)
-end
-if not os.execute("command -v mpirun > /dev/null 2>&1") then
-  print("skip: no mpirun (apt-get install openmpi-bin)")
-  os.exit(77)
-end
+local exe = T.launcher_exe()
 
 local quote = T.quote
 local base = os.tmpname()

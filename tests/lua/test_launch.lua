@@ -6,17 +6,7 @@
 local T = require "testing"
 local ms = require "moonshard"
 
-local build = assert(os.getenv("MS_BUILD_DIR"), "MS_BUILD_DIR must name the build directory")
-local exe = build .. "/moonshard"
-
-if os.getenv("OMPI_COMM_WORLD_SIZE") then
-  print("skip: the tests themselves run under mpirun; they launch their own ranks")
-  os.exit(77)
-end
-if not os.execute("command -v mpirun > /dev/null 2>&1") then
-  print("skip: no mpirun (apt-get install openmpi-bin)")
-  os.exit(77)
-end
+local exe, build = T.launcher_exe()
 
 local base = os.tmpname()
 local files = {out = base .. ".out", err = base .. ".err", script = base .. ".lua",

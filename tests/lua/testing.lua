@@ -72,16 +72,34 @@ end
 function T.quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 function T.write_file(path, text)
-  local f = assert(io.open(path, "w"))
+  local f = assert(io.open(path, "wb"))
   f:write(text)
   f:close()
 end
 
 function T.read_file(path)
-  local f = assert(io.open(path, "r"))
+  local f = assert(io.open(path, "rb"))
   local text = f:read("a")
   f:close()
   return text
+end
+
+-- The build's executable, for a test that launches ranks itself (mpirun, moonshard -n,
+-- ms.spawn): exits 77 (skipped) when the test itself runs under mpirun or a tool it needs
+-- (mpirun first, then each of `tools`) is missing.
+function T.launcher_exe(tools)
+  local build = assert(os.getenv("MS_BUILD_DIR"), "MS_BUILD_DIR must name the build directory")
+  if os.getenv("OMPI_COMM_WORLD_SIZE") then
+    print("skip: the tests themselves run under mpirun; they launch their own ranks")
+    os.exit(77)
+  end
+  for _, tool in ipairs({ "mpirun", table.unpack(tools or {}) }) do
+    if not os.execute("command -v " .. tool .. " > /dev/null 2>&1") then
+      print(("skip: no %s%s"):format(tool, tool == "mpirun" and " (apt-get install openmpi-bin)" or ""))
+      os.exit(77)
+    end
+  end
+  return build .. "/moonshard", build
 end
 
 function T.finish()

@@ -9,6 +9,7 @@
 -- accepts must load, with the same shape and bytes. Prints a summary and "N passed, 0 failed";
 -- exits non-zero on any wrong outcome. MS_FUZZ_CASES sets the number of cases.
 local ms = require "moonshard"
+local T = require "testing"
 
 local SEED = math.tointeger(tonumber(os.getenv("MS_FUZZ_SEED") or "1")) or 1
 local CASES = math.tointeger(tonumber(os.getenv("MS_FUZZ_CASES") or "5000")) or 5000
@@ -261,18 +262,7 @@ end
 -- The run
 ---------------------------------------------------------------------------------------------------
 
-local function write(p, s)
-  local f = assert(io.open(p, "wb"))
-  f:write(s)
-  f:close()
-end
-
-local function read(p)
-  local f = assert(io.open(p, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local write, read = T.write_file, T.read_file
 
 -- The tensor's bytes, through ms.save: a one-tensor uint8 file's data section is its bytes.
 local function tensor_bytes(t)

@@ -15,6 +15,7 @@
 -- independent assembly confirms: for raw and shard cases exactly the saved values; for the others,
 -- each element one of the values the (mutated) index's pieces give it, read through ms.load.
 local ms = require "moonshard"
+local T = require "testing"
 local nn = require "moonshard.nn"
 local fsdp = require "moonshard.fsdp"
 
@@ -27,18 +28,7 @@ local dir = os.tmpname() .. ".fuzz"
 local work = dir .. "/case"
 assert(os.execute(fmt("mkdir -p '%s' '%s'", dir, work)))
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local read, write = T.read_file, T.write_file
 
 local function make_model()
   ms.manual_seed(SEED)
