@@ -32,34 +32,21 @@ parser:add_argument("--download", {action = "store_true",
 
 -- ---- data: the seed's pipeline (MNIST + ToTensor + Normalize, batched by native workers) ----
 
-local function is_dir(path)
-  local f = io.open(path .. "/") -- opens a directory only (Linux)
-  if f then f:close() end
-  return f ~= nil
-end
-
 -- --data at the face, before anything is read, created or fetched: the directory must exist and,
 -- unless --download is to fetch them, hold the four IDX files.
 local function check_data(args)
-  if not is_dir(args.data) then
-    parser:error(("--data %s: no such directory (expected the directory holding MNIST/raw)"):format(args.data))
-  end
-  local missing = datasets.MNIST:missing_files(args.data)
-  if #missing > 0 and not args.download then
-    parser:error(("--data %s: no %s (expected MNIST's four IDX files there; --download or scripts/fetch-mnist.sh %s "
-                  .. "fetches them)"):format(args.data, missing[1], args.data))
+  local why, fetchable = datasets.MNIST:root_problem(args.data, args.download)
+  if why then
+    parser:error(("--data %s: %s%s"):format(args.data, why, fetchable
+                 and ("; --download or scripts/fetch-mnist.sh %s fetches them"):format(args.data) or ""))
   end
 end
 
 -- A data set, or one line naming --data and what went wrong (a failed download, a corrupt file).
 local function open_mnist(args, opts)
-  local ok, ds = pcall(datasets.MNIST, args.data, opts)
-  if ok then return ds end
-  -- its first line says what is missing or wrong, a second one why a download failed; the rest
-  -- is advice for a Lua caller (an options table), not for the command line
-  local msg = tostring(ds)
-  local download = msg:match("\n(download failed: [^\n]*)")
-  parser:fail(("--data %s: %s%s"):format(args.data, msg:match("^[^\n]*"), download and "; " .. download or ""))
+  local ds, why = datasets.MNIST:open(args.data, opts)
+  if not ds then parser:fail(("--data %s: %s"):format(args.data, why)) end
+  return ds
 end
 
 local function loaders(args)

@@ -47,23 +47,14 @@ parser:add_argument("--mixed-precision", {choices = {"none", "bfloat16", "float1
 
 local function launched_world() return math.tointeger(tonumber(os.getenv("OMPI_COMM_WORLD_SIZE") or "")) end
 
-local function is_dir(path)
-  local f = io.open(path .. "/") -- opens a directory only (Linux)
-  if f then f:close() end
-  return f ~= nil
-end
-
 -- What every rank would find wrong alike, found before any rank starts (one line, no traceback):
 -- --data must be a directory and, unless the seed's download may fetch them, hold the IDX files;
 -- --nproc must agree with a launcher's world.
 local function check_args(args)
-  if not is_dir(args.data) then
-    parser:error(("--data %s: no such directory (expected the directory holding MNIST/raw)"):format(args.data))
-  end
-  local missing = datasets.MNIST:missing_files(args.data)
-  if #missing > 0 and not args.download then
-    parser:error(("--data %s: no %s (expected MNIST's four IDX files there; scripts/fetch-mnist.sh %s fetches them)")
-                 :format(args.data, missing[1], args.data))
+  local why, fetchable = datasets.MNIST:root_problem(args.data, args.download)
+  if why then
+    parser:error(("--data %s: %s%s"):format(args.data, why, fetchable
+                 and ("; scripts/fetch-mnist.sh %s fetches them"):format(args.data) or ""))
   end
   local world = launched_world()
   if world and args.nproc > 0 and args.nproc ~= world then
@@ -73,13 +64,9 @@ end
 
 -- A data set, or one line naming --data and what went wrong (a failed download, a corrupt file).
 local function open_mnist(args, opts)
-  local ok, ds = pcall(datasets.MNIST, args.data, opts)
-  if ok then return ds end
-  -- its first line says what is missing or wrong, a second one why a download failed; the rest
-  -- is advice for a Lua caller (an options table), not for the command line
-  local msg = tostring(ds)
-  local download = msg:match("\n(download failed: [^\n]*)")
-  parser:fail(("--data %s: %s%s"):format(args.data, msg:match("^[^\n]*"), download and "; " .. download or ""))
+  local ds, why = datasets.MNIST:open(args.data, opts)
+  if not ds then parser:fail(("--data %s: %s"):format(args.data, why)) end
+  return ds
 end
 
 -- CUDA where the build has it, a device is there and --no-cuda is not given.

@@ -185,6 +185,32 @@ function Base.missing_files(class, root)
   return missing
 end
 
+-- Why root cannot serve this data set, as one line (nil when it can): not a directory, or,
+-- unless download may fetch them, a file missing (the first one named; a second result true
+-- says that fetching the files would help). Nothing is read, created or fetched: a script
+-- checks its --data with it before it starts.
+function Base.root_problem(class, root, download)
+  local dir = io.open(root .. "/") -- opens a directory only (Linux)
+  if not dir then return "no such directory (expected the directory holding MNIST/raw)" end
+  dir:close()
+  local missing = class:missing_files(root)
+  if #missing > 0 and not download then
+    return ("no %s (expected %s's four IDX files there)"):format(missing[1], class.__name), true
+  end
+end
+
+-- The data set, or nil and one line saying what is missing or wrong (with why a download
+-- failed), io.open's way: for a script to report without a traceback.
+function Base.open(class, root, opts)
+  local ok, ds = pcall(class, root, opts)
+  if ok then return ds end
+  -- the error's first line says what is wrong, a second one why a download failed; the rest is
+  -- advice for a Lua caller (an options table), not for a command line
+  local msg = tostring(ds)
+  local download = msg:match("\n(download failed: [^\n]*)")
+  return nil, msg:match("^[^\n]*") .. (download and "; " .. download or "")
+end
+
 -- The images (N, H, W) and labels (N) must agree, and every label must name a class. images is a
 -- tensor or a rows object (ms._idx_rows); only its shape is looked at.
 local function check_contents(self, images, labels, paths)

@@ -107,12 +107,12 @@ T.test("--data: a missing directory or missing files are one line; nothing is cr
   end
   local empty = tmp .. "/empty"
   os.execute("mkdir -p " .. quote(empty))
-  local want = ("--data %s: no %s/MNIST/raw/train-images-idx3-ubyte[.gz] (expected MNIST's four IDX files there; "):format(
+  local want = ("--data %s: no %s/MNIST/raw/train-images-idx3-ubyte[.gz] (expected MNIST's four IDX files there); "):format(
     empty, empty)
   local _, _, e = run("", "scripts/mnist.lua", "--data " .. quote(empty))
-  one_error(e, "mnist.lua", want .. ("--download or scripts/fetch-mnist.sh %s fetches them)"):format(empty), "mnist")
+  one_error(e, "mnist.lua", want .. ("--download or scripts/fetch-mnist.sh %s fetches them"):format(empty), "mnist")
   _, _, e = run("", "scripts/mnist_fsdp.lua", "--no-download --data=" .. quote(empty))
-  one_error(e, "mnist_fsdp.lua", want .. ("scripts/fetch-mnist.sh %s fetches them)"):format(empty), "mnist_fsdp")
+  one_error(e, "mnist_fsdp.lua", want .. ("scripts/fetch-mnist.sh %s fetches them"):format(empty), "mnist_fsdp")
   T.truthy(not exists(empty .. "/MNIST"), "MNIST/ was created")
 end)
 
