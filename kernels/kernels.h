@@ -48,9 +48,13 @@ void ms_k_gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t
 bool ms_k_gemm_bf16_available(void);
 
 /* ---- element types as the kernels know them: the same order as the engine's ms_dtype ------ */
-typedef enum ms_k_dtype {
-  MS_K_F32, MS_K_F64, MS_K_BF16, MS_K_F16, MS_K_I64, MS_K_I32, MS_K_U8, MS_K_BOOL
-} ms_k_dtype;
+/* Enums here come from X(ID) lists (enumerators MS_K_<ID>), their counts kept outside the enum
+ * so a switch over one needs no case for a sentinel. */
+#define MS_K_X_ENUM(id) MS_K_##id,
+#define MS_K_X_PLUS_ONE(id) +1
+#define MS_K_DTYPE_LIST(X) X(F32) X(F64) X(BF16) X(F16) X(I64) X(I32) X(U8) X(BOOL)
+typedef enum ms_k_dtype { MS_K_DTYPE_LIST(MS_K_X_ENUM) } ms_k_dtype;
+enum { MS_K_DTYPE_COUNT = 0 MS_K_DTYPE_LIST(MS_K_X_PLUS_ONE) }; /* engine/src/dtype.c pins the order */
 
 /* ---- conversions (kernels/cpu/cast.c) ------------------------------------------------------ */
 float ms_k_bf16_to_f32(uint16_t h);
@@ -67,18 +71,25 @@ void ms_k_fill(int64_t n, void *dst, ms_k_dtype dt, int64_t ds, double value);
 /* ---- elementwise (kernels/cpu/elementwise.c) ------------------------------------------------
  * Compute dtypes are F32, F64 and I64; the engine converts other dtypes first. Comparisons and
  * logical ops write bool (one byte, 0 or 1); everything else writes the compute dtype. */
-typedef enum ms_k_binop {
-  MS_K_ADD, MS_K_SUB, MS_K_MUL, MS_K_DIV, MS_K_POW, MS_K_MAXIMUM, MS_K_MINIMUM,
-  MS_K_EQ, MS_K_NE, MS_K_LT, MS_K_LE, MS_K_GT, MS_K_GE, MS_K_AND, MS_K_OR
-} ms_k_binop;
+/* X(ID) per kernel op; the enumerators are MS_K_<ID>. The engine maps its op MS_OP_<ID> to
+ * MS_K_<ID> by name (ops_elementwise.c), and each switch over a kernel op has no default, so an
+ * op missing on either side fails the build. CUDA device switches pin the counts with
+ * static_assert, as the host compiler's -Wswitch cannot see them. */
+#define MS_K_BINOP_LIST(X)                                                                     \
+  X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAXIMUM) X(MINIMUM)                                       \
+  X(EQ) X(NE) X(LT) X(LE) X(GT) X(GE) X(LOGICAL_AND) X(LOGICAL_OR) /* bool results, from EQ on */
+#define MS_K_UNOP_LIST(X)                                                                      \
+  X(NEG) X(ABS) X(EXP) X(LOG) X(SQRT) X(RSQRT) X(TANH) X(SIGMOID) X(RELU) X(LOGICAL_NOT)         \
+  X(SIGN) X(FLOOR) X(CEIL) X(ROUND) X(SIN) X(COS) X(LOG1P) X(EXPM1) X(RECIPROCAL) X(SQUARE)
+typedef enum ms_k_binop { MS_K_BINOP_LIST(MS_K_X_ENUM) } ms_k_binop;
+typedef enum ms_k_unop { MS_K_UNOP_LIST(MS_K_X_ENUM) } ms_k_unop;
+enum {
+  MS_K_BINOP_COUNT = 0 MS_K_BINOP_LIST(MS_K_X_PLUS_ONE),
+  MS_K_UNOP_COUNT = 0 MS_K_UNOP_LIST(MS_K_X_PLUS_ONE)
+};
 void ms_k_binary(ms_k_binop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
                  int64_t sa, const void *b, int64_t sb);
-typedef enum ms_k_unop {
-  MS_K_NEG, MS_K_ABS, MS_K_EXP, MS_K_LOG, MS_K_SQRT, MS_K_RSQRT, MS_K_TANH, MS_K_SIGMOID,
-  MS_K_RELU, MS_K_NOT, MS_K_SIGN, MS_K_FLOOR, MS_K_CEIL, MS_K_ROUND, MS_K_SIN, MS_K_COS,
-  MS_K_LOG1P, MS_K_EXPM1, MS_K_RECIPROCAL, MS_K_SQUARE
-} ms_k_unop;
-/* I64 supports NEG, ABS, RELU, NOT, SIGN, FLOOR, CEIL, ROUND, SQUARE, BF16 RELU; the engine
+/* I64 supports NEG, ABS, RELU, LOGICAL_NOT, SIGN, FLOOR, CEIL, ROUND, SQUARE, BF16 RELU; the engine
  * sends the rest to a floating dtype. */
 void ms_k_unary(ms_k_unop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
                 int64_t sa);
@@ -203,7 +214,9 @@ void ms_k_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const 
 /* From the forward's output y: gx = g - exp(y) sum(g) (log), or y (g - sum(g y)). */
 void ms_k_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
                            const void *g, void *gx, int log);
-typedef enum ms_k_act { MS_K_ACT_GELU, MS_K_ACT_GELU_TANH, MS_K_ACT_SILU } ms_k_act;
+#define MS_K_ACT_LIST(X) X(ACT_GELU) X(ACT_GELU_TANH) X(ACT_SILU)
+typedef enum ms_k_act { MS_K_ACT_LIST(MS_K_X_ENUM) } ms_k_act;
+enum { MS_K_ACT_COUNT = 0 MS_K_ACT_LIST(MS_K_X_PLUS_ONE) };
 void ms_k_activation(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, void *y);
 void ms_k_activation_backward(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, const void *g,
                               void *gx);

@@ -1,16 +1,25 @@
 /* dtype.c: element sizes, names and PyTorch's type-promotion lattice. */
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "moonshard/dtype.h"
 
+#define INFO_ROW(id, name, size) [MS_##id] = {name, size},
 static const struct {
   const char *name;
   size_t size;
-} dtype_info[MS_DTYPE_COUNT] = {
-    [MS_FLOAT32] = {"float32", 4}, [MS_FLOAT64] = {"float64", 8}, [MS_BFLOAT16] = {"bfloat16", 2},
-    [MS_FLOAT16] = {"float16", 2}, [MS_INT64] = {"int64", 8},     [MS_INT32] = {"int32", 4},
-    [MS_UINT8] = {"uint8", 1},     [MS_BOOL] = {"bool", 1},
-};
+} dtype_info[] = {MS_DTYPE_LIST(INFO_ROW)};
+#undef INFO_ROW
+_Static_assert(sizeof dtype_info / sizeof *dtype_info == MS_DTYPE_COUNT, "dtype rows");
+
+/* The engine hands ms_dtype to the kernels as ms_k_dtype with a cast (about 70 places): the two
+ * enums must agree value for value, and this breaks the build when they do not. */
+#define SAME_DTYPE(e, k) _Static_assert((int)MS_##e == (int)MS_K_##k, "MS_" #e " != MS_K_" #k);
+SAME_DTYPE(FLOAT32, F32) SAME_DTYPE(FLOAT64, F64) SAME_DTYPE(BFLOAT16, BF16)
+SAME_DTYPE(FLOAT16, F16) SAME_DTYPE(INT64, I64) SAME_DTYPE(INT32, I32) SAME_DTYPE(UINT8, U8)
+SAME_DTYPE(BOOL, BOOL)
+#undef SAME_DTYPE
+_Static_assert((int)MS_DTYPE_COUNT == (int)MS_K_DTYPE_COUNT, "every ms_dtype has its ms_k_dtype above");
 
 static const struct {
   const char *alias;

@@ -10,19 +10,18 @@
 #include "cuda/cuda_ops.h"
 #include "tensor_iter.h"
 
-static const char *binary_names[MS_BINARY_OP_COUNT] = {
-    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-    "logical_and", "logical_or"};
-static const char *unary_names[MS_UNARY_OP_COUNT] = {
-    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "logical_not", "sign",
-    "floor", "ceil", "round", "sin", "cos", "log1p", "expm1", "reciprocal", "square"};
-static const ms_k_binop kernel_binop[MS_BINARY_OP_COUNT] = {
-    MS_K_ADD, MS_K_SUB, MS_K_MUL, MS_K_DIV, MS_K_POW, MS_K_MAXIMUM, MS_K_MINIMUM, MS_K_EQ,
-    MS_K_NE,  MS_K_LT,  MS_K_LE,  MS_K_GT,  MS_K_GE,  MS_K_AND,     MS_K_OR};
-static const ms_k_unop kernel_unop[MS_UNARY_OP_COUNT] = {
-    MS_K_NEG,  MS_K_ABS,  MS_K_EXP,   MS_K_LOG, MS_K_SQRT, MS_K_RSQRT, MS_K_TANH,
-    MS_K_SIGMOID, MS_K_RELU, MS_K_NOT, MS_K_SIGN, MS_K_FLOOR, MS_K_CEIL, MS_K_ROUND,
-    MS_K_SIN, MS_K_COS, MS_K_LOG1P, MS_K_EXPM1, MS_K_RECIPROCAL, MS_K_SQUARE};
+/* Rows generated from the op lists (ops.h): every op has a name, and its kernel op is the
+ * kernel enumerator of the same name (an op without one is an undeclared identifier). */
+#define NAME_ROW(id, name) [MS_OP_##id] = name,
+#define KERNEL_ROW(id, name) [MS_OP_##id] = MS_K_##id,
+static const char *const binary_names[] = {MS_BINARY_OP_LIST(NAME_ROW)};
+static const char *const unary_names[] = {MS_UNARY_OP_LIST(NAME_ROW)};
+static const ms_k_binop kernel_binop[] = {MS_BINARY_OP_LIST(KERNEL_ROW)};
+static const ms_k_unop kernel_unop[] = {MS_UNARY_OP_LIST(KERNEL_ROW)};
+#undef NAME_ROW
+#undef KERNEL_ROW
+_Static_assert(sizeof kernel_binop / sizeof *kernel_binop == MS_BINARY_OP_COUNT, "binary op rows");
+_Static_assert(sizeof kernel_unop / sizeof *kernel_unop == MS_UNARY_OP_COUNT, "unary op rows");
 
 const char *ms_binary_op_name(ms_binary_op op) { return binary_names[op]; }
 const char *ms_unary_op_name(ms_unary_op op) { return unary_names[op]; }
@@ -256,8 +255,11 @@ static bool unary_keeps_integers(ms_unary_op op) {
   switch (op) {
   case MS_OP_NEG: case MS_OP_ABS: case MS_OP_RELU: case MS_OP_SIGN: case MS_OP_FLOOR:
   case MS_OP_CEIL: case MS_OP_ROUND: case MS_OP_SQUARE: case MS_OP_LOGICAL_NOT: return true;
-  default: return false;
+  case MS_OP_EXP: case MS_OP_LOG: case MS_OP_SQRT: case MS_OP_RSQRT: case MS_OP_TANH:
+  case MS_OP_SIGMOID: case MS_OP_SIN: case MS_OP_COS: case MS_OP_LOG1P: case MS_OP_EXPM1:
+  case MS_OP_RECIPROCAL: return false;
   }
+  return false; /* not an op: unreachable */
 }
 
 static ms_dtype unary_result_dtype(ms_unary_op op, ms_dtype in) {
@@ -277,8 +279,11 @@ static ms_status check_unary_input(ms_unary_op op, const ms_tensor *a) {
   case MS_OP_ABS: case MS_OP_RELU: case MS_OP_FLOOR: case MS_OP_CEIL: case MS_OP_ROUND:
     return ms_error(MS_ERR_ARG, "%s: not supported for bool tensors (convert with :long() or :float())",
                     unary_names[op]);
-  default: return ms_tensor_check_data_any(unary_names[op], a);
+  case MS_OP_EXP: case MS_OP_LOG: case MS_OP_SQRT: case MS_OP_RSQRT: case MS_OP_TANH:
+  case MS_OP_SIGMOID: case MS_OP_LOGICAL_NOT: case MS_OP_SIGN: case MS_OP_SIN: case MS_OP_COS:
+  case MS_OP_LOG1P: case MS_OP_EXPM1: case MS_OP_RECIPROCAL: case MS_OP_SQUARE: break;
   }
+  return ms_tensor_check_data_any(unary_names[op], a);
 }
 
 typedef struct unary_ctx {

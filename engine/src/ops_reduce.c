@@ -10,8 +10,10 @@
 #include "moonshard/ops.h"
 #include "tensor_iter.h"
 
-static const char *reduce_names[MS_REDUCE_OP_COUNT] = {
-    "sum", "mean", "prod", "max", "min", "argmax", "argmin", "var", "std", "norm"};
+#define NAME_ROW(id, name) [MS_RED_##id] = name,
+static const char *const reduce_names[] = {MS_REDUCE_OP_LIST(NAME_ROW)}; /* from ops.h's list */
+#undef NAME_ROW
+_Static_assert(sizeof reduce_names / sizeof *reduce_names == MS_REDUCE_OP_COUNT, "reduce op rows");
 
 static bool needs_floating(ms_reduce_op op) {
   return op == MS_RED_MEAN || op == MS_RED_VAR || op == MS_RED_STD || op == MS_RED_NORM;
@@ -25,8 +27,10 @@ static ms_dtype reduce_result_dtype(ms_reduce_op op, ms_dtype in) {
   switch (op) {
   case MS_RED_SUM: case MS_RED_PROD: return ms_dtype_is_floating(in) ? in : MS_INT64;
   case MS_RED_ARGMAX: case MS_RED_ARGMIN: return MS_INT64;
-  default: return in;
+  case MS_RED_MEAN: case MS_RED_MAX: case MS_RED_MIN: case MS_RED_VAR: case MS_RED_STD:
+  case MS_RED_NORM: return in;
   }
+  return in; /* not an op: unreachable */
 }
 
 static ms_k_redop kernel_op(ms_reduce_op op) {
@@ -38,8 +42,9 @@ static ms_k_redop kernel_op(ms_reduce_op op) {
   case MS_RED_ARGMAX: return MS_K_RARGMAX;
   case MS_RED_ARGMIN: return MS_K_RARGMIN;
   case MS_RED_VAR: case MS_RED_STD: return MS_K_RMOMENTS;
-  default: return MS_K_RPOWSUM;
+  case MS_RED_NORM: return MS_K_RPOWSUM;
   }
+  return MS_K_RSUM; /* not an op: unreachable */
 }
 
 typedef struct reduce_job {
@@ -67,8 +72,9 @@ static double finish_value(const reduce_job *job, const ms_k_reduce_result *r) {
     return p == 2 ? sqrt(r->f) : pow(r->f, 1.0 / p);
   }
   case MS_RED_ARGMAX: case MS_RED_ARGMIN: return (double)r->index;
-  default: return r->f;
+  case MS_RED_SUM: case MS_RED_PROD: case MS_RED_MAX: case MS_RED_MIN: return r->f;
   }
+  return r->f; /* not an op: unreachable */
 }
 
 static void reduce_range(void *arg, int64_t begin, int64_t end) {

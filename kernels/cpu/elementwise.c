@@ -49,9 +49,10 @@ static int64_t ipow(int64_t base, int64_t e) {
     case MS_K_LE: LOOP(X <= Y); break;                                                      \
     case MS_K_GT: LOOP(X > Y); break;                                                       \
     case MS_K_GE: LOOP(X >= Y); break;                                                      \
-    case MS_K_AND: LOOP(X != 0 && Y != 0); break;                                           \
-    case MS_K_OR: LOOP(X != 0 || Y != 0); break;                                            \
-    default: break;                                                                         \
+    case MS_K_LOGICAL_AND: LOOP(X != 0 && Y != 0); break;                                           \
+    case MS_K_LOGICAL_OR: LOOP(X != 0 || Y != 0); break;                                            \
+    case MS_K_ADD: case MS_K_SUB: case MS_K_MUL: case MS_K_DIV: case MS_K_POW:              \
+    case MS_K_MAXIMUM: case MS_K_MINIMUM: break; /* arithmetic: see arith_* */              \
     }                                                                                       \
   }
 COMPARE(float)
@@ -68,7 +69,8 @@ static void arith_f32(ms_k_binop op, int64_t n, float *o, int64_t so, const floa
   case MS_K_POW: LOOP(powf(X, Y)); break;
   case MS_K_MAXIMUM: LOOP(MAXNAN(X, Y)); break;
   case MS_K_MINIMUM: LOOP(MINNAN(X, Y)); break;
-  default: break;
+  case MS_K_EQ: case MS_K_NE: case MS_K_LT: case MS_K_LE: case MS_K_GT: case MS_K_GE:
+  case MS_K_LOGICAL_AND: case MS_K_LOGICAL_OR: break; /* bool results: see compare_* */
   }
 }
 
@@ -82,7 +84,8 @@ static void arith_f64(ms_k_binop op, int64_t n, double *o, int64_t so, const dou
   case MS_K_POW: LOOP(pow(X, Y)); break;
   case MS_K_MAXIMUM: LOOP(MAXNAN(X, Y)); break;
   case MS_K_MINIMUM: LOOP(MINNAN(X, Y)); break;
-  default: break;
+  case MS_K_EQ: case MS_K_NE: case MS_K_LT: case MS_K_LE: case MS_K_GT: case MS_K_GE:
+  case MS_K_LOGICAL_AND: case MS_K_LOGICAL_OR: break; /* bool results: see compare_* */
   }
 }
 
@@ -96,7 +99,9 @@ static void arith_i64(ms_k_binop op, int64_t n, int64_t *o, int64_t so, const in
   case MS_K_POW: LOOP(ipow(X, Y)); break;
   case MS_K_MAXIMUM: LOOP(X > Y ? X : Y); break;
   case MS_K_MINIMUM: LOOP(X < Y ? X : Y); break;
-  default: break; /* DIV is true division: the engine sends it to a floating dtype */
+  case MS_K_DIV: break; /* true division: the engine sends it to a floating dtype */
+  case MS_K_EQ: case MS_K_NE: case MS_K_LT: case MS_K_LE: case MS_K_GT: case MS_K_GE:
+  case MS_K_LOGICAL_AND: case MS_K_LOGICAL_OR: break; /* bool results: see compare_* */
   }
 }
 
@@ -146,7 +151,7 @@ static void unary_f32(ms_k_unop op, int64_t n, float *o, int64_t so, const float
   case MS_K_EXPM1: ULOOP(expm1f(X)); break;
   case MS_K_RECIPROCAL: ULOOP(1.0f / X); break;
   case MS_K_SQUARE: ULOOP(X * X); break;
-  default: break;
+  case MS_K_LOGICAL_NOT: break; /* bool result: see logical_not */
   }
 }
 
@@ -171,7 +176,7 @@ static void unary_f64(ms_k_unop op, int64_t n, double *o, int64_t so, const doub
   case MS_K_EXPM1: ULOOP(expm1(X)); break;
   case MS_K_RECIPROCAL: ULOOP(1.0 / X); break;
   case MS_K_SQUARE: ULOOP(X * X); break;
-  default: break;
+  case MS_K_LOGICAL_NOT: break; /* bool result: see logical_not */
   }
 }
 
@@ -184,7 +189,10 @@ static void unary_i64(ms_k_unop op, int64_t n, int64_t *o, int64_t so, const int
   case MS_K_SIGN: ULOOP((X > 0) - (X < 0)); break;
   case MS_K_FLOOR: case MS_K_CEIL: case MS_K_ROUND: ULOOP(X); break;
   case MS_K_SQUARE: ULOOP((int64_t)((uint64_t)X * (uint64_t)X)); break;
-  default: break;
+  case MS_K_LOGICAL_NOT: break; /* bool result: see logical_not */
+  case MS_K_EXP: case MS_K_LOG: case MS_K_SQRT: case MS_K_RSQRT: case MS_K_TANH: case MS_K_SIGMOID:
+  case MS_K_SIN: case MS_K_COS: case MS_K_LOG1P: case MS_K_EXPM1: case MS_K_RECIPROCAL:
+    break; /* floating only: the engine converts first */
   }
 }
 
@@ -209,7 +217,7 @@ static void relu_bf16(int64_t n, uint16_t *o, int64_t so, const uint16_t *x, int
 void ms_k_unary(ms_k_unop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
                 int64_t sa) {
   if (op == MS_K_RELU && dt == MS_K_BF16) relu_bf16(n, out, so, a, sa);
-  else if (op == MS_K_NOT) logical_not(dt, n, out, so, a, sa);
+  else if (op == MS_K_LOGICAL_NOT) logical_not(dt, n, out, so, a, sa);
   else if (dt == MS_K_F32) unary_f32(op, n, out, so, a, sa);
   else if (dt == MS_K_F64) unary_f64(op, n, out, so, a, sa);
   else unary_i64(op, n, out, so, a, sa);

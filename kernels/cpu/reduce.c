@@ -98,7 +98,7 @@ static void reduce_int(ms_k_redop op, int64_t n, const int64_t *x, int64_t strid
     out->index = at;
     break;
   }
-  default: break; /* moments and norms need a floating dtype: the engine converts first */
+  case MS_K_RMOMENTS: case MS_K_RPOWSUM: break; /* floating only: the engine converts first */
   }
 }
 

@@ -4,6 +4,9 @@
 
 using namespace mskc;
 
+// Device switches are out of the host compiler's -Wswitch: a new activation must get its cases.
+static_assert(MS_K_ACT_COUNT == 3, "an activation was added or removed: update act_forward and act_backward");
+
 __device__ inline float d_erf(float v) { return erff(v); }
 __device__ inline double d_erf(double v) { return erf(v); }
 __device__ inline float d_tanh(float v) { return tanhf(v); }
@@ -17,8 +20,9 @@ __device__ inline T act_forward(ms_k_act act, T x) {
   switch (act) {
   case MS_K_ACT_GELU: return (T)0.5 * x * ((T)1 + d_erf(x * inv_sqrt2));
   case MS_K_ACT_GELU_TANH: return (T)0.5 * x * ((T)1 + d_tanh(k * (x + c * x * x * x)));
-  default: return x / ((T)1 + d_exp(-x));
+  case MS_K_ACT_SILU: return x / ((T)1 + d_exp(-x));
   }
+  return x; // not an activation: unreachable
 }
 
 template <typename T>
@@ -34,11 +38,12 @@ __device__ inline T act_backward(ms_k_act act, T x, T g) {
     T x2 = x * x, th = d_tanh(k * (x + c * x2 * x)), dinner = k * ((T)1 + (T)3 * c * x2);
     return g * ((T)0.5 * ((T)1 + th) + (T)0.5 * x * ((T)1 - th * th) * dinner);
   }
-  default: {
+  case MS_K_ACT_SILU: {
     T s = (T)1 / ((T)1 + d_exp(-x));
     return g * s * ((T)1 + x * ((T)1 - s));
   }
   }
+  return g; // not an activation: unreachable
 }
 
 // g NULL: the forward (out = act(x)); otherwise the backward (out = g * act'(x)).

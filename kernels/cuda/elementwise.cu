@@ -5,6 +5,10 @@
 
 using namespace mskc;
 
+// Device switches are out of the host compiler's -Wswitch: a new op must get a case below.
+static_assert(MS_K_BINOP_COUNT == 15, "a binary op was added or removed: update arith and compare");
+static_assert(MS_K_UNOP_COUNT == 20, "a unary op was added or removed: update unary");
+
 template <typename T> __device__ inline T maxnan(T x, T y) { return x != x ? x : y != y ? y : x > y ? x : y; }
 template <typename T> __device__ inline T minnan(T x, T y) { return x != x ? x : y != y ? y : x < y ? x : y; }
 
@@ -25,8 +29,10 @@ __device__ inline float arith(ms_k_binop op, float x, float y) {
   case MS_K_POW: return powf(x, y);
   case MS_K_MAXIMUM: return maxnan(x, y);
   case MS_K_MINIMUM: return minnan(x, y);
-  default: return 0;
+  case MS_K_EQ: case MS_K_NE: case MS_K_LT: case MS_K_LE: case MS_K_GT: case MS_K_GE:
+  case MS_K_LOGICAL_AND: case MS_K_LOGICAL_OR: break; // bool results: see compare
   }
+  return 0;
 }
 
 __device__ inline double arith(ms_k_binop op, double x, double y) {
@@ -38,8 +44,10 @@ __device__ inline double arith(ms_k_binop op, double x, double y) {
   case MS_K_POW: return pow(x, y);
   case MS_K_MAXIMUM: return maxnan(x, y);
   case MS_K_MINIMUM: return minnan(x, y);
-  default: return 0;
+  case MS_K_EQ: case MS_K_NE: case MS_K_LT: case MS_K_LE: case MS_K_GT: case MS_K_GE:
+  case MS_K_LOGICAL_AND: case MS_K_LOGICAL_OR: break; // bool results: see compare
   }
+  return 0;
 }
 
 __device__ inline int64_t arith(ms_k_binop op, int64_t x, int64_t y) {
@@ -50,8 +58,11 @@ __device__ inline int64_t arith(ms_k_binop op, int64_t x, int64_t y) {
   case MS_K_POW: return ipow(x, y);
   case MS_K_MAXIMUM: return x > y ? x : y;
   case MS_K_MINIMUM: return x < y ? x : y;
-  default: return 0; // DIV is true division: the engine sends it to a floating dtype
+  case MS_K_DIV: break; // true division: the engine sends it to a floating dtype
+  case MS_K_EQ: case MS_K_NE: case MS_K_LT: case MS_K_LE: case MS_K_GT: case MS_K_GE:
+  case MS_K_LOGICAL_AND: case MS_K_LOGICAL_OR: break; // bool results: see compare
   }
+  return 0;
 }
 
 template <typename T> __device__ inline uint8_t compare(ms_k_binop op, T x, T y) {
@@ -62,10 +73,12 @@ template <typename T> __device__ inline uint8_t compare(ms_k_binop op, T x, T y)
   case MS_K_LE: return x <= y;
   case MS_K_GT: return x > y;
   case MS_K_GE: return x >= y;
-  case MS_K_AND: return x != 0 && y != 0;
-  case MS_K_OR: return x != 0 || y != 0;
-  default: return 0;
+  case MS_K_LOGICAL_AND: return x != 0 && y != 0;
+  case MS_K_LOGICAL_OR: return x != 0 || y != 0;
+  case MS_K_ADD: case MS_K_SUB: case MS_K_MUL: case MS_K_DIV: case MS_K_POW: case MS_K_MAXIMUM:
+  case MS_K_MINIMUM: break; // arithmetic: see arith
   }
+  return 0;
 }
 
 template <typename T> __device__ inline T scalar_as(const ms_kc_scalar &s);
@@ -136,8 +149,9 @@ __device__ inline float unary(ms_k_unop op, float x) {
   case MS_K_EXPM1: return expm1f(x);
   case MS_K_RECIPROCAL: return 1.0f / x;
   case MS_K_SQUARE: return x * x;
-  default: return 0;
+  case MS_K_LOGICAL_NOT: break; // bool result: see unary_kernel
   }
+  return 0;
 }
 
 __device__ inline double unary(ms_k_unop op, double x) {
@@ -161,8 +175,9 @@ __device__ inline double unary(ms_k_unop op, double x) {
   case MS_K_EXPM1: return expm1(x);
   case MS_K_RECIPROCAL: return 1.0 / x;
   case MS_K_SQUARE: return x * x;
-  default: return 0;
+  case MS_K_LOGICAL_NOT: break; // bool result: see unary_kernel
   }
+  return 0;
 }
 
 __device__ inline int64_t unary(ms_k_unop op, int64_t x) {
@@ -172,8 +187,13 @@ __device__ inline int64_t unary(ms_k_unop op, int64_t x) {
   case MS_K_RELU: return x > 0 ? x : 0;
   case MS_K_SIGN: return (x > 0) - (x < 0);
   case MS_K_SQUARE: return (int64_t)((uint64_t)x * (uint64_t)x);
-  default: return x; // FLOOR, CEIL, ROUND; the rest go to floating in the engine
+  case MS_K_FLOOR: case MS_K_CEIL: case MS_K_ROUND: return x;
+  case MS_K_LOGICAL_NOT: break; // bool result: see unary_kernel
+  case MS_K_EXP: case MS_K_LOG: case MS_K_SQRT: case MS_K_RSQRT: case MS_K_TANH: case MS_K_SIGMOID:
+  case MS_K_SIN: case MS_K_COS: case MS_K_LOG1P: case MS_K_EXPM1: case MS_K_RECIPROCAL:
+    break; // floating only: the engine converts first
   }
+  return 0;
 }
 
 template <typename T, typename OUT>
@@ -189,7 +209,7 @@ __global__ void unary_kernel(ms_k_unop op, ms_kc_geom g, int64_t n, OUT *out, co
 
 template <typename T>
 static void launch_unary(ms_k_unop op, const ms_kc_geom *g, int64_t n, void *out, const void *a, cudaStream_t s) {
-  if (op == MS_K_NOT)
+  if (op == MS_K_LOGICAL_NOT)
     unary_kernel<T, uint8_t><<<blocks_for(n), kThreads, 0, s>>>(op, *g, n, (uint8_t *)out, (const T *)a);
   else
     unary_kernel<T, T><<<blocks_for(n), kThreads, 0, s>>>(op, *g, n, (T *)out, (const T *)a);

@@ -5,17 +5,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum ms_dtype {
-  MS_FLOAT32 = 0, /* the default */
-  MS_FLOAT64,
-  MS_BFLOAT16,
-  MS_FLOAT16,
-  MS_INT64,
-  MS_INT32,
-  MS_UINT8,
-  MS_BOOL,
-  MS_DTYPE_COUNT
-} ms_dtype;
+/* X(ID, "name", size in bytes) per dtype, in the order of the enum (MS_<ID>; float32 first, the
+ * default). dtype.c builds its name and size rows from this list. */
+#define MS_DTYPE_LIST(X)                                                                       \
+  X(FLOAT32, "float32", 4) X(FLOAT64, "float64", 8) X(BFLOAT16, "bfloat16", 2)                  \
+  X(FLOAT16, "float16", 2) X(INT64, "int64", 8) X(INT32, "int32", 4) X(UINT8, "uint8", 1)        \
+  X(BOOL, "bool", 1)
+#define MS_X_DTYPE_ENUM(id, name, size) MS_##id,
+typedef enum ms_dtype { MS_DTYPE_LIST(MS_X_DTYPE_ENUM) MS_DTYPE_COUNT } ms_dtype;
 
 size_t ms_dtype_size(ms_dtype dt);
 const char *ms_dtype_name(ms_dtype dt); /* "float32", ... */

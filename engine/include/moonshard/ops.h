@@ -7,19 +7,32 @@
 
 #include "moonshard/tensor.h"
 
-typedef enum ms_binary_op {
-  MS_OP_ADD, MS_OP_SUB, MS_OP_MUL, MS_OP_DIV, MS_OP_POW, MS_OP_MAXIMUM, MS_OP_MINIMUM,
-  MS_OP_EQ, MS_OP_NE, MS_OP_LT, MS_OP_LE, MS_OP_GT, MS_OP_GE, /* comparisons give bool */
-  MS_OP_LOGICAL_AND, MS_OP_LOGICAL_OR,
-  MS_BINARY_OP_COUNT
-} ms_binary_op;
+/* The op lists: X(ID, "name") per op. Each list defines its enum (MS_OP_<ID>) and the
+ * engine generates the op's name and kernel rows from the same list, so an op added here without
+ * its kernel or name fails the build instead of reading a zero-filled table row. */
+#define MS_BINARY_OP_LIST(X)                                                                   \
+  X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(DIV, "div") X(POW, "pow")                          \
+  X(MAXIMUM, "maximum") X(MINIMUM, "minimum")                                                    \
+  /* comparisons and logical ops give bool; they stay last (the kernels test op >= EQ) */        \
+  X(EQ, "eq") X(NE, "ne") X(LT, "lt") X(LE, "le") X(GT, "gt") X(GE, "ge")                        \
+  X(LOGICAL_AND, "logical_and") X(LOGICAL_OR, "logical_or")
 
-typedef enum ms_unary_op {
-  MS_OP_NEG, MS_OP_ABS, MS_OP_EXP, MS_OP_LOG, MS_OP_SQRT, MS_OP_RSQRT, MS_OP_TANH,
-  MS_OP_SIGMOID, MS_OP_RELU, MS_OP_LOGICAL_NOT, MS_OP_SIGN, MS_OP_FLOOR, MS_OP_CEIL,
-  MS_OP_ROUND, MS_OP_SIN, MS_OP_COS, MS_OP_LOG1P, MS_OP_EXPM1, MS_OP_RECIPROCAL, MS_OP_SQUARE,
-  MS_UNARY_OP_COUNT
-} ms_unary_op;
+#define MS_UNARY_OP_LIST(X)                                                                    \
+  X(NEG, "neg") X(ABS, "abs") X(EXP, "exp") X(LOG, "log") X(SQRT, "sqrt") X(RSQRT, "rsqrt")      \
+  X(TANH, "tanh") X(SIGMOID, "sigmoid") X(RELU, "relu") X(LOGICAL_NOT, "logical_not")            \
+  X(SIGN, "sign") X(FLOOR, "floor") X(CEIL, "ceil") X(ROUND, "round") X(SIN, "sin")              \
+  X(COS, "cos") X(LOG1P, "log1p") X(EXPM1, "expm1") X(RECIPROCAL, "reciprocal")                  \
+  X(SQUARE, "square")
+
+#define MS_X_OP_ENUM(id, name) MS_OP_##id,
+#define MS_X_PLUS_ONE(id, name) +1
+typedef enum ms_binary_op { MS_BINARY_OP_LIST(MS_X_OP_ENUM) } ms_binary_op;
+typedef enum ms_unary_op { MS_UNARY_OP_LIST(MS_X_OP_ENUM) } ms_unary_op;
+/* Counts outside the enums, so a switch over an op needs no case for a sentinel. */
+enum {
+  MS_BINARY_OP_COUNT = 0 MS_BINARY_OP_LIST(MS_X_PLUS_ONE),
+  MS_UNARY_OP_COUNT = 0 MS_UNARY_OP_LIST(MS_X_PLUS_ONE)
+};
 
 const char *ms_binary_op_name(ms_binary_op op);
 const char *ms_unary_op_name(ms_unary_op op);
@@ -45,11 +58,12 @@ ms_tensor *ms_masked_fill(ms_tensor *a, ms_tensor *mask, double value);
 ms_status ms_masked_fill_(ms_tensor *a, ms_tensor *mask, double value);
 
 /* ---- reductions ---------------------------------------------------------------------------- */
-typedef enum ms_reduce_op {
-  MS_RED_SUM, MS_RED_MEAN, MS_RED_PROD, MS_RED_MAX, MS_RED_MIN, MS_RED_ARGMAX, MS_RED_ARGMIN,
-  MS_RED_VAR, MS_RED_STD, MS_RED_NORM,
-  MS_REDUCE_OP_COUNT
-} ms_reduce_op;
+#define MS_REDUCE_OP_LIST(X)                                                                   \
+  X(SUM, "sum") X(MEAN, "mean") X(PROD, "prod") X(MAX, "max") X(MIN, "min")                      \
+  X(ARGMAX, "argmax") X(ARGMIN, "argmin") X(VAR, "var") X(STD, "std") X(NORM, "norm")
+#define MS_X_RED_ENUM(id, name) MS_RED_##id,
+typedef enum ms_reduce_op { MS_REDUCE_OP_LIST(MS_X_RED_ENUM) } ms_reduce_op;
+enum { MS_REDUCE_OP_COUNT = 0 MS_REDUCE_OP_LIST(MS_X_PLUS_ONE) };
 typedef struct ms_reduce_opts {
   bool all;       /* reduce over every element (dim ignored); result is 0-dim */
   int dim;        /* 0-based, may be negative */

@@ -5,8 +5,22 @@
 #include "moonshard/nn_ops.h"
 #include "nn/nn_internal.h"
 
-static const char *act_names[] = {"gelu", "gelu", "silu"};
-static const char *act_nodes[] = {"GeluBackward0", "GeluBackward0", "SiluBackward0"};
+/* Switches without a default: a new ms_k_act fails the build here until it is named. */
+const char *ms_nn_act_name(ms_k_act act, bool backward) {
+  switch (act) {
+  case MS_K_ACT_GELU: case MS_K_ACT_GELU_TANH: return backward ? "gelu backward" : "gelu";
+  case MS_K_ACT_SILU: return backward ? "silu backward" : "silu";
+  }
+  return "activation"; /* not an activation: unreachable */
+}
+
+static const char *act_node(ms_k_act act) {
+  switch (act) {
+  case MS_K_ACT_GELU: case MS_K_ACT_GELU_TANH: return "GeluBackward0";
+  case MS_K_ACT_SILU: return "SiluBackward0";
+  }
+  return "ActivationBackward0"; /* not an activation: unreachable */
+}
 
 /* ints[0] = the ms_k_act; slot 0 = the input. */
 static ms_status act_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
@@ -27,7 +41,7 @@ static ms_status act_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor 
 }
 
 static ms_tensor *activation(ms_k_act act, ms_tensor *x) {
-  if (ms_nn_check_float_any(act_names[act], "input", x)) return NULL;
+  if (ms_nn_check_float_any(ms_nn_act_name(act, false), "input", x)) return NULL;
   ms_tensor *xc = ms_nn_contiguous(x, x->dtype);
   ms_tensor *out = xc ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
   if (out && ms_tensor_device(x).type == MS_CUDA) {
@@ -38,7 +52,7 @@ static ms_tensor *activation(ms_k_act act, ms_tensor *x) {
   }
   ms_tensor_release(xc);
   if (!out || !ms_autograd_wants(1, &x)) return out;
-  ms_node *n = ms_node_new(act_nodes[act], act_backward, 1, &x);
+  ms_node *n = ms_node_new(act_node(act), act_backward, 1, &x);
   if (!n) return ms_tensor_release(out), NULL;
   n->ints[0] = act;
   ms_node_save(n, x);
