@@ -157,11 +157,11 @@ ms_status ms_cuda_avg_pool2d_backward(const ms_k_pool2d_geom *g, const ms_k_pool
                                       ms_tensor *gx) {
   return (void)g, (void)win, (void)gout, (void)gx, absent("avg_pool2d");
 }
-ms_status ms_cuda_activation(ms_k_act act, ms_tensor *x, ms_tensor *y) {
-  return (void)act, (void)x, (void)y, absent("activation");
+ms_status ms_cuda_activation(const char *op, ms_k_act act, ms_tensor *x, ms_tensor *y) {
+  return (void)act, (void)x, (void)y, absent(op);
 }
-ms_status ms_cuda_activation_backward(ms_k_act act, ms_tensor *x, ms_tensor *g, ms_tensor *gx) {
-  return (void)act, (void)x, (void)g, (void)gx, absent("activation");
+ms_status ms_cuda_activation_backward(const char *op, ms_k_act act, ms_tensor *x, ms_tensor *g, ms_tensor *gx) {
+  return (void)act, (void)x, (void)g, (void)gx, absent(op);
 }
 ms_status ms_cuda_embedding(ms_tensor *idx, int64_t base, ms_tensor *w, ms_tensor *out) {
   return (void)idx, (void)base, (void)w, (void)out, absent("embedding");

@@ -5,7 +5,6 @@
 #include "cuda_internal.h"
 #include "cuda_ops.h"
 #include "kernels/kernels_cuda.h"
-#include "nn/nn_internal.h"
 
 /* The device of t made current; its stream. */
 static void *data_or_null(ms_tensor *t) { return t ? ms_tensor_data(t) : NULL; }
@@ -169,16 +168,14 @@ ms_status ms_cuda_rmsprop_step(ms_tensor *param, ms_tensor *grad, ms_tensor *squ
 
 /* ---- activations, embedding, normalization ---- */
 
-ms_status ms_cuda_activation(ms_k_act act, ms_tensor *x, ms_tensor *y) {
-  const char *op = ms_nn_act_name(act, false);
+ms_status ms_cuda_activation(const char *op, ms_k_act act, ms_tensor *x, ms_tensor *y) {
   cudaStream_t s;
   if (ms_cuda_use_tensor(op, y, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_activation(act, (ms_k_dtype)x->dtype, ms_tensor_numel(x), ms_tensor_data(x), ms_tensor_data(y), s);
   return ms_cuda_check(op, (cudaError_t)err);
 }
 
-ms_status ms_cuda_activation_backward(ms_k_act act, ms_tensor *x, ms_tensor *g, ms_tensor *gx) {
-  const char *op = ms_nn_act_name(act, true);
+ms_status ms_cuda_activation_backward(const char *op, ms_k_act act, ms_tensor *x, ms_tensor *g, ms_tensor *gx) {
   cudaStream_t s;
   if (ms_cuda_use_tensor(op, gx, &s) != MS_OK) return MS_ERR_RUNTIME;
   int err = ms_kc_activation_backward(act, (ms_k_dtype)x->dtype, ms_tensor_numel(x), ms_tensor_data(x),

@@ -64,8 +64,9 @@ ms_status ms_cuda_max_pool2d_backward(const ms_k_pool2d_geom *g, ms_tensor *gout
 ms_status ms_cuda_avg_pool2d(const ms_k_pool2d_geom *g, const ms_k_pool_windows *win, ms_tensor *x, ms_tensor *out);
 ms_status ms_cuda_avg_pool2d_backward(const ms_k_pool2d_geom *g, const ms_k_pool_windows *win, ms_tensor *gout,
                                       ms_tensor *gx);
-ms_status ms_cuda_activation(ms_k_act act, ms_tensor *x, ms_tensor *y);
-ms_status ms_cuda_activation_backward(ms_k_act act, ms_tensor *x, ms_tensor *g, ms_tensor *gx);
+/* op: the name errors give (the nn layer's, e.g. "gelu backward") */
+ms_status ms_cuda_activation(const char *op, ms_k_act act, ms_tensor *x, ms_tensor *y);
+ms_status ms_cuda_activation_backward(const char *op, ms_k_act act, ms_tensor *x, ms_tensor *g, ms_tensor *gx);
 /* idx: the checked int64 indices on w's device; gw zeroed by the caller. */
 ms_status ms_cuda_embedding(ms_tensor *idx, int64_t base, ms_tensor *w, ms_tensor *out);
 ms_status ms_cuda_embedding_backward(ms_tensor *idx, int64_t base, int64_t padding_idx, ms_tensor *g, ms_tensor *gw);

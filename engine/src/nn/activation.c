@@ -30,7 +30,7 @@ static ms_status act_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor 
   ms_tensor *gx = g ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
   ms_status st = gx ? MS_OK : MS_ERR_MEMORY;
   if (gx && ms_tensor_device(x).type == MS_CUDA)
-    st = ms_cuda_activation_backward((ms_k_act)n->ints[0], xc, g, gx);
+    st = ms_cuda_activation_backward(ms_nn_act_name((ms_k_act)n->ints[0], true), (ms_k_act)n->ints[0], xc, g, gx);
   else if (gx)
     ms_k_activation_backward((ms_k_act)n->ints[0], ms_nn_kdtype(x->dtype), ms_tensor_numel(x),
                              ms_tensor_data(xc), ms_tensor_data(g), ms_tensor_data(gx));
@@ -45,7 +45,7 @@ static ms_tensor *activation(ms_k_act act, ms_tensor *x) {
   ms_tensor *xc = ms_nn_contiguous(x, x->dtype);
   ms_tensor *out = xc ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
   if (out && ms_tensor_device(x).type == MS_CUDA) {
-    if (ms_cuda_activation(act, xc, out) != MS_OK) ms_tensor_release(out), out = NULL;
+    if (ms_cuda_activation(ms_nn_act_name(act, false), act, xc, out) != MS_OK) ms_tensor_release(out), out = NULL;
   } else if (out) {
     ms_k_activation(act, ms_nn_kdtype(x->dtype), ms_tensor_numel(x), ms_tensor_data(xc),
                     ms_tensor_data(out));
