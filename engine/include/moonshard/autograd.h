@@ -22,12 +22,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "moonshard/export.h"
 #include "moonshard/tensor.h"
 
 /* ---- grad mode (thread-local, on by default) -------------------------------------------------- */
-bool ms_grad_enabled(void);
+MS_API bool ms_grad_enabled(void);
 /* Sets grad mode and returns the previous value, for scoped restore. */
-bool ms_grad_set_enabled(bool enabled);
+MS_API bool ms_grad_set_enabled(bool enabled);
 
 /* ---- nodes ------------------------------------------------------------------------------------ */
 typedef struct ms_node ms_node;
@@ -88,29 +89,29 @@ struct ms_node {
 };
 
 /* True when grad mode is on and any of the n inputs (NULLs allowed) requires grad. */
-bool ms_autograd_wants(int n, ms_tensor *const *inputs);
+MS_API bool ms_autograd_wants(int n, ms_tensor *const *inputs);
 /* A new node (one reference, the caller's) with edges to the inputs' producers: their grad_fn,
  * or for leaves requiring grad their AccumulateGrad node. */
-ms_node *ms_node_new(const char *name, ms_backward_fn backward, int n, ms_tensor *const *inputs);
+MS_API ms_node *ms_node_new(const char *name, ms_backward_fn backward, int n, ms_tensor *const *inputs);
 /* Saves t (retained) with its current version. Returns its slot. */
-int ms_node_save(ms_node *node, ms_tensor *t);
+MS_API int ms_node_save(ms_node *node, ms_tensor *t);
 /* The saved tensor in slot i, or NULL with an error if the graph was freed or the tensor was
  * modified in place since it was saved. */
-ms_tensor *ms_node_saved(ms_node *node, int i);
+MS_API ms_tensor *ms_node_saved(ms_node *node, int i);
 /* Makes `node` the grad_fn of `out` as output number k (out then requires grad; it retains the
  * node). Attach every output, then release the recording's own reference. */
-void ms_node_attach(ms_node *node, ms_tensor *out, int k);
-void ms_node_retain(ms_node *node);
-void ms_node_release(ms_node *node); /* NULL is fine */
+MS_API void ms_node_attach(ms_node *node, ms_tensor *out, int k);
+MS_API void ms_node_retain(ms_node *node);
+MS_API void ms_node_release(ms_node *node); /* NULL is fine */
 
 /* ---- tensors ---------------------------------------------------------------------------------- */
 /* A leaf tensor (no grad_fn) that requires grad, or any tensor without requires_grad. */
-bool ms_tensor_is_leaf(const ms_tensor *t);
+MS_API bool ms_tensor_is_leaf(const ms_tensor *t);
 /* The same data, cut from the graph (new reference; shares storage). */
-ms_tensor *ms_tensor_detach(ms_tensor *t);
+MS_API ms_tensor *ms_tensor_detach(ms_tensor *t);
 /* Backpropagates from root. grad is d(something)/d(root), NULL meaning 1 for a one-element root.
  * With retain_graph false, every node's saved state is freed as the walk passes it. */
-ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph);
+MS_API ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph);
 /* Queues fn(ctx) to run once after the graph walk of the ms_backward now running on this thread
  * (the innermost one when backwards nest), in queue order, before it returns; a callback may
  * queue more. Callbacks run after a failed walk too (the walk's error wins), so issued work is
@@ -118,19 +119,19 @@ ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph);
  * rest still run, so each can release what it holds). Outside a backward it is an error. What FSDP needs to wait
  * for its asynchronous gradient reductions before backward returns, as PyTorch's
  * Variable._execution_engine.queue_callback. */
-ms_status ms_autograd_queue_callback(ms_status (*fn)(void *ctx), void *ctx);
+MS_API ms_status ms_autograd_queue_callback(ms_status (*fn)(void *ctx), void *ctx);
 /* True while the callbacks of a backward whose walk failed run: a callback then only waits for
  * and releases what it holds, and starts no new collective (other ranks may not be there). */
-bool ms_autograd_walk_failed(void);
+MS_API bool ms_autograd_walk_failed(void);
 
 /* Hooks; each returns a handle (> 0) for removal, or 0 with an error. The ctx is freed with
  * free_ctx (may be NULL) when the hook is removed or its node dies. */
-int ms_tensor_register_hook(ms_tensor *t, ms_grad_hook_fn fn, void *ctx, ms_hook_ctx_free free_ctx);
-int ms_tensor_register_post_accumulate_hook(ms_tensor *t, ms_post_accumulate_fn fn, void *ctx,
-                                            ms_hook_ctx_free free_ctx);
-ms_status ms_tensor_remove_hook(ms_tensor *t, int handle);
+MS_API int ms_tensor_register_hook(ms_tensor *t, ms_grad_hook_fn fn, void *ctx, ms_hook_ctx_free free_ctx);
+MS_API int ms_tensor_register_post_accumulate_hook(ms_tensor *t, ms_post_accumulate_fn fn, void *ctx,
+                                                   ms_hook_ctx_free free_ctx);
+MS_API ms_status ms_tensor_remove_hook(ms_tensor *t, int handle);
 
 /* Adds `grad` into t->grad (allocating it on first use), the way AccumulateGrad does. */
-ms_status ms_tensor_accumulate_grad(ms_tensor *t, ms_tensor *grad);
+MS_API ms_status ms_tensor_accumulate_grad(ms_tensor *t, ms_tensor *grad);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "moonshard/error.h"
+#include "moonshard/export.h"
 #include "moonshard/tensor.h"
 
 typedef enum ms_dist_op {
@@ -20,7 +21,7 @@ typedef enum ms_dist_op {
   MS_DIST_OP_COUNT
 } ms_dist_op;
 
-const char *ms_dist_op_name(ms_dist_op op); /* "sum", ... */
+MS_API const char *ms_dist_op_name(ms_dist_op op); /* "sum", ... */
 
 typedef struct ms_pg ms_pg;     /* a process group (refcounted) */
 typedef struct ms_work ms_work; /* an issued collective: wait for it, then free it */
@@ -36,33 +37,33 @@ typedef struct ms_work ms_work; /* an issued collective: wait for it, then free 
  * every rank when it completes (the job should end: the mismatched data may have moved); "1"
  * (any other value), checked before each call, blocking, so that the ranks raise together and
  * stay usable; "off", no check. */
-ms_status ms_dist_init(const char *backend, double timeout_s);
-bool ms_dist_is_initialized(void);
+MS_API ms_status ms_dist_init(const char *backend, double timeout_s);
+MS_API bool ms_dist_is_initialized(void);
 /* This process ends normally: tells the other ranks, so that one waiting for it in a collective
  * fails at once naming this rank instead of at the timeout. Called by the exit hook and, before
  * the Lua state closes (its finalizers may wait on collectives), by the moonshard executable. */
-void ms_dist_leaving(void);
+MS_API void ms_dist_leaving(void);
 /* The default group (borrowed), or NULL with an error when not initialized. */
-ms_pg *ms_pg_world(void);
+MS_API ms_pg *ms_pg_world(void);
 /* Destroys the world and every group made from it; groups still referenced become unusable.
  * MPI itself stays up (it cannot be restarted) and is finalized at a clean process exit. */
-ms_status ms_dist_destroy(void);
-const char *ms_dist_backend(void); /* "mpi", "self", or NULL when not initialized */
+MS_API ms_status ms_dist_destroy(void);
+MS_API const char *ms_dist_backend(void); /* "mpi", "self", or NULL when not initialized */
 /* The rank on this node, from the launcher (OMPI_COMM_WORLD_LOCAL_RANK, else LOCAL_RANK), else 0. */
-int ms_dist_local_rank(void);
+MS_API int ms_dist_local_rank(void);
 
 /* ---- groups --------------------------------------------------------------------------------- */
-void ms_pg_retain(ms_pg *pg);
-void ms_pg_release(ms_pg *pg); /* NULL is fine */
+MS_API void ms_pg_retain(ms_pg *pg);
+MS_API void ms_pg_release(ms_pg *pg); /* NULL is fine */
 /* This process's rank in the group, or -1 when it is not a member. */
-int ms_pg_rank(const ms_pg *pg);
-int ms_pg_size(const ms_pg *pg);
+MS_API int ms_pg_rank(const ms_pg *pg);
+MS_API int ms_pg_size(const ms_pg *pg);
 /* The global (world) rank of group rank r. */
-int ms_pg_global_rank(const ms_pg *pg, int r);
+MS_API int ms_pg_global_rank(const ms_pg *pg, int r);
 /* A group of the given world ranks (any order; group ranks follow sorted order, as PyTorch).
  * Every world rank must call it with the same list. Non-members get a group whose rank is -1;
  * collectives on it do nothing (PyTorch's behaviour). New reference. */
-ms_pg *ms_pg_new_group(const int *ranks, int n);
+MS_API ms_pg *ms_pg_new_group(const int *ranks, int n);
 
 /* ---- collectives ---------------------------------------------------------------------------- */
 /* Tags the collectives issued from now until the next call with their origin: a unit (a stable
@@ -70,25 +71,25 @@ ms_pg *ms_pg_new_group(const int *ranks, int n);
  * ms_dist_init compares them across ranks with each call's kind, dtype and count (the
  * execution order), and a mismatch names both ranks' units and phases. NULL clears. The strings are borrowed: keep
  * them alive until the next call. One per thread (the thread issuing collectives). */
-void ms_dist_set_origin(const char *unit, const char *phase);
+MS_API void ms_dist_set_origin(const char *unit, const char *phase);
 /* Each runs to completion when work is NULL; otherwise it is issued and *work receives a
  * handle (the tensors are kept alive by it until it is freed). */
-ms_status ms_pg_all_reduce(ms_pg *pg, ms_tensor *t, ms_dist_op op, ms_work **work);
+MS_API ms_status ms_pg_all_reduce(ms_pg *pg, ms_tensor *t, ms_dist_op op, ms_work **work);
 /* out has size x numel(in) elements: rank r's in lands at out[r*numel(in) ...]. */
-ms_status ms_pg_all_gather(ms_pg *pg, ms_tensor *out, ms_tensor *in, ms_work **work);
+MS_API ms_status ms_pg_all_gather(ms_pg *pg, ms_tensor *out, ms_tensor *in, ms_work **work);
 /* in has size x numel(out) elements; out receives the reduction of slice `rank` of every in. */
-ms_status ms_pg_reduce_scatter(ms_pg *pg, ms_tensor *out, ms_tensor *in, ms_dist_op op,
-                               ms_work **work);
+MS_API ms_status ms_pg_reduce_scatter(ms_pg *pg, ms_tensor *out, ms_tensor *in, ms_dist_op op,
+                                      ms_work **work);
 /* src and dst are world ranks (as PyTorch), and must belong to the group. */
-ms_status ms_pg_broadcast(ms_pg *pg, ms_tensor *t, int src, ms_work **work);
-ms_status ms_pg_reduce(ms_pg *pg, ms_tensor *t, int dst, ms_dist_op op, ms_work **work);
-ms_status ms_pg_barrier(ms_pg *pg, ms_work **work);
+MS_API ms_status ms_pg_broadcast(ms_pg *pg, ms_tensor *t, int src, ms_work **work);
+MS_API ms_status ms_pg_reduce(ms_pg *pg, ms_tensor *t, int dst, ms_dist_op op, ms_work **work);
+MS_API ms_status ms_pg_barrier(ms_pg *pg, ms_work **work);
 
 /* ---- work handles --------------------------------------------------------------------------- */
 /* Waits (bounded by the init timeout) and finishes the op (averaging, dtype conversion back).
  * Waiting again returns the first result. */
-ms_status ms_work_wait(ms_work *w);
-bool ms_work_is_completed(ms_work *w); /* true once done (tests without blocking) */
-void ms_work_free(ms_work *w);         /* waits first if still pending; NULL is fine */
+MS_API ms_status ms_work_wait(ms_work *w);
+MS_API bool ms_work_is_completed(ms_work *w); /* true once done (tests without blocking) */
+MS_API void ms_work_free(ms_work *w);         /* waits first if still pending; NULL is fine */
 
 #endif

@@ -4,6 +4,8 @@
 #ifndef MOONSHARD_ERROR_H
 #define MOONSHARD_ERROR_H
 
+#include "moonshard/export.h"
+
 typedef enum ms_status {
   MS_OK = 0,
   MS_ERR_ARG,      /* bad argument: shape, dtype, index, value */
@@ -13,10 +15,10 @@ typedef enum ms_status {
 } ms_status;
 
 /* Sets the thread's last error (printf format) and returns `status` for `return ms_error(...)`. */
-ms_status ms_error(ms_status status, const char *fmt, ...)
+MS_API ms_status ms_error(ms_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The message of the last error on this thread ("" if none). Valid until the next ms_error. */
-const char *ms_error_last(void);
-void ms_error_clear(void);
+MS_API const char *ms_error_last(void);
+MS_API void ms_error_clear(void);
 
 #endif

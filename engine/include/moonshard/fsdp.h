@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "moonshard/dist.h"
+#include "moonshard/export.h"
 #include "moonshard/tensor.h"
 
 typedef enum ms_fsdp_strategy {
@@ -85,83 +86,83 @@ typedef struct ms_flat_param {
  * and its grad live in page-locked host memory (the optimizer steps there), copied to the device
  * for each all-gather, the reduced grad copied back; on the CPU it changes nothing (the shard is
  * in host memory already). NULL with an error on failure. */
-ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
-                                    ms_fsdp_strategy strategy, bool offload_params);
-void ms_flat_param_free(ms_flat_param *fp); /* NULL is fine */
+MS_API ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
+                                           ms_fsdp_strategy strategy, bool offload_params);
+MS_API void ms_flat_param_free(ms_flat_param *fp); /* NULL is fine */
 /* Names the unit (a copy of name: its module path in the model, the same on every rank): every
  * collective of the unit carries it and its phase as its origin (ms_dist_set_origin), which the
  * ranks compare (the execution order; dist.h, ms_dist_init). */
-ms_status ms_flat_param_set_name(ms_flat_param *fp, const char *name);
+MS_API ms_status ms_flat_param_set_name(ms_flat_param *fp, const char *name);
 
 /* All-gathers the shards into the full buffer (materializing it). Never counts as a write for
  * autograd: see flat_param.c. NO_SHARD: nothing to do. */
-ms_status ms_flat_param_gather(ms_flat_param *fp);
+MS_API ms_status ms_flat_param_gather(ms_flat_param *fp);
 /* Copies this rank's slice of the (gathered) full buffer into the shard, after the views were
  * written (loading a state dict). NO_SHARD: nothing to do, the shard is the full buffer. */
-ms_status ms_flat_param_update_shard(ms_flat_param *fp);
+MS_API ms_status ms_flat_param_update_shard(ms_flat_param *fp);
 /* Frees the full buffer's bytes, and the compute buffer's with mixed precision, after waiting for
  * an in-flight gather (sharded strategies only; views stay valid objects). */
-void ms_flat_param_release(ms_flat_param *fp);
-bool ms_flat_param_is_gathered(const ms_flat_param *fp);
+MS_API void ms_flat_param_release(ms_flat_param *fp);
+MS_API bool ms_flat_param_is_gathered(const ms_flat_param *fp);
 /* Packs the compute views' grads (zeros where none), reduces them across ranks (average) into a
  * shard-sized gradient accumulated into shard->grad, and drops the views' grads; waits for it
  * (the asynchronous form is ms_flat_param_reduce_grads_async). shard->grad first takes what the
  * pieces' grads say (none at all: start from zero; a piece without one: its slice zeroed; one
  * assigned by the user: copied in); after, the pieces' grads are views of it (pieces of frozen
  * params and empty pieces get none). */
-ms_status ms_flat_param_reduce_grads(ms_flat_param *fp);
+MS_API ms_status ms_flat_param_reduce_grads(ms_flat_param *fp);
 /* Registers native post-accumulate hooks on the compute views: once every param requiring grad
  * has its grad in a backward, the reduction is issued (ms_flat_param_reduce_grads_async; none
  * under no_sync), then (sharded strategies) the buffers are released. The root's finisher waits
  * for it (ms_flat_param_finish_backward). */
-ms_status ms_flat_param_install_hooks(ms_flat_param *fp);
+MS_API ms_status ms_flat_param_install_hooks(ms_flat_param *fp);
 /* Starts a new count of pending grads (call at each forward). */
-void ms_flat_param_reset_pending(ms_flat_param *fp);
+MS_API void ms_flat_param_reset_pending(ms_flat_param *fp);
 /* End of a backward (run from the root's ms_autograd_queue_callback, the one place a backward's
  * reductions are waited for): waits for the unit's in-flight reduction (the pieces' grads then
  * view shard->grad); a unit that received some but not all of its grads reduces now, the missing
  * ones counting as zeros (unless no_sync or cleanup_only); then the count restarts and the
  * sharded strategies release the buffers. cleanup_only (after a failed walk or an earlier
  * unit's error) starts no collective: other ranks may not be there to match it. */
-ms_status ms_flat_param_finish_backward(ms_flat_param *fp, bool cleanup_only);
+MS_API ms_status ms_flat_param_finish_backward(ms_flat_param *fp, bool cleanup_only);
 /* Frees shard->grad when no piece holds a grad any more (optimizer.zero_grad() set them to
  * nil), so that memory is not held through the next forward; the next reduction starts from
  * zero either way. */
-void ms_flat_param_drop_unused_grad(ms_flat_param *fp);
+MS_API void ms_flat_param_drop_unused_grad(ms_flat_param *fp);
 
 /* ---- mixed precision (flat_param_mp.c) ------------------------------------------------------- */
 /* Computes in param_dtype: a second full buffer and views in that dtype (fp->compute_params, which
  * the modules should use in forward) gathered from the shard cast to param_dtype (half the bytes
  * for 16-bit types); gradients are reduced in reduce_dtype and land in the shard's grad in
  * fp->dtype. Call right after create, before install_hooks. */
-ms_status ms_flat_param_set_mixed_precision(ms_flat_param *fp, ms_dtype param_dtype, ms_dtype reduce_dtype);
-bool ms_flat_param_mixed(const ms_flat_param *fp); /* compute buffer separate from `full` */
+MS_API ms_status ms_flat_param_set_mixed_precision(ms_flat_param *fp, ms_dtype param_dtype, ms_dtype reduce_dtype);
+MS_API bool ms_flat_param_mixed(const ms_flat_param *fp); /* compute buffer separate from `full` */
 
 /* ---- asynchronous communication (flat_param_comm.c) ----------------------------------------- */
 /* HYBRID_SHARD: fp->pg shards inside a node; inter (borrowed, retained) holds the ranks with the
  * same shard on the other nodes, across which the reduced shard gradients are all-reduced (avg).
  * Must have this process as a member. */
-ms_status ms_flat_param_set_inter_group(ms_flat_param *fp, ms_pg *inter);
+MS_API ms_status ms_flat_param_set_inter_group(ms_flat_param *fp, ms_pg *inter);
 /* Issues the all-gather of the compute buffer without waiting (prefetch: nothing when already
  * gathered or in flight). NO_SHARD with mixed precision: a local cast, done at once. backward:
  * for the unit's backward (its phase, checked across ranks), else for its forward. */
-ms_status ms_flat_param_gather_compute_async(ms_flat_param *fp, bool prefetch, bool backward);
+MS_API ms_status ms_flat_param_gather_compute_async(ms_flat_param *fp, bool prefetch, bool backward);
 /* Makes the compute buffer ready: waits for its all-gather, issuing it first when none is in
  * flight and it is not gathered. */
-ms_status ms_flat_param_gather_compute(ms_flat_param *fp, bool backward);
-bool ms_flat_param_compute_gathered(const ms_flat_param *fp); /* gathered or in flight */
+MS_API ms_status ms_flat_param_gather_compute(ms_flat_param *fp, bool backward);
+MS_API bool ms_flat_param_compute_gathered(const ms_flat_param *fp); /* gathered or in flight */
 /* Frees the compute buffer (and `full`, when separate), waiting first for an in-flight gather. */
-void ms_flat_param_release_compute(ms_flat_param *fp);
+MS_API void ms_flat_param_release_compute(ms_flat_param *fp);
 /* Syncs shard->grad with the pieces' grads, packs the compute views' grads in reduce_dtype and
  * issues their reduction (first finishing one still in flight); the caller waits for it with
  * ms_flat_param_wait_reduce or ms_flat_param_finish_backward. */
-ms_status ms_flat_param_reduce_grads_async(ms_flat_param *fp);
+MS_API ms_status ms_flat_param_reduce_grads_async(ms_flat_param *fp);
 /* Finishes the in-flight reduction (HYBRID: runs the second stage), adding the result into
  * shard->grad and pointing the pieces' grads at it. Nothing to do when none is in flight. */
-ms_status ms_flat_param_wait_reduce(ms_flat_param *fp);
+MS_API ms_status ms_flat_param_wait_reduce(ms_flat_param *fp);
 /* Tests every unit's in-flight collectives without blocking, which is what lets Open MPI's
  * non-blocking collectives progress while computation runs (see flat_param_comm.c). */
-void ms_fsdp_progress(void);
-void ms_flat_param_stats_reset(ms_flat_param *fp);
+MS_API void ms_fsdp_progress(void);
+MS_API void ms_flat_param_stats_reset(ms_flat_param *fp);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "moonshard/error.h"
+#include "moonshard/export.h"
 #include "moonshard/tensor.h"
 
 /* The IDX element-type codes (third byte of the magic). Only MS_IDX_UINT8 is read. */
@@ -29,7 +30,7 @@ typedef enum ms_idx_type {
  * data, CRC-32 and length; more members may follow, as gzip -d reads them, but no other bytes).
  * Only a regular file is read (a FIFO, directory or device is refused at once). Any problem is
  * an MS_ERR_IO error naming the file and the stage that failed; *out is then NULL. */
-ms_status ms_idx_read(const char *path, ms_tensor **out);
+MS_API ms_status ms_idx_read(const char *path, ms_tensor **out);
 
 /* What an IDX file's header says, checked as ms_idx_read checks it (for a raw file the size on
  * disk must match the shape exactly; a gzip file's payload is not read). */
@@ -41,7 +42,7 @@ typedef struct ms_idx_info {
   bool gzip;
 } ms_idx_info;
 
-ms_status ms_idx_probe(const char *path, ms_idx_info *info);
+MS_API ms_status ms_idx_probe(const char *path, ms_idx_info *info);
 
 /* Rows of a raw (uncompressed) IDX file read on demand, where holding the whole payload in
  * memory is not wanted: a data set's images stay in the page cache, shared by every process,
@@ -52,14 +53,14 @@ typedef struct ms_idx_rows ms_idx_rows;
 /* Opens path for reading by rows after checking its header (ms_idx_probe). A gzip-compressed
  * file cannot be read in place: that is an MS_ERR_ARG error saying so (read it whole with
  * ms_idx_read). */
-ms_status ms_idx_rows_open(const char *path, ms_idx_rows **out);
-void ms_idx_rows_retain(ms_idx_rows *f);
-void ms_idx_rows_release(ms_idx_rows *f); /* NULL is fine */
-const ms_idx_info *ms_idx_rows_info(const ms_idx_rows *f);
+MS_API ms_status ms_idx_rows_open(const char *path, ms_idx_rows **out);
+MS_API void ms_idx_rows_retain(ms_idx_rows *f);
+MS_API void ms_idx_rows_release(ms_idx_rows *f); /* NULL is fine */
+MS_API const ms_idx_info *ms_idx_rows_info(const ms_idx_rows *f);
 
 /* A new contiguous uint8 tensor (n, shape[1], ...) holding rows rows[0..n) (0-based) of the
  * file, or NULL with an error (a row out of range, or a read that fails or comes up short
  * because the file changed since it was opened). */
-ms_tensor *ms_idx_rows_gather(const ms_idx_rows *f, const int64_t *rows, int64_t n);
+MS_API ms_tensor *ms_idx_rows_gather(const ms_idx_rows *f, const int64_t *rows, int64_t n);
 
 #endif

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "moonshard/error.h"
+#include "moonshard/export.h"
 #include "moonshard/tensor.h"
 
 /* Writes n tensors under their names (data in the order given; non-contiguous tensors are
@@ -20,8 +21,8 @@
  * failure the temporary file is removed and an existing file at path is untouched. No checksum is
  * added: the bytes are exactly those of the reference library's save_file (sharded checkpoints
  * checksum each file in their index). */
-ms_status ms_safetensors_save(const char *path, int n, const char *const *names, ms_tensor *const *tensors,
-                              int n_meta, const char *const *meta_keys, const char *const *meta_values);
+MS_API ms_status ms_safetensors_save(const char *path, int n, const char *const *names, ms_tensor *const *tensors,
+                                     int n_meta, const char *const *meta_keys, const char *const *meta_values);
 
 /* What ms_safetensors_load returns: tensors in the order of the file's header, each a new
  * contiguous CPU tensor owned by the struct; metadata in header order. */
@@ -44,44 +45,31 @@ typedef struct ms_safetensors {
  * (a FIFO, a directory, a device: refused at once, never read) -- is an MS_ERR_IO error naming
  * the file and the problem. The checks take linear time and memory within a few times the
  * header's size (a hostile header cannot make the reader quadratic or huge). */
-ms_status ms_safetensors_load(const char *path, ms_safetensors *out);
-void ms_safetensors_free(ms_safetensors *st);
+MS_API ms_status ms_safetensors_load(const char *path, ms_safetensors *out);
+MS_API void ms_safetensors_free(ms_safetensors *st);
 
 /* An open safetensors file whose header has been read and checked as ms_safetensors_load
  * checks it, for reading parts of tensors: a rank loading a sharded checkpoint reads only the
  * element ranges it keeps. Close with ms_safetensors_close (NULL is fine). */
 typedef struct ms_safetensors_file ms_safetensors_file;
-ms_safetensors_file *ms_safetensors_open(const char *path); /* NULL with an MS_ERR_IO error */
-void ms_safetensors_close(ms_safetensors_file *f);
+MS_API ms_safetensors_file *ms_safetensors_open(const char *path); /* NULL with an MS_ERR_IO error */
+MS_API void ms_safetensors_close(ms_safetensors_file *f);
 /* Elements [offset, offset + count) of the named tensor, counted in row-major order from 0, as
  * a new 1-D CPU tensor of the file's dtype; NULL with an error naming the file, the tensor and
  * its element count when the name is absent or the range does not lie inside it. */
-ms_tensor *ms_safetensors_read_range(ms_safetensors_file *f, const char *name, int64_t offset, int64_t count);
+MS_API ms_tensor *ms_safetensors_read_range(ms_safetensors_file *f, const char *name, int64_t offset, int64_t count);
 
-/* ---- atomic files (atomic_file.c) ----------------------------------------------------------------
+/* ---- atomic files (atomic_file.c; the open/commit protocol: io/atomic_file.h) ----------------------------------------------------------------
  * A file written through these appears whole under its name or not at all: the bytes go to a
  * temporary "<path>.tmp.<host>.<pid>.<start>.<random>" in the same directory, created with O_EXCL,
  * then are fsync'd, renamed over path, and the directory is fsync'd. Opening first removes the
  * stale temporaries of path that dead writers left (the rule is at the top of atomic_file.c). */
-typedef struct ms_atomic_file {
-  FILE *f; /* write the contents here */
-  char *tmp, *path;
-  const char *who; /* names the operation in errors */
-} ms_atomic_file;
-ms_status ms_atomic_open(ms_atomic_file *af, const char *path, const char *who);
-/* Flushes, syncs, renames into place and syncs the directory; af is released either way. */
-ms_status ms_atomic_commit(ms_atomic_file *af);
-/* Closes and removes the temporary (after a failure); safe on a released af. */
-void ms_atomic_abort(ms_atomic_file *af);
-ms_status ms_write_file_atomic(const char *path, const void *data, size_t n, const char *who);
+MS_API ms_status ms_write_file_atomic(const char *path, const void *data, size_t n, const char *who);
 /* Removes the stale temporaries in dir whose names start with prefix; returns how many. */
-int ms_remove_stale_temporaries(const char *dir, const char *prefix);
+MS_API int ms_remove_stale_temporaries(const char *dir, const char *prefix);
 /* The zlib crc32 and the size of a regular file's bytes (a FIFO or directory is an error). */
-ms_status ms_file_crc32(const char *path, uint32_t *crc, uint64_t *size);
+MS_API ms_status ms_file_crc32(const char *path, uint32_t *crc, uint64_t *size);
 /* n bytes from the operating system's random source. */
-ms_status ms_os_random(void *buf, size_t n);
-
-/* The safetensors name of a dtype ("F32", "BF16", "BOOL", ...). */
-const char *ms_safetensors_dtype_name(ms_dtype dt);
+MS_API ms_status ms_os_random(void *buf, size_t n);
 
 #endif

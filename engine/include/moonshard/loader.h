@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "moonshard/export.h"
 #include "moonshard/idx.h"
 #include "moonshard/tensor.h"
 
@@ -46,22 +47,22 @@ typedef struct ms_loader ms_loader;
  * first 0). indices and offsets are copied. Every index is checked against the sources here,
  * so workers never meet a bad one. Starts the workers. On failure returns NULL with an error,
  * and has freed the sources' transform contexts all the same (so the caller never has to). */
-ms_loader *ms_loader_create(const ms_loader_source *sources, int nsources, const int64_t *indices,
-                            const int64_t *offsets, int64_t nbatches, ms_loader_config cfg);
+MS_API ms_loader *ms_loader_create(const ms_loader_source *sources, int nsources, const int64_t *indices,
+                                   const int64_t *offsets, int64_t nbatches, ms_loader_config cfg);
 
-int64_t ms_loader_num_batches(const ms_loader *l);
-int ms_loader_num_sources(const ms_loader *l);
+MS_API int64_t ms_loader_num_batches(const ms_loader *l);
+MS_API int ms_loader_num_sources(const ms_loader *l);
 
 /* The next batch in order: out[s] receives a new reference for each source s. Blocks until the
  * batch is made. Returns MS_OK; MS_ERR_ARG with out untouched once every batch was handed out
  * (ms_loader_exhausted tells the two apart); or the error that making the batch raised, with
  * the worker's message (the batch is then skipped: the next call moves on). *batch receives
  * the 0-based number of the batch concerned (may be NULL). */
-ms_status ms_loader_next(ms_loader *l, ms_tensor **out, int64_t *batch);
-bool ms_loader_exhausted(const ms_loader *l);
+MS_API ms_status ms_loader_next(ms_loader *l, ms_tensor **out, int64_t *batch);
+MS_API bool ms_loader_exhausted(const ms_loader *l);
 
 /* Stops the workers (each finishes the batch in hand), joins them and frees everything,
  * batches made but not handed out included. NULL is fine. */
-void ms_loader_destroy(ms_loader *l);
+MS_API void ms_loader_destroy(ms_loader *l);
 
 #endif

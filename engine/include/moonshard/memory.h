@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "moonshard/export.h"
+
 typedef enum ms_mem_category {
   MS_MEM_OTHER = 0, /* tensors not yet claimed by a role: activations, temporaries */
   MS_MEM_PARAMS,
@@ -24,14 +26,14 @@ typedef struct ms_memory_stats {
   int64_t by_category[MS_MEM_CATEGORY_COUNT];
 } ms_memory_stats;
 
-const char *ms_mem_category_name(ms_mem_category c);
+MS_API const char *ms_mem_category_name(ms_mem_category c);
 /* 64-byte aligned, counted; NULL (with an error set) when the system has no memory. */
-void *ms_mem_alloc(size_t nbytes, ms_mem_category category);
-void ms_mem_free(void *p, size_t nbytes, ms_mem_category category);
+MS_API void *ms_mem_alloc(size_t nbytes, ms_mem_category category);
+MS_API void ms_mem_free(void *p, size_t nbytes, ms_mem_category category);
 /* Statistics of the CPU (device_index is for CUDA devices, later). */
-ms_memory_stats ms_memory_stats_get(void);
-void ms_memory_reset_peak(void);
+MS_API ms_memory_stats ms_memory_stats_get(void);
+MS_API void ms_memory_reset_peak(void);
 /* Returns the cached blocks to the system. */
-void ms_memory_empty_cache(void);
+MS_API void ms_memory_empty_cache(void);
 
 #endif

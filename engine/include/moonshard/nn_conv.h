@@ -8,21 +8,22 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "moonshard/export.h"
 #include "moonshard/tensor.h"
 
 /* x (N, C, H, W), w (O, C / groups, KH, KW), b (O) or NULL -> (N, O, OH, OW). */
-ms_tensor *ms_conv2d(ms_tensor *x, ms_tensor *w, ms_tensor *b, const int64_t stride[2],
-                     const int64_t padding[2], const int64_t dilation[2], int64_t groups);
+MS_API ms_tensor *ms_conv2d(ms_tensor *x, ms_tensor *w, ms_tensor *b, const int64_t stride[2],
+                            const int64_t padding[2], const int64_t dilation[2], int64_t groups);
 /* The window's maximum; the winners' indices stay inside the graph node for backward. */
-ms_tensor *ms_max_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
-                         const int64_t padding[2], const int64_t dilation[2], bool ceil_mode);
+MS_API ms_tensor *ms_max_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                                const int64_t padding[2], const int64_t dilation[2], bool ceil_mode);
 /* As ms_max_pool2d, also returning the indices (0-based ih * W + iw in each plane, int64). */
-ms_status ms_max_pool2d_with_indices(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
-                                     const int64_t padding[2], const int64_t dilation[2],
-                                     bool ceil_mode, ms_tensor **values, ms_tensor **indices);
-ms_tensor *ms_avg_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
-                         const int64_t padding[2], bool ceil_mode, bool count_include_pad);
+MS_API ms_status ms_max_pool2d_with_indices(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                                            const int64_t padding[2], const int64_t dilation[2],
+                                            bool ceil_mode, ms_tensor **values, ms_tensor **indices);
+MS_API ms_tensor *ms_avg_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                                const int64_t padding[2], bool ceil_mode, bool count_include_pad);
 /* Output (N, C, out_h, out_w); window i covers [floor(i*H/out_h), ceil((i+1)*H/out_h)). */
-ms_tensor *ms_adaptive_avg_pool2d(ms_tensor *x, int64_t out_h, int64_t out_w);
+MS_API ms_tensor *ms_adaptive_avg_pool2d(ms_tensor *x, int64_t out_h, int64_t out_w);
 
 #endif

@@ -13,47 +13,48 @@
 
 #include <stdbool.h>
 
+#include "moonshard/export.h"
 #include "moonshard/tensor.h"
 
 typedef enum ms_reduction { MS_REDUCTION_NONE, MS_REDUCTION_MEAN, MS_REDUCTION_SUM } ms_reduction;
 
-ms_tensor *ms_softmax(ms_tensor *x, int dim);
-ms_tensor *ms_log_softmax(ms_tensor *x, int dim);
+MS_API ms_tensor *ms_softmax(ms_tensor *x, int dim);
+MS_API ms_tensor *ms_log_softmax(ms_tensor *x, int dim);
 /* approximate_tanh: GELU's tanh approximation (PyTorch's approximate='tanh'). */
-ms_tensor *ms_gelu(ms_tensor *x, bool approximate_tanh);
-ms_tensor *ms_silu(ms_tensor *x);
+MS_API ms_tensor *ms_gelu(ms_tensor *x, bool approximate_tanh);
+MS_API ms_tensor *ms_silu(ms_tensor *x);
 /* Zeroes each element with probability p (Philox stream, so the seed fixes the mask) and scales
  * the rest by 1 / (1 - p). p == 0 or !training returns x itself (retained). */
-ms_tensor *ms_dropout(ms_tensor *x, double p, bool training);
+MS_API ms_tensor *ms_dropout(ms_tensor *x, double p, bool training);
 
 /* x (..., in) @ w^T + b, w (out, in), b (out) or NULL. */
-ms_tensor *ms_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b);
+MS_API ms_tensor *ms_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b);
 /* weight rows at `indices` (int64, any shape): result (indices shape..., D). padding_idx is a
  * 0-based row that receives no gradient, or -1 for none. */
-ms_tensor *ms_embedding(ms_tensor *indices, ms_tensor *weight, int64_t padding_idx,
-                        int64_t index_base);
+MS_API ms_tensor *ms_embedding(ms_tensor *indices, ms_tensor *weight, int64_t padding_idx,
+                               int64_t index_base);
 
 /* Normalizes over the last `nshape` dims, which must equal normalized_shape; w and b (of that
  * shape) may be NULL. */
-ms_tensor *ms_layer_norm(ms_tensor *x, int nshape, const int64_t *normalized_shape, ms_tensor *w,
-                         ms_tensor *b, double eps);
+MS_API ms_tensor *ms_layer_norm(ms_tensor *x, int nshape, const int64_t *normalized_shape, ms_tensor *w,
+                                ms_tensor *b, double eps);
 /* x (N, C, ...). Training normalizes with the batch statistics and, when the running tensors are
  * given, updates them in place: running = (1 - momentum) running + momentum batch, with the
  * unbiased batch variance (as PyTorch). Evaluation uses the running statistics (required). */
-ms_tensor *ms_batch_norm(ms_tensor *x, ms_tensor *running_mean, ms_tensor *running_var,
-                         ms_tensor *w, ms_tensor *b, bool training, double momentum, double eps);
+MS_API ms_tensor *ms_batch_norm(ms_tensor *x, ms_tensor *running_mean, ms_tensor *running_var,
+                                ms_tensor *w, ms_tensor *b, bool training, double momentum, double eps);
 
 /* input (N, C) or (N, C, d1, ...) of log-probabilities, or (C) with a 0-dim target; target
  * int64 (N) or (N, d1, ...). weight (C) or NULL. Mean divides by the sum of the weights of the
  * targets not ignored. */
-ms_tensor *ms_nll_loss(ms_tensor *input, ms_tensor *target, ms_tensor *weight, int64_t ignore_index,
-                       ms_reduction reduction, int64_t index_base);
+MS_API ms_tensor *ms_nll_loss(ms_tensor *input, ms_tensor *target, ms_tensor *weight, int64_t ignore_index,
+                              ms_reduction reduction, int64_t index_base);
 /* log_softmax over dim 1 (dim 0 for a 1-D input) fused with nll_loss, and PyTorch's label
  * smoothing: (1 - s) nll + s / C * (-sum_c w_c logp_c). */
-ms_tensor *ms_cross_entropy(ms_tensor *input, ms_tensor *target, ms_tensor *weight,
-                            int64_t ignore_index, ms_reduction reduction, double label_smoothing,
-                            int64_t index_base);
+MS_API ms_tensor *ms_cross_entropy(ms_tensor *input, ms_tensor *target, ms_tensor *weight,
+                                   int64_t ignore_index, ms_reduction reduction, double label_smoothing,
+                                   int64_t index_base);
 /* (a - b)^2, broadcasting a with b. */
-ms_tensor *ms_mse_loss(ms_tensor *a, ms_tensor *b, ms_reduction reduction);
+MS_API ms_tensor *ms_mse_loss(ms_tensor *a, ms_tensor *b, ms_reduction reduction);
 
 #endif

@@ -5,6 +5,7 @@
 #ifndef MOONSHARD_OPS_H
 #define MOONSHARD_OPS_H
 
+#include "moonshard/export.h"
 #include "moonshard/tensor.h"
 
 /* The op lists: X(ID, "name") per op. Each list defines its enum (MS_OP_<ID>) and the
@@ -34,8 +35,8 @@ enum {
   MS_UNARY_OP_COUNT = 0 MS_UNARY_OP_LIST(MS_X_PLUS_ONE)
 };
 
-const char *ms_binary_op_name(ms_binary_op op);
-const char *ms_unary_op_name(ms_unary_op op);
+MS_API const char *ms_binary_op_name(ms_binary_op op);
+MS_API const char *ms_unary_op_name(ms_unary_op op);
 
 /* A binary operand: a tensor or a plain number (Lua integer, float or boolean). */
 typedef struct ms_operand {
@@ -46,16 +47,16 @@ typedef struct ms_operand {
 static inline ms_operand ms_operand_tensor(ms_tensor *t) { ms_operand o = {t, 0, MS_FLOAT32}; return o; }
 static inline ms_operand ms_operand_number(double v, ms_dtype kind) { ms_operand o = {0, v, kind}; return o; }
 
-ms_tensor *ms_binary(ms_binary_op op, ms_operand a, ms_operand b);
-ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b); /* a = a op b */
-ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a);
-ms_status ms_unary_(ms_unary_op op, ms_tensor *a);
-ms_tensor *ms_clamp(ms_tensor *a, const double *min, const double *max); /* either may be NULL */
-ms_status ms_clamp_(ms_tensor *a, const double *min, const double *max);
+MS_API ms_tensor *ms_binary(ms_binary_op op, ms_operand a, ms_operand b);
+MS_API ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b); /* a = a op b */
+MS_API ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a);
+MS_API ms_status ms_unary_(ms_unary_op op, ms_tensor *a);
+MS_API ms_tensor *ms_clamp(ms_tensor *a, const double *min, const double *max); /* either may be NULL */
+MS_API ms_status ms_clamp_(ms_tensor *a, const double *min, const double *max);
 /* cond ? a : b, broadcasting all three; cond must be bool. */
-ms_tensor *ms_where(ms_tensor *cond, ms_operand a, ms_operand b);
-ms_tensor *ms_masked_fill(ms_tensor *a, ms_tensor *mask, double value);
-ms_status ms_masked_fill_(ms_tensor *a, ms_tensor *mask, double value);
+MS_API ms_tensor *ms_where(ms_tensor *cond, ms_operand a, ms_operand b);
+MS_API ms_tensor *ms_masked_fill(ms_tensor *a, ms_tensor *mask, double value);
+MS_API ms_status ms_masked_fill_(ms_tensor *a, ms_tensor *mask, double value);
 
 /* ---- reductions ---------------------------------------------------------------------------- */
 #define MS_REDUCE_OP_LIST(X)                                                                   \
@@ -71,20 +72,20 @@ typedef struct ms_reduce_opts {
   int64_t correction; /* var/std: 1 is unbiased (PyTorch's default) */
   double p;       /* norm: the order (2 by default; INFINITY for max-abs) */
 } ms_reduce_opts;
-ms_tensor *ms_reduce(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts);
+MS_API ms_tensor *ms_reduce(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts);
 /* max/min over a dim return values and 0-based indices (int64) together. */
-ms_status ms_reduce_with_indices(ms_reduce_op op, ms_tensor *a, int dim, bool keepdim,
-                                 ms_tensor **values, ms_tensor **indices);
+MS_API ms_status ms_reduce_with_indices(ms_reduce_op op, ms_tensor *a, int dim, bool keepdim,
+                                        ms_tensor **values, ms_tensor **indices);
 
 /* ---- comparison of whole tensors ------------------------------------------------------------ */
-bool ms_equal(ms_tensor *a, ms_tensor *b); /* same shape and values */
-ms_status ms_allclose(ms_tensor *a, ms_tensor *b, double rtol, double atol, bool *out);
+MS_API bool ms_equal(ms_tensor *a, ms_tensor *b); /* same shape and values */
+MS_API ms_status ms_allclose(ms_tensor *a, ms_tensor *b, double rtol, double atol, bool *out);
 
 /* ---- matrix products (float32 and float64 through the packed GEMM) --------------------------- */
-ms_tensor *ms_mm(ms_tensor *a, ms_tensor *b);        /* (n,k) x (k,m) */
-ms_tensor *ms_bmm(ms_tensor *a, ms_tensor *b);       /* (b,n,k) x (b,k,m) */
-ms_tensor *ms_matmul(ms_tensor *a, ms_tensor *b);    /* PyTorch's matmul: 1-D, 2-D, batched */
+MS_API ms_tensor *ms_mm(ms_tensor *a, ms_tensor *b);        /* (n,k) x (k,m) */
+MS_API ms_tensor *ms_bmm(ms_tensor *a, ms_tensor *b);       /* (b,n,k) x (b,k,m) */
+MS_API ms_tensor *ms_matmul(ms_tensor *a, ms_tensor *b);    /* PyTorch's matmul: 1-D, 2-D, batched */
 /* beta * c + alpha * (a @ b) */
-ms_tensor *ms_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha);
+MS_API ms_tensor *ms_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha);
 
 #endif

@@ -7,11 +7,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "moonshard/export.h"
 #include "moonshard/tensor.h"
 
 /* A state tensor for `param`: its shape and dtype, contiguous, every element `value`, its bytes
  * counted as optimizer memory (MS_MEM_OPTIMIZER). New reference; NULL with an error. */
-ms_tensor *ms_optim_state_new(const ms_tensor *param, double value);
+MS_API ms_tensor *ms_optim_state_new(const ms_tensor *param, double value);
 
 /* Every step function: `param` (float32 or float64, contiguous) is updated in place; `grad` has
  * its shape and dtype (any layout); each state tensor has its shape and dtype and is contiguous
@@ -24,8 +25,8 @@ typedef struct ms_sgd_options {
 } ms_sgd_options;
 /* momentum_buffer is required when momentum != 0. init_buffer: the buffer is new and takes the
  * (decayed) gradient as it is, as PyTorch clones it on the first step. */
-ms_status ms_optim_sgd_step(ms_tensor *param, ms_tensor *grad, ms_tensor *momentum_buffer,
-                            bool init_buffer, const ms_sgd_options *o);
+MS_API ms_status ms_optim_sgd_step(ms_tensor *param, ms_tensor *grad, ms_tensor *momentum_buffer,
+                                   bool init_buffer, const ms_sgd_options *o);
 
 typedef struct ms_adam_options {
   double lr, beta1, beta2, eps, weight_decay;
@@ -34,32 +35,32 @@ typedef struct ms_adam_options {
   bool decoupled; /* AdamW's decoupled weight decay */
 } ms_adam_options;
 /* max_exp_avg_sq is required when amsgrad. */
-ms_status ms_optim_adam_step(ms_tensor *param, ms_tensor *grad, ms_tensor *exp_avg,
-                             ms_tensor *exp_avg_sq, ms_tensor *max_exp_avg_sq,
-                             const ms_adam_options *o);
+MS_API ms_status ms_optim_adam_step(ms_tensor *param, ms_tensor *grad, ms_tensor *exp_avg,
+                                    ms_tensor *exp_avg_sq, ms_tensor *max_exp_avg_sq,
+                                    const ms_adam_options *o);
 
 typedef struct ms_adadelta_options {
   double lr, rho, eps, weight_decay;
   bool maximize;
 } ms_adadelta_options;
-ms_status ms_optim_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
-                                 ms_tensor *acc_delta, const ms_adadelta_options *o);
+MS_API ms_status ms_optim_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
+                                        ms_tensor *acc_delta, const ms_adadelta_options *o);
 
 typedef struct ms_adagrad_options {
   double lr, lr_decay, weight_decay, eps;
   int64_t step; /* including this step */
   bool maximize;
 } ms_adagrad_options;
-ms_status ms_optim_adagrad_step(ms_tensor *param, ms_tensor *grad, ms_tensor *state_sum,
-                                const ms_adagrad_options *o);
+MS_API ms_status ms_optim_adagrad_step(ms_tensor *param, ms_tensor *grad, ms_tensor *state_sum,
+                                       const ms_adagrad_options *o);
 
 typedef struct ms_rmsprop_options {
   double lr, alpha, eps, weight_decay, momentum;
   bool centered, maximize;
 } ms_rmsprop_options;
 /* grad_avg is required when centered, momentum_buffer when momentum > 0. */
-ms_status ms_optim_rmsprop_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
-                                ms_tensor *grad_avg, ms_tensor *momentum_buffer,
-                                const ms_rmsprop_options *o);
+MS_API ms_status ms_optim_rmsprop_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
+                                       ms_tensor *grad_avg, ms_tensor *momentum_buffer,
+                                       const ms_rmsprop_options *o);
 
 #endif

@@ -6,25 +6,26 @@
 
 #include <stdint.h>
 
+#include "moonshard/export.h"
 #include "moonshard/tensor.h"
 
-void ms_manual_seed(uint64_t seed);
-uint64_t ms_initial_seed(void);
+MS_API void ms_manual_seed(uint64_t seed);
+MS_API uint64_t ms_initial_seed(void);
 /* The whole generator state, for checkpoints: setting what get returned replays the same numbers
  * on either device (there is one generator; its numbers do not depend on the device). */
-void ms_random_get_state(uint64_t *seed, uint64_t *offset);
-void ms_random_set_state(uint64_t seed, uint64_t offset);
+MS_API void ms_random_get_state(uint64_t *seed, uint64_t *offset);
+MS_API void ms_random_set_state(uint64_t seed, uint64_t offset);
 
 /* Fill in place (floating dtypes for uniform/normal; any dtype for randint). */
-ms_status ms_tensor_uniform_(ms_tensor *t, double low, double high);
-ms_status ms_tensor_normal_(ms_tensor *t, double mean, double std);
-ms_status ms_tensor_randint_(ms_tensor *t, int64_t low, int64_t high); /* [low, high) */
+MS_API ms_status ms_tensor_uniform_(ms_tensor *t, double low, double high);
+MS_API ms_status ms_tensor_normal_(ms_tensor *t, double mean, double std);
+MS_API ms_status ms_tensor_randint_(ms_tensor *t, int64_t low, int64_t high); /* [low, high) */
 /* Each element becomes 1 with probability p[i] (from the tensor `p`, same shape) */
-ms_tensor *ms_tensor_new_bernoulli(ms_tensor *p);
-ms_tensor *ms_tensor_new_randperm(int64_t n, ms_dtype dt);
+MS_API ms_tensor *ms_tensor_new_bernoulli(ms_tensor *p);
+MS_API ms_tensor *ms_tensor_new_randperm(int64_t n, ms_dtype dt);
 /* The permutation drawn from its own generator seeded with `seed` (offset 0): the global
  * generator is neither read nor advanced, so every process computes the same permutation for
  * the same seed whatever it drew before (DistributedSampler's shuffle on every rank). */
-ms_tensor *ms_tensor_new_randperm_seeded(int64_t n, ms_dtype dt, uint64_t seed);
+MS_API ms_tensor *ms_tensor_new_randperm_seeded(int64_t n, ms_dtype dt, uint64_t seed);
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "moonshard/error.h"
+#include "moonshard/export.h"
 #include "moonshard/memory.h"
 
 typedef enum ms_device_type { MS_CPU = 0, MS_CUDA = 1 } ms_device_type;
@@ -34,17 +35,17 @@ typedef struct ms_storage {
 } ms_storage;
 
 /* New storage of nbytes (uninitialised) on the CPU; NULL with an error on failure. */
-ms_storage *ms_storage_new(size_t nbytes, ms_mem_category category);
+MS_API ms_storage *ms_storage_new(size_t nbytes, ms_mem_category category);
 /* The same on any device: CUDA bytes come from that device's caching allocator (moonshard/cuda.h). */
-ms_storage *ms_storage_new_on(ms_device device, size_t nbytes, ms_mem_category category);
+MS_API ms_storage *ms_storage_new_on(ms_device device, size_t nbytes, ms_mem_category category);
 /* Wraps memory the caller owns, without copying; deleter (may be NULL) runs at the last release. */
-ms_storage *ms_storage_new_external(void *data, size_t nbytes, ms_storage_deleter deleter, void *ctx);
-void ms_storage_retain(ms_storage *s);
-void ms_storage_release(ms_storage *s); /* NULL is fine */
+MS_API ms_storage *ms_storage_new_external(void *data, size_t nbytes, ms_storage_deleter deleter, void *ctx);
+MS_API void ms_storage_retain(ms_storage *s);
+MS_API void ms_storage_release(ms_storage *s); /* NULL is fine */
 /* Frees the bytes but keeps the object (and every view of it) alive. */
-void ms_storage_release_data(ms_storage *s);
+MS_API void ms_storage_release_data(ms_storage *s);
 /* Allocates the bytes again after ms_storage_release_data (contents undefined). */
-ms_status ms_storage_materialize(ms_storage *s);
+MS_API ms_status ms_storage_materialize(ms_storage *s);
 static inline bool ms_storage_is_materialized(const ms_storage *s) { return s->data != NULL; }
 
 #endif

@@ -5,6 +5,7 @@
 #ifndef MOONSHARD_TRANSFORMS_H
 #define MOONSHARD_TRANSFORMS_H
 
+#include "moonshard/export.h"
 #include "moonshard/tensor.h"
 
 #define MS_MAX_CHANNELS 16       /* mean/std entries one Normalize may carry */
@@ -25,13 +26,13 @@ typedef struct ms_transform_spec {
 /* MS_OK when specs[0..n) form a pipeline the engine runs: n <= MS_TRANSFORM_MAX_SPECS, ToTensor
  * only first, every Normalize with 1..MS_MAX_CHANNELS finite means and finite non-zero stds.
  * Otherwise an error saying which spec is wrong. */
-ms_status ms_transform_check_specs(const ms_transform_spec *specs, int n);
+MS_API ms_status ms_transform_check_specs(const ms_transform_spec *specs, int n);
 
 /* Runs the pipeline on `in` (borrowed) and returns a new float32 tensor (new reference), or NULL
  * with the error set. When specs[0] is ToTensor, `in` is a uint8 image (H, W) or batch (B, H, W)
  * and the channel dim is inserted; otherwise `in` is float32 of shape (..., C, H, W). The whole
  * chain is one pass over the data. n == 0 returns `in` itself, retained. Thread-safe: it keeps
  * no state, so worker threads may call it concurrently. */
-ms_tensor *ms_transform_apply(ms_tensor *in, const ms_transform_spec *specs, int n);
+MS_API ms_tensor *ms_transform_apply(ms_tensor *in, const ms_transform_spec *specs, int n);
 
 #endif

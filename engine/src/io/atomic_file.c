@@ -33,6 +33,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "io/atomic_file.h"
 #include "moonshard/io.h"
 
 #define MS_STALE_TEMP_SECONDS (24 * 3600)

@@ -2,7 +2,7 @@
  * by that walk -- and a compact writer, sized for safetensors headers. The reader never trusts
  * its input: depth is bounded (no stack overflow from a hostile header), UTF-8 is validated,
  * and every failure says where. */
-#include "moonshard/json.h"
+#include "io/json_stream.h"
 
 #include <limits.h>
 #include <stdarg.h>

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "moonshard/json.h"
+#include "io/atomic_file.h"
+#include "io/json_stream.h"
 #include "io/safetensors_internal.h"
 #include "moonshard/io.h"
 

@@ -9,7 +9,7 @@
 
 #include "io/safetensors_internal.h"
 #include "io/safetensors_reader.h"
-#include "moonshard/json.h"
+#include "io/json_stream.h"
 
 static ms_status syntax(const reader *r, const ms_json_cursor *c) {
   const char *why = ms_json_cursor_error(c);

@@ -6,17 +6,18 @@
 
 #include <lua.h>
 
+#include "moonshard/export.h"
 #include "moonshard/tensor.h"
 
 /* The module opener: `require "moonshard"` calls it; pushes the module table. */
-int luaopen_moonshard(lua_State *L);
+MS_API int luaopen_moonshard(lua_State *L);
 /* Pushes a tensor userdata that takes over one reference of t (the caller's reference moves
  * to Lua). Pushes nil if t is NULL. */
-void ms_lua_push_tensor(lua_State *L, ms_tensor *t);
+MS_API void ms_lua_push_tensor(lua_State *L, ms_tensor *t);
 /* The tensor at idx (borrowed: valid while the value stays on the stack), or a Lua error
  * naming `fname` and argument idx. */
-ms_tensor *ms_lua_check_tensor(lua_State *L, int idx, const char *fname);
+MS_API ms_tensor *ms_lua_check_tensor(lua_State *L, int idx, const char *fname);
 /* The tensor at idx (borrowed) or NULL if the value is not a tensor. */
-ms_tensor *ms_lua_to_tensor(lua_State *L, int idx);
+MS_API ms_tensor *ms_lua_to_tensor(lua_State *L, int idx);
 
 #endif
