@@ -1,220 +1,208 @@
-/* conv.c: 2-D convolution on the CPU. Float32 with groups = 1 goes to conv_gemm.c (which hands
- * unit-stride shapes on to conv_wide.c and conv_wgrad_avx2.c); the rest (float64, grouped) is
- * im2col + GEMM, its backward GEMM + col2im, here.
- * Each sample is unfolded into a (C*KH*KW, OH*OW) column matrix (one per thread, reused), so a
- * sample's whole convolution is one GEMM per group; samples are spread over the pool.
- *
- * Letters: N batch, C input channels, O output channels, (H, W) input, (OH, OW) output,
- * (KH, KW) kernel, P = OH*OW output pixels, K = C/groups*KH*KW (one group's column rows). */
+/* conv.c: 2-D convolution on the CPU, the one place that chooses the algorithm for a dtype, a
+ * pass and a shape. Float32 with groups = 1, fastest first:
+ *   - on AVX-512, unpadded unit-stride convs of at most 4 input channels: conv_small_avx512.c
+ *     (all three passes; the input gradient where its scratch fits, conv_small.h);
+ *   - 3x3 stride 1 with enough channels, on AVX2: Winograd (conv_winograd.c for the forward and
+ *     the input gradient, conv_winograd_wgrad.c for the weight gradient);
+ *   - other unit stride: conv_wide.c (forward, input gradient); unit column stride without
+ *     padding, on AVX2: conv_wgrad_avx2.c (weight gradient);
+ *   - the rest: the implicit GEMM (conv_gemm.c).
+ * Float64 and grouped convs: im2col + GEMM (conv_im2col.c). Bfloat16 (groups = 1): per pass the
+ * bf16 GEMM (conv_bf16.c) or the float32 kernels above on widened copies (here). */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
 #include "kernels/cpu/conv_bf16.h"
-#include "kernels/cpu/conv_geom.h"
 #include "kernels/cpu/conv_gemm.h"
+#include "kernels/cpu/conv_im2col.h"
+#include "kernels/cpu/conv_small.h"
+#include "kernels/cpu/conv_winograd.h"
+#include "kernels/cpu/conv_winograd_wgrad.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/gemm_ukr.h"
 
-static size_t elsize(ms_k_dtype dt) { return dt == MS_K_F64 ? 8 : 4; }
+/* ---- float32, groups = 1 ------------------------------------------------------------------- */
 
-/* C = alpha * A * B + beta * C in dt; matrices given as (pointer, row stride, column stride). */
-static void gemm(ms_k_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t rsA,
-                 int64_t csA, const void *B, int64_t rsB, int64_t csB, double beta, void *C,
-                 int64_t rsC) {
-  if (dt == MS_K_F64)
-    ms_k_dgemm(M, N, K, 1.0, A, rsA, csA, B, rsB, csB, beta, C, rsC, 1);
-  else
-    ms_k_sgemm(M, N, K, 1.0f, A, rsA, csA, B, rsB, csB, (float)beta, C, rsC, 1);
+static int forward_f32(const ms_k_conv2d_geom *g, const float *x, const float *w, const float *b, float *out) {
+  if (ms_k_conv_small_avx512_ok(g)) return ms_k_conv2d_forward_small_avx512(g, x, w, b, out);
+  if (ms_k_conv2d_winograd_forward_ok(g)) return ms_k_conv2d_forward_winograd(g, x, w, b, out);
+  if (ms_k_conv2d_wide_forward_ok(g)) return ms_k_conv2d_forward_wide(g, x, w, b, out);
+  return ms_k_conv2d_forward_gemm(g, x, w, b, out);
 }
 
-/* col (C*KH*KW, P) from one sample xs (C, H, W); padding reads as zero. */
-static void im2col(ms_k_dtype dt, const ms_k_conv2d_geom *g, const char *xs, char *col) {
-  size_t es = elsize(dt);
-  int64_t P = g->oh * g->ow;
-  for (int64_t c = 0; c < g->c; c++)
-    for (int64_t i = 0; i < g->kh; i++)
-      for (int64_t j = 0; j < g->kw; j++) {
-        char *row = col + (size_t)(((c * g->kh + i) * g->kw + j) * P) * es;
-        int64_t lo, hi;
-        ms_k_conv_valid_range(j * g->dw - g->pw, g->sw, g->w, g->ow, &lo, &hi);
-        for (int64_t oh = 0; oh < g->oh; oh++) {
-          char *dst = row + (size_t)(oh * g->ow) * es;
-          int64_t ih = oh * g->sh - g->ph + i * g->dh;
-          if (ih < 0 || ih >= g->h || lo == hi) {
-            memset(dst, 0, (size_t)g->ow * es);
-            continue;
-          }
-          memset(dst, 0, (size_t)lo * es);
-          const char *src = xs + (size_t)((c * g->h + ih) * g->w + lo * g->sw + j * g->dw - g->pw) * es;
-          ms_k_cast(hi - lo, dst + (size_t)lo * es, dt, 1, src, dt, g->sw);
-          memset(dst + (size_t)hi * es, 0, (size_t)(g->ow - hi) * es);
-        }
-      }
+static int input_grad_f32(const ms_k_conv2d_geom *g, const float *w, const float *gout, float *gx) {
+  if (ms_k_conv_small_input_grad_ok(g)) return ms_k_conv2d_input_grad_small_avx512(g, w, gout, gx);
+  if (ms_k_conv2d_winograd_input_grad_ok(g)) return ms_k_conv2d_input_grad_winograd(g, w, gout, gx);
+  if (ms_k_conv2d_wide_input_grad_ok(g)) return ms_k_conv2d_input_grad_wide(g, w, gout, gx);
+  return ms_k_conv2d_input_grad_gemm(g, w, gout, gx);
 }
 
-void ms_k_conv_col2im(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *colv, void *gxv) {
-  const char *col = colv;
-  char *gxs = gxv;
-  size_t es = elsize(dt);
-  int64_t P = g->oh * g->ow;
-  for (int64_t c = 0; c < g->c; c++)
-    for (int64_t i = 0; i < g->kh; i++)
-      for (int64_t j = 0; j < g->kw; j++) {
-        const char *row = col + (size_t)(((c * g->kh + i) * g->kw + j) * P) * es;
-        int64_t lo, hi;
-        ms_k_conv_valid_range(j * g->dw - g->pw, g->sw, g->w, g->ow, &lo, &hi);
-        if (lo == hi) continue;
-        for (int64_t oh = 0; oh < g->oh; oh++) {
-          int64_t ih = oh * g->sh - g->ph + i * g->dh;
-          if (ih < 0 || ih >= g->h) continue;
-          char *dst = gxs + (size_t)((c * g->h + ih) * g->w + lo * g->sw + j * g->dw - g->pw) * es;
-          const char *src = row + (size_t)(oh * g->ow + lo) * es;
-          ms_k_binary(MS_K_ADD, dt, hi - lo, dst, g->sw, dst, g->sw, src, 1);
-        }
-      }
+static int weight_grad_f32(const ms_k_conv2d_geom *g, const float *x, const float *gout, float *gw, float *gb) {
+  if (ms_k_conv_small_avx512_ok(g)) return ms_k_conv2d_weight_grad_small_avx512(g, x, gout, gw, gb);
+  if (ms_k_cpu_avx2() && ms_k_conv2d_wino_wgrad_ok(g)) return ms_k_conv2d_weight_grad_wino(g, x, gout, gw, gb);
+  if (g->sw == 1 && g->ph == 0 && g->pw == 0 && ms_k_cpu_avx2())
+    return ms_k_conv2d_weight_grad_dot_avx2(g, x, gout, gw, gb);
+  return ms_k_conv2d_weight_grad_gemm(g, x, gout, gw, gb);
 }
 
-/* ---- the per-sample work, shared by forward and backward ---------------------------------- */
-
-typedef struct conv_job {
-  ms_k_dtype dt;
-  const ms_k_conv2d_geom *g;
-  const char *x, *w, *b, *gout;
-  char *out, *gx, *gw;
-  double *gb;          /* bias gradient accumulated in double, per thread (nthreads * O) */
-  char **gw_part;      /* per-thread weight gradients (slot 0 is gw itself) */
-  int team;            /* members that ran */
-  _Atomic int failed;
-} conv_job;
-
-static void forward_sample(conv_job *j, int64_t s, char *col) {
-  const ms_k_conv2d_geom *g = j->g;
-  size_t es = elsize(j->dt);
-  int64_t P = g->oh * g->ow, og = g->o / g->groups, cg = g->c / g->groups, K = cg * g->kh * g->kw;
-  const char *xs = j->x + (size_t)(s * g->c * g->h * g->w) * es;
-  char *os = j->out + (size_t)(s * g->o * P) * es;
-  if (!ms_k_conv_is_pointwise(g)) im2col(j->dt, g, xs, col);
-  const char *cols = ms_k_conv_is_pointwise(g) ? xs : col;
-  if (j->b) /* start from the bias so the GEMM adds into it */
-    for (int64_t o = 0; o < g->o; o++) ms_k_cast(P, os + (size_t)(o * P) * es, j->dt, 1, j->b + o * es, j->dt, 0);
-  for (int64_t gr = 0; gr < g->groups; gr++)
-    gemm(j->dt, og, P, K, j->w + (size_t)(gr * og * K) * es, K, 1, cols + (size_t)(gr * K * P) * es, P, 1,
-         j->b ? 1.0 : 0.0, os + (size_t)(gr * og * P) * es, P);
+/* The float32 kernels compute the bias gradient alongside the weight's, so a bias gradient alone
+ * goes to im2col. */
+static int backward_f32(const ms_k_conv2d_geom *g, const float *x, const float *w, const float *gout, float *gx,
+                        float *gw, float *gb) {
+  if (gx && input_grad_f32(g, w, gout, gx) != 0) return -1;
+  return gw ? weight_grad_f32(g, x, gout, gw, gb) : 0;
 }
 
-static void backward_sample(conv_job *j, int64_t s, char *col, char *gw, double *gb) {
-  const ms_k_conv2d_geom *g = j->g;
-  size_t es = elsize(j->dt);
-  int64_t P = g->oh * g->ow, og = g->o / g->groups, cg = g->c / g->groups, K = cg * g->kh * g->kw;
-  const char *xs = j->x ? j->x + (size_t)(s * g->c * g->h * g->w) * es : NULL;
-  const char *gs = j->gout + (size_t)(s * g->o * P) * es;
-  if (gw) { /* gw_g += gout_g (og, P) * col_g^T (P, K) */
-    if (!ms_k_conv_is_pointwise(g)) im2col(j->dt, g, xs, col);
-    const char *cols = ms_k_conv_is_pointwise(g) ? xs : col;
-    for (int64_t gr = 0; gr < g->groups; gr++)
-      gemm(j->dt, og, K, P, gs + (size_t)(gr * og * P) * es, P, 1, cols + (size_t)(gr * K * P) * es, 1, P,
-           1.0, gw + (size_t)(gr * og * K) * es, K);
+/* ---- bfloat16, groups = 1: which way each pass goes ----------------------------------------- */
+
+static _Atomic int forced_mode = -1; /* -1: not read from MS_CONV_BF16 yet */
+
+void ms_k_conv2d_bf16_set_mode(ms_k_bconv_mode m) { atomic_store(&forced_mode, (int)m); }
+
+static ms_k_bconv_mode bf16_mode(void) {
+  int m = atomic_load(&forced_mode);
+  if (m < 0) {
+    const char *e = getenv("MS_CONV_BF16");
+    m = !e                         ? MS_K_BCONV_AUTO
+        : strcmp(e, "gemm") == 0  ? MS_K_BCONV_GEMM
+        : strcmp(e, "widen") == 0 ? MS_K_BCONV_WIDEN
+        : strcmp(e, "off") == 0   ? MS_K_BCONV_OFF
+                                  : MS_K_BCONV_AUTO;
+    atomic_store(&forced_mode, m);
   }
-  if (gb)
-    for (int64_t o = 0; o < g->o; o++) {
-      ms_k_reduce_result r;
-      ms_k_reduce_row(MS_K_RSUM, j->dt, P, gs + (size_t)(o * P) * es, 1, 0, &r);
-      gb[o] += r.f;
+  return (ms_k_bconv_mode)m;
+}
+
+bool ms_k_conv2d_bf16_direct(void) { return ms_k_gemm_bf16_available() && bf16_mode() != MS_K_BCONV_OFF; }
+
+enum { PASS_FWD, PASS_GIN, PASS_GW };
+
+/* The measured choice per pass (1 thread, Zen 5, bench/conv_bf16_bench.lua, ms at batch 64 and
+ * 1000, GEMM against widening in-kernel): the GEMM wins the forward (conv2 4.25 / 70 against
+ * 4.63 / 73, conv1 0.26 / 4.5 against 0.33 / 5.7) and the input grad (conv2 5.0 / 86 against
+ * 6.4 / 100, conv1 0.41 / 7.1 against 1.4 / 22), and the weight grad but for one case: a column
+ * matrix of fewer rows than the 12-row tile (conv1's K = 9) over a gout past the caches, where the
+ * GEMM packs gout^T's 32 rows at once from DRAM and the float32 kernel streams it (conv1 b1000:
+ * 6.3-6.7 against 4.7-5.0 ms; b64: 0.22 against 0.27). */
+static bool bf16_use_gemm(int pass, const ms_k_conv2d_geom *g) {
+  ms_k_bconv_mode m = bf16_mode();
+  if (m != MS_K_BCONV_AUTO) return m == MS_K_BCONV_GEMM;
+  if (pass == PASS_GW && g->c * g->kh * g->kw < MS_BGEMM_AVX512_MR && g->n * g->o * g->oh * g->ow * 2 > (8 << 20))
+    return false;
+  return true;
+}
+
+/* ---- bfloat16 by widening: the float32 kernels on float32 copies ----------------------------
+ * A chunk of samples at a time, in this thread's kept buffers: fresh batch-sized float copies
+ * cost more in page faults than the convolution (conv2 at batch 1000: 800 ms against 90). */
+
+static int64_t w_numel(const ms_k_conv2d_geom *g) { return g->o * g->c * g->kh * g->kw; }
+
+static int64_t widen_chunk(const ms_k_conv2d_geom *g) {
+  int64_t s = ms_k_get_num_threads() > 32 ? ms_k_get_num_threads() : 32;
+  return s < g->n ? s : g->n;
+}
+
+static float *widen_into(int which, int64_t n, const uint16_t *src) {
+  float *f = ms_k_thread_buffer(which, (size_t)(n + 16) * sizeof *f);
+  if (f) ms_k_cast(n, f, MS_K_F32, 1, src, MS_K_BF16, 1);
+  return f;
+}
+
+static void round_out(int64_t n, uint16_t *dst, const float *src) {
+  ms_k_cast(n, dst, MS_K_BF16, 1, src, MS_K_F32, 1);
+}
+
+static int forward_widen(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *w, const uint16_t *b,
+                         uint16_t *out) {
+  float *wf = malloc((size_t)(w_numel(g) + 1) * sizeof *wf), *bf_ = b ? malloc((size_t)g->o * sizeof *bf_) : NULL;
+  int rc = wf && (!b || bf_) ? 0 : -1;
+  if (rc == 0) ms_k_cast(w_numel(g), wf, MS_K_F32, 1, w, MS_K_BF16, 1);
+  if (rc == 0 && b) ms_k_cast(g->o, bf_, MS_K_F32, 1, b, MS_K_BF16, 1);
+  int64_t S = widen_chunk(g), X = g->c * g->h * g->w, Y = g->o * g->oh * g->ow;
+  for (int64_t s0 = 0; rc == 0 && s0 < g->n; s0 += S) {
+    ms_k_conv2d_geom gc = *g;
+    gc.n = g->n - s0 < S ? g->n - s0 : S;
+    float *xf = widen_into(MS_K_BUF_BCONV_COL, gc.n * X, x + s0 * X);
+    float *of = ms_k_thread_buffer(MS_K_BUF_BCONV_F32, (size_t)(gc.n * Y + 16) * sizeof *of);
+    if (!xf || !of || forward_f32(&gc, xf, wf, bf_, of) != 0) rc = -1;
+    else round_out(gc.n * Y, out + s0 * Y, of);
+  }
+  free(wf), free(bf_);
+  return rc;
+}
+
+/* gx, or gw and gb (either may be NULL), through the float kernels; gw and gb sum the chunks'
+ * float32 results in order, then round once. */
+static int backward_widen(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *w, const uint16_t *gout,
+                          uint16_t *gx, uint16_t *gw, uint16_t *gb) {
+  int64_t S = widen_chunk(g), X = g->c * g->h * g->w, Y = g->o * g->oh * g->ow, WN = w_numel(g);
+  float *wf = gx ? malloc((size_t)(WN + 1) * sizeof *wf) : NULL;
+  float *gwacc = gw ? ms_k_thread_buffer(MS_K_BUF_BCONV_GW, (size_t)(2 * WN + 16) * sizeof *gwacc) : NULL;
+  float *gbacc = gb ? ms_k_thread_buffer(MS_K_BUF_BCONV_GB, (size_t)(2 * g->o + 16) * sizeof *gbacc) : NULL;
+  int rc = (!gx || wf) && (!gw || gwacc) && (!gb || gbacc) ? 0 : -1;
+  if (rc == 0 && gx) ms_k_cast(WN, wf, MS_K_F32, 1, w, MS_K_BF16, 1);
+  if (gw && gwacc) memset(gwacc, 0, (size_t)WN * sizeof *gwacc);
+  if (gb && gbacc) memset(gbacc, 0, (size_t)g->o * sizeof *gbacc);
+  for (int64_t s0 = 0; rc == 0 && s0 < g->n; s0 += S) {
+    ms_k_conv2d_geom gc = *g;
+    gc.n = g->n - s0 < S ? g->n - s0 : S;
+    float *gof = widen_into(MS_K_BUF_BCONV_F32, gc.n * Y, gout + s0 * Y);
+    float *xf = gw ? widen_into(MS_K_BUF_BCONV_COL, gc.n * X, x + s0 * X) : NULL;
+    float *gxf = gx ? ms_k_thread_buffer(MS_K_BUF_BCONV_GX, (size_t)(gc.n * X + 16) * sizeof *gxf) : NULL;
+    if (!gof || (gw && !xf) || (gx && !gxf) ||
+        ms_k_conv2d_backward(MS_K_F32, &gc, xf, wf, gof, gxf, gw ? gwacc + WN : NULL, gb ? gbacc + g->o : NULL) !=
+            0) {
+      rc = -1;
+      break;
     }
-  if (j->gx) { /* col_g (K, P) = w_g^T (K, og) * gout_g (og, P), folded back into gx */
-    char *gxs = j->gx + (size_t)(s * g->c * g->h * g->w) * es;
-    char *dst = ms_k_conv_is_pointwise(g) ? gxs : col;
-    for (int64_t gr = 0; gr < g->groups; gr++)
-      gemm(j->dt, K, P, og, j->w + (size_t)(gr * og * K) * es, 1, K, gs + (size_t)(gr * og * P) * es, P, 1,
-           0.0, dst + (size_t)(gr * K * P) * es, P);
-    if (!ms_k_conv_is_pointwise(g)) {
-      memset(gxs, 0, (size_t)(g->c * g->h * g->w) * es);
-      ms_k_conv_col2im(j->dt, g, col, gxs);
-    }
+    if (gx) round_out(gc.n * X, gx + s0 * X, gxf);
+    for (int64_t e = 0; gw && e < WN; e++) gwacc[e] += gwacc[WN + e];
+    for (int64_t o = 0; gb && o < g->o; o++) gbacc[o] += gbacc[g->o + o];
   }
+  if (rc == 0 && gw) round_out(WN, gw, gwacc);
+  if (rc == 0 && gb) round_out(g->o, gb, gbacc);
+  free(wf);
+  return rc;
 }
 
-/* Member t of the team takes a contiguous piece of the batch, with its own column buffer and,
- * in backward, its own weight and bias gradient partial sums. */
-static void conv_member(conv_job *j, int t, int nt, bool backward) {
-  const ms_k_conv2d_geom *g = j->g;
-  size_t es = elsize(j->dt);
-  int64_t q = g->n / nt, r = g->n % nt;
-  int64_t begin = t * q + (t < r ? t : r), end = begin + q + (t < r ? 1 : 0);
-  if (t == 0) j->team = nt;
-  size_t wnum = (size_t)(g->o * (g->c / g->groups) * g->kh * g->kw);
-  char *col = ms_k_conv_is_pointwise(g) ? NULL : malloc((size_t)(g->c * g->kh * g->kw * g->oh * g->ow + 1) * es);
-  char *gw = NULL;
-  if (backward && j->gw) gw = t == 0 ? j->gw : calloc(wnum + 1, es);
-  if (backward && j->gw_part) j->gw_part[t] = gw;
-  if ((!col && !ms_k_conv_is_pointwise(g)) || (backward && j->gw && !gw)) {
-    j->failed = 1;
-    free(col);
-    return;
-  }
-  double *gb = backward && j->gb ? j->gb + t * g->o : NULL;
-  for (int64_t s = begin; s < end && !j->failed; s++) {
-    if (backward) backward_sample(j, s, col, gw, gb);
-    else forward_sample(j, s, col);
-  }
-  free(col);
+static int forward_bf16(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *w, const uint16_t *b,
+                        uint16_t *out) {
+  if (g->n == 0) return 0;
+  if (!bf16_use_gemm(PASS_FWD, g)) return forward_widen(g, x, w, b, out);
+  return ms_k_conv2d_bf16_forward_gemm(g, x, w, b, out);
 }
 
-static void forward_member(void *ctx, int t, int nt) { conv_member(ctx, t, nt, false); }
-static void backward_member(void *ctx, int t, int nt) { conv_member(ctx, t, nt, true); }
-
-/* Samples run in parallel when each thread gets at least one; otherwise one thread walks the
- * batch and each GEMM uses the whole pool. */
-static int team_size(const ms_k_conv2d_geom *g) {
-  int nt = ms_k_get_num_threads();
-  return g->n >= nt ? nt : 1;
+static int backward_bf16(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *w, const uint16_t *gout,
+                         uint16_t *gx, uint16_t *gw, uint16_t *gb) {
+  bool gin_gemm = bf16_use_gemm(PASS_GIN, g), gw_gemm = bf16_use_gemm(PASS_GW, g);
+  if (gx && g->n > 0 && !gin_gemm && !gw_gemm) /* one widening */
+    return backward_widen(g, x, w, gout, gx, gw, gb);
+  if (gx && g->n > 0) {
+    int rc = gin_gemm ? ms_k_conv2d_bf16_input_grad_gemm(g, w, gout, gx)
+                      : backward_widen(g, NULL, w, gout, gx, NULL, NULL);
+    if (rc != 0) return -1;
+  }
+  if (!gw && !gb) return 0;
+  if (gw_gemm) return ms_k_conv2d_bf16_weight_grad_gemm(g, x, gout, gw, gb);
+  return backward_widen(g, x, w, gout, NULL, gw, gb);
 }
+
+/* ---- entry points ---------------------------------------------------------------------------- */
 
 int ms_k_conv2d_forward(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *x, const void *w,
                         const void *b, void *out) {
-  if (dt == MS_K_F32 && g->groups == 1) return ms_k_conv2d_forward_gemm(g, x, w, b, out);
-  if (dt == MS_K_BF16) return g->groups == 1 ? ms_k_conv2d_bf16_forward(g, x, w, b, out) : -1;
-  conv_job j = {.dt = dt, .g = g, .x = x, .w = w, .b = b, .out = out};
-  if (g->n == 0) return 0;
-  ms_k_parallel_team(team_size(g), forward_member, &j);
-  return j.failed ? -1 : 0;
-}
-
-/* Adds the other members' weight partials into slot 0 (gw) and writes the bias gradient. */
-static void reduce_partials(conv_job *j, void *gb) {
-  const ms_k_conv2d_geom *g = j->g;
-  int64_t wnum = g->o * (g->c / g->groups) * g->kh * g->kw;
-  for (int t = 1; t < j->team && j->gw; t++)
-    ms_k_binary(MS_K_ADD, j->dt, wnum, j->gw, 1, j->gw, 1, j->gw_part[t], 1);
-  for (int64_t o = 0; gb && o < g->o; o++) {
-    double sum = 0;
-    for (int t = 0; t < j->team; t++) sum += j->gb[t * g->o + o];
-    ms_k_fill(1, (char *)gb + o * elsize(j->dt), j->dt, 1, sum);
-  }
+  if (dt == MS_K_F32 && g->groups == 1) return forward_f32(g, x, w, b, out);
+  if (dt == MS_K_BF16) return g->groups == 1 ? forward_bf16(g, x, w, b, out) : -1;
+  return ms_k_conv2d_forward_im2col(dt, g, x, w, b, out);
 }
 
 int ms_k_conv2d_backward(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *x, const void *w,
                          const void *gout, void *gx, void *gw, void *gb) {
-  if (dt == MS_K_BF16) return g->groups == 1 ? ms_k_conv2d_bf16_backward(g, x, w, gout, gx, gw, gb) : -1;
-  /* the implicit GEMM computes the bias gradient alongside the weight's */
-  if (dt == MS_K_F32 && g->groups == 1 && (gw || !gb)) {
-    if (gx && ms_k_conv2d_input_grad_gemm(g, w, gout, gx) != 0) return -1;
-    return gw ? ms_k_conv2d_weight_grad_gemm(g, x, gout, gw, gb) : 0;
-  }
-  int nt = team_size(g);
-  size_t wnum = (size_t)(g->o * (g->c / g->groups) * g->kh * g->kw);
-  conv_job j = {.dt = dt, .g = g, .x = x, .w = w, .gout = gout, .gx = gx, .gw = gw};
-  if (gw) memset(gw, 0, wnum * elsize(dt));
-  j.gw_part = calloc((size_t)nt, sizeof *j.gw_part);
-  j.gb = gb ? calloc((size_t)(nt * g->o) + 1, sizeof *j.gb) : NULL;
-  int rc = -1;
-  if (j.gw_part && (!gb || j.gb)) {
-    if (g->n > 0) ms_k_parallel_team(nt, backward_member, &j);
-    else j.team = 1;
-    if (!j.failed) reduce_partials(&j, gb), rc = 0;
-    for (int t = 1; t < nt; t++) free(j.gw_part[t]);
-  }
-  free(j.gw_part);
-  free(j.gb);
-  return rc;
+  if (dt == MS_K_BF16) return g->groups == 1 ? backward_bf16(g, x, w, gout, gx, gw, gb) : -1;
+  if (dt == MS_K_F32 && g->groups == 1 && (gw || !gb)) return backward_f32(g, x, w, gout, gx, gw, gb);
+  return ms_k_conv2d_backward_im2col(dt, g, x, w, gout, gx, gw, gb);
 }

@@ -1,7 +1,7 @@
-/* conv_bf16.c: conv2d on bfloat16 tensors (groups = 1), FSDP's mixed precision. A pass either
- * multiplies bf16 operands on vdpbf16ps (twice the float32 FMA rate) with float32 sums, or
- * widens its operands to float32 and runs the float kernels (conv.c's Winograd and implicit
- * GEMMs); either way a result is rounded to bf16 once. The forward has its own driver around
+/* conv_bf16.c: conv2d on bfloat16 tensors (groups = 1), FSDP's mixed precision, where conv.c
+ * chooses the bf16 GEMM for a pass (it may widen to float32 instead): bf16 operands multiplied on
+ * vdpbf16ps (twice the float32 FMA rate) with float32 sums, each result rounded to bf16 once.
+ * The forward has its own driver around
  * the bf16 micro-kernels (panels packed straight from x); the input grad is ms_k_gemm_bf16's
  * W^T gout then a fold in registers; the weight grad is im2col then ms_k_gemm_bf16 into
  * per-thread float32 partials. Samples are spread over the pool; results do not depend on
@@ -9,7 +9,6 @@
  *
  * Letters: N batch, C input channels, O output channels, (H, W) input, (OH, OW) output,
  * (KH, KW) kernel, P = OH*OW output pixels, K = C*KH*KW column rows. */
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,44 +17,7 @@
 #include "kernels/cpu/conv_geom.h"
 #include "kernels/cpu/gemm_ukr.h" /* ms_k_thread_buffer */
 
-static _Atomic int forced_mode = -1; /* -1: not read from MS_CONV_BF16 yet */
-
-void ms_k_conv2d_bf16_set_mode(ms_k_bconv_mode m) { atomic_store(&forced_mode, (int)m); }
-
-static ms_k_bconv_mode mode(void) {
-  int m = atomic_load(&forced_mode);
-  if (m < 0) {
-    const char *e = getenv("MS_CONV_BF16");
-    m = !e                         ? MS_K_BCONV_AUTO
-        : strcmp(e, "gemm") == 0  ? MS_K_BCONV_GEMM
-        : strcmp(e, "widen") == 0 ? MS_K_BCONV_WIDEN
-        : strcmp(e, "off") == 0   ? MS_K_BCONV_OFF
-                                  : MS_K_BCONV_AUTO;
-    atomic_store(&forced_mode, m);
-  }
-  return (ms_k_bconv_mode)m;
-}
-
-bool ms_k_conv2d_bf16_direct(void) { return ms_k_gemm_bf16_available() && mode() != MS_K_BCONV_OFF; }
-
-enum { PASS_FWD, PASS_GIN, PASS_GW };
-
 static int64_t col_k(const ms_k_conv2d_geom *g) { return g->c * g->kh * g->kw; }
-
-/* The measured choice per pass (1 thread, Zen 5, bench/conv_bf16_bench.lua, ms at batch 64 and
- * 1000, GEMM against widening in-kernel): the GEMM wins the forward (conv2 4.25 / 70 against
- * 4.63 / 73, conv1 0.26 / 4.5 against 0.33 / 5.7) and the input grad (conv2 5.0 / 86 against
- * 6.4 / 100, conv1 0.41 / 7.1 against 1.4 / 22), and the weight grad but for one case: a column matrix of fewer rows than the
- * 12-row tile (conv1's K = 9) over a gout past the caches, where the GEMM packs gout^T's 32
- * rows at once from DRAM and the float32 kernel streams it (conv1 b1000: 6.3-6.7 against
- * 4.7-5.0 ms; b64: 0.22 against 0.27). */
-static bool use_gemm(int pass, const ms_k_conv2d_geom *g) {
-  ms_k_bconv_mode m = mode();
-  if (m != MS_K_BCONV_AUTO) return m == MS_K_BCONV_GEMM;
-  if (pass == PASS_GW && col_k(g) < MS_BGEMM_AVX512_MR && g->n * g->o * g->oh * g->ow * 2 > (8 << 20))
-    return false;
-  return true;
-}
 
 /* ---- geometry -------------------------------------------------------------------------------- */
 
@@ -343,82 +305,11 @@ static void weight_grad_member(void *ctx, int t, int nt) {
   }
 }
 
-/* ---- widening: the float kernels on float32 copies ------------------------------------------
- * A chunk of samples at a time, in this thread's kept buffers: fresh batch-sized float copies
- * cost more in page faults than the convolution (conv2 at batch 1000: 800 ms against 90). */
-
-static int64_t w_numel(const ms_k_conv2d_geom *g) { return g->o * g->c * g->kh * g->kw; }
-
-static int64_t widen_chunk(const ms_k_conv2d_geom *g) {
-  int64_t s = ms_k_get_num_threads() > 32 ? ms_k_get_num_threads() : 32;
-  return s < g->n ? s : g->n;
-}
-
-static float *widen_into(int which, int64_t n, const uint16_t *src) {
-  float *f = ms_k_thread_buffer(which, (size_t)(n + 16) * sizeof *f);
-  if (f) ms_k_cast(n, f, MS_K_F32, 1, src, MS_K_BF16, 1);
-  return f;
-}
-
-static int forward_widen(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *w,
-                         const uint16_t *b, uint16_t *out) {
-  float *wf = malloc((size_t)(w_numel(g) + 1) * sizeof *wf), *bf_ = b ? malloc((size_t)g->o * sizeof *bf_) : NULL;
-  int rc = wf && (!b || bf_) ? 0 : -1;
-  if (rc == 0) ms_k_cast(w_numel(g), wf, MS_K_F32, 1, w, MS_K_BF16, 1);
-  if (rc == 0 && b) ms_k_cast(g->o, bf_, MS_K_F32, 1, b, MS_K_BF16, 1);
-  int64_t S = widen_chunk(g), X = g->c * g->h * g->w, Y = g->o * g->oh * g->ow;
-  for (int64_t s0 = 0; rc == 0 && s0 < g->n; s0 += S) {
-    ms_k_conv2d_geom gc = *g;
-    gc.n = g->n - s0 < S ? g->n - s0 : S;
-    float *xf = widen_into(MS_K_BUF_BCONV_COL, gc.n * X, x + s0 * X);
-    float *of = ms_k_thread_buffer(MS_K_BUF_BCONV_F32, (size_t)(gc.n * Y + 16) * sizeof *of);
-    if (!xf || !of || ms_k_conv2d_forward(MS_K_F32, &gc, xf, wf, bf_, of) != 0) rc = -1;
-    else round_out(gc.n * Y, out + s0 * Y, of);
-  }
-  free(wf), free(bf_);
-  return rc;
-}
-
-/* gx, or gw and gb (either may be NULL), through the float kernels; gw and gb sum the chunks'
- * float32 results in order, then round once. */
-static int backward_widen(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *w,
-                          const uint16_t *gout, uint16_t *gx, uint16_t *gw, uint16_t *gb) {
-  int64_t S = widen_chunk(g), X = g->c * g->h * g->w, Y = g->o * g->oh * g->ow, WN = w_numel(g);
-  float *wf = gx ? malloc((size_t)(WN + 1) * sizeof *wf) : NULL;
-  float *gwacc = gw ? ms_k_thread_buffer(MS_K_BUF_BCONV_GW, (size_t)(2 * WN + 16) * sizeof *gwacc) : NULL;
-  float *gbacc = gb ? ms_k_thread_buffer(MS_K_BUF_BCONV_GB, (size_t)(2 * g->o + 16) * sizeof *gbacc) : NULL;
-  int rc = (!gx || wf) && (!gw || gwacc) && (!gb || gbacc) ? 0 : -1;
-  if (rc == 0 && gx) ms_k_cast(WN, wf, MS_K_F32, 1, w, MS_K_BF16, 1);
-  if (gw && gwacc) memset(gwacc, 0, (size_t)WN * sizeof *gwacc);
-  if (gb && gbacc) memset(gbacc, 0, (size_t)g->o * sizeof *gbacc);
-  for (int64_t s0 = 0; rc == 0 && s0 < g->n; s0 += S) {
-    ms_k_conv2d_geom gc = *g;
-    gc.n = g->n - s0 < S ? g->n - s0 : S;
-    float *gof = widen_into(MS_K_BUF_BCONV_F32, gc.n * Y, gout + s0 * Y);
-    float *xf = gw ? widen_into(MS_K_BUF_BCONV_COL, gc.n * X, x + s0 * X) : NULL;
-    float *gxf = gx ? ms_k_thread_buffer(MS_K_BUF_BCONV_GX, (size_t)(gc.n * X + 16) * sizeof *gxf) : NULL;
-    if (!gof || (gw && !xf) || (gx && !gxf) ||
-        ms_k_conv2d_backward(MS_K_F32, &gc, xf, wf, gof, gxf, gw ? gwacc + WN : NULL,
-                             gb ? gbacc + g->o : NULL) != 0) {
-      rc = -1;
-      break;
-    }
-    if (gx) round_out(gc.n * X, gx + s0 * X, gxf);
-    for (int64_t e = 0; gw && e < WN; e++) gwacc[e] += gwacc[WN + e];
-    for (int64_t o = 0; gb && o < g->o; o++) gbacc[o] += gbacc[g->o + o];
-  }
-  if (rc == 0 && gw) round_out(WN, gw, gwacc);
-  if (rc == 0 && gb) round_out(g->o, gb, gbacc);
-  free(wf);
-  return rc;
-}
-
 /* ---- entry points ---------------------------------------------------------------------------- */
 
-int ms_k_conv2d_bf16_forward(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *w,
-                             const uint16_t *b, uint16_t *out) {
+int ms_k_conv2d_bf16_forward_gemm(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *w,
+                                  const uint16_t *b, uint16_t *out) {
   if (g->n == 0) return 0;
-  if (!use_gemm(PASS_FWD, g)) return forward_widen(g, x, w, b, out);
   bool wide = fwd_wide(g);
   /* the 8-row tile where it fits O exactly and the 12-row one would not (wide path only) */
   const int mr = wide && g->o % 8 == 0 && g->o % MR != 0 ? 8 : MR;
@@ -445,17 +336,15 @@ int ms_k_conv2d_bf16_forward(const ms_k_conv2d_geom *g, const uint16_t *x, const
   return j.failed ? -1 : 0;
 }
 
-static int input_grad(const ms_k_conv2d_geom *g, const uint16_t *w, const uint16_t *gout,
-                      uint16_t *gx) {
-  if (!use_gemm(PASS_GIN, g)) return backward_widen(g, NULL, w, gout, gx, NULL, NULL);
+int ms_k_conv2d_bf16_input_grad_gemm(const ms_k_conv2d_geom *g, const uint16_t *w, const uint16_t *gout,
+                                     uint16_t *gx) {
   bconv_job j = {.g = g, .w = w, .gout = gout, .gx = gx};
   ms_k_parallel_for(g->n, 1, input_grad_range, &j);
   return j.failed ? -1 : 0;
 }
 
-static int weight_grad(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *w,
-                       const uint16_t *gout, uint16_t *gw, uint16_t *gb) {
-  if (!use_gemm(PASS_GW, g)) return backward_widen(g, x, w, gout, NULL, gw, gb);
+int ms_k_conv2d_bf16_weight_grad_gemm(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *gout,
+                                      uint16_t *gw, uint16_t *gb) {
   int64_t K = col_k(g), wn = g->o * K;
   int nt = ms_k_get_num_threads();
   if (nt > g->n) nt = (int)g->n;
@@ -486,13 +375,4 @@ static int weight_grad(const ms_k_conv2d_geom *g, const uint16_t *x, const uint1
   }
   free(j.gw_part), free(j.gb_part);
   return rc;
-}
-
-int ms_k_conv2d_bf16_backward(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *w,
-                              const uint16_t *gout, uint16_t *gx, uint16_t *gw, uint16_t *gb) {
-  if (gx && g->n > 0 && !use_gemm(PASS_GIN, g) && !use_gemm(PASS_GW, g)) /* one widening */
-    return backward_widen(g, x, w, gout, gx, gw, gb);
-  if (gx && g->n > 0 && input_grad(g, w, gout, gx) != 0) return -1;
-  if (gw || gb) return weight_grad(g, x, w, gout, gw, gb);
-  return 0;
 }

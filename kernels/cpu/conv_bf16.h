@@ -1,19 +1,25 @@
 /* conv_bf16.h: private to kernels/cpu. The bfloat16 conv2d (groups = 1) that conv.c hands
- * MS_K_BF16 to: each pass either im2col (on the bf16 words) + ms_k_gemm_bf16 with float32 sums,
- * or the input widened to float32 through the float kernels; results rounded to bf16 once. */
+ * MS_K_BF16 to: each pass either im2col (on the bf16 words) + ms_k_gemm_bf16 with float32 sums
+ * (conv_bf16.c), or the input widened to float32 through the float kernels (conv.c); results
+ * rounded to bf16 once. */
 #ifndef MS_CONV_BF16_H
 #define MS_CONV_BF16_H
 
 #include "kernels/kernels.h"
 
-int ms_k_conv2d_bf16_forward(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *w,
-                             const uint16_t *b, uint16_t *out);
-int ms_k_conv2d_bf16_backward(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *w,
-                              const uint16_t *gout, uint16_t *gx, uint16_t *gw, uint16_t *gb);
+/* The bf16 GEMM passes (conv_bf16.c); arguments as ms_k_conv2d_forward / _backward. Each returns
+ * 0, or -1 when a work buffer could not be allocated. */
+int ms_k_conv2d_bf16_forward_gemm(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *w,
+                                  const uint16_t *b, uint16_t *out);
+int ms_k_conv2d_bf16_input_grad_gemm(const ms_k_conv2d_geom *g, const uint16_t *w, const uint16_t *gout,
+                                     uint16_t *gx);
+/* gw and gb (either may be NULL) from x and gout. */
+int ms_k_conv2d_bf16_weight_grad_gemm(const ms_k_conv2d_geom *g, const uint16_t *x, const uint16_t *gout,
+                                      uint16_t *gw, uint16_t *gb);
 
 /* Which way each pass goes: MS_K_BCONV_AUTO (the measured choice), or forced (tests, benches);
  * MS_K_BCONV_OFF leaves bfloat16 convs to the engine's widening. Read once from MS_CONV_BF16
- * (gemm, widen, off) unless set. */
+ * (gemm, widen, off) unless set. conv.c chooses, so it keeps the mode. */
 typedef enum { MS_K_BCONV_AUTO, MS_K_BCONV_GEMM, MS_K_BCONV_WIDEN, MS_K_BCONV_OFF } ms_k_bconv_mode;
 void ms_k_conv2d_bf16_set_mode(ms_k_bconv_mode m);
 

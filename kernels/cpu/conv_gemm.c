@@ -1,10 +1,5 @@
 /* conv_gemm.c: float32 convolution (groups = 1) as an implicit GEMM on the SGEMM micro-kernel,
- * for the shapes the faster paths do not take: on AVX-512, unpadded unit-stride convs of at most
- * 4 input channels go to conv_small_avx512.c (all three passes; the input gradient where its
- * scratch fits, conv_small.h); 3x3 stride-1 convs with
- * enough channels go to conv_winograd.c (forward, input gradient) and conv_winograd_wgrad.c
- * (weight gradient), other unit stride to conv_wide.c (forward, input gradient), and unit column
- * stride without padding to conv_wgrad_avx2.c (weight gradient).
+ * for the shapes the faster paths do not take (conv.c chooses).
  * The column matrix is never written out: each NR-column panel (or MR-row panel) of it is
  * gathered from the input straight into the packed layout the micro-kernel reads, the batch is
  * folded into the GEMM's columns, and the bias rides along as an extra row of ones.
@@ -17,10 +12,7 @@
 #include <string.h>
 
 #include "kernels/cpu/conv_gemm.h"
-#include "kernels/cpu/conv_small.h"
-#include "kernels/cpu/conv_winograd.h"
-#include "kernels/cpu/conv_winograd_wgrad.h"
-#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/conv_geom.h"
 #include "kernels/cpu/gemm_ukr.h"
 
 /* Contraction block of the weight gradient: KC columns of packed A and B stay in L1/L2. */
@@ -139,16 +131,6 @@ static void scatter_cols(const cg_job *j, const panel *pn, const float *src) {
   }
 }
 
-void ms_k_conv_pack_rows(const float *m, const float *last, int64_t R, int64_t L, int mr, float *dst) {
-  int64_t Lb = L + (last ? 1 : 0);
-  for (int64_t r0 = 0; r0 < R; r0 += mr, dst += mr * Lb)
-    for (int r = 0; r < mr; r++) {
-      bool in = r0 + r < R;
-      for (int64_t l = 0; l < L; l++) dst[l * mr + r] = in ? m[(r0 + r) * L + l] : 0.0f;
-      if (last) dst[L * mr + r] = in ? last[r0 + r] : 0.0f;
-    }
-}
-
 /* ---- forward ---------------------------------------------------------------------------------- */
 
 static void forward_range(void *ctx, int64_t begin, int64_t end) {
@@ -186,31 +168,16 @@ static void forward_range(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-/* Rows of the column matrix: where each reads x relative to a column's window (in the calling
- * thread's MS_K_BUF_CONV_K slot: nothing is allocated once warm). */
-static int64_t *row_offsets(const ms_k_conv2d_geom *g, int64_t K) {
-  int64_t *t = ms_k_thread_buffer(MS_K_BUF_CONV_K, sizeof(int64_t) * (size_t)(3 * K + 1));
-  if (!t) return NULL;
-  for (int64_t c = 0, k = 0; c < g->c; c++)
-    for (int64_t i = 0; i < g->kh; i++)
-      for (int64_t jj = 0; jj < g->kw; jj++, k++) {
-        t[k] = c * g->h * g->w + i * g->dh * g->w + jj * g->dw;
-        t[K + k] = i * g->dh;
-        t[2 * K + k] = jj * g->dw;
-      }
-  return t;
-}
-
-static bool job_init(cg_job *j, const ms_k_conv2d_geom *g, int64_t **offs) {
+static bool job_init(cg_job *j, const ms_k_conv2d_geom *g) {
   memset(j, 0, sizeof *j);
   j->g = g;
   j->t = ms_k_sgemm_tile_get();
   j->K = g->c * g->kh * g->kw;
   j->P = g->oh * g->ow;
   j->cols = g->n * j->P;
-  *offs = row_offsets(g, j->K);
-  if (!*offs) return false;
-  j->koff = *offs, j->kih = *offs + j->K, j->kiw = *offs + 2 * j->K;
+  const int64_t *offs = ms_k_conv_row_offsets(g);
+  if (!offs) return false;
+  j->koff = offs, j->kih = offs + j->K, j->kiw = offs + 2 * j->K;
   return true;
 }
 
@@ -222,12 +189,8 @@ static int64_t grain_of(int64_t flops_per_item) {
 
 int ms_k_conv2d_forward_gemm(const ms_k_conv2d_geom *g, const float *x, const float *w, const float *b,
                              float *out) {
-  if (ms_k_conv_small_avx512_ok(g)) return ms_k_conv2d_forward_small_avx512(g, x, w, b, out);
-  if (ms_k_conv2d_winograd_forward_ok(g)) return ms_k_conv2d_forward_winograd(g, x, w, b, out);
-  if (ms_k_conv2d_wide_forward_ok(g)) return ms_k_conv2d_forward_wide(g, x, w, b, out);
   cg_job j;
-  int64_t *offs;
-  if (!job_init(&j, g, &offs)) return -1;
+  if (!job_init(&j, g)) return -1;
   j.x = x, j.w = w, j.b = b, j.out = out;
   j.Kb = j.K + (b ? 1 : 0);
   int64_t mp = (g->o + j.t.mr - 1) / j.t.mr;
@@ -281,12 +244,8 @@ static void input_grad_range(void *ctx, int64_t begin, int64_t end) {
 }
 
 int ms_k_conv2d_input_grad_gemm(const ms_k_conv2d_geom *g, const float *w, const float *gout, float *gx) {
-  if (ms_k_conv_small_input_grad_ok(g)) return ms_k_conv2d_input_grad_small_avx512(g, w, gout, gx);
-  if (ms_k_conv2d_winograd_input_grad_ok(g)) return ms_k_conv2d_input_grad_winograd(g, w, gout, gx);
-  if (ms_k_conv2d_wide_input_grad_ok(g)) return ms_k_conv2d_input_grad_wide(g, w, gout, gx);
   cg_job j;
-  int64_t *offs;
-  if (!job_init(&j, g, &offs)) return -1;
+  if (!job_init(&j, g)) return -1;
   j.w = w, j.gout = gout, j.gx = gx, j.Kb = j.K;
   int64_t kp = (j.K + j.t.mr - 1) / j.t.mr;
   float *ap = ms_k_thread_buffer(MS_K_BUF_CONV_W, (size_t)(kp * j.t.mr * g->o) * sizeof(float));
@@ -379,15 +338,8 @@ static void weight_grad_member(void *ctx, int t, int nt) {
 
 int ms_k_conv2d_weight_grad_gemm(const ms_k_conv2d_geom *g, const float *x, const float *gout, float *gw,
                                  float *gb) {
-  if (ms_k_conv_small_avx512_ok(g)) return ms_k_conv2d_weight_grad_small_avx512(g, x, gout, gw, gb);
-  if (ms_k_cpu_avx2() && ms_k_conv2d_wino_wgrad_ok(g)) return ms_k_conv2d_weight_grad_wino(g, x, gout, gw, gb);
   cg_job j;
-  int64_t *offs;
-  if (!job_init(&j, g, &offs)) return -1;
-  if (g->sw == 1 && g->ph == 0 && g->pw == 0 && ms_k_cpu_avx2()) {
-    int rc = ms_k_conv2d_weight_grad_dot_avx2(g, j.koff, x, gout, gw, gb);
-      return rc;
-  }
+  if (!job_init(&j, g)) return -1;
   j.x = x, j.gout = gout, j.gw = gw, j.gb = gb;
   j.Kb = j.K + (gb ? 1 : 0);
   j.opad = (g->o + j.t.nr - 1) / j.t.nr * j.t.nr;

@@ -1,6 +1,7 @@
-/* conv_geom.h: private to kernels/cpu. What the convolution drivers of every dtype share
- * (conv.c, conv_bf16.c, conv_bf16_avx512.c): which output positions see the input, whether the
- * column matrix is the input itself, and folding a column matrix back into an image. */
+/* conv_geom.h: private to kernels/cpu. What the convolution algorithms of every dtype share
+ * (inline here, or in conv_common.c): which output positions see the input, whether the column
+ * matrix is the input itself, where its rows read, packing weights, folding a column matrix back
+ * into an image, and summing per-thread weight-gradient partials. */
 #ifndef MS_CONV_GEOM_H
 #define MS_CONV_GEOM_H
 
@@ -27,7 +28,25 @@ static inline bool ms_k_conv_is_pointwise(const ms_k_conv2d_geom *g) {
 }
 
 /* gxs (C, H, W) += the column matrix col (C*KH*KW, OH*OW) folded back, float32 or float64
- * (dt); what fell on padding is dropped (conv.c). */
+ * (dt); what fell on padding is dropped. */
 void ms_k_conv_col2im(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *col, void *gxs);
+
+/* Rows k of the column matrix (K = C*KH*KW): t[k] where row k reads x relative to a column's
+ * window, t[K + k] and t[2K + k] its row and column shifts. In the calling thread's
+ * MS_K_BUF_CONV_K slot (nothing is allocated once warm); NULL when out of memory. */
+int64_t *ms_k_conv_row_offsets(const ms_k_conv2d_geom *g);
+
+/* Packs rows of an (R x L) row-major matrix m, with an optional extra column `last` (R values),
+ * into micro-panels of mr rows (dst[panel][l * mr + r], rows past R zero). */
+void ms_k_conv_pack_rows(const float *m, const float *last, int64_t R, int64_t L, int mr, float *dst);
+
+/* The direct float32 weight-gradient kernels (conv_wgrad_avx2.c, conv_small_avx512.c): a team
+ * member per sample at most and per ~4 MFLOP of work at least, at most MS_CONV_WGRAD_MAX_TEAM;
+ * each member sums into part[m] gW^T (K x O, row k at k*O) then, with a bias, its O values. */
+#define MS_CONV_WGRAD_MAX_TEAM 256
+int ms_k_conv_wgrad_team(const ms_k_conv2d_geom *g);
+/* gw (O x K) and, when not NULL, gb from the members' partials, summed in member order (the
+ * same result for the same team size). */
+void ms_k_conv_wgrad_reduce(const ms_k_conv2d_geom *g, float *const *part, int team, float *gw, float *gb);
 
 #endif

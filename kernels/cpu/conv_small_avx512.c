@@ -33,13 +33,14 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/cpu/conv_geom.h"
 #include "kernels/cpu/conv_small.h"
 #include "kernels/cpu/gemm_ukr.h"
 #include "kernels/cpu/lanes_avx512.h"
 
 /* WOB x WKT: the most channels and taps of a weight gradient tile (3 x 9, or 4 x 5 with the
  * bias) */
-enum { OB = MS_CONV_SMALL_OB, WOB = 4, WKT = 9, MAX_TEAM = 256 };
+enum { OB = MS_CONV_SMALL_OB, WOB = 4, WKT = 9 };
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -363,7 +364,7 @@ typedef struct wg_job {
   int64_t rows, sh; /* output rows a chunk; the floats of one shifted copy */
   int64_t toff[MAX_TAPS + WKT]; /* tap k's run: at shifted + toff[k]; past K, tap 0's (dropped) */
   bool bias, far;   /* far: gout outgrows the caches (conv_small_far) */
-  float *part[MAX_TEAM]; /* per-member sums: gW^T (K x O), then the bias's O values */
+  float *part[MS_CONV_WGRAD_MAX_TEAM]; /* per-member sums: gW^T (K x O), then the bias's O values */
   int team;
   _Atomic int failed;
 } wg_job;
@@ -507,22 +508,8 @@ int ms_k_conv2d_weight_grad_small_avx512(const ms_k_conv2d_geom *g, const float 
     j.toff[k] = k < j.K ? (c * g->kw + jj) * j.sh + i * g->ow : 0;
   }
   j.far = conv_small_far(g);
-  /* a member per sample at most, and per ~4 MFLOP of work at least */
-  int64_t flops = 2 * j.K * g->o * j.P * g->n, nt = ms_k_get_num_threads();
-  if (nt > flops / (4 << 20)) nt = flops / (4 << 20);
-  if (nt > g->n) nt = g->n;
-  if (nt > MAX_TEAM) nt = MAX_TEAM;
-  if (nt < 1) nt = 1;
-  ms_k_parallel_team((int)nt, wg_member, &j);
+  ms_k_parallel_team(ms_k_conv_wgrad_team(g), wg_member, &j);
   if (j.failed) return -1;
-  /* members' sums in member order: the same result for the same team size */
-  for (int64_t o = 0; o < g->o; o++)
-    for (int64_t k = 0; k <= j.K; k++) {
-      if (k == j.K && !gb) break;
-      float s = 0.0f;
-      for (int m = 0; m < j.team; m++) s += j.part[m][k * g->o + o];
-      if (k < j.K) gw[o * j.K + k] = s;
-      else gb[o] = s;
-    }
+  ms_k_conv_wgrad_reduce(g, j.part, j.team, gw, gb);
   return 0;
 }

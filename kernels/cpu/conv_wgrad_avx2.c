@@ -9,9 +9,10 @@
 #include <string.h>
 
 #include "kernels/cpu/conv_gemm.h"
+#include "kernels/cpu/conv_geom.h"
 #include "kernels/cpu/gemm_ukr.h"
 
-enum { KT = 3, OT = 4, MAX_TEAM = 256 };
+enum { KT = 3, OT = 4 };
 
 typedef struct wg_job {
   const ms_k_conv2d_geom *g;
@@ -19,7 +20,7 @@ typedef struct wg_job {
   const int64_t *koff;
   int64_t K, P;
   bool bias;
-  float *part[MAX_TEAM]; /* per-member sums: gW^T then the bias's O values */
+  float *part[MS_CONV_WGRAD_MAX_TEAM]; /* per-member sums: gW^T then the bias's O values */
   int team;
   _Atomic int failed;
 } wg_job;
@@ -121,28 +122,16 @@ static void member(void *ctx, int t, int nt) {
     sample_grad(j, j->x + n * g->c * g->h * g->w, j->gout + n * g->o * j->P, tail, acc);
 }
 
-int ms_k_conv2d_weight_grad_dot_avx2(const ms_k_conv2d_geom *g, const int64_t *koff, const float *x,
-                                     const float *gout, float *gw, float *gb) {
+int ms_k_conv2d_weight_grad_dot_avx2(const ms_k_conv2d_geom *g, const float *x, const float *gout, float *gw,
+                                     float *gb) {
+  const int64_t *koff = ms_k_conv_row_offsets(g);
+  if (!koff) return -1;
   wg_job j;
   memset(&j, 0, sizeof j);
   j.g = g, j.x = x, j.gout = gout, j.koff = koff, j.bias = gb != NULL;
   j.K = g->c * g->kh * g->kw, j.P = g->oh * g->ow;
-  /* a member per sample at most, and per ~4 MFLOP of work at least */
-  int64_t flops = 2 * j.K * g->o * j.P * g->n, nt = ms_k_get_num_threads();
-  if (nt > flops / (4 << 20)) nt = flops / (4 << 20);
-  if (nt > g->n) nt = g->n;
-  if (nt > MAX_TEAM) nt = MAX_TEAM;
-  if (nt < 1) nt = 1;
-  ms_k_parallel_team((int)nt, member, &j);
+  ms_k_parallel_team(ms_k_conv_wgrad_team(g), member, &j);
   if (j.failed) return -1;
-  /* members' sums in member order: the same result for the same team size */
-  for (int64_t o = 0; o < g->o; o++)
-    for (int64_t k = 0; k <= j.K; k++) {
-      if (k == j.K && !gb) break;
-      float s = 0.0f;
-      for (int m = 0; m < j.team; m++) s += j.part[m][k * g->o + o];
-      if (k < j.K) gw[o * j.K + k] = s;
-      else gb[o] = s;
-    }
+  ms_k_conv_wgrad_reduce(g, j.part, j.team, gw, gb);
   return 0;
 }

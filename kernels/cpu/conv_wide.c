@@ -17,6 +17,7 @@
 #endif
 
 #include "kernels/cpu/conv_gemm.h"
+#include "kernels/cpu/conv_geom.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/gemm_ukr.h"
 

@@ -1,6 +1,6 @@
 /* conv_winograd_wgrad.h: private to kernels/cpu. The float32 weight (and bias) gradient of a 3x3
  * stride-1 convolution by Winograd F(3x3, 2x2) (conv_winograd_wgrad.c drives, the AVX2 transforms
- * are in conv_winograd_wgrad_avx2.c). conv_gemm.c dispatches to it where AVX2 runs.
+ * are in conv_winograd_wgrad_avx2.c). conv.c chooses it where AVX2 runs.
  *
  * Letters: a tile is a 2x2 block of one sample's gout (rows 2ty.., columns 2tx..; past the edge
  * it reads zeros) with the 4x4 block of x its 3x3 taps reach (from row 2ty - ph, column 2tx - pw);

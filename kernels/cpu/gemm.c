@@ -18,9 +18,6 @@
  * macro-kernel and the micro-kernels know the element type. Three kinds: float, double, and
  * bfloat16 operands with a float C, whose packed panels hold K in pairs (kstep 2). */
 
-enum { ISA_GENERIC, ISA_AVX2, ISA_AVX512 };
-static const char *const isa_names[] = {"generic", "avx2", "avx512"};
-
 /* Below this many multiply-adds per thread, waking another thread costs more than it saves. */
 #define MIN_WORK_PER_THREAD (48 * 48 * 48)
 /* Work units of each B panel per thread (at least): enough to even out uneven progress. */
@@ -371,20 +368,20 @@ static void naive_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
                  .pack_b = pack_b_f64, .macro = macro_f64, .naive = naive_f64
 #define BF16_KIND .es = sizeof(uint16_t), .ces = sizeof(float), .kstep = 2, .pack_a = pack_a_bf16, \
                   .pack_b = pack_b_bf16, .macro = macro_f32, .naive = naive_f32
-static const gemm_kernel s_kernels[] = {
-    [ISA_GENERIC] = {GEN_MR, GEN_SNR, 128, 256, 4096, F32_KIND, .sukr = sukr_generic},
-    [ISA_AVX2] = {MS_SGEMM_AVX2_MR, MS_SGEMM_AVX2_NR, 144, 256, 4080, F32_KIND,
-                  .sukr = ms_k_sgemm_ukr_avx2, .spack_a = ms_k_spack_a_avx2,
-                  .spack_b = ms_k_spack_b_avx2},
-    [ISA_AVX512] = {MS_SGEMM_AVX512_MR, MS_SGEMM_AVX512_NR, 240, 192, 4096, F32_KIND,
+static const gemm_kernel s_kernels[MS_K_ISA_COUNT] = {
+    [MS_K_ISA_PORTABLE] = {GEN_MR, GEN_SNR, 128, 256, 4096, F32_KIND, .sukr = sukr_generic},
+    [MS_K_ISA_AVX2] = {MS_SGEMM_AVX2_MR, MS_SGEMM_AVX2_NR, 144, 256, 4080, F32_KIND,
+                       .sukr = ms_k_sgemm_ukr_avx2, .spack_a = ms_k_spack_a_avx2,
+                       .spack_b = ms_k_spack_b_avx2},
+    [MS_K_ISA_AVX512] = {MS_SGEMM_AVX512_MR, MS_SGEMM_AVX512_NR, 240, 192, 4096, F32_KIND,
                     .sukr = ms_k_sgemm_ukr_avx512, .spack_a = ms_k_spack_a_avx512,
                     .spack_b = ms_k_spack_b_avx512},
 };
-static const gemm_kernel d_kernels[] = {
-    [ISA_GENERIC] = {GEN_MR, GEN_DNR, 64, 256, 4096, F64_KIND, .dukr = dukr_generic},
-    [ISA_AVX2] = {MS_DGEMM_AVX2_MR, MS_DGEMM_AVX2_NR, 72, 256, 4080, F64_KIND,
+static const gemm_kernel d_kernels[MS_K_ISA_COUNT] = {
+    [MS_K_ISA_PORTABLE] = {GEN_MR, GEN_DNR, 64, 256, 4096, F64_KIND, .dukr = dukr_generic},
+    [MS_K_ISA_AVX2] = {MS_DGEMM_AVX2_MR, MS_DGEMM_AVX2_NR, 72, 256, 4080, F64_KIND,
                   .dukr = ms_k_dgemm_ukr_avx2},
-    [ISA_AVX512] = {MS_DGEMM_AVX512_MR, MS_DGEMM_AVX512_NR, 144, 192, 4096, F64_KIND,
+    [MS_K_ISA_AVX512] = {MS_DGEMM_AVX512_MR, MS_DGEMM_AVX512_NR, 144, 192, 4096, F64_KIND,
                     .dukr = ms_k_dgemm_ukr_avx512},
 };
 /* bf16: AVX-512 BF16 where the CPU has it, else the portable kernel (correct, not fast: callers
@@ -397,42 +394,13 @@ static const gemm_kernel b_avx512 = {MS_BGEMM_AVX512_MR, MS_BGEMM_AVX512_NR, 240
                                      .bpack_a = ms_k_bpack_a_avx512,
                                      .bpack_b = ms_k_bpack_b_avx512};
 
-/* ---- ISA selection --------------------------------------------------------------------------- */
-
-static int detect_isa(void) {
-  __builtin_cpu_init();
-  int best = ISA_GENERIC;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = ISA_AVX2;
-  /* The AVX-512 file is built with BW/DQ/VL too, so the compiler may use any of them. */
-  if (best == ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-    best = ISA_AVX512;
-  /* MS_GEMM_ISA may force a lower path (to test each on one machine), never a higher one. */
-  const char *env = getenv("MS_GEMM_ISA");
-  for (int i = 0; env && i < best; i++)
-    if (strcmp(env, isa_names[i]) == 0) return i;
-  return best;
-}
-
-static int gemm_isa(void) {
-  static _Atomic int isa = -1; /* racing first calls compute the same value */
-  int v = atomic_load_explicit(&isa, memory_order_relaxed);
-  if (v < 0) {
-    v = detect_isa();
-    atomic_store_explicit(&isa, v, memory_order_relaxed);
-  }
-  return v;
-}
-
-const char *ms_k_gemm_isa(void) { return isa_names[gemm_isa()]; }
-
 ms_k_sgemm_tile ms_k_sgemm_tile_get(void) {
-  const gemm_kernel *k = &s_kernels[gemm_isa()];
+  const gemm_kernel *k = &s_kernels[ms_k_cpu_isa()];
   return (ms_k_sgemm_tile){k->mr, k->nr, k->sukr};
 }
 
 ms_k_sgemm_tile ms_k_sgemm_tile_for_rows(int64_t m) {
-  if (gemm_isa() == ISA_AVX512 && m % MS_SGEMM_AVX512_MR8 == 0 && m % MS_SGEMM_AVX512_MR != 0)
+  if (ms_k_cpu_avx512() && m % MS_SGEMM_AVX512_MR8 == 0 && m % MS_SGEMM_AVX512_MR != 0)
     return (ms_k_sgemm_tile){MS_SGEMM_AVX512_MR8, MS_SGEMM_AVX512_NR, ms_k_sgemm_ukr_avx512_mr8};
   return ms_k_sgemm_tile_get();
 }
@@ -683,7 +651,7 @@ void ms_k_sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float *A, in
                 int64_t rsC, int64_t csC) {
   gemm_plan p = {.M = M, .N = N, .K = K, .A = (const char *)A, .B = (const char *)B,
                  .C = (char *)C, .rsA = rsA, .csA = csA, .rsB = rsB, .csB = csB, .rsC = rsC,
-                 .csC = csC, .alpha = alpha, .beta = beta, .kern = &s_kernels[gemm_isa()]};
+                 .csC = csC, .alpha = alpha, .beta = beta, .kern = &s_kernels[ms_k_cpu_isa()]};
   gemm_run(&p);
 }
 
@@ -692,7 +660,7 @@ void ms_k_dgemm(int64_t M, int64_t N, int64_t K, double alpha, const double *A, 
                 int64_t rsC, int64_t csC) {
   gemm_plan p = {.M = M, .N = N, .K = K, .A = (const char *)A, .B = (const char *)B,
                  .C = (char *)C, .rsA = rsA, .csA = csA, .rsB = rsB, .csB = csB, .rsC = rsC,
-                 .csC = csC, .alpha = alpha, .beta = beta, .kern = &d_kernels[gemm_isa()]};
+                 .csC = csC, .alpha = alpha, .beta = beta, .kern = &d_kernels[ms_k_cpu_isa()]};
   gemm_run(&p);
 }
 
