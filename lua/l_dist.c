@@ -2,6 +2,8 @@
  * dst=, new_group's list) are 0-based process ids as in PyTorch: they name processes, they are
  * not positions in a Lua list. Collectives return nothing, or a Work handle with async_op=true
  * (:wait(), :is_completed()) that keeps its tensors alive until collected. */
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "moonshard/dist.h"
@@ -257,7 +259,9 @@ static int l_new_group(lua_State *L) {
     lua_rawgeti(L, 1, i + 1);
     if (!lua_isinteger(L, -1))
       return luaL_error(L, "new_group: ranks[%d] must be an integer rank, got %s", i + 1, ms_lua_describe(L, -1));
-    ranks[i] = (int)lua_tointeger(L, -1);
+    char what[32];
+    snprintf(what, sizeof what, "ranks[%d]", i + 1);
+    ranks[i] = ms_lua_narrow_int(L, lua_tointeger(L, -1), 0, INT_MAX, "new_group", what);
     lua_pop(L, 1);
   }
   ms_pg *pg = ms_pg_new_group(ranks, n);

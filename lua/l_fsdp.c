@@ -2,6 +2,7 @@
  * (moonshard/fsdp.h). The Lua half (lua/moonshard/fsdp.lua) owns wrapping, module hooks and
  * state dicts; this file only moves bytes and runs collectives. */
 #define _POSIX_C_SOURCE 200809L /* gethostname */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -75,7 +76,7 @@ static int l_flat_param(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   ms_fsdp_strategy strategy = check_strategy(L, 2);
   ms_pg *pg = opt_group(L, 3);
-  int n = (int)luaL_len(L, 1);
+  int n = ms_lua_narrow_int(L, luaL_len(L, 1), 0, INT_MAX, "fsdp", "#params");
   ms_tensor **params = lua_newuserdatauv(L, sizeof *params * (size_t)(n > 0 ? n : 1), 0);
   for (int i = 0; i < n; i++) {
     lua_geti(L, 1, i + 1);
@@ -215,7 +216,7 @@ static ms_status finish_all(void *ctx) {
  * its callback runs even after a failed walk, which clears the flag). */
 static int l_finisher(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  int n = (int)luaL_len(L, 1);
+  int n = ms_lua_narrow_int(L, luaL_len(L, 1), 0, INT_MAX, "fsdp finisher", "#units");
   lua_finisher *f = lua_newuserdatauv(L, sizeof *f + sizeof f->fps[0] * (size_t)n, 1);
   f->queued = false;
   f->n = 0;

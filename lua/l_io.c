@@ -128,7 +128,7 @@ static void walk_entry(save_ctx *c, const char *name, const char *layout, bool o
   }
   /* at the root the first piece has no separator before it */
   const char *child = depth == 0 ? lua_pushstring(L, seg) : lua_pushfstring(L, "%s.%s", name, seg);
-  const char *child_layout = lua_pushfstring(L, "%s%s%c%d", layout, depth == 0 ? "" : ",", kind, (int)len);
+  const char *child_layout = lua_pushfstring(L, "%s%s%c%I", layout, depth == 0 ? "" : ",", kind, (LUAI_UACINT)len);
   if (ms_lua_to_tensor(L, top) || lua_type(L, top) != LUA_TTABLE) {
     claim_name(c, child);
     if (override) set_meta(c, KEYS_PREFIX, child, child_layout);

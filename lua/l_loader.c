@@ -144,9 +144,7 @@ static int l_loader_new(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checktype(L, 2, LUA_TTABLE);
   ms_loader_config cfg = read_config(L, 3);
-  int nsrc = (int)luaL_len(L, 1);
-  if (nsrc < 1 || nsrc > MS_LOADER_MAX_SOURCES)
-    return luaL_error(L, "DataLoader: expected 1 to %d source tensors, got %d", MS_LOADER_MAX_SOURCES, nsrc);
+  int nsrc = ms_lua_narrow_int(L, luaL_len(L, 1), 1, MS_LOADER_MAX_SOURCES, "DataLoader", "number of source tensors");
   ms_loader_source srcs[MS_LOADER_MAX_SOURCES];
   spec_ctx *specs = lua_newuserdatauv(L, sizeof *specs * (size_t)nsrc, 0);
   for (int i = 0; i < nsrc; i++) read_source(L, 1, i + 1, &srcs[i], &specs[i]);

@@ -2,6 +2,7 @@
  * matrix products, conversions and element access, as functions (ms.add(a, b)) and methods
  * (a:add(b)). Indices that reductions return are 1-based, like every index in Lua. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "moonshard/pinned.h"
@@ -79,16 +80,24 @@ static int l_sub(lua_State *L) { return add_sub(L, MS_OP_SUB, "sub", false); }
 static int l_add_(lua_State *L) { return add_sub(L, MS_OP_ADD, "add_", true); }
 static int l_sub_(lua_State *L) { return add_sub(L, MS_OP_SUB, "sub_", true); }
 
+/* An in-place form's name for messages: the op's name and "_". */
+#define MS_INPLACE_NAME_LEN 64
+
 static int binary(lua_State *L, ms_binary_op op) {
   const char *fname = ms_binary_op_name(op);
   ms_operand a = ms_lua_check_operand(L, 1, fname, "input");
   ms_operand b = ms_lua_check_operand(L, 2, fname, "other");
+  ms_lua_check_end(L, 3, fname);
   return ms_lua_push_result(L, ms_binary(op, a, b));
 }
 
 static int binary_(lua_State *L, ms_binary_op op) {
-  ms_tensor *self = ms_lua_check_tensor(L, 1, ms_binary_op_name(op));
-  ms_lua_check_status(L, ms_binary_(op, self, ms_lua_check_operand(L, 2, ms_binary_op_name(op), "other")));
+  char fname[MS_INPLACE_NAME_LEN];
+  snprintf(fname, sizeof fname, "%s_", ms_binary_op_name(op));
+  ms_tensor *self = ms_lua_check_tensor(L, 1, fname);
+  ms_operand other = ms_lua_check_operand(L, 2, fname, "other");
+  ms_lua_check_end(L, 3, fname);
+  ms_lua_check_status(L, ms_binary_(op, self, other));
   lua_settop(L, 1);
   return 1;
 }
@@ -112,12 +121,21 @@ BINARY_FN(logical_or, MS_OP_LOGICAL_OR)
 
 /* ---- unary ------------------------------------------------------------------------------------------ */
 
+/* A tensor at 1 and nothing after it (x:relu("x") must not pass as x:relu()). */
+static ms_tensor *check_only_tensor(lua_State *L, const char *fname) {
+  ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
+  ms_lua_check_end(L, 2, fname);
+  return t;
+}
+
 static int unary(lua_State *L, ms_unary_op op) {
-  return ms_lua_push_result(L, ms_unary(op, ms_lua_check_tensor(L, 1, ms_unary_op_name(op))));
+  return ms_lua_push_result(L, ms_unary(op, check_only_tensor(L, ms_unary_op_name(op))));
 }
 
 static int unary_(lua_State *L, ms_unary_op op) {
-  ms_lua_check_status(L, ms_unary_(op, ms_lua_check_tensor(L, 1, ms_unary_op_name(op))));
+  char fname[MS_INPLACE_NAME_LEN];
+  snprintf(fname, sizeof fname, "%s_", ms_unary_op_name(op));
+  ms_lua_check_status(L, ms_unary_(op, check_only_tensor(L, fname)));
   lua_settop(L, 1);
   return 1;
 }
@@ -165,6 +183,7 @@ static int clamp(lua_State *L, bool inplace) {
     has_lo = !lua_isnoneornil(L, 2), has_hi = !lua_isnoneornil(L, 3);
     if (has_lo && lua_type(L, 2) != LUA_TNUMBER) ms_lua_arg_error(L, 2, fname, "min", "a number or nil");
     if (has_hi && lua_type(L, 3) != LUA_TNUMBER) ms_lua_arg_error(L, 3, fname, "max", "a number or nil");
+    ms_lua_check_end(L, 4, fname);
     lo = lua_tonumber(L, 2), hi = lua_tonumber(L, 3);
     float_bound = (has_lo && !lua_isinteger(L, 2)) || (has_hi && !lua_isinteger(L, 3));
   }
@@ -194,6 +213,7 @@ static int l_where(lua_State *L) {
   ms_tensor *cond = ms_lua_check_tensor(L, 1, "where");
   ms_operand a = ms_lua_check_operand(L, 2, "where", "input");
   ms_operand b = ms_lua_check_operand(L, 3, "where", "other");
+  ms_lua_check_end(L, 4, "where");
   return ms_lua_push_result(L, ms_where(cond, a, b));
 }
 
@@ -201,13 +221,15 @@ static int l_where_method(lua_State *L) {
   ms_operand self = ms_lua_check_operand(L, 1, "where", "self");
   ms_tensor *cond = ms_lua_check_tensor(L, 2, "where");
   ms_operand other = ms_lua_check_operand(L, 3, "where", "other");
+  ms_lua_check_end(L, 4, "where");
   return ms_lua_push_result(L, ms_where(cond, self, other));
 }
 
+/* The last argument, a number (or boolean): nothing may follow it. */
 static double check_scalar(lua_State *L, int idx, const char *fname, const char *what) {
-  if (lua_isboolean(L, idx)) return lua_toboolean(L, idx);
-  if (lua_type(L, idx) != LUA_TNUMBER) ms_lua_arg_error(L, idx, fname, what, "a number");
-  return lua_tonumber(L, idx);
+  if (!lua_isboolean(L, idx) && lua_type(L, idx) != LUA_TNUMBER) ms_lua_arg_error(L, idx, fname, what, "a number");
+  ms_lua_check_end(L, idx + 1, fname);
+  return lua_isboolean(L, idx) ? lua_toboolean(L, idx) : lua_tonumber(L, idx);
 }
 
 static int l_masked_fill(lua_State *L) {
@@ -230,13 +252,14 @@ static int l_fill_(lua_State *L) {
 }
 
 static int l_zero_(lua_State *L) {
-  ms_lua_check_status(L, ms_tensor_zero_(ms_lua_check_tensor(L, 1, "zero_")));
+  ms_lua_check_status(L, ms_tensor_zero_(check_only_tensor(L, "zero_")));
   lua_settop(L, 1);
   return 1;
 }
 
 static int l_copy_(lua_State *L) {
   ms_tensor *dst = ms_lua_check_tensor(L, 1, "copy_"), *src = ms_lua_check_tensor(L, 2, "copy_");
+  ms_lua_check_end(L, 3, "copy_");
   ms_lua_check_status(L, ms_tensor_copy_(dst, src));
   lua_settop(L, 1);
   return 1;
@@ -337,17 +360,30 @@ static int l_min(lua_State *L) { return max_min(L, MS_RED_MIN, MS_OP_MINIMUM, "m
 
 /* ---- products and comparisons of whole tensors ------------------------------------------------------ */
 
+/* Tensors at 1 and 2 and nothing after them. */
+static void check_two_tensors(lua_State *L, const char *fname, ms_tensor **a, ms_tensor **b) {
+  *a = ms_lua_check_tensor(L, 1, fname), *b = ms_lua_check_tensor(L, 2, fname);
+  ms_lua_check_end(L, 3, fname);
+}
+
 static int l_matmul(lua_State *L) {
-  return ms_lua_push_result(L, ms_matmul(ms_lua_check_tensor(L, 1, "matmul"), ms_lua_check_tensor(L, 2, "matmul")));
+  ms_tensor *a, *b;
+  check_two_tensors(L, "matmul", &a, &b);
+  return ms_lua_push_result(L, ms_matmul(a, b));
 }
 static int l_mm(lua_State *L) {
-  return ms_lua_push_result(L, ms_mm(ms_lua_check_tensor(L, 1, "mm"), ms_lua_check_tensor(L, 2, "mm")));
+  ms_tensor *a, *b;
+  check_two_tensors(L, "mm", &a, &b);
+  return ms_lua_push_result(L, ms_mm(a, b));
 }
 static int l_bmm(lua_State *L) {
-  return ms_lua_push_result(L, ms_bmm(ms_lua_check_tensor(L, 1, "bmm"), ms_lua_check_tensor(L, 2, "bmm")));
+  ms_tensor *a, *b;
+  check_two_tensors(L, "bmm", &a, &b);
+  return ms_lua_push_result(L, ms_bmm(a, b));
 }
 static int l_dot(lua_State *L) {
-  ms_tensor *a = ms_lua_check_tensor(L, 1, "dot"), *b = ms_lua_check_tensor(L, 2, "dot");
+  ms_tensor *a, *b;
+  check_two_tensors(L, "dot", &a, &b);
   if (a->ndim != 1 || b->ndim != 1 || a->shape[0] != b->shape[0])
     return luaL_error(L, "dot: expected two 1-D tensors of the same length, got %s and %s",
                       ms_lua_describe(L, 1), ms_lua_describe(L, 2));
@@ -367,7 +403,9 @@ static int l_addmm(lua_State *L) {
 }
 
 static int l_equal(lua_State *L) {
-  lua_pushboolean(L, ms_equal(ms_lua_check_tensor(L, 1, "equal"), ms_lua_check_tensor(L, 2, "equal")));
+  ms_tensor *a, *b;
+  check_two_tensors(L, "equal", &a, &b);
+  lua_pushboolean(L, ms_equal(a, b));
   return 1;
 }
 
@@ -387,7 +425,7 @@ static int l_allclose(lua_State *L) {
 /* ---- conversions and element access ------------------------------------------------------------------ */
 
 static int convert(lua_State *L, ms_dtype dt, const char *fname) {
-  return ms_lua_push_result(L, ms_tensor_to_dtype(ms_lua_check_tensor(L, 1, fname), dt));
+  return ms_lua_push_result(L, ms_tensor_to_dtype(check_only_tensor(L, fname), dt));
 }
 
 static int l_float(lua_State *L) { return convert(L, MS_FLOAT32, "float"); }
@@ -403,7 +441,7 @@ static int l_bool(lua_State *L) { return convert(L, MS_BOOL, "bool"); }
 static bool opt_non_blocking(lua_State *L, int idx) {
   static const char *const known[] = {"non_blocking", NULL};
   bool nb = false;
-  if (lua_istable(L, idx)) ms_lua_opt_bool(ms_lua_check_opts(L, idx, "to", known), "non_blocking", &nb);
+  ms_lua_opt_bool(ms_lua_check_opts(L, idx, "to", known), "non_blocking", &nb);
   return nb;
 }
 
@@ -454,7 +492,7 @@ static int l_to(lua_State *L) {
 }
 
 static int l_item(lua_State *L) {
-  ms_tensor *t = ms_lua_check_tensor(L, 1, "item");
+  ms_tensor *t = check_only_tensor(L, "item");
   double v;
   ms_lua_check_status(L, ms_tensor_item(t, &v));
   ms_lua_push_element(L, t, 0);
@@ -474,7 +512,7 @@ static void push_nested(lua_State *L, const ms_tensor *t, int d, int64_t *flat) 
 }
 
 static int l_tolist(lua_State *L) {
-  ms_tensor *t = ms_lua_check_tensor(L, 1, "tolist");
+  ms_tensor *t = check_only_tensor(L, "tolist");
   if (!ms_tensor_data(t) && ms_tensor_numel(t) > 0) return luaL_error(L, "tolist: the tensor's storage has been released");
   int64_t flat = 0;
   luaL_checkstack(L, t->ndim + 4, "tolist: tensor too deep");
@@ -492,6 +530,7 @@ static int check_existing_dim(lua_State *L, const ms_tensor *t, const char *fnam
 
 static int l_size(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "size");
+  ms_lua_check_end(L, 3, "size");
   if (lua_isnoneornil(L, 2)) return ms_lua_push_size(L, t->ndim, t->shape), 1;
   lua_pushinteger(L, t->shape[check_existing_dim(L, t, "size")]);
   return 1;
@@ -499,25 +538,26 @@ static int l_size(lua_State *L) {
 
 static int l_stride(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "stride");
+  ms_lua_check_end(L, 3, "stride");
   if (!lua_isnoneornil(L, 2)) return lua_pushinteger(L, t->strides[check_existing_dim(L, t, "stride")]), 1;
   lua_createtable(L, t->ndim, 0);
   for (int d = 0; d < t->ndim; d++) lua_pushinteger(L, t->strides[d]), lua_rawseti(L, -2, d + 1);
   return 1;
 }
 
-static int l_dim(lua_State *L) { return lua_pushinteger(L, ms_lua_check_tensor(L, 1, "dim")->ndim), 1; }
-static int l_numel(lua_State *L) { return lua_pushinteger(L, ms_tensor_numel(ms_lua_check_tensor(L, 1, "numel"))), 1; }
+static int l_dim(lua_State *L) { return lua_pushinteger(L, check_only_tensor(L, "dim")->ndim), 1; }
+static int l_numel(lua_State *L) { return lua_pushinteger(L, ms_tensor_numel(check_only_tensor(L, "numel"))), 1; }
 static int l_is_contiguous(lua_State *L) {
-  return lua_pushboolean(L, ms_tensor_is_contiguous(ms_lua_check_tensor(L, 1, "is_contiguous"))), 1;
+  return lua_pushboolean(L, ms_tensor_is_contiguous(check_only_tensor(L, "is_contiguous"))), 1;
 }
 static int l_storage_offset(lua_State *L) {
-  return lua_pushinteger(L, ms_lua_check_tensor(L, 1, "storage_offset")->offset), 1;
+  return lua_pushinteger(L, check_only_tensor(L, "storage_offset")->offset), 1;
 }
 static int l_element_size(lua_State *L) {
-  return lua_pushinteger(L, (lua_Integer)ms_dtype_size(ms_lua_check_tensor(L, 1, "element_size")->dtype)), 1;
+  return lua_pushinteger(L, (lua_Integer)ms_dtype_size(check_only_tensor(L, "element_size")->dtype)), 1;
 }
 static int l_is_floating_point(lua_State *L) {
-  return lua_pushboolean(L, ms_dtype_is_floating(ms_lua_check_tensor(L, 1, "is_floating_point")->dtype)), 1;
+  return lua_pushboolean(L, ms_dtype_is_floating(check_only_tensor(L, "is_floating_point")->dtype)), 1;
 }
 
 /* ms._op_names = {unary = {...}, binary = {...}}: the engine's elementwise op tables by name, so

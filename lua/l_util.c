@@ -56,6 +56,12 @@ int64_t ms_lua_check_integer(lua_State *L, int idx, const char *fname, const cha
   return v;
 }
 
+int ms_lua_narrow_int(lua_State *L, lua_Integer v, int lo, int hi, const char *fname, const char *what) {
+  if (v < lo || v > hi)
+    luaL_error(L, "%s: %s: expected an integer in %d..%d, got %I", fname, what, lo, hi, (LUAI_UACINT)v);
+  return (int)v;
+}
+
 int ms_lua_check_dim(lua_State *L, int idx, int ndim, const char *fname, const char *what) {
   int64_t d = ms_lua_check_integer(L, idx, fname, what);
   int n = ndim > 0 ? ndim : 1; /* a 0-dim tensor accepts dim 1 and -1, as PyTorch its 0 and -1 */

@@ -34,6 +34,10 @@ void ms_lua_check_status(lua_State *L, ms_status st);
  * argument is never silently ignored. ms_lua_check_opts does so after the options table. */
 void ms_lua_check_end(lua_State *L, int idx, const char *fname);
 int64_t ms_lua_check_integer(lua_State *L, int idx, const char *fname, const char *what);
+/* v (a Lua integer from an argument, a table entry, an option or a length) narrowed to an int in
+ * lo..hi; raises "fname: what: expected an integer in lo..hi, got v" otherwise, so that 2^32 + 1
+ * never becomes 1. The one way bindings turn a Lua integer into a C int. */
+int ms_lua_narrow_int(lua_State *L, lua_Integer v, int lo, int hi, const char *fname, const char *what);
 /* A 1-based (or negative, from the end) dim of a tensor with ndim dims, returned 0-based. For
  * ops that insert a dim (unsqueeze, stack) pass ndim + 1. */
 int ms_lua_check_dim(lua_State *L, int idx, int ndim, const char *fname, const char *what);

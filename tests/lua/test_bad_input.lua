@@ -277,4 +277,53 @@ T.test("wrong-typed extra arguments raise, naming the argument", function()
   T.eq(x:sum(nil, nil):item(), 6) -- trailing nils are no arguments
 end)
 
+-- Every elementwise op, out of place and in place, as a method and as a function: an argument
+-- after the operands raises instead of passing silently (x:relu("x") is not x:relu()).
+T.test("extra arguments raise for every unary and binary op", function()
+  local checked = 0
+  local function expect(name, k, f)
+    T.raises(f, name .. ": bad argument #" .. k .. ":", "unexpected argument")
+    checked = checked + 1
+  end
+  for _, op in ipairs(ms._op_names.unary) do
+    for _, name in ipairs({ op, op .. "_" }) do
+      if ms[name] then
+        expect(name, 2, function() ms.ones(2)[name](ms.ones(2), "x") end)
+        expect(name, 2, function() ms[name](ms.ones(2), 1) end)
+      end
+    end
+  end
+  for _, op in ipairs(ms._op_names.binary) do
+    for _, name in ipairs({ op, op .. "_" }) do
+      if ms[name] then
+        local k = (op == "add" or op == "sub") and 4 or 3 -- add/sub take an options table at #3
+        local extra = k == 4 and { {}, "z" } or { "z" }
+        expect(name, k, function() ms.ones(2)[name](ms.ones(2), ms.ones(2), table.unpack(extra)) end)
+      end
+    end
+  end
+  T.truthy(checked >= 2 * 2 * #ms._op_names.unary, "every unary op checked (" .. checked .. ")")
+  -- the operators still work: Lua passes __unm its operand twice
+  T.same((-ms.ones(2)):tolist(), { -1, -1 })
+  T.same((ms.ones(2) + 1):tolist(), { 2, 2 })
+  T.same(ms.ones(2):relu(nil):tolist(), { 1, 1 }) -- a trailing nil is no argument
+end)
+
+T.test("extra arguments raise for the other fixed-arity bindings", function()
+  local a, m = ms.ones(2, 2), ms.ones(2, 2):bool()
+  local cases = {
+    { "matmul", function() a:matmul(a, "x") end, 3 }, { "mm", function() a:mm(a, 1) end, 3 },
+    { "dot", function() ms.dot(ms.ones(2), ms.ones(2), 1) end, 3 }, { "equal", function() a:equal(a, 1) end, 3 },
+    { "float", function() a:float("x") end, 2 }, { "item", function() ms.ones(1):item(1) end, 2 },
+    { "tolist", function() a:tolist(1) end, 2 }, { "numel", function() a:numel(1) end, 2 },
+    { "dim", function() a:dim("x") end, 2 }, { "size", function() a:size(1, "x") end, 3 },
+    { "stride", function() a:stride(1, 2) end, 3 }, { "clamp", function() a:clamp(0, 1, 2) end, 4 },
+    { "where", function() ms.where(m, a, a, 1) end, 4 }, { "masked_fill", function() a:masked_fill(m, 1, 2) end, 4 },
+    { "fill_", function() a:fill_(1, 2) end, 3 }, { "zero_", function() a:zero_(0) end, 2 },
+    { "copy_", function() a:copy_(a, true) end, 3 }, { "maximum", function() a:max(a, 1) end, 3 },
+  }
+  for _, c in ipairs(cases) do T.raises(c[2], c[1] .. ": bad argument #" .. c[3] .. ":", "unexpected argument") end
+  T.raises(function() a:to("float64", "x") end, "to", "#3", "options table")
+end)
+
 T.finish()
