@@ -20,6 +20,7 @@ void ms_lua_set_requires_grad(lua_State *L, ms_tensor *t, bool on, const char *f
 }
 
 static int l_requires_grad_(lua_State *L) {
+  ms_lua_check_end(L, 3, "requires_grad_");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "requires_grad_");
   ms_lua_set_requires_grad(L, t, lua_isnoneornil(L, 2) ? true : lua_toboolean(L, 2), "requires_grad_");
   lua_settop(L, 1);
@@ -45,6 +46,7 @@ static int l_backward(lua_State *L) {
 }
 
 static int l_detach(lua_State *L) {
+  ms_lua_check_end(L, 2, "detach");
   return ms_lua_push_result(L, ms_tensor_detach(ms_lua_check_tensor(L, 1, "detach")));
 }
 
@@ -87,6 +89,7 @@ static int l_no_grad(lua_State *L) { return grad_mode(L, false); }
 static int l_enable_grad(lua_State *L) { return grad_mode(L, true); }
 
 static int l_set_grad_enabled(lua_State *L) {
+  ms_lua_check_end(L, 2, "set_grad_enabled");
   luaL_checktype(L, 1, LUA_TBOOLEAN);
   ms_grad_set_enabled(lua_toboolean(L, 1));
   return 0;
@@ -178,12 +181,14 @@ static lua_hook *new_lua_hook(lua_State *L, int fn_idx, const char *fname) {
 }
 
 static int l_register_hook(lua_State *L) {
+  ms_lua_check_end(L, 3, "register_hook");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "register_hook");
   lua_hook *h = new_lua_hook(L, 2, "register_hook");
   return push_handle(L, ms_tensor_register_hook(t, grad_hook_trampoline, h, lua_hook_free));
 }
 
 static int l_register_post_accumulate_grad_hook(lua_State *L) {
+  ms_lua_check_end(L, 3, "register_post_accumulate_grad_hook");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "register_post_accumulate_grad_hook");
   lua_hook *h = new_lua_hook(L, 2, "register_post_accumulate_grad_hook");
   return push_handle(L, ms_tensor_register_post_accumulate_hook(t, post_hook_trampoline, h, lua_hook_free));

@@ -349,6 +349,7 @@ static int l_randperm(lua_State *L) {
 
 /* bernoulli(p_tensor) draws each element with its probability; bernoulli(t, p) with one p. */
 static int l_bernoulli(lua_State *L) {
+  ms_lua_check_end(L, 3, "bernoulli");
   ms_tensor *p = ms_lua_check_tensor(L, 1, "bernoulli");
   if (!lua_isnoneornil(L, 2) && lua_type(L, 2) != LUA_TNUMBER)
     return ms_lua_arg_error(L, 2, "bernoulli", "p", "a probability (a number in [0, 1])");

@@ -97,6 +97,7 @@ static int l_avg_pool2d(lua_State *L) {
 
 /* adaptive_avg_pool2d(input, output_size) with output_size an integer or {h, w} */
 static int l_adaptive_avg_pool2d(lua_State *L) {
+  ms_lua_check_end(L, 3, "adaptive_avg_pool2d");
   ms_tensor *x = ms_lua_check_tensor(L, 1, "adaptive_avg_pool2d");
   int64_t size[2];
   check_pair_at(L, 2, "adaptive_avg_pool2d", "output_size", size);

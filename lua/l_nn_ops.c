@@ -58,6 +58,7 @@ static ms_tensor *check_optional_tensor(lua_State *L, int idx, const char *fname
 /* ---- activations, softmax, dropout ------------------------------------------------------------ */
 
 static int softmax_common(lua_State *L, const char *fname, ms_tensor *(*fn)(ms_tensor *, int)) {
+  ms_lua_check_end(L, 3, fname);
   ms_tensor *x = ms_lua_check_tensor(L, 1, fname);
   if (lua_isnoneornil(L, 2))
     return luaL_error(L, "%s: the dim argument is required (as in PyTorch, where an implicit dim is "
@@ -78,7 +79,10 @@ static int l_gelu(lua_State *L) {
   return ms_lua_push_result(L, ms_gelu(x, mode == 1));
 }
 
-static int l_silu(lua_State *L) { return ms_lua_push_result(L, ms_silu(ms_lua_check_tensor(L, 1, "silu"))); }
+static int l_silu(lua_State *L) {
+  ms_lua_check_end(L, 2, "silu");
+  return ms_lua_push_result(L, ms_silu(ms_lua_check_tensor(L, 1, "silu")));
+}
 
 /* dropout(x, {p = 0.5, training = true}) */
 static int l_dropout(lua_State *L) {
@@ -96,6 +100,7 @@ static int l_dropout(lua_State *L) {
 
 /* linear(x, weight, bias_or_nil) */
 static int l_linear(lua_State *L) {
+  ms_lua_check_end(L, 4, "linear");
   ms_tensor *x = ms_lua_check_tensor(L, 1, "linear"), *w = ms_lua_check_tensor(L, 2, "linear");
   ms_tensor *b = check_optional_tensor(L, 3, "linear", "bias");
   return ms_lua_push_result(L, ms_linear(x, w, b));

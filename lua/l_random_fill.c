@@ -27,6 +27,7 @@ static double opt_number(lua_State *L, int idx, double dflt, const char *fname, 
 }
 
 static int l_uniform_(lua_State *L) {
+  ms_lua_check_end(L, 4, "uniform_");
   ms_tensor *t = check_fill_target(L, "uniform_");
   double a = opt_number(L, 2, 0.0, "uniform_", "from");
   double b = opt_number(L, 3, 1.0, "uniform_", "to");
@@ -38,6 +39,7 @@ static int l_uniform_(lua_State *L) {
 }
 
 static int l_normal_(lua_State *L) {
+  ms_lua_check_end(L, 4, "normal_");
   ms_tensor *t = check_fill_target(L, "normal_");
   double mean = opt_number(L, 2, 0.0, "normal_", "mean");
   double std = opt_number(L, 3, 1.0, "normal_", "std");

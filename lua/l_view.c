@@ -18,6 +18,7 @@ static int l_view(lua_State *L) { return shape_op(L, "view", false); }
 static int l_reshape(lua_State *L) { return shape_op(L, "reshape", true); }
 
 static int as_op(lua_State *L, const char *fname, int which) {
+  ms_lua_check_end(L, 3, fname);
   ms_tensor *t = ms_lua_check_tensor(L, 1, fname), *other = ms_lua_check_tensor(L, 2, fname);
   switch (which) {
   case 0: return ms_lua_push_result(L, ms_tensor_view(t, other->ndim, other->shape));
@@ -31,6 +32,7 @@ static int l_reshape_as(lua_State *L) { return as_op(L, "reshape_as", 1); }
 static int l_expand_as(lua_State *L) { return as_op(L, "expand_as", 2); }
 
 static int l_narrow(lua_State *L) {
+  ms_lua_check_end(L, 5, "narrow");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "narrow");
   if (t->ndim == 0) return luaL_error(L, "narrow: a 0-dim tensor cannot be narrowed");
   int dim = ms_lua_check_dim(L, 2, t->ndim, "narrow", "dim");
@@ -50,6 +52,7 @@ static int l_narrow(lua_State *L) {
 }
 
 static int l_select(lua_State *L) {
+  ms_lua_check_end(L, 4, "select");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "select");
   if (t->ndim == 0) return luaL_error(L, "select: a 0-dim tensor cannot be indexed");
   int dim = ms_lua_check_dim(L, 2, t->ndim, "select", "dim");
@@ -58,6 +61,7 @@ static int l_select(lua_State *L) {
 }
 
 static int l_transpose(lua_State *L) {
+  ms_lua_check_end(L, 4, "transpose");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "transpose");
   int d0 = ms_lua_check_dim(L, 2, t->ndim, "transpose", "dim0");
   int d1 = ms_lua_check_dim(L, 3, t->ndim, "transpose", "dim1");
@@ -66,6 +70,7 @@ static int l_transpose(lua_State *L) {
 
 /* t(): the transpose of a matrix; vectors and scalars come back as they are. */
 static int l_t(lua_State *L) {
+  ms_lua_check_end(L, 2, "t");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "t");
   if (t->ndim > 2) return luaL_error(L, "t: expects a tensor with <= 2 dimensions, got %d (use transpose or permute)", t->ndim);
   if (t->ndim < 2) return lua_settop(L, 1), 1;
@@ -77,6 +82,7 @@ static int l_permute(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "permute");
   int dims[MS_MAX_DIMS], n;
   bool table = lua_istable(L, 2);
+  if (table) ms_lua_check_end(L, 3, "permute"); /* the varargs form counts its arguments below */
   n = table ? (int)lua_rawlen(L, 2) : lua_gettop(L) - 1;
   if (n != t->ndim)
     return luaL_error(L, "permute: expected %d dims (one per dimension of the tensor), got %d", t->ndim, n);
@@ -95,12 +101,14 @@ static int l_permute(lua_State *L) {
 }
 
 static int l_squeeze(lua_State *L) {
+  ms_lua_check_end(L, 3, "squeeze");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "squeeze");
   if (lua_isnoneornil(L, 2)) return ms_lua_push_result(L, ms_tensor_squeeze_all(t));
   return ms_lua_push_result(L, ms_tensor_squeeze(t, ms_lua_check_dim(L, 2, t->ndim, "squeeze", "dim")));
 }
 
 static int l_unsqueeze(lua_State *L) {
+  ms_lua_check_end(L, 3, "unsqueeze");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "unsqueeze");
   return ms_lua_push_result(L, ms_tensor_unsqueeze(t, ms_lua_check_dim(L, 2, t->ndim + 1, "unsqueeze", "dim")));
 }
@@ -116,6 +124,7 @@ static int l_expand(lua_State *L) {
 
 /* flatten(t, start_dim = 1, end_dim = -1) */
 static int l_flatten(lua_State *L) {
+  ms_lua_check_end(L, 4, "flatten");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "flatten");
   int start = lua_isnoneornil(L, 2) ? 0 : ms_lua_check_dim(L, 2, t->ndim, "flatten", "start_dim");
   int end = lua_isnoneornil(L, 3) ? (t->ndim ? t->ndim - 1 : 0) : ms_lua_check_dim(L, 3, t->ndim, "flatten", "end_dim");
@@ -125,16 +134,19 @@ static int l_flatten(lua_State *L) {
 }
 
 static int l_contiguous(lua_State *L) {
+  ms_lua_check_end(L, 2, "contiguous");
   return ms_lua_push_result(L, ms_tensor_contiguous(ms_lua_check_tensor(L, 1, "contiguous")));
 }
 
 static int l_clone(lua_State *L) {
+  ms_lua_check_end(L, 2, "clone");
   return ms_lua_push_result(L, ms_tensor_clone(ms_lua_check_tensor(L, 1, "clone")));
 }
 
 /* index_select(t, dim, index): index holds 1-based positions (negative count from the end is
  * not accepted here: positions are data). */
 static int l_index_select(lua_State *L) {
+  ms_lua_check_end(L, 4, "index_select");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "index_select");
   if (t->ndim == 0) return luaL_error(L, "index_select: a 0-dim tensor cannot be indexed");
   int dim = ms_lua_check_dim(L, 2, t->ndim, "index_select", "dim");
@@ -168,6 +180,7 @@ static int optional_dim(lua_State *L, int idx, const ms_tensor *t, const char *f
 }
 
 static int l_chunk(lua_State *L) {
+  ms_lua_check_end(L, 4, "chunk");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "chunk");
   int64_t chunks = ms_lua_check_integer(L, 2, "chunk", "chunks");
   if (chunks < 1 || chunks > INT32_MAX) return ms_lua_arg_error(L, 2, "chunk", "chunks", "a positive integer");
@@ -178,6 +191,7 @@ static int l_chunk(lua_State *L) {
 
 /* split(size, dim) into equal pieces, or split({2, 3, 5}, dim) into the sizes listed. */
 static int l_split(lua_State *L) {
+  ms_lua_check_end(L, 4, "split");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "split");
   int dim = optional_dim(L, 3, t, "split"), n = 0;
   if (!lua_istable(L, 2)) {
@@ -229,6 +243,7 @@ static ms_tensor **check_tensor_list(lua_State *L, int idx, const char *fname, i
 
 static int join_op(lua_State *L, const char *fname, bool stack) {
   int n;
+  ms_lua_check_end(L, 3, fname); /* before the settop below drops what follows */
   lua_settop(L, 2); /* check_tensor_list pushes its array: keep it off the dim argument */
   ms_tensor **ts = check_tensor_list(L, 1, fname, &n);
   int dim = lua_isnoneornil(L, 2) ? 0 : ms_lua_check_dim(L, 2, ts[0]->ndim + (stack ? 1 : 0), fname, "dim");

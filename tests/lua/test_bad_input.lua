@@ -326,4 +326,42 @@ T.test("extra arguments raise for the other fixed-arity bindings", function()
   T.raises(function() a:to("float64", "x") end, "to", "#3", "options table")
 end)
 
+-- The shape ops, autograd, nn and random bindings of fixed arity: one valid call each plus one
+-- extra string argument must raise, naming the binding and the position of the extra argument.
+T.test("extra arguments raise for the shape, autograd and nn bindings", function()
+  local a, i = ms.ones(2, 2), ms.tensor({ 1, 2 })
+  local cases = {
+    { "view_as", 3, function() a:view_as(a, "x") end }, { "reshape_as", 3, function() a:reshape_as(a, "x") end },
+    { "expand_as", 3, function() a:expand_as(a, "x") end }, { "narrow", 5, function() a:narrow(1, 1, 1, "x") end },
+    { "select", 4, function() a:select(1, 1, "x") end }, { "transpose", 4, function() a:transpose(1, 2, "x") end },
+    { "t", 2, function() a:t("x") end }, { "permute", 3, function() a:permute({ 2, 1 }, "x") end },
+    { "squeeze", 3, function() a:squeeze(1, "x") end }, { "unsqueeze", 3, function() a:unsqueeze(1, "x") end },
+    { "flatten", 4, function() a:flatten(1, 2, "x") end }, { "contiguous", 2, function() a:contiguous("x") end },
+    { "clone", 2, function() a:clone("x") end }, { "index_select", 4, function() a:index_select(1, i, "x") end },
+    { "chunk", 4, function() a:chunk(2, 1, "x") end }, { "split", 4, function() a:split(1, 1, "x") end },
+    { "cat", 3, function() ms.cat({ a, a }, 1, "x") end }, { "stack", 3, function() ms.stack({ a, a }, 1, "x") end },
+    { "detach", 2, function() a:detach("x") end }, { "requires_grad_", 3, function() a:clone():requires_grad_(true, "x") end },
+    { "register_hook", 3, function() a:clone():requires_grad_():register_hook(function() end, "x") end },
+    { "register_post_accumulate_grad_hook", 3,
+      function() a:clone():requires_grad_():register_post_accumulate_grad_hook(function() end, "x") end },
+    { "set_grad_enabled", 2, function() ms.set_grad_enabled(true, "x") end },
+    { "softmax", 3, function() a:softmax(1, "x") end }, { "log_softmax", 3, function() a:log_softmax(1, "x") end },
+    { "silu", 2, function() ms.silu(a, "x") end }, { "linear", 4, function() ms.linear(a, a, nil, "x") end },
+    { "adaptive_avg_pool2d", 3, function() ms.adaptive_avg_pool2d(ms.ones(1, 1, 2, 2), 1, "x") end },
+    { "bernoulli", 3, function() ms.bernoulli(ms.rand(2), 0.5, "x") end },
+    { "uniform_", 4, function() a:clone():uniform_(0, 1, "x") end },
+    { "normal_", 4, function() a:clone():normal_(0, 1, "x") end },
+    { "manual_seed", 2, function() ms.manual_seed(1, "x") end },
+    { "set_num_threads", 2, function() ms.set_num_threads(ms.get_num_threads(), "x") end },
+  }
+  for _, c in ipairs(cases) do
+    T.raises(c[3], c[1] .. ": bad argument #" .. c[2] .. ":", "unexpected argument", "string 'x'")
+  end
+  T.truthy(ms.is_grad_enabled(), "set_grad_enabled raised before changing the mode")
+  -- trailing nils are no arguments, and the varargs forms still take their sizes
+  T.same(a:t(nil):size(), { 2, 2 })
+  T.same(a:permute(2, 1):size(), { 2, 2 })
+  T.same(ms.cat({ a, a }, 1, nil):size(), { 4, 2 })
+end)
+
 T.finish()
