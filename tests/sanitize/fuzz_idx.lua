@@ -10,6 +10,7 @@
 -- exits non-zero on any wrong outcome. MS_FUZZ_CASES sets the number of cases.
 local ms = require "moonshard"
 local T = require "testing"
+local fuzzing = require "fuzzing"
 
 local SEED = math.tointeger(tonumber(os.getenv("MS_FUZZ_SEED") or "1")) or 1
 local CASES = math.tointeger(tonumber(os.getenv("MS_FUZZ_CASES") or "5000")) or 5000
@@ -303,20 +304,8 @@ for i = 1, CASES do
   counts.gz = counts.gz + (gz and 1 or 0)
   local want, why = independent_read(s)
   local ok, t = pcall(ms.read_idx, path)
-  if not ok then
-    if type(t) ~= "string" or not t:find("read_idx", 1, true) then
-      wrong(i, "not a clean error: " .. tostring(t), s)
-    elseif want then
-      wrong(i, "ms.read_idx refused a file the independent reader accepts: " .. t, s)
-    else
-      counts.clean = counts.clean + 1
-    end
-  elseif not want then
-    wrong(i, "ms.read_idx accepted a file the independent reader rejects (" .. tostring(why) .. ")", s)
-  else
-    local diff = compare(t, want)
-    if diff then wrong(i, diff, s) else counts.accepted = counts.accepted + 1 end
-  end
+  local verdict, why_wrong = fuzzing.judge("read_idx", ok, t, want, why, function() return compare(t, want) end)
+  if verdict then counts[verdict] = counts[verdict] + 1 else wrong(i, why_wrong, s) end
 end
 os.remove(path)
 os.remove(repath)

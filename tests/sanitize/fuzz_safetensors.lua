@@ -10,6 +10,7 @@
 -- MS_FUZZ_CASES sets the number of cases (default sized for an ASan+UBSan build).
 local ms = require "moonshard"
 local T = require "testing"
+local fuzzing = require "fuzzing"
 
 local SEED = math.tointeger(tonumber(os.getenv("MS_FUZZ_SEED") or "1")) or 1
 local CASES = math.tointeger(tonumber(os.getenv("MS_FUZZ_CASES") or "5000")) or 5000
@@ -303,12 +304,7 @@ local function file_of(model)
   return string.pack("<I8", #header) .. header .. model.data, #header
 end
 
-local function deep_copy(t)
-  if type(t) ~= "table" then return t end
-  local c = {}
-  for k, v in pairs(t) do c[k] = deep_copy(v) end
-  return c
-end
+local deep_copy = fuzzing.deep_copy
 
 ---------------------------------------------------------------------------------------------------
 -- Mutations: of the model (keys, fields, values) and of the file's bytes.
@@ -498,20 +494,9 @@ for i = 1, CASES do
   counts.cases = counts.cases + 1
   local want, why = independent_read(s)
   local ok, tensors, meta = pcall(ms.load, path, {nested = false})
-  if not ok then
-    if type(tensors) ~= "string" or not tensors:find("load", 1, true) then
-      wrong(i, "not a clean error: " .. tostring(tensors), s)
-    elseif want then
-      wrong(i, "ms.load refused a file the independent reader accepts: " .. tensors, s)
-    else
-      counts.clean = counts.clean + 1
-    end
-  elseif not want then
-    wrong(i, "ms.load accepted a file the independent reader rejects (" .. tostring(why) .. ")", s)
-  else
-    local diff = compare(tensors, meta, want)
-    if diff then wrong(i, diff, s) else counts.accepted = counts.accepted + 1 end
-  end
+  local verdict, why_wrong = fuzzing.judge("load", ok, tensors, want, why,
+                                           function() return compare(tensors, meta, want) end)
+  if verdict then counts[verdict] = counts[verdict] + 1 else wrong(i, why_wrong, s) end
 end
 os.remove(path)
 os.remove(repath)

@@ -16,6 +16,7 @@
 -- each element one of the values the (mutated) index's pieces give it, read through ms.load.
 local ms = require "moonshard"
 local T = require "testing"
+local fuzzing = require "fuzzing"
 local nn = require "moonshard.nn"
 local fsdp = require "moonshard.fsdp"
 
@@ -240,12 +241,7 @@ local function setup(index_text, shards)
   for r = 0, W - 1 do write(work .. "/" .. shard_name(r), shards[r + 1]) end
 end
 
-local function deep_copy(t)
-  if type(t) ~= "table" then return t end
-  local c = {}
-  for k, v in pairs(t) do c[k] = deep_copy(v) end
-  return c
-end
+local deep_copy = fuzzing.deep_copy
 
 -- One case: returns its kind and how the shards/index were made; `strict` when only the exact
 -- saved values may be accepted.
