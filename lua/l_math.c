@@ -8,9 +8,6 @@
 #include "moonshard/pinned.h"
 #include "ms_lua.h"
 
-/* luaconf.h defines l_floor as a macro; our binding of floor wants the name. */
-#undef l_floor
-
 /* ---- binary ---------------------------------------------------------------------------------------- */
 
 static void operand_type(ms_operand o, ms_dtype *dt, ms_operand_kind *kind) {
@@ -102,22 +99,11 @@ static int binary_(lua_State *L, ms_binary_op op) {
   return 1;
 }
 
-#define BINARY_FN(name, OP)                                              \
-  static int l_##name(lua_State *L) { return binary(L, OP); }           \
-  static int l_##name##_(lua_State *L) { return binary_(L, OP); }
-BINARY_FN(mul, MS_OP_MUL)
-BINARY_FN(div, MS_OP_DIV)
-BINARY_FN(pow, MS_OP_POW)
-BINARY_FN(maximum, MS_OP_MAXIMUM)
-BINARY_FN(minimum, MS_OP_MINIMUM)
-BINARY_FN(eq, MS_OP_EQ)
-BINARY_FN(ne, MS_OP_NE)
-BINARY_FN(lt, MS_OP_LT)
-BINARY_FN(le, MS_OP_LE)
-BINARY_FN(gt, MS_OP_GT)
-BINARY_FN(ge, MS_OP_GE)
-BINARY_FN(logical_and, MS_OP_LOGICAL_AND)
-BINARY_FN(logical_or, MS_OP_LOGICAL_OR)
+/* The binary ops of the engine's table other than add and sub (which take alpha), bound by
+ * looping over it (ms_lua_open_math): the op rides in the closure's upvalue. */
+static ms_binary_op upvalue_binary_op(lua_State *L) { return (ms_binary_op)lua_tointeger(L, lua_upvalueindex(1)); }
+static int l_binary(lua_State *L) { return binary(L, upvalue_binary_op(L)); }
+static int l_binary_(lua_State *L) { return binary_(L, upvalue_binary_op(L)); }
 
 /* ---- unary ------------------------------------------------------------------------------------------ */
 
@@ -140,29 +126,11 @@ static int unary_(lua_State *L, ms_unary_op op) {
   return 1;
 }
 
-#define UNARY_FN(name, OP)                                               \
-  static int l_##name(lua_State *L) { return unary(L, OP); }            \
-  static int l_##name##_(lua_State *L) { return unary_(L, OP); }
-UNARY_FN(neg, MS_OP_NEG)
-UNARY_FN(abs, MS_OP_ABS)
-UNARY_FN(exp, MS_OP_EXP)
-UNARY_FN(log, MS_OP_LOG)
-UNARY_FN(sqrt, MS_OP_SQRT)
-UNARY_FN(rsqrt, MS_OP_RSQRT)
-UNARY_FN(tanh, MS_OP_TANH)
-UNARY_FN(sigmoid, MS_OP_SIGMOID)
-UNARY_FN(relu, MS_OP_RELU)
-UNARY_FN(logical_not, MS_OP_LOGICAL_NOT)
-UNARY_FN(sign, MS_OP_SIGN)
-UNARY_FN(floor, MS_OP_FLOOR)
-UNARY_FN(ceil, MS_OP_CEIL)
-UNARY_FN(round, MS_OP_ROUND)
-UNARY_FN(sin, MS_OP_SIN)
-UNARY_FN(cos, MS_OP_COS)
-UNARY_FN(log1p, MS_OP_LOG1P)
-UNARY_FN(expm1, MS_OP_EXPM1)
-UNARY_FN(reciprocal, MS_OP_RECIPROCAL)
-UNARY_FN(square, MS_OP_SQUARE)
+/* Every unary op of the engine's table, bound by looping over it (ms_lua_open_math): the op
+ * rides in the closure's upvalue. */
+static ms_unary_op upvalue_unary_op(lua_State *L) { return (ms_unary_op)lua_tointeger(L, lua_upvalueindex(1)); }
+static int l_unary(lua_State *L) { return unary(L, upvalue_unary_op(L)); }
+static int l_unary_(lua_State *L) { return unary_(L, upvalue_unary_op(L)); }
 
 /* clamp(t, min, max) with either nil, or clamp(t, {min=, max=}). */
 static int clamp(lua_State *L, bool inplace) {
@@ -578,25 +546,31 @@ static void push_op_names(lua_State *L) {
   lua_setfield(L, -2, "binary");
 }
 
+/* Binds op (the closure's upvalue) under name and name_ (its in-place form), as a function and a
+ * method. */
+static void register_op(lua_State *L, const char *name, int op, lua_CFunction fn, lua_CFunction fn_) {
+  char inplace[MS_INPLACE_NAME_LEN];
+  snprintf(inplace, sizeof inplace, "%s_", name);
+  lua_pushinteger(L, op);
+  lua_pushcclosure(L, fn, 1);
+  ms_lua_register_value_both(L, name);
+  lua_pushinteger(L, op);
+  lua_pushcclosure(L, fn_, 1);
+  ms_lua_register_value_both(L, inplace);
+}
+
+/* Every op of the engine's unary and binary tables, so that an op added to a table is bound
+ * without an edit here; add and sub take alpha and are bound by hand. */
+static void register_table_ops(lua_State *L) {
+  for (int op = 0; op < MS_UNARY_OP_COUNT; op++)
+    register_op(L, ms_unary_op_name((ms_unary_op)op), op, l_unary, l_unary_);
+  for (int op = 0; op < MS_BINARY_OP_COUNT; op++)
+    if (op != MS_OP_ADD && op != MS_OP_SUB) register_op(L, ms_binary_op_name((ms_binary_op)op), op, l_binary, l_binary_);
+}
+
 void ms_lua_open_math(lua_State *L) {
   static const struct { const char *name; lua_CFunction fn; } both[] = {
-      {"add", l_add}, {"sub", l_sub}, {"mul", l_mul}, {"div", l_div}, {"pow", l_pow},
-      {"maximum", l_maximum}, {"minimum", l_minimum}, {"eq", l_eq}, {"ne", l_ne}, {"lt", l_lt},
-      {"le", l_le}, {"gt", l_gt}, {"ge", l_ge}, {"logical_and", l_logical_and},
-      {"logical_or", l_logical_or}, {"logical_not", l_logical_not},
-      {"add_", l_add_}, {"sub_", l_sub_}, {"mul_", l_mul_}, {"div_", l_div_}, {"pow_", l_pow_},
-      {"maximum_", l_maximum_}, {"minimum_", l_minimum_}, {"eq_", l_eq_}, {"ne_", l_ne_},
-      {"lt_", l_lt_}, {"le_", l_le_}, {"gt_", l_gt_}, {"ge_", l_ge_},
-      {"logical_and_", l_logical_and_}, {"logical_or_", l_logical_or_}, {"logical_not_", l_logical_not_},
-      {"neg", l_neg}, {"abs", l_abs}, {"exp", l_exp}, {"log", l_log}, {"sqrt", l_sqrt},
-      {"rsqrt", l_rsqrt}, {"tanh", l_tanh}, {"sigmoid", l_sigmoid}, {"relu", l_relu},
-      {"sign", l_sign}, {"floor", l_floor}, {"ceil", l_ceil}, {"round", l_round}, {"sin", l_sin},
-      {"cos", l_cos}, {"log1p", l_log1p}, {"expm1", l_expm1}, {"reciprocal", l_reciprocal},
-      {"square", l_square}, {"neg_", l_neg_}, {"abs_", l_abs_}, {"exp_", l_exp_}, {"log_", l_log_},
-      {"sqrt_", l_sqrt_}, {"rsqrt_", l_rsqrt_}, {"tanh_", l_tanh_}, {"sigmoid_", l_sigmoid_},
-      {"relu_", l_relu_}, {"sign_", l_sign_}, {"floor_", l_floor_}, {"ceil_", l_ceil_},
-      {"round_", l_round_}, {"sin_", l_sin_}, {"cos_", l_cos_}, {"log1p_", l_log1p_},
-      {"expm1_", l_expm1_}, {"reciprocal_", l_reciprocal_}, {"square_", l_square_},
+      {"add", l_add}, {"sub", l_sub}, {"add_", l_add_}, {"sub_", l_sub_},
       {"clamp", l_clamp}, {"clamp_", l_clamp_}, {"masked_fill", l_masked_fill},
       {"masked_fill_", l_masked_fill_}, {"fill_", l_fill_}, {"zero_", l_zero_}, {"copy_", l_copy_},
       {"sum", l_sum}, {"mean", l_mean}, {"prod", l_prod}, {"var", l_var}, {"std", l_std},
@@ -609,6 +583,7 @@ void ms_lua_open_math(lua_State *L) {
       {"is_contiguous", l_is_contiguous}, {"storage_offset", l_storage_offset},
       {"element_size", l_element_size}, {"is_floating_point", l_is_floating_point}};
   for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) ms_lua_register_both(L, both[i].name, both[i].fn);
+  register_table_ops(L);
   push_op_names(L);
   lua_setfield(L, -3, "_op_names");
   lua_pushcfunction(L, l_where);

@@ -326,6 +326,10 @@ void ms_lua_push_size(lua_State *L, int ndim, const int64_t *shape) {
 
 void ms_lua_register_both(lua_State *L, const char *name, lua_CFunction fn) {
   lua_pushcfunction(L, fn);
+  ms_lua_register_value_both(L, name);
+}
+
+void ms_lua_register_value_both(lua_State *L, const char *name) {
   lua_pushvalue(L, -1);
   lua_setfield(L, -4, name);
   lua_setfield(L, -2, name);

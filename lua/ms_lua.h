@@ -133,5 +133,7 @@ void ms_lua_open_cuda(lua_State *L);       /* l_cuda.c: ms.cuda, t:cuda(), t:cpu
 void ms_lua_check_transform_specs(lua_State *L, int idx, ms_transform_spec *specs, int *n);
 /* Registers fn under `name` in both the module table (-2) and the method table (-1). */
 void ms_lua_register_both(lua_State *L, const char *name, lua_CFunction fn);
+/* Registers the value on top of the stack (popped) the same way. */
+void ms_lua_register_value_both(lua_State *L, const char *name);
 
 #endif
