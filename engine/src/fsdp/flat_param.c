@@ -166,6 +166,7 @@ ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
   if (!pg && !(pg = ms_pg_world())) return NULL;
   ms_flat_param *fp = calloc(1, sizeof *fp);
   if (!fp) return ms_error(MS_ERR_MEMORY, "fsdp: out of memory"), NULL;
+  fp->refs = 1;
   ms_pg_retain(pg);
   fp->pg = pg;
   fp->strategy = strategy;
@@ -192,8 +193,13 @@ ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
   return fp;
 }
 
+ms_flat_param *ms_flat_param_retain(ms_flat_param *fp) {
+  fp->refs++; /* only the training loop's thread touches units */
+  return fp;
+}
+
 void ms_flat_param_free(ms_flat_param *fp) {
-  if (!fp) return;
+  if (!fp || --fp->refs > 0) return;
   ms_fsdp_comm_free(fp); /* first: in-flight collectives write into the buffers */
   for (int i = 0; fp->params && i < fp->nparams; i++) {
     if (!fp->params[i]) continue;
@@ -225,6 +231,46 @@ ms_status ms_flat_param_set_name(ms_flat_param *fp, const char *name) {
   fp->name = copy;
   return MS_OK;
 }
+
+/* ---- reading a unit ---------------------------------------------------------------------------- */
+
+void ms_flat_param_get_info(const ms_flat_param *fp, ms_flat_param_info *out) {
+  *out = (ms_flat_param_info){
+      .numel = fp->numel, .padded = fp->padded, .shard_numel = fp->shard_numel,
+      .world = fp->world, .rank = fp->rank, .nparams = fp->nparams,
+      .strategy = fp->strategy, .device = fp->device, .offloaded = fp->offload,
+      .dtype = fp->dtype, .param_dtype = fp->param_dtype, .reduce_dtype = fp->reduce_dtype,
+  };
+}
+
+ms_tensor *ms_flat_param_shard(const ms_flat_param *fp) { return fp->shard; }
+
+static bool check_index(const ms_flat_param *fp, int i, const char *fn) {
+  if (i >= 0 && i < fp->nparams) return true;
+  ms_error(MS_ERR_ARG, "%s: bad argument #2 (i): expected a parameter index in [0, %d), got %d", fn,
+           fp->nparams, i);
+  return false;
+}
+
+ms_tensor *ms_flat_param_view(const ms_flat_param *fp, int i) {
+  return check_index(fp, i, "ms_flat_param_view") ? fp->params[i] : NULL;
+}
+
+ms_tensor *ms_flat_param_compute_view(const ms_flat_param *fp, int i) {
+  return check_index(fp, i, "ms_flat_param_compute_view") ? fp->compute_params[i] : NULL;
+}
+
+ms_tensor *ms_flat_param_piece(const ms_flat_param *fp, int i) {
+  return check_index(fp, i, "ms_flat_param_piece") ? fp->pieces[i] : NULL;
+}
+
+int64_t ms_flat_param_piece_offset(const ms_flat_param *fp, int i) {
+  return check_index(fp, i, "ms_flat_param_piece_offset") ? fp->piece_offsets[i] : -1;
+}
+
+const ms_fsdp_comm_stats *ms_flat_param_stats(const ms_flat_param *fp) { return &fp->stats; }
+
+void ms_flat_param_set_no_sync(ms_flat_param *fp, bool on) { fp->no_sync = on; }
 
 /* ---- gather and release ------------------------------------------------------------------------ */
 
@@ -333,6 +379,7 @@ static ms_status on_grad_ready(void *ctx, ms_tensor *param) {
   fp->grads_pending = fp->grads_expected;
   ms_status st = fp->no_sync ? MS_OK : ms_flat_param_reduce_grads_async(fp);
   if (st == MS_OK) ms_flat_param_release(fp);
+  if (st == MS_OK && fp->on_grads_done) st = fp->on_grads_done(fp); /* the runtime's BACKWARD_POST */
   return st;
 }
 
