@@ -9,11 +9,11 @@
 #include "moonshard/tensor.h"
 #include "tensor_internal.h"
 
-/* Frees a tensor's autograd state; installed by autograd (it is above the tensor core), set
- * before any tensor has such state, and never changed after. */
+/* Frees a tensor's autograd state; installed by autograd (it is above the tensor core) before
+ * any tensor has such state. */
 static _Atomic(ms_tensor_free_fn) autograd_free;
 
-void ms_tensor_set_autograd_free(ms_tensor_free_fn fn) { atomic_store(&autograd_free, fn); }
+ms_tensor_free_fn ms_tensor_set_autograd_free(ms_tensor_free_fn fn) { return atomic_exchange(&autograd_free, fn); }
 
 void ms_tensor_retain(ms_tensor *t) { atomic_fetch_add(&t->refcount, 1); }
 

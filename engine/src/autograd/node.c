@@ -83,8 +83,14 @@ static void tensor_free(ms_tensor *t) {
 }
 
 /* Installs tensor_free before a tensor can get autograd state: every grad_fn comes from a node
- * made here, every grad_base sits beside a grad_fn, and hooks come from hook_new. */
-static void install_tensor_free(void) { ms_tensor_set_autograd_free(tensor_free); }
+ * made here, every grad_base sits beside a grad_fn, and hooks come from hook_new. Once: a plain
+ * load after that. */
+static void install_tensor_free(void) {
+  static atomic_bool installed;
+  if (atomic_load_explicit(&installed, memory_order_acquire)) return;
+  ms_tensor_set_autograd_free(tensor_free);
+  atomic_store_explicit(&installed, true, memory_order_release);
+}
 
 static ms_node *node_alloc(const char *name, ms_backward_fn backward, int n) {
   install_tensor_free();
