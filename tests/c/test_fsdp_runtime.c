@@ -72,6 +72,10 @@ static void test_bad_arguments(void) {
   CHECK_ERROR_HAS("bad argument #3 (root_unit): expected NULL or one of the units");
   CHECK(ms_fsdp_set_prefetch(m.units[0], false, (ms_fsdp_backward_prefetch)7) != MS_OK);
   CHECK_ERROR_HAS("ms_fsdp_set_prefetch: bad argument #3 (backward)");
+  CHECK(ms_fsdp_pre_forward(NULL) != MS_OK);
+  CHECK_ERROR_HAS("ms_fsdp_pre_forward: bad argument #1 (unit): expected a unit, got NULL");
+  CHECK(ms_fsdp_root_pre_forward(NULL) != MS_OK);
+  CHECK_ERROR_HAS("ms_fsdp_root_pre_forward: bad argument #1 (root)");
   CHECK(ms_fsdp_post_forward(m.units[0], NULL, 1) != MS_OK);
   CHECK_ERROR_HAS("ms_fsdp_post_forward: bad argument #2 (outs)");
   CHECK(ms_flat_param_piece(m.units[0], 1) == NULL);

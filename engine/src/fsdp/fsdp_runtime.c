@@ -124,7 +124,13 @@ ms_fsdp_state *ms_fsdp_state_new(ms_flat_param *const *units, int n, ms_flat_par
   return s;
 }
 
+/* NULL for a root or a unit: an error naming the function, never a crash. */
+static ms_status check_object(const char *f, const void *p, const char *what) {
+  return p ? MS_OK : ms_error(MS_ERR_ARG, "%s: bad argument #1 (%s): expected a %s, got NULL", f, what, what);
+}
+
 ms_status ms_fsdp_root_pre_forward(ms_fsdp_state *root) {
+  if (check_object("ms_fsdp_root_pre_forward", root, "root") != MS_OK) return MS_ERR_ARG;
   order_begin(&root->fwd, &root->fwd_prev);
   order_begin(&root->bwd, &root->bwd_prev);
   root->started = true;
@@ -180,8 +186,10 @@ static ms_status check_outputs(const char *f, ms_tensor *const *outs, int n) {
 }
 
 ms_status ms_fsdp_root_post_forward(ms_fsdp_state *root, ms_tensor *const *outs, int n) {
+  const char *f = "ms_fsdp_root_post_forward";
+  if (check_object(f, root, "root") != MS_OK) return MS_ERR_ARG;
   root->in_forward = false;
-  ms_status st = check_outputs("ms_fsdp_root_post_forward", outs, n);
+  ms_status st = check_outputs(f, outs, n);
   for (int i = 0; st == MS_OK && i < n; i++) {
     if (!outs[i]->requires_grad) continue;
     root->refs++;
@@ -200,6 +208,7 @@ static ms_status post_reduce_prefetch(ms_flat_param *fp) {
 }
 
 ms_status ms_fsdp_set_prefetch(ms_flat_param *unit, bool forward_prefetch, ms_fsdp_backward_prefetch backward) {
+  if (check_object("ms_fsdp_set_prefetch", unit, "unit") != MS_OK) return MS_ERR_ARG;
   if (backward != MS_FSDP_PREFETCH_NONE && backward != MS_FSDP_BACKWARD_PRE && backward != MS_FSDP_BACKWARD_POST)
     return ms_error(MS_ERR_ARG, "ms_fsdp_set_prefetch: bad argument #3 (backward): expected "
                     "MS_FSDP_PREFETCH_NONE, MS_FSDP_BACKWARD_PRE or MS_FSDP_BACKWARD_POST, got %d", (int)backward);
@@ -210,6 +219,7 @@ ms_status ms_fsdp_set_prefetch(ms_flat_param *unit, bool forward_prefetch, ms_fs
 }
 
 ms_status ms_fsdp_pre_forward(ms_flat_param *unit) {
+  if (check_object("ms_fsdp_pre_forward", unit, "unit") != MS_OK) return MS_ERR_ARG;
   ms_flat_param_reset_pending(unit);
   ms_flat_param_drop_unused_grad(unit);
   ms_fsdp_progress();
@@ -242,6 +252,7 @@ static ms_status pre_backward(void *ctx, ms_tensor *grad, ms_tensor **replace) {
 static void unit_hook_free(void *ctx) { ms_flat_param_free(ctx); }
 
 ms_status ms_fsdp_post_forward(ms_flat_param *unit, ms_tensor *const *outs, int n) {
+  if (check_object("ms_fsdp_post_forward", unit, "unit") != MS_OK) return MS_ERR_ARG;
   ms_status st = check_outputs("ms_fsdp_post_forward", outs, n);
   if (st != MS_OK || unit->strategy == MS_FSDP_NO_SHARD) return st;
   bool backward = any_requires_grad(outs, n);
