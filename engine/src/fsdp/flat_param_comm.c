@@ -11,10 +11,10 @@
  * the wait left afterwards was 2.5-5.4 ms (median of 30, three runs), i.e. nothing overlapped;
  * testing the request every ~1 ms left 0 ms (every ~10 ms: 0-6 ms). So ms_fsdp_progress tests
  * every in-flight collective, and FSDP calls it often: at each unit's pre-forward and
- * pre-backward, before each module of a unit when forward_prefetch is on (fsdp.lua), and in
- * each parameter's post-accumulate hook (flat_param.c). A progress thread was not chosen: with
- * one compute thread per rank on 2 cores it would take cycles from the computation, and it
- * would need MPI_THREAD_MULTIPLE. End-to-end step times on this shared machine vary 3x between
+ * pre-backward (fsdp_runtime.c), before each module of a unit when forward_prefetch is on
+ * (fsdp.lua), and in each parameter's post-accumulate hook (flat_param.c). A progress thread
+ * was not chosen: with one compute thread per rank on 2 cores it would take cycles from the
+ * computation, and it would need MPI_THREAD_MULTIPLE. End-to-end step times on this shared machine vary 3x between
  * runs (bench/fsdp_overlap.lua), too noisy to show the gain; the bench of issue 7
  * should measure it on a quiet machine. */
 #define _POSIX_C_SOURCE 200809L
