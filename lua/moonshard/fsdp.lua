@@ -544,7 +544,7 @@ end
 -- order its end of backward finishes them), whose execution order they record from then on;
 -- buffers are cast to buffer_dtype once.
 local function lazy_init(root)
-  if root._attrs._state then return end
+  if root._attrs._runtime then return end
   local mods, fps = root:modules(), {}
   for _, m in ipairs(mods) do
     if m:isinstance(FSDP) and m._attrs._flat then fps[#fps + 1] = m._attrs._flat end
@@ -557,13 +557,13 @@ local function lazy_init(root)
   end
   local mp = root._attrs._comm.mixed_precision
   if mp and mp.buffer_dtype then comm.cast_buffers(mods, mp.buffer_dtype) end
-  root._attrs._state = native.state(fps, root._attrs._flat)
+  root._attrs._runtime = native.state(fps, root._attrs._flat)
 end
 
 local function root_forward(self, ...)
   lazy_init(self)
-  local state = self._attrs._state
-  state:root_pre_forward()
+  local runtime = self._attrs._runtime
+  runtime:root_pre_forward()
   local args = pack(...)
   local dev = self._attrs._input_device
   if dev and dev ~= "cpu" then comm.move_inputs(dev, args) end
@@ -575,7 +575,7 @@ local function root_forward(self, ...)
     local _ <close> = closer(function() active_root = nil end)
     outs = unit_forward(self, unpack(args, 1, args.n))
   end
-  state:root_post_forward(tensors_of(outs))
+  runtime:root_post_forward(tensors_of(outs))
   return unpack(outs, 1, outs.n)
 end
 
