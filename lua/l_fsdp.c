@@ -1,15 +1,17 @@
 /* l_fsdp.c: ms._fsdp, the native half of moonshard.fsdp: a FlatParam userdata per FSDP unit
- * (moonshard/fsdp.h). The Lua half (lua/moonshard/fsdp.lua) owns wrapping, module hooks and
- * state dicts; this file only moves bytes and runs collectives. */
+ * (moonshard/fsdp.h) and an FsdpState per root (moonshard/fsdp_runtime.h: the per-step runtime).
+ * The Lua half (lua/moonshard/fsdp.lua) owns wrapping, module hooks, the walk over a unit's
+ * inputs and outputs and state dicts; the engine decides what each step gathers, prefetches,
+ * reduces and frees. */
 #define _POSIX_C_SOURCE 200809L /* gethostname */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "moonshard/autograd.h"
 #include "moonshard/dist.h"
 #include "moonshard/fsdp.h"
+#include "moonshard/fsdp_runtime.h"
 #include "ms_lua.h"
 
 #define MS_FLAT_PARAM_MT "moonshard.FlatParam"
@@ -52,6 +54,17 @@ static void push_retained(lua_State *L, ms_tensor *t) {
   ms_lua_push_tensor(L, t);
 }
 
+/* Pushes {get(fp, 0), get(fp, 1), ...}: one of the unit's per-parameter tensors, in order. */
+static void push_list(lua_State *L, const ms_flat_param *fp, ms_tensor *(*get)(const ms_flat_param *, int)) {
+  ms_flat_param_info info;
+  ms_flat_param_get_info(fp, &info);
+  lua_createtable(L, info.nparams, 0);
+  for (int i = 0; i < info.nparams; i++) {
+    push_retained(L, get(fp, i));
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
 /* Mixed precision from arg idx: nil, or {param_dtype, reduce_dtype} as dtype names (fsdp.lua
  * validated them and filled the defaults). */
 static ms_status apply_mixed_precision(lua_State *L, int idx, ms_flat_param *fp) {
@@ -89,17 +102,9 @@ static int l_flat_param(lua_State *L) {
   u->fp = ms_flat_param_create(params, n, pg, strategy, lua_toboolean(L, 5));
   if (!u->fp || apply_mixed_precision(L, 4, u->fp) != MS_OK || ms_flat_param_install_hooks(u->fp) != MS_OK)
     return ms_lua_raise(L);
-  push_retained(L, u->fp->shard);
-  lua_createtable(L, n, 0);
-  for (int i = 0; i < n; i++) {
-    push_retained(L, u->fp->params[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
-  lua_createtable(L, n, 0);
-  for (int i = 0; i < n; i++) {
-    push_retained(L, u->fp->pieces[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
+  push_retained(L, ms_flat_param_shard(u->fp));
+  push_list(L, u->fp, ms_flat_param_view);
+  push_list(L, u->fp, ms_flat_param_piece);
   return 4;
 }
 
@@ -118,26 +123,8 @@ static int fp_is_gathered(lua_State *L) {
   return 1;
 }
 
-static int fp_reduce_grads(lua_State *L) {
-  ms_lua_check_status(L, ms_flat_param_reduce_grads(check_fp(L)));
-  return 0;
-}
-
 static int fp_update_shard(lua_State *L) {
   ms_lua_check_status(L, ms_flat_param_update_shard(check_fp(L)));
-  return 0;
-}
-
-/* fp:grads_incomplete() -> whether some but not all of the unit's grads arrived in this backward
- * (false right after the native hook counted the last one: BACKWARD_POST's cue). */
-static int fp_grads_incomplete(lua_State *L) {
-  ms_flat_param *fp = check_fp(L);
-  lua_pushboolean(L, fp->grads_pending != fp->grads_expected);
-  return 1;
-}
-
-static int fp_reset_pending(lua_State *L) {
-  ms_flat_param_reset_pending(check_fp(L));
   return 0;
 }
 
@@ -145,17 +132,7 @@ static int fp_reset_pending(lua_State *L) {
 static int fp_set_no_sync(lua_State *L) {
   ms_flat_param *fp = check_fp(L);
   luaL_checktype(L, 2, LUA_TBOOLEAN);
-  fp->no_sync = lua_toboolean(L, 2);
-  return 0;
-}
-
-static int fp_finish_backward(lua_State *L) {
-  ms_lua_check_status(L, ms_flat_param_finish_backward(check_fp(L), false));
-  return 0;
-}
-
-static int fp_drop_unused_grad(lua_State *L) {
-  ms_flat_param_drop_unused_grad(check_fp(L));
+  ms_flat_param_set_no_sync(fp, lua_toboolean(L, 2));
   return 0;
 }
 
@@ -163,9 +140,11 @@ static int fp_drop_unused_grad(lua_State *L) {
  * from 0). */
 static int fp_piece_offsets(lua_State *L) {
   ms_flat_param *fp = check_fp(L);
-  lua_createtable(L, fp->nparams, 0);
-  for (int i = 0; i < fp->nparams; i++) {
-    lua_pushinteger(L, fp->piece_offsets[i]);
+  ms_flat_param_info info;
+  ms_flat_param_get_info(fp, &info);
+  lua_createtable(L, info.nparams, 0);
+  for (int i = 0; i < info.nparams; i++) {
+    lua_pushinteger(L, ms_flat_param_piece_offset(fp, i));
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
@@ -173,87 +152,117 @@ static int fp_piece_offsets(lua_State *L) {
 
 /* fp:info() -> {numel =, padded =, shard_numel =, world =, rank =} */
 static int fp_info(lua_State *L) {
-  ms_flat_param *fp = check_fp(L);
+  ms_flat_param_info info;
+  ms_flat_param_get_info(check_fp(L), &info);
   lua_createtable(L, 0, 5);
-  lua_pushinteger(L, fp->numel), lua_setfield(L, -2, "numel");
-  lua_pushinteger(L, fp->padded), lua_setfield(L, -2, "padded");
-  lua_pushinteger(L, fp->shard_numel), lua_setfield(L, -2, "shard_numel");
-  lua_pushinteger(L, fp->world), lua_setfield(L, -2, "world");
-  lua_pushinteger(L, fp->rank), lua_setfield(L, -2, "rank");
+  lua_pushinteger(L, info.numel), lua_setfield(L, -2, "numel");
+  lua_pushinteger(L, info.padded), lua_setfield(L, -2, "padded");
+  lua_pushinteger(L, info.shard_numel), lua_setfield(L, -2, "shard_numel");
+  lua_pushinteger(L, info.world), lua_setfield(L, -2, "world");
+  lua_pushinteger(L, info.rank), lua_setfield(L, -2, "rank");
   return 1;
 }
 
-/* ---- the root's end of backward ------------------------------------------------------------------ */
+/* ---- the per-step runtime (moonshard/fsdp_runtime.h) --------------------------------------------- */
 
-/* The units of one root, finished together by one callback queued when the root's backward
- * starts: the one place where a backward's reductions are waited for. The userdata's user value
- * (the list of FlatParam userdata) keeps the units alive; no allocation per backward. */
-typedef struct lua_finisher {
-  bool queued;
-  int n;
-  ms_flat_param *fps[];
-} lua_finisher;
+#define MS_FSDP_STATE_MT "moonshard.FsdpState"
 
-#define MS_FINISHER_MT "moonshard.FsdpFinisher"
+typedef struct lua_fsdp_state {
+  ms_fsdp_state *s;
+} lua_fsdp_state;
 
-/* Every unit is finished even after an error, so that no collective is left writing into a
- * buffer; after a failed walk or a unit's error the rest only wait and clean up (the other ranks
- * may not start the same collectives). The first error is kept. */
-static ms_status finish_all(void *ctx) {
-  lua_finisher *f = ctx;
-  f->queued = false;
-  ms_status st = MS_OK;
-  char first[1024] = "";
-  for (int i = 0; i < f->n; i++) {
-    ms_status r = ms_flat_param_finish_backward(f->fps[i], st != MS_OK || ms_autograd_walk_failed());
-    if (r != MS_OK && st == MS_OK) st = r, snprintf(first, sizeof first, "%s", ms_error_last());
+/* The tensors of the list at idx as an array (a userdata pushed on the stack, freed by the GC:
+ * nothing leaks when a check raises); the tensors stay borrowed from the list. */
+static ms_tensor **check_tensor_list(lua_State *L, int idx, const char *fname, int *n) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  *n = ms_lua_narrow_int(L, luaL_len(L, idx), 0, INT_MAX, fname, "#outputs");
+  ms_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)(*n > 0 ? *n : 1), 0);
+  for (int i = 0; i < *n; i++) {
+    lua_geti(L, idx, i + 1);
+    ts[i] = ms_lua_check_tensor(L, -1, fname);
+    lua_pop(L, 1);
   }
-  if (st != MS_OK) ms_error(st, "%s", first);
-  return st;
+  return ts;
 }
 
-/* _fsdp.finisher({fp, ...}) -> a finisher with :queue() (during a backward; once per backward:
- * its callback runs even after a failed walk, which clears the flag). */
-static int l_finisher(lua_State *L) {
+/* _fsdp.state({fp, ...}, root_fp or nil) -> the root's runtime state (ms_fsdp_state_new). */
+static int l_state(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  int n = ms_lua_narrow_int(L, luaL_len(L, 1), 0, INT_MAX, "fsdp finisher", "#units");
-  lua_finisher *f = lua_newuserdatauv(L, sizeof *f + sizeof f->fps[0] * (size_t)n, 1);
-  f->queued = false;
-  f->n = 0;
+  int n = ms_lua_narrow_int(L, luaL_len(L, 1), 0, INT_MAX, "fsdp.state", "#units");
+  ms_flat_param **fps = lua_newuserdatauv(L, sizeof *fps * (size_t)(n > 0 ? n : 1), 0);
   for (int i = 0; i < n; i++) {
     lua_geti(L, 1, i + 1);
     lua_flat_param *u = luaL_testudata(L, -1, MS_FLAT_PARAM_MT);
-    if (!u || !u->fp) ms_lua_arg_error(L, 1, "fsdp.finisher", "units", "a list of flat parameters");
-    f->fps[f->n++] = u->fp;
+    if (!u || !u->fp) ms_lua_arg_error(L, 1, "fsdp.state", "units", "a list of flat parameters");
+    fps[i] = u->fp;
     lua_pop(L, 1);
   }
-  lua_pushvalue(L, 1);
-  lua_setiuservalue(L, -2, 1);
-  luaL_setmetatable(L, MS_FINISHER_MT);
+  ms_flat_param *root = NULL;
+  if (!lua_isnoneornil(L, 2)) {
+    lua_flat_param *u = luaL_testudata(L, 2, MS_FLAT_PARAM_MT);
+    if (!u || !u->fp) ms_lua_arg_error(L, 2, "fsdp.state", "root_unit", "a flat parameter or nil");
+    root = u->fp;
+  }
+  lua_fsdp_state *box = lua_newuserdatauv(L, sizeof *box, 0);
+  box->s = NULL;
+  luaL_setmetatable(L, MS_FSDP_STATE_MT);
+  if (!(box->s = ms_fsdp_state_new(fps, n, root))) return ms_lua_raise(L);
   return 1;
 }
 
-static int finisher_queue(lua_State *L) {
-  lua_finisher *f = luaL_checkudata(L, 1, MS_FINISHER_MT);
-  if (f->queued) return 0;
-  ms_lua_check_status(L, ms_autograd_queue_callback(finish_all, f));
-  f->queued = true;
+static ms_fsdp_state *check_state(lua_State *L) {
+  lua_fsdp_state *box = luaL_checkudata(L, 1, MS_FSDP_STATE_MT);
+  if (!box->s) luaL_error(L, "fsdp: this root state was freed");
+  return box->s;
+}
+
+static int state_root_pre_forward(lua_State *L) {
+  ms_lua_check_status(L, ms_fsdp_root_pre_forward(check_state(L)));
+  return 0;
+}
+
+/* state:root_post_forward({outputs}) */
+static int state_root_post_forward(lua_State *L) {
+  ms_fsdp_state *s = check_state(L);
+  int n;
+  ms_tensor **outs = check_tensor_list(L, 2, "fsdp root post_forward", &n);
+  ms_lua_check_status(L, ms_fsdp_root_post_forward(s, outs, n));
+  return 0;
+}
+
+static int state_gc(lua_State *L) {
+  lua_fsdp_state *box = luaL_checkudata(L, 1, MS_FSDP_STATE_MT);
+  ms_fsdp_state_free(box->s);
+  box->s = NULL;
+  return 0;
+}
+
+static int fp_pre_forward(lua_State *L) {
+  ms_lua_check_status(L, ms_fsdp_pre_forward(check_fp(L)));
+  return 0;
+}
+
+/* fp:post_forward({outputs}): the unit's output tensors (fsdp.lua walks nested tables). */
+static int fp_post_forward(lua_State *L) {
+  ms_flat_param *fp = check_fp(L);
+  int n;
+  ms_tensor **outs = check_tensor_list(L, 2, "fsdp post_forward", &n);
+  ms_lua_check_status(L, ms_fsdp_post_forward(fp, outs, n));
+  return 0;
+}
+
+/* fp:set_prefetch(forward_prefetch, backward_prefetch): a boolean and nil, "BACKWARD_PRE" or
+ * "BACKWARD_POST" (fsdp_comm.lua validated them). */
+static int fp_set_prefetch(lua_State *L) {
+  static const char *const names[] = {"NONE", "BACKWARD_PRE", "BACKWARD_POST", NULL};
+  ms_flat_param *fp = check_fp(L);
+  ms_fsdp_backward_prefetch bwd = lua_isnoneornil(L, 3) ? MS_FSDP_PREFETCH_NONE
+                                                          : (ms_fsdp_backward_prefetch)luaL_checkoption(L, 3, NULL, names);
+  ms_lua_check_status(L, ms_fsdp_set_prefetch(fp, lua_toboolean(L, 2), bwd));
   return 0;
 }
 
 /* ---- communication (flat_param_comm.c, flat_param_mp.c) ------------------------------------- */
-
-/* fp:gather_compute_async(prefetch, backward) issues the compute buffer's all-gather;
- * fp:gather_compute(backward) makes it ready (backward: for the unit's backward, else forward). */
-static int fp_gather_compute_async(lua_State *L) {
-  ms_lua_check_status(L, ms_flat_param_gather_compute_async(check_fp(L), lua_toboolean(L, 2), lua_toboolean(L, 3)));
-  return 0;
-}
-
-static int fp_gather_compute(lua_State *L) {
-  ms_lua_check_status(L, ms_flat_param_gather_compute(check_fp(L), lua_toboolean(L, 2)));
-  return 0;
-}
 
 /* fp:set_name(name): the unit's module path, the origin of its collectives (checked across ranks). */
 static int fp_set_name(lua_State *L) {
@@ -264,11 +273,6 @@ static int fp_set_name(lua_State *L) {
 static int fp_compute_gathered(lua_State *L) {
   lua_pushboolean(L, ms_flat_param_compute_gathered(check_fp(L)));
   return 1;
-}
-
-static int fp_wait_reduce(lua_State *L) {
-  ms_lua_check_status(L, ms_flat_param_wait_reduce(check_fp(L)));
-  return 0;
 }
 
 static int fp_set_inter_group(lua_State *L) {
@@ -282,11 +286,7 @@ static int fp_set_inter_group(lua_State *L) {
 static int fp_compute_views(lua_State *L) {
   ms_flat_param *fp = check_fp(L);
   if (!ms_flat_param_mixed(fp)) return lua_pushnil(L), 1;
-  lua_createtable(L, fp->nparams, 0);
-  for (int i = 0; i < fp->nparams; i++) {
-    push_retained(L, fp->compute_params[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
+  push_list(L, fp, ms_flat_param_compute_view);
   return 1;
 }
 
@@ -294,7 +294,9 @@ static int fp_compute_views(lua_State *L) {
  * when reset is true. */
 static int fp_stats(lua_State *L) {
   ms_flat_param *fp = check_fp(L);
-  const ms_fsdp_comm_stats *s = &fp->stats;
+  const ms_fsdp_comm_stats *s = ms_flat_param_stats(fp);
+  ms_flat_param_info info;
+  ms_flat_param_get_info(fp, &info);
   lua_createtable(L, 0, 8);
   lua_pushinteger(L, s->allgather_calls), lua_setfield(L, -2, "allgather_calls");
   lua_pushinteger(L, s->prefetch_calls), lua_setfield(L, -2, "prefetch_calls");
@@ -304,8 +306,8 @@ static int fp_stats(lua_State *L) {
   lua_pushinteger(L, s->reduce_bytes), lua_setfield(L, -2, "reduce_bytes");
   lua_pushinteger(L, s->waits), lua_setfield(L, -2, "waits");
   lua_pushnumber(L, s->wait_seconds), lua_setfield(L, -2, "wait_seconds");
-  lua_pushstring(L, ms_dtype_name(fp->param_dtype)), lua_setfield(L, -2, "param_dtype");
-  lua_pushstring(L, ms_dtype_name(fp->reduce_dtype)), lua_setfield(L, -2, "reduce_dtype");
+  lua_pushstring(L, ms_dtype_name(info.param_dtype)), lua_setfield(L, -2, "param_dtype");
+  lua_pushstring(L, ms_dtype_name(info.reduce_dtype)), lua_setfield(L, -2, "reduce_dtype");
   if (lua_toboolean(L, 2)) ms_flat_param_stats_reset(fp);
   return 1;
 }
@@ -337,20 +339,19 @@ static int fp_gc(lua_State *L) {
 void ms_lua_open_fsdp(lua_State *L) {
   static const luaL_Reg methods[] = {
       {"gather", fp_gather},           {"release", fp_release},
-      {"is_gathered", fp_is_gathered}, {"reduce_grads", fp_reduce_grads},
-      {"reset_pending", fp_reset_pending}, {"info", fp_info},
+      {"is_gathered", fp_is_gathered}, {"info", fp_info},
       {"update_shard", fp_update_shard},
-      {"set_no_sync", fp_set_no_sync}, {"finish_backward", fp_finish_backward},
-      {"drop_unused_grad", fp_drop_unused_grad}, {"piece_offsets", fp_piece_offsets},
-      {"grads_incomplete", fp_grads_incomplete},
-      {"gather_compute_async", fp_gather_compute_async}, {"gather_compute", fp_gather_compute},
-      {"compute_gathered", fp_compute_gathered}, {"wait_reduce", fp_wait_reduce},
+      {"set_no_sync", fp_set_no_sync}, {"piece_offsets", fp_piece_offsets},
+      {"compute_gathered", fp_compute_gathered},
       {"set_inter_group", fp_set_inter_group}, {"compute_views", fp_compute_views},
       {"stats", fp_stats},             {"set_name", fp_set_name},
+      {"pre_forward", fp_pre_forward}, {"post_forward", fp_post_forward},
+      {"set_prefetch", fp_set_prefetch},
       {NULL, NULL},
   };
-  static const luaL_Reg finisher_methods[] = {
-      {"queue", finisher_queue}, {NULL, NULL},
+  static const luaL_Reg state_methods[] = {
+      {"root_pre_forward", state_root_pre_forward}, {"root_post_forward", state_root_post_forward},
+      {NULL, NULL},
   };
   luaL_newmetatable(L, MS_FLAT_PARAM_MT);
   luaL_newlib(L, methods);
@@ -358,15 +359,17 @@ void ms_lua_open_fsdp(lua_State *L) {
   lua_pushcfunction(L, fp_gc);
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
-  luaL_newmetatable(L, MS_FINISHER_MT);
-  luaL_newlib(L, finisher_methods);
+  luaL_newmetatable(L, MS_FSDP_STATE_MT);
+  luaL_newlib(L, state_methods);
   lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, state_gc);
+  lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
   lua_createtable(L, 0, 4);
   lua_pushcfunction(L, l_flat_param);
   lua_setfield(L, -2, "flat_param");
-  lua_pushcfunction(L, l_finisher);
-  lua_setfield(L, -2, "finisher");
+  lua_pushcfunction(L, l_state);
+  lua_setfield(L, -2, "state");
   lua_pushcfunction(L, l_progress);
   lua_setfield(L, -2, "progress");
   lua_pushcfunction(L, l_host_key);

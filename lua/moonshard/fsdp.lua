@@ -19,8 +19,9 @@
 -- empty pieces): param groups, frozen parameters, gradient accumulation across backwards and
 -- optimizer:zero_grad() (set_to_none: the next reduction starts from zero) work as in PyTorch.
 --
--- Per unit and step (FSDP:forward is where the pre- and post-forward work runs, as in PyTorch, so
--- user hooks on the unit still see the module as usual): forward gathers the unit's compute
+-- Per unit and step (FSDP:forward calls the engine's pre- and post-forward, as PyTorch runs them
+-- in its forward, so user hooks on the unit still see the module as usual; the engine's runtime,
+-- engine/include/moonshard/fsdp_runtime.h, decides and does the following): forward gathers the unit's compute
 -- buffer (all-gather of the shards); FULL_SHARD and HYBRID_SHARD free it after forward (not the
 -- root's, used again at once by backward, as PyTorch 1.13) and gather it again when the gradient
 -- of the unit's output arrives (a tensor hook: the unit's backward is about to start); once every
@@ -39,7 +40,8 @@
 -- reduce-scatter", ...), which every rank compares: units run in a different order on some rank
 -- fail on every rank, naming both (engine/include/moonshard/dist.h, ms_dist_init).
 --
--- Communication (fsdp_comm.lua, engine/src/fsdp/flat_param_comm.c): all-gathers and gradient
+-- Communication (fsdp_comm.lua validates the options; engine/src/fsdp/fsdp_runtime.c and
+-- flat_param_comm.c act on them): all-gathers and gradient
 -- reductions are non-blocking collectives, moved along by testing them at hook points.
 -- forward_prefetch = true issues the next unit's all-gather (in the forward order recorded on the
 -- previous iteration) before the current unit computes; backward_prefetch = "BACKWARD_PRE"
@@ -338,20 +340,6 @@ end
 -- where a module still holds it, i.e. where a tie would flatten it a second time).
 local FLATTENED = setmetatable({}, { __mode = "k" })
 
--- BACKWARD_POST: once the unit's grads were reduced (the native hook, registered first, ran and
--- restarted the count), the next unit in backward order is gathered ahead.
-local function post_reduce_prefetch(self, fp, views)
-  local function hook()
-    if fp:grads_incomplete() then return end
-    local e = self._attrs._root and self._attrs._root._attrs._exec
-    local nxt = e and e.fwd_seen and comm.next_in_backward(e, self)
-    if nxt and nxt._attrs._flat then nxt._attrs._flat:gather_compute_async(true, true) end
-  end
-  for _, v in ipairs(views) do
-    if v.requires_grad then v:register_post_accumulate_grad_hook(hook) end
-  end
-end
-
 -- forward_prefetch: Open MPI moves a non-blocking collective only inside MPI calls, so each
 -- module of the unit (outside nested units) tests the in-flight ones before it runs; unit
 -- boundaries alone are too far apart (the seed Net's root runs both convs before fc1's gather
@@ -402,7 +390,7 @@ local function flatten(self, module, strategy, group, ignored, sync, c, inter)
   self._attrs._orig = install_views(entries, index, views, pieces, cviews)
   self._attrs._flat = fp
   self._attrs._device = views[1].device
-  if c.backward_prefetch == "BACKWARD_POST" then post_reduce_prefetch(self, fp, cviews or views) end
+  fp:set_prefetch(c.forward_prefetch, c.backward_prefetch)
 end
 
 -- ---- construction ---------------------------------------------------------------------------
@@ -521,100 +509,46 @@ local function closer(fn) return setmetatable({ fn = fn }, CLOSER) end
 
 -- ---- forward and backward -------------------------------------------------------------------
 
--- Calls fn on each tensor of an output: a tensor, or tables of them at any depth.
-local each_tensor = comm.each_tensor
-
--- Registers hook on every output that requires grad: it runs when the output's gradient
--- arrives, i.e. when the backward through the unit is about to start.
-local function on_backward_start(outs, hook)
+-- The tensors of a unit's packed outputs (tensors, or tables of them at any depth), as a list
+-- for the engine's post-forward (it hooks those that require grad).
+local function tensors_of(outs)
+  local list = {}
   for i = 1, outs.n do
-    each_tensor(outs[i], function(t)
-      if t.requires_grad then t:register_hook(hook) end
-    end)
+    comm.each_tensor(outs[i], function(t) list[#list + 1] = t end)
   end
-end
-
-local function needs_backward(outs)
-  local any = false
-  for i = 1, outs.n do
-    each_tensor(outs[i], function(t) any = any or t.requires_grad end)
-  end
-  return any
+  return list
 end
 
 -- The root whose forward is running (the outermost FSDP forward; nested units see it), else nil.
 local active_root
 
--- The root's execution-order record, when the unit runs inside its root's forward.
-local function exec_of(unit)
-  local root = unit._attrs._root
-  return root and root._attrs._exec
-end
-
--- The first gradient reaching an output of the unit means its backward is about to read the
--- saved parameter views: gather them back (FULL_SHARD freed them after forward), first issuing
--- the next unit's gather with BACKWARD_PRE, and record the backward order that prefetch follows
--- (once per iteration; a retain_graph backward only gathers again).
-local function pre_backward_hooks(unit, fp, outs)
-  on_backward_start(outs, function()
-    comm.progress()
-    local e, nxt = exec_of(unit), nil
-    if e and e.bwd_seen and not e.bwd_seen[unit] then nxt = comm.record_backward(e, unit) end
-    if not fp:compute_gathered() then fp:gather_compute_async(false, true) end
-    if unit._attrs._comm.backward_prefetch == "BACKWARD_PRE" and nxt and nxt._attrs._flat then
-      nxt._attrs._flat:gather_compute_async(true, true)
-    end
-    fp:gather_compute(true)
-  end)
-end
-
--- One unit's forward (PyTorch's pre- and post-forward around the wrapped module); returns the
--- packed outputs.
-local function unit_forward(self, is_root, ...)
-  local fp, strategy = self._attrs._flat, self._attrs.sharding_strategy
+-- One unit's forward: the engine's pre- and post-forward (moonshard/fsdp_runtime.h: gather,
+-- prefetch, reshard, the pre-backward hooks on the outputs) around the wrapped module; returns
+-- the packed outputs.
+local function unit_forward(self, ...)
+  local fp = self._attrs._flat
   if fp == nil then return pack(self._fsdp_wrapped_module(...)) end
-  fp:reset_pending()
-  fp:drop_unused_grad()
-  comm.progress()
-  local e = exec_of(self)
-  local nxt = e and comm.record_forward(e, self)
-  -- gathered every forward (the optimizer may have changed the shards since): a prefetched
-  -- gather is waited for here; NO_SHARD with mixed precision casts again
-  fp:gather_compute(false)
-  if self._attrs._comm.forward_prefetch and nxt and nxt._attrs._flat then
-    nxt._attrs._flat:gather_compute_async(true, false)
-  end
+  fp:pre_forward()
   local outs
   do
     use_full_views(self, "compute")
     local _ <close> = closer(function() use_full_views(self, nil) end)
     outs = pack(self._fsdp_wrapped_module(...))
   end
-  if strategy ~= "NO_SHARD" then
-    local backward = needs_backward(outs)
-    -- the root keeps its parameters for the backward that follows at once (PyTorch 1.13)
-    local reshard = (strategy == "FULL_SHARD" or strategy == "HYBRID_SHARD") and not is_root
-    if reshard or not backward then fp:release() end
-    if backward then pre_backward_hooks(self, fp, outs) end
-  end
+  fp:post_forward(tensors_of(outs))
   return outs
 end
 
 -- The root's lazy initialisation (PyTorch's _lazy_init) at its first forward as root, when the
--- tree is complete: every unit below learns its root, whose execution order they record; the
--- root's finisher (engine side: one end-of-backward callback finishing all its
--- units) is made; buffers are cast to buffer_dtype once.
+-- tree is complete: the engine's root state over every unit below (in modules() order: the
+-- order its end of backward finishes them), whose execution order they record from then on;
+-- buffers are cast to buffer_dtype once.
 local function lazy_init(root)
-  if root._attrs._exec then return end
+  if root._attrs._runtime then return end
   local mods, fps = root:modules(), {}
   for _, m in ipairs(mods) do
-    if m:isinstance(FSDP) then
-      m._attrs._root = root
-      if m._attrs._flat then fps[#fps + 1] = m._attrs._flat end
-    end
+    if m:isinstance(FSDP) and m._attrs._flat then fps[#fps + 1] = m._attrs._flat end
   end
-  root._attrs._units = fps
-  root._attrs._finisher = native.finisher(fps)
   for _, m in ipairs(mods) do -- the units' device: where the root's CPU inputs go
     if m:isinstance(FSDP) and m._attrs._device then
       root._attrs._input_device = m._attrs._device
@@ -623,15 +557,13 @@ local function lazy_init(root)
   end
   local mp = root._attrs._comm.mixed_precision
   if mp and mp.buffer_dtype then comm.cast_buffers(mods, mp.buffer_dtype) end
-  root._attrs._exec = comm.new_exec()
+  root._attrs._runtime = native.state(fps, root._attrs._flat)
 end
 
 local function root_forward(self, ...)
   lazy_init(self)
-  comm.exec_begin(self._attrs._exec)
-  -- a new iteration: what is still gathered was gathered before the optimizer's step (a
-  -- prefetch that found no use, a forward never backpropagated), so it is stale
-  for _, fp in ipairs(self._attrs._units) do fp:release() end
+  local runtime = self._attrs._runtime
+  runtime:root_pre_forward()
   local args = pack(...)
   local dev = self._attrs._input_device
   if dev and dev ~= "cpu" then comm.move_inputs(dev, args) end
@@ -641,16 +573,15 @@ local function root_forward(self, ...)
   do
     active_root = self
     local _ <close> = closer(function() active_root = nil end)
-    outs = unit_forward(self, true, unpack(args, 1, args.n))
+    outs = unit_forward(self, unpack(args, 1, args.n))
   end
-  local finisher = self._attrs._finisher
-  if needs_backward(outs) then on_backward_start(outs, function() finisher:queue() end) end
+  runtime:root_post_forward(tensors_of(outs))
   return unpack(outs, 1, outs.n)
 end
 
 function FSDP:forward(...)
   if active_root == nil then return root_forward(self, ...) end
-  local outs = unit_forward(self, false, ...)
+  local outs = unit_forward(self, ...)
   return unpack(outs, 1, outs.n)
 end
 

@@ -1,8 +1,8 @@
--- fsdp_comm.lua: FSDP's communication policy (used by moonshard.fsdp): the options for overlap,
--- mixed precision and HYBRID_SHARD (validated here), the execution order recorded each iteration
--- that prefetching follows, the root's input and buffer casts, HYBRID_SHARD's default groups and
--- the per-model communication counters (fsdp.comm_stats), and the walk over a unit's inputs and
--- outputs (nested tables of tensors).
+-- fsdp_comm.lua: FSDP's communication options (used by moonshard.fsdp): overlap, mixed precision
+-- and HYBRID_SHARD (validated here; the engine's runtime, moonshard/fsdp_runtime.h, acts on them:
+-- prefetching follows the execution order it records), the root's input and buffer casts,
+-- HYBRID_SHARD's default groups, the per-model communication counters (fsdp.comm_stats), and the
+-- walk over a unit's inputs and outputs (nested tables of tensors).
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
 
@@ -125,7 +125,7 @@ function M.hybrid_groups(pg, level)
   return intra, inter
 end
 
--- ---- the root: casts, execution order -------------------------------------------------------
+-- ---- the root: casts, the walk over inputs and outputs -------------------------------------------------------
 
 -- Floating tensors among the arguments (at any depth of plain tables) cast to dt.
 function M.cast_inputs(dt, args) return M.map_inputs(args, function(v)
@@ -179,50 +179,6 @@ function M.cast_buffers(modules, dt)
     end
   end
 end
-
--- The execution order each iteration records (units in pre-forward order and in pre-backward
--- order) and the previous iteration's, which prefetching follows: the first iteration prefetches
--- nothing, later ones assume the same order, as PyTorch's forward_prefetch does.
-function M.new_exec()
-  return { fwd = {}, bwd = {}, fwd_prev = {}, bwd_prev = {} }
-end
-
--- Starts an iteration (at the root's forward).
-function M.exec_begin(e)
-  if #e.fwd > 0 then e.fwd_prev, e.fwd = e.fwd, {} end
-  if #e.bwd > 0 then e.bwd_prev, e.bwd = e.bwd, {} end
-  e.fwd_seen, e.bwd_seen = {}, {}
-end
-
--- The unit after `unit` in the previous iteration's order that has not run yet in this one (a
--- unit that already ran would be gathered for nothing, and hold values the optimizer is about
--- to change).
-local function next_pending(prev, seen, unit)
-  for i, u in ipairs(prev) do
-    if u == unit then
-      for j = i + 1, #prev do
-        if not seen[prev[j]] then return prev[j] end
-      end
-      return nil
-    end
-  end
-  return nil
-end
-
--- Records unit's pre-forward; returns the unit to prefetch, if any.
-function M.record_forward(e, unit)
-  e.fwd[#e.fwd + 1], e.fwd_seen[unit] = unit, true
-  return next_pending(e.fwd_prev, e.fwd_seen, unit)
-end
-
--- Records unit's pre-backward; returns the unit to prefetch, if any.
-function M.record_backward(e, unit)
-  e.bwd[#e.bwd + 1], e.bwd_seen[unit] = unit, true
-  return next_pending(e.bwd_prev, e.bwd_seen, unit)
-end
-
--- BACKWARD_POST: the unit to prefetch once unit's grads are reduced.
-function M.next_in_backward(e, unit) return next_pending(e.bwd_prev, e.bwd_seen, unit) end
 
 -- ---- statistics -----------------------------------------------------------------------------
 

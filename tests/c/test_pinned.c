@@ -67,10 +67,16 @@ static ms_flat_param *unit(ms_device d, ms_fsdp_strategy strategy, bool offload,
   return fp;
 }
 
+static bool offloaded(const ms_flat_param *fp) {
+  ms_flat_param_info info;
+  ms_flat_param_get_info(fp, &info);
+  return info.offloaded;
+}
+
 static void test_offload(bool gpu) {
   ms_tensor *ps[2];
   ms_flat_param *fp = unit((ms_device){MS_CPU, 0}, MS_FSDP_FULL_SHARD, true, ps);
-  CHECK(fp && !fp->offload && !ms_tensor_is_pinned(fp->shard)); /* CPU params: nothing to move */
+  CHECK(fp && !offloaded(fp) && !ms_tensor_is_pinned(ms_flat_param_shard(fp))); /* CPU params: nothing to move */
   ms_flat_param_free(fp);
   fp = unit((ms_device){MS_CPU, 0}, MS_FSDP_NO_SHARD, true, ps);
   CHECK(fp != NULL);
@@ -78,9 +84,10 @@ static void test_offload(bool gpu) {
   if (!gpu) return;
   ms_device cuda = {MS_CUDA, 0};
   fp = unit(cuda, MS_FSDP_FULL_SHARD, true, ps);
-  CHECK(fp && fp->offload && ms_tensor_device(fp->shard).type == MS_CPU && ms_tensor_is_pinned(fp->shard));
-  CHECK(fp && ms_device_equal(ms_tensor_device(fp->full_flat), cuda));
-  CHECK(fp && ms_flat_param_gather(fp) == MS_OK && first(fp->params[1]) == -2.0);
+  ms_tensor *shard = fp ? ms_flat_param_shard(fp) : NULL;
+  CHECK(fp && offloaded(fp) && ms_tensor_device(shard).type == MS_CPU && ms_tensor_is_pinned(shard));
+  CHECK(fp && ms_device_equal(ms_tensor_device(ms_flat_param_view(fp, 0)), cuda)); /* views of the full buffer */
+  CHECK(fp && ms_flat_param_gather(fp) == MS_OK && first(ms_flat_param_view(fp, 1)) == -2.0);
   ms_flat_param_free(fp);
   CHECK(unit(cuda, MS_FSDP_NO_SHARD, true, ps) == NULL);
   CHECK_ERROR_HAS("cpu_offload");

@@ -34,49 +34,22 @@ typedef struct ms_fsdp_comm_stats {
   double wait_seconds;      /* time blocked in those waits: the exposed communication */
 } ms_fsdp_comm_stats;
 
-typedef struct ms_flat_param {
-  ms_pg *pg; /* owned reference */
-  ms_fsdp_strategy strategy;
-  int world, rank;
-  ms_dtype dtype;
-  ms_device device; /* the parameters' device: full, compute and communication buffers live there */
-  bool offload;     /* cpu_offload on a CUDA device: the shard and its grad in page-locked host memory */
+/* One FSDP unit's flat parameter: opaque (engine/src/fsdp/fsdp_internal.h), read through the
+ * functions below. Reference counted: the FSDP runtime (moonshard/fsdp_runtime.h) and the hooks
+ * it leaves on a forward's outputs hold references, so a unit outlives what still needs it. */
+typedef struct ms_flat_param ms_flat_param;
+
+/* What a unit is made of and how it runs (ms_flat_param_get_info). */
+typedef struct ms_flat_param_info {
   int64_t numel, padded, shard_numel; /* N, Np, S (NO_SHARD: S = Np = N) */
-  ms_storage *full;                   /* Np elements, MS_MEM_PARAMS; released while sharded */
-  ms_tensor *full_flat;               /* 1-D view of all of `full` (no grad) */
-  ms_tensor *shard;                   /* S elements, leaf requiring grad */
-  int nparams;
-  ms_tensor **params; /* the replacement leaves: views of `full` with the originals' shapes */
-  int64_t *offsets;   /* element offset of each in the full buffer */
-  int *hook_handles;  /* post-accumulate hooks on compute_params (0: none) */
-  int grads_pending;  /* params requiring grad whose grad has not arrived in this backward */
-  int grads_expected;
-  /* The original parameters as the optimizer sees them (PyTorch's use_orig_params=True): piece i
-   * is this rank's part of param i, a 1-D view of the shard (0 elements where the rank holds
-   * none of it) with param i's requires_grad, starting at element piece_offsets[i] of the
-   * flattened param. After a reduction each piece's grad is the matching view of shard->grad;
-   * the optimizer updates the pieces, i.e. the shard, in place. */
-  ms_tensor **pieces;
-  int64_t *piece_offsets;
-  bool no_sync; /* grads stay in the compute views (accumulating) until a backward without it */
-  /* communication (flat_param_comm.c) */
-  ms_pg *inter;         /* HYBRID_SHARD: this shard's replicas on other nodes (owned), else NULL */
-  ms_work *gather_work; /* the in-flight all-gather into `compute`, or NULL */
-  int gather_version;   /* compute's version before it: re-gathering is not a write */
-  ms_work *reduce_work; /* the in-flight gradient reduction (stage 1 or 2), or NULL */
-  ms_tensor *reduce_out; /* where it lands: shard-sized (NO_SHARD: padded), reduce dtype */
-  int reduce_stage;     /* 1: the reduce-scatter/all-reduce in flight; 2: the inter all-reduce */
-  struct ms_flat_param *inflight_next; /* the list of units with work in flight */
-  bool inflight;
-  ms_fsdp_comm_stats stats;
-  /* mixed precision (flat_param_mp.c): forward and backward compute in param_dtype from a
-   * separate buffer; the shard and `full` (state dicts) stay in dtype */
-  ms_dtype param_dtype, reduce_dtype; /* both = dtype when mixed precision is off */
-  ms_storage *compute;       /* the buffer modules compute with: `full`, or a param_dtype one */
-  ms_tensor *compute_flat;   /* 1-D view of all of `compute` */
-  ms_tensor **compute_params; /* its views: `params`, or param_dtype views (owned then) */
-  char *name; /* the unit's stable name (its module path), the origin of its collectives; owned */
-} ms_flat_param;
+  int world, rank;                    /* in the unit's group */
+  int nparams;                        /* original parameters flattened */
+  ms_fsdp_strategy strategy;
+  ms_device device;               /* the parameters' device: full, compute and comm buffers */
+  bool offloaded;                 /* cpu_offload on a CUDA device: the shard in pinned host memory */
+  ms_dtype dtype;                 /* the shard's (the original parameters') */
+  ms_dtype param_dtype, reduce_dtype; /* mixed precision; both = dtype when it is off */
+} ms_flat_param_info;
 
 /* Packs params[0..n) (borrowed; all of one floating dtype, on one device) into a new flat
  * parameter over pg (borrowed, retained; NULL = the world; its backend must move tensors of that
@@ -88,11 +61,30 @@ typedef struct ms_flat_param {
  * in host memory already). NULL with an error on failure. */
 MS_API ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
                                            ms_fsdp_strategy strategy, bool offload_params);
-MS_API void ms_flat_param_free(ms_flat_param *fp); /* NULL is fine */
+/* Drops the caller's reference (NULL is fine); the unit is freed with the last one. */
+MS_API void ms_flat_param_free(ms_flat_param *fp);
+MS_API ms_flat_param *ms_flat_param_retain(ms_flat_param *fp); /* a new reference; returns fp */
 /* Names the unit (a copy of name: its module path in the model, the same on every rank): every
  * collective of the unit carries it and its phase as its origin (ms_dist_set_origin), which the
  * ranks compare (the execution order; dist.h, ms_dist_init). */
 MS_API ms_status ms_flat_param_set_name(ms_flat_param *fp, const char *name);
+
+/* ---- reading a unit ------------------------------------------------------------------------------ */
+MS_API void ms_flat_param_get_info(const ms_flat_param *fp, ms_flat_param_info *out);
+/* The shard: S elements, a leaf requiring grad (borrowed). */
+MS_API ms_tensor *ms_flat_param_shard(const ms_flat_param *fp);
+/* Parameter i (0-based) of the unit, borrowed: the replacement view of the full buffer in dtype
+ * (summon_full_params, state dicts), its view of the compute buffer (what forward computes
+ * with: the same tensor without mixed precision, a param_dtype one with it), and this rank's
+ * piece of it (a 1-D view of the shard: what the optimizer updates), which starts at element
+ * ms_flat_param_piece_offset of the flattened parameter. NULL with an error for a bad i. */
+MS_API ms_tensor *ms_flat_param_view(const ms_flat_param *fp, int i);
+MS_API ms_tensor *ms_flat_param_compute_view(const ms_flat_param *fp, int i);
+MS_API ms_tensor *ms_flat_param_piece(const ms_flat_param *fp, int i);
+MS_API int64_t ms_flat_param_piece_offset(const ms_flat_param *fp, int i); /* -1 with an error for a bad i */
+MS_API const ms_fsdp_comm_stats *ms_flat_param_stats(const ms_flat_param *fp);
+/* While on, backwards leave the grads in the compute views, accumulating (model:no_sync()). */
+MS_API void ms_flat_param_set_no_sync(ms_flat_param *fp, bool on);
 
 /* All-gathers the shards into the full buffer (materializing it). Never counts as a write for
  * autograd: see flat_param.c. NO_SHARD: nothing to do. */

@@ -10,6 +10,7 @@
 #include "moonshard/ops.h"
 #include "moonshard/pinned.h"
 #include "fsdp/fsdp_internal.h"
+#include "native/native.h"
 
 /* ---- creation ---------------------------------------------------------------------------------- */
 
@@ -66,12 +67,12 @@ static ms_tensor *new_shard_flat(const ms_flat_param *fp, int64_t n, ms_dtype dt
 /* Copies the originals' values into the full buffer (zero padding: the padded tail is summed in
  * reductions and must stay a neutral value). */
 static ms_status pack_values(ms_flat_param *fp, ms_tensor *const *params) {
-  ms_status st = ms_tensor_zero_(fp->full_flat);
+  ms_status st = native_zero_(fp->full_flat);
   for (int i = 0; st == MS_OK && i < fp->nparams; i++) {
     int64_t len = ms_tensor_numel(params[i]);
-    ms_tensor *dst = ms_tensor_narrow(fp->full_flat, 0, fp->offsets[i], len);
-    ms_tensor *src = dst ? ms_tensor_reshape(params[i], 1, &len) : NULL;
-    st = src ? ms_tensor_copy_(dst, src) : MS_ERR_RUNTIME;
+    ms_tensor *dst = native_narrow(fp->full_flat, 0, fp->offsets[i], len);
+    ms_tensor *src = dst ? native_reshape(params[i], 1, &len) : NULL;
+    st = src ? native_copy_(dst, src) : MS_ERR_RUNTIME;
     ms_tensor_release(src);
     ms_tensor_release(dst);
   }
@@ -97,9 +98,9 @@ static ms_status make_shard(ms_flat_param *fp) {
     fp->shard = contiguous_view(fp->full, fp->dtype, 1, &fp->shard_numel, 0);
   } else {
     fp->shard = new_shard_flat(fp, fp->shard_numel, fp->dtype, MS_MEM_PARAMS);
-    ms_tensor *slice = fp->shard ? ms_tensor_narrow(fp->full_flat, 0, fp->rank * fp->shard_numel,
+    ms_tensor *slice = fp->shard ? native_narrow(fp->full_flat, 0, fp->rank * fp->shard_numel,
                                                     fp->shard_numel) : NULL;
-    ms_status st = slice ? ms_tensor_copy_(fp->shard, slice) : MS_ERR_RUNTIME;
+    ms_status st = slice ? native_copy_(fp->shard, slice) : MS_ERR_RUNTIME;
     ms_tensor_release(slice);
     if (st != MS_OK) return st;
   }
@@ -166,6 +167,7 @@ ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
   if (!pg && !(pg = ms_pg_world())) return NULL;
   ms_flat_param *fp = calloc(1, sizeof *fp);
   if (!fp) return ms_error(MS_ERR_MEMORY, "fsdp: out of memory"), NULL;
+  fp->refs = 1;
   ms_pg_retain(pg);
   fp->pg = pg;
   fp->strategy = strategy;
@@ -192,8 +194,13 @@ ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
   return fp;
 }
 
+ms_flat_param *ms_flat_param_retain(ms_flat_param *fp) {
+  fp->refs++; /* only the training loop's thread touches units */
+  return fp;
+}
+
 void ms_flat_param_free(ms_flat_param *fp) {
-  if (!fp) return;
+  if (!fp || --fp->refs > 0) return;
   ms_fsdp_comm_free(fp); /* first: in-flight collectives write into the buffers */
   for (int i = 0; fp->params && i < fp->nparams; i++) {
     if (!fp->params[i]) continue;
@@ -226,6 +233,46 @@ ms_status ms_flat_param_set_name(ms_flat_param *fp, const char *name) {
   return MS_OK;
 }
 
+/* ---- reading a unit ---------------------------------------------------------------------------- */
+
+void ms_flat_param_get_info(const ms_flat_param *fp, ms_flat_param_info *out) {
+  *out = (ms_flat_param_info){
+      .numel = fp->numel, .padded = fp->padded, .shard_numel = fp->shard_numel,
+      .world = fp->world, .rank = fp->rank, .nparams = fp->nparams,
+      .strategy = fp->strategy, .device = fp->device, .offloaded = fp->offload,
+      .dtype = fp->dtype, .param_dtype = fp->param_dtype, .reduce_dtype = fp->reduce_dtype,
+  };
+}
+
+ms_tensor *ms_flat_param_shard(const ms_flat_param *fp) { return fp->shard; }
+
+static bool check_index(const ms_flat_param *fp, int i, const char *fn) {
+  if (i >= 0 && i < fp->nparams) return true;
+  ms_error(MS_ERR_ARG, "%s: bad argument #2 (i): expected a parameter index in [0, %d), got %d", fn,
+           fp->nparams, i);
+  return false;
+}
+
+ms_tensor *ms_flat_param_view(const ms_flat_param *fp, int i) {
+  return check_index(fp, i, "ms_flat_param_view") ? fp->params[i] : NULL;
+}
+
+ms_tensor *ms_flat_param_compute_view(const ms_flat_param *fp, int i) {
+  return check_index(fp, i, "ms_flat_param_compute_view") ? fp->compute_params[i] : NULL;
+}
+
+ms_tensor *ms_flat_param_piece(const ms_flat_param *fp, int i) {
+  return check_index(fp, i, "ms_flat_param_piece") ? fp->pieces[i] : NULL;
+}
+
+int64_t ms_flat_param_piece_offset(const ms_flat_param *fp, int i) {
+  return check_index(fp, i, "ms_flat_param_piece_offset") ? fp->piece_offsets[i] : -1;
+}
+
+const ms_fsdp_comm_stats *ms_flat_param_stats(const ms_flat_param *fp) { return &fp->stats; }
+
+void ms_flat_param_set_no_sync(ms_flat_param *fp, bool on) { fp->no_sync = on; }
+
 /* ---- gather and release ------------------------------------------------------------------------ */
 
 /* Re-materializing the full buffer restores values that the views had when autograd saved them
@@ -238,13 +285,11 @@ ms_status ms_flat_param_gather(ms_flat_param *fp) {
   ms_status st = ms_storage_materialize(fp->full);
   if (st != MS_OK) return st;
   int version = atomic_load(&fp->full->version);
-  bool prev = ms_grad_set_enabled(false);
   ms_tensor *in = ms_fsdp_shard_on_device(fp, fp->dtype);
   ms_dist_set_origin(fp->name, "full all-gather");
   st = in ? ms_pg_all_gather(fp->pg, fp->full_flat, in, NULL) : MS_ERR_RUNTIME;
   ms_dist_set_origin(NULL, NULL);
   ms_tensor_release(in);
-  ms_grad_set_enabled(prev);
   atomic_store(&fp->full->version, version);
   return st;
 }
@@ -252,11 +297,9 @@ ms_status ms_flat_param_gather(ms_flat_param *fp) {
 ms_status ms_flat_param_update_shard(ms_flat_param *fp) {
   if (fp->strategy == MS_FSDP_NO_SHARD) return MS_OK;
   if (!ms_flat_param_is_gathered(fp)) return ms_error(MS_ERR_RUNTIME, "fsdp: update_shard needs the full buffer gathered");
-  bool prev = ms_grad_set_enabled(false);
-  ms_tensor *slice = ms_tensor_narrow(fp->full_flat, 0, fp->rank * fp->shard_numel, fp->shard_numel);
-  ms_status st = slice ? ms_tensor_copy_(fp->shard, slice) : MS_ERR_RUNTIME;
+  ms_tensor *slice = native_narrow(fp->full_flat, 0, fp->rank * fp->shard_numel, fp->shard_numel);
+  ms_status st = slice ? native_copy_(fp->shard, slice) : MS_ERR_RUNTIME;
   ms_tensor_release(slice);
-  ms_grad_set_enabled(prev);
   return st;
 }
 
@@ -291,7 +334,7 @@ ms_status ms_fsdp_sync_shard_grad(ms_flat_param *fp) {
   if (!any_piece_grad(fp)) return MS_OK;
   ms_tensor *sg = fp->shard->grad;
   if (!sg) {
-    if (!(sg = new_shard_flat(fp, fp->shard_numel, fp->dtype, MS_MEM_GRADS)) || ms_tensor_zero_(sg) != MS_OK)
+    if (!(sg = new_shard_flat(fp, fp->shard_numel, fp->dtype, MS_MEM_GRADS)) || native_zero_(sg) != MS_OK)
       return ms_tensor_release(sg), MS_ERR_RUNTIME;
     fp->shard->grad = sg;
   }
@@ -301,9 +344,9 @@ ms_status ms_fsdp_sync_shard_grad(ms_flat_param *fp) {
     if (ms_tensor_numel(fp->pieces[i]) == 0) continue;
     ms_tensor *dst = piece_view(fp, i, sg);
     if (!dst) return MS_ERR_RUNTIME;
-    if (!g) st = ms_tensor_zero_(dst);
+    if (!g) st = native_zero_(dst);
     else if (g->storage != dst->storage || g->offset != dst->offset || !ms_tensor_is_contiguous(g))
-      st = ms_tensor_copy_(dst, g); /* assigned by the user */
+      st = native_copy_(dst, g); /* assigned by the user */
     ms_tensor_release(dst);
   }
   return st;
@@ -333,6 +376,7 @@ static ms_status on_grad_ready(void *ctx, ms_tensor *param) {
   fp->grads_pending = fp->grads_expected;
   ms_status st = fp->no_sync ? MS_OK : ms_flat_param_reduce_grads_async(fp);
   if (st == MS_OK) ms_flat_param_release(fp);
+  if (st == MS_OK && fp->on_grads_done) st = fp->on_grads_done(fp); /* the runtime's BACKWARD_POST */
   return st;
 }
 
@@ -369,18 +413,19 @@ ms_tensor *ms_fsdp_new_shard_flat(const ms_flat_param *fp, int64_t n, ms_dtype d
   return new_shard_flat(fp, n, dt, cat);
 }
 
-/* The detached shard in dt on the unit's device: what an all-gather sends. With cpu_offload the
- * page-locked shard crosses without the host waiting (queued on the compute stream, which the
- * collective's stream waits for). */
+/* The shard's bytes in dt on the unit's device: what an all-gather sends. A plain view, not the
+ * leaf itself, so that nothing downstream records a graph node. With cpu_offload the page-locked
+ * shard crosses without the host waiting (queued on the compute stream, which the collective's
+ * stream waits for). */
 ms_tensor *ms_fsdp_shard_on_device(ms_flat_param *fp, ms_dtype dt) {
-  ms_tensor *d = ms_tensor_detach(fp->shard);
+  ms_tensor *d = contiguous_view(fp->shard->storage, fp->dtype, 1, &fp->shard_numel, fp->shard->offset);
   if (d && fp->offload) {
     ms_tensor *moved = ms_tensor_to_device_opt(d, fp->device, true);
     ms_tensor_release(d);
     d = moved;
   }
   if (d && dt != d->dtype) {
-    ms_tensor *cast = ms_tensor_to_dtype(d, dt);
+    ms_tensor *cast = native_to_dtype(d, dt);
     ms_tensor_release(d);
     d = cast;
   }

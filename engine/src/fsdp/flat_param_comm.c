@@ -11,17 +11,17 @@
  * the wait left afterwards was 2.5-5.4 ms (median of 30, three runs), i.e. nothing overlapped;
  * testing the request every ~1 ms left 0 ms (every ~10 ms: 0-6 ms). So ms_fsdp_progress tests
  * every in-flight collective, and FSDP calls it often: at each unit's pre-forward and
- * pre-backward, before each module of a unit when forward_prefetch is on (fsdp.lua), and in
- * each parameter's post-accumulate hook (flat_param.c). A progress thread was not chosen: with
- * one compute thread per rank on 2 cores it would take cycles from the computation, and it
- * would need MPI_THREAD_MULTIPLE. End-to-end step times on this shared machine vary 3x between
+ * pre-backward (fsdp_runtime.c), before each module of a unit when forward_prefetch is on
+ * (fsdp.lua), and in each parameter's post-accumulate hook (flat_param.c). A progress thread
+ * was not chosen: with one compute thread per rank on 2 cores it would take cycles from the
+ * computation, and it would need MPI_THREAD_MULTIPLE. End-to-end step times on this shared machine vary 3x between
  * runs (bench/fsdp_overlap.lua), too noisy to show the gain; the bench of issue 7
  * should measure it on a quiet machine. */
 #define _POSIX_C_SOURCE 200809L
 #include <time.h>
 
 #include "fsdp/fsdp_internal.h"
-#include "moonshard/autograd.h"
+#include "native/native.h"
 #include "moonshard/ops.h"
 
 static double now(void) {
@@ -103,9 +103,7 @@ static ms_status cast_full(ms_flat_param *fp) {
   ms_status st = ms_storage_materialize(fp->compute);
   if (st != MS_OK) return st;
   int version = atomic_load(&fp->compute->version);
-  bool prev = ms_grad_set_enabled(false);
-  st = ms_tensor_copy_(fp->compute_flat, fp->full_flat);
-  ms_grad_set_enabled(prev);
+  st = native_copy_(fp->compute_flat, fp->full_flat);
   atomic_store(&fp->compute->version, version);
   return st;
 }
@@ -116,14 +114,12 @@ ms_status ms_flat_param_gather_compute_async(ms_flat_param *fp, bool prefetch, b
   ms_status st = ms_storage_materialize(fp->compute);
   if (st != MS_OK) return st;
   fp->gather_version = atomic_load(&fp->compute->version);
-  bool prev = ms_grad_set_enabled(false);
   /* the shard in param dtype: the collective moves the low-precision bytes (the work keeps it) */
   ms_tensor *in = ms_fsdp_shard_on_device(fp, fp->param_dtype);
   ms_dist_set_origin(fp->name, backward ? "backward all-gather" : "forward all-gather");
   st = in ? ms_pg_all_gather(fp->pg, fp->compute_flat, in, &fp->gather_work) : MS_ERR_RUNTIME;
   ms_dist_set_origin(NULL, NULL);
   ms_tensor_release(in);
-  ms_grad_set_enabled(prev);
   if (st != MS_OK) return st;
   track(fp);
   fp->stats.allgather_calls++;
@@ -156,8 +152,8 @@ void ms_flat_param_release_compute(ms_flat_param *fp) {
 /* Zeroes flat[at, at + len) (a missing grad, the gaps and the padding). */
 static ms_status zero_range(ms_tensor *flat, int64_t at, int64_t len) {
   if (len <= 0) return MS_OK;
-  ms_tensor *dst = ms_tensor_narrow(flat, 0, at, len);
-  ms_status st = dst ? ms_tensor_zero_(dst) : MS_ERR_RUNTIME;
+  ms_tensor *dst = native_narrow(flat, 0, at, len);
+  ms_status st = dst ? native_zero_(dst) : MS_ERR_RUNTIME;
   ms_tensor_release(dst);
   return st;
 }
@@ -174,9 +170,9 @@ static ms_tensor *pack_grads(ms_flat_param *fp) {
     if (!g) continue;
     int64_t len = ms_tensor_numel(p);
     st = zero_range(flat, done, fp->offsets[i] - done);
-    ms_tensor *dst = st == MS_OK ? ms_tensor_narrow(flat, 0, fp->offsets[i], len) : NULL;
-    ms_tensor *src = dst ? ms_tensor_reshape(g, 1, &len) : NULL;
-    st = src ? ms_tensor_copy_(dst, src) : MS_ERR_RUNTIME;
+    ms_tensor *dst = st == MS_OK ? native_narrow(flat, 0, fp->offsets[i], len) : NULL;
+    ms_tensor *src = dst ? native_reshape(g, 1, &len) : NULL;
+    st = src ? native_copy_(dst, src) : MS_ERR_RUNTIME;
     ms_tensor_release(src);
     ms_tensor_release(dst);
     done = fp->offsets[i] + len;
@@ -193,15 +189,15 @@ static ms_tensor *pack_grads(ms_flat_param *fp) {
  * stream waited for it when the work completed). */
 static ms_status accumulate_shard_grad(ms_flat_param *fp, ms_tensor *g) {
   ms_tensor *sg = fp->shard->grad;
-  ms_tensor *host = fp->offload ? ms_tensor_to_device(g, (ms_device){MS_CPU, 0}) : (ms_tensor_retain(g), g);
+  ms_tensor *host = fp->offload ? native_to_device(g, (ms_device){MS_CPU, 0}) : (ms_tensor_retain(g), g);
   if (!host) return MS_ERR_RUNTIME;
   if (sg) {
-    ms_status st = ms_binary_(MS_OP_ADD, sg, ms_operand_tensor(host));
+    ms_status st = native_binary_(MS_OP_ADD, sg, ms_operand_tensor(host));
     ms_tensor_release(host);
     return st;
   }
   sg = ms_fsdp_new_shard_flat(fp, fp->shard_numel, fp->dtype, MS_MEM_GRADS);
-  ms_status st = sg ? ms_tensor_copy_(sg, host) : MS_ERR_RUNTIME;
+  ms_status st = sg ? native_copy_(sg, host) : MS_ERR_RUNTIME;
   ms_tensor_release(host);
   if (st == MS_OK) fp->shard->grad = sg;
   else ms_tensor_release(sg);
@@ -238,12 +234,10 @@ ms_status ms_flat_param_reduce_grads_async(ms_flat_param *fp) {
   /* a unit's second backward before the first's reduction ended (retain_graph): finish it first */
   ms_status st = ms_flat_param_wait_reduce(fp);
   if (st != MS_OK) return st;
-  bool prev = ms_grad_set_enabled(false);
   ms_tensor *flat = NULL;
   st = ms_fsdp_sync_shard_grad(fp); /* before the result is added to shard->grad */
   if (st == MS_OK) st = (flat = pack_grads(fp)) ? issue_reduce(fp, flat) : MS_ERR_RUNTIME;
   ms_tensor_release(flat); /* the work holds its input */
-  ms_grad_set_enabled(prev);
   return st;
 }
 
@@ -270,10 +264,8 @@ ms_status ms_flat_param_wait_reduce(ms_flat_param *fp) {
   }
   if (fp->reduce_work) return st; /* timed out: the buffer stays with the work */
   if (st == MS_OK) {
-    bool prev = ms_grad_set_enabled(false);
     st = accumulate_shard_grad(fp, fp->reduce_out);
     if (st == MS_OK) st = ms_fsdp_use_piece_grad_views(fp);
-    ms_grad_set_enabled(prev);
   }
   ms_tensor_release(fp->reduce_out);
   fp->reduce_out = NULL;
