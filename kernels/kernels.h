@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "moonshard/op_list.h"
+
 /* ---- thread pool (kernels/cpu/threadpool.c) ------------------------------------------------ */
 /* One pool per process, shared by every kernel. fn(ctx, begin, end) is called on disjoint
  * ranges covering [0, n); ranges are at least `grain` long, so small loops stay on the caller. */
@@ -71,21 +73,17 @@ void ms_k_fill(int64_t n, void *dst, ms_k_dtype dt, int64_t ds, double value);
 /* ---- elementwise (kernels/cpu/elementwise.c) ------------------------------------------------
  * Compute dtypes are F32, F64 and I64; the engine converts other dtypes first. Comparisons and
  * logical ops write bool (one byte, 0 or 1); everything else writes the compute dtype. */
-/* X(ID) per kernel op; the enumerators are MS_K_<ID>. The engine maps its op MS_OP_<ID> to
- * MS_K_<ID> by name (engine/src/native/elementwise.c), and each switch over a kernel op has no
- * default, so an op missing on either side fails the build. CUDA device switches pin the counts
+/* The kernel ops are the engine's, from the one op table (moonshard/op_list.h: macros only);
+ * the enumerators are MS_K_<ID>. Each switch over a kernel op has no default, so an op added to
+ * the table fails the build until every kernel has its case. CUDA device switches pin the counts
  * with static_assert, as the host compiler's -Wswitch cannot see them. */
-#define MS_K_BINOP_LIST(X)                                                                     \
-  X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAXIMUM) X(MINIMUM)                                       \
-  X(EQ) X(NE) X(LT) X(LE) X(GT) X(GE) X(LOGICAL_AND) X(LOGICAL_OR) /* bool results, from EQ on */
-#define MS_K_UNOP_LIST(X)                                                                      \
-  X(NEG) X(ABS) X(EXP) X(LOG) X(SQRT) X(RSQRT) X(TANH) X(SIGMOID) X(RELU) X(LOGICAL_NOT)         \
-  X(SIGN) X(FLOOR) X(CEIL) X(ROUND) X(SIN) X(COS) X(LOG1P) X(EXPM1) X(RECIPROCAL) X(SQUARE)
-typedef enum ms_k_binop { MS_K_BINOP_LIST(MS_K_X_ENUM) } ms_k_binop;
-typedef enum ms_k_unop { MS_K_UNOP_LIST(MS_K_X_ENUM) } ms_k_unop;
+#define MS_K_X_OP_ENUM(id, ...) MS_K_##id,
+#define MS_K_X_OP_PLUS_ONE(id, ...) +1
+typedef enum ms_k_binop { MS_BINARY_OP_LIST(MS_K_X_OP_ENUM) } ms_k_binop; /* bool results from EQ on */
+typedef enum ms_k_unop { MS_UNARY_OP_LIST(MS_K_X_OP_ENUM) } ms_k_unop;
 enum {
-  MS_K_BINOP_COUNT = 0 MS_K_BINOP_LIST(MS_K_X_PLUS_ONE),
-  MS_K_UNOP_COUNT = 0 MS_K_UNOP_LIST(MS_K_X_PLUS_ONE)
+  MS_K_BINOP_COUNT = 0 MS_BINARY_OP_LIST(MS_K_X_OP_PLUS_ONE),
+  MS_K_UNOP_COUNT = 0 MS_UNARY_OP_LIST(MS_K_X_OP_PLUS_ONE)
 };
 void ms_k_binary(ms_k_binop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
                  int64_t sa, const void *b, int64_t sb);

@@ -528,8 +528,10 @@ static int l_is_floating_point(lua_State *L) {
   return lua_pushboolean(L, ms_dtype_is_floating(check_only_tensor(L, "is_floating_point")->dtype)), 1;
 }
 
-/* ms._op_names = {unary = {...}, binary = {...}}: the engine's elementwise op tables by name, so
- * that tests run every op (on every device) without a hand-copied list. */
+/* ms._op_names = {unary = {...}, binary = {...}}: the engine's elementwise op tables by name, and
+ * ms._op_info.unary = {{name =, node =, dtypes =, saves =, domain =}, ...}: the unary rows as
+ * data, so that tests run every op (on every device, with its gradient) without a hand-copied
+ * list. */
 static void push_op_names(lua_State *L) {
   lua_createtable(L, 0, 2);
   lua_createtable(L, MS_UNARY_OP_COUNT, 0);
@@ -544,6 +546,30 @@ static void push_op_names(lua_State *L) {
     lua_rawseti(L, -2, op + 1);
   }
   lua_setfield(L, -2, "binary");
+}
+
+static void push_unary_info(lua_State *L) {
+  static const char *const dtypes[] = {
+      [MS_UNARY_INTEGER] = "integer", [MS_UNARY_INTEGER_OR_BOOL] = "integer_or_bool",
+      [MS_UNARY_FLOATING] = "floating", [MS_UNARY_LOGICAL] = "logical"};
+  static const char *const saves[] = {
+      [MS_UNARY_SAVES_NOTHING] = "nothing", [MS_UNARY_SAVES_INPUT] = "input", [MS_UNARY_SAVES_RESULT] = "result"};
+  static const char *const domains[] = {
+      [MS_DOMAIN_REAL] = "real", [MS_DOMAIN_POSITIVE] = "positive",
+      [MS_DOMAIN_ABOVE_MINUS_ONE] = "above_minus_one", [MS_DOMAIN_STEP] = "step"};
+  lua_createtable(L, 0, 1);
+  lua_createtable(L, MS_UNARY_OP_COUNT, 0);
+  for (int op = 0; op < MS_UNARY_OP_COUNT; op++) {
+    const ms_unary_op_info *r = ms_unary_op_get_info((ms_unary_op)op);
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, r->name), lua_setfield(L, -2, "name");
+    lua_pushstring(L, r->node), lua_setfield(L, -2, "node");
+    lua_pushstring(L, dtypes[r->dtypes]), lua_setfield(L, -2, "dtypes");
+    lua_pushstring(L, saves[r->saves]), lua_setfield(L, -2, "saves");
+    lua_pushstring(L, domains[r->domain]), lua_setfield(L, -2, "domain");
+    lua_rawseti(L, -2, op + 1);
+  }
+  lua_setfield(L, -2, "unary");
 }
 
 /* Binds op (the closure's upvalue) under name and name_ (its in-place form), as a function and a
@@ -586,6 +612,8 @@ void ms_lua_open_math(lua_State *L) {
   register_table_ops(L);
   push_op_names(L);
   lua_setfield(L, -3, "_op_names");
+  push_unary_info(L);
+  lua_setfield(L, -3, "_op_info");
   lua_pushcfunction(L, l_where);
   lua_setfield(L, -3, "where");
   lua_pushcfunction(L, l_where_method);

@@ -7,9 +7,10 @@
 #include "grad_util.h"
 #include "tensor_iter.h"
 
-static const char *binary_node_names[MS_BINARY_OP_COUNT] = {
-    "AddBackward0", "SubBackward0", "MulBackward0", "DivBackward0", "PowBackward0",
-    "MaximumBackward0", "MinimumBackward0"};
+#define NODE_ROW(id, name, node) [MS_OP_##id] = node,
+static const char *const binary_node_names[] = {MS_BINARY_OP_LIST(NODE_ROW)}; /* moonshard/op_list.h */
+#undef NODE_ROW
+_Static_assert(sizeof binary_node_names / sizeof *binary_node_names == MS_BINARY_OP_COUNT, "binary op rows");
 
 /* Saved layout: slot i = operand i when it is a tensor the derivative reads (else empty);
  * scalars[i] = operand i when a plain number; ints[0] = op; ints[1 + i] = operand i is a tensor. */
@@ -139,8 +140,8 @@ static ms_status binary_backward(ms_node *n, ms_tensor *const *grad_out, ms_tens
 
 static ms_status record_binary(ms_binary_op op, ms_operand a, ms_operand b, ms_tensor *out) {
   ms_tensor *ins[2] = {a.tensor, b.tensor};
-  /* comparisons and logical ops give bool results: nothing flows back through them */
-  if (!out || op >= MS_OP_EQ || !ms_autograd_wants(2, ins)) return MS_OK;
+  /* comparisons and logical ops give bool results (no node name): nothing flows back */
+  if (!out || !binary_node_names[op] || !ms_autograd_wants(2, ins)) return MS_OK;
   ms_node *n = ms_node_new(binary_node_names[op], binary_backward, 2, ins);
   if (!n) return MS_ERR_MEMORY;
   n->ints[0] = op;

@@ -13,19 +13,24 @@
 
 /* Rows generated from the op lists (ops.h): every op has a name, and its kernel op is the
  * kernel enumerator of the same name (an op without one is an undeclared identifier). */
-#define NAME_ROW(id, name) [MS_OP_##id] = name,
-#define KERNEL_ROW(id, name) [MS_OP_##id] = MS_K_##id,
+#define NAME_ROW(id, name, ...) [MS_OP_##id] = name,
+#define KERNEL_ROW(id, ...) [MS_OP_##id] = MS_K_##id,
+#define INFO_ROW(id, name, node, dtypes, saves, domain) \
+  [MS_OP_##id] = {name, node, MS_UNARY_##dtypes, MS_UNARY_SAVES_##saves, MS_DOMAIN_##domain},
 static const char *const binary_names[] = {MS_BINARY_OP_LIST(NAME_ROW)};
-static const char *const unary_names[] = {MS_UNARY_OP_LIST(NAME_ROW)};
+static const ms_unary_op_info unary_info[] = {MS_UNARY_OP_LIST(INFO_ROW)};
 static const ms_k_binop kernel_binop[] = {MS_BINARY_OP_LIST(KERNEL_ROW)};
 static const ms_k_unop kernel_unop[] = {MS_UNARY_OP_LIST(KERNEL_ROW)};
 #undef NAME_ROW
 #undef KERNEL_ROW
+#undef INFO_ROW
 _Static_assert(sizeof kernel_binop / sizeof *kernel_binop == MS_BINARY_OP_COUNT, "binary op rows");
 _Static_assert(sizeof kernel_unop / sizeof *kernel_unop == MS_UNARY_OP_COUNT, "unary op rows");
+_Static_assert(sizeof unary_info / sizeof *unary_info == MS_UNARY_OP_COUNT, "unary op rows");
 
 const char *ms_binary_op_name(ms_binary_op op) { return binary_names[op]; }
-const char *ms_unary_op_name(ms_unary_op op) { return unary_names[op]; }
+const char *ms_unary_op_name(ms_unary_op op) { return unary_info[op].name; }
+const ms_unary_op_info *ms_unary_op_get_info(ms_unary_op op) { return &unary_info[op]; }
 
 static bool is_comparison(ms_binary_op op) { return op >= MS_OP_EQ; }
 
@@ -235,39 +240,26 @@ ms_status native_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
 }
 
 /* Ops that exist on integers without leaving them (neg, abs, ...); the rest go to floating. */
-static bool unary_keeps_integers(ms_unary_op op) {
-  switch (op) {
-  case MS_OP_NEG: case MS_OP_ABS: case MS_OP_RELU: case MS_OP_SIGN: case MS_OP_FLOOR:
-  case MS_OP_CEIL: case MS_OP_ROUND: case MS_OP_SQUARE: case MS_OP_LOGICAL_NOT: return true;
-  case MS_OP_EXP: case MS_OP_LOG: case MS_OP_SQRT: case MS_OP_RSQRT: case MS_OP_TANH:
-  case MS_OP_SIGMOID: case MS_OP_SIN: case MS_OP_COS: case MS_OP_LOG1P: case MS_OP_EXPM1:
-  case MS_OP_RECIPROCAL: return false;
-  }
-  return false; /* not an op: unreachable */
-}
+static bool unary_keeps_integers(ms_unary_op op) { return unary_info[op].dtypes != MS_UNARY_FLOATING; }
 
 static ms_dtype unary_result_dtype(ms_unary_op op, ms_dtype in) {
-  if (op == MS_OP_LOGICAL_NOT) return MS_BOOL;
+  if (unary_info[op].dtypes == MS_UNARY_LOGICAL) return MS_BOOL;
   /* bool: sign stays bool, square counts in int64 (PyTorch's rules) */
   if (in == MS_BOOL && op != MS_OP_SIGN) return unary_keeps_integers(op) ? MS_INT64 : MS_FLOAT32;
   return unary_keeps_integers(op) ? in : ms_dtype_to_floating(in);
 }
 
-/* PyTorch refuses these on bool rather than guess (negating a mask is a bug to report). */
+/* PyTorch refuses the integer-only ops on bool rather than guess (negating a mask is a bug to
+ * report). */
 static ms_status check_unary_input(ms_unary_op op, const ms_tensor *a) {
-  if (a->dtype != MS_BOOL) return ms_tensor_check_data_any(unary_names[op], a);
-  switch (op) {
-  case MS_OP_NEG:
-    return ms_error(MS_ERR_ARG, "neg: negation of a bool tensor is not supported (to invert a mask "
-                    "use logical_not)");
-  case MS_OP_ABS: case MS_OP_RELU: case MS_OP_FLOOR: case MS_OP_CEIL: case MS_OP_ROUND:
-    return ms_error(MS_ERR_ARG, "%s: not supported for bool tensors (convert with :long() or :float())",
-                    unary_names[op]);
-  case MS_OP_EXP: case MS_OP_LOG: case MS_OP_SQRT: case MS_OP_RSQRT: case MS_OP_TANH:
-  case MS_OP_SIGMOID: case MS_OP_LOGICAL_NOT: case MS_OP_SIGN: case MS_OP_SIN: case MS_OP_COS:
-  case MS_OP_LOG1P: case MS_OP_EXPM1: case MS_OP_RECIPROCAL: case MS_OP_SQUARE: break;
+  const char *name = unary_info[op].name;
+  if (a->dtype == MS_BOOL && unary_info[op].dtypes == MS_UNARY_INTEGER) {
+    if (op == MS_OP_NEG)
+      return ms_error(MS_ERR_ARG, "neg: negation of a bool tensor is not supported (to invert a mask "
+                      "use logical_not)");
+    return ms_error(MS_ERR_ARG, "%s: not supported for bool tensors (convert with :long() or :float())", name);
   }
-  return ms_tensor_check_data_any(unary_names[op], a);
+  return ms_tensor_check_data_any(name, a);
 }
 
 typedef struct unary_ctx {
@@ -332,7 +324,7 @@ bool native_unary_over_itself(ms_unary_op op, ms_tensor *a) {
 ms_status native_unary_check_(ms_unary_op op, ms_tensor *a) {
   ms_status st = check_unary_input(op, a);
   if (st != MS_OK) return st;
-  return check_inplace_dtype(unary_names[op], unary_result_dtype(op, a->dtype), a);
+  return check_inplace_dtype(unary_info[op].name, unary_result_dtype(op, a->dtype), a);
 }
 
 ms_status native_unary_(ms_unary_op op, ms_tensor *a) {

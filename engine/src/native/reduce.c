@@ -11,7 +11,7 @@
 #include "tensor_iter.h"
 
 #define NAME_ROW(id, name) [MS_RED_##id] = name,
-static const char *const reduce_names[] = {MS_REDUCE_OP_LIST(NAME_ROW)}; /* from ops.h's list */
+static const char *const reduce_names[] = {MS_REDUCE_OP_LIST(NAME_ROW)}; /* moonshard/op_list.h */
 #undef NAME_ROW
 _Static_assert(sizeof reduce_names / sizeof *reduce_names == MS_REDUCE_OP_COUNT, "reduce op rows");
 
