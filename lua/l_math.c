@@ -551,7 +551,8 @@ static void push_op_names(lua_State *L) {
 static void push_unary_info(lua_State *L) {
   static const char *const dtypes[] = {
       [MS_UNARY_INTEGER] = "integer", [MS_UNARY_INTEGER_OR_BOOL] = "integer_or_bool",
-      [MS_UNARY_FLOATING] = "floating", [MS_UNARY_LOGICAL] = "logical"};
+      [MS_UNARY_FLOATING] = "floating", [MS_UNARY_FLOATING_ONLY] = "floating_only",
+      [MS_UNARY_LOGICAL] = "logical"};
   static const char *const saves[] = {
       [MS_UNARY_SAVES_NOTHING] = "nothing", [MS_UNARY_SAVES_INPUT] = "input", [MS_UNARY_SAVES_RESULT] = "result"};
   static const char *const domains[] = {

@@ -18,7 +18,8 @@
 /* Unary ops: X(ID, "name", "grad_fn name", DTYPES, SAVES, DOMAIN).
  *   DTYPES  INTEGER: integer inputs keep their dtype, bool is refused; INTEGER_OR_BOOL: the
  *           same, and bool counts in int64 (sign keeps bool); FLOATING: integer and bool inputs
- *           give float32; LOGICAL: the result is bool.
+ *           give float32; FLOATING_ONLY: integer and bool inputs are refused (PyTorch's
+ *           activations: softplus); LOGICAL: the result is bool.
  *   SAVES   what the derivative reads: INPUT, RESULT or NOTHING.
  *   DOMAIN  where the op is smooth, for gradient checks: REAL, POSITIVE (x > 0), ABOVE_MINUS_ONE,
  *           STEP (piecewise constant: the derivative is 0 away from the jumps). */

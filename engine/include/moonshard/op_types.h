@@ -25,7 +25,7 @@ MS_API const char *ms_unary_op_name(ms_unary_op op);
 
 /* A unary op's row of op_list.h as data (what the Lua face and the tests iterate). */
 typedef enum ms_unary_dtypes {
-  MS_UNARY_INTEGER, MS_UNARY_INTEGER_OR_BOOL, MS_UNARY_FLOATING, MS_UNARY_LOGICAL
+  MS_UNARY_INTEGER, MS_UNARY_INTEGER_OR_BOOL, MS_UNARY_FLOATING, MS_UNARY_FLOATING_ONLY, MS_UNARY_LOGICAL
 } ms_unary_dtypes;
 typedef enum ms_unary_saves { MS_UNARY_SAVES_NOTHING, MS_UNARY_SAVES_INPUT, MS_UNARY_SAVES_RESULT } ms_unary_saves;
 typedef enum ms_unary_domain {

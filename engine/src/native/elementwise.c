@@ -240,7 +240,9 @@ ms_status native_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
 }
 
 /* Ops that exist on integers without leaving them (neg, abs, ...); the rest go to floating. */
-static bool unary_keeps_integers(ms_unary_op op) { return unary_info[op].dtypes != MS_UNARY_FLOATING; }
+static bool unary_keeps_integers(ms_unary_op op) {
+  return unary_info[op].dtypes != MS_UNARY_FLOATING && unary_info[op].dtypes != MS_UNARY_FLOATING_ONLY;
+}
 
 static ms_dtype unary_result_dtype(ms_unary_op op, ms_dtype in) {
   if (unary_info[op].dtypes == MS_UNARY_LOGICAL) return MS_BOOL;
@@ -250,9 +252,12 @@ static ms_dtype unary_result_dtype(ms_unary_op op, ms_dtype in) {
 }
 
 /* PyTorch refuses the integer-only ops on bool rather than guess (negating a mask is a bug to
- * report). */
+ * report), and its activations on anything but floating point. */
 static ms_status check_unary_input(ms_unary_op op, const ms_tensor *a) {
   const char *name = unary_info[op].name;
+  if (unary_info[op].dtypes == MS_UNARY_FLOATING_ONLY && !ms_dtype_is_floating(a->dtype))
+    return ms_error(MS_ERR_ARG, "%s: expected a floating-point input, got %s (convert with :float())", name,
+                    ms_dtype_name(a->dtype));
   if (a->dtype == MS_BOOL && unary_info[op].dtypes == MS_UNARY_INTEGER) {
     if (op == MS_OP_NEG)
       return ms_error(MS_ERR_ARG, "neg: negation of a bool tensor is not supported (to invert a mask "
