@@ -151,6 +151,7 @@ static void unary_f32(ms_k_unop op, int64_t n, float *o, int64_t so, const float
   case MS_K_EXPM1: ULOOP(expm1f(X)); break;
   case MS_K_RECIPROCAL: ULOOP(1.0f / X); break;
   case MS_K_SQUARE: ULOOP(X * X); break;
+  case MS_K_SOFTPLUS: ULOOP(X > 20.0f ? X : log1pf(expf(X))); break; /* PyTorch's threshold */
   case MS_K_LOGICAL_NOT: break; /* bool result: see logical_not */
   }
 }
@@ -176,6 +177,7 @@ static void unary_f64(ms_k_unop op, int64_t n, double *o, int64_t so, const doub
   case MS_K_EXPM1: ULOOP(expm1(X)); break;
   case MS_K_RECIPROCAL: ULOOP(1.0 / X); break;
   case MS_K_SQUARE: ULOOP(X * X); break;
+  case MS_K_SOFTPLUS: ULOOP(X > 20.0 ? X : log1p(exp(X))); break;
   case MS_K_LOGICAL_NOT: break; /* bool result: see logical_not */
   }
 }
@@ -192,6 +194,7 @@ static void unary_i64(ms_k_unop op, int64_t n, int64_t *o, int64_t so, const int
   case MS_K_LOGICAL_NOT: break; /* bool result: see logical_not */
   case MS_K_EXP: case MS_K_LOG: case MS_K_SQRT: case MS_K_RSQRT: case MS_K_TANH: case MS_K_SIGMOID:
   case MS_K_SIN: case MS_K_COS: case MS_K_LOG1P: case MS_K_EXPM1: case MS_K_RECIPROCAL:
+  case MS_K_SOFTPLUS:
     break; /* floating only: the engine converts first */
   }
 }

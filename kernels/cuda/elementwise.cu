@@ -7,7 +7,7 @@ using namespace mskc;
 
 // Device switches are out of the host compiler's -Wswitch: a new op must get a case below.
 static_assert(MS_K_BINOP_COUNT == 15, "a binary op was added or removed: update arith and compare");
-static_assert(MS_K_UNOP_COUNT == 20, "a unary op was added or removed: update unary");
+static_assert(MS_K_UNOP_COUNT == 21, "a unary op was added or removed: update unary");
 
 template <typename T> __device__ inline T maxnan(T x, T y) { return x != x ? x : y != y ? y : x > y ? x : y; }
 template <typename T> __device__ inline T minnan(T x, T y) { return x != x ? x : y != y ? y : x < y ? x : y; }
@@ -149,6 +149,7 @@ __device__ inline float unary(ms_k_unop op, float x) {
   case MS_K_EXPM1: return expm1f(x);
   case MS_K_RECIPROCAL: return 1.0f / x;
   case MS_K_SQUARE: return x * x;
+  case MS_K_SOFTPLUS: return x > 20.0f ? x : log1pf(expf(x)); // PyTorch's threshold
   case MS_K_LOGICAL_NOT: break; // bool result: see unary_kernel
   }
   return 0;
@@ -175,6 +176,7 @@ __device__ inline double unary(ms_k_unop op, double x) {
   case MS_K_EXPM1: return expm1(x);
   case MS_K_RECIPROCAL: return 1.0 / x;
   case MS_K_SQUARE: return x * x;
+  case MS_K_SOFTPLUS: return x > 20.0 ? x : log1p(exp(x));
   case MS_K_LOGICAL_NOT: break; // bool result: see unary_kernel
   }
   return 0;
@@ -191,6 +193,7 @@ __device__ inline int64_t unary(ms_k_unop op, int64_t x) {
   case MS_K_LOGICAL_NOT: break; // bool result: see unary_kernel
   case MS_K_EXP: case MS_K_LOG: case MS_K_SQRT: case MS_K_RSQRT: case MS_K_TANH: case MS_K_SIGMOID:
   case MS_K_SIN: case MS_K_COS: case MS_K_LOG1P: case MS_K_EXPM1: case MS_K_RECIPROCAL:
+  case MS_K_SOFTPLUS:
     break; // floating only: the engine converts first
   }
   return 0;

@@ -43,7 +43,8 @@
   X(LOG1P, "log1p", "Log1PBackward0", FLOATING, INPUT, ABOVE_MINUS_ONE)                          \
   X(EXPM1, "expm1", "Expm1Backward0", FLOATING, RESULT, REAL)                                    \
   X(RECIPROCAL, "reciprocal", "ReciprocalBackward0", FLOATING, RESULT, POSITIVE)                 \
-  X(SQUARE, "square", "PowBackward0", INTEGER_OR_BOOL, INPUT, REAL)
+  X(SQUARE, "square", "PowBackward0", INTEGER_OR_BOOL, INPUT, REAL)                            \
+  X(SOFTPLUS, "softplus", "SoftplusBackward0", FLOATING_ONLY, INPUT, REAL)
 
 /* Reductions: X(ID, "name"). */
 #define MS_REDUCE_OP_LIST(X)                                                                   \

@@ -55,6 +55,9 @@ static ms_tensor *unary_grad(ms_unary_op op, ms_tensor *g, ms_tensor *x, ms_grad
   case MS_OP_EXPM1: return grad_with(g, MS_OP_MUL, T(with_number(x, MS_OP_ADD, 1)));
   case MS_OP_RECIPROCAL: return grad_with(g, MS_OP_MUL, T(apply(MS_OP_NEG, T(native_unary(MS_OP_SQUARE, x)))));
   case MS_OP_SQUARE: return grad_with(g, MS_OP_MUL, T(with_number(x, MS_OP_MUL, 2)));
+  case MS_OP_SOFTPLUS: /* g * sigmoid(x), and g itself past the threshold where softplus is x */
+    return native_where(T(with_number(x, MS_OP_GT, 20)), ms_operand_tensor(g),
+                        ms_operand_tensor(T(grad_with(g, MS_OP_MUL, T(native_unary(MS_OP_SIGMOID, x))))));
   case MS_OP_LOGICAL_NOT: break; /* bool results record no node */
   }
 #undef T
