@@ -8,9 +8,9 @@ static ms_status dropout_backward(ms_node *n, ms_tensor *const *grad_out, ms_ten
   if (!mask) return MS_ERR_RUNTIME;
   ms_dtype dt = n->out_dtype[0];
   /* the scaled gradient overwrites the incoming one when the walk lets it go (on the CPU) */
-  bool reuse = ms_tensor_device(mask).type == MS_CPU && grad_out[0]->dtype == dt &&
+  bool overwrite = ms_tensor_device(mask).type == MS_CPU && grad_out[0]->dtype == dt &&
                ms_tensor_is_contiguous(grad_out[0]) && ms_grad_is_exclusive(grad_out[0], 1);
-  grad_in[0] = native_dropout_backward(grad_out[0], mask, n->scalars[0], dt, reuse);
+  grad_in[0] = native_dropout_backward(grad_out[0], mask, n->scalars[0], dt, overwrite);
   return grad_in[0] ? MS_OK : MS_ERR_MEMORY;
 }
 

@@ -9,10 +9,10 @@
 #include "random_state.h"
 
 ms_tensor *native_dropout_backward(ms_tensor *grad_output, ms_tensor *mask, double scale, ms_dtype dt,
-                                   bool reuse_grad) {
+                                   bool may_overwrite_grad) {
   ms_tensor *g = ms_nn_contiguous(grad_output, dt);
   ms_tensor *gx = !g ? NULL
-                  : reuse_grad ? (ms_tensor_retain(g), g)
+                  : may_overwrite_grad ? (ms_tensor_retain(g), g)
                                : ms_tensor_new_empty_on(ms_tensor_device(mask), mask->ndim, mask->shape, dt);
   if (gx && ms_tensor_device(mask).type == MS_CUDA) {
     if (ms_cuda_masked_scale(g, mask, scale, gx) != MS_OK) ms_tensor_release(gx), gx = NULL;

@@ -15,8 +15,8 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
-#include "moonshard/nn_conv.h"
-#include "moonshard/nn_ops.h"
+#include "moonshard/nn_types.h"
+#include "moonshard/tensor.h"
 
 /* ---- activation.c: GELU (exact or tanh) and SiLU -------------------------------------------- */
 ms_tensor *native_activation(ms_k_act act, ms_tensor *x);
@@ -31,10 +31,10 @@ ms_tensor *native_softmax_backward(ms_tensor *y, ms_tensor *grad_output, int dim
 /* In training with 0 < p: *mask = the uint8 mask drawn, *scale = 1 / (1 - p); otherwise x itself
  * (retained) and *mask = NULL. */
 ms_tensor *native_dropout(ms_tensor *x, double p, bool training, ms_tensor **mask, double *scale);
-/* The gradient in dtype dt; reuse_grad: the result may overwrite grad_output's buffer (which
- * nothing else can see: the caller has checked). */
+/* The gradient in dtype dt; may_overwrite_grad: the result may be written over grad_output's
+ * buffer (which nothing else can see: the caller has checked). */
 ms_tensor *native_dropout_backward(ms_tensor *grad_output, ms_tensor *mask, double scale, ms_dtype dt,
-                                   bool reuse_grad);
+                                   bool may_overwrite_grad);
 
 /* ---- embedding.c ----------------------------------------------------------------------------- */
 /* *saved_indices = the indices as a contiguous int64 tensor (what the backward reads). */
