@@ -8,6 +8,7 @@
 #include "cuda/cuda_ops.h"
 #include "kernels/kernels.h"
 #include "moonshard/random.h"
+#include "native/native.h"
 #include "random_state.h"
 
 /* The same default as PyTorch's, so an unseeded run is still reproducible. */
@@ -79,7 +80,7 @@ static ms_status fill_with(ms_tensor *t, ms_dtype cdt, int lanes, gen_fn fn, con
   ms_tensor *tmp = ms_tensor_new_empty_on(ms_tensor_device(t), t->ndim, t->shape, cdt);
   if (!tmp) return MS_ERR_MEMORY;
   ms_status st = fn(args, seed, offset, tmp);
-  if (st == MS_OK) st = ms_tensor_copy_(t, tmp); /* bumps t's version */
+  if (st == MS_OK) st = native_copy_(t, tmp); /* bumps t's version; recorded by no path */
   ms_tensor_release(tmp);
   return st;
 }

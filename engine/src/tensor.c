@@ -5,15 +5,23 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "autograd/autograd_internal.h"
 #include "moonshard/checked.h"
 #include "moonshard/tensor.h"
+#include "tensor_internal.h"
+
+/* Frees a tensor's autograd state; installed by autograd (it is above the tensor core) before
+ * any tensor has such state. */
+static _Atomic(ms_tensor_free_fn) autograd_free;
+
+ms_tensor_free_fn ms_tensor_set_autograd_free(ms_tensor_free_fn fn) { return atomic_exchange(&autograd_free, fn); }
 
 void ms_tensor_retain(ms_tensor *t) { atomic_fetch_add(&t->refcount, 1); }
 
+static bool has_autograd_state(const ms_tensor *t) { return t->grad_fn || t->hooks || t->grad_base; }
+
 void ms_tensor_release(ms_tensor *t) {
   if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
-  ms_autograd_tensor_free(t);
+  if (has_autograd_state(t)) atomic_load(&autograd_free)(t);
   ms_tensor_release(t->grad);
   ms_storage_release(t->storage);
   free(t);
@@ -60,8 +68,7 @@ static ms_tensor *tensor_wrap(ms_storage *s, ms_dtype dt, int ndim, const int64_
   return t;
 }
 
-/* A contiguous uninitialised tensor on `dev`; `op` names the factory in errors. */
-static ms_tensor *new_contiguous_on(ms_device dev, const char *op, int ndim, const int64_t *shape,
+ms_tensor *ms_tensor_new_contiguous_on(ms_device dev, const char *op, int ndim, const int64_t *shape,
                                     ms_dtype dt) {
   int64_t numel = 0, strides[MS_MAX_DIMS];
   if (check_shape(op, ndim, shape, &numel) != MS_OK) return NULL;
@@ -79,7 +86,7 @@ static ms_tensor *new_contiguous_on(ms_device dev, const char *op, int ndim, con
 }
 
 static ms_tensor *new_contiguous(const char *op, int ndim, const int64_t *shape, ms_dtype dt) {
-  return new_contiguous_on((ms_device){MS_CPU, 0}, op, ndim, shape, dt);
+  return ms_tensor_new_contiguous_on((ms_device){MS_CPU, 0}, op, ndim, shape, dt);
 }
 
 ms_tensor *ms_tensor_new_empty(int ndim, const int64_t *shape, ms_dtype dt) {
@@ -87,21 +94,7 @@ ms_tensor *ms_tensor_new_empty(int ndim, const int64_t *shape, ms_dtype dt) {
 }
 
 ms_tensor *ms_tensor_new_empty_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt) {
-  return new_contiguous_on(device, "empty", ndim, shape, dt);
-}
-
-ms_tensor *ms_tensor_new_full_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt, double value) {
-  if (device.type == MS_CPU) return ms_tensor_new_full(ndim, shape, dt, value);
-  ms_tensor *t = new_contiguous_on(device, "full", ndim, shape, dt);
-  bool prev = ms_grad_set_enabled(false); /* a new tensor: nothing to record */
-  if (t && ms_tensor_fill_(t, value) != MS_OK) ms_tensor_release(t), t = NULL;
-  ms_grad_set_enabled(prev);
-  return t;
-}
-
-ms_tensor *ms_tensor_new_zeros_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt) {
-  if (device.type == MS_CPU) return ms_tensor_new_zeros(ndim, shape, dt);
-  return ms_tensor_new_full_on(device, ndim, shape, dt, 0);
+  return ms_tensor_new_contiguous_on(device, "empty", ndim, shape, dt);
 }
 
 ms_tensor *ms_tensor_new_full(int ndim, const int64_t *shape, ms_dtype dt, double value) {

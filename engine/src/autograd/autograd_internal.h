@@ -18,8 +18,6 @@ struct ms_hook {
   struct ms_hook *next;
 };
 
-/* Frees a tensor's autograd state (grad_fn, hooks); called by ms_tensor_release. */
-void ms_autograd_tensor_free(ms_tensor *t);
 /* The AccumulateGrad node of a leaf that requires grad (a new reference), created on demand. */
 ms_node *ms_autograd_grad_accumulator(ms_tensor *leaf);
 /* Runs the grad hooks in `list` (those for output_nr, or all when output_nr < 0) on *grad,

@@ -20,19 +20,17 @@ static ms_status act_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor 
 }
 
 static ms_status record_activation(ms_k_act act, ms_tensor *x, ms_tensor *out) {
-  if (!ms_autograd_wants(1, &x)) return MS_OK;
+  if (!out || !ms_autograd_wants(1, &x)) return MS_OK;
   ms_node *n = ms_node_new(act_node(act), act_backward, 1, &x);
   if (!n) return MS_ERR_MEMORY;
   n->ints[0] = act;
   ms_node_save(n, x);
-  ms_nn_attach(n, out);
-  return MS_OK;
+  return ms_grad_finish(n, out);
 }
 
 static ms_tensor *activation(ms_k_act act, ms_tensor *x) {
   ms_tensor *out = native_activation(act, x);
-  if (out && record_activation(act, x, out) != MS_OK) ms_tensor_release(out), out = NULL;
-  return out;
+  return ms_grad_kept(out, record_activation(act, x, out));
 }
 
 ms_tensor *ms_gelu(ms_tensor *x, bool approximate_tanh) {

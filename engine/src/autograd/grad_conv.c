@@ -15,15 +15,14 @@ static ms_status record_conv2d(ms_tensor *x, ms_tensor *w, ms_tensor *b, const i
                                const int64_t padding[2], const int64_t dilation[2], int64_t groups,
                                ms_tensor *out) {
   ms_tensor *ins[3] = {x, w, b};
-  if (!ms_autograd_wants(3, ins)) return MS_OK;
+  if (!out || !ms_autograd_wants(3, ins)) return MS_OK;
   ms_node *n = ms_node_new("ConvolutionBackward0", conv_backward, 3, ins);
   if (!n) return MS_ERR_MEMORY;
   int64_t params[7] = {stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups};
   for (int i = 0; i < 7; i++) n->ints[i] = params[i];
   ms_node_save(n, x);
   ms_node_save(n, w);
-  ms_nn_attach(n, out);
-  return MS_OK;
+  return ms_grad_finish(n, out);
 }
 
 ms_tensor *ms_conv2d(ms_tensor *x, ms_tensor *w, ms_tensor *b, const int64_t stride[2],
@@ -40,7 +39,5 @@ ms_tensor *ms_conv2d(ms_tensor *x, ms_tensor *w, ms_tensor *b, const int64_t str
     return out;
   }
   ms_tensor *out = native_conv2d(x, w, b, stride, padding, dilation, groups);
-  if (out && record_conv2d(x, w, b, stride, padding, dilation, groups, out) != MS_OK)
-    ms_tensor_release(out), out = NULL;
-  return out;
+  return ms_grad_kept(out, record_conv2d(x, w, b, stride, padding, dilation, groups, out));
 }

@@ -15,13 +15,12 @@ static ms_status dropout_backward(ms_node *n, ms_tensor *const *grad_out, ms_ten
 }
 
 static ms_status record_dropout(ms_tensor *x, ms_tensor *mask, double scale, ms_tensor *out) {
-  if (!mask || !ms_autograd_wants(1, &x)) return MS_OK;
+  if (!out || !mask || !ms_autograd_wants(1, &x)) return MS_OK;
   ms_node *n = ms_node_new("NativeDropoutBackward0", dropout_backward, 1, &x);
   if (!n) return MS_ERR_MEMORY;
   n->scalars[0] = scale;
   ms_node_save(n, mask);
-  ms_nn_attach(n, out);
-  return MS_OK;
+  return ms_grad_finish(n, out);
 }
 
 ms_tensor *ms_dropout(ms_tensor *x, double p, bool training) {
@@ -38,7 +37,7 @@ ms_tensor *ms_dropout(ms_tensor *x, double p, bool training) {
   ms_tensor *mask;
   double scale;
   ms_tensor *out = native_dropout(x, p, training, &mask, &scale);
-  if (out && record_dropout(x, mask, scale, out) != MS_OK) ms_tensor_release(out), out = NULL;
+  out = ms_grad_kept(out, record_dropout(x, mask, scale, out));
   ms_tensor_release(mask);
   return out;
 }

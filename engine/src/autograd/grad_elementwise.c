@@ -1,6 +1,6 @@
-/* grad_elementwise.c: derivatives of the binary and unary elementwise ops. Each backward
- * computes with the public ops (grad mode is off during backward) and reduces broadcast
- * gradients to each input's shape with ms_grad_sum_to. */
+/* grad_elementwise.c: the public binary elementwise ops (ms_binary, ms_binary_): the native op,
+ * then the node; and their derivatives, computed with the native ops and reduced to each
+ * input's broadcast shape with ms_grad_sum_to. */
 #include <math.h>
 
 #include "grad_util.h"
@@ -14,10 +14,10 @@ static const char *binary_node_names[MS_BINARY_OP_COUNT] = {
 
 /* One input's gradient: grad * factor (factor may be NULL for 1), reduced to the input's shape. */
 static ms_tensor *scaled_to(ms_tensor *grad, ms_tensor *factor, double sign, const ms_node *n, int i) {
-  ms_tensor *g = factor ? ms_binary(MS_OP_MUL, ms_operand_tensor(grad), ms_operand_tensor(factor))
+  ms_tensor *g = factor ? native_binary(MS_OP_MUL, ms_operand_tensor(grad), ms_operand_tensor(factor))
                         : (ms_tensor_retain(grad), grad);
   if (g && sign != 1) {
-    ms_tensor *neg = ms_binary(MS_OP_MUL, ms_operand_tensor(g), ms_operand_number(sign, MS_FLOAT64));
+    ms_tensor *neg = native_binary(MS_OP_MUL, ms_operand_tensor(g), ms_operand_number(sign, MS_FLOAT64));
     ms_tensor_release(g);
     g = neg;
   }
@@ -47,11 +47,11 @@ static ms_status load_operands(ms_node *n, ms_operand *a, ms_operand *b) {
 static ms_status div_backward(ms_node *n, ms_tensor *g, ms_tensor **grad_in) {
   ms_operand a, b;
   if (load_operands(n, &a, &b) != MS_OK) return MS_ERR_RUNTIME;
-  ms_tensor *ga = ms_binary(MS_OP_DIV, ms_operand_tensor(g), b);
+  ms_tensor *ga = native_binary(MS_OP_DIV, ms_operand_tensor(g), b);
   if (!ga) return MS_ERR_MEMORY;
   if (ms_grad_needed(n, 0) && !(grad_in[0] = scaled_to(ga, NULL, 1, n, 0))) return ms_tensor_release(ga), MS_ERR_MEMORY;
   if (ms_grad_needed(n, 1)) {
-    ms_tensor *q = ms_binary(MS_OP_DIV, a, b); /* a/b; times ga = g/b gives g*a/b^2 */
+    ms_tensor *q = native_binary(MS_OP_DIV, a, b); /* a/b; times ga = g/b gives g*a/b^2 */
     grad_in[1] = q ? scaled_to(ga, q, -1, n, 1) : NULL;
     ms_tensor_release(q);
     if (!grad_in[1]) return ms_tensor_release(ga), MS_ERR_MEMORY;
@@ -65,18 +65,18 @@ static ms_status pow_backward(ms_node *n, ms_tensor *g, ms_tensor **grad_in) {
   ms_operand a, b;
   if (load_operands(n, &a, &b) != MS_OK) return MS_ERR_RUNTIME;
   if (ms_grad_needed(n, 0)) {
-    ms_tensor *bm1 = b.tensor ? ms_binary(MS_OP_SUB, b, ms_operand_number(1, MS_INT64)) : NULL;
+    ms_tensor *bm1 = b.tensor ? native_binary(MS_OP_SUB, b, ms_operand_number(1, MS_INT64)) : NULL;
     ms_operand e = b.tensor ? ms_operand_tensor(bm1) : ms_operand_number(b.value - 1, MS_FLOAT64);
-    ms_tensor *p = !b.tensor || bm1 ? ms_binary(MS_OP_POW, a, e) : NULL;
-    ms_tensor *f = p ? ms_binary(MS_OP_MUL, ms_operand_tensor(p), b) : NULL;
+    ms_tensor *p = !b.tensor || bm1 ? native_binary(MS_OP_POW, a, e) : NULL;
+    ms_tensor *f = p ? native_binary(MS_OP_MUL, ms_operand_tensor(p), b) : NULL;
     grad_in[0] = f ? scaled_to(g, f, 1, n, 0) : NULL;
     ms_tensor_release(bm1), ms_tensor_release(p), ms_tensor_release(f);
     if (!grad_in[0]) return MS_ERR_MEMORY;
   }
   if (ms_grad_needed(n, 1)) {
-    ms_tensor *p = ms_binary(MS_OP_POW, a, b);
-    ms_tensor *la = a.tensor ? ms_unary(MS_OP_LOG, a.tensor) : ms_tensor_new_scalar(log(a.value), MS_FLOAT32);
-    ms_tensor *f = p && la ? ms_binary(MS_OP_MUL, ms_operand_tensor(p), ms_operand_tensor(la)) : NULL;
+    ms_tensor *p = native_binary(MS_OP_POW, a, b);
+    ms_tensor *la = a.tensor ? native_unary(MS_OP_LOG, a.tensor) : ms_tensor_new_scalar(log(a.value), MS_FLOAT32);
+    ms_tensor *f = p && la ? native_binary(MS_OP_MUL, ms_operand_tensor(p), ms_operand_tensor(la)) : NULL;
     grad_in[1] = f ? scaled_to(g, f, 1, n, 1) : NULL;
     ms_tensor_release(p), ms_tensor_release(la), ms_tensor_release(f);
     if (!grad_in[1]) return MS_ERR_MEMORY;
@@ -88,13 +88,13 @@ static ms_status pow_backward(ms_node *n, ms_tensor *g, ms_tensor **grad_in) {
 static ms_status extremum_backward(ms_node *n, ms_tensor *g, ms_tensor **grad_in, bool is_max) {
   ms_operand a, b;
   if (load_operands(n, &a, &b) != MS_OK) return MS_ERR_RUNTIME;
-  ms_tensor *win = ms_binary(is_max ? MS_OP_GT : MS_OP_LT, a, b), *tie = ms_binary(MS_OP_EQ, a, b);
+  ms_tensor *win = native_binary(is_max ? MS_OP_GT : MS_OP_LT, a, b), *tie = native_binary(MS_OP_EQ, a, b);
   ms_tensor *wa = NULL, *wb = NULL;
   if (win && tie) { /* weight of a: 1 where it wins, 0.5 on ties */
-    ms_tensor *wf = ms_tensor_to_dtype(win, g->dtype), *tf = ms_tensor_to_dtype(tie, g->dtype);
-    ms_tensor *half = tf ? ms_binary(MS_OP_MUL, ms_operand_tensor(tf), ms_operand_number(0.5, MS_FLOAT64)) : NULL;
-    wa = wf && half ? ms_binary(MS_OP_ADD, ms_operand_tensor(wf), ms_operand_tensor(half)) : NULL;
-    wb = wa ? ms_binary(MS_OP_SUB, ms_operand_number(1, MS_INT64), ms_operand_tensor(wa)) : NULL;
+    ms_tensor *wf = native_to_dtype(win, g->dtype), *tf = native_to_dtype(tie, g->dtype);
+    ms_tensor *half = tf ? native_binary(MS_OP_MUL, ms_operand_tensor(tf), ms_operand_number(0.5, MS_FLOAT64)) : NULL;
+    wa = wf && half ? native_binary(MS_OP_ADD, ms_operand_tensor(wf), ms_operand_tensor(half)) : NULL;
+    wb = wa ? native_binary(MS_OP_SUB, ms_operand_number(1, MS_INT64), ms_operand_tensor(wa)) : NULL;
     ms_tensor_release(wf), ms_tensor_release(tf), ms_tensor_release(half);
   }
   ms_status st = wa && wb ? MS_OK : MS_ERR_MEMORY;
@@ -129,16 +129,18 @@ static ms_status binary_backward(ms_node *n, ms_tensor *const *grad_out, ms_tens
   case MS_OP_POW: return pow_backward(n, g, grad_in);
   case MS_OP_MAXIMUM: return extremum_backward(n, g, grad_in, true);
   case MS_OP_MINIMUM: return extremum_backward(n, g, grad_in, false);
-  default: return ms_error(MS_ERR_RUNTIME, "backward: %s has no derivative", ms_binary_op_name((ms_binary_op)n->ints[0]));
+  case MS_OP_EQ: case MS_OP_NE: case MS_OP_LT: case MS_OP_LE: case MS_OP_GT: case MS_OP_GE:
+  case MS_OP_LOGICAL_AND: case MS_OP_LOGICAL_OR: break; /* bool results record no node */
   }
+  return ms_error(MS_ERR_RUNTIME, "backward: %s has no derivative", ms_binary_op_name((ms_binary_op)n->ints[0]));
 }
 
-ms_tensor *ms_grad_record_binary(ms_binary_op op, ms_operand a, ms_operand b, ms_tensor *out) {
+static ms_status record_binary(ms_binary_op op, ms_operand a, ms_operand b, ms_tensor *out) {
   ms_tensor *ins[2] = {a.tensor, b.tensor};
   /* comparisons and logical ops give bool results: nothing flows back through them */
-  if (!out || op >= MS_OP_EQ || !ms_autograd_wants(2, ins)) return out;
+  if (!out || op >= MS_OP_EQ || !ms_autograd_wants(2, ins)) return MS_OK;
   ms_node *n = ms_node_new(binary_node_names[op], binary_backward, 2, ins);
-  if (!n) return ms_tensor_release(out), NULL;
+  if (!n) return MS_ERR_MEMORY;
   n->ints[0] = op;
   for (int i = 0; i < 2; i++) {
     n->ints[1 + i] = ins[i] != NULL;
@@ -147,7 +149,31 @@ ms_tensor *ms_grad_record_binary(ms_binary_op op, ms_operand a, ms_operand b, ms
     if (ins[i] && reads_operands) ms_node_save(n, ins[i]);
     else n->saved[n->num_saved++] = (ms_saved){NULL, 0}; /* slot i stays operand i */
   }
-  ms_node_attach(n, out, 0);
-  ms_node_release(n);
-  return out;
+  return ms_grad_finish(n, out);
+}
+
+ms_tensor *ms_binary(ms_binary_op op, ms_operand a, ms_operand b) {
+  ms_tensor *out = native_binary(op, a, b);
+  return ms_grad_kept(out, record_binary(op, a, b, out));
+}
+
+/* In place under autograd: computed out of place and rebased onto a. When the derivative reads
+ * the operands, it reads a copy of a's old values, which stands for a in the graph: saving a
+ * itself would see it overwritten (and a would own the node that owns it). */
+static ms_status binary_inplace_grad(ms_binary_op op, ms_tensor *a, ms_operand b) {
+  const char *name = ms_binary_op_name(op);
+  if (ms_grad_check_inplace(name, a) != MS_OK) return MS_ERR_RUNTIME;
+  bool reads_operands = op != MS_OP_ADD && op != MS_OP_SUB;
+  ms_tensor *src = reads_operands ? ms_grad_inplace_original(a) : (ms_tensor_retain(a), a);
+  if (!src) return MS_ERR_MEMORY;
+  if (b.tensor == a) b = ms_operand_tensor(src); /* y:mul_(y) reads the old y twice */
+  ms_tensor *out = ms_binary(op, ms_operand_tensor(src), b);
+  ms_tensor_release(src);
+  return ms_grad_rebase_inplace(name, a, out);
+}
+
+ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
+  if (!ms_autograd_wants(2, (ms_tensor *[]){a, b.tensor})) return native_binary_(op, a, b);
+  if (native_binary_check_(op, a, b) != MS_OK) return MS_ERR_ARG;
+  return binary_inplace_grad(op, a, b);
 }

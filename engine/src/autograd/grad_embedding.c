@@ -14,19 +14,18 @@ static ms_status embedding_backward(ms_node *n, ms_tensor *const *grad_out, ms_t
 
 static ms_status record_embedding(ms_tensor *w, ms_tensor *idx, int64_t padding_idx, int64_t index_base,
                                   ms_tensor *out) {
-  if (!ms_autograd_wants(1, &w)) return MS_OK;
+  if (!out || !ms_autograd_wants(1, &w)) return MS_OK;
   ms_node *n = ms_node_new("EmbeddingBackward0", embedding_backward, 1, &w);
   if (!n) return MS_ERR_MEMORY;
   n->ints[0] = padding_idx, n->ints[1] = index_base;
   ms_node_save(n, idx);
-  ms_nn_attach(n, out);
-  return MS_OK;
+  return ms_grad_finish(n, out);
 }
 
 ms_tensor *ms_embedding(ms_tensor *indices, ms_tensor *w, int64_t padding_idx, int64_t index_base) {
   ms_tensor *idx;
   ms_tensor *out = native_embedding(indices, w, padding_idx, index_base, &idx);
-  if (out && record_embedding(w, idx, padding_idx, index_base, out) != MS_OK) ms_tensor_release(out), out = NULL;
+  out = ms_grad_kept(out, record_embedding(w, idx, padding_idx, index_base, out));
   ms_tensor_release(idx);
   return out;
 }

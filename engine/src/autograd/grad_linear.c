@@ -12,12 +12,11 @@ static ms_status linear_backward(ms_node *n, ms_tensor *const *grad_out, ms_tens
 
 static ms_status record_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b, ms_tensor *out) {
   ms_tensor *ins[3] = {x, w, b};
-  if (!ms_autograd_wants(3, ins)) return MS_OK;
+  if (!out || !ms_autograd_wants(3, ins)) return MS_OK;
   ms_node *n = ms_node_new(b ? "AddmmBackward0" : "MmBackward0", linear_backward, 3, ins);
   if (!n) return MS_ERR_MEMORY;
   ms_node_save(n, x), ms_node_save(n, w);
-  ms_nn_attach(n, out);
-  return MS_OK;
+  return ms_grad_finish(n, out);
 }
 
 ms_tensor *ms_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
@@ -31,6 +30,5 @@ ms_tensor *ms_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
     return out;
   }
   ms_tensor *out = native_linear(x, w, b);
-  if (out && record_linear(x, w, b, out) != MS_OK) ms_tensor_release(out), out = NULL;
-  return out;
+  return ms_grad_kept(out, record_linear(x, w, b, out));
 }

@@ -24,7 +24,7 @@ static ms_status nll_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor 
 
 /* Records the node of either loss: the input is the only differentiable argument. */
 static ms_status record_nll(ms_tensor *input, const native_nll_saved *s, ms_tensor *out) {
-  if (!ms_autograd_wants(1, &input)) return MS_OK;
+  if (!out || !ms_autograd_wants(1, &input)) return MS_OK;
   ms_node *n = ms_node_new("NllLossBackward0", nll_backward, 1, &input);
   if (!n) return MS_ERR_MEMORY;
   int64_t ints[] = {s->N, s->C, s->inner, s->ignore_index, s->base, s->reduction};
@@ -34,8 +34,7 @@ static ms_status record_nll(ms_tensor *input, const native_nll_saved *s, ms_tens
   ms_nn_save(n, s->weight);
   ms_nn_save(n, s->logp);
   ms_nn_save(n, s->weight_sum);
-  ms_nn_attach(n, out);
-  return MS_OK;
+  return ms_grad_finish(n, out);
 }
 
 ms_tensor *ms_nll_loss(ms_tensor *input, ms_tensor *target, ms_tensor *weight, int64_t ignore_index,
@@ -52,7 +51,7 @@ ms_tensor *ms_nll_loss(ms_tensor *input, ms_tensor *target, ms_tensor *weight, i
   }
   native_nll_saved s;
   ms_tensor *out = native_nll_loss(input, target, weight, ignore_index, reduction, index_base, &s);
-  if (out && record_nll(input, &s, out) != MS_OK) ms_tensor_release(out), out = NULL;
+  out = ms_grad_kept(out, record_nll(input, &s, out));
   native_nll_saved_release(&s);
   return out;
 }
@@ -62,7 +61,7 @@ ms_tensor *ms_cross_entropy(ms_tensor *input, ms_tensor *target, ms_tensor *weig
   native_nll_saved s;
   ms_tensor *out =
       native_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing, index_base, &s);
-  if (out && record_nll(input, &s, out) != MS_OK) ms_tensor_release(out), out = NULL;
+  out = ms_grad_kept(out, record_nll(input, &s, out));
   native_nll_saved_release(&s);
   return out;
 }
@@ -88,17 +87,15 @@ static ms_status mse_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor 
 
 static ms_status record_mse(ms_tensor *a, ms_tensor *b, ms_reduction reduction, ms_tensor *out) {
   ms_tensor *ins[2] = {a, b};
-  if (!ms_autograd_wants(2, ins)) return MS_OK;
+  if (!out || !ms_autograd_wants(2, ins)) return MS_OK;
   ms_node *n = ms_node_new("MseLossBackward0", mse_backward, 2, ins);
   if (!n) return MS_ERR_MEMORY;
   n->ints[0] = reduction;
   ms_node_save(n, a), ms_node_save(n, b);
-  ms_nn_attach(n, out);
-  return MS_OK;
+  return ms_grad_finish(n, out);
 }
 
 ms_tensor *ms_mse_loss(ms_tensor *a, ms_tensor *b, ms_reduction reduction) {
   ms_tensor *out = native_mse_loss(a, b, reduction);
-  if (out && record_mse(a, b, reduction, out) != MS_OK) ms_tensor_release(out), out = NULL;
-  return out;
+  return ms_grad_kept(out, record_mse(a, b, reduction, out));
 }

@@ -1,7 +1,8 @@
-/* grad_matmul.c: derivatives of mm, bmm and addmm. For out = alpha * a @ b (+ beta * c):
- * grad_a = alpha * g @ b^T, grad_b = alpha * a^T @ g, grad_c = beta * g summed to c's shape.
- * matmul records nothing itself: it is composed of public ops (unsqueeze, expand, reshape, mm,
- * bmm, view, squeeze) that each record their own node, as PyTorch's composite matmul does. */
+/* grad_matmul.c: the public products (the native op, then the node) and the derivatives of mm,
+ * bmm and addmm. For out = alpha * a @ b (+ beta * c): grad_a = alpha * g @ b^T, grad_b =
+ * alpha * a^T @ g, grad_c = beta * g summed to c's shape. matmul records nothing itself: it is
+ * composed of public ops (unsqueeze, expand, reshape, mm, bmm, view, squeeze) that each record
+ * their own node, as PyTorch's composite matmul does. */
 #include "grad_util.h"
 
 /* Saved layout: slot 0 = a (kept only when b needs a gradient), slot 1 = b (only when a does);
@@ -11,11 +12,11 @@
  * transpose their last two dims. */
 static ms_tensor *product_grad(ms_tensor *g, ms_tensor *other, bool left, bool batched, double alpha) {
   int d0 = batched ? 1 : 0;
-  ms_tensor *ot = ms_tensor_transpose(other, d0, d0 + 1);
-  ms_tensor *p = !ot ? NULL : batched ? (left ? ms_bmm(g, ot) : ms_bmm(ot, g)) : (left ? ms_mm(g, ot) : ms_mm(ot, g));
+  ms_tensor *ot = native_transpose(other, d0, d0 + 1);
+  ms_tensor *p = !ot ? NULL : batched ? (left ? native_bmm(g, ot) : native_bmm(ot, g)) : (left ? native_mm(g, ot) : native_mm(ot, g));
   ms_tensor_release(ot);
   if (!p || alpha == 1) return p;
-  ms_tensor *s = ms_binary(MS_OP_MUL, ms_operand_tensor(p), ms_operand_number(alpha, MS_FLOAT64));
+  ms_tensor *s = native_binary(MS_OP_MUL, ms_operand_tensor(p), ms_operand_number(alpha, MS_FLOAT64));
   ms_tensor_release(p);
   return s;
 }
@@ -43,7 +44,7 @@ static ms_status addmm_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi)
   if (ms_grad_needed(n, 0)) {
     double beta = n->scalars[0];
     ms_tensor *s = ms_grad_sum_to(g[0], (int)n->ints[0], &n->ints[1]);
-    ms_tensor *c = s && beta != 1 ? ms_binary(MS_OP_MUL, ms_operand_tensor(s), ms_operand_number(beta, MS_FLOAT64)) : s;
+    ms_tensor *c = s && beta != 1 ? native_binary(MS_OP_MUL, ms_operand_tensor(s), ms_operand_number(beta, MS_FLOAT64)) : s;
     if (c != s) ms_tensor_release(s);
     if (!(gi[0] = c)) return MS_ERR_RUNTIME;
   }
@@ -69,22 +70,22 @@ static bool records(ms_tensor *out, int n, ms_tensor *const *ins) {
   return out && ms_dtype_is_floating(out->dtype) && ms_autograd_wants(n, ins);
 }
 
-ms_tensor *ms_grad_record_mm(ms_tensor *a, ms_tensor *b, ms_tensor *out) {
+static ms_status record_mm(ms_tensor *a, ms_tensor *b, ms_tensor *out) {
   ms_tensor *ins[2] = {a, b};
-  if (!records(out, 2, ins)) return out;
+  if (!records(out, 2, ins)) return MS_OK;
   return ms_grad_finish(product_node("MmBackward0", mm_backward, 2, ins, a, b, 1), out);
 }
 
-ms_tensor *ms_grad_record_bmm(ms_tensor *a, ms_tensor *b, ms_tensor *out) {
+static ms_status record_bmm(ms_tensor *a, ms_tensor *b, ms_tensor *out) {
   ms_tensor *ins[2] = {a, b};
-  if (!records(out, 2, ins)) return out;
+  if (!records(out, 2, ins)) return MS_OK;
   return ms_grad_finish(product_node("BmmBackward0", bmm_backward, 2, ins, a, b, 1), out);
 }
 
-ms_tensor *ms_grad_record_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha,
-                                ms_tensor *out) {
+static ms_status record_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha,
+                              ms_tensor *out) {
   ms_tensor *ins[3] = {c, a, b};
-  if (!records(out, 3, ins)) return out;
+  if (!records(out, 3, ins)) return MS_OK;
   ms_node *n = product_node("AddmmBackward0", addmm_backward, 3, ins, a, b, alpha);
   if (n) {
     n->scalars[0] = beta;
@@ -93,3 +94,24 @@ ms_tensor *ms_grad_record_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double
   }
   return ms_grad_finish(n, out);
 }
+
+ms_tensor *ms_mm(ms_tensor *a, ms_tensor *b) {
+  ms_tensor *out = native_mm(a, b);
+  return ms_grad_kept(out, record_mm(a, b, out));
+}
+
+ms_tensor *ms_bmm(ms_tensor *a, ms_tensor *b) {
+  ms_tensor *out = native_bmm(a, b);
+  return ms_grad_kept(out, record_bmm(a, b, out));
+}
+
+ms_tensor *ms_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha) {
+  ms_tensor *out = native_addmm(c, a, b, beta, alpha);
+  return ms_grad_kept(out, record_addmm(c, a, b, beta, alpha, out));
+}
+
+static const native_matmul_steps public_steps = {
+    .mm = ms_mm, .bmm = ms_bmm, .unsqueeze = ms_tensor_unsqueeze, .squeeze = ms_tensor_squeeze,
+    .expand = ms_tensor_expand, .reshape = ms_tensor_reshape, .view = ms_tensor_view};
+
+ms_tensor *ms_matmul(ms_tensor *a, ms_tensor *b) { return native_matmul_by(&public_steps, a, b); }

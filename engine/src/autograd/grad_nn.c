@@ -42,8 +42,3 @@ void ms_nn_save(ms_node *n, ms_tensor *t) {
   if (t) ms_node_save(n, t);
   else n->saved[n->num_saved++] = (ms_saved){NULL, 0};
 }
-
-void ms_nn_attach(ms_node *n, ms_tensor *out) {
-  ms_node_attach(n, out, 0);
-  ms_node_release(n);
-}

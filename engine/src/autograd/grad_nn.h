@@ -29,7 +29,5 @@ ms_tensor *ms_nn_narrow_back(ms_tensor *out, ms_dtype dt);
 bool ms_nn_saved(ms_node *n, int i, ms_tensor **out);
 /* Saves t, or an empty slot for NULL, so slot numbers stay fixed. */
 void ms_nn_save(ms_node *n, ms_tensor *t);
-/* Attaches n as out's grad_fn and drops the recording's reference to n. */
-void ms_nn_attach(ms_node *n, ms_tensor *out);
 
 #endif

@@ -12,7 +12,7 @@ static bool load(ms_node *n, native_norm_saved *s) {
 static ms_status record_norm(const char *name, ms_backward_fn backward, ms_tensor *x, ms_tensor *w, ms_tensor *b,
                              const native_norm_saved *s, int64_t param, ms_tensor *out) {
   ms_tensor *ins[3] = {x, w, b};
-  if (!ms_autograd_wants(3, ins)) return MS_OK;
+  if (!out || !ms_autograd_wants(3, ins)) return MS_OK;
   ms_node *n = ms_node_new(name, backward, 3, ins);
   if (!n) return MS_ERR_MEMORY;
   n->ints[0] = param;
@@ -20,8 +20,7 @@ static ms_status record_norm(const char *name, ms_backward_fn backward, ms_tenso
   ms_nn_save(n, s->weight);
   ms_node_save(n, s->mean);
   ms_node_save(n, s->invstd);
-  ms_nn_attach(n, out);
-  return MS_OK;
+  return ms_grad_finish(n, out);
 }
 
 /* ints[0] = number of normalized dims. */
@@ -36,8 +35,8 @@ ms_tensor *ms_layer_norm(ms_tensor *x, int nshape, const int64_t *ns, ms_tensor 
                          double eps) {
   native_norm_saved s;
   ms_tensor *out = native_layer_norm(x, nshape, ns, w, b, eps, &s);
-  if (out && record_norm("NativeLayerNormBackward0", layer_norm_backward, x, w, b, &s, nshape, out) != MS_OK)
-    ms_tensor_release(out), out = NULL;
+  out = ms_grad_kept(out, record_norm("NativeLayerNormBackward0", layer_norm_backward, x, w, b, &s, nshape,
+                                      out));
   native_norm_saved_release(&s);
   return out;
 }
@@ -54,8 +53,8 @@ ms_tensor *ms_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *
                          bool training, double momentum, double eps) {
   native_norm_saved s;
   ms_tensor *out = native_batch_norm(x, rm, rv, w, b, training, momentum, eps, &s);
-  if (out && record_norm("NativeBatchNormBackward0", batch_norm_backward, x, w, b, &s, training, out) != MS_OK)
-    ms_tensor_release(out), out = NULL;
+  out = ms_grad_kept(out, record_norm("NativeBatchNormBackward0", batch_norm_backward, x, w, b, &s, training,
+                                      out));
   native_norm_saved_release(&s);
   return out;
 }

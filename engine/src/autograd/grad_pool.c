@@ -34,8 +34,7 @@ static ms_status record_max_pool(ms_tensor *x, const ms_k_pool2d_geom *g, ms_ten
   if (!n) return MS_ERR_MEMORY;
   store_geometry(n, x, g);
   ms_node_save(n, idx);
-  ms_nn_attach(n, out);
-  return MS_OK;
+  return ms_grad_finish(n, out);
 }
 
 /* The indices are made only when the caller or the backward needs them (*indices stays NULL
@@ -96,26 +95,23 @@ static ms_status avg_pool_backward(ms_node *n, ms_tensor *const *grad_out, ms_te
 /* Records the node of either average pool on out (borrowed). */
 static ms_status record_avg_pool(ms_tensor *x, const ms_k_pool2d_geom *g, bool adaptive, bool include_pad,
                                  ms_tensor *out) {
-  if (!ms_autograd_wants(1, &x)) return MS_OK;
+  if (!out || !ms_autograd_wants(1, &x)) return MS_OK;
   ms_node *n = ms_node_new(adaptive ? "AdaptiveAvgPool2DBackward0" : "AvgPool2DBackward0", avg_pool_backward, 1, &x);
   if (!n) return MS_ERR_MEMORY;
   store_geometry(n, x, g);
   n->ints[AVG_KIND] = adaptive, n->ints[AVG_INCLUDE_PAD] = include_pad;
-  ms_nn_attach(n, out);
-  return MS_OK;
+  return ms_grad_finish(n, out);
 }
 
 ms_tensor *ms_avg_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                          const int64_t padding[2], bool ceil_mode, bool count_include_pad) {
   ms_k_pool2d_geom g;
   ms_tensor *out = native_avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, &g);
-  if (out && record_avg_pool(x, &g, false, count_include_pad, out) != MS_OK) ms_tensor_release(out), out = NULL;
-  return out;
+  return ms_grad_kept(out, record_avg_pool(x, &g, false, count_include_pad, out));
 }
 
 ms_tensor *ms_adaptive_avg_pool2d(ms_tensor *x, int64_t out_h, int64_t out_w) {
   ms_k_pool2d_geom g;
   ms_tensor *out = native_adaptive_avg_pool2d(x, out_h, out_w, &g);
-  if (out && record_avg_pool(x, &g, true, false, out) != MS_OK) ms_tensor_release(out), out = NULL;
-  return out;
+  return ms_grad_kept(out, record_avg_pool(x, &g, true, false, out));
 }

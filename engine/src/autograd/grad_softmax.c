@@ -12,15 +12,14 @@ static ms_status softmax_backward(ms_node *n, ms_tensor *const *grad_out, ms_ten
 }
 
 static ms_status record_softmax(ms_tensor *x, int dim, bool log, ms_tensor *out) {
-  if (!ms_autograd_wants(1, &x)) return MS_OK;
+  if (!out || !ms_autograd_wants(1, &x)) return MS_OK;
   ms_node *n = ms_node_new(log ? "LogSoftmaxBackward0" : "SoftmaxBackward0", softmax_backward, 1, &x);
   ms_tensor *y = n ? ms_tensor_detach(out) : NULL;
   if (!y) return ms_node_release(n), MS_ERR_MEMORY;
   n->ints[0] = dim, n->ints[1] = log;
   ms_node_save(n, y);
   ms_tensor_release(y);
-  ms_nn_attach(n, out);
-  return MS_OK;
+  return ms_grad_finish(n, out);
 }
 
 static ms_tensor *softmax_common(ms_tensor *x, int dim, bool log) {
@@ -33,8 +32,7 @@ static ms_tensor *softmax_common(ms_tensor *x, int dim, bool log) {
     return out;
   }
   ms_tensor *out = native_softmax(x, dim, log);
-  if (out && record_softmax(x, dim, log, out) != MS_OK) ms_tensor_release(out), out = NULL;
-  return out;
+  return ms_grad_kept(out, record_softmax(x, dim, log, out));
 }
 
 ms_tensor *ms_softmax(ms_tensor *x, int dim) { return softmax_common(x, dim, false); }

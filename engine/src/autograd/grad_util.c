@@ -8,13 +8,13 @@ ms_tensor *ms_grad_sum_to(ms_tensor *grad, int ndim, const int64_t *shape) {
   ms_tensor_retain(grad);
   /* leading dims that broadcasting added, then dims expanded from size 1 */
   while (grad->ndim > ndim) {
-    ms_tensor *s = ms_reduce(MS_RED_SUM, grad, (ms_reduce_opts){.dim = 0});
+    ms_tensor *s = native_reduce(MS_RED_SUM, grad, (ms_reduce_opts){.dim = 0});
     ms_tensor_release(grad);
     if (!(grad = s)) return NULL;
   }
   for (int d = 0; d < ndim; d++) {
     if (shape[d] != 1 || grad->shape[d] == 1) continue;
-    ms_tensor *s = ms_reduce(MS_RED_SUM, grad, (ms_reduce_opts){.dim = d, .keepdim = true});
+    ms_tensor *s = native_reduce(MS_RED_SUM, grad, (ms_reduce_opts){.dim = d, .keepdim = true});
     ms_tensor_release(grad);
     if (!(grad = s)) return NULL;
   }
@@ -26,11 +26,11 @@ bool ms_grad_is_exclusive(const ms_tensor *g, int refs) {
          atomic_load(&g->storage->refcount) == 1;
 }
 
-ms_tensor *ms_grad_finish(ms_node *n, ms_tensor *out) {
-  if (!n) return ms_tensor_release(out), NULL;
+ms_status ms_grad_finish(ms_node *n, ms_tensor *out) {
+  if (!n) return MS_ERR_MEMORY;
   ms_node_attach(n, out, 0);
   ms_node_release(n);
-  return out;
+  return MS_OK;
 }
 
 ms_status ms_grad_check_inplace(const char *op, const ms_tensor *a) {
@@ -46,16 +46,12 @@ ms_status ms_grad_check_inplace(const char *op, const ms_tensor *a) {
 }
 
 ms_status ms_grad_rebase_inplace(const char *op, ms_tensor *a, ms_tensor *out) {
-  ms_status st = out ? ms_grad_check_inplace(op, a) : MS_ERR_MEMORY;
-  if (st == MS_OK) {
-    bool prev = ms_grad_set_enabled(false);
-    st = ms_tensor_copy_(a, out);
-    ms_grad_set_enabled(prev);
-  }
+  if (!out) return MS_ERR_MEMORY;
+  ms_status st = ms_grad_check_inplace(op, a);
+  if (st == MS_OK) st = native_copy_(a, out);
   /* a write through a view changes its base: the base records it (views made without grad
    * mode have no grad_base) */
   if (st == MS_OK && ms_grad_enabled() && a->grad_base) st = ms_grad_record_view_write(a, out);
   else if (st == MS_OK && out->grad_fn) ms_node_attach(out->grad_fn, a, out->output_nr);
-  ms_tensor_release(out);
   return st;
 }

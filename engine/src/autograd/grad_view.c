@@ -1,7 +1,8 @@
-/* grad_view.c: derivatives of the view and shape ops, copies and dtype conversions, in-place
- * writes (copy_, fill_, slice assignment) and the joins (cat, stack). A view's gradient is the
- * output gradient put back into the input's geometry: reshaped, permuted back, embedded into
- * zeros (narrow, select) or summed over what was broadcast (expand). */
+/* grad_view.c: the public view and shape ops, copies, dtype and device conversions and in-place
+ * writes (copy_, fill_, slice assignment): each the native op, then its node; and their
+ * derivatives. A view's gradient is the output gradient put back into the input's geometry:
+ * reshaped, permuted back, embedded into zeros (narrow, select) or summed over what was
+ * broadcast (expand). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,13 +39,14 @@ static ms_node *new_unary(const char *name, ms_backward_fn fn, ms_tensor *in) {
 /* ms_grad_finish() for a view: out also remembers the tensor it views (the first one that is not a
  * view itself), so that an in-place write through out can be recorded on that base. A reshape
  * that had to copy is no view: it shares no storage with its input. */
-static ms_tensor *finish_view(ms_node *n, ms_tensor *in, ms_tensor *out) {
-  if (!(out = ms_grad_finish(n, out)) || out->storage != in->storage) return out;
+static ms_status finish_view(ms_node *n, ms_tensor *in, ms_tensor *out) {
+  ms_status st = ms_grad_finish(n, out);
+  if (st != MS_OK || out->storage != in->storage) return st;
   ms_tensor *base = in->grad_base ? in->grad_base : in;
   ms_tensor_retain(base);
   ms_tensor_release(out->grad_base);
   out->grad_base = base;
-  return out;
+  return MS_OK;
 }
 
 /* Whether out = op(in) gets a node: an op that handed back its input itself keeps in's node. */
@@ -55,11 +57,11 @@ static bool records(ms_tensor *in, ms_tensor *out) {
 /* ---- shape changes that keep the element order: view, reshape, flatten, (un)squeeze -------- */
 
 static ms_status reshape_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
-  return result(&gi[0], ms_tensor_reshape(g[0], in_ndim(n), in_shape(n)));
+  return result(&gi[0], native_reshape(g[0], in_ndim(n), in_shape(n)));
 }
 
-ms_tensor *ms_grad_record_reshape(const char *name, ms_tensor *in, ms_tensor *out) {
-  if (!records(in, out)) return out;
+static ms_status record_reshape(const char *name, ms_tensor *in, ms_tensor *out) {
+  if (!records(in, out)) return MS_OK;
   return finish_view(new_unary(name, reshape_backward, in), in, out);
 }
 
@@ -68,11 +70,11 @@ ms_tensor *ms_grad_record_reshape(const char *name, ms_tensor *in, ms_tensor *ou
 static ms_status permute_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
   int inverse[MS_MAX_DIMS];
   for (int d = 0; d < in_ndim(n); d++) inverse[n->ints[PARAM + d]] = d;
-  return result(&gi[0], ms_tensor_permute(g[0], inverse));
+  return result(&gi[0], native_permute(g[0], inverse));
 }
 
-ms_tensor *ms_grad_record_permute(const char *name, ms_tensor *in, const int *dims, ms_tensor *out) {
-  if (!records(in, out)) return out;
+static ms_status record_permute(const char *name, ms_tensor *in, const int *dims, ms_tensor *out) {
+  if (!records(in, out)) return MS_OK;
   ms_node *n = new_unary(name, permute_backward, in);
   for (int d = 0; n && d < in->ndim; d++) n->ints[PARAM + d] = dims[d];
   return finish_view(n, in, out);
@@ -84,22 +86,22 @@ enum { P_DIM = PARAM, P_START, P_LENGTH, P_SELECT };
 
 static ms_tensor *slot_of(ms_tensor *t, const ms_node *n) {
   int dim = (int)n->ints[P_DIM];
-  if (n->ints[P_SELECT]) return ms_tensor_select(t, dim, n->ints[P_START]);
-  return ms_tensor_narrow(t, dim, n->ints[P_START], n->ints[P_LENGTH]);
+  if (n->ints[P_SELECT]) return native_select(t, dim, n->ints[P_START]);
+  return native_narrow(t, dim, n->ints[P_START], n->ints[P_LENGTH]);
 }
 
 static ms_status embed_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
   ms_tensor *z = ms_tensor_new_zeros_on(ms_tensor_device(g[0]), in_ndim(n), in_shape(n), g[0]->dtype);
   ms_tensor *slot = z ? slot_of(z, n) : NULL;
-  ms_status st = slot ? ms_tensor_copy_(slot, g[0]) : MS_ERR_RUNTIME;
+  ms_status st = slot ? native_copy_(slot, g[0]) : MS_ERR_RUNTIME;
   ms_tensor_release(slot);
   if (st != MS_OK) ms_tensor_release(z), z = NULL;
   return result(&gi[0], z);
 }
 
-static ms_tensor *record_slot(const char *name, ms_tensor *in, int dim, int64_t start,
+static ms_status record_slot(const char *name, ms_tensor *in, int dim, int64_t start,
                               int64_t length, bool select, ms_tensor *out) {
-  if (!records(in, out)) return out;
+  if (!records(in, out)) return MS_OK;
   ms_node *n = new_unary(name, embed_backward, in);
   if (n) {
     n->ints[P_DIM] = dim, n->ints[P_START] = start;
@@ -108,12 +110,12 @@ static ms_tensor *record_slot(const char *name, ms_tensor *in, int dim, int64_t 
   return finish_view(n, in, out);
 }
 
-ms_tensor *ms_grad_record_narrow(const char *name, ms_tensor *in, int dim, int64_t start,
-                                 int64_t length, ms_tensor *out) {
+ms_status ms_grad_record_narrow(const char *name, ms_tensor *in, int dim, int64_t start,
+                               int64_t length, ms_tensor *out) {
   return record_slot(name, in, dim, start, length, false, out);
 }
 
-ms_tensor *ms_grad_record_select(ms_tensor *in, int dim, int64_t index, ms_tensor *out) {
+static ms_status record_select(ms_tensor *in, int dim, int64_t index, ms_tensor *out) {
   return record_slot("SelectBackward0", in, dim, index, 1, true, out);
 }
 
@@ -123,20 +125,20 @@ static ms_status expand_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi
   return result(&gi[0], ms_grad_sum_to(g[0], in_ndim(n), in_shape(n)));
 }
 
-ms_tensor *ms_grad_record_expand(ms_tensor *in, ms_tensor *out) {
-  if (!records(in, out)) return out;
+static ms_status record_expand(ms_tensor *in, ms_tensor *out) {
+  if (!records(in, out)) return MS_OK;
   return ms_grad_finish(new_unary("ExpandBackward0", expand_backward, in), out);
 }
 
 /* ---- copies: clone, contiguous, dtype conversion ------------------------------------------- */
 
 static ms_status copy_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
-  return result(&gi[0], ms_tensor_to_dtype(g[0], in_dtype(n)));
+  return result(&gi[0], native_to_dtype(g[0], in_dtype(n)));
 }
 
-ms_tensor *ms_grad_record_copy(const char *name, ms_tensor *in, ms_tensor *out) {
+static ms_status record_copy(const char *name, ms_tensor *in, ms_tensor *out) {
   /* a conversion to an integer or bool dtype is not differentiable: its result needs no grad */
-  if (!records(in, out) || !ms_dtype_is_floating(out->dtype)) return out;
+  if (!records(in, out) || !ms_dtype_is_floating(out->dtype)) return MS_OK;
   return ms_grad_finish(new_unary(name, copy_backward, in), out);
 }
 
@@ -148,14 +150,14 @@ ms_tensor *ms_grad_record_copy(const char *name, ms_tensor *in, ms_tensor *out) 
 static ms_status copy_into_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
   if (!ms_grad_needed(n, 0)) return MS_OK;
   ms_tensor *s = ms_grad_sum_to(g[0], in_ndim(n), in_shape(n));
-  ms_tensor *c = s ? ms_tensor_to_dtype(s, in_dtype(n)) : NULL;
+  ms_tensor *c = s ? native_to_dtype(s, in_dtype(n)) : NULL;
   ms_tensor_release(s);
   return result(&gi[0], c);
 }
 
 /* Recorded even when src needs no gradient: dst's new grad_fn must cut it from its old values. */
-ms_tensor *ms_grad_record_copy_into(ms_tensor *src, ms_tensor *out) {
-  if (!out || !ms_dtype_is_floating(out->dtype)) return out;
+static ms_status record_copy_into(ms_tensor *src, ms_tensor *out) {
+  if (!out || !ms_dtype_is_floating(out->dtype)) return MS_OK;
   ms_node *n = ms_node_new("CopyBackwards", copy_into_backward, 1, &src);
   if (n) save_geometry(n, src);
   return ms_grad_finish(n, out);
@@ -168,8 +170,8 @@ static ms_status fill_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) 
   return MS_OK;
 }
 
-ms_tensor *ms_grad_record_fill(const char *name, ms_tensor *out) {
-  if (!out || !ms_dtype_is_floating(out->dtype)) return out;
+static ms_status record_fill(const char *name, ms_tensor *out) {
+  if (!out || !ms_dtype_is_floating(out->dtype)) return MS_OK;
   return ms_grad_finish(ms_node_new(name, fill_backward, 0, NULL), out);
 }
 
@@ -177,8 +179,8 @@ ms_tensor *ms_grad_record_fill(const char *name, ms_tensor *out) {
  * that slice of g, summed over the broadcast dims, in src's dtype. The ints hold src's
  * geometry and the slice's place. */
 static ms_tensor *zero_slot(ms_tensor *g, const ms_node *n) {
-  ms_tensor *c = ms_tensor_clone(g), *slot = c ? slot_of(c, n) : NULL;
-  ms_status st = slot ? ms_tensor_zero_(slot) : MS_ERR_RUNTIME;
+  ms_tensor *c = native_clone(g), *slot = c ? slot_of(c, n) : NULL;
+  ms_status st = slot ? native_zero_(slot) : MS_ERR_RUNTIME;
   ms_tensor_release(slot);
   if (st != MS_OK) ms_tensor_release(c), c = NULL;
   return c;
@@ -189,14 +191,14 @@ static ms_status scatter_backward(ms_node *n, ms_tensor *const *g, ms_tensor **g
   if (!ms_grad_needed(n, 1)) return MS_OK;
   ms_tensor *slot = slot_of(g[0], n);
   ms_tensor *s = slot ? ms_grad_sum_to(slot, in_ndim(n), in_shape(n)) : NULL;
-  ms_tensor *c = s ? ms_tensor_to_dtype(s, in_dtype(n)) : NULL;
+  ms_tensor *c = s ? native_to_dtype(s, in_dtype(n)) : NULL;
   ms_tensor_release(slot), ms_tensor_release(s);
   return result(&gi[1], c);
 }
 
-ms_tensor *ms_grad_record_select_scatter(const char *name, ms_tensor *t, ms_tensor *src, int dim,
+static ms_status record_select_scatter(const char *name, ms_tensor *t, ms_tensor *src, int dim,
                                          int64_t index, ms_tensor *out) {
-  if (!out || !ms_autograd_wants(2, (ms_tensor *[]){t, src}) || !ms_dtype_is_floating(out->dtype)) return out;
+  if (!out || !ms_autograd_wants(2, (ms_tensor *[]){t, src}) || !ms_dtype_is_floating(out->dtype)) return MS_OK;
   ms_node *n = ms_node_new(name, scatter_backward, 2, (ms_tensor *[]){t, src});
   if (n) {
     save_geometry(n, src);
@@ -231,16 +233,16 @@ static ms_tensor *region_of(ms_tensor *g, const ms_node *n) {
 
 /* inputs: the base's old self, out. */
 static ms_status copy_slices_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
-  ms_tensor *gc = ms_tensor_clone(g[0]); /* contiguous, and ours to zero */
+  ms_tensor *gc = native_clone(g[0]); /* contiguous, and ours to zero */
   ms_tensor *r = gc ? region_of(gc, n) : NULL;
   ms_status st = r ? MS_OK : MS_ERR_RUNTIME;
   if (st == MS_OK && ms_grad_needed(n, 1)) { /* a copy: the region is zeroed below */
     ms_tensor *c = ms_tensor_new_empty_on(ms_tensor_device(r), r->ndim, r->shape, (ms_dtype)n->ints[R_DTYPE]);
-    st = c ? ms_tensor_copy_(c, r) : MS_ERR_RUNTIME;
+    st = c ? native_copy_(c, r) : MS_ERR_RUNTIME;
     if (st == MS_OK) gi[1] = c;
     else ms_tensor_release(c);
   }
-  if (st == MS_OK && ms_grad_needed(n, 0) && (st = ms_tensor_zero_(r)) == MS_OK) gi[0] = gc, gc = NULL;
+  if (st == MS_OK && ms_grad_needed(n, 0) && (st = native_zero_(r)) == MS_OK) gi[0] = gc, gc = NULL;
   ms_tensor_release(r), ms_tensor_release(gc);
   return st;
 }
@@ -250,7 +252,7 @@ static ms_status region_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi
   const ms_edge *e = &n->next[0];
   ms_tensor *z = ms_tensor_new_zeros_on(ms_tensor_device(g[0]), e->node->out_ndim[e->input_nr], e->node->out_shape[e->input_nr], g[0]->dtype);
   ms_tensor *r = z ? region_of(z, n) : NULL;
-  ms_status st = r ? ms_tensor_copy_(r, g[0]) : MS_ERR_RUNTIME;
+  ms_status st = r ? native_copy_(r, g[0]) : MS_ERR_RUNTIME;
   ms_tensor_release(r);
   if (st != MS_OK) ms_tensor_release(z), z = NULL;
   return result(&gi[0], z);
@@ -278,80 +280,165 @@ bool ms_grad_is_view_of_leaf(const ms_tensor *t) {
   return t->grad_base && t->grad_base->requires_grad && !t->grad_base->grad_fn;
 }
 
-/* ---- joins: each input's gradient is its piece of g, in its own dtype ---------------------- */
+/* ---- the public views: the view, then its node ---------------------------------------------- */
 
-/* ctx of CatBackward0 and StackBackward0: per input, its size along dim (cat) and dtype. */
-typedef struct join_ctx {
-  int n;
-  int64_t *sizes;
-  ms_dtype *dtypes;
-} join_ctx;
-
-static void join_ctx_free(void *p) {
-  join_ctx *c = p;
-  free(c->sizes), free(c->dtypes), free(c);
+ms_tensor *ms_tensor_view(ms_tensor *t, int ndim, const int64_t *shape) {
+  ms_tensor *out = native_view(t, ndim, shape);
+  return ms_grad_kept(out, record_reshape("ViewBackward0", t, out));
 }
 
-static join_ctx *join_ctx_new(ms_tensor *const *ts, int n, int dim) {
-  join_ctx *c = calloc(1, sizeof *c);
-  if (c) c->sizes = calloc((size_t)n, sizeof *c->sizes), c->dtypes = calloc((size_t)n, sizeof *c->dtypes);
-  if (!c || !c->sizes || !c->dtypes) {
-    if (c) join_ctx_free(c);
-    ms_error(MS_ERR_MEMORY, "autograd: out of memory recording a join of %d tensors", n);
-    return NULL;
-  }
-  c->n = n;
-  for (int i = 0; i < n; i++) c->sizes[i] = ts[i]->ndim > dim ? ts[i]->shape[dim] : 0, c->dtypes[i] = ts[i]->dtype;
-  return c;
+ms_tensor *ms_tensor_reshape(ms_tensor *t, int ndim, const int64_t *shape) {
+  ms_tensor *out = native_reshape(t, ndim, shape);
+  return ms_grad_kept(out, record_reshape("ViewBackward0", t, out));
 }
 
-/* The piece of g that input i produced: a narrow (cat) or a select (stack), converted. */
-static ms_tensor *join_piece(ms_tensor *g, const ms_node *n, int i, int64_t at, bool stack) {
-  const join_ctx *c = n->ctx;
-  int dim = (int)n->ints[0];
-  ms_tensor *p = stack ? ms_tensor_select(g, dim, i) : ms_tensor_narrow(g, dim, at, c->sizes[i]);
-  ms_tensor *cast = p ? ms_tensor_to_dtype(p, c->dtypes[i]) : NULL;
-  ms_tensor_release(p);
-  return cast;
+ms_tensor *ms_tensor_flatten(ms_tensor *t, int start_dim, int end_dim) {
+  ms_tensor *out = native_flatten(t, start_dim, end_dim);
+  return ms_grad_kept(out, record_reshape("ViewBackward0", t, out));
 }
 
-static ms_status join_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi, bool stack) {
-  const join_ctx *c = n->ctx;
-  if (!c) /* the sizes went with the graph's saved state after the first backward */
-    return ms_error(MS_ERR_RUNTIME, "backward: trying to backward through the graph a second time: "
-                    "%s's saved state was freed by the first backward; pass {retain_graph=true} "
-                    "to it if you need to backward twice", n->name);
-  int64_t at = 0;
-  for (int i = 0; i < c->n; at += c->sizes[i], i++)
-    if (ms_grad_needed(n, i) && result(&gi[i], join_piece(g[0], n, i, at, stack)) != MS_OK) return MS_ERR_RUNTIME;
-  return MS_OK;
+ms_tensor *ms_tensor_squeeze(ms_tensor *t, int dim) {
+  ms_tensor *out = native_squeeze(t, dim);
+  return ms_grad_kept(out, record_reshape("SqueezeBackward1", t, out));
 }
 
-static ms_status cat_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
-  return join_backward(n, g, gi, false);
+ms_tensor *ms_tensor_squeeze_all(ms_tensor *t) {
+  ms_tensor *out = native_squeeze_all(t);
+  return ms_grad_kept(out, record_reshape("SqueezeBackward0", t, out));
 }
 
-static ms_status stack_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
-  return join_backward(n, g, gi, true);
+ms_tensor *ms_tensor_unsqueeze(ms_tensor *t, int dim) {
+  ms_tensor *out = native_unsqueeze(t, dim);
+  return ms_grad_kept(out, record_reshape("UnsqueezeBackward0", t, out));
 }
 
-static ms_tensor *record_join(const char *name, ms_backward_fn fn, ms_tensor *const *ts, int n,
-                              int dim, ms_tensor *out) {
-  if (!out || !ms_autograd_wants(n, ts) || !ms_dtype_is_floating(out->dtype)) return out;
-  ms_node *node = ms_node_new(name, fn, n, ts);
-  join_ctx *c = node ? join_ctx_new(ts, n, dim) : NULL;
-  if (node && !c) ms_node_release(node), node = NULL;
-  if (node) {
-    node->ctx = c, node->free_ctx = join_ctx_free;
-    node->ints[0] = dim;
-  }
-  return ms_grad_finish(node, out);
+/* The native ops accepted the arguments, so these only map negative ones to their place. */
+ms_tensor *ms_tensor_narrow(ms_tensor *t, int dim, int64_t start, int64_t length) {
+  ms_tensor *out = native_narrow(t, dim, start, length);
+  if (!out) return NULL;
+  if (dim < 0) dim += t->ndim;
+  if (start < 0) start += t->shape[dim];
+  return ms_grad_kept(out, ms_grad_record_narrow("SliceBackward0", t, dim, start, length, out));
 }
 
-ms_tensor *ms_grad_record_cat(ms_tensor *const *ts, int n, int dim, ms_tensor *out) {
-  return record_join("CatBackward0", cat_backward, ts, n, dim, out);
+ms_tensor *ms_tensor_select(ms_tensor *t, int dim, int64_t index) {
+  ms_tensor *out = native_select(t, dim, index);
+  if (!out) return NULL;
+  if (dim < 0) dim += t->ndim;
+  if (index < 0) index += t->shape[dim];
+  return ms_grad_kept(out, record_select(t, dim, index, out));
 }
 
-ms_tensor *ms_grad_record_stack(ms_tensor *const *ts, int n, int dim, ms_tensor *out) {
-  return record_join("StackBackward0", stack_backward, ts, n, dim, out);
+ms_tensor *ms_tensor_transpose(ms_tensor *t, int dim0, int dim1) {
+  ms_tensor *out = native_transpose(t, dim0, dim1);
+  if (!out || t->ndim == 0) return ms_grad_kept(out, record_reshape("TransposeBackward0", t, out));
+  int dims[MS_MAX_DIMS];
+  for (int d = 0; d < t->ndim; d++) dims[d] = d;
+  dim0 = dim0 < 0 ? dim0 + t->ndim : dim0, dim1 = dim1 < 0 ? dim1 + t->ndim : dim1;
+  dims[dim0] = dim1, dims[dim1] = dim0;
+  return ms_grad_kept(out, record_permute("TransposeBackward0", t, dims, out));
+}
+
+ms_tensor *ms_tensor_permute(ms_tensor *t, const int *dims) {
+  ms_tensor *out = native_permute(t, dims);
+  int norm[MS_MAX_DIMS];
+  for (int d = 0; out && d < t->ndim; d++) norm[d] = dims[d] < 0 ? dims[d] + t->ndim : dims[d];
+  return ms_grad_kept(out, record_permute("PermuteBackward0", t, norm, out));
+}
+
+ms_tensor *ms_tensor_expand(ms_tensor *t, int ndim, const int64_t *shape) {
+  ms_tensor *out = native_expand(t, ndim, shape);
+  return ms_grad_kept(out, record_expand(t, out));
+}
+
+/* ---- the public copies --------------------------------------------------------------------- */
+
+/* Under autograd the new values are made out of place and recorded, then written in by
+ * ms_grad_rebase_inplace, which also records a write through a view on the view's base. */
+static ms_status copy_recorded(ms_tensor *dst, ms_tensor *src) {
+  if (ms_grad_check_inplace("copy", dst) != MS_OK) return MS_ERR_RUNTIME;
+  ms_tensor *out = ms_tensor_new_empty(dst->ndim, dst->shape, dst->dtype);
+  ms_status st = out ? native_copy_(out, src) : MS_ERR_MEMORY;
+  if (st == MS_OK) st = record_copy_into(src, out);
+  if (st == MS_OK) st = ms_grad_rebase_inplace("copy", dst, out);
+  ms_tensor_release(out);
+  return st;
+}
+
+ms_status ms_tensor_copy_(ms_tensor *dst, ms_tensor *src) {
+  if (ms_autograd_wants(2, (ms_tensor *[]){dst, src})) return copy_recorded(dst, src);
+  return native_copy_(dst, src);
+}
+
+/* The same tensor (with its grad_fn) when nothing changes, else a copy recorded as one. */
+ms_tensor *ms_tensor_to_dtype(ms_tensor *t, ms_dtype dt) {
+  ms_tensor *out = native_to_dtype(t, dt);
+  return ms_grad_kept(out, record_copy("ToCopyBackward0", t, out));
+}
+
+ms_tensor *ms_tensor_contiguous(ms_tensor *t) {
+  ms_tensor *out = native_contiguous(t);
+  return ms_grad_kept(out, record_copy("CloneBackward0", t, out));
+}
+
+ms_tensor *ms_tensor_clone(ms_tensor *t) {
+  ms_tensor *out = native_clone(t);
+  return ms_grad_kept(out, record_copy("CloneBackward0", t, out));
+}
+
+/* `op` is the out-of-place name for messages ("fill"), node the grad_fn t gets under autograd:
+ * t's new values are constants, made out of place and written in as copy_ does. */
+static ms_status fill_as(const char *op, const char *node, ms_tensor *t, double value) {
+  if (!ms_autograd_wants(1, &t)) return native_fill_(t, value);
+  if (ms_grad_check_inplace(op, t) != MS_OK) return MS_ERR_RUNTIME;
+  if (ms_tensor_check_data_any("fill_", t) != MS_OK) return MS_ERR_RUNTIME;
+  ms_tensor *out = ms_tensor_new_full(t->ndim, t->shape, t->dtype, value);
+  ms_status st = out ? record_fill(node, out) : MS_ERR_MEMORY;
+  if (st == MS_OK) st = ms_grad_rebase_inplace(op, t, out);
+  ms_tensor_release(out);
+  return st;
+}
+
+ms_status ms_tensor_fill_(ms_tensor *t, double value) { return fill_as("fill", "FillBackward0", t, value); }
+
+ms_status ms_tensor_zero_(ms_tensor *t) { return fill_as("zero", "ZeroBackward0", t, 0); }
+
+ms_tensor *ms_tensor_select_scatter(ms_tensor *t, ms_tensor *src, int dim, int64_t index) {
+  ms_tensor *out = native_select_scatter(t, src, dim, index);
+  if (!out) return NULL;
+  if (dim < 0) dim += t->ndim;
+  if (index < 0) index += t->shape[dim];
+  return ms_grad_kept(out, record_select_scatter("SelectScatterBackward0", t, src, dim, index, out));
+}
+
+/* Without autograd, a plain write through a view. With it, t is replaced by the
+ * select_scatter result, so t's gradient flows to its old self outside the slice and to src
+ * inside it (PyTorch's CopySlices). */
+ms_status ms_tensor_select_assign_(ms_tensor *t, int dim, int64_t index, ms_tensor *src) {
+  if (!ms_autograd_wants(2, (ms_tensor *[]){t, src})) return native_select_assign_(t, dim, index, src);
+  if (ms_grad_check_inplace("copy", t) != MS_OK) return MS_ERR_RUNTIME;
+  ms_tensor *out = native_select_scatter(t, src, dim, index);
+  if (out && dim < 0) dim += t->ndim;
+  if (out && index < 0) index += t->shape[dim];
+  ms_status st = out ? record_select_scatter("CopySlices", t, src, dim, index, out) : MS_ERR_MEMORY;
+  if (st == MS_OK) st = ms_grad_rebase_inplace("copy", t, out);
+  ms_tensor_release(out);
+  return st;
+}
+
+/* ---- moving between devices: the gradient goes back to the input's device ------------------ */
+
+/* The input's device is kept in ints[0..1]. */
+static ms_status to_copy_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
+  ms_device back = {(ms_device_type)n->ints[0], (int)n->ints[1]};
+  *gi = native_to_device(g[0], back);
+  return *gi ? MS_OK : MS_ERR_RUNTIME;
+}
+
+ms_tensor *ms_tensor_to_device(ms_tensor *t, ms_device device) {
+  ms_tensor *out = native_to_device(t, device);
+  if (!out || out == t || !ms_autograd_wants(1, &t)) return out;
+  ms_node *n = ms_node_new("ToCopyBackward0", to_copy_backward, 1, &t);
+  if (n) n->ints[0] = ms_tensor_device(t).type, n->ints[1] = ms_tensor_device(t).index;
+  return ms_grad_kept(out, ms_grad_finish(n, out));
 }

@@ -6,6 +6,7 @@
 #include "autograd_internal.h"
 #include "grad_util.h"
 #include "moonshard/ops.h"
+#include "tensor_internal.h"
 
 static _Thread_local bool grad_mode_off; /* off-by-default flag: grad mode starts on */
 static atomic_ullong next_sequence;
@@ -74,7 +75,25 @@ void ms_node_release(ms_node *node) {
   }
 }
 
+/* The tensor core's destructor hook: frees what autograd hung on a tensor. */
+static void tensor_free(ms_tensor *t) {
+  ms_node_release(t->grad_fn);
+  free_hooks(t->hooks);
+  ms_tensor_release(t->grad_base);
+}
+
+/* Installs tensor_free before a tensor can get autograd state: every grad_fn comes from a node
+ * made here, every grad_base sits beside a grad_fn, and hooks come from hook_new. Once: a plain
+ * load after that. */
+static void install_tensor_free(void) {
+  static atomic_bool installed;
+  if (atomic_load_explicit(&installed, memory_order_acquire)) return;
+  ms_tensor_set_autograd_free(tensor_free);
+  atomic_store_explicit(&installed, true, memory_order_release);
+}
+
 static ms_node *node_alloc(const char *name, ms_backward_fn backward, int n) {
+  install_tensor_free();
   ms_node *node = calloc(1, sizeof *node);
   ms_edge *next = n ? calloc((size_t)n, sizeof *next) : NULL;
   if (!node || (n && !next)) {
@@ -158,6 +177,7 @@ ms_status ms_autograd_run_grad_hooks(struct ms_hook *list, int output_nr, ms_ten
 }
 
 static struct ms_hook *hook_new(ms_hook_kind kind, void *ctx, ms_hook_ctx_free free_ctx) {
+  install_tensor_free();
   struct ms_hook *h = calloc(1, sizeof *h);
   if (!h) {
     if (free_ctx) free_ctx(ctx);
@@ -227,18 +247,16 @@ ms_status ms_tensor_remove_hook(ms_tensor *t, int handle) {
 /* ---- leaves ----------------------------------------------------------------------------------- */
 
 ms_status ms_tensor_accumulate_grad(ms_tensor *t, ms_tensor *grad) {
-  bool prev = ms_grad_set_enabled(false);
   ms_status st = MS_OK;
   if (!t->grad) {
     /* a private copy in the leaf's dtype: the incoming gradient may be shared or broadcast */
     ms_tensor *g = ms_tensor_new_empty_on(ms_tensor_device(t), t->ndim, t->shape, t->dtype);
-    st = g ? ms_tensor_copy_(g, grad) : MS_ERR_MEMORY;
+    st = g ? native_copy_(g, grad) : MS_ERR_MEMORY;
     if (st == MS_OK) t->grad = g;
     else ms_tensor_release(g);
   } else {
-    st = ms_binary_(MS_OP_ADD, t->grad, ms_operand_tensor(grad));
+    st = native_binary_(MS_OP_ADD, t->grad, ms_operand_tensor(grad));
   }
-  ms_grad_set_enabled(prev);
   return st;
 }
 
@@ -290,11 +308,6 @@ ms_node *ms_autograd_grad_accumulator(ms_tensor *leaf) {
   return node;
 }
 
-void ms_autograd_tensor_free(ms_tensor *t) {
-  ms_node_release(t->grad_fn);
-  free_hooks(t->hooks);
-  ms_tensor_release(t->grad_base);
-}
 
 ms_tensor *ms_tensor_detach(ms_tensor *t) {
   return ms_tensor_new_view(t->storage, t->dtype, t->ndim, t->shape, t->strides, t->offset);

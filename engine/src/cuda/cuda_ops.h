@@ -99,8 +99,4 @@ ms_status ms_cuda_conv2d_forward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_ten
 ms_status ms_cuda_conv2d_backward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *gout,
                                   ms_tensor *gx, ms_tensor *gw, ms_tensor *gb);
 
-/* dst = src between two devices (src already broadcast to dst's shape; dtypes may differ):
- * converted on src's device, then one contiguous copy (engine/src/tensor_device.c). */
-ms_status ms_tensor_copy_across(ms_tensor *dst, ms_tensor *src);
-
 #endif

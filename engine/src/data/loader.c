@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "moonshard/autograd.h"
 #include "moonshard/cuda.h"
 #include "moonshard/loader.h"
 #include "moonshard/pinned.h"
+#include "native/native.h"
 
 typedef struct loader_slot {
   bool ready;
@@ -86,8 +86,8 @@ static ms_tensor *make_one(const ms_loader *l, const loader_source *s, int64_t k
 
 /* Fills slot with batch k, or with the error that stopped it (then no tensors are kept). */
 static void make_batch(const ms_loader *l, int64_t k, loader_slot *slot) {
-  /* Batches are data, never part of a graph, whatever the sources require. */
-  bool prev = ms_grad_set_enabled(false);
+  /* Batches are data, never part of a graph: fresh tensors of gathered rows, which the
+   * transforms (transforms.c) change with native ops. */
   slot->failed = false;
   for (int i = 0; i < l->nsources; i++) {
     slot->out[i] = make_one(l, &l->sources[i], k);
@@ -98,7 +98,6 @@ static void make_batch(const ms_loader *l, int64_t k, loader_slot *slot) {
     for (int j = 0; j < i; j++) ms_tensor_release(slot->out[j]);
     break;
   }
-  ms_grad_set_enabled(prev);
 }
 
 /* ---- workers ------------------------------------------------------------------------------- */
@@ -190,7 +189,7 @@ static ms_status fill_loader(ms_loader *l, const ms_loader_source *sources, int 
       ms_idx_rows_retain(s->rows = sources[i].rows);
       continue;
     }
-    s->tensor = ms_tensor_contiguous(sources[i].tensor);
+    s->tensor = native_contiguous(sources[i].tensor); /* raw rows are read: no graph */
     if (!s->tensor) return MS_ERR_MEMORY;
     int64_t rows = s->tensor->shape[0];
     s->row_bytes = rows ? (size_t)(ms_tensor_numel(s->tensor) / rows) * ms_dtype_size(s->tensor->dtype) : 0;

@@ -1,8 +1,8 @@
 /* pinned.c: page-locked host tensors (moonshard/pinned.h): storages over the CUDA allocator's
  * recycled host blocks, the DataLoader's pin step and non-blocking copies to a device. */
-#include "moonshard/autograd.h"
 #include "moonshard/cuda.h"
 #include "moonshard/pinned.h"
+#include "native/native.h"
 
 /* Storages know their bytes are page-locked by this deleter (an external storage's). */
 static void pinned_free(void *data, void *ctx) {
@@ -39,15 +39,13 @@ ms_tensor *ms_tensor_pin_memory(ms_tensor *t) {
   }
   ms_tensor *out = ms_tensor_new_view(s, t->dtype, t->ndim, t->shape, strides, 0);
   ms_storage_release(s);
-  bool prev = ms_grad_set_enabled(false);
-  if (out && ms_tensor_copy_(out, t) != MS_OK) ms_tensor_release(out), out = NULL;
-  ms_grad_set_enabled(prev);
+  if (out && native_copy_(out, t) != MS_OK) ms_tensor_release(out), out = NULL; /* not recorded */
   return out;
 }
 
 ms_tensor *ms_tensor_to_device_opt(ms_tensor *t, ms_device device, bool non_blocking) {
   bool async = non_blocking && device.type == MS_CUDA && ms_tensor_device(t).type == MS_CPU &&
-               ms_tensor_is_pinned(t) && ms_tensor_is_contiguous(t) && !ms_autograd_wants(1, &t);
+               ms_tensor_is_pinned(t) && ms_tensor_is_contiguous(t) && !t->requires_grad; /* else recorded */
   if (!async) return ms_tensor_to_device(t, device);
   ms_tensor *out = ms_tensor_new_empty_on(device, t->ndim, t->shape, t->dtype);
   if (!out) return NULL;

@@ -7,6 +7,7 @@
 
 #include "kernels/kernels.h"
 #include "moonshard/transforms.h"
+#include "native/native.h"
 
 static ms_status check_normalize(const ms_transform_spec *s, int i) {
   if (s->nchan < 1 || s->nchan > MS_MAX_CHANNELS)
@@ -97,7 +98,7 @@ static ms_tensor *apply_to_tensor(ms_tensor *in, const ms_transform_spec *norms,
   shape[nd++] = 1;
   shape[nd++] = in->shape[in->ndim - 2];
   shape[nd++] = in->shape[in->ndim - 1];
-  ms_tensor *src = ms_tensor_contiguous(in);
+  ms_tensor *src = native_contiguous(in);
   ms_tensor *out = src ? new_f32(nd, shape) : NULL;
   if (out) ms_k_u8_lut_f32(ms_tensor_numel(out), ms_tensor_data(src), lut, ms_tensor_data(out));
   ms_tensor_release(src);
@@ -119,7 +120,7 @@ static ms_tensor *apply_normalize(ms_tensor *in, const ms_transform_spec *norms,
   int64_t outer = plane != 0 ? ms_tensor_numel(in) / plane : 0;
   float *consts = channel_table(norms, n, C, buf);
   if (!consts) return NULL;
-  ms_tensor *src = ms_tensor_contiguous(in);
+  ms_tensor *src = native_contiguous(in);
   ms_tensor *out = src ? new_f32(in->ndim, in->shape) : NULL;
   if (out)
     ms_k_normalize_chain_f32(outer, C, inner, ms_tensor_data(src), ms_tensor_data(out), n, consts,

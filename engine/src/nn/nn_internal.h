@@ -8,7 +8,7 @@
 
 #include "kernels/kernels.h"
 #include "moonshard/tensor.h"
-#include "nn/nn_native_shim.h" /* the core native ops */
+#include "native/native.h"
 
 /* The kernels' name for a float dtype (the enums share their order). */
 static inline ms_k_dtype ms_nn_kdtype(ms_dtype dt) { return (ms_k_dtype)dt; }

@@ -1,7 +1,7 @@
 /* nn_native.h (engine-internal): the native nn ops (the .c files of engine/src/nn), below
  * autograd. Each checks its arguments (errors name the op and the argument), computes its
- * forward or backward and knows nothing of graphs: no node, no grad mode. The public ops of nn_ops.h and nn_conv.h
- * (engine/src/autograd/grad_<file>.c) call them and record the graph.
+ * forward or backward and knows nothing of graphs: no node, no grad mode. The public ops of
+ * nn_ops.h and nn_conv.h (engine/src/autograd/grad_<file>.c) call them and record the graph.
  *
  * Ownership, as everywhere in the engine: arguments are borrowed; returned tensors, and tensors
  * written to out-parameters, are new references the caller releases. A forward returns, as

@@ -1,13 +1,13 @@
-/* ops_reduce.c: reductions over all elements or one dim (sum, mean, prod, max, min, argmax,
+/* native/reduce.c: reductions over all elements or one dim (sum, mean, prod, max, min, argmax,
  * argmin, var, std, norm). The input is brought to its compute dtype, every output element
- * reduces one strided row with the kernel, and outputs are spread over the thread pool. */
+ * reduces one strided row with the kernel, and outputs are spread over the thread pool.
+ * Native: the public ops and their derivatives are autograd/grad_reduce.c's. */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "autograd/grad_util.h"
 #include "cuda/cuda_ops.h"
-#include "moonshard/ops.h"
+#include "native/native.h"
 #include "tensor_iter.h"
 
 #define NAME_ROW(id, name) [MS_RED_##id] = name,
@@ -121,8 +121,8 @@ static ms_status reduce_dim(ms_reduce_op op, ms_tensor *a, int dim, ms_reduce_op
   for (int d = 0; d < a->ndim; d++)
     if (d != dim) perm[k++] = d;
   perm[k] = dim;
-  ms_tensor *in = ms_tensor_to_dtype(a, ms_compute_dtype(a->dtype));
-  ms_tensor *moved = in ? ms_tensor_permute(in, perm) : NULL;
+  ms_tensor *in = native_to_dtype(a, ms_compute_dtype(a->dtype));
+  ms_tensor *moved = in ? native_permute(in, perm) : NULL;
   ms_tensor_release(in);
   if (!moved) return MS_ERR_MEMORY;
   if (ms_tensor_device(a).type == MS_CUDA) {
@@ -150,11 +150,11 @@ static int reduced_shape(const ms_tensor *a, int dim, bool keepdim, int64_t *sha
   return nd;
 }
 
-static ms_tensor *reduce_forward(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts) {
+ms_tensor *native_reduce(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts) {
   ms_dtype rd = reduce_result_dtype(op, a->dtype);
   if (opts.all || a->ndim == 0) {
     if (check_reduce_input(op, a, ms_tensor_numel(a)) != MS_OK) return NULL;
-    ms_tensor *flat = ms_tensor_reshape(a, 1, (int64_t[]){ms_tensor_numel(a)});
+    ms_tensor *flat = native_reshape(a, 1, (int64_t[]){ms_tensor_numel(a)});
     ms_tensor *out = flat ? ms_tensor_new_empty_on(ms_tensor_device(a), 0, NULL, rd) : NULL;
     ms_status st = out ? reduce_dim(op, flat, 0, opts, out, NULL) : MS_ERR_MEMORY;
     ms_tensor_release(flat);
@@ -171,21 +171,14 @@ static ms_tensor *reduce_forward(ms_reduce_op op, ms_tensor *a, ms_reduce_opts o
   return out;
 }
 
-ms_tensor *ms_reduce(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts) {
-  bool prev = ms_grad_set_enabled(false); /* the forward's own steps record nothing */
-  ms_tensor *out = reduce_forward(op, a, opts);
-  ms_grad_set_enabled(prev);
-  return ms_grad_record_reduce(op, a, opts, out);
-}
-
-static ms_status reduce_indices_forward(ms_reduce_op op, ms_tensor *a, int dim, bool keepdim,
-                                        ms_tensor **values, ms_tensor **indices) {
+ms_status native_reduce_with_indices(ms_reduce_op op, ms_tensor *a, int dim, bool keepdim,
+                                     ms_tensor **values, ms_tensor **indices) {
   *values = *indices = NULL;
   if (op != MS_RED_MAX && op != MS_RED_MIN)
     return ms_error(MS_ERR_ARG, "%s: only max and min return indices", reduce_names[op]);
   if (a->ndim == 0) dim = 0;
   else if (ms_dim_normalize(reduce_names[op], "dim", dim, a->ndim, &dim) != MS_OK) return MS_ERR_ARG;
-  ms_tensor *src = a->ndim == 0 ? ms_tensor_reshape(a, 1, (int64_t[]){1}) : (ms_tensor_retain(a), a);
+  ms_tensor *src = a->ndim == 0 ? native_reshape(a, 1, (int64_t[]){1}) : (ms_tensor_retain(a), a);
   if (!src) return MS_ERR_MEMORY;
   ms_status st = check_reduce_input(op, src, src->shape[dim]);
   int64_t shape[MS_MAX_DIMS];
@@ -202,19 +195,4 @@ static ms_status reduce_indices_forward(ms_reduce_op op, ms_tensor *a, int dim, 
     *values = *indices = NULL;
   }
   return st;
-}
-
-ms_status ms_reduce_with_indices(ms_reduce_op op, ms_tensor *a, int dim, bool keepdim,
-                                 ms_tensor **values, ms_tensor **indices) {
-  bool prev = ms_grad_set_enabled(false);
-  ms_status st = reduce_indices_forward(op, a, dim, keepdim, values, indices);
-  ms_grad_set_enabled(prev);
-  if (st != MS_OK) return st;
-  /* the gradient flows through the values only; the indices are integers */
-  if (!(*values = ms_grad_record_reduce_indices(op, a, dim, keepdim, *indices, *values))) {
-    ms_tensor_release(*indices);
-    *indices = NULL;
-    return MS_ERR_MEMORY;
-  }
-  return MS_OK;
 }

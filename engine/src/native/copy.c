@@ -1,14 +1,13 @@
-/* tensor_copy.c: copying between tensors (with broadcasting and dtype conversion), contiguous,
- * clone, fill, slice assignment, and single-element access. The public ops compute with grad
- * mode off and then record (engine/src/autograd/grad_view.c); in-place writes into a leaf that
- * requires grad are refused while grad mode is on, as in PyTorch. */
+/* native/copy.c: copying between tensors (with broadcasting and dtype conversion) and between
+ * devices, contiguous, clone, fill, slice assignment, and single-element access. The public
+ * ops, which record, are autograd/grad_view.c's. */
 #include <string.h>
 
-#include "autograd/grad_util.h"
 #include "cuda/cuda_ops.h"
 #include "kernels/kernels.h"
 #include "moonshard/cuda.h"
-#include "moonshard/tensor.h"
+#include "native/native.h"
+#include "tensor_internal.h"
 #include "tensor_iter.h"
 
 typedef struct cast_ctx {
@@ -32,9 +31,9 @@ static ms_status copy_same_shape(ms_tensor *dst, ms_tensor *src) {
   return MS_OK;
 }
 
-static ms_status copy_impl(ms_tensor *dst, ms_tensor *src) {
+ms_status native_copy_(ms_tensor *dst, ms_tensor *src) {
   if (ms_tensor_check_data_any("copy_", dst) || ms_tensor_check_data_any("copy_", src)) return MS_ERR_RUNTIME;
-  ms_tensor *b = ms_tensor_expand(src, dst->ndim, dst->shape);
+  ms_tensor *b = native_expand(src, dst->ndim, dst->shape);
   if (!b) {
     char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
     return ms_error(MS_ERR_ARG, "copy_: source of shape %s cannot be broadcast to destination %s",
@@ -42,13 +41,13 @@ static ms_status copy_impl(ms_tensor *dst, ms_tensor *src) {
                     ms_shape_str(dst->ndim, dst->shape, b2, sizeof b2));
   }
   if (b->storage == dst->storage) { /* overlapping: read from a private copy */
-    ms_tensor *c = ms_tensor_clone(b);
+    ms_tensor *c = native_clone(b);
     ms_tensor_release(b);
     if (!(b = c)) return MS_ERR_MEMORY;
   }
   /* copy_ is the one op that may cross devices, as in PyTorch */
   ms_status st = ms_device_equal(ms_tensor_device(dst), ms_tensor_device(b)) ? copy_same_shape(dst, b)
-                                                                             : ms_tensor_copy_across(dst, b);
+                                                                             : native_copy_across(dst, b);
   ms_tensor_release(b);
   if (st == MS_OK) ms_tensor_bump_version(dst);
   return st;
@@ -62,40 +61,17 @@ static ms_tensor *copy_as(ms_tensor *t, ms_dtype dt) {
   return out;
 }
 
-/* Under autograd the new values are made out of place and recorded, then written in by
- * ms_grad_rebase_inplace, which also records a write through a view on the view's base. */
-static ms_status copy_recorded(ms_tensor *dst, ms_tensor *src) {
-  if (ms_grad_check_inplace("copy", dst) != MS_OK) return MS_ERR_RUNTIME;
-  ms_tensor *out = ms_tensor_new_empty(dst->ndim, dst->shape, dst->dtype);
-  bool prev = ms_grad_set_enabled(false);
-  ms_status st = out ? copy_impl(out, src) : MS_ERR_MEMORY;
-  ms_grad_set_enabled(prev);
-  if (st != MS_OK) return ms_tensor_release(out), st;
-  return ms_grad_rebase_inplace("copy", dst, ms_grad_record_copy_into(src, out));
-}
-
-ms_status ms_tensor_copy_(ms_tensor *dst, ms_tensor *src) {
-  if (ms_autograd_wants(2, (ms_tensor *[]){dst, src})) return copy_recorded(dst, src);
-  bool prev = ms_grad_set_enabled(false); /* the broadcast and private copy record nothing */
-  ms_status st = copy_impl(dst, src);
-  ms_grad_set_enabled(prev);
-  return st;
-}
-
-/* The same tensor (with its grad_fn) when nothing changes, else a copy recorded as one. */
-ms_tensor *ms_tensor_to_dtype(ms_tensor *t, ms_dtype dt) {
+ms_tensor *native_to_dtype(ms_tensor *t, ms_dtype dt) {
   if (t->dtype == dt) return ms_tensor_retain(t), t;
-  return ms_grad_record_copy("ToCopyBackward0", t, copy_as(t, dt));
+  return copy_as(t, dt);
 }
 
-ms_tensor *ms_tensor_contiguous(ms_tensor *t) {
+ms_tensor *native_contiguous(ms_tensor *t) {
   if (ms_tensor_is_contiguous(t)) return ms_tensor_retain(t), t;
-  return ms_grad_record_copy("CloneBackward0", t, copy_as(t, t->dtype));
+  return copy_as(t, t->dtype);
 }
 
-ms_tensor *ms_tensor_clone(ms_tensor *t) {
-  return ms_grad_record_copy("CloneBackward0", t, copy_as(t, t->dtype));
-}
+ms_tensor *native_clone(ms_tensor *t) { return copy_as(t, t->dtype); }
 
 typedef struct fill_ctx {
   ms_dtype dt;
@@ -107,7 +83,7 @@ static void fill_row(void *arg, int64_t n, char **p, const int64_t *s) {
   ms_k_fill(n, p[0], (ms_k_dtype)c->dt, s[0], c->value);
 }
 
-static ms_status fill_impl(ms_tensor *t, double value) {
+ms_status native_fill_(ms_tensor *t, double value) {
   if (ms_tensor_check_data_any("fill_", t) != MS_OK) return MS_ERR_RUNTIME;
   if (ms_tensor_device(t).type == MS_CUDA) {
     ms_status st = ms_cuda_fill(t, value);
@@ -122,55 +98,32 @@ static ms_status fill_impl(ms_tensor *t, double value) {
   return MS_OK;
 }
 
-/* `op` is the out-of-place name for messages ("fill"), node the grad_fn t gets under autograd:
- * t's new values are constants, made out of place and written in as copy_ does. */
-static ms_status fill_as(const char *op, const char *node, ms_tensor *t, double value) {
-  if (!ms_autograd_wants(1, &t)) return fill_impl(t, value);
-  if (ms_grad_check_inplace(op, t) != MS_OK) return MS_ERR_RUNTIME;
-  if (ms_tensor_check_data_any("fill_", t) != MS_OK) return MS_ERR_RUNTIME;
-  ms_tensor *out = ms_tensor_new_full(t->ndim, t->shape, t->dtype, value);
-  return ms_grad_rebase_inplace(op, t, ms_grad_record_fill(node, out));
+ms_status native_zero_(ms_tensor *t) { return native_fill_(t, 0); }
+
+ms_tensor *ms_tensor_new_full_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt, double value) {
+  if (device.type == MS_CPU) return ms_tensor_new_full(ndim, shape, dt, value);
+  ms_tensor *t = ms_tensor_new_contiguous_on(device, "full", ndim, shape, dt);
+  if (t && native_fill_(t, value) != MS_OK) ms_tensor_release(t), t = NULL;
+  return t;
 }
 
-ms_status ms_tensor_fill_(ms_tensor *t, double value) { return fill_as("fill", "FillBackward0", t, value); }
+ms_tensor *ms_tensor_new_zeros_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt) {
+  if (device.type == MS_CPU) return ms_tensor_new_zeros(ndim, shape, dt);
+  return ms_tensor_new_full_on(device, ndim, shape, dt, 0);
+}
 
-ms_status ms_tensor_zero_(ms_tensor *t) { return fill_as("zero", "ZeroBackward0", t, 0); }
-
-/* A copy of t whose slice `index` of dim holds src (broadcast). */
-static ms_tensor *select_scatter_impl(ms_tensor *t, ms_tensor *src, int dim, int64_t index) {
-  ms_tensor *out = ms_tensor_clone(t);
-  ms_tensor *slot = out ? ms_tensor_select(out, dim, index) : NULL;
-  ms_status st = slot ? ms_tensor_copy_(slot, src) : MS_ERR_RUNTIME;
+ms_tensor *native_select_scatter(ms_tensor *t, ms_tensor *src, int dim, int64_t index) {
+  ms_tensor *out = native_clone(t);
+  ms_tensor *slot = out ? native_select(out, dim, index) : NULL;
+  ms_status st = slot ? native_copy_(slot, src) : MS_ERR_RUNTIME;
   ms_tensor_release(slot);
   if (st != MS_OK) ms_tensor_release(out), out = NULL;
   return out;
 }
 
-ms_tensor *ms_tensor_select_scatter(ms_tensor *t, ms_tensor *src, int dim, int64_t index) {
-  bool prev = ms_grad_set_enabled(false);
-  ms_tensor *out = select_scatter_impl(t, src, dim, index);
-  ms_grad_set_enabled(prev);
-  if (!out) return NULL;
-  if (dim < 0) dim += t->ndim;
-  if (index < 0) index += t->shape[dim];
-  return ms_grad_record_select_scatter("SelectScatterBackward0", t, src, dim, index, out);
-}
-
-/* Without autograd, a plain write through a view. With it, t is replaced by the
- * select_scatter result, so t's gradient flows to its old self outside the slice and to src
- * inside it (PyTorch's CopySlices). */
-ms_status ms_tensor_select_assign_(ms_tensor *t, int dim, int64_t index, ms_tensor *src) {
-  if (ms_autograd_wants(2, (ms_tensor *[]){t, src})) {
-    if (ms_grad_check_inplace("copy", t) != MS_OK) return MS_ERR_RUNTIME;
-    bool prev = ms_grad_set_enabled(false);
-    ms_tensor *out = select_scatter_impl(t, src, dim, index);
-    ms_grad_set_enabled(prev);
-    if (out && dim < 0) dim += t->ndim;
-    if (out && index < 0) index += t->shape[dim];
-    return ms_grad_rebase_inplace("copy", t, ms_grad_record_select_scatter("CopySlices", t, src, dim, index, out));
-  }
-  ms_tensor *slot = ms_tensor_select(t, dim, index);
-  ms_status st = slot ? ms_tensor_copy_(slot, src) : MS_ERR_RUNTIME;
+ms_status native_select_assign_(ms_tensor *t, int dim, int64_t index, ms_tensor *src) {
+  ms_tensor *slot = native_select(t, dim, index);
+  ms_status st = slot ? native_copy_(slot, src) : MS_ERR_RUNTIME;
   ms_tensor_release(slot);
   return st;
 }

@@ -1,8 +1,7 @@
-/* tensor_index.c: gathering slices by an index tensor (index_select) and its gradient, which
- * adds each gradient slice back into the row it came from. The slices are moved by copy_ and
- * add_, so a CUDA tensor is served on its device; the (1-D) index is read on the host. */
-#include "autograd/grad_util.h"
-#include "moonshard/tensor.h"
+/* native/index.c: gathering slices by an index tensor (index_select), and adding slices back
+ * by index (its gradient). The slices are moved by copy_ and add_, so a CUDA tensor is served
+ * on its device; the (1-D) index is read on the host. The public op is autograd/grad_index.c's. */
+#include "native/native.h"
 
 static ms_status check_index(const ms_tensor *t, int dim, const ms_tensor *idx) {
   char b[MS_SHAPE_STR_LEN];
@@ -23,27 +22,19 @@ static ms_status move_slices(ms_tensor *dst, ms_tensor *src, int dim, ms_tensor 
   ms_status st = MS_OK;
   for (int64_t i = 0; st == MS_OK && i < idx->shape[0]; i++) {
     int64_t k = ms_tensor_get_flat_int(idx, i);
-    ms_tensor *d = ms_tensor_select(dst, dim, scatter_add ? k : i);
-    ms_tensor *s = ms_tensor_select(src, dim, scatter_add ? i : k);
-    st = d && s ? (scatter_add ? ms_binary_(MS_OP_ADD, d, ms_operand_tensor(s)) : ms_tensor_copy_(d, s)) : MS_ERR_MEMORY;
+    ms_tensor *d = native_select(dst, dim, scatter_add ? k : i);
+    ms_tensor *s = native_select(src, dim, scatter_add ? i : k);
+    st = d && s ? (scatter_add ? native_binary_(MS_OP_ADD, d, ms_operand_tensor(s)) : native_copy_(d, s)) : MS_ERR_MEMORY;
     ms_tensor_release(d), ms_tensor_release(s);
   }
   return st;
 }
 
-static ms_status index_select_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
-  ms_tensor *idx = ms_node_saved(n, 0);
-  if (!idx) return MS_ERR_RUNTIME;
-  const ms_edge *e = &n->next[0];
-  ms_tensor *g = ms_tensor_new_zeros_on(ms_tensor_device(grad_out[0]), e->node->out_ndim[e->input_nr],
-                                        e->node->out_shape[e->input_nr], grad_out[0]->dtype);
-  ms_status st = g ? move_slices(g, grad_out[0], (int)n->ints[0], idx, true) : MS_ERR_MEMORY;
-  if (st == MS_OK) grad_in[0] = g;
-  else ms_tensor_release(g);
-  return st;
+ms_status native_index_add_(ms_tensor *dst, int dim, ms_tensor *idx, ms_tensor *src) {
+  return move_slices(dst, src, dim, idx, true);
 }
 
-/* The forward on a host index (new reference in *out); grad mode is off. */
+/* The forward on a host index (new reference in *out). */
 static ms_status index_select_forward(ms_tensor *t, int dim, ms_tensor *idx, ms_tensor **out) {
   int64_t shape[MS_MAX_DIMS];
   for (int d = 0; d < t->ndim; d++) shape[d] = d == dim ? idx->shape[0] : t->shape[d];
@@ -53,24 +44,16 @@ static ms_status index_select_forward(ms_tensor *t, int dim, ms_tensor *idx, ms_
   return st;
 }
 
-ms_tensor *ms_tensor_index_select(ms_tensor *t, int dim, ms_tensor *idx) {
+ms_tensor *native_index_select(ms_tensor *t, int dim, ms_tensor *idx) {
   if (t->ndim == 0) return ms_error(MS_ERR_ARG, "index_select: cannot index a 0-dim tensor"), NULL;
   if (ms_dim_normalize("index_select", "dim", dim, t->ndim, &dim) != MS_OK ||
       ms_check_same_device("index_select", 2, (ms_tensor *[]){t, idx}) != MS_OK ||
       ms_tensor_check_data_any("index_select", t) != MS_OK || ms_tensor_check_data_any("index_select", idx) != MS_OK)
     return NULL;
-  bool prev = ms_grad_set_enabled(false);
   /* the positions are read one by one on the host: a device index comes over once */
-  ms_tensor *hidx = ms_tensor_device(idx).type == MS_CPU ? (ms_tensor_retain(idx), idx)
-                                                         : ms_tensor_to_device(idx, (ms_device){MS_CPU, 0});
+  ms_tensor *hidx = native_to_device(idx, (ms_device){MS_CPU, 0});
   ms_tensor *out = NULL;
   if (hidx && check_index(t, dim, hidx) == MS_OK) index_select_forward(t, dim, hidx, &out);
-  ms_grad_set_enabled(prev);
-  if (!out || !ms_autograd_wants(1, &t)) return ms_tensor_release(hidx), out;
-  ms_node *node = ms_node_new("IndexSelectBackward0", index_select_backward, 1, &t);
-  if (!node) return ms_tensor_release(hidx), ms_tensor_release(out), NULL;
-  node->ints[0] = dim;
-  ms_node_save(node, hidx);
   ms_tensor_release(hidx);
-  return ms_grad_finish(node, out);
+  return out;
 }

@@ -1,12 +1,11 @@
-/* tensor_view.c: views that share their source's storage: view, narrow, select, transpose,
- * permute, squeeze, unsqueeze, expand, flatten. Each returns a new reference. Each public op
- * builds its view with grad mode off (reshape and squeeze reuse other public ops, which must
- * not record on their own) and then records one node for the whole op. */
+/* native/view.c: views that share their source's storage: view, narrow, select, transpose,
+ * permute, squeeze, unsqueeze, expand, flatten (reshape copies when the strides do not allow a
+ * view). Each returns a new reference. The public ops, which record one node for the whole op,
+ * are autograd/grad_view.c's. */
 #include <string.h>
 
-#include "autograd/grad_util.h"
 #include "moonshard/checked.h"
-#include "moonshard/tensor.h"
+#include "native/native.h"
 
 static ms_tensor *make_view(ms_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
                             int64_t offset) {
@@ -72,7 +71,7 @@ static bool view_strides(const ms_tensor *t, int ndim, const int64_t *shape, int
   return nd == -1;
 }
 
-static ms_tensor *view_impl(ms_tensor *t, int ndim, const int64_t *shape) {
+ms_tensor *native_view(ms_tensor *t, int ndim, const int64_t *shape) {
   int64_t sh[MS_MAX_DIMS], st[MS_MAX_DIMS];
   if (infer_shape("view", t, ndim, shape, sh) != MS_OK) return NULL;
   if (!view_strides(t, ndim, sh, st)) {
@@ -84,18 +83,18 @@ static ms_tensor *view_impl(ms_tensor *t, int ndim, const int64_t *shape) {
   return make_view(t, ndim, sh, st, t->offset);
 }
 
-static ms_tensor *reshape_impl(ms_tensor *t, int ndim, const int64_t *shape) {
+ms_tensor *native_reshape(ms_tensor *t, int ndim, const int64_t *shape) {
   int64_t sh[MS_MAX_DIMS], st[MS_MAX_DIMS];
   if (infer_shape("reshape", t, ndim, shape, sh) != MS_OK) return NULL;
   if (view_strides(t, ndim, sh, st)) return make_view(t, ndim, sh, st, t->offset);
-  ms_tensor *c = ms_tensor_contiguous(t);
+  ms_tensor *c = native_contiguous(t);
   if (!c) return NULL;
-  ms_tensor *v = view_impl(c, ndim, sh);
+  ms_tensor *v = native_view(c, ndim, sh);
   ms_tensor_release(c);
   return v;
 }
 
-static ms_tensor *narrow_impl(ms_tensor *t, int dim, int64_t start, int64_t length) {
+ms_tensor *native_narrow(ms_tensor *t, int dim, int64_t start, int64_t length) {
   if (ms_dim_normalize("narrow", "dim", dim, t->ndim, &dim) != MS_OK) return NULL;
   if (t->ndim == 0) return ms_error(MS_ERR_ARG, "narrow: cannot narrow a 0-dim tensor"), NULL;
   int64_t size = t->shape[dim];
@@ -109,7 +108,7 @@ static ms_tensor *narrow_impl(ms_tensor *t, int dim, int64_t start, int64_t leng
   return make_view(t, t->ndim, shape, t->strides, t->offset + start * t->strides[dim]);
 }
 
-static ms_tensor *select_impl(ms_tensor *t, int dim, int64_t index) {
+ms_tensor *native_select(ms_tensor *t, int dim, int64_t index) {
   if (t->ndim == 0) return ms_error(MS_ERR_ARG, "select: cannot index a 0-dim tensor"), NULL;
   if (ms_dim_normalize("select", "dim", dim, t->ndim, &dim) != MS_OK) return NULL;
   int64_t size = t->shape[dim];
@@ -124,7 +123,7 @@ static ms_tensor *select_impl(ms_tensor *t, int dim, int64_t index) {
   return make_view(t, nd, shape, strides, t->offset + index * t->strides[dim]);
 }
 
-static ms_tensor *transpose_impl(ms_tensor *t, int dim0, int dim1) {
+ms_tensor *native_transpose(ms_tensor *t, int dim0, int dim1) {
   if (ms_dim_normalize("transpose", "dim0", dim0, t->ndim, &dim0) != MS_OK ||
       ms_dim_normalize("transpose", "dim1", dim1, t->ndim, &dim1) != MS_OK)
     return NULL;
@@ -137,7 +136,7 @@ static ms_tensor *transpose_impl(ms_tensor *t, int dim0, int dim1) {
   return make_view(t, t->ndim, shape, strides, t->offset);
 }
 
-static ms_tensor *permute_impl(ms_tensor *t, const int *dims) {
+ms_tensor *native_permute(ms_tensor *t, const int *dims) {
   int64_t shape[MS_MAX_DIMS], strides[MS_MAX_DIMS];
   bool seen[MS_MAX_DIMS] = {false};
   for (int d = 0; d < t->ndim; d++) {
@@ -151,13 +150,13 @@ static ms_tensor *permute_impl(ms_tensor *t, const int *dims) {
   return make_view(t, t->ndim, shape, strides, t->offset);
 }
 
-static ms_tensor *squeeze_impl(ms_tensor *t, int dim) {
+ms_tensor *native_squeeze(ms_tensor *t, int dim) {
   if (ms_dim_normalize("squeeze", "dim", dim, t->ndim, &dim) != MS_OK) return NULL;
   if (t->ndim == 0 || t->shape[dim] != 1) return make_view(t, t->ndim, t->shape, t->strides, t->offset);
-  return select_impl(t, dim, 0);
+  return native_select(t, dim, 0);
 }
 
-static ms_tensor *squeeze_all_impl(ms_tensor *t) {
+ms_tensor *native_squeeze_all(ms_tensor *t) {
   int64_t shape[MS_MAX_DIMS], strides[MS_MAX_DIMS];
   int nd = 0;
   for (int d = 0; d < t->ndim; d++)
@@ -165,7 +164,7 @@ static ms_tensor *squeeze_all_impl(ms_tensor *t) {
   return make_view(t, nd, shape, strides, t->offset);
 }
 
-static ms_tensor *unsqueeze_impl(ms_tensor *t, int dim) {
+ms_tensor *native_unsqueeze(ms_tensor *t, int dim) {
   if (ms_dim_normalize("unsqueeze", "dim", dim, t->ndim + 1, &dim) != MS_OK) return NULL;
   if (t->ndim >= MS_MAX_DIMS) return ms_error(MS_ERR_ARG, "unsqueeze: at most %d dimensions", MS_MAX_DIMS), NULL;
   int64_t shape[MS_MAX_DIMS], strides[MS_MAX_DIMS];
@@ -180,7 +179,7 @@ static ms_tensor *unsqueeze_impl(ms_tensor *t, int dim) {
   return make_view(t, t->ndim + 1, shape, strides, t->offset);
 }
 
-static ms_tensor *expand_impl(ms_tensor *t, int ndim, const int64_t *shape) {
+ms_tensor *native_expand(ms_tensor *t, int ndim, const int64_t *shape) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
   if (ndim < t->ndim || ndim > MS_MAX_DIMS)
     return ms_error(MS_ERR_ARG, "expand: the number of sizes (%d) must be at least the tensor's "
@@ -202,8 +201,8 @@ static ms_tensor *expand_impl(ms_tensor *t, int ndim, const int64_t *shape) {
   return make_view(t, ndim, sh, st, t->offset);
 }
 
-static ms_tensor *flatten_impl(ms_tensor *t, int start_dim, int end_dim) {
-  if (t->ndim == 0) return reshape_impl(t, 1, (int64_t[]){1});
+ms_tensor *native_flatten(ms_tensor *t, int start_dim, int end_dim) {
+  if (t->ndim == 0) return native_reshape(t, 1, (int64_t[]){1});
   if (ms_dim_normalize("flatten", "start_dim", start_dim, t->ndim, &start_dim) != MS_OK ||
       ms_dim_normalize("flatten", "end_dim", end_dim, t->ndim, &end_dim) != MS_OK)
     return NULL;
@@ -215,75 +214,5 @@ static ms_tensor *flatten_impl(ms_tensor *t, int start_dim, int end_dim) {
     if (d > start_dim && d <= end_dim) shape[nd - 1] *= t->shape[d];
     else shape[nd++] = t->shape[d];
   }
-  return reshape_impl(t, nd, shape);
-}
-
-/* ---- the public ops: the view, then its node ------------------------------------------------ */
-
-ms_tensor *ms_tensor_view(ms_tensor *t, int ndim, const int64_t *shape) {
-  return ms_grad_record_reshape("ViewBackward0", t, view_impl(t, ndim, shape));
-}
-
-ms_tensor *ms_tensor_reshape(ms_tensor *t, int ndim, const int64_t *shape) {
-  bool prev = ms_grad_set_enabled(false); /* a non-viewable input is copied by contiguous() */
-  ms_tensor *out = reshape_impl(t, ndim, shape);
-  ms_grad_set_enabled(prev);
-  return ms_grad_record_reshape("ViewBackward0", t, out);
-}
-
-ms_tensor *ms_tensor_flatten(ms_tensor *t, int start_dim, int end_dim) {
-  bool prev = ms_grad_set_enabled(false);
-  ms_tensor *out = flatten_impl(t, start_dim, end_dim);
-  ms_grad_set_enabled(prev);
-  return ms_grad_record_reshape("ViewBackward0", t, out);
-}
-
-ms_tensor *ms_tensor_squeeze(ms_tensor *t, int dim) {
-  return ms_grad_record_reshape("SqueezeBackward1", t, squeeze_impl(t, dim));
-}
-
-ms_tensor *ms_tensor_squeeze_all(ms_tensor *t) {
-  return ms_grad_record_reshape("SqueezeBackward0", t, squeeze_all_impl(t));
-}
-
-ms_tensor *ms_tensor_unsqueeze(ms_tensor *t, int dim) {
-  return ms_grad_record_reshape("UnsqueezeBackward0", t, unsqueeze_impl(t, dim));
-}
-
-/* The impls accepted the arguments, so these only map negative ones to their place. */
-ms_tensor *ms_tensor_narrow(ms_tensor *t, int dim, int64_t start, int64_t length) {
-  ms_tensor *out = narrow_impl(t, dim, start, length);
-  if (!out) return NULL;
-  if (dim < 0) dim += t->ndim;
-  if (start < 0) start += t->shape[dim];
-  return ms_grad_record_narrow("SliceBackward0", t, dim, start, length, out);
-}
-
-ms_tensor *ms_tensor_select(ms_tensor *t, int dim, int64_t index) {
-  ms_tensor *out = select_impl(t, dim, index);
-  if (!out) return NULL;
-  if (dim < 0) dim += t->ndim;
-  if (index < 0) index += t->shape[dim];
-  return ms_grad_record_select(t, dim, index, out);
-}
-
-ms_tensor *ms_tensor_transpose(ms_tensor *t, int dim0, int dim1) {
-  ms_tensor *out = transpose_impl(t, dim0, dim1);
-  if (!out || t->ndim == 0) return ms_grad_record_reshape("TransposeBackward0", t, out);
-  int dims[MS_MAX_DIMS];
-  for (int d = 0; d < t->ndim; d++) dims[d] = d;
-  dim0 = dim0 < 0 ? dim0 + t->ndim : dim0, dim1 = dim1 < 0 ? dim1 + t->ndim : dim1;
-  dims[dim0] = dim1, dims[dim1] = dim0;
-  return ms_grad_record_permute("TransposeBackward0", t, dims, out);
-}
-
-ms_tensor *ms_tensor_permute(ms_tensor *t, const int *dims) {
-  ms_tensor *out = permute_impl(t, dims);
-  int norm[MS_MAX_DIMS];
-  for (int d = 0; out && d < t->ndim; d++) norm[d] = dims[d] < 0 ? dims[d] + t->ndim : dims[d];
-  return ms_grad_record_permute("PermuteBackward0", t, norm, out);
-}
-
-ms_tensor *ms_tensor_expand(ms_tensor *t, int ndim, const int64_t *shape) {
-  return ms_grad_record_expand(t, expand_impl(t, ndim, shape));
+  return native_reshape(t, nd, shape);
 }

@@ -1,13 +1,14 @@
-/* ops_elementwise.c: binary and unary elementwise ops with broadcasting and PyTorch's type
- * promotion. Operands are converted to the compute dtype (float32, float64 or int64), the
- * kernel runs over broadcast rows, and the result is cast to the result dtype if it differs. */
+/* native/elementwise.c: binary and unary elementwise ops with broadcasting and PyTorch's type
+ * promotion, clamp, where and masked_fill. Operands are converted to the compute dtype (float32,
+ * float64 or int64), the kernel runs over broadcast rows, and the result is cast to the result
+ * dtype if it differs. Native: nothing here records a graph (autograd/grad_elementwise.c and
+ * grad_unary.c do). */
 #include <math.h>
 #include <stdlib.h>
 
 #include "kernels/kernels.h"
-#include "moonshard/ops.h"
-#include "autograd/grad_util.h"
 #include "cuda/cuda_ops.h"
+#include "native/native.h"
 #include "tensor_iter.h"
 
 /* Rows generated from the op lists (ops.h): every op has a name, and its kernel op is the
@@ -32,7 +33,7 @@ static bool is_comparison(ms_binary_op op) { return op >= MS_OP_EQ; }
  * Takes over `out` (NULL passes through). */
 static ms_tensor *cast_result(ms_tensor *out, ms_dtype rd) {
   if (!out || out->dtype == rd) return out;
-  ms_tensor *cast = ms_tensor_to_dtype(out, rd);
+  ms_tensor *cast = native_to_dtype(out, rd);
   ms_tensor_release(out);
   return cast;
 }
@@ -58,9 +59,9 @@ static ms_dtype common_dtype(ms_operand a, ms_operand b) {
 
 /* The operand as a tensor of dtype cd broadcast to (ndim, shape): a new reference. */
 static ms_tensor *prepare_operand(ms_operand o, ms_dtype cd, int ndim, const int64_t *shape) {
-  ms_tensor *t = o.tensor ? ms_tensor_to_dtype(o.tensor, cd) : ms_tensor_new_scalar(o.value, cd);
+  ms_tensor *t = o.tensor ? native_to_dtype(o.tensor, cd) : ms_tensor_new_scalar(o.value, cd);
   if (!t) return NULL;
-  ms_tensor *b = ms_tensor_expand(t, ndim, shape);
+  ms_tensor *b = native_expand(t, ndim, shape);
   ms_tensor_release(t);
   return b;
 }
@@ -142,13 +143,13 @@ static bool pow_is_root(ms_binary_op op, ms_operand b, ms_dtype common) {
 }
 
 static ms_tensor *pow_root(ms_tensor *a, double e, ms_dtype common) {
-  ms_tensor *in = ms_tensor_to_dtype(a, common);
-  ms_tensor *out = in ? ms_unary(e > 0 ? MS_OP_SQRT : MS_OP_RSQRT, in) : NULL;
+  ms_tensor *in = native_to_dtype(a, common);
+  ms_tensor *out = in ? native_unary(e > 0 ? MS_OP_SQRT : MS_OP_RSQRT, in) : NULL;
   ms_tensor_release(in);
   return out;
 }
 
-static ms_tensor *binary_forward(ms_binary_op op, ms_operand a, ms_operand b) {
+ms_tensor *native_binary(ms_binary_op op, ms_operand a, ms_operand b) {
   const char *name = binary_names[op];
   if (!a.tensor && !b.tensor) return ms_error(MS_ERR_ARG, "%s: expected at least one tensor operand", name), NULL;
   ms_device dev;
@@ -170,13 +171,6 @@ static ms_tensor *binary_forward(ms_binary_op op, ms_operand a, ms_operand b) {
   return cast_result(out, rd);
 }
 
-ms_tensor *ms_binary(ms_binary_op op, ms_operand a, ms_operand b) {
-  bool prev = ms_grad_set_enabled(false); /* the forward's own steps record nothing */
-  ms_tensor *out = binary_forward(op, a, b);
-  ms_grad_set_enabled(prev);
-  return ms_grad_record_binary(op, a, b, out);
-}
-
 /* Whether a result of dtype `from` may be written into a tensor of dtype `to` (PyTorch's
  * can_cast: never from floating to integral, never from anything else to bool). */
 static bool can_cast(ms_dtype from, ms_dtype to) {
@@ -194,27 +188,12 @@ static ms_status check_inplace_dtype(const char *name, ms_dtype result, const ms
 /* Writes `result` (a temporary of a's shape) into a and releases it. */
 static ms_status store_into(ms_tensor *a, ms_tensor *result) {
   if (!result) return MS_ERR_MEMORY;
-  ms_status st = ms_tensor_copy_(a, result);
+  ms_status st = native_copy_(a, result);
   ms_tensor_release(result);
   return st;
 }
 
-/* In place under autograd: computed out of place and rebased onto a. When the derivative reads
- * the operands, it reads a copy of a's old values, which stands for a in the graph: saving a
- * itself would see it overwritten (and a would own the node that owns it). */
-static ms_status binary_inplace_grad(ms_binary_op op, ms_tensor *a, ms_operand b) {
-  const char *name = binary_names[op];
-  if (ms_grad_check_inplace(name, a) != MS_OK) return MS_ERR_RUNTIME;
-  bool reads_operands = op != MS_OP_ADD && op != MS_OP_SUB;
-  ms_tensor *src = reads_operands ? ms_grad_inplace_original(a) : (ms_tensor_retain(a), a);
-  if (!src) return MS_ERR_MEMORY;
-  if (b.tensor == a) b = ms_operand_tensor(src); /* y:mul_(y) reads the old y twice */
-  ms_tensor *out = ms_binary(op, ms_operand_tensor(src), b);
-  ms_tensor_release(src);
-  return ms_grad_rebase_inplace(name, a, out);
-}
-
-ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
+ms_status native_binary_check_(ms_binary_op op, ms_tensor *a, ms_operand b) {
   const char *name = binary_names[op];
   ms_dtype common = common_dtype(ms_operand_tensor(a), b), rd = binary_result_dtype(op, common);
   if (check_binary_operands(op, ms_operand_tensor(a), b, common) != MS_OK) return MS_ERR_ARG;
@@ -233,11 +212,16 @@ ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
         return ms_error(MS_ERR_ARG, "%s_: output with shape %s doesn't match the broadcast shape %s", name,
                         ms_shape_str(a->ndim, a->shape, b1, sizeof b1), ms_shape_str(ndim, shape, b2, sizeof b2));
   }
-  if (ms_autograd_wants(2, (ms_tensor *[]){a, b.tensor})) return binary_inplace_grad(op, a, b);
-  ms_dtype cd = binary_compute_dtype(op, common);
+  return MS_OK;
+}
+
+ms_status native_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
+  const char *name = binary_names[op];
+  if (native_binary_check_(op, a, b) != MS_OK) return MS_ERR_ARG;
+  ms_dtype common = common_dtype(ms_operand_tensor(a), b), cd = binary_compute_dtype(op, common);
   bool direct = a->dtype == cd && !is_comparison(op) && !pow_is_root(op, b, common) &&
                 (!b.tensor || b.tensor->storage != a->storage);
-  if (!direct) return store_into(a, ms_binary(op, ms_operand_tensor(a), b));
+  if (!direct) return store_into(a, native_binary(op, ms_operand_tensor(a), b));
   ms_device dev;
   if (binary_device(name, a, b.tensor, &dev) != MS_OK) return MS_ERR_RUNTIME;
   if (!ms_device_equal(dev, ms_tensor_device(a))) /* a 0-dim CPU a cannot take CUDA results */
@@ -310,10 +294,10 @@ static ms_dtype unary_compute_dtype(ms_unary_op op, const ms_tensor *a) {
   return ms_compute_dtype(rd);
 }
 
-static ms_tensor *unary_forward(ms_unary_op op, ms_tensor *a) {
+ms_tensor *native_unary(ms_unary_op op, ms_tensor *a) {
   if (check_unary_input(op, a) != MS_OK) return NULL;
   ms_dtype rd = unary_result_dtype(op, a->dtype), cd = unary_compute_dtype(op, a);
-  ms_tensor *in = ms_tensor_to_dtype(a, cd);
+  ms_tensor *in = native_to_dtype(a, cd);
   ms_dtype kernel_out = op == MS_OP_LOGICAL_NOT ? MS_BOOL : cd;
   ms_tensor *out = in ? ms_tensor_new_empty_on(ms_tensor_device(a), a->ndim, a->shape, kernel_out) : NULL;
   if (out && ms_tensor_device(a).type == MS_CUDA) {
@@ -329,17 +313,10 @@ static ms_tensor *unary_forward(ms_unary_op op, ms_tensor *a) {
   return cast_result(out, rd);
 }
 
-ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a) {
-  bool prev = ms_grad_set_enabled(false); /* the forward's own steps record nothing */
-  ms_tensor *out = unary_forward(op, a);
-  ms_grad_set_enabled(prev);
-  return ms_grad_record_unary(op, a, out);
-}
-
 /* a = op(a) by the kernel writing over a's own elements, where a is a contiguous CPU tensor that
  * the kernel computes in (float32, float64, or relu's bfloat16): nothing to allocate and copy
  * back. False, having done nothing, where that does not hold. */
-static bool unary_over_itself(ms_unary_op op, ms_tensor *a) {
+bool native_unary_over_itself(ms_unary_op op, ms_tensor *a) {
   if (op == MS_OP_LOGICAL_NOT || ms_tensor_device(a).type != MS_CPU || !ms_tensor_is_contiguous(a) ||
       unary_result_dtype(op, a->dtype) != a->dtype || unary_compute_dtype(op, a) != a->dtype)
     return false;
@@ -352,33 +329,46 @@ static bool unary_over_itself(ms_unary_op op, ms_tensor *a) {
   return true;
 }
 
-/* In place under autograd. Where the derivative reads the result or nothing (relu, exp, tanh,
- * ...) and a is not a view, a is written over and its history extended by the op's node, which
- * saves a as written (relu_ after a conv: no result to allocate, and the activation's memory
- * is the conv's). Otherwise computed out of place (from a copy of a when the derivative reads
- * the input) and rebased onto a. */
-static ms_status unary_inplace_grad(ms_unary_op op, ms_tensor *a) {
-  if (ms_grad_check_inplace(unary_names[op], a) != MS_OK) return MS_ERR_RUNTIME;
-  if (!ms_grad_unary_reads_input(op) && !a->grad_base && unary_over_itself(op, a)) {
-    ms_tensor_retain(a); /* the record's reference: kept by it, or dropped when it fails */
-    ms_tensor *r = ms_grad_record_unary(op, a, a);
-    ms_tensor_release(r);
-    return r ? MS_OK : MS_ERR_MEMORY;
-  }
-  ms_tensor *src = ms_grad_unary_reads_input(op) ? ms_grad_inplace_original(a) : (ms_tensor_retain(a), a);
-  ms_tensor *out = src ? ms_unary(op, src) : NULL;
-  ms_tensor_release(src);
-  return ms_grad_rebase_inplace(unary_names[op], a, out);
-}
-
-ms_status ms_unary_(ms_unary_op op, ms_tensor *a) {
+ms_status native_unary_check_(ms_unary_op op, ms_tensor *a) {
   ms_status st = check_unary_input(op, a);
   if (st != MS_OK) return st;
-  ms_dtype rd = unary_result_dtype(op, a->dtype);
-  if (check_inplace_dtype(unary_names[op], rd, a) != MS_OK) return MS_ERR_ARG;
-  if (ms_autograd_wants(1, &a)) return unary_inplace_grad(op, a);
-  if (unary_over_itself(op, a)) return MS_OK;
-  return store_into(a, ms_unary(op, a));
+  return check_inplace_dtype(unary_names[op], unary_result_dtype(op, a->dtype), a);
+}
+
+ms_status native_unary_(ms_unary_op op, ms_tensor *a) {
+  ms_status st = native_unary_check_(op, a);
+  if (st != MS_OK) return st;
+  if (native_unary_over_itself(op, a)) return MS_OK;
+  return store_into(a, native_unary(op, a));
+}
+
+/* The one-pass relu gradient where g and y are contiguous CPU floats of one shape and dtype (the
+ * training loop's case, in float32 or mixed precision's 16-bit floats); NULL otherwise, with no
+ * error set, and the caller takes the general path. */
+static ms_tensor *relu_backward_contiguous(ms_tensor *g, ms_tensor *y, bool may_overwrite_g) {
+  if (ms_tensor_device(g).type != MS_CPU || ms_tensor_device(y).type != MS_CPU || g->dtype != y->dtype ||
+      !ms_dtype_is_floating(g->dtype) || g->ndim != y->ndim ||
+      !ms_tensor_is_contiguous(g) || !ms_tensor_is_contiguous(y))
+    return NULL;
+  for (int d = 0; d < g->ndim; d++)
+    if (g->shape[d] != y->shape[d]) return NULL;
+  ms_tensor *gx = may_overwrite_g ? (ms_tensor_retain(g), g) : ms_tensor_new_empty(g->ndim, g->shape, g->dtype);
+  if (gx)
+    ms_k_relu_backward((ms_k_dtype)g->dtype, ms_tensor_numel(g), ms_tensor_data(y), ms_tensor_data(g),
+                       ms_tensor_data(gx));
+  else
+    ms_error_clear();
+  return gx;
+}
+
+ms_tensor *native_relu_backward(ms_tensor *g, ms_tensor *y, bool may_overwrite_g) {
+  ms_tensor *fast = relu_backward_contiguous(g, y, may_overwrite_g);
+  if (fast) return fast;
+  /* where, not a product: an infinite gradient must not become NaN at 0 */
+  ms_tensor *pos = native_binary(MS_OP_GT, ms_operand_tensor(y), ms_operand_number(0, MS_FLOAT64));
+  ms_tensor *r = pos ? native_where(pos, ms_operand_tensor(g), ms_operand_number(0, MS_INT64)) : NULL;
+  ms_tensor_release(pos);
+  return r;
 }
 
 typedef struct clamp_ctx {
@@ -410,13 +400,13 @@ static double bound_in(ms_dtype dt, double v) {
   return back;
 }
 
-static ms_tensor *clamp_forward(ms_tensor *a, const double *min, const double *max) {
+ms_tensor *native_clamp(ms_tensor *a, const double *min, const double *max) {
   if (!min && !max) return ms_error(MS_ERR_ARG, "clamp: at least one of min and max must be given"), NULL;
   if (ms_tensor_check_data_any("clamp", a) != MS_OK) return NULL;
   ms_dtype rd = clamp_result_dtype(a, min, max), cd = ms_compute_dtype(rd);
   double lo_v = min ? bound_in(rd, *min) : 0, hi_v = max ? bound_in(rd, *max) : 0;
   const double *lo = min ? &lo_v : NULL, *hi = max ? &hi_v : NULL;
-  ms_tensor *in = ms_tensor_to_dtype(a, cd);
+  ms_tensor *in = native_to_dtype(a, cd);
   ms_tensor *out = in ? ms_tensor_new_empty_on(ms_tensor_device(a), a->ndim, a->shape, cd) : NULL;
   if (out && ms_tensor_device(a).type == MS_CUDA) {
     if (ms_cuda_clamp(cd, out, in, lo, hi) != MS_OK) ms_tensor_release(out), out = NULL;
@@ -431,22 +421,13 @@ static ms_tensor *clamp_forward(ms_tensor *a, const double *min, const double *m
   return cast_result(out, rd);
 }
 
-ms_tensor *ms_clamp(ms_tensor *a, const double *min, const double *max) {
-  bool prev = ms_grad_set_enabled(false);
-  ms_tensor *out = clamp_forward(a, min, max);
-  ms_grad_set_enabled(prev);
-  return ms_grad_record_clamp(a, min, max, out);
+ms_status native_clamp_check_(ms_tensor *a, const double *min, const double *max) {
+  return check_inplace_dtype("clamp", clamp_result_dtype(a, min, max), a);
 }
 
-ms_status ms_clamp_(ms_tensor *a, const double *lo, const double *hi) {
-  if (check_inplace_dtype("clamp", clamp_result_dtype(a, lo, hi), a) != MS_OK) return MS_ERR_ARG;
-  if (!ms_autograd_wants(1, &a)) return store_into(a, ms_clamp(a, lo, hi));
-  /* the node saves the input, which the write below would overwrite: clamp a copy */
-  if (ms_grad_check_inplace("clamp", a) != MS_OK) return MS_ERR_RUNTIME;
-  ms_tensor *src = ms_grad_inplace_original(a);
-  ms_tensor *out = src ? ms_clamp(src, lo, hi) : NULL;
-  ms_tensor_release(src);
-  return ms_grad_rebase_inplace("clamp", a, out);
+ms_status native_clamp_(ms_tensor *a, const double *min, const double *max) {
+  if (native_clamp_check_(a, min, max) != MS_OK) return MS_ERR_ARG;
+  return store_into(a, native_clamp(a, min, max));
 }
 
 typedef struct where_ctx {
@@ -473,7 +454,7 @@ static ms_status where_device(ms_tensor *cond, ms_tensor *a, ms_tensor *b) {
   return MS_OK;
 }
 
-static ms_tensor *where_forward(ms_tensor *cond, ms_operand a, ms_operand b) {
+ms_tensor *native_where(ms_tensor *cond, ms_operand a, ms_operand b) {
   if (where_device(cond, a.tensor, b.tensor) != MS_OK) return NULL;
   if (cond->dtype != MS_BOOL)
     return ms_error(MS_ERR_ARG, "where: condition must be a bool tensor, got %s", ms_dtype_name(cond->dtype)), NULL;
@@ -488,7 +469,7 @@ static ms_tensor *where_forward(ms_tensor *cond, ms_operand a, ms_operand b) {
     if (ms_broadcast_shapes("where", ndim, so_far, both[k]->ndim, both[k]->shape, &ndim, shape)) return NULL;
   }
   ms_dtype rd = common_dtype(a, b), cd = ms_compute_dtype(rd);
-  ms_tensor *pc = ms_tensor_expand(cond, ndim, shape);
+  ms_tensor *pc = native_expand(cond, ndim, shape);
   ms_tensor *pa = prepare_operand(a, cd, ndim, shape), *pb = prepare_operand(b, cd, ndim, shape);
   ms_tensor *out = pc && pa && pb ? ms_tensor_new_empty_on(ms_tensor_device(cond), ndim, shape, cd) : NULL;
   if (out && ms_tensor_device(cond).type == MS_CUDA) {
@@ -506,41 +487,31 @@ static ms_tensor *where_forward(ms_tensor *cond, ms_operand a, ms_operand b) {
   return cast_result(out, rd);
 }
 
-ms_tensor *ms_where(ms_tensor *cond, ms_operand a, ms_operand b) {
-  bool prev = ms_grad_set_enabled(false);
-  ms_tensor *out = where_forward(cond, a, b);
-  ms_grad_set_enabled(prev);
-  return ms_grad_record_where(cond, a, b, out);
-}
-
-ms_tensor *ms_masked_fill(ms_tensor *a, ms_tensor *mask, double value) {
+ms_tensor *native_masked_fill(ms_tensor *a, ms_tensor *mask, double value) {
   if (mask->dtype != MS_BOOL)
     return ms_error(MS_ERR_ARG, "masked_fill: mask must be a bool tensor, got %s", ms_dtype_name(mask->dtype)), NULL;
   if (ms_tensor_check_data_any("masked_fill", a) != MS_OK) return NULL; /* where checks the devices */
   /* Out of place, the mask may broadcast the tensor (a (3,) row under a (2, 3) mask), as in
    * PyTorch; the value takes the tensor's dtype. */
-  bool prev = ms_grad_set_enabled(false);
-  ms_tensor *out = where_forward(mask, ms_operand_number(value, a->dtype), ms_operand_tensor(a));
-  ms_grad_set_enabled(prev);
-  return ms_grad_record_masked_fill(a, mask, out);
+  return native_where(mask, ms_operand_number(value, a->dtype), ms_operand_tensor(a));
 }
 
-ms_status ms_masked_fill_(ms_tensor *a, ms_tensor *mask, double value) {
+ms_tensor *native_masked_fill_mask_(ms_tensor *a, ms_tensor *mask) {
   if (mask->dtype != MS_BOOL)
-    return ms_error(MS_ERR_ARG, "masked_fill_: mask must be a bool tensor, got %s", ms_dtype_name(mask->dtype));
-  ms_tensor *m = ms_tensor_expand(mask, a->ndim, a->shape);
+    return ms_error(MS_ERR_ARG, "masked_fill_: mask must be a bool tensor, got %s", ms_dtype_name(mask->dtype)), NULL;
+  ms_tensor *m = native_expand(mask, a->ndim, a->shape);
   if (!m) {
     char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
-    return ms_error(MS_ERR_ARG, "masked_fill_: mask of shape %s does not broadcast to the tensor's shape %s",
-                    ms_shape_str(mask->ndim, mask->shape, b1, sizeof b1), ms_shape_str(a->ndim, a->shape, b2, sizeof b2));
+    ms_error(MS_ERR_ARG, "masked_fill_: mask of shape %s does not broadcast to the tensor's shape %s",
+             ms_shape_str(mask->ndim, mask->shape, b1, sizeof b1), ms_shape_str(a->ndim, a->shape, b2, sizeof b2));
   }
-  /* under autograd the node saves only the mask, so a may be overwritten directly */
-  if (ms_autograd_wants(1, &a)) {
-    ms_tensor *out = ms_masked_fill(a, m, value);
-    ms_tensor_release(m);
-    return ms_grad_rebase_inplace("masked_fill", a, out);
-  }
-  ms_tensor *filled = ms_where(m, ms_operand_number(value, a->dtype), ms_operand_tensor(a));
+  return m;
+}
+
+ms_status native_masked_fill_(ms_tensor *a, ms_tensor *mask, double value) {
+  ms_tensor *m = native_masked_fill_mask_(a, mask);
+  if (!m) return MS_ERR_ARG;
+  ms_tensor *filled = native_where(m, ms_operand_number(value, a->dtype), ms_operand_tensor(a));
   ms_tensor_release(m);
   return store_into(a, filled);
 }
@@ -549,9 +520,9 @@ bool ms_equal(ms_tensor *a, ms_tensor *b) {
   if (a->ndim != b->ndim) return false;
   for (int d = 0; d < a->ndim; d++)
     if (a->shape[d] != b->shape[d]) return false;
-  ms_tensor *ne = ms_binary(MS_OP_NE, ms_operand_tensor(a), ms_operand_tensor(b));
+  ms_tensor *ne = native_binary(MS_OP_NE, ms_operand_tensor(a), ms_operand_tensor(b));
   if (!ne) return false;
-  ms_tensor *any = ms_reduce(MS_RED_MAX, ne, (ms_reduce_opts){.all = true});
+  ms_tensor *any = native_reduce(MS_RED_MAX, ne, (ms_reduce_opts){.all = true});
   bool equal = ms_tensor_numel(ne) == 0 || (any && ms_tensor_get_flat(any, 0) == 0);
   ms_tensor_release(any);
   ms_tensor_release(ne);

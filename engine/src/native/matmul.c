@@ -1,17 +1,15 @@
-/* ops_matmul.c: mm, bmm, matmul and addmm. float32 and float64 run on the packed GEMM with the
- * operands' own strides (a transposed view costs no copy); bfloat16 too where the CPU has
+/* native/matmul.c: mm, bmm, matmul and addmm. float32 and float64 run on the packed GEMM with
+ * the operands' own strides (a transposed view costs no copy); bfloat16 too where the CPU has
  * AVX-512 BF16 (float32 sums, rounded once); other 16-bit products compute in float32 copies;
- * integer dtypes use a plain exact loop. Under autograd mm, bmm and addmm record one node each
- * (computing with grad mode off); matmul records nothing itself: it is built from public ops
- * (unsqueeze, expand, reshape, mm, bmm, view, squeeze) that record their own nodes, run with
- * the caller's grad mode, so its gradient needs no formula of its own. */
+ * integer dtypes use a plain exact loop. matmul is composed of steps (unsqueeze, expand,
+ * reshape, mm, bmm, view, squeeze) handed in by its caller: the native ones here, the public
+ * ones (each recording its node) for the public matmul (autograd/grad_matmul.c). */
 #include <math.h>
 #include <string.h>
 
-#include "autograd/grad_util.h"
 #include "cuda/cuda_ops.h"
 #include "kernels/kernels.h"
-#include "moonshard/ops.h"
+#include "native/native.h"
 
 static ms_status check_same_dtype(const char *op, const ms_tensor *a, const ms_tensor *b) {
   if (a->dtype == b->dtype) return MS_OK;
@@ -73,13 +71,13 @@ static ms_status gemm2d_on_device(double alpha, ms_tensor *a, ms_tensor *b, doub
 /* bfloat16 on the CPU's bf16 GEMM: a and b are read in place, with their strides; the float32
  * sums go to a float32 C (a copy of c only when beta reads it) and are rounded once into c. */
 static ms_status gemm2d_bf16(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
-  ms_tensor *fc = beta != 0 ? ms_tensor_to_dtype(c, MS_FLOAT32)
+  ms_tensor *fc = beta != 0 ? native_to_dtype(c, MS_FLOAT32)
                             : ms_tensor_new_empty(2, c->shape, MS_FLOAT32);
   if (!fc) return MS_ERR_MEMORY;
   ms_k_gemm_bf16(a->shape[0], b->shape[1], a->shape[1], (float)alpha, ms_tensor_data(a),
                  a->strides[0], a->strides[1], ms_tensor_data(b), b->strides[0], b->strides[1],
                  (float)beta, ms_tensor_data(fc), fc->strides[0], fc->strides[1]);
-  ms_status st = ms_tensor_copy_(c, fc);
+  ms_status st = native_copy_(c, fc);
   ms_tensor_release(fc);
   return st;
 }
@@ -92,11 +90,11 @@ static ms_status gemm2d_any(double alpha, ms_tensor *a, ms_tensor *b, double bet
   if (!half || ms_tensor_device(c).type == MS_CUDA) return gemm2d_on_device(alpha, a, b, beta, c);
   if (a->dtype == MS_BFLOAT16 && ms_k_gemm_bf16_available())
     return gemm2d_bf16(alpha, a, b, beta, c);
-  ms_tensor *fa = ms_tensor_to_dtype(a, MS_FLOAT32), *fb = ms_tensor_to_dtype(b, MS_FLOAT32);
-  ms_tensor *fc = fa && fb ? ms_tensor_to_dtype(c, MS_FLOAT32) : NULL;
+  ms_tensor *fa = native_to_dtype(a, MS_FLOAT32), *fb = native_to_dtype(b, MS_FLOAT32);
+  ms_tensor *fc = fa && fb ? native_to_dtype(c, MS_FLOAT32) : NULL;
   ms_status st = fc ? MS_OK : MS_ERR_MEMORY;
   if (fc) st = gemm2d_on_device(alpha, fa, fb, beta, fc);
-  if (fc && st == MS_OK) st = ms_tensor_copy_(c, fc);
+  if (fc && st == MS_OK) st = native_copy_(c, fc);
   ms_tensor_release(fa), ms_tensor_release(fb), ms_tensor_release(fc);
   return st;
 }
@@ -115,7 +113,7 @@ static ms_status check_mm(const char *op, ms_tensor *a, ms_tensor *b) {
   return check_operands(op, a, b, NULL);
 }
 
-static ms_tensor *mm_impl(ms_tensor *a, ms_tensor *b) {
+ms_tensor *native_mm(ms_tensor *a, ms_tensor *b) {
   if (check_mm("mm", a, b) != MS_OK) return NULL;
   int64_t shape[2] = {a->shape[0], b->shape[1]};
   ms_tensor *c = ms_tensor_new_empty_on(ms_tensor_device(a), 2, shape, a->dtype);
@@ -123,7 +121,7 @@ static ms_tensor *mm_impl(ms_tensor *a, ms_tensor *b) {
   return c;
 }
 
-static ms_tensor *bmm_impl(ms_tensor *a, ms_tensor *b) {
+ms_tensor *native_bmm(ms_tensor *a, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
   if (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0] || a->shape[2] != b->shape[1])
     return ms_error(MS_ERR_ARG, "bmm: expected (b, n, k) and (b, k, m) batches, got shapes %s and %s",
@@ -132,7 +130,7 @@ static ms_tensor *bmm_impl(ms_tensor *a, ms_tensor *b) {
   int64_t shape[3] = {a->shape[0], a->shape[1], b->shape[2]};
   ms_tensor *c = ms_tensor_new_empty_on(ms_tensor_device(a), 3, shape, a->dtype);
   for (int64_t i = 0; c && i < shape[0]; i++) {
-    ms_tensor *ai = ms_tensor_select(a, 0, i), *bi = ms_tensor_select(b, 0, i), *ci = ms_tensor_select(c, 0, i);
+    ms_tensor *ai = native_select(a, 0, i), *bi = native_select(b, 0, i), *ci = native_select(c, 0, i);
     ms_status st = ai && bi && ci ? gemm2d_any(1, ai, bi, 0, ci) : MS_ERR_MEMORY;
     ms_tensor_release(ai), ms_tensor_release(bi), ms_tensor_release(ci);
     if (st != MS_OK) ms_tensor_release(c), c = NULL;
@@ -140,22 +138,8 @@ static ms_tensor *bmm_impl(ms_tensor *a, ms_tensor *b) {
   return c;
 }
 
-ms_tensor *ms_mm(ms_tensor *a, ms_tensor *b) {
-  bool prev = ms_grad_set_enabled(false); /* 16-bit operands are converted: not recorded */
-  ms_tensor *out = mm_impl(a, b);
-  ms_grad_set_enabled(prev);
-  return ms_grad_record_mm(a, b, out);
-}
-
-ms_tensor *ms_bmm(ms_tensor *a, ms_tensor *b) {
-  bool prev = ms_grad_set_enabled(false); /* the per-batch selects are not recorded */
-  ms_tensor *out = bmm_impl(a, b);
-  ms_grad_set_enabled(prev);
-  return ms_grad_record_bmm(a, b, out);
-}
-
 /* Broadcast batched product of a (..., n, k) and b (..., k, m), both at least 2-D. */
-static ms_tensor *batched_matmul(ms_tensor *a, ms_tensor *b) {
+static ms_tensor *batched_matmul(const native_matmul_steps *steps, ms_tensor *a, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
   int na = a->ndim - 2, nb = b->ndim - 2, nbatch = na > nb ? na : nb;
   int64_t batch[MS_MAX_DIMS], numel = 1;
@@ -176,46 +160,52 @@ static ms_tensor *batched_matmul(ms_tensor *a, ms_tensor *b) {
   int64_t shape_a[MS_MAX_DIMS], shape_b[MS_MAX_DIMS];
   memcpy(shape_a, batch, sizeof(int64_t) * nbatch), memcpy(shape_b, batch, sizeof(int64_t) * nbatch);
   shape_a[nbatch] = n, shape_a[nbatch + 1] = k, shape_b[nbatch] = k, shape_b[nbatch + 1] = m;
-  ms_tensor *ea = ms_tensor_expand(a, nbatch + 2, shape_a), *eb = ms_tensor_expand(b, nbatch + 2, shape_b);
-  ms_tensor *ra = ea ? ms_tensor_reshape(ea, 3, (int64_t[]){numel, n, k}) : NULL;
-  ms_tensor *rb = eb ? ms_tensor_reshape(eb, 3, (int64_t[]){numel, k, m}) : NULL;
-  ms_tensor *c = ra && rb ? ms_bmm(ra, rb) : NULL, *out = NULL;
+  ms_tensor *ea = steps->expand(a, nbatch + 2, shape_a), *eb = steps->expand(b, nbatch + 2, shape_b);
+  ms_tensor *ra = ea ? steps->reshape(ea, 3, (int64_t[]){numel, n, k}) : NULL;
+  ms_tensor *rb = eb ? steps->reshape(eb, 3, (int64_t[]){numel, k, m}) : NULL;
+  ms_tensor *c = ra && rb ? steps->bmm(ra, rb) : NULL, *out = NULL;
   if (c) {
     shape_a[nbatch + 1] = m;
-    out = ms_tensor_view(c, nbatch + 2, shape_a);
+    out = steps->view(c, nbatch + 2, shape_a);
   }
   ms_tensor_release(ea), ms_tensor_release(eb), ms_tensor_release(ra), ms_tensor_release(rb), ms_tensor_release(c);
   return out;
 }
 
-ms_tensor *ms_matmul(ms_tensor *a, ms_tensor *b) {
+ms_tensor *native_matmul_by(const native_matmul_steps *steps, ms_tensor *a, ms_tensor *b) {
   if (a->ndim == 0 || b->ndim == 0)
     return ms_error(MS_ERR_ARG, "matmul: both arguments need at least 1 dimension, got %d and %d",
                     a->ndim, b->ndim), NULL;
   if (check_same_dtype("matmul", a, b)) return NULL;
-  if (a->ndim == 2 && b->ndim == 2) return ms_mm(a, b);
+  if (a->ndim == 2 && b->ndim == 2) return steps->mm(a, b);
   /* 1-D operands become a row (left) or a column (right), removed again afterwards. */
-  ms_tensor *a2 = a->ndim == 1 ? ms_tensor_unsqueeze(a, 0) : (ms_tensor_retain(a), a);
-  ms_tensor *b2 = b->ndim == 1 ? ms_tensor_unsqueeze(b, 1) : (ms_tensor_retain(b), b);
-  ms_tensor *c = a2 && b2 ? (a2->ndim == 2 && b2->ndim == 2 ? ms_mm(a2, b2) : batched_matmul(a2, b2)) : NULL;
+  ms_tensor *a2 = a->ndim == 1 ? steps->unsqueeze(a, 0) : (ms_tensor_retain(a), a);
+  ms_tensor *b2 = b->ndim == 1 ? steps->unsqueeze(b, 1) : (ms_tensor_retain(b), b);
+  ms_tensor *c = a2 && b2 ? (a2->ndim == 2 && b2->ndim == 2 ? steps->mm(a2, b2) : batched_matmul(steps, a2, b2)) : NULL;
   ms_tensor_release(a2), ms_tensor_release(b2);
   if (c && b->ndim == 1) {
-    ms_tensor *s = ms_tensor_squeeze(c, -1);
+    ms_tensor *s = steps->squeeze(c, -1);
     ms_tensor_release(c), c = s;
   }
   if (c && a->ndim == 1) {
-    ms_tensor *s = ms_tensor_squeeze(c, b->ndim == 1 ? -1 : -2);
+    ms_tensor *s = steps->squeeze(c, b->ndim == 1 ? -1 : -2);
     ms_tensor_release(c), c = s;
   }
   return c;
 }
 
-static ms_tensor *addmm_impl(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha) {
+static const native_matmul_steps native_steps = {
+    .mm = native_mm, .bmm = native_bmm, .unsqueeze = native_unsqueeze, .squeeze = native_squeeze,
+    .expand = native_expand, .reshape = native_reshape, .view = native_view};
+
+ms_tensor *native_matmul(ms_tensor *a, ms_tensor *b) { return native_matmul_by(&native_steps, a, b); }
+
+ms_tensor *native_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha) {
   if (check_mm("addmm", a, b) != MS_OK || check_same_dtype("addmm", c, a) != MS_OK ||
       check_operands("addmm", a, b, c) != MS_OK)
     return NULL;
   int64_t shape[2] = {a->shape[0], b->shape[1]};
-  ms_tensor *bc = ms_tensor_expand(c, 2, shape);
+  ms_tensor *bc = native_expand(c, 2, shape);
   if (!bc) {
     char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
     return ms_error(MS_ERR_ARG, "addmm: input of shape %s does not broadcast to the product's shape %s",
@@ -227,18 +217,11 @@ static ms_tensor *addmm_impl(ms_tensor *c, ms_tensor *a, ms_tensor *b, double be
   /* out = beta * c, then the GEMM accumulates alpha * a @ b into it. */
   ms_tensor *out = ms_tensor_new_empty_on(ms_tensor_device(a), 2, shape, a->dtype);
   ms_status st = out ? MS_OK : MS_ERR_MEMORY;
-  if (st == MS_OK) st = beta == 0 ? ms_tensor_zero_(out) : ms_tensor_copy_(out, bc);
+  if (st == MS_OK) st = beta == 0 ? native_zero_(out) : native_copy_(out, bc);
   if (st == MS_OK && beta != 0 && beta != 1)
-    st = ms_binary_(MS_OP_MUL, out, ms_operand_number(beta, integral ? MS_INT64 : MS_FLOAT64));
+    st = native_binary_(MS_OP_MUL, out, ms_operand_number(beta, integral ? MS_INT64 : MS_FLOAT64));
   if (st == MS_OK) st = gemm2d_any(alpha, a, b, 1, out);
   ms_tensor_release(bc);
   if (st != MS_OK) ms_tensor_release(out), out = NULL;
   return out;
-}
-
-ms_tensor *ms_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha) {
-  bool prev = ms_grad_set_enabled(false);
-  ms_tensor *out = addmm_impl(c, a, b, beta, alpha);
-  ms_grad_set_enabled(prev);
-  return ms_grad_record_addmm(c, a, b, beta, alpha, out);
 }

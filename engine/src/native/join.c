@@ -1,23 +1,13 @@
-/* tensor_join.c: splitting a tensor into views (split, chunk) and joining tensors into a new
- * one (cat, stack). Under autograd each piece of a split records its own SplitBackward0 (its
- * gradient is embedded back at its offset); cat and stack record one node over all inputs. */
+/* native/join.c: splitting a tensor into views (split, chunk) and joining tensors into a new
+ * one (cat, stack). The public ops, which record the nodes, are autograd/grad_join.c's. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/grad_util.h"
 #include "moonshard/checked.h"
-#include "moonshard/tensor.h"
+#include "native/native.h"
 
-/* Piece [start, start + len) of dim as a view recorded as a piece of a split. */
-static ms_tensor *split_piece(ms_tensor *t, int dim, int64_t start, int64_t len) {
-  bool prev = ms_grad_set_enabled(false);
-  ms_tensor *p = ms_tensor_narrow(t, dim, start, len);
-  ms_grad_set_enabled(prev);
-  return ms_grad_record_narrow("SplitBackward0", t, dim, start, len, p);
-}
-
-ms_tensor **ms_tensor_split(ms_tensor *t, int64_t size, int dim, int *count) {
+ms_tensor **native_split(ms_tensor *t, int64_t size, int dim, int *count) {
   if (ms_dim_normalize("split", "dim", dim, t->ndim, &dim) != MS_OK) return NULL;
   if (t->ndim == 0) return ms_error(MS_ERR_ARG, "split: cannot split a 0-dim tensor"), NULL;
   if (size <= 0) return ms_error(MS_ERR_ARG, "split: split_size must be positive, got %lld", (long long)size), NULL;
@@ -30,7 +20,7 @@ ms_tensor **ms_tensor_split(ms_tensor *t, int64_t size, int dim, int *count) {
   if (!parts) return ms_error(MS_ERR_MEMORY, "split: out of memory"), NULL;
   for (int i = 0; i < n; i++) {
     int64_t start = (int64_t)i * size, len = total - start < size ? total - start : size;
-    if (!(parts[i] = split_piece(t, dim, start, len))) {
+    if (!(parts[i] = native_narrow(t, dim, start, len))) {
       while (i--) ms_tensor_release(parts[i]);
       free(parts);
       return NULL;
@@ -40,17 +30,17 @@ ms_tensor **ms_tensor_split(ms_tensor *t, int64_t size, int dim, int *count) {
   return parts;
 }
 
-ms_tensor **ms_tensor_chunk(ms_tensor *t, int chunks, int dim, int *count) {
+ms_tensor **native_chunk(ms_tensor *t, int chunks, int dim, int *count) {
   if (chunks <= 0) return ms_error(MS_ERR_ARG, "chunk: chunks must be positive, got %d", chunks), NULL;
   if (ms_dim_normalize("chunk", "dim", dim, t->ndim, &dim) != MS_OK) return NULL;
   if (t->ndim == 0) return ms_error(MS_ERR_ARG, "chunk: cannot chunk a 0-dim tensor"), NULL;
   int64_t size = (t->shape[dim] + chunks - 1) / chunks;
-  if (size > 0) return ms_tensor_split(t, size, dim, count);
+  if (size > 0) return native_split(t, size, dim, count);
   /* An empty dim gives `chunks` empty pieces, as torch.chunk does. */
   ms_tensor **parts = calloc((size_t)chunks, sizeof *parts);
   if (!parts) return ms_error(MS_ERR_MEMORY, "chunk: out of memory"), NULL;
   for (int i = 0; i < chunks; i++) {
-    if (!(parts[i] = split_piece(t, dim, 0, 0))) {
+    if (!(parts[i] = native_narrow(t, dim, 0, 0))) {
       while (i--) ms_tensor_release(parts[i]);
       free(parts);
       return NULL;
@@ -79,7 +69,7 @@ static ms_status check_cat_inputs(ms_tensor *const *ts, int n, int dim, ms_dtype
   return MS_OK;
 }
 
-static ms_tensor *cat_impl(ms_tensor *const *ts, int n, int dim) {
+ms_tensor *native_cat(ms_tensor *const *ts, int n, int dim) {
   if (n <= 0) return ms_error(MS_ERR_ARG, "cat: expected a non-empty list of tensors"), NULL;
   for (int i = 0; i < n; i++)
     if (ts[i]->ndim == 0)
@@ -97,8 +87,8 @@ static ms_tensor *cat_impl(ms_tensor *const *ts, int n, int dim) {
   ms_tensor *out = ms_tensor_new_empty_on(ms_tensor_device(ts[0]), ts[0]->ndim, shape, dt);
   int64_t at = 0;
   for (int i = 0; out && i < n; i++) {
-    ms_tensor *slot = ms_tensor_narrow(out, dim, at, ts[i]->shape[dim]);
-    ms_status st = slot ? ms_tensor_copy_(slot, ts[i]) : MS_ERR_MEMORY;
+    ms_tensor *slot = native_narrow(out, dim, at, ts[i]->shape[dim]);
+    ms_status st = slot ? native_copy_(slot, ts[i]) : MS_ERR_MEMORY;
     ms_tensor_release(slot);
     if (st != MS_OK) ms_tensor_release(out), out = NULL;
     at += ts[i]->shape[dim];
@@ -106,7 +96,7 @@ static ms_tensor *cat_impl(ms_tensor *const *ts, int n, int dim) {
   return out;
 }
 
-static ms_tensor *stack_impl(ms_tensor *const *ts, int n, int dim) {
+ms_tensor *native_stack(ms_tensor *const *ts, int n, int dim) {
   if (n <= 0) return ms_error(MS_ERR_ARG, "stack: expected a non-empty list of tensors"), NULL;
   if (ts[0]->ndim >= MS_MAX_DIMS)
     return ms_error(MS_ERR_ARG, "stack: the result would have %d dimensions, at most %d are allowed",
@@ -126,27 +116,9 @@ static ms_tensor *stack_impl(ms_tensor *const *ts, int n, int dim) {
   ms_tensor *out = NULL;
   int made = 0;
   for (; made < n; made++)
-    if (!(views[made] = ms_tensor_unsqueeze(ts[made], dim))) break;
-  if (made == n) out = cat_impl(views, n, dim);
+    if (!(views[made] = native_unsqueeze(ts[made], dim))) break;
+  if (made == n) out = native_cat(views, n, dim);
   for (int i = 0; i < made; i++) ms_tensor_release(views[i]);
   free(views);
   return out;
-}
-
-/* The joins compute with grad mode off (the copies into the result must not record) and record
- * one node; dim is normalised here, after the impl has accepted it. */
-ms_tensor *ms_tensor_cat(ms_tensor *const *ts, int n, int dim) {
-  bool prev = ms_grad_set_enabled(false);
-  ms_tensor *out = cat_impl(ts, n, dim);
-  ms_grad_set_enabled(prev);
-  if (out && dim < 0) dim += out->ndim;
-  return ms_grad_record_cat(ts, n, dim, out);
-}
-
-ms_tensor *ms_tensor_stack(ms_tensor *const *ts, int n, int dim) {
-  bool prev = ms_grad_set_enabled(false);
-  ms_tensor *out = stack_impl(ts, n, dim);
-  ms_grad_set_enabled(prev);
-  if (out && dim < 0) dim += out->ndim;
-  return ms_grad_record_stack(ts, n, dim, out);
 }
