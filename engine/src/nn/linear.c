@@ -1,6 +1,6 @@
-/* linear.c: the native linear, y = x @ w^T + b, on the packed GEMM. w^T, the gradient's transpose and any
- * transposed view of x are passed as strides, never copied; only a >2-D x that is not
- * contiguous is copied once, to flatten its leading dims. bfloat16 operands on a CPU with
+/* linear.c: the native linear, y = x @ w^T + b, on the packed GEMM. w^T, the gradient's
+ * transpose and any transposed view of x are passed as strides, never copied; only a >2-D x
+ * that is not contiguous is copied once, to flatten its leading dims. bfloat16 operands on a CPU with
  * AVX-512 BF16 run the bfloat16 GEMM (float32 sums, one rounding of each result), the way
  * FSDP's bfloat16 mixed precision computes; other 16-bit cases are widened to float32. */
 #include "nn/nn_internal.h"
@@ -52,13 +52,8 @@ bool native_linear_bf16(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
          ms_tensor_device(x).type == MS_CPU && ms_k_gemm_bf16_available();
 }
 
-/* t (of acc_dtype(dt)) rounded to dt, taking t over (a local result); NULL passes through. */
-static ms_tensor *round_to(ms_tensor *t, ms_dtype dt) {
-  if (!t || t->dtype == dt) return t;
-  ms_tensor *r = native_to_dtype(t, dt);
-  ms_tensor_release(t);
-  return r;
-}
+/* t (of acc_dtype(dt)) rounded to dt (t itself when it is already); NULL passes through. */
+static ms_tensor *rounded(ms_tensor *t, ms_dtype dt) { return t ? native_to_dtype(t, dt) : NULL; }
 
 static ms_status check_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
@@ -87,16 +82,17 @@ ms_status native_linear_backward(ms_tensor *x, ms_tensor *w, ms_tensor *grad_out
   if (st == MS_OK && need[0]) {
     ms_tensor *gx = cuda ? mm_t(g2, false, w, false) : ms_tensor_new_empty(2, (int64_t[]){M, in}, acc_dtype(dt));
     if (gx && !cuda) gemm(dt, M, in, out, mat_of(g2), mat_of(w), 0, mat_of(gx));
-    gx = round_to(gx, dt);
-    grad_in[0] = gx ? native_reshape(gx, x->ndim, x->shape) : NULL;
-    ms_tensor_release(gx);
+    ms_tensor *gr = rounded(gx, dt);
+    grad_in[0] = gr ? native_reshape(gr, x->ndim, x->shape) : NULL;
+    ms_tensor_release(gx), ms_tensor_release(gr);
     if (!grad_in[0]) st = MS_ERR_MEMORY;
   }
   if (st == MS_OK && need[1]) {
     ms_tensor *gw = cuda ? mm_t(g2, true, x2, false) : ms_tensor_new_empty(2, w->shape, acc_dtype(dt));
     if (gw && !cuda) gemm(dt, out, in, M, mat_t(g2), mat_of(x2), 0, mat_of(gw));
-    gw = round_to(gw, dt);
-    if (!(grad_in[1] = gw)) st = MS_ERR_MEMORY;
+    grad_in[1] = rounded(gw, dt);
+    ms_tensor_release(gw);
+    if (!grad_in[1]) st = MS_ERR_MEMORY;
   }
   if (st == MS_OK && need[2] &&
       !(grad_in[2] = native_reduce(MS_RED_SUM, g2, (ms_reduce_opts){.dim = 0})))
@@ -124,11 +120,11 @@ static ms_tensor *linear_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   }
   if (st == MS_OK && ms_tensor_device(x).type == MS_CPU)
     gemm(x->dtype, M, w->shape[0], w->shape[1], mat_of(x2), mat_t(w), b ? 1 : 0, mat_of(y));
-  if (st == MS_OK && !(y = round_to(y, x->dtype))) st = MS_ERR_MEMORY;
+  ms_tensor *yr = st == MS_OK ? rounded(y, x->dtype) : NULL;
   for (int d = 0; d < x->ndim - 1; d++) shape[d] = x->shape[d];
   shape[x->ndim - 1] = w->shape[0];
-  ms_tensor *out = st == MS_OK ? native_view(y, x->ndim, shape) : NULL;
-  ms_tensor_release(x2), ms_tensor_release(y);
+  ms_tensor *out = yr ? native_view(yr, x->ndim, shape) : NULL;
+  ms_tensor_release(x2), ms_tensor_release(y), ms_tensor_release(yr);
   return out;
 }
 
