@@ -1,6 +1,7 @@
 /* grad_activation.c: the public GELU and SiLU (nn_ops.h): the native op, and a node that saves
  * the input and differentiates through the native backward. */
 #include "grad_nn.h"
+#include "moonshard/nn_ops.h"
 
 /* A switch without a default: a new ms_k_act fails the build here until it is named. */
 static const char *act_node(ms_k_act act) {

@@ -1,6 +1,7 @@
 /* grad_conv.c: the public conv2d (nn_conv.h): 16-bit operands widened where no native bfloat16
  * path runs, the native op, and its node ConvolutionBackward0. */
 #include "grad_nn.h"
+#include "moonshard/nn_conv.h"
 
 /* ints = stride (2), padding (2), dilation (2), groups; slots 0 = x, 1 = w. */
 static ms_status conv_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {

@@ -1,6 +1,7 @@
 /* grad_dropout.c: the public dropout (nn_ops.h): the native op, and a node that keeps the mask
  * and scales the gradient with it. */
 #include "grad_nn.h"
+#include "moonshard/nn_ops.h"
 
 /* scalars[0] = 1 / (1 - p); slot 0 = the mask. */
 static ms_status dropout_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {

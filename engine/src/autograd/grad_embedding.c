@@ -1,6 +1,7 @@
 /* grad_embedding.c: the public embedding (nn_ops.h): the native op, and a node that keeps the
  * indices and scatters the gradient back into the weight's rows. */
 #include "grad_nn.h"
+#include "moonshard/nn_ops.h"
 
 /* ints[0] = padding_idx, ints[1] = index base; slot 0 = the indices (contiguous). */
 static ms_status embedding_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {

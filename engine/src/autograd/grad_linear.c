@@ -1,6 +1,7 @@
 /* grad_linear.c: the public linear (nn_ops.h): the native op, and a node (MmBackward0 or
  * AddmmBackward0, as PyTorch names it) that differentiates through the native backward. */
 #include "grad_nn.h"
+#include "moonshard/nn_ops.h"
 
 /* inputs {x, w, b}; slots 0 = x, 1 = w. */
 static ms_status linear_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {

@@ -1,6 +1,7 @@
 /* grad_loss.c: the public nll_loss, cross_entropy and mse_loss (nn_ops.h): the native ops and
  * their nodes. */
 #include "grad_nn.h"
+#include "moonshard/nn_ops.h"
 
 /* Node layout shared by nll_loss and cross_entropy: slot 0 = target (contiguous), 1 = weight or
  * empty, 2 = log-probabilities (cross_entropy only) or empty, 3 = the weight sum a GPU mean

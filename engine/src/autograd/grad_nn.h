@@ -5,8 +5,6 @@
 #define MS_GRAD_NN_H
 
 #include "grad_util.h"
-#include "moonshard/nn_conv.h"
-#include "moonshard/nn_ops.h"
 #include "nn/nn_internal.h"
 #include "nn/nn_native.h"
 

@@ -1,6 +1,7 @@
 /* grad_normalization.c: the public layer_norm and batch_norm (nn_ops.h): the native ops and
  * their nodes, which keep the statistics the forward computed. */
 #include "grad_nn.h"
+#include "moonshard/nn_ops.h"
 
 /* Slots of both nodes: 0 = x (contiguous), 1 = weight or empty, 2 = mean, 3 = inverse std. */
 static bool load(ms_node *n, native_norm_saved *s) {

@@ -1,6 +1,7 @@
 /* grad_pool.c: the public max_pool2d, avg_pool2d and adaptive_avg_pool2d (nn_conv.h): the native
  * ops and their nodes, which keep the checked geometry (and max pooling's indices). */
 #include "grad_nn.h"
+#include "moonshard/nn_conv.h"
 
 /* Node ints: [0, 4) the input's shape, then the geometry (planes, h, w, oh, ow, kh, kw, sh, sw,
  * ph, pw, dh, dw) at [4, 17), then the average pools' [17] kind (0 avg_pool2d, 1 adaptive) and

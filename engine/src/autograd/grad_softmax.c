@@ -1,6 +1,7 @@
 /* grad_softmax.c: the public softmax and log_softmax (nn_ops.h): the native op, and a node
  * that differentiates from the saved output. */
 #include "grad_nn.h"
+#include "moonshard/nn_ops.h"
 
 /* ints[0] = dim, ints[1] = log; slot 0 = the output, saved detached: saving the output itself
  * would make it and its grad_fn own each other. */

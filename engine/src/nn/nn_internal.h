@@ -13,9 +13,6 @@
 /* The kernels' name for a float dtype (the enums share their order). */
 static inline ms_k_dtype ms_nn_kdtype(ms_dtype dt) { return (ms_k_dtype)dt; }
 
-/* The public name of a kernel activation ("gelu" for both GELUs), or of its backward
- * ("gelu backward"), for errors (activation.c). */
-const char *ms_nn_act_name(ms_k_act act, bool backward);
 /* MS_OK when t is a readable float32/float64 tensor; else "op: arg must be float32 or float64". */
 ms_status ms_nn_check_float(const char *op, const char *arg, const ms_tensor *t);
 /* The same for ops with a CUDA kernel: t may be on any device. */
