@@ -211,11 +211,11 @@ static int64_t first_non_probability(const double *v, int64_t n) {
 /* p as a new contiguous float64 tensor on p's device whose values are all probabilities, or
  * NULL. A CUDA p is checked through one host copy, so the error can name the bad value. */
 static ms_tensor *probabilities(ms_tensor *p) {
-  ms_tensor *d = ms_tensor_to_dtype(p, MS_FLOAT64);
-  ms_tensor *c = d ? ms_tensor_contiguous(d) : NULL;
+  ms_tensor *d = native_to_dtype(p, MS_FLOAT64);
+  ms_tensor *c = d ? native_contiguous(d) : NULL;
   ms_tensor_release(d);
   if (!c) return NULL;
-  ms_tensor *host = ms_tensor_to_device(c, (ms_device){MS_CPU, 0}); /* c itself when on the CPU */
+  ms_tensor *host = native_to_device(c, (ms_device){MS_CPU, 0}); /* c itself when on the CPU */
   if (!host) return ms_tensor_release(c), NULL;
   const double *v = ms_tensor_data(host);
   int64_t bad = first_non_probability(v, ms_tensor_numel(host));
@@ -250,7 +250,7 @@ ms_tensor *ms_tensor_new_bernoulli(ms_tensor *p) {
   if (!prob) return NULL;
   ms_tensor *bits = ms_tensor_new_empty_on(ms_tensor_device(p), p->ndim, p->shape, MS_UINT8);
   ms_tensor *out = NULL;
-  if (bits && draw_bits(prob, bits) == MS_OK) out = ms_tensor_to_dtype(bits, p->dtype);
+  if (bits && draw_bits(prob, bits) == MS_OK) out = native_to_dtype(bits, p->dtype);
   ms_tensor_release(bits);
   ms_tensor_release(prob);
   return out;
@@ -310,7 +310,7 @@ static ms_tensor *randperm(int64_t n, ms_dtype dt, bool seeded, uint64_t seed) {
     ms_error(MS_ERR_MEMORY, "randperm: out of memory for %lld sort keys", (long long)n);
     return NULL;
   }
-  ms_tensor *out = ms_tensor_to_dtype(idx, dt);
+  ms_tensor *out = native_to_dtype(idx, dt);
   ms_tensor_release(idx);
   return out;
 }

@@ -6,7 +6,7 @@
 
 #include "kernels/kernels.h"
 #include "moonshard/checked.h"
-#include "moonshard/tensor.h"
+#include "moonshard/tensor_core.h"
 #include "tensor_internal.h"
 
 /* Frees a tensor's autograd state; installed by autograd (it is above the tensor core) before

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "moonshard/cuda.h"
-#include "moonshard/tensor.h"
+#include "moonshard/tensor_core.h"
 
 const char *ms_device_str(ms_device d, char *buf, size_t len) {
   if (d.type == MS_CPU) snprintf(buf, len, "cpu");

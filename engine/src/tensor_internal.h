@@ -3,7 +3,7 @@
 #ifndef MS_TENSOR_INTERNAL_H
 #define MS_TENSOR_INTERNAL_H
 
-#include "moonshard/tensor.h"
+#include "moonshard/tensor_core.h"
 
 /* A contiguous uninitialised tensor on `dev`; `op` names the factory in errors. */
 ms_tensor *ms_tensor_new_contiguous_on(ms_device dev, const char *op, int ndim, const int64_t *shape, ms_dtype dt);

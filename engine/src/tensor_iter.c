@@ -117,10 +117,6 @@ ms_status ms_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, 
   return MS_OK;
 }
 
-ms_tensor *ms_broadcast_to(ms_tensor *t, int ndim, const int64_t *shape) {
-  return ms_tensor_expand(t, ndim, shape);
-}
-
 ms_dtype ms_compute_dtype(ms_dtype dt) {
   switch (dt) {
   case MS_FLOAT64: return MS_FLOAT64;

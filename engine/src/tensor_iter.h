@@ -4,7 +4,7 @@
 #ifndef MS_TENSOR_ITER_H
 #define MS_TENSOR_ITER_H
 
-#include "moonshard/tensor.h"
+#include "moonshard/tensor_core.h"
 
 #define MS_ITER_MAX_OPS 4
 
@@ -29,8 +29,6 @@ int64_t ms_iter_numel(const ms_iter *it);
 /* Broadcasting: the common shape of a and b; an error naming `op` if they do not broadcast. */
 ms_status ms_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
                               int *nout, int64_t *out);
-/* A view of t expanded to (ndim, shape) with stride 0 on broadcast dims (new reference). */
-ms_tensor *ms_broadcast_to(ms_tensor *t, int ndim, const int64_t *shape);
 
 /* The dtype the kernels compute in for values of dtype dt: float32, float64 or int64. */
 ms_dtype ms_compute_dtype(ms_dtype dt);

@@ -7,6 +7,7 @@
 
 #include "autograd_internal.h"
 #include "moonshard/ops.h"
+#include "native/native.h"
 
 static atomic_ullong walk_counter;
 
@@ -128,25 +129,22 @@ static ms_status discover(ms_node *root, uint64_t walk, node_list *visited) {
   return st;
 }
 
-/* Adds grad (taken over) into the node's buffer for output k, checking its shape. */
+/* Adds grad into the node's buffer for output k, checking its shape. */
 static ms_status buffer_add(ms_node *from, int input, ms_node *to, int k, ms_tensor *grad) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
   bool same = grad->ndim == to->out_ndim[k] &&
               memcmp(grad->shape, to->out_shape[k], sizeof(int64_t) * (size_t)grad->ndim) == 0;
-  if (!same) {
-    ms_status st = ms_error(MS_ERR_RUNTIME, "backward: %s returned a gradient of shape %s for its "
-                            "input %d, which has shape %s", from->name,
-                            ms_shape_str(grad->ndim, grad->shape, b1, sizeof b1), input + 1,
-                            ms_shape_str(to->out_ndim[k], to->out_shape[k], b2, sizeof b2));
-    ms_tensor_release(grad);
-    return st;
-  }
+  if (!same)
+    return ms_error(MS_ERR_RUNTIME, "backward: %s returned a gradient of shape %s for its "
+                    "input %d, which has shape %s", from->name,
+                    ms_shape_str(grad->ndim, grad->shape, b1, sizeof b1), input + 1,
+                    ms_shape_str(to->out_ndim[k], to->out_shape[k], b2, sizeof b2));
   if (!to->grad_buf[k]) {
+    ms_tensor_retain(grad);
     to->grad_buf[k] = grad;
     return MS_OK;
   }
-  ms_tensor *sum = ms_binary(MS_OP_ADD, ms_operand_tensor(to->grad_buf[k]), ms_operand_tensor(grad));
-  ms_tensor_release(grad);
+  ms_tensor *sum = native_binary(MS_OP_ADD, ms_operand_tensor(to->grad_buf[k]), ms_operand_tensor(grad));
   if (!sum) return MS_ERR_MEMORY;
   ms_tensor_release(to->grad_buf[k]);
   to->grad_buf[k] = sum;
@@ -176,13 +174,10 @@ static ms_status run_node(ms_node *n, node_list *ready, bool retain_graph) {
   for (int k = 0; k < MS_NODE_MAX_OUTPUTS; k++) ms_tensor_release(grad_out[k]);
   for (int i = 0; i < n->num_inputs; i++) {
     ms_edge e = n->next[i];
-    if (!e.node) {
-      ms_tensor_release(grad_in ? grad_in[i] : NULL);
-      continue;
-    }
-    if (st == MS_OK && grad_in[i]) st = buffer_add(n, i, e.node, e.input_nr, grad_in[i]);
-    else if (grad_in) ms_tensor_release(grad_in[i]);
-    if (st == MS_OK && --e.node->dependencies == 0) st = heap_push(ready, e.node);
+    ms_tensor *g = grad_in ? grad_in[i] : NULL;
+    if (e.node && st == MS_OK && g) st = buffer_add(n, i, e.node, e.input_nr, g);
+    ms_tensor_release(g); /* the buffer keeps its own reference */
+    if (e.node && st == MS_OK && --e.node->dependencies == 0) st = heap_push(ready, e.node);
   }
   free(grad_in);
   if (!retain_graph) ms_node_release_saved(n);
@@ -202,7 +197,7 @@ static ms_tensor *root_gradient(ms_tensor *root, ms_tensor *grad) {
     return ms_error(MS_ERR_ARG, "backward: grad has shape %s but the tensor has shape %s",
                     ms_shape_str(grad->ndim, grad->shape, b1, sizeof b1),
                     ms_shape_str(root->ndim, root->shape, b2, sizeof b2)), NULL;
-  return ms_tensor_to_dtype(grad, root->dtype);
+  return native_to_dtype(grad, root->dtype);
 }
 
 ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph) {

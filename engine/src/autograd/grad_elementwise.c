@@ -1,9 +1,11 @@
 /* grad_elementwise.c: the public binary elementwise ops (ms_binary, ms_binary_): the native op,
- * then the node; and their derivatives, computed with the native ops and reduced to each
- * input's broadcast shape with ms_grad_sum_to. */
+ * then the node; their derivatives, computed with the native ops and reduced to each input's
+ * broadcast shape with ms_grad_sum_to; and the whole-tensor comparisons (ms_equal,
+ * ms_allclose), public ops that record nothing. */
 #include <math.h>
 
 #include "grad_util.h"
+#include "tensor_iter.h"
 
 static const char *binary_node_names[MS_BINARY_OP_COUNT] = {
     "AddBackward0", "SubBackward0", "MulBackward0", "DivBackward0", "PowBackward0",
@@ -176,4 +178,50 @@ ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
   if (!ms_autograd_wants(2, (ms_tensor *[]){a, b.tensor})) return native_binary_(op, a, b);
   if (native_binary_check_(op, a, b) != MS_OK) return MS_ERR_ARG;
   return binary_inplace_grad(op, a, b);
+}
+
+/* ---- whole-tensor comparisons: public, with a bool answer (nothing to record) ---------------- */
+
+bool ms_equal(ms_tensor *a, ms_tensor *b) {
+  if (a->ndim != b->ndim) return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d]) return false;
+  ms_tensor *ne = native_binary(MS_OP_NE, ms_operand_tensor(a), ms_operand_tensor(b));
+  if (!ne) return false;
+  ms_tensor *any = native_reduce(MS_RED_MAX, ne, (ms_reduce_opts){.all = true});
+  bool equal = ms_tensor_numel(ne) == 0 || (any && ms_tensor_get_flat(any, 0) == 0);
+  ms_tensor_release(any);
+  ms_tensor_release(ne);
+  return equal;
+}
+
+/* t as float64 broadcast to (ndim, shape) (new reference). */
+static ms_tensor *as_float64(ms_tensor *t, int ndim, const int64_t *shape) {
+  ms_tensor *d = native_to_dtype(t, MS_FLOAT64);
+  ms_tensor *e = d ? native_expand(d, ndim, shape) : NULL;
+  ms_tensor_release(d);
+  return e;
+}
+
+ms_status ms_allclose(ms_tensor *a, ms_tensor *b, double rtol, double atol, bool *out) {
+  int ndim;
+  *out = false;
+  if (a->dtype != b->dtype) /* as PyTorch: comparing across dtypes is more likely a slip */
+    return ms_error(MS_ERR_ARG, "allclose: expected both tensors to have the same dtype, got %s and %s",
+                    ms_dtype_name(a->dtype), ms_dtype_name(b->dtype));
+  int64_t shape[MS_MAX_DIMS];
+  if (ms_broadcast_shapes("allclose", a->ndim, a->shape, b->ndim, b->shape, &ndim, shape)) return MS_ERR_ARG;
+  ms_tensor *da = as_float64(a, ndim, shape), *db = as_float64(b, ndim, shape);
+  ms_status st = da && db ? MS_OK : MS_ERR_MEMORY;
+  *out = true;
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= shape[d];
+  for (int64_t i = 0; st == MS_OK && i < n && *out; i++) {
+    double x = ms_tensor_get_flat(da, i), y = ms_tensor_get_flat(db, i);
+    /* infinities must match exactly: inf - (-inf) is within rtol * inf */
+    *out = x == y || (isfinite(x) && isfinite(y) && fabs(x - y) <= atol + rtol * fabs(y));
+  }
+  ms_tensor_release(da);
+  ms_tensor_release(db);
+  return st;
 }

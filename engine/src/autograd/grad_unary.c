@@ -34,7 +34,7 @@ static ms_tensor *grad_with(ms_tensor *g, ms_binary_op op, ms_tensor *t) {
 /* ---- unary ops ------------------------------------------------------------------------------ */
 
 /* Ops whose derivative reads the input (the others read the result, or nothing). */
-bool ms_grad_unary_reads_input(ms_unary_op op) {
+static bool reads_input(ms_unary_op op) {
   switch (op) {
   case MS_OP_ABS: case MS_OP_LOG: case MS_OP_SIN: case MS_OP_COS: case MS_OP_LOG1P:
   case MS_OP_SQUARE: return true;
@@ -108,9 +108,9 @@ static ms_status record_unary(ms_unary_op op, ms_tensor *a, ms_tensor *out) {
   ms_node *n = ms_node_new(unary_node_names[op], unary_backward, 1, &a);
   if (!n) return MS_ERR_MEMORY;
   n->ints[0] = op;
-  if (ms_grad_unary_reads_input(op)) ms_node_save(n, a);
+  if (reads_input(op)) ms_node_save(n, a);
   else if (unary_reads_result(op)) save_result(n, out);
-  if ((ms_grad_unary_reads_input(op) || unary_reads_result(op)) && n->num_saved == 0) {
+  if ((reads_input(op) || unary_reads_result(op)) && n->num_saved == 0) {
     ms_node_release(n);
     return MS_ERR_MEMORY; /* the detach failed and said why */
   }
@@ -130,9 +130,9 @@ ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a) {
 static ms_status unary_inplace_grad(ms_unary_op op, ms_tensor *a) {
   const char *name = ms_unary_op_name(op);
   if (ms_grad_check_inplace(name, a) != MS_OK) return MS_ERR_RUNTIME;
-  if (!ms_grad_unary_reads_input(op) && !a->grad_base && native_unary_over_itself(op, a))
+  if (!reads_input(op) && !a->grad_base && native_unary_over_itself(op, a))
     return record_unary(op, a, a);
-  ms_tensor *src = ms_grad_unary_reads_input(op) ? ms_grad_inplace_original(a) : (ms_tensor_retain(a), a);
+  ms_tensor *src = reads_input(op) ? ms_grad_inplace_original(a) : (ms_tensor_retain(a), a);
   ms_tensor *out = src ? ms_unary(op, src) : NULL;
   ms_tensor_release(src);
   ms_status st = ms_grad_rebase_inplace(name, a, out);
@@ -144,18 +144,6 @@ ms_status ms_unary_(ms_unary_op op, ms_tensor *a) {
   if (!ms_autograd_wants(1, &a)) return native_unary_(op, a);
   ms_status st = native_unary_check_(op, a);
   return st == MS_OK ? unary_inplace_grad(op, a) : st;
-}
-
-/* An in-place op under autograd computes out of place from a copy of a's old values (so a's own
- * later overwrite does not spoil what the node saved); the copy stands for a in the graph. */
-ms_tensor *ms_grad_inplace_original(ms_tensor *a) {
-  ms_tensor *c = native_clone(a);
-  if (!c || !a->grad_fn) return c;
-  ms_node_retain(a->grad_fn);
-  c->grad_fn = a->grad_fn;
-  c->output_nr = a->output_nr;
-  c->requires_grad = true;
-  return c;
 }
 
 /* ---- clamp, where, masked_fill ------------------------------------------------------------- */

@@ -55,3 +55,15 @@ ms_status ms_grad_rebase_inplace(const char *op, ms_tensor *a, ms_tensor *out) {
   else if (st == MS_OK && out->grad_fn) ms_node_attach(out->grad_fn, a, out->output_nr);
   return st;
 }
+
+/* An in-place op under autograd computes out of place from a copy of a's old values (so a's own
+ * later overwrite does not spoil what the node saved); the copy stands for a in the graph. */
+ms_tensor *ms_grad_inplace_original(ms_tensor *a) {
+  ms_tensor *c = native_clone(a);
+  if (!c || !a->grad_fn) return c;
+  ms_node_retain(a->grad_fn);
+  c->grad_fn = a->grad_fn;
+  c->output_nr = a->output_nr;
+  c->requires_grad = true;
+  return c;
+}

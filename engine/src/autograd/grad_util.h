@@ -71,8 +71,6 @@ ms_status ms_grad_record_narrow(const char *name, ms_tensor *in, int dim, int64_
 /* Records an in-place write of out's values through `view` (which has a grad_base) on its base
  * (CopySlices) and makes view a view of the new base. */
 ms_status ms_grad_record_view_write(ms_tensor *view, ms_tensor *out);
-/* Unary ops whose derivative reads their input: their in-place forms compute from a copy. */
-bool ms_grad_unary_reads_input(ms_unary_op op);
 /* A copy of a's values that stands for a in the graph (same grad_fn and output number), for
  * in-place ops whose node saves the input that the op is about to overwrite (new reference). */
 ms_tensor *ms_grad_inplace_original(ms_tensor *a);

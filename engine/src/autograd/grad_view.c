@@ -1,12 +1,13 @@
-/* grad_view.c: the public view and shape ops, copies, dtype and device conversions and in-place
- * writes (copy_, fill_, slice assignment): each the native op, then its node; and their
- * derivatives. A view's gradient is the output gradient put back into the input's geometry:
+/* grad_view.c: the public view and shape ops, copies, dtype and device conversions, in-place
+ * writes (copy_, fill_, slice assignment) and the factories that fill on a device: each the
+ * native op, then its node; and their derivatives. A view's gradient is the output gradient put back into the input's geometry:
  * reshaped, permuted back, embedded into zeros (narrow, select) or summed over what was
  * broadcast (expand). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "grad_util.h"
+#include "tensor_internal.h"
 
 /* ints layout of the one-input nodes: the input's ndim, shape and dtype (the gradient must come
  * back in that geometry), then the op's own parameters (dim, start, length, permutation). */
@@ -397,6 +398,19 @@ static ms_status fill_as(const char *op, const char *node, ms_tensor *t, double 
   if (st == MS_OK) st = ms_grad_rebase_inplace(op, t, out);
   ms_tensor_release(out);
   return st;
+}
+
+/* The factories that fill on a device: public, next to fill_, and new tensors (no node). */
+ms_tensor *ms_tensor_new_full_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt, double value) {
+  if (device.type == MS_CPU) return ms_tensor_new_full(ndim, shape, dt, value);
+  ms_tensor *t = ms_tensor_new_contiguous_on(device, "full", ndim, shape, dt);
+  if (t && native_fill_(t, value) != MS_OK) ms_tensor_release(t), t = NULL;
+  return t;
+}
+
+ms_tensor *ms_tensor_new_zeros_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt) {
+  if (device.type == MS_CPU) return ms_tensor_new_zeros(ndim, shape, dt);
+  return ms_tensor_new_full_on(device, ndim, shape, dt, 0);
 }
 
 ms_status ms_tensor_fill_(ms_tensor *t, double value) { return fill_as("fill", "FillBackward0", t, value); }

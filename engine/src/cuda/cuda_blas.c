@@ -146,6 +146,13 @@ static layout matrix_layout(const ms_tensor *t, bool *ok) {
   return l;
 }
 
+/* A contiguous copy of t on its CUDA device (the engine's copy kernel, not cuBLAS). */
+static ms_tensor *contiguous_copy(ms_tensor *t) {
+  ms_tensor *c = ms_tensor_new_empty_on(ms_tensor_device(t), t->ndim, t->shape, t->dtype);
+  if (c && ms_cuda_copy_same_shape(c, t) != MS_OK) ms_tensor_release(c), c = NULL;
+  return c;
+}
+
 ms_status ms_cuda_gemm(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
   int64_t M = a->shape[0], K = a->shape[1], N = b->shape[1];
   if (M == 0 || N == 0) return MS_OK;
@@ -154,15 +161,15 @@ ms_status ms_cuda_gemm(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms
   bool ok_a, ok_b, ok_c;
   layout la = matrix_layout(a, &ok_a), lb = matrix_layout(b, &ok_b), lc = matrix_layout(c, &ok_c);
   /* operands with no unit stride are copied contiguous; so is c, written back afterwards */
-  ms_tensor *ca = ok_a ? (ms_tensor_retain(a), a) : ms_tensor_contiguous(a);
-  ms_tensor *cb = ok_b ? (ms_tensor_retain(b), b) : ms_tensor_contiguous(b);
-  ms_tensor *cc = ok_c ? (ms_tensor_retain(c), c) : ms_tensor_contiguous(c);
+  ms_tensor *ca = ok_a ? (ms_tensor_retain(a), a) : contiguous_copy(a);
+  ms_tensor *cb = ok_b ? (ms_tensor_retain(b), b) : contiguous_copy(b);
+  ms_tensor *cc = ok_c ? (ms_tensor_retain(c), c) : contiguous_copy(c);
   ms_status st = ca && cb && cc ? MS_OK : MS_ERR_MEMORY;
   if (st == MS_OK) {
     la = matrix_layout(ca, &ok_a), lb = matrix_layout(cb, &ok_b), lc = matrix_layout(cc, &ok_c);
     st = gemm_raw(h, a->dtype, M, N, K, alpha, ca, la, cb, lb, beta, cc, lc);
   }
-  if (st == MS_OK && cc != c) st = ms_tensor_copy_(c, cc);
+  if (st == MS_OK && cc != c && (st = ms_cuda_copy_same_shape(c, cc)) == MS_OK) ms_tensor_bump_version(c);
   ms_tensor_release(ca), ms_tensor_release(cb), ms_tensor_release(cc);
   return st;
 }

@@ -7,7 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "moonshard/cuda.h"
-#include "moonshard/tensor.h"
+#include "moonshard/tensor_core.h"
 
 /* MS_OK for cudaSuccess; otherwise an engine error "op: CUDA error: <CUDA's message>". */
 ms_status ms_cuda_check(const char *op, cudaError_t err);

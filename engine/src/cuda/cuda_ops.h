@@ -6,7 +6,7 @@
 #define MS_CUDA_OPS_H
 
 #include "kernels/kernels.h"
-#include "moonshard/tensor.h"
+#include "moonshard/tensor_core.h"
 
 /* dst = src converted, both on one CUDA device and of dst's shape (src may be broadcast). */
 ms_status ms_cuda_copy_same_shape(ms_tensor *dst, ms_tensor *src);

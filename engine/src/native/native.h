@@ -10,8 +10,8 @@
 #ifndef MS_NATIVE_H
 #define MS_NATIVE_H
 
-#include "moonshard/ops.h"
-#include "moonshard/tensor.h"
+#include "moonshard/op_types.h"
+#include "moonshard/tensor_core.h"
 
 /* ---- elementwise (native/elementwise.c) ---------------------------------------------------- */
 
