@@ -16,7 +16,7 @@
 
 #include "kernels/kernels.h"
 #include "moonshard/nn_types.h"
-#include "moonshard/tensor.h"
+#include "moonshard/tensor_core.h"
 
 /* ---- activation.c: GELU (exact or tanh) and SiLU -------------------------------------------- */
 ms_tensor *native_activation(ms_k_act act, ms_tensor *x);
