@@ -72,9 +72,9 @@ void ms_k_fill(int64_t n, void *dst, ms_k_dtype dt, int64_t ds, double value);
  * Compute dtypes are F32, F64 and I64; the engine converts other dtypes first. Comparisons and
  * logical ops write bool (one byte, 0 or 1); everything else writes the compute dtype. */
 /* X(ID) per kernel op; the enumerators are MS_K_<ID>. The engine maps its op MS_OP_<ID> to
- * MS_K_<ID> by name (ops_elementwise.c), and each switch over a kernel op has no default, so an
- * op missing on either side fails the build. CUDA device switches pin the counts with
- * static_assert, as the host compiler's -Wswitch cannot see them. */
+ * MS_K_<ID> by name (engine/src/native/elementwise.c), and each switch over a kernel op has no
+ * default, so an op missing on either side fails the build. CUDA device switches pin the counts
+ * with static_assert, as the host compiler's -Wswitch cannot see them. */
 #define MS_K_BINOP_LIST(X)                                                                     \
   X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAXIMUM) X(MINIMUM)                                       \
   X(EQ) X(NE) X(LT) X(LE) X(GT) X(GE) X(LOGICAL_AND) X(LOGICAL_OR) /* bool results, from EQ on */

@@ -1,6 +1,6 @@
-/* cuda_ops.h (engine-internal): the device side of the engine's ops, called by the shared op
- * files (tensor_copy.c, ops_elementwise.c, ops_matmul.c, random.c) at their device-dispatch points once
- * every rule (dtype, shape, broadcasting) is settled. Without CUDA, cuda_absent.c answers these
+/* cuda_ops.h (engine-internal): the device side of the engine's ops, called by the native op
+ * files (native/copy.c, native/elementwise.c, native/matmul.c, ...) and random.c at their
+ * device-dispatch points once every rule (dtype, shape, broadcasting) is settled. Without CUDA, cuda_absent.c answers these
  * with an error (no CUDA tensor can exist there, so they are never reached). */
 #ifndef MS_CUDA_OPS_H
 #define MS_CUDA_OPS_H
@@ -26,7 +26,7 @@ ms_status ms_cuda_where(ms_dtype cd, ms_tensor *out, ms_tensor *cond, ms_tensor 
  * length; indices (may be NULL) receives max/min positions. */
 ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out, ms_tensor *indices);
 /* var/std (op RMOMENTS; root: std) or the p-norm (op RPOWSUM) of the last dim of `in` (float32 or
- * float64, on a CUDA device) into out, with ops_reduce.c's finishing rules. */
+ * float64, on a CUDA device) into out, with native/reduce.c's finishing rules. */
 ms_status ms_cuda_reduce_stat(ms_k_redop op, double p, int64_t correction, bool root, ms_tensor *in, ms_tensor *out);
 /* c = alpha * a @ b + beta * c for 2-D float32/float64/bfloat16/float16 operands on one device
  * (cuBLAS; 16-bit ones through cublasGemmEx with float32 accumulation, rounded once into c); any
