@@ -171,7 +171,9 @@ static ms_status binary_inplace_grad(ms_binary_op op, ms_tensor *a, ms_operand b
   if (b.tensor == a) b = ms_operand_tensor(src); /* y:mul_(y) reads the old y twice */
   ms_tensor *out = ms_binary(op, ms_operand_tensor(src), b);
   ms_tensor_release(src);
-  return ms_grad_rebase_inplace(name, a, out);
+  ms_status st = ms_grad_rebase_inplace(name, a, out);
+  ms_tensor_release(out);
+  return st;
 }
 
 ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
