@@ -13,6 +13,7 @@
 #include "moonshard/memory.h"
 #include "moonshard/nn_conv.h"
 #include "moonshard/nn_ops.h"
+#include "moonshard/nn_types.h"
 #include "moonshard/ops.h"
 #include "moonshard/optim.h"
 #include "moonshard/random.h"

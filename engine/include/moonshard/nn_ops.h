@@ -14,9 +14,8 @@
 #include <stdbool.h>
 
 #include "moonshard/export.h"
+#include "moonshard/nn_types.h"
 #include "moonshard/tensor.h"
-
-typedef enum ms_reduction { MS_REDUCTION_NONE, MS_REDUCTION_MEAN, MS_REDUCTION_SUM } ms_reduction;
 
 MS_API ms_tensor *ms_softmax(ms_tensor *x, int dim);
 MS_API ms_tensor *ms_log_softmax(ms_tensor *x, int dim);

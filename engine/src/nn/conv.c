@@ -1,15 +1,13 @@
-/* conv.c: ms_conv2d, its checks (PyTorch's rules and messages, with shapes) and its gradient
- * node ConvolutionBackward0. The arithmetic is kernels/cpu/conv.c's; this file decides shapes,
- * makes operands contiguous and records the graph. */
+/* conv.c: the native conv2d, its checks (PyTorch's rules and messages, with shapes) and its
+ * backward. The arithmetic is kernels/cpu/conv.c's; this file decides shapes and makes operands
+ * contiguous. */
 #include <stdlib.h>
 
-#include "kernels/kernels.h"
-#include "moonshard/autograd.h"
-#include "moonshard/nn_conv.h"
-#include "autograd/grad_util.h"
 #include "cuda/cuda_ops.h"
+#include "kernels/kernels.h"
 #include "nn/conv_internal.h"
 #include "nn/nn_internal.h"
+#include "nn/nn_native.h"
 
 ms_status ms_nn_check_4d(const char *op, const char *arg, const ms_tensor *x) {
   ms_status st = ms_nn_check_4d_any(op, arg, x);
@@ -112,35 +110,36 @@ static ms_status conv_geometry(const ms_tensor *x, const ms_tensor *w, const ms_
   return MS_OK;
 }
 
-static ms_k_conv2d_geom geom_from_node(const ms_node *n, const ms_tensor *x, const ms_tensor *w) {
-  const int64_t *v = n->ints;
+/* The geometry of a forward that passed conv_geometry, from its input, weight and parameters. */
+static ms_k_conv2d_geom geom_of(const ms_tensor *x, const ms_tensor *w, const int64_t st[2], const int64_t pad[2],
+                                const int64_t dil[2], int64_t groups) {
   ms_k_conv2d_geom g = {.n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
-                        .o = w->shape[0], .kh = w->shape[2], .kw = w->shape[3], .sh = v[0], .sw = v[1],
-                        .ph = v[2], .pw = v[3], .dh = v[4], .dw = v[5], .groups = v[6]};
+                        .o = w->shape[0], .kh = w->shape[2], .kw = w->shape[3], .sh = st[0], .sw = st[1],
+                        .ph = pad[0], .pw = pad[1], .dh = dil[0], .dw = dil[1], .groups = groups};
   g.oh = (g.h + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
   g.ow = (g.w + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
   return g;
 }
 
-/* A fresh tensor shaped like `like` for input i when its gradient is needed, else NULL. */
-static ms_tensor *grad_buffer(const ms_node *n, int i, const ms_tensor *like, ms_status *st) {
-  if (!ms_grad_needed(n, i) || *st != MS_OK) return NULL;
-  ms_tensor *t = ms_tensor_new_empty_on(ms_tensor_device(like), like->ndim, like->shape, like->dtype);
+/* A fresh tensor of `ndim`, `shape` like `like` when needed, else NULL. */
+static ms_tensor *grad_buffer(bool need, const ms_tensor *like, int ndim, const int64_t *shape, ms_status *st) {
+  if (!need || *st != MS_OK) return NULL;
+  ms_tensor *t = ms_tensor_new_empty_on(ms_tensor_device(like), ndim, shape, like->dtype);
   if (!t) *st = MS_ERR_MEMORY;
   return t;
 }
 
-static ms_status conv_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
-  ms_tensor *xs = ms_node_saved(n, 0), *ws = ms_node_saved(n, 1);
-  if (!xs || !ws) return MS_ERR_RUNTIME;
-  ms_k_conv2d_geom g = geom_from_node(n, xs, ws);
-  ms_tensor *x = ms_tensor_contiguous(xs), *w = ms_tensor_contiguous(ws);
-  ms_tensor *go = ms_tensor_to_dtype(grad_out[0], xs->dtype), *gc = go ? ms_tensor_contiguous(go) : NULL;
+ms_status native_conv2d_backward(ms_tensor *xs, ms_tensor *ws, ms_tensor *grad_output, const int64_t stride[2],
+                                 const int64_t padding[2], const int64_t dilation[2], int64_t groups,
+                                 const bool need[3], ms_tensor *grads[3]) {
+  ms_k_conv2d_geom g = geom_of(xs, ws, stride, padding, dilation, groups);
+  ms_tensor *x = native_contiguous(xs), *w = native_contiguous(ws);
+  ms_tensor *go = native_to_dtype(grad_output, xs->dtype), *gc = go ? native_contiguous(go) : NULL;
   ms_status st = x && w && gc ? MS_OK : MS_ERR_MEMORY;
   int64_t bshape = g.o;
-  ms_tensor *gx = grad_buffer(n, 0, xs, &st), *gw = grad_buffer(n, 1, ws, &st);
-  ms_tensor *gb = ms_grad_needed(n, 2) && st == MS_OK ? ms_tensor_new_empty_on(ms_tensor_device(xs), 1, &bshape, xs->dtype) : NULL;
-  if (ms_grad_needed(n, 2) && !gb) st = MS_ERR_MEMORY;
+  ms_tensor *gx = grad_buffer(need[0], xs, xs->ndim, xs->shape, &st);
+  ms_tensor *gw = grad_buffer(need[1], ws, ws->ndim, ws->shape, &st);
+  ms_tensor *gb = grad_buffer(need[2], xs, 1, &bshape, &st);
   if (st == MS_OK && ms_tensor_device(xs).type == MS_CUDA)
     st = ms_cuda_conv2d_backward(&g, x, w, gc, gx, gw, gb);
   else if (st == MS_OK && ms_k_conv2d_backward((ms_k_dtype)xs->dtype, &g, ms_tensor_data(x), ms_tensor_data(w),
@@ -148,18 +147,15 @@ static ms_status conv_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor
                                           gw ? ms_tensor_data(gw) : NULL, gb ? ms_tensor_data(gb) : NULL) != 0)
     st = ms_error(MS_ERR_MEMORY, "conv2d backward: out of memory for the column buffers");
   ms_tensor_release(x), ms_tensor_release(w), ms_tensor_release(go), ms_tensor_release(gc);
-  if (st != MS_OK) {
-    ms_tensor_release(gx), ms_tensor_release(gw), ms_tensor_release(gb);
-    return st;
-  }
-  grad_in[0] = gx, grad_in[1] = gw, grad_in[2] = gb;
-  return MS_OK;
+  grads[0] = gx, grads[1] = gw, grads[2] = gb;
+  if (st != MS_OK) ms_nn_release_all(3, grads);
+  return st;
 }
 
-/* The forward on contiguous copies; grad mode is off around it. */
+/* The forward on contiguous copies. */
 static ms_tensor *conv_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b, const ms_k_conv2d_geom *g) {
-  ms_tensor *xc = ms_tensor_contiguous(x), *wc = ms_tensor_contiguous(w);
-  ms_tensor *bc = b ? ms_tensor_contiguous(b) : NULL;
+  ms_tensor *xc = native_contiguous(x), *wc = native_contiguous(w);
+  ms_tensor *bc = b ? native_contiguous(b) : NULL;
   int64_t shape[4] = {g->n, g->o, g->oh, g->ow};
   ms_tensor *out = xc && wc && (!b || bc) ? ms_tensor_new_empty_on(ms_tensor_device(x), 4, shape, x->dtype) : NULL;
   if (out && ms_tensor_device(x).type == MS_CUDA) {
@@ -176,36 +172,14 @@ static ms_tensor *conv_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b, const m
 
 /* bfloat16 on the CPU with groups = 1 runs kernels/cpu/conv_bf16.c (vdpbf16ps GEMMs, float32
  * sums, one rounding) where the CPU has AVX-512 BF16; anything else 16-bit widens to float32. */
-static bool bf16_native(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, int64_t groups) {
+bool native_conv2d_bf16(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, int64_t groups) {
   return x->dtype == MS_BFLOAT16 && w->dtype == MS_BFLOAT16 && (!b || b->dtype == MS_BFLOAT16) &&
          groups == 1 && ms_tensor_device(x).type == MS_CPU && ms_k_conv2d_bf16_direct();
 }
 
-ms_tensor *ms_conv2d(ms_tensor *x, ms_tensor *w, ms_tensor *b, const int64_t stride[2],
-                     const int64_t padding[2], const int64_t dilation[2], int64_t groups) {
-  if (!x || !w) return ms_error(MS_ERR_ARG, "conv2d: input and weight are required"), NULL;
-  ms_dtype half;
-  if (ms_nn_half_call(3, (ms_tensor *[]){x, w, b}, &half) && !bf16_native(x, w, b, groups)) {
-    ms_tensor *v[3];
-    if (ms_nn_widen(3, (ms_tensor *[]){x, w, b}, v) != MS_OK) return NULL;
-    ms_tensor *out = ms_conv2d(v[0], v[1], v[2], stride, padding, dilation, groups);
-    ms_nn_release_all(3, v);
-    return ms_nn_narrow_back(out, half);
-  }
+ms_tensor *native_conv2d(ms_tensor *x, ms_tensor *w, ms_tensor *b, const int64_t stride[2],
+                         const int64_t padding[2], const int64_t dilation[2], int64_t groups) {
   ms_k_conv2d_geom g;
   if (conv_geometry(x, w, b, stride, padding, dilation, groups, &g) != MS_OK) return NULL;
-  bool prev = ms_grad_set_enabled(false); /* the forward's own steps record nothing */
-  ms_tensor *out = conv_forward(x, w, b, &g);
-  ms_grad_set_enabled(prev);
-  ms_tensor *ins[3] = {x, w, b};
-  if (!out || !ms_autograd_wants(3, ins)) return out;
-  ms_node *n = ms_node_new("ConvolutionBackward0", conv_backward, 3, ins);
-  if (!n) return ms_tensor_release(out), NULL;
-  int64_t params[7] = {stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups};
-  for (int i = 0; i < 7; i++) n->ints[i] = params[i];
-  ms_node_save(n, x);
-  ms_node_save(n, w);
-  ms_node_attach(n, out, 0);
-  ms_node_release(n);
-  return out;
+  return conv_forward(x, w, b, &g);
 }

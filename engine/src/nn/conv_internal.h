@@ -3,7 +3,7 @@
 #define MS_CONV_INTERNAL_H
 
 #include "moonshard/checked.h"
-#include "moonshard/tensor.h"
+#include "moonshard/tensor_core.h"
 
 /* MS_OK when x is a readable 4-D float32/float64 tensor; else an error naming op and arg
  * ("conv2d: input must be 4-D (N, C, H, W), got (64, 784)"). */

@@ -1,30 +1,22 @@
-/* embedding.c: rows of a weight table gathered by index, and the gradient scattered back (summed
- * over repeated indices, none into the padding row). */
-#include "autograd/grad_util.h"
+/* embedding.c: the native embedding: rows of a weight table gathered by index, and the gradient
+ * scattered back (summed over repeated indices, none into the padding row). */
 #include "cuda/cuda_ops.h"
-#include "moonshard/ops.h"
-#include "moonshard/nn_ops.h"
 #include "nn/nn_internal.h"
+#include "nn/nn_native.h"
 
-/* ints[0] = padding_idx, ints[1] = index base; slot 0 = the indices (contiguous). */
-static ms_status embedding_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
-  ms_tensor *idx = ms_node_saved(n, 0);
-  if (!idx) return MS_ERR_RUNTIME;
-  ms_dtype dt = n->out_dtype[0];
-  const ms_edge *e = &n->next[0];
-  const int64_t *wshape = e->node->out_shape[e->input_nr];
-  ms_tensor *g = ms_nn_contiguous(grad_out[0], dt);
-  ms_tensor *gw = g ? ms_tensor_new_zeros_on(ms_tensor_device(idx), 2, wshape, dt) : NULL;
+ms_tensor *native_embedding_backward(ms_tensor *idx, ms_tensor *grad_output, const int64_t wshape[2],
+                                     ms_dtype dt, int64_t padding_idx, int64_t index_base) {
+  ms_tensor *g = ms_nn_contiguous(grad_output, dt);
+  ms_tensor *gw = g ? ms_nn_zeros_on(ms_tensor_device(idx), 2, wshape, dt) : NULL;
   ms_status st = gw ? MS_OK : MS_ERR_MEMORY;
   if (gw && ms_tensor_device(idx).type == MS_CUDA)
-    st = ms_cuda_embedding_backward(idx, n->ints[1], n->ints[0], g, gw);
+    st = ms_cuda_embedding_backward(idx, index_base, padding_idx, g, gw);
   else if (gw)
     ms_k_embedding_backward(ms_nn_kdtype(dt), ms_tensor_numel(idx), wshape[1], ms_tensor_data(idx),
-                            n->ints[1], n->ints[0], ms_tensor_data(g), ms_tensor_data(gw));
+                            index_base, padding_idx, ms_tensor_data(g), ms_tensor_data(gw));
   ms_tensor_release(g);
   if (st != MS_OK) ms_tensor_release(gw), gw = NULL;
-  grad_in[0] = gw;
-  return st;
+  return gw;
 }
 
 static ms_status index_error(int64_t v, int64_t rows, int64_t base) {
@@ -39,7 +31,7 @@ static ms_status check_indices_cuda(ms_tensor *idx, int64_t rows, int64_t base) 
   double ext[2] = {0, 0};
   const ms_reduce_op ops[2] = {MS_RED_MIN, MS_RED_MAX};
   for (int k = 0; k < 2; k++) {
-    ms_tensor *r = ms_reduce(ops[k], idx, (ms_reduce_opts){.all = true});
+    ms_tensor *r = native_reduce(ops[k], idx, (ms_reduce_opts){.all = true});
     ms_status st = r ? ms_tensor_item(r, &ext[k]) : MS_ERR_RUNTIME;
     ms_tensor_release(r);
     if (st != MS_OK) return st;
@@ -73,7 +65,9 @@ static ms_status check_embedding(ms_tensor *indices, ms_tensor *w, int64_t paddi
   return MS_OK;
 }
 
-ms_tensor *ms_embedding(ms_tensor *indices, ms_tensor *w, int64_t padding_idx, int64_t index_base) {
+ms_tensor *native_embedding(ms_tensor *indices, ms_tensor *w, int64_t padding_idx, int64_t index_base,
+                            ms_tensor **saved_indices) {
+  *saved_indices = NULL;
   if (check_embedding(indices, w, padding_idx)) return NULL;
   ms_tensor *idx = ms_nn_contiguous(indices, MS_INT64), *wc = idx ? ms_nn_contiguous(w, w->dtype) : NULL;
   ms_tensor *out = NULL;
@@ -90,16 +84,7 @@ ms_tensor *ms_embedding(ms_tensor *indices, ms_tensor *w, int64_t padding_idx, i
                    index_base, ms_tensor_data(wc), ms_tensor_data(out));
   }
   ms_tensor_release(wc);
-  bool wants = out && ms_autograd_wants(1, &w);
-  ms_node *n = wants ? ms_node_new("EmbeddingBackward0", embedding_backward, 1, &w) : NULL;
-  if (n) {
-    n->ints[0] = padding_idx, n->ints[1] = index_base;
-    ms_node_save(n, idx);
-    ms_node_attach(n, out, 0);
-    ms_node_release(n);
-  } else if (wants) {
-    ms_tensor_release(out), out = NULL;
-  }
-  ms_tensor_release(idx);
+  if (!out) return ms_tensor_release(idx), NULL;
+  *saved_indices = idx;
   return out;
 }

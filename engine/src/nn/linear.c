@@ -1,11 +1,10 @@
-/* linear.c: y = x @ w^T + b on the packed GEMM. w^T, the gradient's transpose and any
- * transposed view of x are passed as strides, never copied; only a >2-D x that is not
- * contiguous is copied once, to flatten its leading dims. bfloat16 operands on a CPU with
+/* linear.c: the native linear, y = x @ w^T + b, on the packed GEMM. w^T, the gradient's
+ * transpose and any transposed view of x are passed as strides, never copied; only a >2-D x
+ * that is not contiguous is copied once, to flatten its leading dims. bfloat16 operands on a CPU with
  * AVX-512 BF16 run the bfloat16 GEMM (float32 sums, one rounding of each result), the way
  * FSDP's bfloat16 mixed precision computes; other 16-bit cases are widened to float32. */
-#include "autograd/grad_util.h"
-#include "moonshard/nn_ops.h"
 #include "nn/nn_internal.h"
+#include "nn/nn_native.h"
 
 /* C (M x N) = A (M x K) @ B (K x N) + beta * C, each operand (pointer, row stride, col stride). */
 typedef struct mat {
@@ -32,9 +31,9 @@ static void gemm(ms_dtype dt, int64_t M, int64_t N, int64_t K, mat a, mat b, dou
 /* a @ b, with either transposed (as a view), through the device-dispatching mm: the CUDA path,
  * where cuBLAS takes the transposes as strides too. */
 static ms_tensor *mm_t(ms_tensor *a, bool ta, ms_tensor *b, bool tb) {
-  ms_tensor *at = ta ? ms_tensor_transpose(a, 0, 1) : (ms_tensor_retain(a), a);
-  ms_tensor *bt = tb ? ms_tensor_transpose(b, 0, 1) : (ms_tensor_retain(b), b);
-  ms_tensor *c = at && bt ? ms_mm(at, bt) : NULL;
+  ms_tensor *at = ta ? native_transpose(a, 0, 1) : (ms_tensor_retain(a), a);
+  ms_tensor *bt = tb ? native_transpose(b, 0, 1) : (ms_tensor_retain(b), b);
+  ms_tensor *c = at && bt ? native_mm(at, bt) : NULL;
   ms_tensor_release(at), ms_tensor_release(bt);
   return c;
 }
@@ -43,54 +42,18 @@ static ms_tensor *mm_t(ms_tensor *a, bool ta, ms_tensor *b, bool tb) {
 static ms_tensor *as_matrix(ms_tensor *t) {
   if (t->ndim == 2) return ms_tensor_retain(t), t;
   int64_t shape[2] = {-1, t->ndim ? t->shape[t->ndim - 1] : 1};
-  return ms_tensor_reshape(t, 2, shape);
+  return native_reshape(t, 2, shape);
 }
 
 /* Whether x, w and b (NULL allowed) run the bfloat16 GEMM: all bfloat16, on the CPU, which has
  * AVX-512 BF16. */
-static bool bf16_native(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
+bool native_linear_bf16(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   return x && w && x->dtype == MS_BFLOAT16 && w->dtype == MS_BFLOAT16 && (!b || b->dtype == MS_BFLOAT16) &&
          ms_tensor_device(x).type == MS_CPU && ms_k_gemm_bf16_available();
 }
 
-/* t (of acc_dtype(dt)) rounded to dt, taking t over; NULL passes through. */
-static ms_tensor *round_to(ms_tensor *t, ms_dtype dt) {
-  if (!t || t->dtype == dt) return t;
-  ms_tensor *r = ms_tensor_to_dtype(t, dt);
-  ms_tensor_release(t);
-  return r;
-}
-
-/* inputs {x, w, b}; slots 0 = x, 1 = w. */
-static ms_status linear_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
-  ms_tensor *x = ms_node_saved(n, 0), *w = x ? ms_node_saved(n, 1) : NULL;
-  if (!w) return MS_ERR_RUNTIME;
-  ms_dtype dt = w->dtype;
-  ms_tensor *g = ms_tensor_to_dtype(grad_out[0], dt), *g2 = g ? as_matrix(g) : NULL;
-  ms_tensor *x2 = g2 ? as_matrix(x) : NULL;
-  ms_status st = x2 ? MS_OK : MS_ERR_MEMORY;
-  int64_t M = x2 ? x2->shape[0] : 0, in = w->shape[1], out = w->shape[0];
-  bool cuda = ms_tensor_device(w).type == MS_CUDA;
-  if (st == MS_OK && ms_grad_needed(n, 0)) {
-    ms_tensor *gx = cuda ? mm_t(g2, false, w, false) : ms_tensor_new_empty(2, (int64_t[]){M, in}, acc_dtype(dt));
-    if (gx && !cuda) gemm(dt, M, in, out, mat_of(g2), mat_of(w), 0, mat_of(gx));
-    gx = round_to(gx, dt);
-    grad_in[0] = gx ? ms_tensor_reshape(gx, x->ndim, x->shape) : NULL;
-    ms_tensor_release(gx);
-    if (!grad_in[0]) st = MS_ERR_MEMORY;
-  }
-  if (st == MS_OK && ms_grad_needed(n, 1)) {
-    ms_tensor *gw = cuda ? mm_t(g2, true, x2, false) : ms_tensor_new_empty(2, w->shape, acc_dtype(dt));
-    if (gw && !cuda) gemm(dt, out, in, M, mat_t(g2), mat_of(x2), 0, mat_of(gw));
-    gw = round_to(gw, dt);
-    if (!(grad_in[1] = gw)) st = MS_ERR_MEMORY;
-  }
-  if (st == MS_OK && ms_grad_needed(n, 2) &&
-      !(grad_in[2] = ms_reduce(MS_RED_SUM, g2, (ms_reduce_opts){.dim = 0})))
-    st = MS_ERR_MEMORY;
-  ms_tensor_release(g), ms_tensor_release(g2), ms_tensor_release(x2);
-  return st;
-}
+/* t (of acc_dtype(dt)) rounded to dt (t itself when it is already); NULL passes through. */
+static ms_tensor *rounded(ms_tensor *t, ms_dtype dt) { return t ? native_to_dtype(t, dt) : NULL; }
 
 static ms_status check_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
@@ -108,51 +71,64 @@ static ms_status check_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   return ms_nn_check_param_any("linear", "bias", b, x->dtype, w->shape[0]);
 }
 
-/* The forward (grad mode off): (M, out) then viewed as (..., out). */
+ms_status native_linear_backward(ms_tensor *x, ms_tensor *w, ms_tensor *grad_output, const bool need[3],
+                                 ms_tensor *grad_in[3]) {
+  ms_dtype dt = w->dtype;
+  ms_tensor *g = native_to_dtype(grad_output, dt), *g2 = g ? as_matrix(g) : NULL;
+  ms_tensor *x2 = g2 ? as_matrix(x) : NULL;
+  ms_status st = x2 ? MS_OK : MS_ERR_MEMORY;
+  int64_t M = x2 ? x2->shape[0] : 0, in = w->shape[1], out = w->shape[0];
+  bool cuda = ms_tensor_device(w).type == MS_CUDA;
+  if (st == MS_OK && need[0]) {
+    ms_tensor *gx = cuda ? mm_t(g2, false, w, false) : ms_tensor_new_empty(2, (int64_t[]){M, in}, acc_dtype(dt));
+    if (gx && !cuda) gemm(dt, M, in, out, mat_of(g2), mat_of(w), 0, mat_of(gx));
+    ms_tensor *gr = rounded(gx, dt);
+    grad_in[0] = gr ? native_reshape(gr, x->ndim, x->shape) : NULL;
+    ms_tensor_release(gx), ms_tensor_release(gr);
+    if (!grad_in[0]) st = MS_ERR_MEMORY;
+  }
+  if (st == MS_OK && need[1]) {
+    ms_tensor *gw = cuda ? mm_t(g2, true, x2, false) : ms_tensor_new_empty(2, w->shape, acc_dtype(dt));
+    if (gw && !cuda) gemm(dt, out, in, M, mat_t(g2), mat_of(x2), 0, mat_of(gw));
+    grad_in[1] = rounded(gw, dt);
+    ms_tensor_release(gw);
+    if (!grad_in[1]) st = MS_ERR_MEMORY;
+  }
+  if (st == MS_OK && need[2] &&
+      !(grad_in[2] = native_reduce(MS_RED_SUM, g2, (ms_reduce_opts){.dim = 0})))
+    st = MS_ERR_MEMORY;
+  ms_tensor_release(g), ms_tensor_release(g2), ms_tensor_release(x2);
+  if (st != MS_OK) ms_nn_release_all(3, grad_in);
+  return st;
+}
+
+/* The forward: (M, out) then viewed as (..., out). */
 static ms_tensor *linear_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   ms_tensor *x2 = as_matrix(x);
   int64_t M = x2 ? x2->shape[0] : 0, shape[MS_MAX_DIMS];
   ms_tensor *y = NULL;
   ms_status st = MS_OK;
   if (x2 && ms_tensor_device(x).type == MS_CUDA) { /* b + x2 @ w^T on the device */
-    ms_tensor *wt = ms_tensor_transpose(w, 0, 1);
-    y = !wt ? NULL : b ? ms_addmm(b, x2, wt, 1, 1) : ms_mm(x2, wt);
+    ms_tensor *wt = native_transpose(w, 0, 1);
+    y = !wt ? NULL : b ? native_addmm(b, x2, wt, 1, 1) : native_mm(x2, wt);
     ms_tensor_release(wt);
     if (!y) st = MS_ERR_RUNTIME;
   } else {
     y = x2 ? ms_tensor_new_empty(2, (int64_t[]){M, w->shape[0]}, acc_dtype(x->dtype)) : NULL;
     st = y ? MS_OK : MS_ERR_MEMORY;
-    if (st == MS_OK && b) st = ms_tensor_copy_(y, b); /* each row starts as the bias: beta = 1 */
+    if (st == MS_OK && b) st = native_copy_(y, b); /* each row starts as the bias: beta = 1 */
   }
   if (st == MS_OK && ms_tensor_device(x).type == MS_CPU)
     gemm(x->dtype, M, w->shape[0], w->shape[1], mat_of(x2), mat_t(w), b ? 1 : 0, mat_of(y));
-  if (st == MS_OK && !(y = round_to(y, x->dtype))) st = MS_ERR_MEMORY;
+  ms_tensor *yr = st == MS_OK ? rounded(y, x->dtype) : NULL;
   for (int d = 0; d < x->ndim - 1; d++) shape[d] = x->shape[d];
   shape[x->ndim - 1] = w->shape[0];
-  ms_tensor *out = st == MS_OK ? ms_tensor_view(y, x->ndim, shape) : NULL;
-  ms_tensor_release(x2), ms_tensor_release(y);
+  ms_tensor *out = yr ? native_view(yr, x->ndim, shape) : NULL;
+  ms_tensor_release(x2), ms_tensor_release(y), ms_tensor_release(yr);
   return out;
 }
 
-ms_tensor *ms_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
-  ms_dtype half;
-  if (ms_nn_half_call(3, (ms_tensor *[]){x, w, b}, &half) && !bf16_native(x, w, b)) {
-    ms_tensor *v[3];
-    if (ms_nn_widen(3, (ms_tensor *[]){x, w, b}, v) != MS_OK) return NULL;
-    ms_tensor *out = ms_linear(v[0], v[1], v[2]);
-    ms_nn_release_all(3, v);
-    return ms_nn_narrow_back(out, half);
-  }
+ms_tensor *native_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   if (check_linear(x, w, b) != MS_OK) return NULL;
-  bool prev = ms_grad_set_enabled(false);
-  ms_tensor *out = linear_forward(x, w, b);
-  ms_grad_set_enabled(prev);
-  ms_tensor *ins[3] = {x, w, b};
-  if (!out || !ms_autograd_wants(3, ins)) return out;
-  ms_node *n = ms_node_new(b ? "AddmmBackward0" : "MmBackward0", linear_backward, 3, ins);
-  if (!n) return ms_tensor_release(out), NULL;
-  ms_node_save(n, x), ms_node_save(n, w);
-  ms_node_attach(n, out, 0);
-  ms_node_release(n);
-  return out;
+  return linear_forward(x, w, b);
 }

@@ -7,15 +7,12 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
-#include "moonshard/autograd.h"
-#include "moonshard/tensor.h"
+#include "moonshard/tensor_core.h"
+#include "native/native.h"
 
 /* The kernels' name for a float dtype (the enums share their order). */
 static inline ms_k_dtype ms_nn_kdtype(ms_dtype dt) { return (ms_k_dtype)dt; }
 
-/* The public name of a kernel activation ("gelu" for both GELUs), or of its backward
- * ("gelu backward"), for errors (activation.c). */
-const char *ms_nn_act_name(ms_k_act act, bool backward);
 /* MS_OK when t is a readable float32/float64 tensor; else "op: arg must be float32 or float64". */
 ms_status ms_nn_check_float(const char *op, const char *arg, const ms_tensor *t);
 /* The same for ops with a CUDA kernel: t may be on any device. */
@@ -32,25 +29,14 @@ ms_status ms_nn_check_param_any(const char *op, const char *arg, const ms_tensor
 ms_status ms_nn_check_index_tensor_any(const char *op, const char *arg, const ms_tensor *t);
 /* t's shape seen as (outer, size, inner) around dim. */
 void ms_nn_split(const ms_tensor *t, int dim, int64_t *outer, int64_t *size, int64_t *inner);
-/* t as a contiguous tensor of dtype dt (new reference; t itself retained when it already is). */
+/* t as a contiguous tensor of dtype dt (new reference; t itself retained when it already is);
+ * nothing recorded. */
 ms_tensor *ms_nn_contiguous(ms_tensor *t, ms_dtype dt);
+/* A new tensor of zeros on dev (ms_tensor_new_zeros_on is a public op, above this layer). */
+ms_tensor *ms_nn_zeros_on(ms_device dev, int ndim, const int64_t *shape, ms_dtype dt);
 /* The sum of a contiguous float tensor's elements, in double (on any device). */
 double ms_nn_sum(const ms_tensor *t);
-/* Saved slot i: *out = the tensor, or NULL when nothing was saved there; false on error. */
-bool ms_nn_saved(ms_node *n, int i, ms_tensor **out);
-/* Saves t, or an empty slot for NULL, so slot numbers stay fixed. */
-void ms_nn_save(ms_node *n, ms_tensor *t);
-
-/* 16-bit floats (nn_half.c): the ops widen them to float32 and round the result back. */
-/* True (and *half = the dtype) when any of the n tensors (NULLs allowed) is bfloat16/float16. */
-bool ms_nn_half_call(int n, ms_tensor *const *ts, ms_dtype *half);
-/* The same for a one-input op with a native bfloat16 CPU kernel (max_pool2d, dropout): true
- * when x must still be widened, i.e. float16 anywhere, or bfloat16 off the CPU. */
-bool ms_nn_half_call_widens(ms_tensor *x, ms_dtype *half);
-/* wide[i] = ts[i] as float32 when 16-bit (recorded by autograd), else ts[i] retained; NULL stays. */
-ms_status ms_nn_widen(int n, ms_tensor *const *ts, ms_tensor **wide);
+/* Releases the n tensors (NULLs allowed) and sets them to NULL. */
 void ms_nn_release_all(int n, ms_tensor **ts);
-/* out (taken over) converted to dt, recorded by autograd; NULL passes through. */
-ms_tensor *ms_nn_narrow_back(ms_tensor *out, ms_dtype dt);
 
 #endif

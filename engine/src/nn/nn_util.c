@@ -1,7 +1,4 @@
 /* nn_util.c: the checks and conversions that the NN ops share (nn_internal.h). */
-#include "autograd/grad_util.h"
-#include "moonshard/nn_ops.h"
-#include "moonshard/ops.h"
 #include "nn/nn_internal.h"
 
 ms_status ms_nn_check_float_any(const char *op, const char *arg, const ms_tensor *t) {
@@ -59,20 +56,25 @@ void ms_nn_split(const ms_tensor *t, int dim, int64_t *outer, int64_t *size, int
 }
 
 ms_tensor *ms_nn_contiguous(ms_tensor *t, ms_dtype dt) {
-  bool prev = ms_grad_set_enabled(false); /* conversions inside an op record nothing */
-  ms_tensor *d = ms_tensor_to_dtype(t, dt);
-  ms_tensor *c = d ? ms_tensor_contiguous(d) : NULL;
+  ms_tensor *d = native_to_dtype(t, dt);
+  ms_tensor *c = d ? native_contiguous(d) : NULL;
   ms_tensor_release(d);
-  ms_grad_set_enabled(prev);
   return c;
+}
+
+ms_tensor *ms_nn_zeros_on(ms_device dev, int ndim, const int64_t *shape, ms_dtype dt) {
+  if (dev.type == MS_CPU) return ms_tensor_new_zeros(ndim, shape, dt);
+  ms_tensor *t = ms_tensor_new_empty_on(dev, ndim, shape, dt);
+  if (t && native_zero_(t) != MS_OK) ms_tensor_release(t), t = NULL;
+  return t;
 }
 
 double ms_nn_sum(const ms_tensor *t) {
   int64_t n = ms_tensor_numel(t);
   if (n == 0) return 0;
   if (ms_tensor_device(t).type == MS_CUDA) { /* summed there in double, one number comes back */
-    ms_tensor *d = ms_tensor_to_dtype((ms_tensor *)t, MS_FLOAT64);
-    ms_tensor *s = d ? ms_reduce(MS_RED_SUM, d, (ms_reduce_opts){.all = true}) : NULL;
+    ms_tensor *d = native_to_dtype((ms_tensor *)t, MS_FLOAT64);
+    ms_tensor *s = d ? native_reduce(MS_RED_SUM, d, (ms_reduce_opts){.all = true}) : NULL;
     double v = 0;
     if (s) ms_tensor_item(s, &v);
     ms_tensor_release(d), ms_tensor_release(s);
@@ -83,13 +85,9 @@ double ms_nn_sum(const ms_tensor *t) {
   return r.f;
 }
 
-bool ms_nn_saved(ms_node *n, int i, ms_tensor **out) {
-  *out = NULL;
-  if (n->saved[i].tensor == NULL && !n->released) return true;
-  return (*out = ms_node_saved(n, i)) != NULL;
-}
-
-void ms_nn_save(ms_node *n, ms_tensor *t) {
-  if (t) ms_node_save(n, t);
-  else n->saved[n->num_saved++] = (ms_saved){NULL, 0};
+void ms_nn_release_all(int n, ms_tensor **ts) {
+  for (int i = 0; i < n; i++) {
+    ms_tensor_release(ts[i]);
+    ts[i] = NULL;
+  }
 }

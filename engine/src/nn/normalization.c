@@ -1,50 +1,42 @@
-/* normalization.c: layer_norm and batch_norm. The forwards keep the mean and inverse standard
- * deviation they computed, so the backwards need one pass over x and the gradient. */
+/* normalization.c: the native layer_norm and batch_norm. The forwards hand back the mean and
+ * inverse standard deviation they computed, so the backwards need one pass over x and the
+ * gradient. */
 #include <math.h>
 
-#include "autograd/grad_util.h"
 #include "cuda/cuda_ops.h"
-#include "moonshard/nn_ops.h"
 #include "nn/nn_internal.h"
+#include "nn/nn_native.h"
 
-/* Slots of both nodes: 0 = x (contiguous), 1 = weight or empty, 2 = mean, 3 = inverse std. */
-static bool load(ms_node *n, ms_tensor **x, ms_tensor **w, ms_tensor **mean, ms_tensor **rstd) {
-  return ms_nn_saved(n, 0, x) && ms_nn_saved(n, 1, w) && ms_nn_saved(n, 2, mean) && ms_nn_saved(n, 3, rstd);
+void native_norm_saved_release(native_norm_saved *s) {
+  ms_tensor_release(s->x), ms_tensor_release(s->weight), ms_tensor_release(s->mean), ms_tensor_release(s->invstd);
+  *s = (native_norm_saved){0};
 }
 
 static void *data_or_null(ms_tensor *t) { return t ? ms_tensor_data(t) : NULL; }
 static bool on_cuda(const ms_tensor *t) { return ms_tensor_device(t).type == MS_CUDA; }
 
-/* New zero-free buffers for the gradients the node's edges need (NULL for the rest); false when
- * memory ran out. shape/ndim: of x (slot 0) and of the parameters (slots 1, 2). */
-static bool alloc_grads(ms_node *n, const ms_tensor *x, int pndim, const int64_t *pshape,
-                        ms_tensor **grad_in) {
+/* New buffers for the gradients needed (NULL for the rest); false when memory ran out (those
+ * made are released). ndim/shape: of x (gradient 0) and of the parameters (gradients 1, 2). */
+static bool alloc_grads(const bool need[3], const ms_tensor *x, int pndim, const int64_t *pshape,
+                        ms_tensor **grads) {
   for (int i = 0; i < 3; i++) {
-    if (!ms_grad_needed(n, i)) continue;
-    grad_in[i] = i == 0 ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype)
-                        : ms_tensor_new_empty_on(ms_tensor_device(x), pndim, pshape, x->dtype);
-    if (!grad_in[i]) return false;
+    grads[i] = NULL;
+    if (!need[i]) continue;
+    grads[i] = i == 0 ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype)
+                      : ms_tensor_new_empty_on(ms_tensor_device(x), pndim, pshape, x->dtype);
+    if (!grads[i]) return ms_nn_release_all(i, grads), false;
   }
   return true;
 }
 
-static void save_stats(ms_node *n, ms_tensor *x, ms_tensor *w, ms_tensor *mean, ms_tensor *rstd) {
-  ms_node_save(n, x);
-  ms_nn_save(n, w);
-  ms_node_save(n, mean);
-  ms_node_save(n, rstd);
-}
-
 /* ---- layer_norm ---------------------------------------------------------------------------------- */
 
-/* ints[0] = number of normalized dims. */
-static ms_status layer_norm_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
-  ms_tensor *x, *w, *mean, *rstd;
-  if (!load(n, &x, &w, &mean, &rstd)) return MS_ERR_RUNTIME;
-  int nd = (int)n->ints[0];
+ms_status native_layer_norm_backward(const native_norm_saved *s, int nd, ms_tensor *grad_output,
+                                     const bool need[3], ms_tensor *grad_in[3]) {
+  ms_tensor *x = s->x, *w = s->weight, *mean = s->mean, *rstd = s->invstd;
   int64_t M = ms_tensor_numel(mean), N = M ? ms_tensor_numel(x) / M : 0;
-  ms_tensor *g = ms_nn_contiguous(grad_out[0], x->dtype);
-  if (!g || !alloc_grads(n, x, nd, x->shape + x->ndim - nd, grad_in))
+  ms_tensor *g = ms_nn_contiguous(grad_output, x->dtype);
+  if (!g || !alloc_grads(need, x, nd, x->shape + x->ndim - nd, grad_in))
     return ms_tensor_release(g), MS_ERR_MEMORY;
   ms_status st = MS_OK;
   if (on_cuda(x))
@@ -54,6 +46,7 @@ static ms_status layer_norm_backward(ms_node *n, ms_tensor *const *grad_out, ms_
                              ms_tensor_data(mean), ms_tensor_data(rstd), data_or_null(w),
                              data_or_null(grad_in[0]), data_or_null(grad_in[1]), data_or_null(grad_in[2]));
   ms_tensor_release(g);
+  if (st != MS_OK) ms_nn_release_all(3, grad_in);
   return st;
 }
 
@@ -80,8 +73,9 @@ static ms_status check_layer_norm(ms_tensor *x, int nd, const int64_t *ns, ms_te
   return MS_OK;
 }
 
-ms_tensor *ms_layer_norm(ms_tensor *x, int nshape, const int64_t *ns, ms_tensor *w, ms_tensor *b,
-                         double eps) {
+ms_tensor *native_layer_norm(ms_tensor *x, int nshape, const int64_t *ns, ms_tensor *w, ms_tensor *b,
+                             double eps, native_norm_saved *saved) {
+  *saved = (native_norm_saved){0};
   if (check_layer_norm(x, nshape, ns, w, b)) return NULL;
   int64_t N = 1;
   for (int d = 0; d < nshape; d++) N *= ns[d];
@@ -91,7 +85,7 @@ ms_tensor *ms_layer_norm(ms_tensor *x, int nshape, const int64_t *ns, ms_tensor 
   ms_device dev = ms_tensor_device(x);
   ms_tensor *y = ms_tensor_new_empty_on(dev, x->ndim, x->shape, x->dtype);
   ms_tensor *mean = ms_tensor_new_empty_on(dev, 1, &M, x->dtype), *rstd = ms_tensor_new_empty_on(dev, 1, &M, x->dtype);
-  ms_tensor *ins[3] = {x, w, b}, *out = NULL;
+  ms_tensor *out = NULL;
   if (xc && (wc || !w) && (bc || !b) && y && mean && rstd) {
     ms_status st = MS_OK;
     if (on_cuda(x))
@@ -101,40 +95,31 @@ ms_tensor *ms_layer_norm(ms_tensor *x, int nshape, const int64_t *ns, ms_tensor 
                       ms_tensor_data(y), ms_tensor_data(mean), ms_tensor_data(rstd));
     if (st == MS_OK) out = y, y = NULL;
   }
-  bool wants = out && ms_autograd_wants(3, ins);
-  ms_node *n = wants ? ms_node_new("NativeLayerNormBackward0", layer_norm_backward, 3, ins) : NULL;
-  if (n) {
-    n->ints[0] = nshape;
-    save_stats(n, xc, wc, mean, rstd);
-    ms_node_attach(n, out, 0);
-    ms_node_release(n);
-  } else if (wants) {
-    ms_tensor_release(out), out = NULL;
-  }
-  ms_tensor_release(xc), ms_tensor_release(wc), ms_tensor_release(bc), ms_tensor_release(y);
-  ms_tensor_release(mean), ms_tensor_release(rstd);
+  *saved = (native_norm_saved){xc, wc, mean, rstd};
+  if (!out) native_norm_saved_release(saved);
+  ms_tensor_release(bc), ms_tensor_release(y);
   return out;
 }
 
 /* ---- batch_norm ---------------------------------------------------------------------------------- */
 
-/* ints[0] = training. */
-static ms_status batch_norm_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
-  ms_tensor *x, *w, *mean, *invstd;
-  if (!load(n, &x, &w, &mean, &invstd)) return MS_ERR_RUNTIME;
+ms_status native_batch_norm_backward(const native_norm_saved *s, bool training, ms_tensor *grad_output,
+                                     const bool need[3], ms_tensor *grad_in[3]) {
+  ms_tensor *x = s->x, *w = s->weight, *mean = s->mean, *invstd = s->invstd;
   int64_t N, C, inner;
   ms_nn_split(x, 1, &N, &C, &inner);
-  ms_tensor *g = ms_nn_contiguous(grad_out[0], x->dtype);
-  if (!g || !alloc_grads(n, x, 1, &C, grad_in)) return ms_tensor_release(g), MS_ERR_MEMORY;
+  ms_tensor *g = ms_nn_contiguous(grad_output, x->dtype);
+  if (!g || !alloc_grads(need, x, 1, &C, grad_in)) return ms_tensor_release(g), MS_ERR_MEMORY;
   ms_status st = MS_OK;
   if (on_cuda(x))
-    st = ms_cuda_batch_norm_backward(N, C, inner, x, g, mean, invstd, w, (int)n->ints[0], grad_in[0], grad_in[1],
+    st = ms_cuda_batch_norm_backward(N, C, inner, x, g, mean, invstd, w, training, grad_in[0], grad_in[1],
                                      grad_in[2]);
   else
     ms_k_batch_norm_backward(ms_nn_kdtype(x->dtype), N, C, inner, ms_tensor_data(x), ms_tensor_data(g),
-                             ms_tensor_data(mean), ms_tensor_data(invstd), data_or_null(w), (int)n->ints[0],
+                             ms_tensor_data(mean), ms_tensor_data(invstd), data_or_null(w), training,
                              data_or_null(grad_in[0]), data_or_null(grad_in[1]), data_or_null(grad_in[2]));
   ms_tensor_release(g);
+  if (st != MS_OK) ms_nn_release_all(3, grad_in);
   return st;
 }
 
@@ -162,13 +147,13 @@ static ms_status check_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms
 }
 
 static ms_tensor *scaled(ms_tensor *t, double k) {
-  return ms_binary(MS_OP_MUL, ms_operand_tensor(t), ms_operand_number(k, MS_FLOAT64));
+  return native_binary(MS_OP_MUL, ms_operand_tensor(t), ms_operand_number(k, MS_FLOAT64));
 }
 
 /* 1 / sqrt(var + eps), a new tensor. */
 static ms_tensor *inverse_std(ms_tensor *var, double eps) {
-  ms_tensor *v = ms_binary(MS_OP_ADD, ms_operand_tensor(var), ms_operand_number(eps, MS_FLOAT64));
-  ms_tensor *r = v ? ms_unary(MS_OP_RSQRT, v) : NULL;
+  ms_tensor *v = native_binary(MS_OP_ADD, ms_operand_tensor(var), ms_operand_number(eps, MS_FLOAT64));
+  ms_tensor *r = v ? native_unary(MS_OP_RSQRT, v) : NULL;
   ms_tensor_release(v);
   return r;
 }
@@ -176,13 +161,13 @@ static ms_tensor *inverse_std(ms_tensor *var, double eps) {
 /* running = (1 - momentum) running + momentum * batch, in place. */
 static ms_status update_running(ms_tensor *running, ms_tensor *batch, double momentum) {
   ms_tensor *a = scaled(running, 1 - momentum), *c = a ? scaled(batch, momentum) : NULL;
-  ms_tensor *s = c ? ms_binary(MS_OP_ADD, ms_operand_tensor(a), ms_operand_tensor(c)) : NULL;
-  ms_status st = s ? ms_tensor_copy_(running, s) : MS_ERR_MEMORY;
+  ms_tensor *s = c ? native_binary(MS_OP_ADD, ms_operand_tensor(a), ms_operand_tensor(c)) : NULL;
+  ms_status st = s ? native_copy_(running, s) : MS_ERR_MEMORY;
   ms_tensor_release(a), ms_tensor_release(c), ms_tensor_release(s);
   return st;
 }
 
-/* The statistics to normalize with (new references in *mean, *invstd); grad mode is off. */
+/* The statistics to normalize with (new references in *mean, *invstd). */
 static ms_status batch_stats(ms_tensor *xc, ms_tensor *rm, ms_tensor *rv, bool training, double momentum,
                              double eps, ms_tensor **mean, ms_tensor **invstd) {
   int64_t N, C, inner;
@@ -215,22 +200,10 @@ static ms_status batch_stats(ms_tensor *xc, ms_tensor *rm, ms_tensor *rv, bool t
   return st;
 }
 
-static ms_tensor *batch_norm_record(ms_tensor *out, ms_tensor *const ins[3], ms_tensor *xc, ms_tensor *wc,
-                                    ms_tensor *mean, ms_tensor *invstd, bool training) {
-  if (!out || !ms_autograd_wants(3, ins)) return out;
-  ms_node *n = ms_node_new("NativeBatchNormBackward0", batch_norm_backward, 3, ins);
-  if (!n) return ms_tensor_release(out), NULL;
-  n->ints[0] = training;
-  save_stats(n, xc, wc, mean, invstd);
-  ms_node_attach(n, out, 0);
-  ms_node_release(n);
-  return out;
-}
-
-ms_tensor *ms_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *w, ms_tensor *b,
-                         bool training, double momentum, double eps) {
+ms_tensor *native_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *w, ms_tensor *b, bool training,
+                             double momentum, double eps, native_norm_saved *saved) {
+  *saved = (native_norm_saved){0};
   if (check_batch_norm(x, rm, rv, w, b, training)) return NULL;
-  bool prev = ms_grad_set_enabled(false);
   ms_tensor *xc = ms_nn_contiguous(x, x->dtype), *wc = w ? ms_nn_contiguous(w, x->dtype) : NULL;
   ms_tensor *bc = b ? ms_nn_contiguous(b, x->dtype) : NULL, *mean = NULL, *invstd = NULL, *out = NULL;
   bool ready = xc && (wc || !w) && (bc || !b);
@@ -244,10 +217,8 @@ ms_tensor *ms_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *
     else if (ms_cuda_batch_norm_apply(N, C, inner, xc, mean, invstd, wc, bc, out) != MS_OK)
       ms_tensor_release(out), out = NULL;
   }
-  ms_grad_set_enabled(prev);
-  ms_tensor *ins[3] = {x, w, b};
-  out = batch_norm_record(out, ins, xc, wc, mean, invstd, training);
-  ms_tensor_release(xc), ms_tensor_release(wc), ms_tensor_release(bc);
-  ms_tensor_release(mean), ms_tensor_release(invstd);
+  *saved = (native_norm_saved){xc, wc, mean, invstd};
+  if (!out) native_norm_saved_release(saved);
+  ms_tensor_release(bc);
   return out;
 }

@@ -1,16 +1,14 @@
-/* pool.c: max_pool2d, avg_pool2d and adaptive_avg_pool2d: PyTorch's output sizes (ceil_mode
- * included), checks and messages, and their gradient nodes. Average pooling of either kind is
- * turned into explicit per-row and per-column windows here, so one kernel serves both. */
+/* pool.c: the native max_pool2d, avg_pool2d and adaptive_avg_pool2d: PyTorch's output sizes
+ * (ceil_mode included), checks and messages, and their backwards. Average pooling of either kind
+ * is turned into explicit per-row and per-column windows here, so one kernel serves both. */
 #include <stdlib.h>
 
-#include "kernels/kernels.h"
-#include "moonshard/autograd.h"
-#include "moonshard/memory.h"
-#include "moonshard/nn_conv.h"
-#include "autograd/grad_util.h"
 #include "cuda/cuda_ops.h"
+#include "kernels/kernels.h"
+#include "moonshard/memory.h"
 #include "nn/conv_internal.h"
 #include "nn/nn_internal.h"
+#include "nn/nn_native.h"
 
 /* n / s rounded down or up (s > 0); C's division truncates toward zero. */
 static int64_t div_floor(int64_t n, int64_t s) { return n / s - (n % s != 0 && n < 0); }
@@ -59,112 +57,46 @@ static ms_tensor *new_output(const ms_tensor *x, const ms_k_pool2d_geom *g, ms_d
   return ms_tensor_new_empty_on(ms_tensor_device(x), 4, shape, dt);
 }
 
-/* Node ints: [0, 4) the input's shape, then the geometry (planes, h, w, oh, ow, kh, kw, sh, sw,
- * ph, pw, dh, dw) at [4, 17), then the op's flags. */
-static void store_geometry(ms_node *n, const ms_tensor *x, const ms_k_pool2d_geom *g) {
-  const int64_t v[13] = {g->planes, g->h, g->w, g->oh, g->ow, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw};
-  for (int i = 0; i < 4; i++) n->ints[i] = x->shape[i];
-  for (int i = 0; i < 13; i++) n->ints[4 + i] = v[i];
-}
-
-static ms_k_pool2d_geom load_geometry(const ms_node *n) {
-  const int64_t *v = n->ints + 4;
-  return (ms_k_pool2d_geom){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12]};
-}
-
-/* The incoming gradient as a contiguous tensor of dtype dt (new reference). */
-static ms_tensor *grad_contiguous(ms_tensor *g, ms_dtype dt) {
-  ms_tensor *d = ms_tensor_to_dtype(g, dt);
-  ms_tensor *c = d ? ms_tensor_contiguous(d) : NULL;
-  ms_tensor_release(d);
-  return c;
-}
-
 /* ---- max pooling -------------------------------------------------------------------------- */
 
-static ms_status max_pool_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
-  ms_tensor *idx = ms_node_saved(n, 0);
-  if (!idx) return MS_ERR_RUNTIME;
-  ms_k_pool2d_geom g = load_geometry(n);
-  ms_dtype dt = n->out_dtype[0];
-  ms_tensor *go = grad_contiguous(grad_out[0], dt);
-  ms_tensor *gx = go ? ms_tensor_new_empty_on(ms_tensor_device(idx), 4, n->ints, dt) : NULL;
+ms_tensor *native_max_pool2d_backward(const ms_k_pool2d_geom *g, const int64_t in_shape[4], ms_tensor *idx,
+                                      ms_tensor *grad_output, ms_dtype dt) {
+  ms_tensor *go = ms_nn_contiguous(grad_output, dt);
+  ms_tensor *gx = go ? ms_tensor_new_empty_on(ms_tensor_device(idx), 4, in_shape, dt) : NULL;
   if (gx && ms_tensor_device(idx).type == MS_CUDA) {
-    if (ms_cuda_max_pool2d_backward(&g, go, idx, gx) != MS_OK) ms_tensor_release(gx), gx = NULL;
-  } else if (gx && ms_k_max_pool2d_backward((ms_k_dtype)dt, &g, ms_tensor_data(go), ms_tensor_data(idx),
+    if (ms_cuda_max_pool2d_backward(g, go, idx, gx) != MS_OK) ms_tensor_release(gx), gx = NULL;
+  } else if (gx && ms_k_max_pool2d_backward((ms_k_dtype)dt, g, ms_tensor_data(go), ms_tensor_data(idx),
                                              ms_tensor_data(gx)) != 0) {
     ms_tensor_release(gx), gx = NULL;
   }
   ms_tensor_release(go);
-  if (!gx) return ms_error(MS_ERR_MEMORY, "max_pool2d backward: out of memory");
-  grad_in[0] = gx;
-  return MS_OK;
+  if (!gx) return ms_error(MS_ERR_MEMORY, "max_pool2d backward: out of memory"), NULL;
+  return gx;
 }
 
-/* The forward; the indices are made only when the caller or the backward needs them
- * (*indices stays NULL otherwise: under no_grad, ms_max_pool2d writes none). */
-static ms_status max_pool(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2], const int64_t padding[2],
-                          const int64_t dilation[2], bool ceil_mode, bool want_indices, ms_tensor **values,
-                          ms_tensor **indices) {
-  ms_k_pool2d_geom g;
+ms_status native_max_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                            const int64_t padding[2], const int64_t dilation[2], bool ceil_mode,
+                            bool want_indices, ms_tensor **values, ms_tensor **indices, ms_k_pool2d_geom *g) {
   *values = *indices = NULL;
-  ms_dtype half;
-  /* bfloat16 on the CPU is pooled as it is (pool.c widens a plane at a time, in cache) */
-  if (ms_nn_half_call_widens(x, &half)) {
-    ms_tensor *v;
-    if (ms_nn_widen(1, &x, &v) != MS_OK) return MS_ERR_MEMORY;
-    ms_status st = max_pool(v, kernel, stride, padding, dilation, ceil_mode, want_indices, values, indices);
-    ms_tensor_release(v);
-    if (st == MS_OK && !(*values = ms_nn_narrow_back(*values, half))) {
-      ms_tensor_release(*indices);
-      *indices = NULL;
-      return MS_ERR_MEMORY;
-    }
-    return st;
-  }
-  if (pool_geometry("max_pool2d", x, kernel, stride, padding, dilation, ceil_mode, true, true, &g) != MS_OK)
+  /* bfloat16 reaches here on the CPU only, where pool.c widens a plane at a time, in cache */
+  if (pool_geometry("max_pool2d", x, kernel, stride, padding, dilation, ceil_mode, true, true, g) != MS_OK)
     return MS_ERR_ARG;
-  bool grad = ms_autograd_wants(1, &x);
   bool cuda = ms_tensor_device(x).type == MS_CUDA;
-  bool with_indices = grad || want_indices || cuda; /* the CUDA kernel always writes them */
-  bool prev = ms_grad_set_enabled(false); /* the contiguous copy is the op's own business */
-  ms_tensor *xc = ms_tensor_contiguous(x);
-  ms_grad_set_enabled(prev);
-  ms_tensor *out = xc ? new_output(x, &g, x->dtype) : NULL;
-  ms_tensor *idx = out && with_indices ? new_output(x, &g, MS_INT64) : NULL;
+  bool with_indices = want_indices || cuda; /* the CUDA kernel always writes them */
+  ms_tensor *xc = native_contiguous(x);
+  ms_tensor *out = xc ? new_output(x, g, x->dtype) : NULL;
+  ms_tensor *idx = out && with_indices ? new_output(x, g, MS_INT64) : NULL;
   if (!out || (with_indices && !idx))
     return ms_tensor_release(xc), ms_tensor_release(out), MS_ERR_MEMORY;
   ms_status st = MS_OK;
-  if (cuda) st = ms_cuda_max_pool2d(&g, xc, out, idx);
-  else if (ms_k_max_pool2d_forward((ms_k_dtype)x->dtype, &g, ms_tensor_data(xc), ms_tensor_data(out),
+  if (cuda) st = ms_cuda_max_pool2d(g, xc, out, idx);
+  else if (ms_k_max_pool2d_forward((ms_k_dtype)x->dtype, g, ms_tensor_data(xc), ms_tensor_data(out),
                                    idx ? ms_tensor_data(idx) : NULL) != 0)
     st = ms_error(MS_ERR_MEMORY, "max_pool2d: out of memory");
   ms_tensor_release(xc);
   if (st != MS_OK) return ms_tensor_release(out), ms_tensor_release(idx), st;
-  if (grad) {
-    ms_node *n = ms_node_new("MaxPool2DWithIndicesBackward0", max_pool_backward, 1, &x);
-    if (!n) return ms_tensor_release(out), ms_tensor_release(idx), MS_ERR_MEMORY;
-    store_geometry(n, x, &g);
-    ms_node_save(n, idx);
-    ms_node_attach(n, out, 0);
-    ms_node_release(n);
-  }
   *values = out, *indices = idx;
   return MS_OK;
-}
-
-ms_status ms_max_pool2d_with_indices(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
-                                     const int64_t padding[2], const int64_t dilation[2],
-                                     bool ceil_mode, ms_tensor **values, ms_tensor **indices) {
-  return max_pool(x, kernel, stride, padding, dilation, ceil_mode, true, values, indices);
-}
-
-ms_tensor *ms_max_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
-                         const int64_t padding[2], const int64_t dilation[2], bool ceil_mode) {
-  ms_tensor *values, *indices;
-  if (max_pool(x, kernel, stride, padding, dilation, ceil_mode, false, &values, &indices) != MS_OK) return NULL;
-  ms_tensor_release(indices); /* the node keeps its own reference (NULL without autograd) */
-  return values;
 }
 
 /* ---- average pooling ---------------------------------------------------------------------- */
@@ -175,9 +107,6 @@ typedef struct avg_windows {
   size_t bytes;
   ms_k_pool_windows w;
 } avg_windows;
-
-/* Node ints after the geometry: [17] kind (0 avg_pool2d, 1 adaptive), [18] count_include_pad. */
-enum { AVG_KIND = 17, AVG_INCLUDE_PAD = 18 };
 
 /* One axis of avg_pool2d, as PyTorch's avg_pool2d_out_frame: the divisor counts the padding
  * (when asked) but never the part of a ceil-mode window hanging past it. */
@@ -221,31 +150,27 @@ static ms_status make_windows(const ms_k_pool2d_geom *g, bool adaptive, bool inc
   return MS_OK;
 }
 
-static ms_status avg_pool_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
-  ms_k_pool2d_geom g = load_geometry(n);
+ms_tensor *native_avg_pool2d_backward(const ms_k_pool2d_geom *g, const int64_t in_shape[4], bool adaptive,
+                                      bool count_include_pad, ms_tensor *grad_output, ms_dtype dt) {
   avg_windows aw;
-  if (make_windows(&g, n->ints[AVG_KIND], n->ints[AVG_INCLUDE_PAD], &aw) != MS_OK) return MS_ERR_MEMORY;
-  ms_dtype dt = n->out_dtype[0];
-  ms_tensor *go = grad_contiguous(grad_out[0], dt);
-  ms_device dev = ms_tensor_device(grad_out[0]);
-  ms_tensor *gx = go ? ms_tensor_new_empty_on(dev, 4, n->ints, dt) : NULL;
+  if (make_windows(g, adaptive, count_include_pad, &aw) != MS_OK) return NULL;
+  ms_tensor *go = ms_nn_contiguous(grad_output, dt);
+  ms_device dev = ms_tensor_device(grad_output);
+  ms_tensor *gx = go ? ms_tensor_new_empty_on(dev, 4, in_shape, dt) : NULL;
   ms_status st = gx ? MS_OK : MS_ERR_MEMORY;
-  if (gx && dev.type == MS_CUDA) st = ms_cuda_avg_pool2d_backward(&g, &aw.w, go, gx);
-  else if (gx) ms_k_avg_pool2d_backward((ms_k_dtype)dt, &g, &aw.w, ms_tensor_data(go), ms_tensor_data(gx));
+  if (gx && dev.type == MS_CUDA) st = ms_cuda_avg_pool2d_backward(g, &aw.w, go, gx);
+  else if (gx) ms_k_avg_pool2d_backward((ms_k_dtype)dt, g, &aw.w, ms_tensor_data(go), ms_tensor_data(gx));
   ms_tensor_release(go);
   ms_mem_free(aw.buf, aw.bytes, MS_MEM_OTHER);
-  if (st != MS_OK) return ms_tensor_release(gx), st;
-  grad_in[0] = gx;
-  return MS_OK;
+  if (st != MS_OK) return ms_tensor_release(gx), NULL;
+  return gx;
 }
 
-/* The forward from a checked geometry, and its node. */
+/* The forward from a checked geometry. */
 static ms_tensor *avg_pool(ms_tensor *x, const ms_k_pool2d_geom *g, bool adaptive, bool include_pad) {
   avg_windows aw;
   if (make_windows(g, adaptive, include_pad, &aw) != MS_OK) return NULL;
-  bool prev = ms_grad_set_enabled(false); /* the contiguous copy is the op's own business */
-  ms_tensor *xc = ms_tensor_contiguous(x), *out = xc ? new_output(x, g, x->dtype) : NULL;
-  ms_grad_set_enabled(prev);
+  ms_tensor *xc = native_contiguous(x), *out = xc ? new_output(x, g, x->dtype) : NULL;
   if (out && ms_tensor_device(x).type == MS_CUDA) {
     if (ms_cuda_avg_pool2d(g, &aw.w, xc, out) != MS_OK) ms_tensor_release(out), out = NULL;
   } else if (out) {
@@ -253,25 +178,17 @@ static ms_tensor *avg_pool(ms_tensor *x, const ms_k_pool2d_geom *g, bool adaptiv
   }
   ms_tensor_release(xc);
   ms_mem_free(aw.buf, aw.bytes, MS_MEM_OTHER);
-  if (!out || !ms_autograd_wants(1, &x)) return out;
-  ms_node *n = ms_node_new(adaptive ? "AdaptiveAvgPool2DBackward0" : "AvgPool2DBackward0", avg_pool_backward, 1, &x);
-  if (!n) return ms_tensor_release(out), NULL;
-  store_geometry(n, x, g);
-  n->ints[AVG_KIND] = adaptive, n->ints[AVG_INCLUDE_PAD] = include_pad;
-  ms_node_attach(n, out, 0);
-  ms_node_release(n);
   return out;
 }
 
-ms_tensor *ms_avg_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
-                         const int64_t padding[2], bool ceil_mode, bool count_include_pad) {
-  ms_k_pool2d_geom g;
+ms_tensor *native_avg_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                             const int64_t padding[2], bool ceil_mode, bool count_include_pad, ms_k_pool2d_geom *g) {
   const int64_t one[2] = {1, 1};
-  if (pool_geometry("avg_pool2d", x, kernel, stride, padding, one, ceil_mode, true, false, &g) != MS_OK) return NULL;
-  return avg_pool(x, &g, false, count_include_pad);
+  if (pool_geometry("avg_pool2d", x, kernel, stride, padding, one, ceil_mode, true, false, g) != MS_OK) return NULL;
+  return avg_pool(x, g, false, count_include_pad);
 }
 
-ms_tensor *ms_adaptive_avg_pool2d(ms_tensor *x, int64_t out_h, int64_t out_w) {
+ms_tensor *native_adaptive_avg_pool2d(ms_tensor *x, int64_t out_h, int64_t out_w, ms_k_pool2d_geom *g) {
   const int64_t size[2] = {out_h, out_w};
   if (ms_nn_check_4d_any("adaptive_avg_pool2d", "input", x) != MS_OK ||
       ms_nn_check_pair("adaptive_avg_pool2d", "output_size", size, 1) != MS_OK)
@@ -282,7 +199,7 @@ ms_tensor *ms_adaptive_avg_pool2d(ms_tensor *x, int64_t out_h, int64_t out_w) {
     return ms_error(MS_ERR_ARG, "adaptive_avg_pool2d: output_size (%lld, %lld) is too large for input size "
                     "(%lld x %lld)", (long long)out_h, (long long)out_w, (long long)x->shape[2],
                     (long long)x->shape[3]), NULL;
-  ms_k_pool2d_geom g = {.planes = x->shape[0] * x->shape[1], .h = x->shape[2], .w = x->shape[3],
-                        .oh = out_h, .ow = out_w, .kh = 1, .kw = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1};
-  return avg_pool(x, &g, true, false);
+  *g = (ms_k_pool2d_geom){.planes = x->shape[0] * x->shape[1], .h = x->shape[2], .w = x->shape[3],
+                          .oh = out_h, .ow = out_w, .kh = 1, .kw = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1};
+  return avg_pool(x, g, true, false);
 }

@@ -1,8 +1,6 @@
-/* nn_half.c: bfloat16 and float16 inputs to the NN ops. The CPU kernels compute in float32 or
- * float64 only, so an op given a 16-bit float widens its floating arguments to float32, runs,
- * and rounds the result back; the conversions are recorded by autograd, so gradients come back
- * in the 16-bit dtype as PyTorch's do. This is what FSDP's mixed precision computes with. */
-#include "nn_internal.h"
+/* grad_nn.c: the helpers the public nn ops share (grad_nn.h): 16-bit floats widened to float32
+ * and rounded back through recorded conversions, and saved slots that may be empty. */
+#include "grad_nn.h"
 
 static bool is_half(ms_dtype dt) { return dt == MS_BFLOAT16 || dt == MS_FLOAT16; }
 
@@ -29,16 +27,18 @@ ms_status ms_nn_widen(int n, ms_tensor *const *ts, ms_tensor **wide) {
   return MS_OK;
 }
 
-void ms_nn_release_all(int n, ms_tensor **ts) {
-  for (int i = 0; i < n; i++) {
-    ms_tensor_release(ts[i]);
-    ts[i] = NULL;
-  }
+ms_tensor *ms_nn_narrow_back(ms_tensor *out, ms_dtype dt) {
+  if (!out || out->dtype == dt || !ms_dtype_is_floating(out->dtype)) return out ? (ms_tensor_retain(out), out) : NULL;
+  return ms_tensor_to_dtype(out, dt);
 }
 
-ms_tensor *ms_nn_narrow_back(ms_tensor *out, ms_dtype dt) {
-  if (!out || out->dtype == dt || !ms_dtype_is_floating(out->dtype)) return out;
-  ms_tensor *r = ms_tensor_to_dtype(out, dt);
-  ms_tensor_release(out);
-  return r;
+bool ms_nn_saved(ms_node *n, int i, ms_tensor **out) {
+  *out = NULL;
+  if (n->saved[i].tensor == NULL && !n->released) return true;
+  return (*out = ms_node_saved(n, i)) != NULL;
+}
+
+void ms_nn_save(ms_node *n, ms_tensor *t) {
+  if (t) ms_node_save(n, t);
+  else n->saved[n->num_saved++] = (ms_saved){NULL, 0};
 }
