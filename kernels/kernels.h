@@ -212,9 +212,9 @@ void ms_k_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const 
 /* From the forward's output y: gx = g - exp(y) sum(g) (log), or y (g - sum(g y)). */
 void ms_k_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
                            const void *g, void *gx, int log);
-#define MS_K_ACT_LIST(X) X(ACT_GELU) X(ACT_GELU_TANH) X(ACT_SILU)
-typedef enum ms_k_act { MS_K_ACT_LIST(MS_K_X_ENUM) } ms_k_act;
-enum { MS_K_ACT_COUNT = 0 MS_K_ACT_LIST(MS_K_X_PLUS_ONE) };
+#define MS_K_X_ACT_ENUM(id, ...) MS_K_ACT_##id,
+typedef enum ms_k_act { MS_ACTIVATION_LIST(MS_K_X_ACT_ENUM) } ms_k_act; /* moonshard/op_list.h */
+enum { MS_K_ACT_COUNT = 0 MS_ACTIVATION_LIST(MS_K_X_OP_PLUS_ONE) };
 void ms_k_activation(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, void *y);
 void ms_k_activation_backward(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, const void *g,
                               void *gx);

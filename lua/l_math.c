@@ -529,8 +529,8 @@ static int l_is_floating_point(lua_State *L) {
 }
 
 /* ms._op_names = {unary = {...}, binary = {...}}: the engine's elementwise op tables by name, and
- * ms._op_info.unary = {{name =, node =, dtypes =, saves =, domain =}, ...}: the unary rows as
- * data, so that tests run every op (on every device, with its gradient) without a hand-copied
+ * ms._op_info.unary = {{name =, node =, dtypes =, saves =, domain =}, ...} and
+ * ms._op_info.activation = {{name =, node =, module =}, ...}: the rows as data, so that tests run every op (on every device, with its gradient) without a hand-copied
  * list. */
 static void push_op_names(lua_State *L) {
   lua_createtable(L, 0, 2);
@@ -558,7 +558,7 @@ static void push_unary_info(lua_State *L) {
   static const char *const domains[] = {
       [MS_DOMAIN_REAL] = "real", [MS_DOMAIN_POSITIVE] = "positive",
       [MS_DOMAIN_ABOVE_MINUS_ONE] = "above_minus_one", [MS_DOMAIN_STEP] = "step"};
-  lua_createtable(L, 0, 1);
+  lua_createtable(L, 0, 2);
   lua_createtable(L, MS_UNARY_OP_COUNT, 0);
   for (int op = 0; op < MS_UNARY_OP_COUNT; op++) {
     const ms_unary_op_info *r = ms_unary_op_get_info((ms_unary_op)op);
@@ -571,6 +571,16 @@ static void push_unary_info(lua_State *L) {
     lua_rawseti(L, -2, op + 1);
   }
   lua_setfield(L, -2, "unary");
+  lua_createtable(L, MS_ACTIVATION_OP_COUNT, 0);
+  for (int op = 0; op < MS_ACTIVATION_OP_COUNT; op++) {
+    const ms_activation_op_info *r = ms_activation_op_get_info((ms_activation_op)op);
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, r->name), lua_setfield(L, -2, "name");
+    lua_pushstring(L, r->node), lua_setfield(L, -2, "node");
+    lua_pushstring(L, r->module), lua_setfield(L, -2, "module");
+    lua_rawseti(L, -2, op + 1);
+  }
+  lua_setfield(L, -2, "activation");
 }
 
 /* Binds op (the closure's upvalue) under name and name_ (its in-place form), as a function and a

@@ -79,9 +79,13 @@ static int l_gelu(lua_State *L) {
   return ms_lua_push_result(L, ms_gelu(x, mode == 1));
 }
 
-static int l_silu(lua_State *L) {
-  ms_lua_check_end(L, 2, "silu");
-  return ms_lua_push_result(L, ms_silu(ms_lua_check_tensor(L, 1, "silu")));
+/* Every activation of the engine's table but GELU's rows (gelu takes its approximate option,
+ * above), bound by looping over it (ms_lua_open_nn_ops): the op rides in the closure's upvalue. */
+static int l_activation(lua_State *L) {
+  ms_activation_op op = (ms_activation_op)lua_tointeger(L, lua_upvalueindex(1));
+  const char *name = ms_activation_op_get_info(op)->name;
+  ms_lua_check_end(L, 2, name);
+  return ms_lua_push_result(L, ms_activation(op, ms_lua_check_tensor(L, 1, name)));
 }
 
 /* dropout(x, {p = 0.5, training = true}) */
@@ -196,7 +200,7 @@ static int l_mse_loss(lua_State *L) {
 
 void ms_lua_open_nn_ops(lua_State *L) {
   static const luaL_Reg module_only[] = {
-      {"gelu", l_gelu}, {"silu", l_silu}, {"dropout", l_dropout}, {"linear", l_linear},
+      {"gelu", l_gelu}, {"dropout", l_dropout}, {"linear", l_linear},
       {"embedding", l_embedding}, {"layer_norm", l_layer_norm}, {"batch_norm", l_batch_norm},
       {"nll_loss", l_nll_loss}, {"cross_entropy", l_cross_entropy}, {"mse_loss", l_mse_loss},
       {NULL, NULL}};
@@ -205,5 +209,11 @@ void ms_lua_open_nn_ops(lua_State *L) {
   for (const luaL_Reg *r = module_only; r->name; r++) {
     lua_pushcfunction(L, r->func);
     lua_setfield(L, -3, r->name); /* the module table, below the methods */
+  }
+  for (int op = 0; op < MS_ACTIVATION_OP_COUNT; op++) {
+    if (op == MS_ACT_GELU || op == MS_ACT_GELU_TANH) continue;
+    lua_pushinteger(L, op);
+    lua_pushcclosure(L, l_activation, 1);
+    lua_setfield(L, -3, ms_activation_op_get_info((ms_activation_op)op)->name);
   }
 }

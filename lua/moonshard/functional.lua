@@ -83,8 +83,6 @@ function F.relu(x, inplace)
 end
 function F.tanh(x) return native("tanh")(x) end
 function F.sigmoid(x) return native("sigmoid")(x) end
--- (inplace is accepted for torch's form; the result is a new tensor either way.)
-function F.silu(x, inplace) return native("silu")(x) end
 
 -- F.gelu(x), F.gelu(x, "tanh") or F.gelu(x, {approximate = "tanh"}).
 function F.gelu(x, ...)
@@ -94,6 +92,19 @@ function F.gelu(x, ...)
     error(("F.gelu: approximate must be 'none' or 'tanh', got %s"):format(tostring(r.approximate)), 2)
   end
   return native("gelu")(x, { approximate = r.approximate })
+end
+
+-- Every other activation of the engine's table (ms._op_info.activation: silu, ...), as torch's
+-- F.<name>(x, inplace): with inplace, x takes the result and is returned.
+for _, row in ipairs(ms._op_info.activation) do
+  if F[row.name] == nil then
+    local name = row.name
+    F[name] = function(x, inplace)
+      local r = native(name)(x)
+      if inplace then return x:copy_(r) end
+      return r
+    end
+  end
 end
 
 local function check_dim(fname, dim)

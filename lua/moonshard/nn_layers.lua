@@ -268,9 +268,13 @@ local function activation(name, fn, inplace_arg)
 end
 
 activation("ReLU", F.relu, true)
-activation("SiLU", F.silu, true)
 activation("Tanh", F.tanh)
 activation("Sigmoid", F.sigmoid)
+-- every other activation of the engine's table but GELU (below: it takes approximate), with
+-- torch's inplace argument: nn.SiLU, ...
+for _, row in ipairs(ms._op_info.activation) do
+  if row.module ~= "GELU" and nn[row.module] == nil then activation(row.module, F[row.name], true) end
+end
 
 -- GELU(approximate = "none" | "tanh").
 local GELU = Module:extend("GELU")

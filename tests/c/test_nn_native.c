@@ -45,7 +45,7 @@ static void test_native_nn_ops_record_nothing(void) {
   ms_tensor *x = leaf(2, (int64_t[]){4, 3}), *w = leaf(2, (int64_t[]){5, 3}), *b = leaf(1, (int64_t[]){5});
   ms_tensor *img = leaf(4, (int64_t[]){1, 2, 4, 4}), *cw = leaf(4, (int64_t[]){3, 2, 3, 3});
   ms_tensor *target = ms_tensor_new_zeros(1, (int64_t[]){4}, MS_INT64);
-  check_plain(native_activation(MS_K_ACT_GELU, x));
+  check_plain(native_activation(MS_ACT_GELU, x));
   check_plain(native_softmax(x, -1, true));
   check_plain(native_linear(x, w, b));
   check_plain(native_conv2d(img, cw, NULL, one, one, one, 1));

@@ -22,6 +22,8 @@ MS_API ms_tensor *ms_log_softmax(ms_tensor *x, int dim);
 /* approximate_tanh: GELU's tanh approximation (PyTorch's approximate='tanh'). */
 MS_API ms_tensor *ms_gelu(ms_tensor *x, bool approximate_tanh);
 MS_API ms_tensor *ms_silu(ms_tensor *x);
+/* Any activation of op_list.h's table (ms_gelu and ms_silu are two of them). */
+MS_API ms_tensor *ms_activation(ms_activation_op op, ms_tensor *x);
 /* Zeroes each element with probability p (Philox stream, so the seed fixes the mask) and scales
  * the rest by 1 / (1 - p). p == 0 or !training returns x itself (retained). */
 MS_API ms_tensor *ms_dropout(ms_tensor *x, double p, bool training);

@@ -3,7 +3,25 @@
 #ifndef MOONSHARD_NN_TYPES_H
 #define MOONSHARD_NN_TYPES_H
 
+#include "moonshard/export.h"
+#include "moonshard/op_list.h"
+
 /* How a loss combines its per-element terms. */
 typedef enum ms_reduction { MS_REDUCTION_NONE, MS_REDUCTION_MEAN, MS_REDUCTION_SUM } ms_reduction;
+
+/* The activations of op_list.h: MS_ACT_<ID>. */
+#define MS_X_ACT_ENUM(id, ...) MS_ACT_##id,
+typedef enum ms_activation_op { MS_ACTIVATION_LIST(MS_X_ACT_ENUM) } ms_activation_op;
+#define MS_X_ACT_PLUS_ONE(id, ...) +1
+enum { MS_ACTIVATION_OP_COUNT = 0 MS_ACTIVATION_LIST(MS_X_ACT_PLUS_ONE) };
+
+/* An activation's row of op_list.h as data (what the Lua face and the tests iterate). */
+typedef struct ms_activation_op_info {
+  const char *name;   /* the function: "silu" */
+  const char *node;   /* its grad_fn's name: "SiluBackward0" */
+  const char *module; /* the nn module: "SiLU" */
+} ms_activation_op_info;
+/* The row of op (a valid ms_activation_op). */
+MS_API const ms_activation_op_info *ms_activation_op_get_info(ms_activation_op op);
 
 #endif

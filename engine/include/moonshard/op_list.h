@@ -46,6 +46,13 @@
   X(SQUARE, "square", "PowBackward0", INTEGER_OR_BOOL, INPUT, REAL)                            \
   X(SOFTPLUS, "softplus", "SoftplusBackward0", FLOATING_ONLY, INPUT, REAL)
 
+/* Activations (nn ops that save their input and differentiate in one kernel; relu, tanh and
+ * sigmoid are unary ops): X(ID, "name", "grad_fn name", "nn module"). GELU_TANH is GELU with
+ * approximate = "tanh": the same function, node and module. */
+#define MS_ACTIVATION_LIST(X)                                                                  \
+  X(GELU, "gelu", "GeluBackward0", "GELU") X(GELU_TANH, "gelu", "GeluBackward0", "GELU")         \
+  X(SILU, "silu", "SiluBackward0", "SiLU")
+
 /* Reductions: X(ID, "name"). */
 #define MS_REDUCE_OP_LIST(X)                                                                   \
   X(SUM, "sum") X(MEAN, "mean") X(PROD, "prod") X(MAX, "max") X(MIN, "min")                      \

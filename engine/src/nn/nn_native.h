@@ -18,9 +18,9 @@
 #include "moonshard/nn_types.h"
 #include "moonshard/tensor_core.h"
 
-/* ---- activation.c: GELU (exact or tanh) and SiLU -------------------------------------------- */
-ms_tensor *native_activation(ms_k_act act, ms_tensor *x);
-ms_tensor *native_activation_backward(ms_k_act act, ms_tensor *x, ms_tensor *grad_output);
+/* ---- activation.c: the activations of op_list.h (GELU exact or tanh, SiLU, ...) ---------------- */
+ms_tensor *native_activation(ms_activation_op act, ms_tensor *x);
+ms_tensor *native_activation_backward(ms_activation_op act, ms_tensor *x, ms_tensor *grad_output);
 
 /* ---- softmax.c: softmax (log = false) or log_softmax over dim (negative counts from the end) - */
 ms_tensor *native_softmax(ms_tensor *x, int dim, bool log);
