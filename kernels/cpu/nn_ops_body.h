@@ -66,6 +66,12 @@ static void SFX(activation_range)(const nn_job *j, int64_t begin, int64_t end) {
   case MS_K_ACT_SILU:
     for (int64_t i = begin; i < end; i++) y[i] = x[i] / ((T)1 + EXP(-x[i]));
     break;
+  case MS_K_ACT_HARDSWISH: /* x * relu6(x + 3) / 6; NaN stays NaN */
+    for (int64_t i = begin; i < end; i++) {
+      T r = x[i] + (T)3;
+      y[i] = x[i] * (r < (T)0 ? (T)0 : r > (T)6 ? (T)6 : r) / (T)6;
+    }
+    break;
   }
 }
 
@@ -91,6 +97,10 @@ static void SFX(activation_backward_range)(const nn_job *j, int64_t begin, int64
       T s = (T)1 / ((T)1 + EXP(-x[i]));
       gx[i] = g[i] * s * ((T)1 + x[i] * ((T)1 - s));
     }
+    break;
+  case MS_K_ACT_HARDSWISH: /* PyTorch's: 0 below -3, x / 3 + 1/2 up to 3, 1 above (and at NaN) */
+    for (int64_t i = begin; i < end; i++)
+      gx[i] = x[i] < (T)-3 ? (T)0 : x[i] <= (T)3 ? g[i] * (x[i] / (T)3 + (T)0.5) : g[i];
     break;
   }
 }

@@ -1,11 +1,11 @@
-// activation.cu: GELU (exact and tanh-approximated) and SiLU, forward and backward, one thread
-// per element with the formulas of kernels/cpu/nn_ops_body.h in the element type.
+// activation.cu: the activations of moonshard/op_list.h (GELU exact and tanh, SiLU, ...), forward
+// and backward, one thread per element with the formulas of kernels/cpu/nn_ops_body.h.
 #include "common.cuh"
 
 using namespace mskc;
 
 // Device switches are out of the host compiler's -Wswitch: a new activation must get its cases.
-static_assert(MS_K_ACT_COUNT == 3, "an activation was added or removed: update act_forward and act_backward");
+static_assert(MS_K_ACT_COUNT == 4, "an activation was added or removed: update act_forward and act_backward");
 
 __device__ inline float d_erf(float v) { return erff(v); }
 __device__ inline double d_erf(double v) { return erf(v); }
@@ -21,6 +21,10 @@ __device__ inline T act_forward(ms_k_act act, T x) {
   case MS_K_ACT_GELU: return (T)0.5 * x * ((T)1 + d_erf(x * inv_sqrt2));
   case MS_K_ACT_GELU_TANH: return (T)0.5 * x * ((T)1 + d_tanh(k * (x + c * x * x * x)));
   case MS_K_ACT_SILU: return x / ((T)1 + d_exp(-x));
+  case MS_K_ACT_HARDSWISH: {
+    T r = x + (T)3;
+    return x * (r < (T)0 ? (T)0 : r > (T)6 ? (T)6 : r) / (T)6;
+  }
   }
   return x; // not an activation: unreachable
 }
@@ -42,6 +46,7 @@ __device__ inline T act_backward(ms_k_act act, T x, T g) {
     T s = (T)1 / ((T)1 + d_exp(-x));
     return g * s * ((T)1 + x * ((T)1 - s));
   }
+  case MS_K_ACT_HARDSWISH: return x < (T)-3 ? (T)0 : x <= (T)3 ? g * (x / (T)3 + (T)0.5) : g;
   }
   return g; // not an activation: unreachable
 }

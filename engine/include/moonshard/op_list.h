@@ -51,7 +51,7 @@
  * approximate = "tanh": the same function, node and module. */
 #define MS_ACTIVATION_LIST(X)                                                                  \
   X(GELU, "gelu", "GeluBackward0", "GELU") X(GELU_TANH, "gelu", "GeluBackward0", "GELU")         \
-  X(SILU, "silu", "SiluBackward0", "SiLU")
+  X(SILU, "silu", "SiluBackward0", "SiLU") X(HARDSWISH, "hardswish", "HardswishBackward0", "Hardswish")
 
 /* Reductions: X(ID, "name"). */
 #define MS_REDUCE_OP_LIST(X)                                                                   \
