@@ -94,6 +94,19 @@ function F.gelu(x, ...)
   return native("gelu")(x, { approximate = r.approximate })
 end
 
+-- F.softplus(x, beta, threshold) or F.softplus(x, {beta =, threshold =}): log(1 + exp(beta x)) /
+-- beta, and x itself where beta x > threshold (defaults 1 and 20: the engine's softplus op).
+function F.softplus(x, ...)
+  local r = parse("F.softplus", { "beta", "threshold" }, ...)
+  local beta, threshold = r.beta or 1, r.threshold or 20
+  if type(beta) ~= "number" or type(threshold) ~= "number" then
+    error(("F.softplus: beta and threshold must be numbers, got %s and %s"):format(type(beta), type(threshold)), 2)
+  end
+  if beta == 1 and threshold == 20 then return native("softplus")(x) end
+  local z = x * beta
+  return ms.where(z:gt(threshold), x, native("softplus")(z) / beta)
+end
+
 -- Every other activation of the engine's table (ms._op_info.activation: silu, ...), as torch's
 -- F.<name>(x, inplace): with inplace, x takes the result and is returned.
 for _, row in ipairs(ms._op_info.activation) do

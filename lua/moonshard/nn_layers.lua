@@ -296,6 +296,22 @@ end
 
 function GELU:extra_repr() return fmt("approximate='%s'", self.approximate) end
 
+-- Softplus(beta = 1, threshold = 20).
+local Softplus = Module:extend("Softplus")
+nn.Softplus = Softplus
+
+function Softplus:init(...)
+  local a = layer_args("Softplus", { "beta", "threshold" }, ...)
+  self.beta, self.threshold = a.beta or 1, a.threshold or 20
+  for _, k in ipairs({ "beta", "threshold" }) do
+    if type(self[k]) ~= "number" then error(fmt("Softplus: %s must be a number, got %s", k, tostring(self[k])), 3) end
+  end
+end
+
+function Softplus:forward(x) return F.softplus(x, self.beta, self.threshold) end
+
+function Softplus:extra_repr() return fmt("beta=%s, threshold=%s", pyval(self.beta), pyval(self.threshold)) end
+
 -- Softmax(dim) and LogSoftmax(dim); the dim is required (1-based, negative from the end).
 local function softmax_class(name, fn)
   local cls = Module:extend(name)

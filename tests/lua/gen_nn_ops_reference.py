@@ -60,6 +60,7 @@ def engine_activations():
 for act in engine_activations():
     case(act, lambda x, f=getattr(F, act): f(x), {"x": x35 * 2})
 case("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), {"x": x35 * 2})
+case("softplus_beta_threshold", lambda x: F.softplus(x, 2, 3), {"x": x35 * 2})
 case("linear_bias", lambda x, w, b: F.linear(x, w, b), {"x": r(4, 5), "w": r(3, 5), "b": r(3)})
 case("linear_nobias_3d", lambda x, w: F.linear(x, w), {"x": r(2, 4, 5), "w": r(3, 5)})
 case("embedding", lambda w, idx: F.embedding(idx, w), {"w": r(6, 3)},

@@ -5,6 +5,7 @@
 local T = require "testing"
 local ms = require "moonshard"
 local gradcheck = require "gradcheck"
+local F = require "moonshard.functional"
 local REF = dofile("tests/lua/data/nn_ops_reference.lua")
 
 local function from_ref(r, dtype)
@@ -43,6 +44,7 @@ local CALLS = {
   end,
   ce_smooth_sum_3d = function(I) return ms.cross_entropy(I.x, I.t, {label_smoothing = 0.1, reduction = "sum"}) end,
   ce_smooth_none = function(I) return ms.cross_entropy(I.x, I.t, {label_smoothing = 0.1, reduction = "none"}) end,
+  softplus_beta_threshold = function(I) return F.softplus(I.x, 2, 3) end,
   mse_mean = function(I) return ms.mse_loss(I.a, I.b) end,
   mse_sum = function(I) return ms.mse_loss(I.a, I.b, {reduction = "sum"}) end,
   mse_none = function(I) return ms.mse_loss(I.a, I.b, {reduction = "none"}) end,
