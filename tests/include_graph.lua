@@ -13,96 +13,18 @@
 --            is rare (guards hide it); this is where one layer reaching up into another shows.
 -- A component is "across" when its files lie in more than one folder, else "within".
 
-local DIRS = {"engine", "kernels"}
--- Where a quoted include is looked for after the including file's own folder (CMakeLists.txt:
--- ms_kernels puts the root on the path, ms_engine engine/include and engine/src).
-local SEARCH = {"", "engine/include/", "engine/src/"}
-
-local function read(path)
-  local f <close> = assert(io.open(path, "rb"))
-  return f:read("a")
-end
-
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
-end
-
-local function list_sources(root)
-  local files = {}
-  for _, dir in ipairs(DIRS) do
-    local p <close> = assert(io.popen(("cd '%s' && find %s -type f 2>/dev/null"):format(root, dir)))
-    for line in p:lines() do
-      if line:match("%.[ch]$") or line:match("%.cuh?$") then files[#files + 1] = line end
-    end
-  end
-  table.sort(files)
-  return files
-end
-
-local function folder(path) return path:match("^(.*)/[^/]*$") or "." end
-
--- Strips comments so a commented-out include or a call in a comment is not seen.
-local function strip_comments(text)
-  text = text:gsub("/%*.-%*/", function(c) return (c:gsub("[^\n]", "")) end)
-  return (text:gsub("//[^\n]*", ""))
-end
-
-local function resolve(root, from, name, set)
-  local candidates = {folder(from) .. "/" .. name}
-  for _, prefix in ipairs(SEARCH) do candidates[#candidates + 1] = prefix .. name end
-  for _, c in ipairs(candidates) do
-    -- normalise a/b/../c
-    local n repeat c, n = c:gsub("[^/]+/%.%./", "", 1) until n == 0
-    if set[c] then return c end
-  end
-  return nil
-end
-
--- Functions a header declares: an identifier followed by '(' at file scope, ending in ';'.
-local function declared(text)
-  local names = {}
-  for decl in text:gmatch("[^;{}#]+;") do
-    local name = decl:match("([%a_][%w_]*)%s*%(")
-    if name and not decl:match("^%s*typedef") and not decl:match("%(%s*%*") then names[name] = true end
-  end
-  return names
-end
-
--- Functions a source defines: a non-static definition line `type name(args) {` at column 0.
-local function defined(text)
-  local names = {}
-  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
-    local head = line:match("^[%a_][^(;=]-([%a_][%w_]*)%s*%(")
-    -- a definition: no ';' before its body opens (a prototype or a call ends in one)
-    if head and not line:match("^static") and not line:match("^extern") and not line:match("^typedef")
-        and not line:match("^[^{]*;") then
-      names[head] = true
-    end
-  end
-  return names
-end
+-- The files and their includes come from tests/source_tree.lua, beside this script.
+local tree_lib = dofile(((arg and arg[0] or ""):match("^(.*)/") or ".") .. "/source_tree.lua")
+local folder, exists = tree_lib.folder, tree_lib.exists
 
 local function build(root)
-  local files = list_sources(root)
-  local set = {}
-  for _, f in ipairs(files) do set[f] = true end
-  local incl, text = {}, {}
-  for _, f in ipairs(files) do
-    text[f] = strip_comments(read(root .. "/" .. f))
-    incl[f] = {}
-    for line in (text[f] .. "\n"):gmatch("([^\n]*)\n") do
-      local name = line:match('^%s*#%s*include%s*["<]([^">]+)[">]')
-      local target = name and resolve(root, f, name, set)
-      if target then incl[f][target] = true end
-    end
-  end
+  local tree = tree_lib.scan(root)
+  local files, text, incl = tree.files, tree.text, tree.incl
   -- defines: who implements each header's declarations
   local definer = {}
   for _, f in ipairs(files) do
     if not f:match("%.h$") and not f:match("%.cuh$") then
-      for name in pairs(defined(text[f])) do
+      for name in pairs(tree_lib.defined(text[f])) do
         definer[name] = definer[name] or {}
         definer[name][f] = true
       end
@@ -112,7 +34,7 @@ local function build(root)
   for _, f in ipairs(files) do
     if f:match("%.h$") or f:match("%.cuh$") then
       impl[f] = {}
-      for name in pairs(declared(text[f])) do
+      for name in pairs(tree_lib.declared(text[f])) do
         for d in pairs(definer[name] or {}) do impl[f][d] = true end
       end
     end

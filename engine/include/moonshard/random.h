@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "moonshard/export.h"
-#include "moonshard/tensor.h"
+#include "moonshard/tensor_core.h"
 
 MS_API void ms_manual_seed(uint64_t seed);
 MS_API uint64_t ms_initial_seed(void);
