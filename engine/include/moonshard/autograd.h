@@ -4,11 +4,11 @@
  * into t->grad. Hooks are C callbacks, so the distributed layer can use them natively; the Lua
  * face wraps Lua functions in them.
  *
- * How an op records itself (see engine/src/ops_*_grad.c for many examples):
+ * How an op records itself (engine/src/autograd/grad_*.c; a C host's own op does the same): the
+ * computation records nothing (the engine's native ops; a host computes with grad mode off),
+ * then the node is made when an input wants a gradient:
  *
- *   bool prev = ms_grad_set_enabled(false);   // internals must not record
- *   ms_tensor *out = mul_impl(a, b);
- *   ms_grad_set_enabled(prev);
+ *   ms_tensor *out = compute(a, b);           // records nothing
  *   if (out && ms_autograd_wants(2, (ms_tensor *[]){a, b})) {
  *     ms_node *n = ms_node_new("MulBackward0", mul_backward, 2, (ms_tensor *[]){a, b});
  *     ms_node_save(n, a); ms_node_save(n, b);
