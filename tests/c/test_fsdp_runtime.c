@@ -124,11 +124,28 @@ static void test_hooks_keep_units_alive(void) {
   ms_tensor_release(piece);
 }
 
+/* A backward that reads parameters whose buffer was released (no pre-backward hook gathered them
+ * again) fails naming the node, instead of reading freed memory. */
+static void test_backward_through_a_released_buffer(void) {
+  ms_tensor *w = param(2, 3, 0.5), *x = param(4, 3, 1.0);
+  ms_flat_param *u = ms_flat_param_create(&w, 1, NULL, MS_FSDP_FULL_SHARD, false);
+  ms_tensor_release(w);
+  CHECK(u && ms_flat_param_gather_compute(u, false) == MS_OK);
+  ms_tensor *y = u ? ms_linear(x, ms_flat_param_compute_view(u, 0), NULL) : NULL;
+  ms_tensor *loss = y ? ms_reduce(MS_RED_SUM, y, (ms_reduce_opts){.all = true}) : NULL;
+  ms_flat_param_release(u);
+  CHECK(loss && ms_backward(loss, NULL, false) != MS_OK);
+  CHECK(strstr(ms_error_last(), "saved for its gradient has had its storage released") != NULL);
+  ms_tensor_release(loss), ms_tensor_release(y), ms_tensor_release(x);
+  ms_flat_param_free(u);
+}
+
 int main(void) {
   CHECK(ms_dist_init("self", 0) == MS_OK);
   test_bad_arguments();
   test_prefetch_follows_the_recorded_order();
   test_hooks_keep_units_alive();
+  test_backward_through_a_released_buffer();
   ms_dist_destroy();
   return ms_test_finish();
 }

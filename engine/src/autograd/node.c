@@ -145,6 +145,10 @@ ms_tensor *ms_node_saved(ms_node *node, int i) {
     return ms_error(MS_ERR_RUNTIME, "backward: a tensor that %s saved for its gradient has been "
                     "modified by an in-place operation (version %d, expected %d); clone it before "
                     "modifying it", node->name, ms_tensor_version(s->tensor), s->version), NULL;
+  if (!ms_tensor_data(s->tensor) && ms_tensor_numel(s->tensor) > 0)
+    return ms_error(MS_ERR_RUNTIME, "backward: a tensor that %s saved for its gradient has had its "
+                    "storage released (as FSDP releases a unit's parameters between uses: the unit "
+                    "must be gathered again before its backward)", node->name), NULL;
   return s->tensor;
 }
 
