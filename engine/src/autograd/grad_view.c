@@ -400,17 +400,13 @@ static ms_status fill_as(const char *op, const char *node, ms_tensor *t, double 
   return st;
 }
 
-/* The factories that fill on a device: public, next to fill_, and new tensors (no node). */
+/* The factories that fill on a device: new tensors, no node. */
 ms_tensor *ms_tensor_new_full_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt, double value) {
-  if (device.type == MS_CPU) return ms_tensor_new_full(ndim, shape, dt, value);
-  ms_tensor *t = ms_tensor_new_contiguous_on(device, "full", ndim, shape, dt);
-  if (t && native_fill_(t, value) != MS_OK) ms_tensor_release(t), t = NULL;
-  return t;
+  return native_full_on(device, ndim, shape, dt, value);
 }
 
 ms_tensor *ms_tensor_new_zeros_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt) {
-  if (device.type == MS_CPU) return ms_tensor_new_zeros(ndim, shape, dt);
-  return ms_tensor_new_full_on(device, ndim, shape, dt, 0);
+  return native_full_on(device, ndim, shape, dt, 0);
 }
 
 ms_status ms_tensor_fill_(ms_tensor *t, double value) { return fill_as("fill", "FillBackward0", t, value); }

@@ -7,6 +7,7 @@
 #include "moonshard/cuda.h"
 #include "native/native.h"
 #include "tensor_iter.h"
+#include "tensor_internal.h"
 
 typedef struct cast_ctx {
   ms_dtype dst, src;
@@ -97,6 +98,13 @@ ms_status native_fill_(ms_tensor *t, double value) {
 }
 
 ms_status native_zero_(ms_tensor *t) { return native_fill_(t, 0); }
+
+ms_tensor *native_full_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt, double value) {
+  if (device.type == MS_CPU) return ms_tensor_new_full(ndim, shape, dt, value);
+  ms_tensor *t = ms_tensor_new_contiguous_on(device, "full", ndim, shape, dt);
+  if (t && native_fill_(t, value) != MS_OK) ms_tensor_release(t), t = NULL;
+  return t;
+}
 
 ms_tensor *native_select_scatter(ms_tensor *t, ms_tensor *src, int dim, int64_t index) {
   ms_tensor *out = native_clone(t);

@@ -95,6 +95,8 @@ ms_tensor *native_contiguous(ms_tensor *t);
 ms_tensor *native_clone(ms_tensor *t);
 ms_status native_fill_(ms_tensor *t, double value);
 ms_status native_zero_(ms_tensor *t);
+/* A new contiguous tensor on `device` filled with value (new reference). */
+ms_tensor *native_full_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt, double value);
 /* A copy of t whose slice `index` of dim holds src (broadcast). */
 ms_tensor *native_select_scatter(ms_tensor *t, ms_tensor *src, int dim, int64_t index);
 /* t[index along dim] = src (broadcast), written through a view of t. */

@@ -7,7 +7,7 @@
 ms_tensor *native_embedding_backward(ms_tensor *idx, ms_tensor *grad_output, const int64_t wshape[2],
                                      ms_dtype dt, int64_t padding_idx, int64_t index_base) {
   ms_tensor *g = ms_nn_contiguous(grad_output, dt);
-  ms_tensor *gw = g ? ms_nn_zeros_on(ms_tensor_device(idx), 2, wshape, dt) : NULL;
+  ms_tensor *gw = g ? native_full_on(ms_tensor_device(idx), 2, wshape, dt, 0) : NULL;
   ms_status st = gw ? MS_OK : MS_ERR_MEMORY;
   if (gw && ms_tensor_device(idx).type == MS_CUDA)
     st = ms_cuda_embedding_backward(idx, index_base, padding_idx, g, gw);

@@ -32,8 +32,6 @@ void ms_nn_split(const ms_tensor *t, int dim, int64_t *outer, int64_t *size, int
 /* t as a contiguous tensor of dtype dt (new reference; t itself retained when it already is);
  * nothing recorded. */
 ms_tensor *ms_nn_contiguous(ms_tensor *t, ms_dtype dt);
-/* A new tensor of zeros on dev (ms_tensor_new_zeros_on is a public op, above this layer). */
-ms_tensor *ms_nn_zeros_on(ms_device dev, int ndim, const int64_t *shape, ms_dtype dt);
 /* The sum of a contiguous float tensor's elements, in double (on any device). */
 double ms_nn_sum(const ms_tensor *t);
 /* Releases the n tensors (NULLs allowed) and sets them to NULL. */

@@ -62,13 +62,6 @@ ms_tensor *ms_nn_contiguous(ms_tensor *t, ms_dtype dt) {
   return c;
 }
 
-ms_tensor *ms_nn_zeros_on(ms_device dev, int ndim, const int64_t *shape, ms_dtype dt) {
-  if (dev.type == MS_CPU) return ms_tensor_new_zeros(ndim, shape, dt);
-  ms_tensor *t = ms_tensor_new_empty_on(dev, ndim, shape, dt);
-  if (t && native_zero_(t) != MS_OK) ms_tensor_release(t), t = NULL;
-  return t;
-}
-
 double ms_nn_sum(const ms_tensor *t) {
   int64_t n = ms_tensor_numel(t);
   if (n == 0) return 0;
