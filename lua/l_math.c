@@ -530,7 +530,7 @@ static int l_is_floating_point(lua_State *L) {
 
 /* ms._op_names = {unary = {...}, binary = {...}}: the engine's elementwise op tables by name, and
  * ms._op_info.unary = {{name =, node =, dtypes =, saves =, domain =}, ...} and
- * ms._op_info.activation = {{name =, node =, module =}, ...}: the rows as data, so that tests run every op (on every device, with its gradient) without a hand-copied
+ * ms._op_info.activation = {{name =, node =, module =}, ...} (one per function): the rows as data, so that tests run every op (on every device, with its gradient) without a hand-copied
  * list. */
 static void push_op_names(lua_State *L) {
   lua_createtable(L, 0, 2);
@@ -572,13 +572,15 @@ static void push_unary_info(lua_State *L) {
   }
   lua_setfield(L, -2, "unary");
   lua_createtable(L, MS_ACTIVATION_OP_COUNT, 0);
-  for (int op = 0; op < MS_ACTIVATION_OP_COUNT; op++) {
+  for (int op = 0, n = 0; op < MS_ACTIVATION_OP_COUNT; op++) {
     const ms_activation_op_info *r = ms_activation_op_get_info((ms_activation_op)op);
+    if (op > 0 && strcmp(r->name, ms_activation_op_get_info((ms_activation_op)(op - 1))->name) == 0)
+      continue; /* a form of the row before (GELU_TANH: gelu's approximate = "tanh") */
     lua_createtable(L, 0, 3);
     lua_pushstring(L, r->name), lua_setfield(L, -2, "name");
     lua_pushstring(L, r->node), lua_setfield(L, -2, "node");
     lua_pushstring(L, r->module), lua_setfield(L, -2, "module");
-    lua_rawseti(L, -2, op + 1);
+    lua_rawseti(L, -2, ++n);
   }
   lua_setfield(L, -2, "activation");
 }

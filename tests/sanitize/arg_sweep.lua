@@ -22,8 +22,7 @@ if not os.getenv("MS_MAX_ALLOC_BYTES") then
   os.exit(2)
 end
 
-local SEED = tonumber(os.getenv("MS_FUZZ_SEED") or "1")
-local CASES = tonumber(os.getenv("MS_FUZZ_CASES") or "20000")
+local SEED, CASES = require("fuzzing").settings(20000)
 local TRACE = os.getenv("MS_SWEEP_TRACE") == "1"
 local SKIP_CASES = {} -- MS_SWEEP_SKIP="12,345": case numbers not to run (to get past a known crash)
 for n in (os.getenv("MS_SWEEP_SKIP") or ""):gmatch("%d+") do SKIP_CASES[tonumber(n)] = true end

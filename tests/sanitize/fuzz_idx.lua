@@ -12,9 +12,7 @@ local ms = require "moonshard"
 local T = require "testing"
 local fuzzing = require "fuzzing"
 
-local SEED = math.tointeger(tonumber(os.getenv("MS_FUZZ_SEED") or "1")) or 1
-local CASES = math.tointeger(tonumber(os.getenv("MS_FUZZ_CASES") or "5000")) or 5000
-math.randomseed(SEED)
+local SEED, CASES = fuzzing.settings(5000)
 local R = math.random
 
 local tmp = os.tmpname()

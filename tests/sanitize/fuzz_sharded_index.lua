@@ -20,9 +20,7 @@ local fuzzing = require "fuzzing"
 local nn = require "moonshard.nn"
 local fsdp = require "moonshard.fsdp"
 
-local SEED = tonumber(os.getenv("MS_FUZZ_SEED") or "1")
-local CASES = tonumber(os.getenv("MS_FUZZ_CASES") or "2000")
-math.randomseed(SEED)
+local SEED, CASES = fuzzing.settings(2000)
 local fmt = string.format
 
 local dir = os.tmpname() .. ".fuzz"
