@@ -8,58 +8,37 @@
 
 #include <stdint.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernel_table.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define MS_KC_MAX_DIMS 16
-#define MS_KC_MAX_OPS 4
-
-/* Up to four operands of one shape (operand 0 is the output), each with its element strides
- * (0 on broadcast dims). The engine merges contiguous dims first (engine/src/tensor_iter.c). */
-typedef struct ms_kc_geom {
-  int ndim;
-  int64_t shape[MS_KC_MAX_DIMS];
-  int64_t strides[MS_KC_MAX_OPS][MS_KC_MAX_DIMS];
-} ms_kc_geom;
-
-/* A number standing for a broadcast operand, in the compute dtype's two forms (an int64 must
- * not pass through a double). */
-typedef struct ms_kc_scalar {
-  double f;
-  int64_t i;
-} ms_kc_scalar;
-
 /* ---- conversions (kernels/cuda/cast.cu) ---- */
 /* dst (operand 0) = src (operand 1) converted as ms_k_cast does, bit for bit. */
-int ms_kc_cast(const ms_kc_geom *g, void *dst, ms_k_dtype dt, const void *src, ms_k_dtype st,
+int ms_kc_cast(const ms_k_geom *g, void *dst, ms_k_dtype dt, const void *src, ms_k_dtype st,
                void *stream);
-/* Every element of dst (operand 0) = the element `value` (elsize bytes, already converted to dt
- * on the host by ms_k_fill, so rounding matches the CPU). */
-int ms_kc_fill(const ms_kc_geom *g, void *dst, int elsize, const void *value, void *stream);
 
 /* ---- elementwise (kernels/cuda/elementwise.cu): ms_k_binary / ms_k_unary's semantics ---- */
 /* out (operand 0) = a (1) op b (2); a NULL a or b reads the scalar sa or sb instead. */
-int ms_kc_binary(ms_k_binop op, ms_k_dtype dt, const ms_kc_geom *g, void *out, const void *a,
-                 const ms_kc_scalar *sa, const void *b, const ms_kc_scalar *sb, void *stream);
-int ms_kc_unary(ms_k_unop op, ms_k_dtype dt, const ms_kc_geom *g, void *out, const void *a,
+int ms_kc_binary(ms_k_binop op, ms_k_dtype dt, const ms_k_geom *g, void *out, const void *a,
+                 const ms_k_scalar *sa, const void *b, const ms_k_scalar *sb, void *stream);
+int ms_kc_unary(ms_k_unop op, ms_k_dtype dt, const ms_k_geom *g, void *out, const void *a,
                 void *stream);
 /* out (0) = a (1) clamped to [lo, hi] (either NULL: no bound), as ms_k_clamp. */
-int ms_kc_clamp(ms_k_dtype dt, const ms_kc_geom *g, void *out, const void *a, const double *lo,
+int ms_kc_clamp(ms_k_dtype dt, const ms_k_geom *g, void *out, const void *a, const double *lo,
                 const double *hi, void *stream);
 /* out (0) = cond (1, bool) ? a (2) : b (3); a NULL a or b reads the scalar sa or sb. */
-int ms_kc_where(ms_k_dtype dt, const ms_kc_geom *g, void *out, const uint8_t *cond, const void *a,
-                const ms_kc_scalar *sa, const void *b, const ms_kc_scalar *sb, void *stream);
+int ms_kc_where(ms_k_dtype dt, const ms_k_geom *g, void *out, const uint8_t *cond, const void *a,
+                const ms_k_scalar *sa, const void *b, const ms_k_scalar *sb, void *stream);
 
 /* ---- reductions (kernels/cuda/reduce.cu): ms_k_reduce_row's semantics for every row ---- */
 /* Rows of n elements `stride` apart; row r starts at the offset its index has in the outer
  * geometry (ndim dims, row-major). One block per row. */
 typedef struct ms_kc_rows {
   int ndim;
-  int64_t shape[MS_KC_MAX_DIMS];
-  int64_t strides[MS_KC_MAX_DIMS];
+  int64_t shape[MS_K_MAX_DIMS];
+  int64_t strides[MS_K_MAX_DIMS];
   int64_t rows, n, stride;
 } ms_kc_rows;
 /* op is RSUM, RPROD, RMAX, RMIN, RARGMAX or RARGMIN over dt (F32, F64, I64); out[r] (contiguous,
@@ -95,19 +74,11 @@ int ms_kc_channel_bias_add(ms_k_dtype dt, int64_t n, int64_t c, int64_t hw, void
 int ms_kc_channel_sum(ms_k_dtype dt, int64_t n, int64_t c, int64_t hw, const void *g, void *gb,
                       void *stream);
 
-/* A bad value that a kernel finds on the device (a class index out of range), in host memory the
- * device writes: the first one wins (code from 0 to a MS_KC_BAD_* code); the engine raises it at
- * the next point where the host waits for the device, so no launch waits for a check. */
-enum { MS_KC_BAD_NONE, MS_KC_BAD_TARGET };
-typedef struct ms_kc_bad_value {
-  int code;
-  int64_t value, limit, base; /* the value found, the bound it broke, its index base */
-} ms_kc_bad_value;
 
 /* a->target and a->weight are device pointers here. A target that is neither ignore_index nor a
  * class gives a NaN term (weight 0) and is reported in *bad. */
 int ms_kc_nll_rows(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, void *nll, void *wt,
-                   void *smooth, ms_kc_bad_value *bad, void *stream);
+                   void *smooth, ms_k_bad_value *bad, void *stream);
 /* The reduced loss of nll_rows' terms in one block: out[0] = ((1 - s) sum(nll) + s / C sum(smooth))
  * (divided by sum(wt) when mean), summed in double; *sw receives sum(wt). smooth may be NULL. */
 int ms_kc_nll_reduce(ms_k_dtype dt, int64_t n, const void *nll, const void *wt, const void *smooth,

@@ -1,4 +1,4 @@
-/* tensor_iter.c: dimension merging, row iteration with threads, and broadcasting. */
+/* tensor_iter.c: the kernels' geometry of tensors (dimension merging), and broadcasting. */
 #include <string.h>
 
 #include "kernels/kernels.h"
@@ -7,7 +7,7 @@
 /* Merges dim d into d+1 when, for every operand, stepping d equals stepping d+1 shape times. */
 static void iter_coalesce(ms_iter *it) {
   int nd = 0; /* dims written so far, from the innermost outwards */
-  int64_t shape[MS_MAX_DIMS], strides[MS_ITER_MAX_OPS][MS_MAX_DIMS];
+  int64_t shape[MS_MAX_DIMS], strides[MS_K_MAX_OPS][MS_MAX_DIMS];
   for (int d = it->ndim - 1; d >= 0; d--) {
     if (it->shape[d] == 1 && it->ndim > 1) continue; /* size-1 dims never move the pointer */
     bool merge = nd > 0;
@@ -50,52 +50,6 @@ void ms_iter_init(ms_iter *it, int ndim, const int64_t *shape, int nops, ms_tens
     return;
   }
   iter_coalesce(it);
-}
-
-int64_t ms_iter_numel(const ms_iter *it) {
-  int64_t n = 1;
-  for (int d = 0; d < it->ndim; d++) n *= it->shape[d];
-  return n;
-}
-
-typedef struct iter_job {
-  const ms_iter *it;
-  ms_iter_row_fn fn;
-  void *ctx;
-} iter_job;
-
-/* Runs the elements [begin, end) of the flattened iteration space, row piece by row piece. */
-static void iter_range(void *arg, int64_t begin, int64_t end) {
-  const iter_job *job = arg;
-  const ms_iter *it = job->it;
-  int last = it->ndim - 1;
-  int64_t rowlen = it->shape[last], idx[MS_MAX_DIMS];
-  int64_t rem = begin;
-  for (int d = last; d >= 0; d--) idx[d] = rem % it->shape[d], rem /= it->shape[d];
-  int64_t inner[MS_ITER_MAX_OPS];
-  for (int k = 0; k < it->nops; k++) inner[k] = it->strides[k][last];
-  for (int64_t pos = begin; pos < end;) {
-    char *ptr[MS_ITER_MAX_OPS];
-    for (int k = 0; k < it->nops; k++) {
-      int64_t off = 0;
-      for (int d = 0; d <= last; d++) off += idx[d] * it->strides[k][d];
-      ptr[k] = it->data[k] + off * (int64_t)it->elsize[k];
-    }
-    int64_t n = rowlen - idx[last];
-    if (n > end - pos) n = end - pos;
-    job->fn(job->ctx, n, ptr, inner);
-    pos += n;
-    idx[last] += n;
-    for (int d = last; d > 0 && idx[d] == it->shape[d]; d--) idx[d] = 0, idx[d - 1]++;
-  }
-}
-
-void ms_iter_run(const ms_iter *it, ms_iter_row_fn fn, void *ctx) {
-  iter_job job = {it, fn, ctx};
-  int64_t n = ms_iter_numel(it);
-  if (n == 0) return;
-  /* Below ~32k elements a thread hand-off costs more than it saves. */
-  ms_k_parallel_for(n, 32768, iter_range, &job);
 }
 
 ms_status ms_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const int64_t *b,

@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/cast_half.h"
 #include "kernels/cpu/cpu_isa.h"
-#include "kernels/kernels.h"
+#include "kernels/kernel_table.h"
 
 float ms_k_bf16_to_f32(uint16_t h) {
   uint32_t bits = (uint32_t)h << 16;
@@ -175,4 +175,26 @@ void ms_k_fill(int64_t n, void *dst, ms_k_dtype dt, int64_t ds, double value) {
     return;
   }
   for (int64_t i = 0; i < n; i++) memcpy(d + i * ds * sz, one, sz);
+}
+
+typedef struct fill_bytes {
+  const void *value;
+  size_t size;
+} fill_bytes;
+
+static void fill_row(void *arg, int64_t n, char **p, const int64_t *s) {
+  const fill_bytes *f = arg;
+  switch (f->size) { /* typed stores, so the compiler vectorises the unit-stride rows */
+  case 8: { uint64_t v; memcpy(&v, f->value, 8); for (int64_t i = 0; i < n; i++) ((uint64_t *)p[0])[i * s[0]] = v; break; }
+  case 4: { uint32_t v; memcpy(&v, f->value, 4); for (int64_t i = 0; i < n; i++) ((uint32_t *)p[0])[i * s[0]] = v; break; }
+  case 2: { uint16_t v; memcpy(&v, f->value, 2); for (int64_t i = 0; i < n; i++) ((uint16_t *)p[0])[i * s[0]] = v; break; }
+  default: for (int64_t i = 0; i < n; i++) memcpy(p[0] + i * s[0] * (int64_t)f->size, f->value, f->size);
+  }
+}
+
+int ms_k_cpu_fill(const ms_k_exec *x, const ms_k_geom *g, const void *value) {
+  (void)x;
+  fill_bytes f = {value, g->elsize[0]};
+  ms_k_geom_run(g, fill_row, &f);
+  return 0;
 }

@@ -4,7 +4,7 @@
 
 using namespace mskc;
 
-__global__ void cast_kernel(ms_kc_geom g, int64_t n, char *dst, ms_k_dtype dt, const char *src,
+__global__ void cast_kernel(ms_k_geom g, int64_t n, char *dst, ms_k_dtype dt, const char *src,
                             ms_k_dtype st) {
   int ds = elsize(dt), ss = elsize(st);
   bool ints = !is_floating(dt) && !is_floating(st); // exact for large int64, as on the CPU
@@ -20,7 +20,7 @@ __global__ void cast_kernel(ms_kc_geom g, int64_t n, char *dst, ms_k_dtype dt, c
 
 // Same dtype: a plain element copy of 1, 2, 4 or 8 bytes.
 template <typename T>
-__global__ void copy_kernel(ms_kc_geom g, int64_t n, T *dst, const T *src) {
+__global__ void copy_kernel(ms_k_geom g, int64_t n, T *dst, const T *src) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t off[2];
     offsets<2>(g, i, off);
@@ -29,7 +29,7 @@ __global__ void copy_kernel(ms_kc_geom g, int64_t n, T *dst, const T *src) {
 }
 
 template <typename T>
-__global__ void fill_kernel(ms_kc_geom g, int64_t n, T *dst, T value) {
+__global__ void fill_kernel(ms_k_geom g, int64_t n, T *dst, T value) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t off[1];
     offsets<1>(g, i, off);
@@ -37,13 +37,13 @@ __global__ void fill_kernel(ms_kc_geom g, int64_t n, T *dst, T value) {
   }
 }
 
-static int64_t numel(const ms_kc_geom *g) {
+static int64_t numel(const ms_k_geom *g) {
   int64_t n = 1;
   for (int d = 0; d < g->ndim; d++) n *= g->shape[d];
   return n;
 }
 
-extern "C" int ms_kc_cast(const ms_kc_geom *g, void *dst, ms_k_dtype dt, const void *src,
+extern "C" int ms_kc_cast(const ms_k_geom *g, void *dst, ms_k_dtype dt, const void *src,
                           ms_k_dtype st, void *stream) {
   int64_t n = numel(g);
   if (n == 0) return 0;
@@ -62,10 +62,12 @@ extern "C" int ms_kc_cast(const ms_kc_geom *g, void *dst, ms_k_dtype dt, const v
   return launch_status();
 }
 
-extern "C" int ms_kc_fill(const ms_kc_geom *g, void *dst, int es, const void *value, void *stream) {
+extern "C" int ms_k_cuda_fill(const ms_k_exec *x, const ms_k_geom *g, const void *value) {
+  void *dst = g->data[0];
+  size_t es = g->elsize[0];
   int64_t n = numel(g);
   if (n == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)x->stream;
   unsigned nb = blocks_for(n);
   switch (es) {
   case 8: fill_kernel<<<nb, kThreads, 0, s>>>(*g, n, (uint64_t *)dst, *(const uint64_t *)value); break;

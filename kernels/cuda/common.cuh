@@ -21,7 +21,7 @@ inline unsigned blocks_for(int64_t n) {
 
 // Element offsets of linear (row-major) index i in operands 0..nops-1.
 template <int NOPS>
-__device__ inline void offsets(const ms_kc_geom &g, int64_t i, int64_t *off) {
+__device__ inline void offsets(const ms_k_geom &g, int64_t i, int64_t *off) {
   for (int k = 0; k < NOPS; k++) off[k] = 0;
   for (int d = g.ndim - 1; d >= 0; d--) {
     int64_t size = g.shape[d], idx = i % size;

@@ -81,15 +81,15 @@ template <typename T> __device__ inline uint8_t compare(ms_k_binop op, T x, T y)
   return 0;
 }
 
-template <typename T> __device__ inline T scalar_as(const ms_kc_scalar &s);
-template <> __device__ inline float scalar_as<float>(const ms_kc_scalar &s) { return (float)s.f; }
-template <> __device__ inline double scalar_as<double>(const ms_kc_scalar &s) { return s.f; }
-template <> __device__ inline int64_t scalar_as<int64_t>(const ms_kc_scalar &s) { return s.i; }
+template <typename T> __device__ inline T scalar_as(const ms_k_scalar &s);
+template <> __device__ inline float scalar_as<float>(const ms_k_scalar &s) { return (float)s.f; }
+template <> __device__ inline double scalar_as<double>(const ms_k_scalar &s) { return s.f; }
+template <> __device__ inline int64_t scalar_as<int64_t>(const ms_k_scalar &s) { return s.i; }
 
 // OUT is T for arithmetic and uint8_t (bool) for comparisons.
 template <typename T, typename OUT>
-__global__ void binary_kernel(ms_k_binop op, ms_kc_geom g, int64_t n, OUT *out, const T *a,
-                              ms_kc_scalar sa, const T *b, ms_kc_scalar sb) {
+__global__ void binary_kernel(ms_k_binop op, ms_k_geom g, int64_t n, OUT *out, const T *a,
+                              ms_k_scalar sa, const T *b, ms_k_scalar sb) {
   T xa = scalar_as<T>(sa), xb = scalar_as<T>(sb);
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t off[3];
@@ -101,26 +101,26 @@ __global__ void binary_kernel(ms_k_binop op, ms_kc_geom g, int64_t n, OUT *out, 
 }
 
 template <typename T>
-static void launch_binary(ms_k_binop op, const ms_kc_geom *g, int64_t n, void *out, const void *a,
-                          ms_kc_scalar sa, const void *b, ms_kc_scalar sb, cudaStream_t s) {
+static void launch_binary(ms_k_binop op, const ms_k_geom *g, int64_t n, void *out, const void *a,
+                          ms_k_scalar sa, const void *b, ms_k_scalar sb, cudaStream_t s) {
   if (op >= MS_K_EQ)
     binary_kernel<T, uint8_t><<<blocks_for(n), kThreads, 0, s>>>(op, *g, n, (uint8_t *)out, (const T *)a, sa, (const T *)b, sb);
   else
     binary_kernel<T, T><<<blocks_for(n), kThreads, 0, s>>>(op, *g, n, (T *)out, (const T *)a, sa, (const T *)b, sb);
 }
 
-static int64_t numel(const ms_kc_geom *g) {
+static int64_t numel(const ms_k_geom *g) {
   int64_t n = 1;
   for (int d = 0; d < g->ndim; d++) n *= g->shape[d];
   return n;
 }
 
-extern "C" int ms_kc_binary(ms_k_binop op, ms_k_dtype dt, const ms_kc_geom *g, void *out,
-                            const void *a, const ms_kc_scalar *sa, const void *b,
-                            const ms_kc_scalar *sb, void *stream) {
+extern "C" int ms_kc_binary(ms_k_binop op, ms_k_dtype dt, const ms_k_geom *g, void *out,
+                            const void *a, const ms_k_scalar *sa, const void *b,
+                            const ms_k_scalar *sb, void *stream) {
   int64_t n = numel(g);
   if (n == 0) return 0;
-  ms_kc_scalar za = a ? ms_kc_scalar{0, 0} : *sa, zb = b ? ms_kc_scalar{0, 0} : *sb;
+  ms_k_scalar za = a ? ms_k_scalar{0, 0} : *sa, zb = b ? ms_k_scalar{0, 0} : *sb;
   cudaStream_t s = (cudaStream_t)stream;
   if (dt == MS_K_F32) launch_binary<float>(op, g, n, out, a, za, b, zb, s);
   else if (dt == MS_K_F64) launch_binary<double>(op, g, n, out, a, za, b, zb, s);
@@ -200,7 +200,7 @@ __device__ inline int64_t unary(ms_k_unop op, int64_t x) {
 }
 
 template <typename T, typename OUT>
-__global__ void unary_kernel(ms_k_unop op, ms_kc_geom g, int64_t n, OUT *out, const T *a) {
+__global__ void unary_kernel(ms_k_unop op, ms_k_geom g, int64_t n, OUT *out, const T *a) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t off[2];
     offsets<2>(g, i, off);
@@ -211,14 +211,14 @@ __global__ void unary_kernel(ms_k_unop op, ms_kc_geom g, int64_t n, OUT *out, co
 }
 
 template <typename T>
-static void launch_unary(ms_k_unop op, const ms_kc_geom *g, int64_t n, void *out, const void *a, cudaStream_t s) {
+static void launch_unary(ms_k_unop op, const ms_k_geom *g, int64_t n, void *out, const void *a, cudaStream_t s) {
   if (op == MS_K_LOGICAL_NOT)
     unary_kernel<T, uint8_t><<<blocks_for(n), kThreads, 0, s>>>(op, *g, n, (uint8_t *)out, (const T *)a);
   else
     unary_kernel<T, T><<<blocks_for(n), kThreads, 0, s>>>(op, *g, n, (T *)out, (const T *)a);
 }
 
-extern "C" int ms_kc_unary(ms_k_unop op, ms_k_dtype dt, const ms_kc_geom *g, void *out,
+extern "C" int ms_kc_unary(ms_k_unop op, ms_k_dtype dt, const ms_k_geom *g, void *out,
                            const void *a, void *stream) {
   int64_t n = numel(g);
   if (n == 0) return 0;
@@ -233,7 +233,7 @@ extern "C" int ms_kc_unary(ms_k_unop op, ms_k_dtype dt, const ms_kc_geom *g, voi
 
 // min first, then max (min > max gives max everywhere); NaN passes both comparisons untouched.
 template <typename T>
-__global__ void clamp_kernel(ms_kc_geom g, int64_t n, T *out, const T *a, int hl, double lo, int hh, double hi) {
+__global__ void clamp_kernel(ms_k_geom g, int64_t n, T *out, const T *a, int hl, double lo, int hh, double hi) {
   T l = hl ? (T)lo : (T)0, h = hh ? (T)hi : (T)0;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t off[2];
@@ -243,7 +243,7 @@ __global__ void clamp_kernel(ms_kc_geom g, int64_t n, T *out, const T *a, int hl
   }
 }
 
-extern "C" int ms_kc_clamp(ms_k_dtype dt, const ms_kc_geom *g, void *out, const void *a, const double *lo,
+extern "C" int ms_kc_clamp(ms_k_dtype dt, const ms_k_geom *g, void *out, const void *a, const double *lo,
                            const double *hi, void *stream) {
   int64_t n = numel(g);
   if (n == 0) return 0;
@@ -258,8 +258,8 @@ extern "C" int ms_kc_clamp(ms_k_dtype dt, const ms_kc_geom *g, void *out, const 
 
 // A NULL a or b reads its scalar instead (a number operand, as in ms_kc_binary).
 template <typename T>
-__global__ void where_kernel(ms_kc_geom g, int64_t n, T *out, const uint8_t *cond, const T *a, ms_kc_scalar sa,
-                             const T *b, ms_kc_scalar sb) {
+__global__ void where_kernel(ms_k_geom g, int64_t n, T *out, const uint8_t *cond, const T *a, ms_k_scalar sa,
+                             const T *b, ms_k_scalar sb) {
   T xa = scalar_as<T>(sa), xb = scalar_as<T>(sb);
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     int64_t off[4];
@@ -268,12 +268,12 @@ __global__ void where_kernel(ms_kc_geom g, int64_t n, T *out, const uint8_t *con
   }
 }
 
-extern "C" int ms_kc_where(ms_k_dtype dt, const ms_kc_geom *g, void *out, const uint8_t *cond, const void *a,
-                           const ms_kc_scalar *sa, const void *b, const ms_kc_scalar *sb, void *stream) {
+extern "C" int ms_kc_where(ms_k_dtype dt, const ms_k_geom *g, void *out, const uint8_t *cond, const void *a,
+                           const ms_k_scalar *sa, const void *b, const ms_k_scalar *sb, void *stream) {
   int64_t n = numel(g);
   if (n == 0) return 0;
   cudaStream_t s = (cudaStream_t)stream;
-  ms_kc_scalar za = a ? ms_kc_scalar{0, 0} : *sa, zb = b ? ms_kc_scalar{0, 0} : *sb;
+  ms_k_scalar za = a ? ms_k_scalar{0, 0} : *sa, zb = b ? ms_k_scalar{0, 0} : *sb;
   if (dt == MS_K_F32)
     where_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(*g, n, (float *)out, cond, (const float *)a, za, (const float *)b, zb);
   else if (dt == MS_K_F64)

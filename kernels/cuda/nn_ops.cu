@@ -87,15 +87,15 @@ extern "C" int ms_kc_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const
   return launch_status();
 }
 
-__device__ void report_bad_target(ms_kc_bad_value *bad, int64_t t, const ms_k_nll_args &a) {
-  if (atomicCAS(&bad->code, MS_KC_BAD_NONE, MS_KC_BAD_TARGET) != MS_KC_BAD_NONE) return;
+__device__ void report_bad_target(ms_k_bad_value *bad, int64_t t, const ms_k_nll_args &a) {
+  if (atomicCAS(&bad->code, MS_K_BAD_NONE, MS_K_BAD_TARGET) != MS_K_BAD_NONE) return;
   bad->value = t, bad->limit = a.C, bad->base = a.base;
   __threadfence_system();
 }
 
 template <typename T>
 __global__ void nll_rows_kernel(ms_k_nll_args a, const T *logp, T *nll, T *wt, T *smooth,
-                                ms_kc_bad_value *bad) {
+                                ms_k_bad_value *bad) {
   const T *w = (const T *)a.weight;
   int64_t positions = a.N * a.inner;
   for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < positions; p += (int64_t)gridDim.x * blockDim.x) {
@@ -182,7 +182,7 @@ __global__ void nll_backward_kernel(ms_k_nll_args a, const T *logp, const T *g, 
 }
 
 extern "C" int ms_kc_nll_rows(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, void *nll,
-                              void *wt, void *smooth, ms_kc_bad_value *bad, void *stream) {
+                              void *wt, void *smooth, ms_k_bad_value *bad, void *stream) {
   int64_t n = a->N * a->inner;
   if (n == 0) return 0;
   cudaStream_t s = (cudaStream_t)stream;

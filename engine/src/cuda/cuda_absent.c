@@ -63,7 +63,6 @@ ms_status ms_cuda_event_elapsed_ms(ms_cuda_event *a, ms_cuda_event *b, float *ms
 #include "cuda_ops.h"
 
 ms_status ms_cuda_copy_same_shape(ms_tensor *dst, ms_tensor *src) { return (void)dst, (void)src, absent("copy_"); }
-ms_status ms_cuda_fill(ms_tensor *t, double value) { return (void)t, (void)value, absent("fill_"); }
 ms_status ms_cuda_binary(ms_k_binop op, ms_dtype cd, ms_tensor *out, ms_tensor *a, ms_tensor *b) {
   return (void)op, (void)cd, (void)out, (void)a, (void)b, absent("binary op");
 }

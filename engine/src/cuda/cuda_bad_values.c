@@ -9,30 +9,30 @@
 #include "kernels/kernels_cuda.h"
 
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
-static volatile ms_kc_bad_value *slot; /* host address; with unified addressing, the devices' too */
+static volatile ms_k_bad_value *slot; /* host address; with unified addressing, the devices' too */
 static cudaError_t slot_error;
 
 static void slot_alloc(void) {
   void *p = NULL;
-  slot_error = cudaHostAlloc(&p, sizeof(ms_kc_bad_value), cudaHostAllocMapped | cudaHostAllocPortable);
+  slot_error = cudaHostAlloc(&p, sizeof(ms_k_bad_value), cudaHostAllocMapped | cudaHostAllocPortable);
   if (slot_error != cudaSuccess) return;
-  memset(p, 0, sizeof(ms_kc_bad_value));
+  memset(p, 0, sizeof(ms_k_bad_value));
   slot = p;
 }
 
-ms_kc_bad_value *ms_cuda_bad_value_slot(void) {
+ms_k_bad_value *ms_cuda_bad_value_slot(void) {
   pthread_once(&slot_once, slot_alloc);
   if (!slot) ms_cuda_check("a device-side check's host slot", slot_error);
-  return (ms_kc_bad_value *)slot;
+  return (ms_k_bad_value *)slot;
 }
 
 ms_status ms_cuda_raise_bad_values(const char *at) {
-  if (!slot || slot->code == MS_KC_BAD_NONE) return MS_OK;
-  ms_kc_bad_value v = {slot->code, slot->value, slot->limit, slot->base};
+  if (!slot || slot->code == MS_K_BAD_NONE) return MS_OK;
+  ms_k_bad_value v = {slot->code, slot->value, slot->limit, slot->base};
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  slot->code = MS_KC_BAD_NONE; /* reported once: the next op starts clean */
+  slot->code = MS_K_BAD_NONE; /* reported once: the next op starts clean */
   switch (v.code) {
-  case MS_KC_BAD_TARGET:
+  case MS_K_BAD_TARGET:
     return ms_error(MS_ERR_ARG, "nll_loss: target %lld is out of bounds for %lld classes%s (checked on the "
                     "GPU: reported at the next synchronization, here %s; the loss it went into is NaN)",
                     (long long)v.value, (long long)v.limit,

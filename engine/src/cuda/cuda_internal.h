@@ -18,7 +18,7 @@ cudaStream_t ms_cuda_raw_stream(int index);
 
 /* The host slot where kernels report a bad value they find (cuda_bad_values.c); NULL with the
  * error set if it cannot be had. */
-struct ms_kc_bad_value *ms_cuda_bad_value_slot(void);
+struct ms_k_bad_value *ms_cuda_bad_value_slot(void);
 /* Raises (once) a bad value that a kernel reported, naming `at`, the call that synchronized. */
 ms_status ms_cuda_raise_bad_values(const char *at);
 

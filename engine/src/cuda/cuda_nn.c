@@ -76,7 +76,7 @@ ms_status ms_cuda_nll_rows(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *n
                            ms_tensor *smooth) {
   cudaStream_t s;
   if (ms_cuda_use_tensor("nll_loss", nll, &s) != MS_OK) return MS_ERR_RUNTIME;
-  ms_kc_bad_value *bad = ms_cuda_bad_value_slot();
+  ms_k_bad_value *bad = ms_cuda_bad_value_slot();
   if (!bad) return MS_ERR_RUNTIME;
   int err = ms_kc_nll_rows((ms_k_dtype)logp->dtype, a, ms_tensor_data(logp), ms_tensor_data(nll),
                            ms_tensor_data(wt), data_or_null(smooth), bad, s);

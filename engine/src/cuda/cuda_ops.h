@@ -10,8 +10,6 @@
 
 /* dst = src converted, both on one CUDA device and of dst's shape (src may be broadcast). */
 ms_status ms_cuda_copy_same_shape(ms_tensor *dst, ms_tensor *src);
-/* Every element of t (on a CUDA device) = value, converted as ms_k_fill does. */
-ms_status ms_cuda_fill(ms_tensor *t, double value);
 /* out = a op b, all of out's shape (a and b broadcast) in compute dtype cd; out is cd or bool.
  * An operand on the CPU is a broadcast number (a plain number or a 0-dim tensor): read once. */
 ms_status ms_cuda_binary(ms_k_binop op, ms_dtype cd, ms_tensor *out, ms_tensor *a, ms_tensor *b);

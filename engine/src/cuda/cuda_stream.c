@@ -2,6 +2,7 @@
  * kernel and copy on that device is queued on) and events for ordering and timing. */
 #include <stdlib.h>
 
+#include "cuda_exec.h"
 #include "cuda_internal.h"
 
 struct ms_cuda_stream {
@@ -118,4 +119,12 @@ ms_status ms_cuda_event_elapsed_ms(ms_cuda_event *start, ms_cuda_event *end, flo
                     "must be on one device", start->device, end->device);
   if (ms_cuda_use("Event.elapsed_time", end->device) != MS_OK) return MS_ERR_RUNTIME;
   return ms_cuda_check("Event.elapsed_time", cudaEventElapsedTime(ms, start->raw, end->raw));
+}
+
+ms_status ms_cuda_exec_for(const char *op, int index, ms_k_exec *x) {
+  if (ms_cuda_use(op, index) != MS_OK) return MS_ERR_RUNTIME;
+  ms_k_bad_value *bad = ms_cuda_bad_value_slot();
+  if (!bad) return MS_ERR_RUNTIME;
+  *x = (ms_k_exec){.device = index, .stream = ms_cuda_raw_stream(index), .bad = bad};
+  return MS_OK;
 }

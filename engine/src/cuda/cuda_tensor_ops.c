@@ -9,14 +9,7 @@
 #include "tensor_iter.h"
 
 /* The iterator's merged geometry of the n operands as the kernels take it. */
-static void to_geom(const ms_iter *it, ms_kc_geom *g) {
-  memset(g, 0, sizeof *g);
-  g->ndim = it->ndim;
-  for (int d = 0; d < it->ndim; d++) {
-    g->shape[d] = it->shape[d];
-    for (int k = 0; k < it->nops; k++) g->strides[k][d] = it->strides[k][d];
-  }
-}
+static void to_geom(const ms_iter *it, ms_k_geom *g) { *g = *it; }
 
 /* Makes out's device current; the stream to launch on comes with it. */
 ms_status ms_cuda_copy_same_shape(ms_tensor *dst, ms_tensor *src) {
@@ -25,27 +18,15 @@ ms_status ms_cuda_copy_same_shape(ms_tensor *dst, ms_tensor *src) {
   ms_iter it;
   ms_tensor *ops[2] = {dst, src};
   ms_iter_init(&it, dst->ndim, dst->shape, 2, ops);
-  ms_kc_geom g;
+  ms_k_geom g;
   to_geom(&it, &g);
   return ms_cuda_check("copy_", (cudaError_t)ms_kc_cast(&g, it.data[0], (ms_k_dtype)dst->dtype,
                                                         it.data[1], (ms_k_dtype)src->dtype, s));
 }
 
-ms_status ms_cuda_fill(ms_tensor *t, double value) {
-  cudaStream_t s;
-  if (ms_cuda_use_tensor("fill_", t, &s) != MS_OK) return MS_ERR_RUNTIME;
-  unsigned char bytes[8];
-  ms_k_fill(1, bytes, (ms_k_dtype)t->dtype, 1, value); /* the CPU's rounding, once */
-  ms_iter it;
-  ms_iter_init(&it, t->ndim, t->shape, 1, &t);
-  ms_kc_geom g;
-  to_geom(&it, &g);
-  return ms_cuda_check("fill_", (cudaError_t)ms_kc_fill(&g, it.data[0], (int)ms_dtype_size(t->dtype), bytes, s));
-}
-
 /* A CPU operand of a CUDA op is a broadcast number: its one value, in both forms. */
-static ms_kc_scalar scalar_of(const ms_tensor *t) {
-  ms_kc_scalar v = {ms_tensor_get_flat(t, 0), ms_tensor_get_flat_int(t, 0)};
+static ms_k_scalar scalar_of(const ms_tensor *t) {
+  ms_k_scalar v = {ms_tensor_get_flat(t, 0), ms_tensor_get_flat_int(t, 0)};
   return v;
 }
 
@@ -53,12 +34,12 @@ ms_status ms_cuda_binary(ms_k_binop op, ms_dtype cd, ms_tensor *out, ms_tensor *
   cudaStream_t s;
   if (ms_cuda_use_tensor("binary op", out, &s) != MS_OK) return MS_ERR_RUNTIME;
   bool a_host = ms_tensor_device(a).type == MS_CPU, b_host = ms_tensor_device(b).type == MS_CPU;
-  ms_kc_scalar sa = a_host ? scalar_of(a) : (ms_kc_scalar){0, 0};
-  ms_kc_scalar sb = b_host ? scalar_of(b) : (ms_kc_scalar){0, 0};
+  ms_k_scalar sa = a_host ? scalar_of(a) : (ms_k_scalar){0, 0};
+  ms_k_scalar sb = b_host ? scalar_of(b) : (ms_k_scalar){0, 0};
   ms_iter it;
   ms_tensor *ops[3] = {out, a, b};
   ms_iter_init(&it, out->ndim, out->shape, 3, ops);
-  ms_kc_geom g;
+  ms_k_geom g;
   to_geom(&it, &g);
   int err = ms_kc_binary(op, (ms_k_dtype)cd, &g, it.data[0], a_host ? NULL : it.data[1], &sa,
                          b_host ? NULL : it.data[2], &sb, s);
@@ -71,7 +52,7 @@ ms_status ms_cuda_unary(ms_k_unop op, ms_dtype cd, ms_tensor *out, ms_tensor *a)
   ms_iter it;
   ms_tensor *ops[2] = {out, a};
   ms_iter_init(&it, out->ndim, out->shape, 2, ops);
-  ms_kc_geom g;
+  ms_k_geom g;
   to_geom(&it, &g);
   return ms_cuda_check("unary op", (cudaError_t)ms_kc_unary(op, (ms_k_dtype)cd, &g, it.data[0], it.data[1], s));
 }
@@ -82,7 +63,7 @@ ms_status ms_cuda_clamp(ms_dtype cd, ms_tensor *out, ms_tensor *a, const double 
   ms_iter it;
   ms_tensor *ops[2] = {out, a};
   ms_iter_init(&it, out->ndim, out->shape, 2, ops);
-  ms_kc_geom g;
+  ms_k_geom g;
   to_geom(&it, &g);
   return ms_cuda_check("clamp", (cudaError_t)ms_kc_clamp((ms_k_dtype)cd, &g, it.data[0], it.data[1], lo, hi, s));
 }
@@ -91,12 +72,12 @@ ms_status ms_cuda_where(ms_dtype cd, ms_tensor *out, ms_tensor *cond, ms_tensor 
   cudaStream_t s;
   if (ms_cuda_use_tensor("where", out, &s) != MS_OK) return MS_ERR_RUNTIME;
   bool a_host = ms_tensor_device(a).type == MS_CPU, b_host = ms_tensor_device(b).type == MS_CPU;
-  ms_kc_scalar sa = a_host ? scalar_of(a) : (ms_kc_scalar){0, 0};
-  ms_kc_scalar sb = b_host ? scalar_of(b) : (ms_kc_scalar){0, 0};
+  ms_k_scalar sa = a_host ? scalar_of(a) : (ms_k_scalar){0, 0};
+  ms_k_scalar sb = b_host ? scalar_of(b) : (ms_k_scalar){0, 0};
   ms_iter it;
   ms_tensor *ops[4] = {out, cond, a, b};
   ms_iter_init(&it, out->ndim, out->shape, 4, ops);
-  ms_kc_geom g;
+  ms_k_geom g;
   to_geom(&it, &g);
   int err = ms_kc_where((ms_k_dtype)cd, &g, it.data[0], (const uint8_t *)it.data[1],
                         a_host ? NULL : it.data[2], &sa, b_host ? NULL : it.data[3], &sb, s);

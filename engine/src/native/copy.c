@@ -5,6 +5,7 @@
 #include "cuda/cuda_ops.h"
 #include "kernels/kernels.h"
 #include "moonshard/cuda.h"
+#include "native/dispatch.h"
 #include "native/native.h"
 #include "tensor_iter.h"
 #include "tensor_internal.h"
@@ -72,29 +73,18 @@ ms_tensor *native_contiguous(ms_tensor *t) {
 
 ms_tensor *native_clone(ms_tensor *t) { return copy_as(t, t->dtype); }
 
-typedef struct fill_ctx {
-  ms_dtype dt;
-  double value;
-} fill_ctx;
-
-static void fill_row(void *arg, int64_t n, char **p, const int64_t *s) {
-  const fill_ctx *c = arg;
-  ms_k_fill(n, p[0], (ms_k_dtype)c->dt, s[0], c->value);
-}
-
+/* Every element = value, converted once on the host (the CPU's rounding on every device). */
 ms_status native_fill_(ms_tensor *t, double value) {
   if (ms_tensor_check_data_any("fill_", t) != MS_OK) return MS_ERR_RUNTIME;
-  if (ms_tensor_device(t).type == MS_CUDA) {
-    ms_status st = ms_cuda_fill(t, value);
-    if (st == MS_OK) ms_tensor_bump_version(t);
-    return st;
-  }
+  native_kernels nk;
+  if (native_kernels_for("fill_", ms_tensor_device(t), &nk) != MS_OK) return MS_ERR_RUNTIME;
+  unsigned char bytes[8];
+  ms_k_fill(1, bytes, (ms_k_dtype)t->dtype, 1, value);
   ms_iter it;
   ms_iter_init(&it, t->ndim, t->shape, 1, &t);
-  fill_ctx c = {t->dtype, value};
-  ms_iter_run(&it, fill_row, &c);
-  ms_tensor_bump_version(t);
-  return MS_OK;
+  ms_status st = native_kernel_status(&nk, nk.k->fill(&nk.x, &it, bytes));
+  if (st == MS_OK) ms_tensor_bump_version(t);
+  return st;
 }
 
 ms_status native_zero_(ms_tensor *t) { return native_fill_(t, 0); }

@@ -1,0 +1,32 @@
+/* dispatch.c: a device's kernel table and execution context. The CUDA table exists only where
+ * CUDA is built; elsewhere asking for it is the error that says so. */
+#include "native/dispatch.h"
+
+#ifdef MS_HAVE_CUDA
+#include "cuda/cuda_exec.h"
+#endif
+
+static ms_status cuda_kernels(native_kernels *nk, int index) {
+#ifdef MS_HAVE_CUDA
+  nk->k = &ms_k_cuda_table;
+  return ms_cuda_exec_for(nk->op, index, &nk->x);
+#else
+  (void)index;
+  return ms_error(MS_ERR_RUNTIME, "%s: CUDA is not available: this moonshard was built without CUDA "
+                  "(configure with -DMS_CUDA=ON on a machine with the CUDA toolkit)", nk->op);
+#endif
+}
+
+ms_status native_kernels_for(const char *op, ms_device dev, native_kernels *nk) {
+  *nk = (native_kernels){.op = op};
+  switch (dev.type) {
+  case MS_CPU: nk->k = &ms_k_cpu_table; return MS_OK;
+  case MS_CUDA: return cuda_kernels(nk, dev.index);
+  }
+  return ms_error(MS_ERR_ARG, "%s: unknown device type %d", op, (int)dev.type);
+}
+
+ms_status native_kernel_status(const native_kernels *nk, int err) {
+  if (err == 0) return MS_OK;
+  return ms_error(MS_ERR_RUNTIME, "%s: %s error: %s", nk->op, nk->k->device, nk->k->error_string(err));
+}
