@@ -55,6 +55,10 @@ typedef struct ms_k_exec {
   int device;          /* the device index (0 on the CPU) */
   void *stream;        /* the queue the work goes on (CUDA: a cudaStream_t; NULL: the default) */
   ms_k_bad_value *bad; /* where device kernels report bad values (the CPU's kernels never do) */
+  /* Device scratch memory (cuDNN's workspace) from the engine's caching allocator, ordered on
+   * the stream: NULL when it cannot be had (a kernel may then try a plan that needs less). */
+  void *(*scratch_alloc)(int device, size_t nbytes);
+  void (*scratch_free)(int device, void *p, size_t nbytes);
 } ms_k_exec;
 
 /* ---- the slots: X(name, params); every kernel returns 0 or its device's error code ---- */
@@ -64,13 +68,24 @@ typedef struct ms_k_exec {
   /* every element of operand 0 = value (elsize bytes, already in the element's dtype) */          \
   X(fill, (const ms_k_exec *x, const ms_k_geom *g, const void *value))
 
-/* NN ops, random fills and optimizer steps on contiguous buffers. */
+/* Reductions of rows. */
+#define MS_K_REDUCE_KERNELS(X)
+
+/* NN ops (softmax, dropout, losses, pooling, activations, embedding, norms) on contiguous buffers. */
 #define MS_K_NN_KERNELS(X)
 
-/* Matrix products and convolutions. */
+/* Random fills (Philox: the same values on every device for one seed and offset). */
+#define MS_K_RANDOM_KERNELS(X)
+
+/* Fused optimizer steps. */
+#define MS_K_OPTIM_KERNELS(X)
+
+/* Matrix products, convolutions and a convolution's bias. */
 #define MS_K_LINALG_KERNELS(X)
 
-#define MS_K_KERNELS(X) MS_K_ELEMENTWISE_KERNELS(X) MS_K_NN_KERNELS(X) MS_K_LINALG_KERNELS(X)
+#define MS_K_KERNELS(X)                                                                            \
+  MS_K_ELEMENTWISE_KERNELS(X) MS_K_REDUCE_KERNELS(X) MS_K_NN_KERNELS(X) MS_K_RANDOM_KERNELS(X)     \
+  MS_K_OPTIM_KERNELS(X) MS_K_LINALG_KERNELS(X)
 
 #define MS_K_X_SLOT(name, params) int(*name) params;
 typedef struct ms_k_table {

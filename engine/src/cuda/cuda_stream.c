@@ -121,10 +121,15 @@ ms_status ms_cuda_event_elapsed_ms(ms_cuda_event *start, ms_cuda_event *end, flo
   return ms_cuda_check("Event.elapsed_time", cudaEventElapsedTime(ms, start->raw, end->raw));
 }
 
+/* Kernel scratch is the caching allocator's: reuse on the same stream needs no synchronization. */
+static void *scratch_alloc(int device, size_t nbytes) { return ms_cuda_alloc(device, nbytes, MS_MEM_OTHER); }
+static void scratch_free(int device, void *p, size_t nbytes) { ms_cuda_free(device, p, nbytes, MS_MEM_OTHER); }
+
 ms_status ms_cuda_exec_for(const char *op, int index, ms_k_exec *x) {
   if (ms_cuda_use(op, index) != MS_OK) return MS_ERR_RUNTIME;
   ms_k_bad_value *bad = ms_cuda_bad_value_slot();
   if (!bad) return MS_ERR_RUNTIME;
-  *x = (ms_k_exec){.device = index, .stream = ms_cuda_raw_stream(index), .bad = bad};
+  *x = (ms_k_exec){.device = index, .stream = ms_cuda_raw_stream(index), .bad = bad,
+                   .scratch_alloc = scratch_alloc, .scratch_free = scratch_free};
   return MS_OK;
 }
