@@ -74,11 +74,49 @@ typedef struct ms_k_exec {
 /* NN ops (softmax, dropout, losses, pooling, activations, embedding, norms) on contiguous buffers. */
 #define MS_K_NN_KERNELS(X)
 
-/* Random fills (Philox: the same values on every device for one seed and offset). */
-#define MS_K_RANDOM_KERNELS(X)
+/* Random fills (Philox: the same values on every device for one seed and offset): n contiguous
+ * elements of out, element i drawn as kernels.h's ms_k_philox_* say, from block `offset` on (the
+ * engine reserves the blocks). Bitwise equal across devices except normal's (libdevice's log/sin/
+ * cos: float64 may differ in the last bits). */
+#define MS_K_RANDOM_KERNELS(X)                                                                     \
+  /* dt F32 (low and high rounded to float first) or F64; uniform in [low, high) */                \
+  X(philox_uniform, (const ms_k_exec *x, ms_k_dtype dt, uint64_t seed, uint64_t offset,            \
+                     int64_t n, void *out, double low, double high))                               \
+  /* dt F32 or F64; mean + std * N(0, 1) */                                                        \
+  X(philox_normal, (const ms_k_exec *x, ms_k_dtype dt, uint64_t seed, uint64_t offset, int64_t n,  \
+                    void *out, double mean, double std))                                           \
+  /* int64 in [low, high), low < high */                                                           \
+  X(philox_randint, (const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n, int64_t *out,  \
+                     int64_t low, int64_t high))                                                   \
+  /* out[i] = 1 with the one probability p (dropout's mask), else 0 */                             \
+  X(philox_bernoulli, (const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n, double p,    \
+                       uint8_t *out))                                                              \
+  /* out[i] = 1 with probability p[i * ps] (float64 values in [0, 1] on the device), else 0 */     \
+  X(philox_bernoulli_p, (const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n,            \
+                         const double *p, int64_t ps, uint8_t *out))                               \
+  /* dropout's y = mask ? in * scale : 0 over n contiguous elements (mask bytes 0 or 1); dt F32,   \
+   * F64, or BF16 on the CPU only (the product in float32, rounded once) */                        \
+  X(masked_scale, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, const void *in,                   \
+                   const uint8_t *mask, double scale, void *y))
 
-/* Fused optimizer steps. */
-#define MS_K_OPTIM_KERNELS(X)
+/* Fused optimizer steps: one pass over n contiguous elements of a parameter (dt F32 or F64), its
+ * gradient (only read) and its state, with kernels.h's ms_k_*_step formulas (PyTorch's, computed
+ * in double, rounded once per stored value); a state an option does not use is NULL. */
+#define MS_K_OPTIM_KERNELS(X)                                                                      \
+  X(adadelta_step, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param, const void *grad,   \
+                    void *square_avg, void *acc_delta, const ms_k_adadelta_hp *hp))                \
+  /* momentum_buffer NULL when momentum == 0 */                                                    \
+  X(sgd_step, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param, const void *grad,        \
+               void *momentum_buffer, const ms_k_sgd_hp *hp))                                      \
+  /* max_exp_avg_sq NULL unless amsgrad; AdamW when hp->decoupled */                               \
+  X(adam_step, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param, const void *grad,       \
+                void *exp_avg, void *exp_avg_sq, void *max_exp_avg_sq, const ms_k_adam_hp *hp))   \
+  X(adagrad_step, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param, const void *grad,    \
+                   void *state_sum, const ms_k_adagrad_hp *hp))                                    \
+  /* grad_avg NULL unless centered; momentum_buffer NULL unless momentum > 0 */                    \
+  X(rmsprop_step, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param, const void *grad,    \
+                   void *square_avg, void *grad_avg, void *momentum_buffer,                        \
+                   const ms_k_rmsprop_hp *hp))
 
 /* Matrix products, convolutions and a convolution's bias. */
 #define MS_K_LINALG_KERNELS(X)

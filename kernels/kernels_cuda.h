@@ -64,8 +64,6 @@ int ms_kc_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const 
                   int log, void *stream);
 int ms_kc_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
                            const void *g, void *gx, int log, void *stream);
-int ms_kc_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const uint8_t *mask, double scale,
-                       void *y, void *stream);
 /* A convolution's bias over its (n, c, hw) output: y[n, c, :] += b[c]; and the bias gradient,
  * gb[c] = sum over n and hw of g[n, c, :], one block per channel (float32 sums in double). dt: F32
  * or F64. */
@@ -86,24 +84,6 @@ int ms_kc_nll_reduce(ms_k_dtype dt, int64_t n, const void *nll, const void *wt, 
 int ms_kc_nll_backward(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, const void *g,
                        int64_t gs, double nll_scale, double smooth_scale, double smoothing, void *gx,
                        void *stream);
-
-/* ---- random fills (kernels/cuda/random.cu): the ms_k_philox_* fills of kernels.h, element for
- * element, for the same (seed, offset); contiguous device buffers. Bitwise the CPU's values except
- * normal's, whose log/sin/cos are libdevice's (float64 may differ in the last bits; float32,
- * rounded from double, almost never does) ---- */
-/* dt MS_K_F32 (low and high rounded to float first, as the CPU's f32 fill takes them) or MS_K_F64. */
-int ms_kc_philox_uniform(ms_k_dtype dt, uint64_t seed, uint64_t offset, int64_t n, void *out,
-                         double low, double high, void *stream);
-int ms_kc_philox_normal(ms_k_dtype dt, uint64_t seed, uint64_t offset, int64_t n, void *out,
-                        double mean, double std, void *stream);
-int ms_kc_philox_randint_i64(uint64_t seed, uint64_t offset, int64_t n, int64_t *out, int64_t low,
-                             int64_t high, void *stream);
-/* One probability p for all (dropout's mask): a seed gives the same mask on either device. */
-int ms_kc_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, double p, uint8_t *out,
-                           void *stream);
-/* out[i] = 1 with probability p[i * ps] (p: device float64 values in [0, 1]). */
-int ms_kc_philox_bernoulli_p(uint64_t seed, uint64_t offset, int64_t n, const double *p, int64_t ps,
-                             uint8_t *out, void *stream);
 
 /* ---- pooling (kernels/cuda/pool.cu): ms_k_max_pool2d_*'s semantics ---- */
 int ms_kc_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *x, void *out,
@@ -144,19 +124,6 @@ int ms_kc_batch_norm_apply(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, c
 int ms_kc_batch_norm_backward(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
                               const void *g, const void *mean, const void *invstd, const void *w,
                               int training, void *gx, void *gw, void *gb, void *stream);
-
-/* ---- fused optimizer steps (kernels/cuda/optim.cu): kernels/cpu/optim.c's formulas, in double,
- * rounded once per stored value ---- */
-int ms_kc_adadelta_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
-                        void *acc_delta, const ms_k_adadelta_hp *hp, void *stream);
-int ms_kc_sgd_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *momentum_buffer,
-                   const ms_k_sgd_hp *hp, void *stream);
-int ms_kc_adam_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
-                    void *exp_avg_sq, void *max_exp_avg_sq, const ms_k_adam_hp *hp, void *stream);
-int ms_kc_adagrad_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *state_sum,
-                       const ms_k_adagrad_hp *hp, void *stream);
-int ms_kc_rmsprop_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
-                       void *grad_avg, void *momentum_buffer, const ms_k_rmsprop_hp *hp, void *stream);
 
 #ifdef __cplusplus
 }

@@ -5,9 +5,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "cuda/cuda_ops.h"
-#include "kernels/kernels.h"
 #include "moonshard/random.h"
+#include "native/dispatch.h"
 #include "native/native.h"
 #include "random_state.h"
 
@@ -58,28 +57,31 @@ void ms_random_reserve(int64_t blocks, uint64_t *seed, uint64_t *offset) {
 
 /* ---- filling any tensor from a kernel that writes a contiguous buffer ----------------------- */
 
-/* Writes out's values (contiguous, of the compute dtype, on any device) from block `offset` on. */
-typedef ms_status (*gen_fn)(const void *args, uint64_t seed, uint64_t offset, ms_tensor *out);
-
-static bool on_cuda(const ms_tensor *t) { return ms_tensor_device(t).type == MS_CUDA; }
+/* Writes out's values (contiguous, of the compute dtype, on the kernels' device) from block
+ * `offset` on; returns the kernel's code. */
+typedef int (*gen_fn)(const native_kernels *nk, const void *args, uint64_t seed, uint64_t offset,
+                      ms_tensor *out);
 
 /* Reserves the blocks, then generates straight into t when it is contiguous and of the compute
  * dtype `cdt`; otherwise into a contiguous temporary on t's device that is converted into t by
  * copy_. The reservation comes first on every path, so the stream of numbers does not depend on
  * t's layout or device. */
-static ms_status fill_with(ms_tensor *t, ms_dtype cdt, int lanes, gen_fn fn, const void *args) {
+static ms_status fill_with(const char *op, ms_tensor *t, ms_dtype cdt, int lanes, gen_fn fn,
+                           const void *args) {
   int64_t n = ms_tensor_numel(t);
   if (n == 0) return MS_OK;
+  native_kernels nk;
+  if (native_kernels_for(op, ms_tensor_device(t), &nk) != MS_OK) return MS_ERR_RUNTIME;
   uint64_t seed, offset;
   ms_random_reserve(ms_k_philox_blocks(n, lanes), &seed, &offset);
   if (t->dtype == cdt && ms_tensor_is_contiguous(t)) {
-    ms_status st = fn(args, seed, offset, t);
+    ms_status st = native_kernel_status(&nk, fn(&nk, args, seed, offset, t));
     if (st == MS_OK) ms_tensor_bump_version(t);
     return st;
   }
   ms_tensor *tmp = ms_tensor_new_empty_on(ms_tensor_device(t), t->ndim, t->shape, cdt);
   if (!tmp) return MS_ERR_MEMORY;
-  ms_status st = fn(args, seed, offset, tmp);
+  ms_status st = native_kernel_status(&nk, fn(&nk, args, seed, offset, tmp));
   if (st == MS_OK) st = native_copy_(t, tmp); /* bumps t's version; recorded by no path */
   ms_tensor_release(tmp);
   return st;
@@ -100,15 +102,11 @@ static ms_dtype float_compute_dtype(ms_dtype dt) {
 
 typedef struct { double a, b; } two_doubles;
 
-static ms_status gen_uniform(const void *args, uint64_t seed, uint64_t offset, ms_tensor *out) {
+static int gen_uniform(const native_kernels *nk, const void *args, uint64_t seed, uint64_t offset,
+                       ms_tensor *out) {
   const two_doubles *r = args;
-  if (on_cuda(out)) return ms_cuda_philox_uniform(out, seed, offset, r->a, r->b);
-  int64_t n = ms_tensor_numel(out);
-  if (out->dtype == MS_FLOAT64)
-    ms_k_philox_uniform_f64(seed, offset, n, ms_tensor_data(out), r->a, r->b);
-  else
-    ms_k_philox_uniform_f32(seed, offset, n, ms_tensor_data(out), (float)r->a, (float)r->b);
-  return MS_OK;
+  return nk->k->philox_uniform(&nk->x, (ms_k_dtype)out->dtype, seed, offset, ms_tensor_numel(out),
+                               ms_tensor_data(out), r->a, r->b);
 }
 
 /* The kernel computes low + (high - low) * u in the compute dtype: every term must be finite. */
@@ -130,20 +128,16 @@ ms_status ms_tensor_uniform_(ms_tensor *t, double low, double high) {
     return ms_error(MS_ERR_ARG, "uniform_: the interval [%g, %g) is too wide for %s (its width "
                     "must be finite in the compute dtype %s)", low, high,
                     ms_dtype_name(t->dtype), ms_dtype_name(cdt));
-  return fill_with(t, cdt, cdt == MS_FLOAT64 ? 2 : 4, gen_uniform, &r);
+  return fill_with("uniform_", t, cdt, cdt == MS_FLOAT64 ? 2 : 4, gen_uniform, &r);
 }
 
 /* ---- normal_ -------------------------------------------------------------------------------- */
 
-static ms_status gen_normal(const void *args, uint64_t seed, uint64_t offset, ms_tensor *out) {
+static int gen_normal(const native_kernels *nk, const void *args, uint64_t seed, uint64_t offset,
+                      ms_tensor *out) {
   const two_doubles *r = args;
-  if (on_cuda(out)) return ms_cuda_philox_normal(out, seed, offset, r->a, r->b);
-  int64_t n = ms_tensor_numel(out);
-  if (out->dtype == MS_FLOAT64)
-    ms_k_philox_normal_f64(seed, offset, n, ms_tensor_data(out), r->a, r->b);
-  else
-    ms_k_philox_normal_f32(seed, offset, n, ms_tensor_data(out), r->a, r->b);
-  return MS_OK;
+  return nk->k->philox_normal(&nk->x, (ms_k_dtype)out->dtype, seed, offset, ms_tensor_numel(out),
+                              ms_tensor_data(out), r->a, r->b);
 }
 
 ms_status ms_tensor_normal_(ms_tensor *t, double mean, double std) {
@@ -155,7 +149,7 @@ ms_status ms_tensor_normal_(ms_tensor *t, double mean, double std) {
     return ms_error(MS_ERR_ARG, "normal_: expected std >= 0 (and finite), got %g", std);
   two_doubles r = {mean, std};
   ms_dtype cdt = float_compute_dtype(t->dtype);
-  return fill_with(t, cdt, cdt == MS_FLOAT64 ? 2 : 4, gen_normal, &r);
+  return fill_with("normal_", t, cdt, cdt == MS_FLOAT64 ? 2 : 4, gen_normal, &r);
 }
 
 /* ---- randint_ ------------------------------------------------------------------------------- */
@@ -177,11 +171,11 @@ static void exact_int_range(ms_dtype dt, int64_t *lo, int64_t *hi) {
 
 typedef struct { int64_t low, high; } two_ints;
 
-static ms_status gen_randint(const void *args, uint64_t seed, uint64_t offset, ms_tensor *out) {
+static int gen_randint(const native_kernels *nk, const void *args, uint64_t seed, uint64_t offset,
+                       ms_tensor *out) {
   const two_ints *r = args;
-  if (on_cuda(out)) return ms_cuda_philox_randint(out, seed, offset, r->low, r->high);
-  ms_k_philox_randint_i64(seed, offset, ms_tensor_numel(out), ms_tensor_data(out), r->low, r->high);
-  return MS_OK;
+  return nk->k->philox_randint(&nk->x, seed, offset, ms_tensor_numel(out), ms_tensor_data(out),
+                               r->low, r->high);
 }
 
 ms_status ms_tensor_randint_(ms_tensor *t, int64_t low, int64_t high) {
@@ -196,7 +190,7 @@ ms_status ms_tensor_randint_(ms_tensor *t, int64_t low, int64_t high) {
                     "%lld to %lld exactly)", (long long)low, (long long)high,
                     ms_dtype_name(t->dtype), (long long)lo, (long long)hi);
   two_ints r = {low, high};
-  return fill_with(t, MS_INT64, 2, gen_randint, &r);
+  return fill_with("randint_", t, MS_INT64, 2, gen_randint, &r);
 }
 
 /* ---- bernoulli ------------------------------------------------------------------------------- */
@@ -231,12 +225,13 @@ static ms_tensor *probabilities(ms_tensor *p) {
 
 /* bits (uint8, contiguous, on prob's device) = one Bernoulli draw per probability. */
 static ms_status draw_bits(ms_tensor *prob, ms_tensor *bits) {
+  native_kernels nk;
+  if (native_kernels_for("bernoulli", ms_tensor_device(bits), &nk) != MS_OK) return MS_ERR_RUNTIME;
   int64_t n = ms_tensor_numel(bits);
   uint64_t seed, offset;
   ms_random_reserve(ms_k_philox_blocks(n, 4), &seed, &offset);
-  if (on_cuda(bits)) return ms_cuda_philox_bernoulli(bits, seed, offset, prob);
-  ms_k_philox_bernoulli(seed, offset, n, ms_tensor_data(prob), 1, ms_tensor_data(bits));
-  return MS_OK;
+  return native_kernel_status(&nk, nk.k->philox_bernoulli_p(&nk.x, seed, offset, n, ms_tensor_data(prob),
+                                                             1, ms_tensor_data(bits)));
 }
 
 ms_tensor *ms_tensor_new_bernoulli(ms_tensor *p) {

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernel_table.h"
 
 /* Every kernel's arguments in one shape, so one range function per kernel fits the pool. */
 typedef struct nn_job {
@@ -126,6 +126,13 @@ void ms_k_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const uint8_t *m
     return;
   }
   run(dt, masked_scale_range_f32, masked_scale_range_f64, n, 1, &j);
+}
+
+int ms_k_cpu_masked_scale(const ms_k_exec *x, ms_k_dtype dt, int64_t n, const void *in,
+                          const uint8_t *mask, double scale, void *y) {
+  (void)x;
+  ms_k_masked_scale(dt, n, in, mask, scale, y);
+  return 0;
 }
 
 static nn_job nll_job(const ms_k_nll_args *a) {

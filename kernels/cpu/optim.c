@@ -4,7 +4,7 @@
  * so each formula is written once and float32 rounds once per stored value. */
 #include <math.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernel_table.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/optim_avx2.h"
 
@@ -239,4 +239,44 @@ void ms_k_rmsprop_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, 
                        void *grad_avg, void *momentum_buffer, const ms_k_rmsprop_hp *hp) {
   run(rmsprop_block, hp, dt, n, param, grad, square_avg, hp->centered ? grad_avg : NULL,
       hp->momentum > 0 ? momentum_buffer : NULL);
+}
+
+/* ---- the table's optimizer steps: the steps above (the CPU's bodies cannot fail) ---- */
+
+int ms_k_cpu_adadelta_step(const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param,
+                           const void *grad, void *square_avg, void *acc_delta,
+                           const ms_k_adadelta_hp *hp) {
+  (void)x;
+  ms_k_adadelta_step(dt, n, param, grad, square_avg, acc_delta, hp);
+  return 0;
+}
+
+int ms_k_cpu_sgd_step(const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param, const void *grad,
+                      void *momentum_buffer, const ms_k_sgd_hp *hp) {
+  (void)x;
+  ms_k_sgd_step(dt, n, param, grad, momentum_buffer, hp);
+  return 0;
+}
+
+int ms_k_cpu_adam_step(const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param, const void *grad,
+                       void *exp_avg, void *exp_avg_sq, void *max_exp_avg_sq,
+                       const ms_k_adam_hp *hp) {
+  (void)x;
+  ms_k_adam_step(dt, n, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, hp);
+  return 0;
+}
+
+int ms_k_cpu_adagrad_step(const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param,
+                          const void *grad, void *state_sum, const ms_k_adagrad_hp *hp) {
+  (void)x;
+  ms_k_adagrad_step(dt, n, param, grad, state_sum, hp);
+  return 0;
+}
+
+int ms_k_cpu_rmsprop_step(const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param,
+                          const void *grad, void *square_avg, void *grad_avg,
+                          void *momentum_buffer, const ms_k_rmsprop_hp *hp) {
+  (void)x;
+  ms_k_rmsprop_step(dt, n, param, grad, square_avg, grad_avg, momentum_buffer, hp);
+  return 0;
 }

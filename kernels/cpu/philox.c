@@ -1,7 +1,7 @@
 /* philox.c: the counter-based generator (Philox 4x32-10, Salmon et al., SC'11) and the fills
  * built on it. Every output element is a pure function of (seed, offset, element index), so a
  * fill gives the same numbers for any thread count or chunking, and a CUDA body can match it. */
-#include "kernels/kernels.h"
+#include "kernels/kernel_table.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/philox_x8.h"
 
@@ -261,4 +261,48 @@ void ms_k_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, const doub
   bern_args b = {p, ps, out, ps == 0 ? bernoulli_threshold(p[0]) : 0};
   if (ps == 0) fill_blocks8(seed, offset, n, 4, bernoulli_block_scalar, bernoulli_block8, &b);
   else fill_blocks(seed, offset, n, 4, bernoulli_block, &b);
+}
+
+/* ---- the table's random fills: the fills above, on the caller's thread and the pool as they
+ * split themselves ---- */
+
+int ms_k_cpu_philox_uniform(const ms_k_exec *x, ms_k_dtype dt, uint64_t seed, uint64_t offset,
+                            int64_t n, void *out, double low, double high) {
+  (void)x;
+  if (dt == MS_K_F64)
+    ms_k_philox_uniform_f64(seed, offset, n, out, low, high);
+  else
+    ms_k_philox_uniform_f32(seed, offset, n, out, (float)low, (float)high);
+  return 0;
+}
+
+int ms_k_cpu_philox_normal(const ms_k_exec *x, ms_k_dtype dt, uint64_t seed, uint64_t offset,
+                           int64_t n, void *out, double mean, double std) {
+  (void)x;
+  if (dt == MS_K_F64)
+    ms_k_philox_normal_f64(seed, offset, n, out, mean, std);
+  else
+    ms_k_philox_normal_f32(seed, offset, n, out, mean, std);
+  return 0;
+}
+
+int ms_k_cpu_philox_randint(const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n,
+                            int64_t *out, int64_t low, int64_t high) {
+  (void)x;
+  ms_k_philox_randint_i64(seed, offset, n, out, low, high);
+  return 0;
+}
+
+int ms_k_cpu_philox_bernoulli(const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n,
+                              double p, uint8_t *out) {
+  (void)x;
+  ms_k_philox_bernoulli(seed, offset, n, &p, 0, out);
+  return 0;
+}
+
+int ms_k_cpu_philox_bernoulli_p(const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n,
+                                const double *p, int64_t ps, uint8_t *out) {
+  (void)x;
+  ms_k_philox_bernoulli(seed, offset, n, p, ps, out);
+  return 0;
 }

@@ -78,12 +78,12 @@ __global__ void masked_scale_kernel(int64_t n, const T *x, const uint8_t *m, T s
     y[i] = m[i] ? x[i] * scale : (T)0;
 }
 
-extern "C" int ms_kc_masked_scale(ms_k_dtype dt, int64_t n, const void *x, const uint8_t *mask,
-                                  double scale, void *y, void *stream) {
+extern "C" int ms_k_cuda_masked_scale(const ms_k_exec *x, ms_k_dtype dt, int64_t n, const void *in,
+                                      const uint8_t *mask, double scale, void *y) {
   if (n == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
-  if (dt == MS_K_F64) masked_scale_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(n, (const double *)x, mask, scale, (double *)y);
-  else masked_scale_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(n, (const float *)x, mask, (float)scale, (float *)y);
+  cudaStream_t s = (cudaStream_t)x->stream;
+  if (dt == MS_K_F64) masked_scale_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(n, (const double *)in, mask, scale, (double *)y);
+  else masked_scale_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(n, (const float *)in, mask, (float)scale, (float *)y);
   return launch_status();
 }
 

@@ -24,10 +24,10 @@ __global__ void adadelta_kernel(int64_t n, T *p, const T *g, T *sq, T *acc, ms_k
   }
 }
 
-extern "C" int ms_kc_adadelta_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
-                                   void *acc_delta, const ms_k_adadelta_hp *hp, void *stream) {
+extern "C" int ms_k_cuda_adadelta_step(const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param, const void *grad,
+                                       void *square_avg, void *acc_delta, const ms_k_adadelta_hp *hp) {
   if (n <= 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)x->stream;
   if (dt == MS_K_F64)
     adadelta_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(n, (double *)param, (const double *)grad,
                                                                (double *)square_avg, (double *)acc_delta, *hp);
@@ -53,10 +53,10 @@ __global__ void sgd_kernel(int64_t n, T *p, const T *g, T *buf, ms_k_sgd_hp hp) 
   }
 }
 
-extern "C" int ms_kc_sgd_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *momentum_buffer,
-                              const ms_k_sgd_hp *hp, void *stream) {
+extern "C" int ms_k_cuda_sgd_step(const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param, const void *grad,
+                                  void *momentum_buffer, const ms_k_sgd_hp *hp) {
   if (n <= 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)x->stream;
   if (dt == MS_K_F64)
     sgd_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(n, (double *)param, (const double *)grad,
                                                           (double *)momentum_buffer, *hp);
@@ -85,10 +85,10 @@ __global__ void adam_kernel(int64_t n, T *p, const T *g, T *m, T *v, T *vmax, ms
   }
 }
 
-extern "C" int ms_kc_adam_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
-                               void *exp_avg_sq, void *max_exp_avg_sq, const ms_k_adam_hp *hp, void *stream) {
+extern "C" int ms_k_cuda_adam_step(const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param, const void *grad,
+                                   void *exp_avg, void *exp_avg_sq, void *max_exp_avg_sq, const ms_k_adam_hp *hp) {
   if (n <= 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)x->stream;
   double step_size = hp->lr / (1 - pow(hp->beta1, hp->step)), bc2_sqrt = sqrt(1 - pow(hp->beta2, hp->step));
   void *vmax = hp->amsgrad ? max_exp_avg_sq : NULL;
   if (dt == MS_K_F64)
@@ -111,10 +111,10 @@ __global__ void adagrad_kernel(int64_t n, T *p, const T *g, T *sum, ms_k_adagrad
   }
 }
 
-extern "C" int ms_kc_adagrad_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *state_sum,
-                                  const ms_k_adagrad_hp *hp, void *stream) {
+extern "C" int ms_k_cuda_adagrad_step(const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param, const void *grad,
+                                      void *state_sum, const ms_k_adagrad_hp *hp) {
   if (n <= 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)x->stream;
   double clr = hp->lr / (1 + (hp->step - 1) * hp->lr_decay);
   if (dt == MS_K_F64)
     adagrad_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(n, (double *)param, (const double *)grad,
@@ -149,10 +149,11 @@ __global__ void rmsprop_kernel(int64_t n, T *p, const T *g, T *sq, T *gavg, T *b
   }
 }
 
-extern "C" int ms_kc_rmsprop_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
-                                  void *grad_avg, void *momentum_buffer, const ms_k_rmsprop_hp *hp, void *stream) {
+extern "C" int ms_k_cuda_rmsprop_step(const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param, const void *grad,
+                                      void *square_avg, void *grad_avg, void *momentum_buffer,
+                                      const ms_k_rmsprop_hp *hp) {
   if (n <= 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)x->stream;
   void *gavg = hp->centered ? grad_avg : NULL, *buf = hp->momentum > 0 ? momentum_buffer : NULL;
   if (dt == MS_K_F64)
     rmsprop_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(n, (double *)param, (const double *)grad, (double *)square_avg,

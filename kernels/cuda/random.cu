@@ -138,8 +138,9 @@ int launch_constant(int64_t n, T v, T *out, void *stream) {
 
 }  // namespace
 
-extern "C" int ms_kc_philox_uniform(ms_k_dtype dt, uint64_t seed, uint64_t offset, int64_t n, void *out,
-                                    double low, double high, void *stream) {
+extern "C" int ms_k_cuda_philox_uniform(const ms_k_exec *x, ms_k_dtype dt, uint64_t seed, uint64_t offset,
+                                        int64_t n, void *out, double low, double high) {
+  void *stream = x->stream;
   if (dt == MS_K_F64) {
     if (!(low < high)) return launch_constant(n, low, (double *)out, stream);
     return launch_fill<2>(seed, offset, n, uniform_f64{(double *)out, low, high}, stream);
@@ -149,24 +150,25 @@ extern "C" int ms_kc_philox_uniform(ms_k_dtype dt, uint64_t seed, uint64_t offse
   return launch_fill<4>(seed, offset, n, uniform_f32{(float *)out, lo, hi}, stream);
 }
 
-extern "C" int ms_kc_philox_normal(ms_k_dtype dt, uint64_t seed, uint64_t offset, int64_t n, void *out,
-                                   double mean, double std, void *stream) {
+extern "C" int ms_k_cuda_philox_normal(const ms_k_exec *x, ms_k_dtype dt, uint64_t seed, uint64_t offset,
+                                       int64_t n, void *out, double mean, double std) {
+  void *stream = x->stream;
   if (dt == MS_K_F64) return launch_fill<2>(seed, offset, n, normal_f64{(double *)out, mean, std}, stream);
   return launch_fill<4>(seed, offset, n, normal_f32{(float *)out, mean, std}, stream);
 }
 
-extern "C" int ms_kc_philox_randint_i64(uint64_t seed, uint64_t offset, int64_t n, int64_t *out, int64_t low,
-                                        int64_t high, void *stream) {
+extern "C" int ms_k_cuda_philox_randint(const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n,
+                                        int64_t *out, int64_t low, int64_t high) {
   randint_i64 f{out, low, (uint64_t)high - (uint64_t)low};
-  return launch_fill<2>(seed, offset, n, f, stream);
+  return launch_fill<2>(seed, offset, n, f, x->stream);
 }
 
-extern "C" int ms_kc_philox_bernoulli(uint64_t seed, uint64_t offset, int64_t n, double p, uint8_t *out,
-                                      void *stream) {
-  return launch_fill<4>(seed, offset, n, bernoulli{nullptr, p, 0, out}, stream);
+extern "C" int ms_k_cuda_philox_bernoulli(const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n,
+                                          double p, uint8_t *out) {
+  return launch_fill<4>(seed, offset, n, bernoulli{nullptr, p, 0, out}, x->stream);
 }
 
-extern "C" int ms_kc_philox_bernoulli_p(uint64_t seed, uint64_t offset, int64_t n, const double *p, int64_t ps,
-                                        uint8_t *out, void *stream) {
-  return launch_fill<4>(seed, offset, n, bernoulli{p, 0.0, ps, out}, stream);
+extern "C" int ms_k_cuda_philox_bernoulli_p(const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n,
+                                            const double *p, int64_t ps, uint8_t *out) {
+  return launch_fill<4>(seed, offset, n, bernoulli{p, 0.0, ps, out}, x->stream);
 }

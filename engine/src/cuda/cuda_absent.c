@@ -91,24 +91,6 @@ ms_status ms_cuda_softmax_backward(ms_tensor *y, ms_tensor *g, ms_tensor *gx, in
                                    int64_t inner, int log) {
   return (void)y, (void)g, (void)gx, (void)outer, (void)C, (void)inner, (void)log, absent("softmax");
 }
-ms_status ms_cuda_bernoulli_mask(ms_tensor *mask, uint64_t seed, uint64_t offset, double keep) {
-  return (void)mask, (void)seed, (void)offset, (void)keep, absent("dropout");
-}
-ms_status ms_cuda_masked_scale(ms_tensor *x, ms_tensor *mask, double scale, ms_tensor *y) {
-  return (void)x, (void)mask, (void)scale, (void)y, absent("dropout");
-}
-ms_status ms_cuda_philox_uniform(ms_tensor *out, uint64_t seed, uint64_t offset, double low, double high) {
-  return (void)out, (void)seed, (void)offset, (void)low, (void)high, absent("uniform_");
-}
-ms_status ms_cuda_philox_normal(ms_tensor *out, uint64_t seed, uint64_t offset, double mean, double std) {
-  return (void)out, (void)seed, (void)offset, (void)mean, (void)std, absent("normal_");
-}
-ms_status ms_cuda_philox_randint(ms_tensor *out, uint64_t seed, uint64_t offset, int64_t low, int64_t high) {
-  return (void)out, (void)seed, (void)offset, (void)low, (void)high, absent("randint_");
-}
-ms_status ms_cuda_philox_bernoulli(ms_tensor *out, uint64_t seed, uint64_t offset, ms_tensor *p) {
-  return (void)out, (void)seed, (void)offset, (void)p, absent("bernoulli");
-}
 ms_status ms_cuda_nll_rows(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *nll, ms_tensor *wt,
                            ms_tensor *smooth) {
   return (void)a, (void)logp, (void)nll, (void)wt, (void)smooth, absent("nll_loss");
@@ -129,25 +111,6 @@ ms_status ms_cuda_max_pool2d(const ms_k_pool2d_geom *g, ms_tensor *x, ms_tensor 
 ms_status ms_cuda_max_pool2d_backward(const ms_k_pool2d_geom *g, ms_tensor *gout, ms_tensor *indices,
                                       ms_tensor *gx) {
   return (void)g, (void)gout, (void)indices, (void)gx, absent("max_pool2d");
-}
-ms_status ms_cuda_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
-                                ms_tensor *acc_delta, const ms_k_adadelta_hp *hp) {
-  return (void)param, (void)grad, (void)square_avg, (void)acc_delta, (void)hp, absent("adadelta_step");
-}
-ms_status ms_cuda_sgd_step(ms_tensor *param, ms_tensor *grad, ms_tensor *momentum_buffer, const ms_k_sgd_hp *hp) {
-  return (void)param, (void)grad, (void)momentum_buffer, (void)hp, absent("sgd_step");
-}
-ms_status ms_cuda_adam_step(ms_tensor *param, ms_tensor *grad, ms_tensor *exp_avg, ms_tensor *exp_avg_sq,
-                            ms_tensor *max_exp_avg_sq, const ms_k_adam_hp *hp) {
-  return (void)param, (void)grad, (void)exp_avg, (void)exp_avg_sq, (void)max_exp_avg_sq, (void)hp, absent("adam_step");
-}
-ms_status ms_cuda_adagrad_step(ms_tensor *param, ms_tensor *grad, ms_tensor *state_sum, const ms_k_adagrad_hp *hp) {
-  return (void)param, (void)grad, (void)state_sum, (void)hp, absent("adagrad_step");
-}
-ms_status ms_cuda_rmsprop_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg, ms_tensor *grad_avg,
-                               ms_tensor *momentum_buffer, const ms_k_rmsprop_hp *hp) {
-  (void)param, (void)grad, (void)square_avg, (void)grad_avg, (void)momentum_buffer, (void)hp;
-  return absent("rmsprop_step");
 }
 ms_status ms_cuda_avg_pool2d(const ms_k_pool2d_geom *g, const ms_k_pool_windows *win, ms_tensor *x, ms_tensor *out) {
   return (void)g, (void)win, (void)x, (void)out, absent("avg_pool2d");

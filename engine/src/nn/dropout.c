@@ -3,10 +3,19 @@
  * what the backward scales the gradient with. */
 #include <math.h>
 
-#include "cuda/cuda_ops.h"
+#include "native/dispatch.h"
 #include "nn/nn_internal.h"
 #include "nn/nn_native.h"
 #include "random_state.h"
+
+/* y = mask ? x * scale : 0 over contiguous tensors of one shape on mask's device. */
+static ms_status masked_scale(const char *op, ms_tensor *x, ms_tensor *mask, double scale, ms_tensor *y) {
+  native_kernels nk;
+  if (native_kernels_for(op, ms_tensor_device(mask), &nk) != MS_OK) return MS_ERR_RUNTIME;
+  return native_kernel_status(&nk, nk.k->masked_scale(&nk.x, ms_nn_kdtype(y->dtype), ms_tensor_numel(y),
+                                                      ms_tensor_data(x), ms_tensor_data(mask), scale,
+                                                      ms_tensor_data(y)));
+}
 
 ms_tensor *native_dropout_backward(ms_tensor *grad_output, ms_tensor *mask, double scale, ms_dtype dt,
                                    bool may_overwrite_grad) {
@@ -14,11 +23,7 @@ ms_tensor *native_dropout_backward(ms_tensor *grad_output, ms_tensor *mask, doub
   ms_tensor *gx = !g ? NULL
                   : may_overwrite_grad ? (ms_tensor_retain(g), g)
                                : ms_tensor_new_empty_on(ms_tensor_device(mask), mask->ndim, mask->shape, dt);
-  if (gx && ms_tensor_device(mask).type == MS_CUDA) {
-    if (ms_cuda_masked_scale(g, mask, scale, gx) != MS_OK) ms_tensor_release(gx), gx = NULL;
-  } else if (gx)
-    ms_k_masked_scale(ms_nn_kdtype(dt), ms_tensor_numel(gx), ms_tensor_data(g), ms_tensor_data(mask), scale,
-                      ms_tensor_data(gx));
+  if (gx && masked_scale("dropout", g, mask, scale, gx) != MS_OK) ms_tensor_release(gx), gx = NULL;
   ms_tensor_release(g);
   return gx;
 }
@@ -30,13 +35,11 @@ static ms_tensor *draw_mask(const ms_tensor *x, double p) {
   if (!mask) return NULL;
   int64_t n = ms_tensor_numel(mask);
   uint64_t seed, offset;
-  double keep = 1 - p;
+  native_kernels nk;
+  if (native_kernels_for("dropout", ms_tensor_device(x), &nk) != MS_OK) return ms_tensor_release(mask), NULL;
   ms_random_reserve(ms_k_philox_blocks(n, 4), &seed, &offset);
-  if (ms_tensor_device(x).type == MS_CUDA) {
-    if (ms_cuda_bernoulli_mask(mask, seed, offset, keep) != MS_OK) ms_tensor_release(mask), mask = NULL;
-  } else {
-    ms_k_philox_bernoulli(seed, offset, n, &keep, 0, ms_tensor_data(mask));
-  }
+  int err = nk.k->philox_bernoulli(&nk.x, seed, offset, n, 1 - p, ms_tensor_data(mask));
+  if (native_kernel_status(&nk, err) != MS_OK) ms_tensor_release(mask), mask = NULL;
   return mask;
 }
 
@@ -53,11 +56,7 @@ ms_tensor *native_dropout(ms_tensor *x, double p, bool training, ms_tensor **mas
   ms_tensor *xc = ms_nn_contiguous(x, x->dtype), *m = xc ? draw_mask(x, p) : NULL;
   ms_tensor *out = m ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
   double k = p == 1 ? 0 : 1 / (1 - p); /* p = 1 drops everything: the scale is never used */
-  if (out && ms_tensor_device(x).type == MS_CUDA) {
-    if (ms_cuda_masked_scale(xc, m, k, out) != MS_OK) ms_tensor_release(out), out = NULL;
-  } else if (out)
-    ms_k_masked_scale(ms_nn_kdtype(x->dtype), ms_tensor_numel(x), ms_tensor_data(xc), ms_tensor_data(m), k,
-                      ms_tensor_data(out));
+  if (out && masked_scale("dropout", xc, m, k, out) != MS_OK) ms_tensor_release(out), out = NULL;
   ms_tensor_release(xc);
   if (!out) return ms_tensor_release(m), NULL;
   *mask = m, *scale = k;

@@ -3,9 +3,8 @@
  * storage) before the kernel sees raw pointers. */
 #include <string.h>
 
-#include "cuda/cuda_ops.h"
-#include "kernels/kernels.h"
 #include "moonshard/optim.h"
+#include "native/dispatch.h"
 
 ms_tensor *ms_optim_state_new(const ms_tensor *param, double value) {
   int64_t numel = ms_tensor_numel(param), strides[MS_MAX_DIMS];
@@ -77,8 +76,11 @@ static ms_status check_states(const char *op, ms_tensor *param, int n, ms_tensor
 }
 
 static void *data_or_null(ms_tensor *t, bool used) { return used ? ms_tensor_data(t) : NULL; }
-static ms_tensor *tensor_or_null(ms_tensor *t, bool used) { return used ? t : NULL; }
-static bool on_cuda(const ms_tensor *param) { return ms_tensor_device(param).type == MS_CUDA; }
+
+/* The kernels of param's device (every tensor of a step is on it: check_like). */
+static ms_status step_kernels(const char *op, const ms_tensor *param, native_kernels *nk) {
+  return native_kernels_for(op, ms_tensor_device(param), nk);
+}
 
 ms_status ms_optim_sgd_step(ms_tensor *param, ms_tensor *grad, ms_tensor *momentum_buffer,
                             bool init_buffer, const ms_sgd_options *o) {
@@ -90,11 +92,12 @@ ms_status ms_optim_sgd_step(ms_tensor *param, ms_tensor *grad, ms_tensor *moment
   if (st == MS_OK) {
     ms_k_sgd_hp hp = {o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov, o->maximize,
                       init_buffer};
-    if (on_cuda(param))
-      st = ms_cuda_sgd_step(param, g, tensor_or_null(momentum_buffer, used[0]), &hp);
-    else
-      ms_k_sgd_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
-                    ms_tensor_data(g), data_or_null(momentum_buffer, used[0]), &hp);
+    native_kernels nk;
+    st = step_kernels("sgd_step", param, &nk);
+    if (st == MS_OK)
+      st = native_kernel_status(&nk, nk.k->sgd_step(&nk.x, (ms_k_dtype)param->dtype, ms_tensor_numel(param),
+                                                    ms_tensor_data(param), ms_tensor_data(g),
+                                                    data_or_null(momentum_buffer, used[0]), &hp));
     if (st == MS_OK) ms_tensor_bump_version(param);
   }
   ms_tensor_release(g);
@@ -115,12 +118,13 @@ ms_status ms_optim_adam_step(ms_tensor *param, ms_tensor *grad, ms_tensor *exp_a
   if (st == MS_OK) {
     ms_k_adam_hp hp = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, (double)o->step,
                        o->amsgrad, o->maximize, o->decoupled};
-    if (on_cuda(param))
-      st = ms_cuda_adam_step(param, g, exp_avg, exp_avg_sq, tensor_or_null(max_exp_avg_sq, used[2]), &hp);
-    else
-      ms_k_adam_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
-                     ms_tensor_data(g), ms_tensor_data(exp_avg), ms_tensor_data(exp_avg_sq),
-                     data_or_null(max_exp_avg_sq, used[2]), &hp);
+    native_kernels nk;
+    st = step_kernels(op, param, &nk);
+    if (st == MS_OK)
+      st = native_kernel_status(&nk, nk.k->adam_step(&nk.x, (ms_k_dtype)param->dtype, ms_tensor_numel(param),
+                                                     ms_tensor_data(param), ms_tensor_data(g),
+                                                     ms_tensor_data(exp_avg), ms_tensor_data(exp_avg_sq),
+                                                     data_or_null(max_exp_avg_sq, used[2]), &hp));
     if (st == MS_OK) ms_tensor_bump_version(param);
   }
   ms_tensor_release(g);
@@ -137,11 +141,13 @@ ms_status ms_optim_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *s
   if (st == MS_OK) st = check_states("adadelta_step", param, 2, states, names, used);
   if (st == MS_OK) {
     ms_k_adadelta_hp hp = {o->lr, o->rho, o->eps, o->weight_decay, o->maximize};
-    if (on_cuda(param))
-      st = ms_cuda_adadelta_step(param, g, square_avg, acc_delta, &hp);
-    else
-      ms_k_adadelta_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
-                         ms_tensor_data(g), ms_tensor_data(square_avg), ms_tensor_data(acc_delta), &hp);
+    native_kernels nk;
+    st = step_kernels("adadelta_step", param, &nk);
+    if (st == MS_OK)
+      st = native_kernel_status(&nk, nk.k->adadelta_step(&nk.x, (ms_k_dtype)param->dtype, ms_tensor_numel(param),
+                                                         ms_tensor_data(param), ms_tensor_data(g),
+                                                         ms_tensor_data(square_avg), ms_tensor_data(acc_delta),
+                                                         &hp));
     if (st == MS_OK) ms_tensor_bump_version(param);
   }
   ms_tensor_release(g);
@@ -158,11 +164,12 @@ ms_status ms_optim_adagrad_step(ms_tensor *param, ms_tensor *grad, ms_tensor *st
   if (st == MS_OK && o->step < 1) st = ms_error(MS_ERR_ARG, "adagrad_step: step must be >= 1, got %lld", (long long)o->step);
   if (st == MS_OK) {
     ms_k_adagrad_hp hp = {o->lr, o->lr_decay, o->weight_decay, o->eps, (double)o->step, o->maximize};
-    if (on_cuda(param))
-      st = ms_cuda_adagrad_step(param, g, state_sum, &hp);
-    else
-      ms_k_adagrad_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
-                        ms_tensor_data(g), ms_tensor_data(state_sum), &hp);
+    native_kernels nk;
+    st = step_kernels("adagrad_step", param, &nk);
+    if (st == MS_OK)
+      st = native_kernel_status(&nk, nk.k->adagrad_step(&nk.x, (ms_k_dtype)param->dtype, ms_tensor_numel(param),
+                                                        ms_tensor_data(param), ms_tensor_data(g),
+                                                        ms_tensor_data(state_sum), &hp));
     if (st == MS_OK) ms_tensor_bump_version(param);
   }
   ms_tensor_release(g);
@@ -181,13 +188,13 @@ ms_status ms_optim_rmsprop_step(ms_tensor *param, ms_tensor *grad, ms_tensor *sq
   if (st == MS_OK) {
     ms_k_rmsprop_hp hp = {o->lr, o->alpha, o->eps, o->weight_decay, o->momentum, o->centered,
                           o->maximize};
-    if (on_cuda(param))
-      st = ms_cuda_rmsprop_step(param, g, square_avg, tensor_or_null(grad_avg, used[1]),
-                                tensor_or_null(momentum_buffer, used[2]), &hp);
-    else
-      ms_k_rmsprop_step((ms_k_dtype)param->dtype, ms_tensor_numel(param), ms_tensor_data(param),
-                        ms_tensor_data(g), ms_tensor_data(square_avg),
-                        data_or_null(grad_avg, used[1]), data_or_null(momentum_buffer, used[2]), &hp);
+    native_kernels nk;
+    st = step_kernels("rmsprop_step", param, &nk);
+    if (st == MS_OK)
+      st = native_kernel_status(&nk, nk.k->rmsprop_step(&nk.x, (ms_k_dtype)param->dtype, ms_tensor_numel(param),
+                                                        ms_tensor_data(param), ms_tensor_data(g),
+                                                        ms_tensor_data(square_avg), data_or_null(grad_avg, used[1]),
+                                                        data_or_null(momentum_buffer, used[2]), &hp));
     if (st == MS_OK) ms_tensor_bump_version(param);
   }
   ms_tensor_release(g);
