@@ -84,13 +84,6 @@ ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out
 ms_status ms_cuda_reduce_stat(ms_k_redop op, double p, int64_t correction, bool root, ms_tensor *in, ms_tensor *out) {
   return (void)op, (void)p, (void)correction, (void)root, (void)in, (void)out, absent("reduce");
 }
-ms_status ms_cuda_softmax(ms_tensor *x, ms_tensor *y, int64_t outer, int64_t C, int64_t inner, int log) {
-  return (void)x, (void)y, (void)outer, (void)C, (void)inner, (void)log, absent("softmax");
-}
-ms_status ms_cuda_softmax_backward(ms_tensor *y, ms_tensor *g, ms_tensor *gx, int64_t outer, int64_t C,
-                                   int64_t inner, int log) {
-  return (void)y, (void)g, (void)gx, (void)outer, (void)C, (void)inner, (void)log, absent("softmax");
-}
 ms_status ms_cuda_bernoulli_mask(ms_tensor *mask, uint64_t seed, uint64_t offset, double keep) {
   return (void)mask, (void)seed, (void)offset, (void)keep, absent("dropout");
 }
@@ -108,27 +101,6 @@ ms_status ms_cuda_philox_randint(ms_tensor *out, uint64_t seed, uint64_t offset,
 }
 ms_status ms_cuda_philox_bernoulli(ms_tensor *out, uint64_t seed, uint64_t offset, ms_tensor *p) {
   return (void)out, (void)seed, (void)offset, (void)p, absent("bernoulli");
-}
-ms_status ms_cuda_nll_rows(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *nll, ms_tensor *wt,
-                           ms_tensor *smooth) {
-  return (void)a, (void)logp, (void)nll, (void)wt, (void)smooth, absent("nll_loss");
-}
-ms_status ms_cuda_nll_reduce(ms_tensor *nll, ms_tensor *wt, ms_tensor *smooth, double s, int64_t C, bool mean,
-                             ms_tensor *out, ms_tensor *sw) {
-  (void)nll, (void)wt, (void)smooth, (void)s, (void)C, (void)mean, (void)out, (void)sw;
-  return absent("nll_loss");
-}
-ms_status ms_cuda_nll_backward(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *g, int64_t gs,
-                               double nll_scale, double smooth_scale, double smoothing, ms_tensor *gx) {
-  (void)a, (void)logp, (void)g, (void)gs, (void)nll_scale, (void)smooth_scale, (void)smoothing, (void)gx;
-  return absent("nll_loss");
-}
-ms_status ms_cuda_max_pool2d(const ms_k_pool2d_geom *g, ms_tensor *x, ms_tensor *out, ms_tensor *indices) {
-  return (void)g, (void)x, (void)out, (void)indices, absent("max_pool2d");
-}
-ms_status ms_cuda_max_pool2d_backward(const ms_k_pool2d_geom *g, ms_tensor *gout, ms_tensor *indices,
-                                      ms_tensor *gx) {
-  return (void)g, (void)gout, (void)indices, (void)gx, absent("max_pool2d");
 }
 ms_status ms_cuda_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
                                 ms_tensor *acc_delta, const ms_k_adadelta_hp *hp) {
@@ -148,51 +120,6 @@ ms_status ms_cuda_rmsprop_step(ms_tensor *param, ms_tensor *grad, ms_tensor *squ
                                ms_tensor *momentum_buffer, const ms_k_rmsprop_hp *hp) {
   (void)param, (void)grad, (void)square_avg, (void)grad_avg, (void)momentum_buffer, (void)hp;
   return absent("rmsprop_step");
-}
-ms_status ms_cuda_avg_pool2d(const ms_k_pool2d_geom *g, const ms_k_pool_windows *win, ms_tensor *x, ms_tensor *out) {
-  return (void)g, (void)win, (void)x, (void)out, absent("avg_pool2d");
-}
-ms_status ms_cuda_avg_pool2d_backward(const ms_k_pool2d_geom *g, const ms_k_pool_windows *win, ms_tensor *gout,
-                                      ms_tensor *gx) {
-  return (void)g, (void)win, (void)gout, (void)gx, absent("avg_pool2d");
-}
-ms_status ms_cuda_activation(const char *op, ms_k_act act, ms_tensor *x, ms_tensor *y) {
-  return (void)act, (void)x, (void)y, absent(op);
-}
-ms_status ms_cuda_activation_backward(const char *op, ms_k_act act, ms_tensor *x, ms_tensor *g, ms_tensor *gx) {
-  return (void)act, (void)x, (void)g, (void)gx, absent(op);
-}
-ms_status ms_cuda_embedding(ms_tensor *idx, int64_t base, ms_tensor *w, ms_tensor *out) {
-  return (void)idx, (void)base, (void)w, (void)out, absent("embedding");
-}
-ms_status ms_cuda_embedding_backward(ms_tensor *idx, int64_t base, int64_t padding_idx, ms_tensor *g, ms_tensor *gw) {
-  return (void)idx, (void)base, (void)padding_idx, (void)g, (void)gw, absent("embedding");
-}
-ms_status ms_cuda_layer_norm(int64_t M, int64_t N, ms_tensor *x, ms_tensor *w, ms_tensor *b, double eps,
-                             ms_tensor *y, ms_tensor *mean, ms_tensor *rstd) {
-  (void)M, (void)N, (void)x, (void)w, (void)b, (void)eps, (void)y, (void)mean, (void)rstd;
-  return absent("layer_norm");
-}
-ms_status ms_cuda_layer_norm_backward(int64_t M, int64_t N, ms_tensor *x, ms_tensor *g, ms_tensor *mean,
-                                      ms_tensor *rstd, ms_tensor *w, ms_tensor *gx, ms_tensor *gw, ms_tensor *gb) {
-  (void)M, (void)N, (void)x, (void)g, (void)mean, (void)rstd, (void)w, (void)gx, (void)gw, (void)gb;
-  return absent("layer_norm");
-}
-ms_status ms_cuda_batch_norm_stats(int64_t N, int64_t C, int64_t inner, ms_tensor *x, ms_tensor *mean,
-                                   ms_tensor *var) {
-  return (void)N, (void)C, (void)inner, (void)x, (void)mean, (void)var, absent("batch_norm");
-}
-ms_status ms_cuda_batch_norm_apply(int64_t N, int64_t C, int64_t inner, ms_tensor *x, ms_tensor *mean,
-                                   ms_tensor *invstd, ms_tensor *w, ms_tensor *b, ms_tensor *y) {
-  (void)N, (void)C, (void)inner, (void)x, (void)mean, (void)invstd, (void)w, (void)b, (void)y;
-  return absent("batch_norm");
-}
-ms_status ms_cuda_batch_norm_backward(int64_t N, int64_t C, int64_t inner, ms_tensor *x, ms_tensor *g,
-                                      ms_tensor *mean, ms_tensor *invstd, ms_tensor *w, int training, ms_tensor *gx,
-                                      ms_tensor *gw, ms_tensor *gb) {
-  (void)N, (void)C, (void)inner, (void)x, (void)g, (void)mean, (void)invstd, (void)w, (void)training;
-  (void)gx, (void)gw, (void)gb;
-  return absent("batch_norm");
 }
 ms_status ms_cuda_conv2d_forward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *b,
                                  ms_tensor *out) {
