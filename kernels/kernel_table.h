@@ -71,8 +71,68 @@ typedef struct ms_k_exec {
 /* Reductions of rows. */
 #define MS_K_REDUCE_KERNELS(X)
 
-/* NN ops (softmax, dropout, losses, pooling, activations, embedding, norms) on contiguous buffers. */
-#define MS_K_NN_KERNELS(X)
+/* NN ops (softmax, dropout, losses, pooling, activations, embedding, norms) on contiguous buffers
+ * of dtype dt (F32 or F64; max pooling on the CPU also BF16), with kernels.h's semantics for the
+ * CPU functions of the same names; pointers are the device's, indices already checked by the
+ * engine unless said otherwise. */
+#define MS_K_NN_KERNELS(X)                                                                         \
+  /* softmax (log 0) or log_softmax (log 1) over the middle dim of (outer, C, inner) */            \
+  X(softmax, (const ms_k_exec *x, ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner,          \
+              const void *in, void *y, int log))                                                   \
+  /* gx from the forward's output y and the gradient g */                                          \
+  X(softmax_backward, (const ms_k_exec *x, ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, \
+                       const void *y, const void *g, void *gx, int log))                           \
+  /* per-position nll, weight and smoothing terms (smooth may be NULL); a->target and a->weight   \
+   * are device pointers. A target neither ignore_index nor a class (the CPU's engine checks them \
+   * first; a device's kernel cannot stop) gives a NaN term, weight 0, reported in x->bad. */     \
+  X(nll_rows, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_nll_args *a, const void *logp,        \
+               void *nll, void *wt, void *smooth))                                                 \
+  /* out[0] (dt) = (1 - s) sum(nll) + s / C sum(smooth), over sum(wt) when mean; *sw (float64)    \
+   * = sum(wt); sums in double; smooth may be NULL */                                              \
+  X(nll_reduce, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, const void *nll, const void *wt,    \
+                 const void *smooth, double s, int64_t C, int mean, void *out, double *sw))        \
+  /* all of gx: the gradient of the nll term (logp NULL) or of cross entropy's logits */          \
+  X(nll_backward, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_nll_args *a, const void *logp,    \
+                   const void *g, int64_t gs, double nll_scale, double smooth_scale,               \
+                   double smoothing, void *gx))                                                    \
+  /* indices may be NULL on the CPU (evaluation); the CUDA body always writes them */             \
+  X(max_pool2d, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *in,     \
+                 void *out, int64_t *indices))                                                     \
+  X(max_pool2d_backward, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_pool2d_geom *g,            \
+                          const void *gout, const int64_t *indices, void *gx))                     \
+  /* the six window arrays of win are pointers of the device */                                    \
+  X(avg_pool2d, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_pool2d_geom *g,                     \
+                 const ms_k_pool_windows *win, const void *in, void *out))                         \
+  X(avg_pool2d_backward, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_pool2d_geom *g,            \
+                          const ms_k_pool_windows *win, const void *gout, void *gx))               \
+  /* y = act(in) over n elements; its backward gx = act'(in) g */                                  \
+  X(activation, (const ms_k_exec *x, ms_k_act act, ms_k_dtype dt, int64_t n, const void *in,       \
+                 void *y))                                                                         \
+  X(activation_backward, (const ms_k_exec *x, ms_k_act act, ms_k_dtype dt, int64_t n,              \
+                          const void *in, const void *g, void *gx))                                \
+  /* out row r = w row (idx[r] - base); the backward adds g rows into gw (zeroed by the caller),  \
+   * none into padding_idx (0-based; -1: none), deterministically */                               \
+  X(embedding, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx,       \
+                int64_t base, const void *w, void *out))                                           \
+  X(embedding_backward, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, int64_t D,                  \
+                         const int64_t *idx, int64_t base, int64_t padding_idx, const void *g,     \
+                         void *gw))                                                                \
+  /* rows of M x N; w, b may be NULL; mean and rstd are written. Backward outputs may be NULL. */ \
+  X(layer_norm, (const ms_k_exec *x, ms_k_dtype dt, int64_t M, int64_t N, const void *in,          \
+                 const void *w, const void *b, double eps, void *y, void *mean, void *rstd))       \
+  X(layer_norm_backward, (const ms_k_exec *x, ms_k_dtype dt, int64_t M, int64_t N, const void *in, \
+                          const void *g, const void *mean, const void *rstd, const void *w,        \
+                          void *gx, void *gw, void *gb))                                           \
+  /* channels of (N, C, inner): batch mean and biased variance; the normalization; its backward  \
+   * (training: the statistics depend on the input; outputs may be NULL) */                        \
+  X(batch_norm_stats, (const ms_k_exec *x, ms_k_dtype dt, int64_t N, int64_t C, int64_t inner,     \
+                       const void *in, void *mean, void *var))                                     \
+  X(batch_norm_apply, (const ms_k_exec *x, ms_k_dtype dt, int64_t N, int64_t C, int64_t inner,     \
+                       const void *in, const void *mean, const void *invstd, const void *w,        \
+                       const void *b, void *y))                                                    \
+  X(batch_norm_backward, (const ms_k_exec *x, ms_k_dtype dt, int64_t N, int64_t C, int64_t inner,  \
+                          const void *in, const void *g, const void *mean, const void *invstd,     \
+                          const void *w, int training, void *gx, void *gw, void *gb))
 
 /* Random fills (Philox: the same values on every device for one seed and offset): n contiguous
  * elements of out, element i drawn as kernels.h's ms_k_philox_* say, from block `offset` on (the

@@ -59,11 +59,7 @@ int ms_kc_reduce_stat_rows(const ms_kc_stat *st, ms_k_dtype dt, const ms_kc_rows
                            void *out, ms_k_dtype out_dt, void *stream);
 
 /* ---- NN ops (kernels/cuda/nn_ops.cu): the CPU bodies' formulas (kernels/cpu/nn_ops_body.h),
- * F32 and F64, contiguous device buffers; sums in double as on the CPU ---- */
-int ms_kc_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x, void *y,
-                  int log, void *stream);
-int ms_kc_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
-                           const void *g, void *gx, int log, void *stream);
+ * F32 and F64, contiguous device buffers; the other NN kernels are slots of kernel_table.h ---- */
 /* A convolution's bias over its (n, c, hw) output: y[n, c, :] += b[c]; and the bias gradient,
  * gb[c] = sum over n and hw of g[n, c, :], one block per channel (float32 sums in double). dt: F32
  * or F64. */
@@ -72,58 +68,6 @@ int ms_kc_channel_bias_add(ms_k_dtype dt, int64_t n, int64_t c, int64_t hw, void
 int ms_kc_channel_sum(ms_k_dtype dt, int64_t n, int64_t c, int64_t hw, const void *g, void *gb,
                       void *stream);
 
-
-/* a->target and a->weight are device pointers here. A target that is neither ignore_index nor a
- * class gives a NaN term (weight 0) and is reported in *bad. */
-int ms_kc_nll_rows(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, void *nll, void *wt,
-                   void *smooth, ms_k_bad_value *bad, void *stream);
-/* The reduced loss of nll_rows' terms in one block: out[0] = ((1 - s) sum(nll) + s / C sum(smooth))
- * (divided by sum(wt) when mean), summed in double; *sw receives sum(wt). smooth may be NULL. */
-int ms_kc_nll_reduce(ms_k_dtype dt, int64_t n, const void *nll, const void *wt, const void *smooth,
-                     double s, int64_t C, int mean, void *out, double *sw, void *stream);
-int ms_kc_nll_backward(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, const void *g,
-                       int64_t gs, double nll_scale, double smooth_scale, double smoothing, void *gx,
-                       void *stream);
-
-/* ---- pooling (kernels/cuda/pool.cu): ms_k_max_pool2d_*'s semantics ---- */
-int ms_kc_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *x, void *out,
-                             int64_t *indices, void *stream);
-int ms_kc_max_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *gout,
-                              const int64_t *indices, void *gx, void *stream);
-/* ms_k_avg_pool2d_*'s semantics; the six window arrays of win are device pointers. The
- * backward gathers (no atomics): the CPU's order and rounding. */
-int ms_kc_avg_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const ms_k_pool_windows *win,
-                             const void *x, void *out, void *stream);
-int ms_kc_avg_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const ms_k_pool_windows *win,
-                              const void *gout, void *gx, void *stream);
-
-/* ---- activations (kernels/cuda/activation.cu): ms_k_activation*'s semantics ---- */
-int ms_kc_activation(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, void *y, void *stream);
-int ms_kc_activation_backward(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, const void *g,
-                              void *gx, void *stream);
-
-/* ---- embedding (kernels/cuda/embedding.cu): ms_k_embedding*'s semantics (idx on the device,
- * already checked); the backward is deterministic (one thread per column, indices in order) ---- */
-int ms_kc_embedding(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
-                    const void *w, void *out, void *stream);
-int ms_kc_embedding_backward(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
-                             int64_t padding_idx, const void *g, void *gw, void *stream);
-
-/* ---- normalization (kernels/cuda/norm.cu): ms_k_layer_norm* and ms_k_batch_norm*'s semantics,
- * sums in double (in a tree per row or channel, so the last bits may differ from the CPU's) ---- */
-int ms_kc_layer_norm(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *w,
-                     const void *b, double eps, void *y, void *mean, void *rstd, void *stream);
-int ms_kc_layer_norm_backward(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *g,
-                              const void *mean, const void *rstd, const void *w, void *gx, void *gw,
-                              void *gb, void *stream);
-int ms_kc_batch_norm_stats(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
-                           void *mean, void *var, void *stream);
-int ms_kc_batch_norm_apply(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
-                           const void *mean, const void *invstd, const void *w, const void *b,
-                           void *y, void *stream);
-int ms_kc_batch_norm_backward(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
-                              const void *g, const void *mean, const void *invstd, const void *w,
-                              int training, void *gx, void *gw, void *gb, void *stream);
 
 #ifdef __cplusplus
 }

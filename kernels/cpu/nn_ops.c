@@ -204,3 +204,127 @@ void ms_k_batch_norm_backward(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner
               .weight = w, .flag = training, .out = gx, .out2 = gw, .out3 = gb};
   run(dt, batch_norm_backward_channels_f32, batch_norm_backward_channels_f64, C, N * inner, &j);
 }
+
+/* ---- the CPU's slots of the kernel table (kernel_table.h): the kernels above, called as the
+ * engine called them before the table; none can fail ---- */
+
+int ms_k_cpu_softmax(const ms_k_exec *x, ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner,
+                     const void *in, void *y, int log) {
+  (void)x;
+  ms_k_softmax(dt, outer, C, inner, in, y, log);
+  return 0;
+}
+
+int ms_k_cpu_softmax_backward(const ms_k_exec *x, ms_k_dtype dt, int64_t outer, int64_t C,
+                              int64_t inner, const void *y, const void *g, void *gx, int log) {
+  (void)x;
+  ms_k_softmax_backward(dt, outer, C, inner, y, g, gx, log);
+  return 0;
+}
+
+/* The engine checked every target on the host first (reading them costs the CPU nothing), so
+ * there is no bad value to report here. */
+int ms_k_cpu_nll_rows(const ms_k_exec *x, ms_k_dtype dt, const ms_k_nll_args *a, const void *logp,
+                      void *nll, void *wt, void *smooth) {
+  (void)x;
+  ms_k_nll_rows(dt, a, logp, nll, wt, smooth);
+  return 0;
+}
+
+static double sum_of(ms_k_dtype dt, int64_t n, const void *v) {
+  if (n == 0 || !v) return 0;
+  ms_k_reduce_result r;
+  ms_k_reduce_row(MS_K_RSUM, dt, n, v, 1, 0, &r);
+  return r.f;
+}
+
+/* The mean multiplies by 1 / sum(wt), the factor the backward scales by on the CPU. */
+int ms_k_cpu_nll_reduce(const ms_k_exec *x, ms_k_dtype dt, int64_t n, const void *nll,
+                        const void *wt, const void *smooth, double s, int64_t C, int mean,
+                        void *out, double *sw) {
+  (void)x;
+  double sn = sum_of(dt, n, nll), w = sum_of(dt, n, wt), ss = sum_of(dt, n, smooth);
+  double k = mean ? 1 / w : 1;
+  double v = (1 - s) * sn * k + s / (double)C * ss * k;
+  if (dt == MS_K_F64) *(double *)out = v;
+  else *(float *)out = (float)v;
+  *sw = w;
+  return 0;
+}
+
+int ms_k_cpu_nll_backward(const ms_k_exec *x, ms_k_dtype dt, const ms_k_nll_args *a,
+                          const void *logp, const void *g, int64_t gs, double nll_scale,
+                          double smooth_scale, double smoothing, void *gx) {
+  (void)x;
+  ms_k_nll_backward(dt, a, logp, g, gs, nll_scale, smooth_scale, smoothing, gx);
+  return 0;
+}
+
+int ms_k_cpu_activation(const ms_k_exec *x, ms_k_act act, ms_k_dtype dt, int64_t n,
+                        const void *in, void *y) {
+  (void)x;
+  ms_k_activation(act, dt, n, in, y);
+  return 0;
+}
+
+int ms_k_cpu_activation_backward(const ms_k_exec *x, ms_k_act act, ms_k_dtype dt, int64_t n,
+                                 const void *in, const void *g, void *gx) {
+  (void)x;
+  ms_k_activation_backward(act, dt, n, in, g, gx);
+  return 0;
+}
+
+int ms_k_cpu_embedding(const ms_k_exec *x, ms_k_dtype dt, int64_t n, int64_t D,
+                       const int64_t *idx, int64_t base, const void *w, void *out) {
+  (void)x;
+  ms_k_embedding(dt, n, D, idx, base, w, out);
+  return 0;
+}
+
+int ms_k_cpu_embedding_backward(const ms_k_exec *x, ms_k_dtype dt, int64_t n, int64_t D,
+                                const int64_t *idx, int64_t base, int64_t padding_idx,
+                                const void *g, void *gw) {
+  (void)x;
+  ms_k_embedding_backward(dt, n, D, idx, base, padding_idx, g, gw);
+  return 0;
+}
+
+int ms_k_cpu_layer_norm(const ms_k_exec *x, ms_k_dtype dt, int64_t M, int64_t N, const void *in,
+                        const void *w, const void *b, double eps, void *y, void *mean,
+                        void *rstd) {
+  (void)x;
+  ms_k_layer_norm(dt, M, N, in, w, b, eps, y, mean, rstd);
+  return 0;
+}
+
+int ms_k_cpu_layer_norm_backward(const ms_k_exec *x, ms_k_dtype dt, int64_t M, int64_t N,
+                                 const void *in, const void *g, const void *mean,
+                                 const void *rstd, const void *w, void *gx, void *gw, void *gb) {
+  (void)x;
+  ms_k_layer_norm_backward(dt, M, N, in, g, mean, rstd, w, gx, gw, gb);
+  return 0;
+}
+
+int ms_k_cpu_batch_norm_stats(const ms_k_exec *x, ms_k_dtype dt, int64_t N, int64_t C,
+                              int64_t inner, const void *in, void *mean, void *var) {
+  (void)x;
+  ms_k_batch_norm_stats(dt, N, C, inner, in, mean, var);
+  return 0;
+}
+
+int ms_k_cpu_batch_norm_apply(const ms_k_exec *x, ms_k_dtype dt, int64_t N, int64_t C,
+                              int64_t inner, const void *in, const void *mean, const void *invstd,
+                              const void *w, const void *b, void *y) {
+  (void)x;
+  ms_k_batch_norm_apply(dt, N, C, inner, in, mean, invstd, w, b, y);
+  return 0;
+}
+
+int ms_k_cpu_batch_norm_backward(const ms_k_exec *x, ms_k_dtype dt, int64_t N, int64_t C,
+                                 int64_t inner, const void *in, const void *g, const void *mean,
+                                 const void *invstd, const void *w, int training, void *gx,
+                                 void *gw, void *gb) {
+  (void)x;
+  ms_k_batch_norm_backward(dt, N, C, inner, in, g, mean, invstd, w, training, gx, gw, gb);
+  return 0;
+}

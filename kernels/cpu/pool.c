@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/gemm_ukr.h"
@@ -302,4 +303,34 @@ void ms_k_avg_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g,
                               const ms_k_pool_windows *win, const void *gout, void *gx) {
   pool_job j = {.dt = dt, .g = g, .win = win, .in = gout, .out = gx};
   ms_k_parallel_for(g->planes, plane_grain(g), avg_backward_range, &j);
+}
+
+/* ---- the CPU's slots of the kernel table (kernel_table.h): the kernels above, called as the
+ * engine called them before the table. Max pooling returns -1 when a bfloat16 plane's work
+ * buffer could not be had. ---- */
+
+int ms_k_cpu_max_pool2d(const ms_k_exec *x, ms_k_dtype dt, const ms_k_pool2d_geom *g,
+                        const void *in, void *out, int64_t *indices) {
+  (void)x;
+  return ms_k_max_pool2d_forward(dt, g, in, out, indices);
+}
+
+int ms_k_cpu_max_pool2d_backward(const ms_k_exec *x, ms_k_dtype dt, const ms_k_pool2d_geom *g,
+                                 const void *gout, const int64_t *indices, void *gx) {
+  (void)x;
+  return ms_k_max_pool2d_backward(dt, g, gout, indices, gx);
+}
+
+int ms_k_cpu_avg_pool2d(const ms_k_exec *x, ms_k_dtype dt, const ms_k_pool2d_geom *g,
+                        const ms_k_pool_windows *win, const void *in, void *out) {
+  (void)x;
+  ms_k_avg_pool2d_forward(dt, g, win, in, out);
+  return 0;
+}
+
+int ms_k_cpu_avg_pool2d_backward(const ms_k_exec *x, ms_k_dtype dt, const ms_k_pool2d_geom *g,
+                                 const ms_k_pool_windows *win, const void *gout, void *gx) {
+  (void)x;
+  ms_k_avg_pool2d_backward(dt, g, win, gout, gx);
+  return 0;
 }

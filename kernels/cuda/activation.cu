@@ -68,11 +68,12 @@ static int launch(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, const v
   return launch_status();
 }
 
-extern "C" int ms_kc_activation(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, void *y, void *stream) {
-  return launch(act, dt, n, x, NULL, y, stream);
+extern "C" int ms_k_cuda_activation(const ms_k_exec *ex, ms_k_act act, ms_k_dtype dt, int64_t n,
+                                    const void *x, void *y) {
+  return launch(act, dt, n, x, NULL, y, ex->stream);
 }
 
-extern "C" int ms_kc_activation_backward(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, const void *g,
-                                         void *gx, void *stream) {
-  return launch(act, dt, n, x, g, gx, stream);
+extern "C" int ms_k_cuda_activation_backward(const ms_k_exec *ex, ms_k_act act, ms_k_dtype dt, int64_t n,
+                                             const void *x, const void *g, void *gx) {
+  return launch(act, dt, n, x, g, gx, ex->stream);
 }

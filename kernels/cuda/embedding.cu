@@ -22,11 +22,11 @@ __global__ void embedding_backward_kernel(int64_t n, int64_t D, const int64_t *i
     }
 }
 
-extern "C" int ms_kc_embedding(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base, const void *w,
-                               void *out, void *stream) {
+extern "C" int ms_k_cuda_embedding(const ms_k_exec *ex, ms_k_dtype dt, int64_t n, int64_t D,
+                                   const int64_t *idx, int64_t base, const void *w, void *out) {
   int64_t total = n * D;
   if (total == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)ex->stream;
   if (dt == MS_K_F64)
     embedding_kernel<double><<<blocks_for(total), kThreads, 0, s>>>(total, D, idx, base, (const double *)w, (double *)out);
   else
@@ -34,10 +34,11 @@ extern "C" int ms_kc_embedding(ms_k_dtype dt, int64_t n, int64_t D, const int64_
   return launch_status();
 }
 
-extern "C" int ms_kc_embedding_backward(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
-                                        int64_t padding_idx, const void *g, void *gw, void *stream) {
+extern "C" int ms_k_cuda_embedding_backward(const ms_k_exec *ex, ms_k_dtype dt, int64_t n, int64_t D,
+                                            const int64_t *idx, int64_t base, int64_t padding_idx,
+                                            const void *g, void *gw) {
   if (n == 0 || D == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)ex->stream;
   if (dt == MS_K_F64)
     embedding_backward_kernel<double><<<blocks_for(D), kThreads, 0, s>>>(n, D, idx, base, padding_idx,
                                                                          (const double *)g, (double *)gw);

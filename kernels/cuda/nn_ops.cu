@@ -50,21 +50,21 @@ __global__ void softmax_backward_kernel(int64_t rows, int64_t C, int64_t inner, 
   }
 }
 
-extern "C" int ms_kc_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x,
-                             void *y, int log, void *stream) {
+extern "C" int ms_k_cuda_softmax(const ms_k_exec *ex, ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner,
+                                 const void *x, void *y, int log) {
   int64_t rows = outer * inner;
   if (rows == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)ex->stream;
   if (dt == MS_K_F64) softmax_kernel<double><<<blocks_for(rows), kThreads, 0, s>>>(rows, C, inner, (const double *)x, (double *)y, log);
   else softmax_kernel<float><<<blocks_for(rows), kThreads, 0, s>>>(rows, C, inner, (const float *)x, (float *)y, log);
   return launch_status();
 }
 
-extern "C" int ms_kc_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner,
-                                      const void *y, const void *g, void *gx, int log, void *stream) {
+extern "C" int ms_k_cuda_softmax_backward(const ms_k_exec *ex, ms_k_dtype dt, int64_t outer, int64_t C,
+                                          int64_t inner, const void *y, const void *g, void *gx, int log) {
   int64_t rows = outer * inner;
   if (rows == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)ex->stream;
   if (dt == MS_K_F64)
     softmax_backward_kernel<double><<<blocks_for(rows), kThreads, 0, s>>>(rows, C, inner, (const double *)y, (const double *)g, (double *)gx, log);
   else
@@ -144,9 +144,10 @@ __global__ void nll_reduce_kernel(int64_t n, const T *nll, const T *wt, const T 
   *sw = part[1][0];
 }
 
-extern "C" int ms_kc_nll_reduce(ms_k_dtype dt, int64_t n, const void *nll, const void *wt, const void *smooth,
-                                double s, int64_t C, int mean, void *out, double *sw, void *stream) {
-  cudaStream_t st = (cudaStream_t)stream;
+extern "C" int ms_k_cuda_nll_reduce(const ms_k_exec *ex, ms_k_dtype dt, int64_t n, const void *nll,
+                                    const void *wt, const void *smooth, double s, int64_t C, int mean,
+                                    void *out, double *sw) {
+  cudaStream_t st = (cudaStream_t)ex->stream;
   if (dt == MS_K_F64)
     nll_reduce_kernel<double><<<1, kThreads, 0, st>>>(n, (const double *)nll, (const double *)wt,
                                                       (const double *)smooth, s, C, mean, (double *)out, sw);
@@ -181,26 +182,26 @@ __global__ void nll_backward_kernel(ms_k_nll_args a, const T *logp, const T *g, 
   }
 }
 
-extern "C" int ms_kc_nll_rows(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, void *nll,
-                              void *wt, void *smooth, ms_k_bad_value *bad, void *stream) {
+extern "C" int ms_k_cuda_nll_rows(const ms_k_exec *ex, ms_k_dtype dt, const ms_k_nll_args *a,
+                                  const void *logp, void *nll, void *wt, void *smooth) {
   int64_t n = a->N * a->inner;
   if (n == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)ex->stream;
   if (dt == MS_K_F64)
     nll_rows_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(*a, (const double *)logp, (double *)nll,
-                                                               (double *)wt, (double *)smooth, bad);
+                                                               (double *)wt, (double *)smooth, ex->bad);
   else
     nll_rows_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(*a, (const float *)logp, (float *)nll,
-                                                              (float *)wt, (float *)smooth, bad);
+                                                              (float *)wt, (float *)smooth, ex->bad);
   return launch_status();
 }
 
-extern "C" int ms_kc_nll_backward(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, const void *g,
-                                  int64_t gs, double nll_scale, double smooth_scale, double smoothing,
-                                  void *gx, void *stream) {
+extern "C" int ms_k_cuda_nll_backward(const ms_k_exec *ex, ms_k_dtype dt, const ms_k_nll_args *a,
+                                      const void *logp, const void *g, int64_t gs, double nll_scale,
+                                      double smooth_scale, double smoothing, void *gx) {
   int64_t n = a->N * a->inner;
   if (n == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)ex->stream;
   if (dt == MS_K_F64)
     nll_backward_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(*a, (const double *)logp, (const double *)g, gs,
                                                                    nll_scale, smooth_scale, smoothing, (double *)gx);

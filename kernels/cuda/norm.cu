@@ -64,10 +64,11 @@ __global__ void layer_norm_param_kernel(int64_t M, int64_t N, const T *x, const 
   }
 }
 
-extern "C" int ms_kc_layer_norm(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *w, const void *b,
-                                double eps, void *y, void *mean, void *rstd, void *stream) {
+extern "C" int ms_k_cuda_layer_norm(const ms_k_exec *ex, ms_k_dtype dt, int64_t M, int64_t N, const void *x,
+                                    const void *w, const void *b, double eps, void *y, void *mean,
+                                    void *rstd) {
   if (M == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)ex->stream;
   if (dt == MS_K_F64)
     layer_norm_kernel<double><<<grid_for(M), kThreads, 0, s>>>(M, N, (const double *)x, (const double *)w,
                                                                (const double *)b, eps, (double *)y, (double *)mean, (double *)rstd);
@@ -77,10 +78,10 @@ extern "C" int ms_kc_layer_norm(ms_k_dtype dt, int64_t M, int64_t N, const void 
   return launch_status();
 }
 
-extern "C" int ms_kc_layer_norm_backward(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *g,
-                                         const void *mean, const void *rstd, const void *w, void *gx, void *gw,
-                                         void *gb, void *stream) {
-  cudaStream_t s = (cudaStream_t)stream;
+extern "C" int ms_k_cuda_layer_norm_backward(const ms_k_exec *ex, ms_k_dtype dt, int64_t M, int64_t N,
+                                             const void *x, const void *g, const void *mean, const void *rstd,
+                                             const void *w, void *gx, void *gw, void *gb) {
+  cudaStream_t s = (cudaStream_t)ex->stream;
   bool f64 = dt == MS_K_F64;
   if (gx && M > 0) {
     if (f64)
@@ -168,10 +169,10 @@ __global__ void batch_norm_backward_kernel(int64_t N, int64_t C, int64_t inner, 
   }
 }
 
-extern "C" int ms_kc_batch_norm_stats(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x, void *mean,
-                                      void *var, void *stream) {
+extern "C" int ms_k_cuda_batch_norm_stats(const ms_k_exec *ex, ms_k_dtype dt, int64_t N, int64_t C,
+                                          int64_t inner, const void *x, void *mean, void *var) {
   if (C == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)ex->stream;
   if (dt == MS_K_F64)
     batch_norm_stats_kernel<double><<<grid_for(C), kThreads, 0, s>>>(N, C, inner, (const double *)x, (double *)mean, (double *)var);
   else
@@ -179,12 +180,12 @@ extern "C" int ms_kc_batch_norm_stats(ms_k_dtype dt, int64_t N, int64_t C, int64
   return launch_status();
 }
 
-extern "C" int ms_kc_batch_norm_apply(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
-                                      const void *mean, const void *invstd, const void *w, const void *b, void *y,
-                                      void *stream) {
+extern "C" int ms_k_cuda_batch_norm_apply(const ms_k_exec *ex, ms_k_dtype dt, int64_t N, int64_t C,
+                                          int64_t inner, const void *x, const void *mean, const void *invstd,
+                                          const void *w, const void *b, void *y) {
   int64_t total = N * C * inner;
   if (total == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)ex->stream;
   if (dt == MS_K_F64)
     batch_norm_apply_kernel<double><<<blocks_for(total), kThreads, 0, s>>>(total, C, inner, (const double *)x,
                                                                            (const double *)mean, (const double *)invstd,
@@ -196,11 +197,12 @@ extern "C" int ms_kc_batch_norm_apply(ms_k_dtype dt, int64_t N, int64_t C, int64
   return launch_status();
 }
 
-extern "C" int ms_kc_batch_norm_backward(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
-                                         const void *g, const void *mean, const void *invstd, const void *w,
-                                         int training, void *gx, void *gw, void *gb, void *stream) {
+extern "C" int ms_k_cuda_batch_norm_backward(const ms_k_exec *ex, ms_k_dtype dt, int64_t N, int64_t C,
+                                             int64_t inner, const void *x, const void *g, const void *mean,
+                                             const void *invstd, const void *w, int training, void *gx,
+                                             void *gw, void *gb) {
   if (C == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)ex->stream;
   if (dt == MS_K_F64)
     batch_norm_backward_kernel<double><<<grid_for(C), kThreads, 0, s>>>(N, C, inner, (const double *)x, (const double *)g,
                                                                         (const double *)mean, (const double *)invstd,

@@ -38,11 +38,11 @@ __global__ void max_pool_backward_kernel(ms_k_pool2d_geom g, int64_t total, cons
   }
 }
 
-extern "C" int ms_kc_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *x, void *out,
-                                        int64_t *indices, void *stream) {
+extern "C" int ms_k_cuda_max_pool2d(const ms_k_exec *ex, ms_k_dtype dt, const ms_k_pool2d_geom *g,
+                                    const void *x, void *out, int64_t *indices) {
   int64_t total = g->planes * g->oh * g->ow;
   if (total == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)ex->stream;
   if (dt == MS_K_F64)
     max_pool_forward_kernel<double><<<blocks_for(total), kThreads, 0, s>>>(*g, total, (const double *)x, (double *)out, indices);
   else
@@ -50,9 +50,9 @@ extern "C" int ms_kc_max_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g
   return launch_status();
 }
 
-extern "C" int ms_kc_max_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *gout,
-                                         const int64_t *indices, void *gx, void *stream) {
-  cudaStream_t s = (cudaStream_t)stream;
+extern "C" int ms_k_cuda_max_pool2d_backward(const ms_k_exec *ex, ms_k_dtype dt, const ms_k_pool2d_geom *g,
+                                             const void *gout, const int64_t *indices, void *gx) {
+  cudaStream_t s = (cudaStream_t)ex->stream;
   size_t es = dt == MS_K_F64 ? 8 : 4;
   cudaError_t err = cudaMemsetAsync(gx, 0, (size_t)(g->planes * g->h * g->w) * es, s);
   if (err != cudaSuccess) return (int)err;
@@ -98,11 +98,11 @@ __global__ void avg_pool_backward_kernel(ms_k_pool2d_geom g, ms_k_pool_windows w
   }
 }
 
-extern "C" int ms_kc_avg_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const ms_k_pool_windows *win,
-                                        const void *x, void *out, void *stream) {
+extern "C" int ms_k_cuda_avg_pool2d(const ms_k_exec *ex, ms_k_dtype dt, const ms_k_pool2d_geom *g,
+                                    const ms_k_pool_windows *win, const void *x, void *out) {
   int64_t total = g->planes * g->oh * g->ow;
   if (total == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)ex->stream;
   if (dt == MS_K_F64)
     avg_pool_forward_kernel<double><<<blocks_for(total), kThreads, 0, s>>>(*g, *win, total, (const double *)x, (double *)out);
   else
@@ -110,11 +110,11 @@ extern "C" int ms_kc_avg_pool2d_forward(ms_k_dtype dt, const ms_k_pool2d_geom *g
   return launch_status();
 }
 
-extern "C" int ms_kc_avg_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g, const ms_k_pool_windows *win,
-                                         const void *gout, void *gx, void *stream) {
+extern "C" int ms_k_cuda_avg_pool2d_backward(const ms_k_exec *ex, ms_k_dtype dt, const ms_k_pool2d_geom *g,
+                                             const ms_k_pool_windows *win, const void *gout, void *gx) {
   int64_t total = g->planes * g->h * g->w;
   if (total == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)ex->stream;
   if (dt == MS_K_F64)
     avg_pool_backward_kernel<double><<<blocks_for(total), kThreads, 0, s>>>(*g, *win, total, (const double *)gout, (double *)gx);
   else

@@ -33,42 +33,6 @@ ms_status ms_cuda_gemm(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms
 
 /* ---- NN ops (engine/src/cuda/cuda_nn.c): the CPU kernels' arguments, with
  * contiguous tensors on one CUDA device in place of pointers ---- */
-ms_status ms_cuda_softmax(ms_tensor *x, ms_tensor *y, int64_t outer, int64_t C, int64_t inner, int log);
-ms_status ms_cuda_softmax_backward(ms_tensor *y, ms_tensor *g, ms_tensor *gx, int64_t outer, int64_t C,
-                                   int64_t inner, int log);
-/* a->target and a->weight point into device tensors. */
-ms_status ms_cuda_nll_rows(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *nll, ms_tensor *wt,
-                           ms_tensor *smooth);
-/* out (0-dim, nll's dtype) = the reduced loss of the terms; sw (0-dim float64) = sum(wt). */
-ms_status ms_cuda_nll_reduce(ms_tensor *nll, ms_tensor *wt, ms_tensor *smooth, double s, int64_t C, bool mean,
-                             ms_tensor *out, ms_tensor *sw);
-ms_status ms_cuda_nll_backward(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *g, int64_t gs,
-                               double nll_scale, double smooth_scale, double smoothing, ms_tensor *gx);
-ms_status ms_cuda_max_pool2d(const ms_k_pool2d_geom *g, ms_tensor *x, ms_tensor *out, ms_tensor *indices);
-ms_status ms_cuda_max_pool2d_backward(const ms_k_pool2d_geom *g, ms_tensor *gout, ms_tensor *indices,
-                                      ms_tensor *gx);
-/* win: the host's window arrays (copied to the device here). */
-ms_status ms_cuda_avg_pool2d(const ms_k_pool2d_geom *g, const ms_k_pool_windows *win, ms_tensor *x, ms_tensor *out);
-ms_status ms_cuda_avg_pool2d_backward(const ms_k_pool2d_geom *g, const ms_k_pool_windows *win, ms_tensor *gout,
-                                      ms_tensor *gx);
-/* op: the name errors give (the nn layer's, e.g. "gelu backward") */
-ms_status ms_cuda_activation(const char *op, ms_k_act act, ms_tensor *x, ms_tensor *y);
-ms_status ms_cuda_activation_backward(const char *op, ms_k_act act, ms_tensor *x, ms_tensor *g, ms_tensor *gx);
-/* idx: the checked int64 indices on w's device; gw zeroed by the caller. */
-ms_status ms_cuda_embedding(ms_tensor *idx, int64_t base, ms_tensor *w, ms_tensor *out);
-ms_status ms_cuda_embedding_backward(ms_tensor *idx, int64_t base, int64_t padding_idx, ms_tensor *g, ms_tensor *gw);
-/* w, b, gx, gw, gb may be NULL. */
-ms_status ms_cuda_layer_norm(int64_t M, int64_t N, ms_tensor *x, ms_tensor *w, ms_tensor *b, double eps,
-                             ms_tensor *y, ms_tensor *mean, ms_tensor *rstd);
-ms_status ms_cuda_layer_norm_backward(int64_t M, int64_t N, ms_tensor *x, ms_tensor *g, ms_tensor *mean,
-                                      ms_tensor *rstd, ms_tensor *w, ms_tensor *gx, ms_tensor *gw, ms_tensor *gb);
-ms_status ms_cuda_batch_norm_stats(int64_t N, int64_t C, int64_t inner, ms_tensor *x, ms_tensor *mean,
-                                   ms_tensor *var);
-ms_status ms_cuda_batch_norm_apply(int64_t N, int64_t C, int64_t inner, ms_tensor *x, ms_tensor *mean,
-                                   ms_tensor *invstd, ms_tensor *w, ms_tensor *b, ms_tensor *y);
-ms_status ms_cuda_batch_norm_backward(int64_t N, int64_t C, int64_t inner, ms_tensor *x, ms_tensor *g,
-                                      ms_tensor *mean, ms_tensor *invstd, ms_tensor *w, int training, ms_tensor *gx,
-                                      ms_tensor *gw, ms_tensor *gb);
 /* conv2d through cuDNN (engine/src/cuda/cuda_conv.c): contiguous NCHW tensors of one device and
  * dtype; b, gx, gw, gb may be NULL. */
 ms_status ms_cuda_conv2d_forward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *b,

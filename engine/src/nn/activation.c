@@ -1,7 +1,7 @@
 /* activation.c: the native activations of op_list.h's table (GELU exact or tanh-approximated,
  * SiLU, ...), forward and backward; relu, tanh and sigmoid are unary ops (ops.h). Each
  * differentiates from its input in one kernel. */
-#include "cuda/cuda_ops.h"
+#include "native/dispatch.h"
 #include "nn/nn_internal.h"
 #include "nn/nn_native.h"
 
@@ -29,11 +29,11 @@ ms_tensor *native_activation_backward(ms_activation_op act, ms_tensor *x, ms_ten
   ms_tensor *xc = ms_nn_contiguous(x, x->dtype), *g = xc ? ms_nn_contiguous(grad_output, x->dtype) : NULL;
   ms_tensor *gx = g ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
   ms_status st = gx ? MS_OK : MS_ERR_MEMORY;
-  if (gx && ms_tensor_device(x).type == MS_CUDA)
-    st = ms_cuda_activation_backward(act_name(act, true), kernel_act[act], xc, g, gx);
-  else if (gx)
-    ms_k_activation_backward(kernel_act[act], ms_nn_kdtype(x->dtype), ms_tensor_numel(x), ms_tensor_data(xc),
-                             ms_tensor_data(g), ms_tensor_data(gx));
+  native_kernels nk;
+  if (st == MS_OK && (st = native_kernels_for(act_name(act, true), ms_tensor_device(x), &nk)) == MS_OK)
+    st = native_kernel_status(&nk, nk.k->activation_backward(&nk.x, kernel_act[act], ms_nn_kdtype(x->dtype),
+                                                             ms_tensor_numel(x), ms_tensor_data(xc),
+                                                             ms_tensor_data(g), ms_tensor_data(gx)));
   ms_tensor_release(xc), ms_tensor_release(g);
   if (st != MS_OK) ms_tensor_release(gx), gx = NULL;
   return gx;
@@ -43,12 +43,12 @@ ms_tensor *native_activation(ms_activation_op act, ms_tensor *x) {
   if (ms_nn_check_float_any(act_name(act, false), "input", x)) return NULL;
   ms_tensor *xc = ms_nn_contiguous(x, x->dtype);
   ms_tensor *out = xc ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
-  if (out && ms_tensor_device(x).type == MS_CUDA) {
-    if (ms_cuda_activation(act_name(act, false), kernel_act[act], xc, out) != MS_OK) ms_tensor_release(out), out = NULL;
-  } else if (out) {
-    ms_k_activation(kernel_act[act], ms_nn_kdtype(x->dtype), ms_tensor_numel(x), ms_tensor_data(xc),
-                    ms_tensor_data(out));
-  }
+  native_kernels nk;
+  if (out && (native_kernels_for(act_name(act, false), ms_tensor_device(x), &nk) != MS_OK ||
+              native_kernel_status(&nk, nk.k->activation(&nk.x, kernel_act[act], ms_nn_kdtype(x->dtype),
+                                                         ms_tensor_numel(x), ms_tensor_data(xc),
+                                                         ms_tensor_data(out))) != MS_OK))
+    ms_tensor_release(out), out = NULL;
   ms_tensor_release(xc);
   return out;
 }

@@ -1,6 +1,6 @@
 /* embedding.c: the native embedding: rows of a weight table gathered by index, and the gradient
  * scattered back (summed over repeated indices, none into the padding row). */
-#include "cuda/cuda_ops.h"
+#include "native/dispatch.h"
 #include "nn/nn_internal.h"
 #include "nn/nn_native.h"
 
@@ -9,11 +9,11 @@ ms_tensor *native_embedding_backward(ms_tensor *idx, ms_tensor *grad_output, con
   ms_tensor *g = ms_nn_contiguous(grad_output, dt);
   ms_tensor *gw = g ? native_full_on(ms_tensor_device(idx), 2, wshape, dt, 0) : NULL;
   ms_status st = gw ? MS_OK : MS_ERR_MEMORY;
-  if (gw && ms_tensor_device(idx).type == MS_CUDA)
-    st = ms_cuda_embedding_backward(idx, index_base, padding_idx, g, gw);
-  else if (gw)
-    ms_k_embedding_backward(ms_nn_kdtype(dt), ms_tensor_numel(idx), wshape[1], ms_tensor_data(idx),
-                            index_base, padding_idx, ms_tensor_data(g), ms_tensor_data(gw));
+  native_kernels nk;
+  if (st == MS_OK && (st = native_kernels_for("embedding backward", ms_tensor_device(idx), &nk)) == MS_OK)
+    st = native_kernel_status(&nk, nk.k->embedding_backward(&nk.x, ms_nn_kdtype(dt), ms_tensor_numel(idx), wshape[1],
+                                                            ms_tensor_data(idx), index_base, padding_idx,
+                                                            ms_tensor_data(g), ms_tensor_data(gw)));
   ms_tensor_release(g);
   if (st != MS_OK) ms_tensor_release(gw), gw = NULL;
   return gw;
@@ -26,7 +26,7 @@ static ms_status index_error(int64_t v, int64_t rows, int64_t base) {
 
 /* Device indices are checked through their extremes, reduced on the device: two numbers come
  * back instead of every index. */
-static ms_status check_indices_cuda(ms_tensor *idx, int64_t rows, int64_t base) {
+static ms_status check_indices_device(ms_tensor *idx, int64_t rows, int64_t base) {
   if (ms_tensor_numel(idx) == 0) return MS_OK;
   double ext[2] = {0, 0};
   const ms_reduce_op ops[2] = {MS_RED_MIN, MS_RED_MAX};
@@ -41,8 +41,10 @@ static ms_status check_indices_cuda(ms_tensor *idx, int64_t rows, int64_t base) 
   return MS_OK;
 }
 
+/* A rule, not a choice of kernels: indices in host memory are read where they lie; indices on a
+ * device are checked there, through their extremes (reading every one back would cost a copy). */
 static ms_status check_indices(ms_tensor *idx, int64_t rows, int64_t base) {
-  if (ms_tensor_device(idx).type == MS_CUDA) return check_indices_cuda(idx, rows, base);
+  if (ms_tensor_device(idx).type != MS_CPU) return check_indices_device(idx, rows, base);
   const int64_t *v = ms_tensor_data(idx);
   for (int64_t i = 0, n = ms_tensor_numel(idx); i < n; i++)
     if (v[i] - base < 0 || v[i] - base >= rows) return index_error(v[i], rows, base);
@@ -77,12 +79,12 @@ ms_tensor *native_embedding(ms_tensor *indices, ms_tensor *w, int64_t padding_id
     shape[idx->ndim] = w->shape[1];
     out = ms_tensor_new_empty_on(ms_tensor_device(w), idx->ndim + 1, shape, w->dtype);
   }
-  if (out && ms_tensor_device(w).type == MS_CUDA) {
-    if (ms_cuda_embedding(idx, index_base, wc, out) != MS_OK) ms_tensor_release(out), out = NULL;
-  } else if (out) {
-    ms_k_embedding(ms_nn_kdtype(w->dtype), ms_tensor_numel(idx), w->shape[1], ms_tensor_data(idx),
-                   index_base, ms_tensor_data(wc), ms_tensor_data(out));
-  }
+  native_kernels nk;
+  if (out && (native_kernels_for("embedding", ms_tensor_device(w), &nk) != MS_OK ||
+              native_kernel_status(&nk, nk.k->embedding(&nk.x, ms_nn_kdtype(w->dtype), ms_tensor_numel(idx),
+                                                        w->shape[1], ms_tensor_data(idx), index_base,
+                                                        ms_tensor_data(wc), ms_tensor_data(out))) != MS_OK))
+    ms_tensor_release(out), out = NULL;
   ms_tensor_release(wc);
   if (!out) return ms_tensor_release(idx), NULL;
   *saved_indices = idx;

@@ -1,7 +1,7 @@
 /* loss.c: the native nll_loss, cross_entropy (log_softmax fused with nll_loss, with label smoothing) and
  * mse_loss. Class targets are checked once here so the kernels can trust them; the Lua face's
  * 1-based targets arrive with index_base 1 and are never copied to shift them. */
-#include "cuda/cuda_ops.h"
+#include "native/dispatch.h"
 #include "nn/nn_internal.h"
 #include "nn/nn_native.h"
 
@@ -32,13 +32,14 @@ ms_tensor *native_nll_backward(const native_nll_saved *s, ms_tensor *grad_output
     ms_k_nll_args a = {s->N, s->C, s->inner, ms_tensor_data(s->target), s->base, s->ignore_index,
                        s->weight ? ms_tensor_data(s->weight) : NULL};
     int64_t gs = s->reduction == MS_REDUCTION_NONE ? 1 : 0;
-    if (ms_tensor_device(gx).type == MS_CUDA) {
-      if (ms_cuda_nll_backward(&a, s->logp, g, gs, s->nll_scale, s->smooth_scale, s->smoothing, gx) != MS_OK)
-        ms_tensor_release(gx), gx = NULL;
-    } else {
-      ms_k_nll_backward(ms_nn_kdtype(dt), &a, s->logp ? ms_tensor_data(s->logp) : NULL, ms_tensor_data(g), gs,
-                        s->nll_scale, s->smooth_scale, s->smoothing, ms_tensor_data(gx));
-    }
+    native_kernels nk;
+    const char *op = s->logp ? "cross_entropy backward" : "nll_loss backward";
+    if (native_kernels_for(op, ms_tensor_device(gx), &nk) != MS_OK ||
+        native_kernel_status(&nk, nk.k->nll_backward(&nk.x, ms_nn_kdtype(dt), &a,
+                                                     s->logp ? ms_tensor_data(s->logp) : NULL, ms_tensor_data(g),
+                                                     gs, s->nll_scale, s->smooth_scale, s->smoothing,
+                                                     ms_tensor_data(gx))) != MS_OK)
+      ms_tensor_release(gx), gx = NULL;
   }
   ms_tensor_release(g);
   return gx;
@@ -60,11 +61,12 @@ static ms_status check_shapes(const char *op, const ms_tensor *input, const ms_t
   return MS_OK;
 }
 
-/* Every target is a class or ignore_index; the CPU kernels trust what passes here. Targets on a
- * GPU are checked there by the kernel, which reports a bad one at the next synchronization
- * (cuda_bad_values.c): reading them back here would stall every training step. */
+/* Every target is a class or ignore_index; the CPU kernels trust what passes here. A rule, not a
+ * choice of kernels: targets on a device are checked there by the kernel, which reports a bad one
+ * into its exec's bad-value slot, raised at the next synchronization (cuda_bad_values.c): reading
+ * them back here would stall every training step. */
 static ms_status check_targets(const char *op, const ms_k_nll_args *a, ms_tensor *target) {
-  if (ms_tensor_device(target).type == MS_CUDA) return MS_OK;
+  if (ms_tensor_device(target).type != MS_CPU) return MS_OK;
   const int64_t *tg = ms_tensor_data(target);
   ms_status st = MS_OK;
   for (int64_t p = 0, n = a->N * a->inner; p < n && st == MS_OK; p++) {
@@ -92,36 +94,49 @@ typedef struct loss_terms {
   ms_tensor *nll, *wt, *smooth; /* contiguous, target's shape; smooth NULL without smoothing */
 } loss_terms;
 
-/* The reduced loss of a GPU input, computed there in one launch (sums in float64) so that the host
- * never waits for the device; *sw receives the weight sum (a 0-dim float64 tensor there) that a
- * mean's backward divides its incoming gradient by (NULL for the sum). */
-static ms_tensor *combine_on_device(const loss_terms *t, ms_reduction red, double s, int64_t C, ms_tensor **sw) {
+/* The reduced loss, computed where the terms lie in one kernel (sums in float64); *sw receives the
+ * weight sum (a 0-dim float64 tensor there) that a mean divides by. */
+static ms_tensor *reduce_terms(const char *op, const loss_terms *t, bool mean, double s, int64_t C, ms_tensor **sw) {
   ms_device dev = ms_tensor_device(t->nll);
   ms_tensor *out = ms_tensor_new_empty_on(dev, 0, NULL, t->nll->dtype);
-  ms_tensor *w = out ? ms_tensor_new_empty_on(dev, 0, NULL, MS_FLOAT64) : NULL;
-  bool mean = red == MS_REDUCTION_MEAN;
-  if (!w || ms_cuda_nll_reduce(t->nll, t->wt, t->smooth, s, C, mean, out, w) != MS_OK) {
-    ms_tensor_release(out), ms_tensor_release(w);
+  *sw = out ? ms_tensor_new_empty_on(dev, 0, NULL, MS_FLOAT64) : NULL;
+  native_kernels nk;
+  if (!*sw || native_kernels_for(op, dev, &nk) != MS_OK ||
+      native_kernel_status(&nk, nk.k->nll_reduce(&nk.x, ms_nn_kdtype(t->nll->dtype), ms_tensor_numel(t->nll),
+                                                 ms_tensor_data(t->nll), ms_tensor_data(t->wt),
+                                                 t->smooth ? ms_tensor_data(t->smooth) : NULL, s, C, mean,
+                                                 ms_tensor_data(out), ms_tensor_data(*sw))) != MS_OK) {
+    ms_tensor_release(out), ms_tensor_release(*sw), *sw = NULL;
     return NULL;
   }
-  if (mean) *sw = w;
-  else ms_tensor_release(w);
   return out;
 }
 
-static ms_tensor *combine(const loss_terms *t, ms_reduction red, double s, int64_t C, double *nll_scale,
-                          double *smooth_scale, ms_tensor **sw) {
-  ms_dtype dt = t->nll->dtype;
-  *nll_scale = *smooth_scale = 1;
-  if (red != MS_REDUCTION_NONE && ms_tensor_device(t->nll).type == MS_CUDA)
-    return combine_on_device(t, red, s, C, sw);
-  if (red != MS_REDUCTION_NONE) {
-    double sn = ms_nn_sum(t->nll), sw_ = ms_nn_sum(t->wt), ss = t->smooth ? ms_nn_sum(t->smooth) : 0;
-    /* the mean divides both terms by the weight of the targets not ignored (their count when
-     * unweighted), as PyTorch 1.13 does */
-    *nll_scale = *smooth_scale = red == MS_REDUCTION_MEAN ? 1 / sw_ : 1;
-    return ms_tensor_new_scalar((1 - s) * sn * *nll_scale + s / (double)C * ss * *smooth_scale, dt);
+/* A reduced loss. A rule, not a choice of kernels: the host never waits for a device, so a mean
+ * on a device keeps its weight sum there in *sw (the backward divides its incoming gradient by
+ * it); on the CPU the sum is read at no cost and the backward scales by its inverse. */
+static ms_tensor *combine_reduced(const char *op, const loss_terms *t, ms_reduction red, double s, int64_t C,
+                                  double *nll_scale, double *smooth_scale, ms_tensor **sw) {
+  bool mean = red == MS_REDUCTION_MEAN;
+  ms_tensor *w, *out = reduce_terms(op, t, mean, s, C, &w);
+  if (!out) return NULL;
+  if (ms_tensor_device(w).type != MS_CPU) {
+    if (mean) *sw = w;
+    else ms_tensor_release(w);
+    return out;
   }
+  double v = *(const double *)ms_tensor_data(w);
+  ms_tensor_release(w);
+  /* the mean divides both terms by the weight of the targets not ignored (their count when
+   * unweighted), as PyTorch 1.13 does */
+  *nll_scale = *smooth_scale = mean ? 1 / v : 1;
+  return out;
+}
+
+static ms_tensor *combine(const char *op, const loss_terms *t, ms_reduction red, double s, int64_t C,
+                          double *nll_scale, double *smooth_scale, ms_tensor **sw) {
+  *nll_scale = *smooth_scale = 1;
+  if (red != MS_REDUCTION_NONE) return combine_reduced(op, t, red, s, C, nll_scale, smooth_scale, sw);
   if (!t->smooth) return ms_tensor_retain(t->nll), t->nll;
   ms_tensor *a = scaled(t->nll, 1 - s), *b = a ? scaled(t->smooth, s / (double)C) : NULL;
   ms_tensor *out = b ? native_binary(MS_OP_ADD, ms_operand_tensor(a), ms_operand_tensor(b)) : NULL;
@@ -135,7 +150,7 @@ static void terms_release(loss_terms *t) {
 
 /* Both losses after their checks: logp holds the log-probabilities (contiguous);
  * scales[] receives the backward's nll scale, smooth scale and the smoothing. */
-static ms_tensor *loss_forward(const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *target,
+static ms_tensor *loss_forward(const char *op, const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *target,
                                ms_reduction red, double s, double scales[3], ms_tensor **sw) {
   ms_dtype dt = logp->dtype;
   ms_device dev = ms_tensor_device(logp);
@@ -143,14 +158,12 @@ static ms_tensor *loss_forward(const ms_k_nll_args *a, ms_tensor *logp, ms_tenso
                   ms_tensor_new_empty_on(dev, target->ndim, target->shape, dt),
                   s > 0 ? ms_tensor_new_empty_on(dev, target->ndim, target->shape, dt) : NULL};
   ms_tensor *out = NULL;
-  if (t.nll && t.wt && (s == 0 || t.smooth)) {
-    ms_status st = MS_OK;
-    if (dev.type == MS_CUDA)
-      st = ms_cuda_nll_rows(a, logp, t.nll, t.wt, t.smooth);
-    else
-      ms_k_nll_rows(ms_nn_kdtype(dt), a, ms_tensor_data(logp), ms_tensor_data(t.nll), ms_tensor_data(t.wt),
-                    t.smooth ? ms_tensor_data(t.smooth) : NULL);
-    if (st == MS_OK) out = combine(&t, red, s, a->C, &scales[0], &scales[1], sw);
+  native_kernels nk;
+  if (t.nll && t.wt && (s == 0 || t.smooth) && native_kernels_for(op, dev, &nk) == MS_OK &&
+      native_kernel_status(&nk, nk.k->nll_rows(&nk.x, ms_nn_kdtype(dt), a, ms_tensor_data(logp),
+                                               ms_tensor_data(t.nll), ms_tensor_data(t.wt),
+                                               t.smooth ? ms_tensor_data(t.smooth) : NULL)) == MS_OK) {
+    out = combine(op, &t, red, s, a->C, &scales[0], &scales[1], sw);
     scales[2] = s;
   }
   terms_release(&t);
@@ -173,10 +186,10 @@ static ms_status prepare(const char *op, ms_tensor *input, ms_tensor *target_in,
 }
 
 /* The saved state of a loss that passed prepare(), and the loss from its log-probabilities. */
-static ms_tensor *finish(const ms_k_nll_args *a, ms_tensor *logp, ms_reduction red, double s,
+static ms_tensor *finish(const char *op, const ms_k_nll_args *a, ms_tensor *logp, ms_reduction red, double s,
                          native_nll_saved *saved) {
   double scales[3] = {1, 1, 0};
-  ms_tensor *out = loss_forward(a, logp, saved->target, red, s, scales, &saved->weight_sum);
+  ms_tensor *out = loss_forward(op, a, logp, saved->target, red, s, scales, &saved->weight_sum);
   saved->N = a->N, saved->C = a->C, saved->inner = a->inner;
   saved->ignore_index = a->ignore_index, saved->base = a->base, saved->reduction = red;
   saved->nll_scale = scales[0], saved->smooth_scale = scales[1], saved->smoothing = scales[2];
@@ -190,7 +203,8 @@ ms_tensor *native_nll_loss(ms_tensor *input, ms_tensor *target_in, ms_tensor *we
   *saved = (native_nll_saved){0};
   ms_status st = prepare("nll_loss", input, target_in, weight_in, ignore_index, index_base, &a, &saved->target,
                          &saved->weight);
-  if (st == MS_OK && (logp = ms_nn_contiguous(input, input->dtype))) out = finish(&a, logp, reduction, 0, saved);
+  if (st == MS_OK && (logp = ms_nn_contiguous(input, input->dtype)))
+    out = finish("nll_loss", &a, logp, reduction, 0, saved);
   ms_tensor_release(logp);
   if (!out) native_nll_saved_release(saved);
   return out;
@@ -200,11 +214,8 @@ ms_tensor *native_nll_loss(ms_tensor *input, ms_tensor *target_in, ms_tensor *we
 static ms_tensor *class_log_softmax(ms_tensor *input, const ms_k_nll_args *a) {
   ms_tensor *xc = ms_nn_contiguous(input, input->dtype);
   ms_tensor *logp = xc ? ms_tensor_new_empty_on(ms_tensor_device(input), input->ndim, input->shape, input->dtype) : NULL;
-  if (logp && ms_tensor_device(input).type == MS_CUDA) {
-    if (ms_cuda_softmax(xc, logp, a->N, a->C, a->inner, 1) != MS_OK) ms_tensor_release(logp), logp = NULL;
-  } else if (logp)
-    ms_k_softmax(ms_nn_kdtype(input->dtype), a->N, a->C, a->inner, ms_tensor_data(xc),
-                 ms_tensor_data(logp), 1);
+  if (logp && ms_nn_softmax_rows("cross_entropy", xc, logp, a->N, a->C, a->inner, true) != MS_OK)
+    ms_tensor_release(logp), logp = NULL;
   ms_tensor_release(xc);
   return logp;
 }
@@ -221,7 +232,7 @@ ms_tensor *native_cross_entropy(ms_tensor *input, ms_tensor *target_in, ms_tenso
   ms_status st = prepare("cross_entropy", input, target_in, weight_in, ignore_index, index_base, &a,
                          &saved->target, &saved->weight);
   if (st == MS_OK && (saved->logp = class_log_softmax(input, &a)))
-    out = finish(&a, saved->logp, reduction, label_smoothing, saved);
+    out = finish("cross_entropy", &a, saved->logp, reduction, label_smoothing, saved);
   if (!out) native_nll_saved_release(saved);
   return out;
 }

@@ -32,8 +32,10 @@ void ms_nn_split(const ms_tensor *t, int dim, int64_t *outer, int64_t *size, int
 /* t as a contiguous tensor of dtype dt (new reference; t itself retained when it already is);
  * nothing recorded. */
 ms_tensor *ms_nn_contiguous(ms_tensor *t, ms_dtype dt);
-/* The sum of a contiguous float tensor's elements, in double (on any device). */
-double ms_nn_sum(const ms_tensor *t);
+/* y = softmax (log: log_softmax) of x, both contiguous (outer, C, inner) blocks on one device,
+ * through that device's kernel; op names the caller in errors (softmax, cross_entropy). */
+ms_status ms_nn_softmax_rows(const char *op, ms_tensor *x, ms_tensor *y, int64_t outer, int64_t C, int64_t inner,
+                             bool log);
 /* Releases the n tensors (NULLs allowed) and sets them to NULL. */
 void ms_nn_release_all(int n, ms_tensor **ts);
 

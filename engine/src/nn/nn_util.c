@@ -1,4 +1,5 @@
 /* nn_util.c: the checks and conversions that the NN ops share (nn_internal.h). */
+#include "native/dispatch.h"
 #include "nn/nn_internal.h"
 
 ms_status ms_nn_check_float_any(const char *op, const char *arg, const ms_tensor *t) {
@@ -62,20 +63,12 @@ ms_tensor *ms_nn_contiguous(ms_tensor *t, ms_dtype dt) {
   return c;
 }
 
-double ms_nn_sum(const ms_tensor *t) {
-  int64_t n = ms_tensor_numel(t);
-  if (n == 0) return 0;
-  if (ms_tensor_device(t).type == MS_CUDA) { /* summed there in double, one number comes back */
-    ms_tensor *d = native_to_dtype((ms_tensor *)t, MS_FLOAT64);
-    ms_tensor *s = d ? native_reduce(MS_RED_SUM, d, (ms_reduce_opts){.all = true}) : NULL;
-    double v = 0;
-    if (s) ms_tensor_item(s, &v);
-    ms_tensor_release(d), ms_tensor_release(s);
-    return v;
-  }
-  ms_k_reduce_result r;
-  ms_k_reduce_row(MS_K_RSUM, ms_nn_kdtype(t->dtype), n, ms_tensor_data(t), 1, 0, &r);
-  return r.f;
+ms_status ms_nn_softmax_rows(const char *op, ms_tensor *x, ms_tensor *y, int64_t outer, int64_t C, int64_t inner,
+                             bool log) {
+  native_kernels nk;
+  if (native_kernels_for(op, ms_tensor_device(x), &nk) != MS_OK) return MS_ERR_RUNTIME;
+  return native_kernel_status(&nk, nk.k->softmax(&nk.x, ms_nn_kdtype(x->dtype), outer, C, inner, ms_tensor_data(x),
+                                                 ms_tensor_data(y), log));
 }
 
 void ms_nn_release_all(int n, ms_tensor **ts) {

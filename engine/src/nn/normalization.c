@@ -3,7 +3,7 @@
  * gradient. */
 #include <math.h>
 
-#include "cuda/cuda_ops.h"
+#include "native/dispatch.h"
 #include "nn/nn_internal.h"
 #include "nn/nn_native.h"
 
@@ -13,7 +13,6 @@ void native_norm_saved_release(native_norm_saved *s) {
 }
 
 static void *data_or_null(ms_tensor *t) { return t ? ms_tensor_data(t) : NULL; }
-static bool on_cuda(const ms_tensor *t) { return ms_tensor_device(t).type == MS_CUDA; }
 
 /* New buffers for the gradients needed (NULL for the rest); false when memory ran out (those
  * made are released). ndim/shape: of x (gradient 0) and of the parameters (gradients 1, 2). */
@@ -38,13 +37,14 @@ ms_status native_layer_norm_backward(const native_norm_saved *s, int nd, ms_tens
   ms_tensor *g = ms_nn_contiguous(grad_output, x->dtype);
   if (!g || !alloc_grads(need, x, nd, x->shape + x->ndim - nd, grad_in))
     return ms_tensor_release(g), MS_ERR_MEMORY;
-  ms_status st = MS_OK;
-  if (on_cuda(x))
-    st = ms_cuda_layer_norm_backward(M, N, x, g, mean, rstd, w, grad_in[0], grad_in[1], grad_in[2]);
-  else
-    ms_k_layer_norm_backward(ms_nn_kdtype(x->dtype), M, N, ms_tensor_data(x), ms_tensor_data(g),
-                             ms_tensor_data(mean), ms_tensor_data(rstd), data_or_null(w),
-                             data_or_null(grad_in[0]), data_or_null(grad_in[1]), data_or_null(grad_in[2]));
+  native_kernels nk;
+  ms_status st = native_kernels_for("layer_norm backward", ms_tensor_device(x), &nk);
+  if (st == MS_OK)
+    st = native_kernel_status(&nk, nk.k->layer_norm_backward(&nk.x, ms_nn_kdtype(x->dtype), M, N, ms_tensor_data(x),
+                                                             ms_tensor_data(g), ms_tensor_data(mean),
+                                                             ms_tensor_data(rstd), data_or_null(w),
+                                                             data_or_null(grad_in[0]), data_or_null(grad_in[1]),
+                                                             data_or_null(grad_in[2])));
   ms_tensor_release(g);
   if (st != MS_OK) ms_nn_release_all(3, grad_in);
   return st;
@@ -87,12 +87,12 @@ ms_tensor *native_layer_norm(ms_tensor *x, int nshape, const int64_t *ns, ms_ten
   ms_tensor *mean = ms_tensor_new_empty_on(dev, 1, &M, x->dtype), *rstd = ms_tensor_new_empty_on(dev, 1, &M, x->dtype);
   ms_tensor *out = NULL;
   if (xc && (wc || !w) && (bc || !b) && y && mean && rstd) {
-    ms_status st = MS_OK;
-    if (on_cuda(x))
-      st = ms_cuda_layer_norm(M, N, xc, wc, bc, eps, y, mean, rstd);
-    else
-      ms_k_layer_norm(ms_nn_kdtype(x->dtype), M, N, ms_tensor_data(xc), data_or_null(wc), data_or_null(bc), eps,
-                      ms_tensor_data(y), ms_tensor_data(mean), ms_tensor_data(rstd));
+    native_kernels nk;
+    ms_status st = native_kernels_for("layer_norm", ms_tensor_device(x), &nk);
+    if (st == MS_OK)
+      st = native_kernel_status(&nk, nk.k->layer_norm(&nk.x, ms_nn_kdtype(x->dtype), M, N, ms_tensor_data(xc),
+                                                      data_or_null(wc), data_or_null(bc), eps, ms_tensor_data(y),
+                                                      ms_tensor_data(mean), ms_tensor_data(rstd)));
     if (st == MS_OK) out = y, y = NULL;
   }
   *saved = (native_norm_saved){xc, wc, mean, rstd};
@@ -110,14 +110,14 @@ ms_status native_batch_norm_backward(const native_norm_saved *s, bool training, 
   ms_nn_split(x, 1, &N, &C, &inner);
   ms_tensor *g = ms_nn_contiguous(grad_output, x->dtype);
   if (!g || !alloc_grads(need, x, 1, &C, grad_in)) return ms_tensor_release(g), MS_ERR_MEMORY;
-  ms_status st = MS_OK;
-  if (on_cuda(x))
-    st = ms_cuda_batch_norm_backward(N, C, inner, x, g, mean, invstd, w, training, grad_in[0], grad_in[1],
-                                     grad_in[2]);
-  else
-    ms_k_batch_norm_backward(ms_nn_kdtype(x->dtype), N, C, inner, ms_tensor_data(x), ms_tensor_data(g),
-                             ms_tensor_data(mean), ms_tensor_data(invstd), data_or_null(w), training,
-                             data_or_null(grad_in[0]), data_or_null(grad_in[1]), data_or_null(grad_in[2]));
+  native_kernels nk;
+  ms_status st = native_kernels_for("batch_norm backward", ms_tensor_device(x), &nk);
+  if (st == MS_OK)
+    st = native_kernel_status(&nk, nk.k->batch_norm_backward(&nk.x, ms_nn_kdtype(x->dtype), N, C, inner,
+                                                             ms_tensor_data(x), ms_tensor_data(g),
+                                                             ms_tensor_data(mean), ms_tensor_data(invstd),
+                                                             data_or_null(w), training, data_or_null(grad_in[0]),
+                                                             data_or_null(grad_in[1]), data_or_null(grad_in[2])));
   ms_tensor_release(g);
   if (st != MS_OK) ms_nn_release_all(3, grad_in);
   return st;
@@ -183,12 +183,12 @@ static ms_status batch_stats(ms_tensor *xc, ms_tensor *rm, ms_tensor *rv, bool t
   *mean = ms_tensor_new_empty_on(ms_tensor_device(xc), 1, &C, xc->dtype);
   ms_tensor *var = *mean ? ms_tensor_new_empty_on(ms_tensor_device(xc), 1, &C, xc->dtype) : NULL;
   if (!var) return MS_ERR_MEMORY;
-  ms_status st = MS_OK;
-  if (on_cuda(xc))
-    st = ms_cuda_batch_norm_stats(N, C, inner, xc, *mean, var);
-  else
-    ms_k_batch_norm_stats(ms_nn_kdtype(xc->dtype), N, C, inner, ms_tensor_data(xc), ms_tensor_data(*mean),
-                          ms_tensor_data(var));
+  native_kernels nk;
+  ms_status st = native_kernels_for("batch_norm", ms_tensor_device(xc), &nk);
+  if (st == MS_OK)
+    st = native_kernel_status(&nk, nk.k->batch_norm_stats(&nk.x, ms_nn_kdtype(xc->dtype), N, C, inner,
+                                                          ms_tensor_data(xc), ms_tensor_data(*mean),
+                                                          ms_tensor_data(var)));
   if (st != MS_OK) return ms_tensor_release(var), st;
   double count = (double)N * (double)inner;
   ms_tensor *unbiased = rv ? scaled(var, count / (count - 1)) : NULL; /* Bessel's correction */
@@ -211,10 +211,12 @@ ms_tensor *native_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tens
       (out = ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype))) {
     int64_t N, C, inner;
     ms_nn_split(xc, 1, &N, &C, &inner);
-    if (!on_cuda(x))
-      ms_k_batch_norm_apply(ms_nn_kdtype(x->dtype), N, C, inner, ms_tensor_data(xc), ms_tensor_data(mean),
-                            ms_tensor_data(invstd), data_or_null(wc), data_or_null(bc), ms_tensor_data(out));
-    else if (ms_cuda_batch_norm_apply(N, C, inner, xc, mean, invstd, wc, bc, out) != MS_OK)
+    native_kernels nk;
+    if (native_kernels_for("batch_norm", ms_tensor_device(x), &nk) != MS_OK ||
+        native_kernel_status(&nk, nk.k->batch_norm_apply(&nk.x, ms_nn_kdtype(x->dtype), N, C, inner,
+                                                         ms_tensor_data(xc), ms_tensor_data(mean),
+                                                         ms_tensor_data(invstd), data_or_null(wc),
+                                                         data_or_null(bc), ms_tensor_data(out))) != MS_OK)
       ms_tensor_release(out), out = NULL;
   }
   *saved = (native_norm_saved){xc, wc, mean, invstd};

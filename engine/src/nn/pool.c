@@ -3,9 +3,8 @@
  * is turned into explicit per-row and per-column windows here, so one kernel serves both. */
 #include <stdlib.h>
 
-#include "cuda/cuda_ops.h"
 #include "kernels/kernels.h"
-#include "moonshard/memory.h"
+#include "native/dispatch.h"
 #include "nn/conv_internal.h"
 #include "nn/nn_internal.h"
 #include "nn/nn_native.h"
@@ -63,14 +62,13 @@ ms_tensor *native_max_pool2d_backward(const ms_k_pool2d_geom *g, const int64_t i
                                       ms_tensor *grad_output, ms_dtype dt) {
   ms_tensor *go = ms_nn_contiguous(grad_output, dt);
   ms_tensor *gx = go ? ms_tensor_new_empty_on(ms_tensor_device(idx), 4, in_shape, dt) : NULL;
-  if (gx && ms_tensor_device(idx).type == MS_CUDA) {
-    if (ms_cuda_max_pool2d_backward(g, go, idx, gx) != MS_OK) ms_tensor_release(gx), gx = NULL;
-  } else if (gx && ms_k_max_pool2d_backward((ms_k_dtype)dt, g, ms_tensor_data(go), ms_tensor_data(idx),
-                                             ms_tensor_data(gx)) != 0) {
+  if (!gx) return ms_tensor_release(go), ms_error(MS_ERR_MEMORY, "max_pool2d backward: out of memory"), NULL;
+  native_kernels nk;
+  if (native_kernels_for("max_pool2d backward", ms_tensor_device(idx), &nk) != MS_OK ||
+      native_kernel_status(&nk, nk.k->max_pool2d_backward(&nk.x, ms_nn_kdtype(dt), g, ms_tensor_data(go),
+                                                          ms_tensor_data(idx), ms_tensor_data(gx))) != MS_OK)
     ms_tensor_release(gx), gx = NULL;
-  }
   ms_tensor_release(go);
-  if (!gx) return ms_error(MS_ERR_MEMORY, "max_pool2d backward: out of memory"), NULL;
   return gx;
 }
 
@@ -81,18 +79,18 @@ ms_status native_max_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t
   /* bfloat16 reaches here on the CPU only, where pool.c widens a plane at a time, in cache */
   if (pool_geometry("max_pool2d", x, kernel, stride, padding, dilation, ceil_mode, true, true, g) != MS_OK)
     return MS_ERR_ARG;
-  bool cuda = ms_tensor_device(x).type == MS_CUDA;
-  bool with_indices = want_indices || cuda; /* the CUDA kernel always writes them */
+  /* a rule of the slot (kernel_table.h): only the CPU's kernel may skip the indices */
+  bool with_indices = want_indices || ms_tensor_device(x).type != MS_CPU;
   ms_tensor *xc = native_contiguous(x);
   ms_tensor *out = xc ? new_output(x, g, x->dtype) : NULL;
   ms_tensor *idx = out && with_indices ? new_output(x, g, MS_INT64) : NULL;
   if (!out || (with_indices && !idx))
     return ms_tensor_release(xc), ms_tensor_release(out), MS_ERR_MEMORY;
-  ms_status st = MS_OK;
-  if (cuda) st = ms_cuda_max_pool2d(g, xc, out, idx);
-  else if (ms_k_max_pool2d_forward((ms_k_dtype)x->dtype, g, ms_tensor_data(xc), ms_tensor_data(out),
-                                   idx ? ms_tensor_data(idx) : NULL) != 0)
-    st = ms_error(MS_ERR_MEMORY, "max_pool2d: out of memory");
+  native_kernels nk;
+  ms_status st = native_kernels_for("max_pool2d", ms_tensor_device(x), &nk);
+  if (st == MS_OK)
+    st = native_kernel_status(&nk, nk.k->max_pool2d(&nk.x, ms_nn_kdtype(x->dtype), g, ms_tensor_data(xc),
+                                                    ms_tensor_data(out), idx ? ms_tensor_data(idx) : NULL));
   ms_tensor_release(xc);
   if (st != MS_OK) return ms_tensor_release(out), ms_tensor_release(idx), st;
   *values = out, *indices = idx;
@@ -101,10 +99,10 @@ ms_status native_max_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t
 
 /* ---- average pooling ---------------------------------------------------------------------- */
 
-/* The windows of an average pool: one block of the engine's allocator, viewed through `w`. */
+/* The windows of an average pool: one int64 tensor on the op's device, viewed through `w` (device
+ * pointers, as the kernels' slots want them). */
 typedef struct avg_windows {
-  int64_t *buf;
-  size_t bytes;
+  ms_tensor *buf;
   ms_k_pool_windows w;
 } avg_windows;
 
@@ -129,17 +127,17 @@ static void axis_adaptive(int64_t *s, int64_t *e, int64_t *div, int64_t out, int
   }
 }
 
-static ms_status make_windows(const ms_k_pool2d_geom *g, bool adaptive, bool include_pad, avg_windows *aw) {
+/* The windows computed on the host, then moved to dev in one copy (none on the CPU); the
+ * allocator reuses a device's copy in stream order, after the kernels that read it. */
+static ms_status make_windows(const ms_k_pool2d_geom *g, bool adaptive, bool include_pad, ms_device dev,
+                              avg_windows *aw) {
   int64_t count; /* the geometry was checked, so oh and ow are each at most MS_MAX_NUMEL */
   if (!ms_mul_add_size(3, g->oh + g->ow, 0, &count))
     return ms_error(MS_ERR_ARG, "%s: output size (%lld x %lld) is too large", adaptive ? "adaptive_avg_pool2d" :
                     "avg_pool2d", (long long)g->oh, (long long)g->ow);
-  /* through the engine's allocator: a size from absurd input meets its limit and clear message */
-  aw->buf = ms_mem_alloc(sizeof(int64_t) * (size_t)count, MS_MEM_OTHER);
-  if (!aw->buf) return MS_ERR_MEMORY;
-  aw->bytes = sizeof(int64_t) * (size_t)count;
-  int64_t *r = aw->buf, *c = aw->buf + 3 * g->oh;
-  aw->w = (ms_k_pool_windows){r, r + g->oh, r + 2 * g->oh, c, c + g->ow, c + 2 * g->ow};
+  ms_tensor *host = ms_tensor_new_empty(1, &count, MS_INT64);
+  if (!host) return MS_ERR_MEMORY;
+  int64_t *r = ms_tensor_data(host), *c = r + 3 * g->oh;
   if (adaptive) {
     axis_adaptive(r, r + g->oh, r + 2 * g->oh, g->oh, g->h);
     axis_adaptive(c, c + g->ow, c + 2 * g->ow, g->ow, g->w);
@@ -147,37 +145,42 @@ static ms_status make_windows(const ms_k_pool2d_geom *g, bool adaptive, bool inc
     axis_fixed(r, r + g->oh, r + 2 * g->oh, g->oh, g->h, g->kh, g->sh, g->ph, include_pad);
     axis_fixed(c, c + g->ow, c + 2 * g->ow, g->ow, g->w, g->kw, g->sw, g->pw, include_pad);
   }
+  aw->buf = native_to_device(host, dev);
+  ms_tensor_release(host);
+  if (!aw->buf) return MS_ERR_RUNTIME; /* the copy's own message stands */
+  r = ms_tensor_data(aw->buf), c = r + 3 * g->oh;
+  aw->w = (ms_k_pool_windows){r, r + g->oh, r + 2 * g->oh, c, c + g->ow, c + 2 * g->ow};
   return MS_OK;
 }
 
 ms_tensor *native_avg_pool2d_backward(const ms_k_pool2d_geom *g, const int64_t in_shape[4], bool adaptive,
                                       bool count_include_pad, ms_tensor *grad_output, ms_dtype dt) {
-  avg_windows aw;
-  if (make_windows(g, adaptive, count_include_pad, &aw) != MS_OK) return NULL;
-  ms_tensor *go = ms_nn_contiguous(grad_output, dt);
   ms_device dev = ms_tensor_device(grad_output);
+  avg_windows aw;
+  if (make_windows(g, adaptive, count_include_pad, dev, &aw) != MS_OK) return NULL;
+  ms_tensor *go = ms_nn_contiguous(grad_output, dt);
   ms_tensor *gx = go ? ms_tensor_new_empty_on(dev, 4, in_shape, dt) : NULL;
-  ms_status st = gx ? MS_OK : MS_ERR_MEMORY;
-  if (gx && dev.type == MS_CUDA) st = ms_cuda_avg_pool2d_backward(g, &aw.w, go, gx);
-  else if (gx) ms_k_avg_pool2d_backward((ms_k_dtype)dt, g, &aw.w, ms_tensor_data(go), ms_tensor_data(gx));
-  ms_tensor_release(go);
-  ms_mem_free(aw.buf, aw.bytes, MS_MEM_OTHER);
-  if (st != MS_OK) return ms_tensor_release(gx), NULL;
+  native_kernels nk;
+  if (gx && (native_kernels_for("avg_pool2d backward", dev, &nk) != MS_OK ||
+             native_kernel_status(&nk, nk.k->avg_pool2d_backward(&nk.x, ms_nn_kdtype(dt), g, &aw.w, ms_tensor_data(go),
+                                                                 ms_tensor_data(gx))) != MS_OK))
+    ms_tensor_release(gx), gx = NULL;
+  ms_tensor_release(go), ms_tensor_release(aw.buf);
   return gx;
 }
 
 /* The forward from a checked geometry. */
 static ms_tensor *avg_pool(ms_tensor *x, const ms_k_pool2d_geom *g, bool adaptive, bool include_pad) {
+  const char *op = adaptive ? "adaptive_avg_pool2d" : "avg_pool2d";
   avg_windows aw;
-  if (make_windows(g, adaptive, include_pad, &aw) != MS_OK) return NULL;
+  if (make_windows(g, adaptive, include_pad, ms_tensor_device(x), &aw) != MS_OK) return NULL;
   ms_tensor *xc = native_contiguous(x), *out = xc ? new_output(x, g, x->dtype) : NULL;
-  if (out && ms_tensor_device(x).type == MS_CUDA) {
-    if (ms_cuda_avg_pool2d(g, &aw.w, xc, out) != MS_OK) ms_tensor_release(out), out = NULL;
-  } else if (out) {
-    ms_k_avg_pool2d_forward((ms_k_dtype)x->dtype, g, &aw.w, ms_tensor_data(xc), ms_tensor_data(out));
-  }
-  ms_tensor_release(xc);
-  ms_mem_free(aw.buf, aw.bytes, MS_MEM_OTHER);
+  native_kernels nk;
+  if (out && (native_kernels_for(op, ms_tensor_device(x), &nk) != MS_OK ||
+              native_kernel_status(&nk, nk.k->avg_pool2d(&nk.x, ms_nn_kdtype(x->dtype), g, &aw.w, ms_tensor_data(xc),
+                                                         ms_tensor_data(out))) != MS_OK))
+    ms_tensor_release(out), out = NULL;
+  ms_tensor_release(xc), ms_tensor_release(aw.buf);
   return out;
 }
 

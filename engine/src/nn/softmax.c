@@ -1,6 +1,6 @@
 /* softmax.c: the native softmax and log_softmax over one dim, fused per row (max, sum of
  * exponentials and the write in one kernel), and their gradients from the output. */
-#include "cuda/cuda_ops.h"
+#include "native/dispatch.h"
 #include "nn/nn_internal.h"
 #include "nn/nn_native.h"
 
@@ -17,12 +17,12 @@ ms_tensor *native_softmax_backward(ms_tensor *y, ms_tensor *grad_output, int dim
   ms_tensor *gx = g ? ms_tensor_new_empty_on(ms_tensor_device(y), y->ndim, y->shape, y->dtype) : NULL;
   int64_t outer, C, inner;
   ms_nn_split(y, d, &outer, &C, &inner);
-  if (gx && ms_tensor_device(y).type == MS_CUDA) {
-    if (ms_cuda_softmax_backward(y, g, gx, outer, C, inner, log) != MS_OK) ms_tensor_release(gx), gx = NULL;
-  } else if (gx) {
-    ms_k_softmax_backward(ms_nn_kdtype(y->dtype), outer, C, inner, ms_tensor_data(y),
-                          ms_tensor_data(g), ms_tensor_data(gx), log);
-  }
+  native_kernels nk;
+  if (gx && (native_kernels_for(log ? "log_softmax backward" : "softmax backward", ms_tensor_device(y), &nk) != MS_OK ||
+             native_kernel_status(&nk, nk.k->softmax_backward(&nk.x, ms_nn_kdtype(y->dtype), outer, C, inner,
+                                                              ms_tensor_data(y), ms_tensor_data(g),
+                                                              ms_tensor_data(gx), log)) != MS_OK))
+    ms_tensor_release(gx), gx = NULL;
   ms_tensor_release(g);
   return gx;
 }
@@ -35,11 +35,8 @@ ms_tensor *native_softmax(ms_tensor *x, int dim, bool log) {
   ms_tensor *out = xc ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
   int64_t outer, C, inner;
   ms_nn_split(x, d, &outer, &C, &inner);
-  if (out && ms_tensor_device(x).type == MS_CUDA) {
-    if (ms_cuda_softmax(xc, out, outer, C, inner, log) != MS_OK) ms_tensor_release(out), out = NULL;
-  } else if (out) {
-    ms_k_softmax(ms_nn_kdtype(x->dtype), outer, C, inner, ms_tensor_data(xc), ms_tensor_data(out), log);
-  }
+  if (out && ms_nn_softmax_rows(log ? "log_softmax" : "softmax", xc, out, outer, C, inner, log) != MS_OK)
+    ms_tensor_release(out), out = NULL;
   ms_tensor_release(xc);
   return out;
 }
