@@ -75,9 +75,6 @@ ms_status ms_cuda_clamp(ms_dtype cd, ms_tensor *out, ms_tensor *a, const double 
 ms_status ms_cuda_where(ms_dtype cd, ms_tensor *out, ms_tensor *cond, ms_tensor *a, ms_tensor *b) {
   return (void)cd, (void)out, (void)cond, (void)a, (void)b, absent("where");
 }
-ms_status ms_cuda_gemm(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
-  return (void)alpha, (void)a, (void)b, (void)beta, (void)c, absent("mm");
-}
 ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out, ms_tensor *indices) {
   return (void)op, (void)mean, (void)in, (void)out, (void)indices, absent("reduce");
 }
@@ -193,14 +190,6 @@ ms_status ms_cuda_batch_norm_backward(int64_t N, int64_t C, int64_t inner, ms_te
   (void)N, (void)C, (void)inner, (void)x, (void)g, (void)mean, (void)invstd, (void)w, (void)training;
   (void)gx, (void)gw, (void)gb;
   return absent("batch_norm");
-}
-ms_status ms_cuda_conv2d_forward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *b,
-                                 ms_tensor *out) {
-  return (void)g, (void)x, (void)w, (void)b, (void)out, absent("conv2d");
-}
-ms_status ms_cuda_conv2d_backward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *gout,
-                                  ms_tensor *gx, ms_tensor *gw, ms_tensor *gb) {
-  return (void)g, (void)x, (void)w, (void)gout, (void)gx, (void)gw, (void)gb, absent("conv2d");
 }
 
 /* ---- page-locked host memory: none without CUDA ---- */
