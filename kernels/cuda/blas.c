@@ -165,6 +165,7 @@ static int usable(const ms_k_exec *x, ms_k_dtype dt, size_t es, matrix *m, bool 
   *scratch = NULL;
   if (layout_of(m->rows, m->cols, m->rs, m->cs, l)) return 0;
   size_t bytes = (size_t)(m->rows * m->cols) * es;
+  if (bytes == 0) return *m = (matrix){m->rows, m->cols, m->cols, 1, m->p}, *l = (layout){false, 1}, 0; /* K = 0 */
   if (!(*scratch = x->scratch_alloc(x->device, bytes)))
     return ms_kcu_fail("out of memory for a contiguous copy of a %lld x %lld matrix", (long long)m->rows,
                        (long long)m->cols);
