@@ -178,8 +178,24 @@ typedef struct ms_k_exec {
                    void *square_avg, void *grad_avg, void *momentum_buffer,                        \
                    const ms_k_rmsprop_hp *hp))
 
-/* Matrix products, convolutions and a convolution's bias. */
-#define MS_K_LINALG_KERNELS(X)
+/* Matrix products and convolutions. */
+#define MS_K_LINALG_KERNELS(X)                                                                     \
+  /* C (M x N) = alpha A (M x K) B (K x N) + beta C; each matrix (pointer, row stride, column     \
+   * stride in elements; a transposed view is just swapped strides). A and B are of dtype dt, C   \
+   * of cdt. Every device: F32 and F64 (cdt = dt). The CPU: integers too (cdt = dt, exact,        \
+   * wrapping), and BF16 with a float32 C (float32 sums; the engine rounds). CUDA: BF16 and F16   \
+   * with cdt = dt (float32 sums rounded once into C); a matrix with no unit stride is copied.    \
+   * beta = 0 never reads C. */                                                                    \
+  X(gemm, (const ms_k_exec *x, ms_k_dtype dt, ms_k_dtype cdt, int64_t M, int64_t N, int64_t K,      \
+           double alpha, const void *a, int64_t rsa, int64_t csa, const void *b, int64_t rsb,      \
+           int64_t csb, double beta, void *c, int64_t rsc, int64_t csc))                           \
+  /* y = conv2d(xin, w) + b (b may be NULL) on packed NCHW buffers of dtype dt (F32, F64; BF16 on  \
+   * the CPU where ms_k_conv2d_bf16_direct()); the engine has checked g. */                        \
+  X(conv2d_forward, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_conv2d_geom *g,                 \
+                     const void *xin, const void *w, const void *b, void *y))                      \
+  /* The gradients of conv2d_forward from gy: gx, gw, gb (each NULL: not wanted). */              \
+  X(conv2d_backward, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_conv2d_geom *g,                \
+                      const void *xin, const void *w, const void *gy, void *gx, void *gw, void *gb))
 
 #define MS_K_KERNELS(X)                                                                            \
   MS_K_ELEMENTWISE_KERNELS(X) MS_K_REDUCE_KERNELS(X) MS_K_NN_KERNELS(X) MS_K_RANDOM_KERNELS(X)     \

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernel_table.h"
 #include "kernels/cpu/conv_bf16.h"
 #include "kernels/cpu/conv_gemm.h"
 #include "kernels/cpu/conv_im2col.h"
@@ -205,4 +205,18 @@ int ms_k_conv2d_backward(ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *x
   if (dt == MS_K_BF16) return g->groups == 1 ? backward_bf16(g, x, w, gout, gx, gw, gb) : -1;
   if (dt == MS_K_F32 && g->groups == 1 && (gw || !gb)) return backward_f32(g, x, w, gout, gx, gw, gb);
   return ms_k_conv2d_backward_im2col(dt, g, x, w, gout, gx, gw, gb);
+}
+
+/* The kernel table's conv2d slots on the CPU: the algorithm choice above. Nonzero: the column
+ * buffers could not be had. */
+int ms_k_cpu_conv2d_forward(const ms_k_exec *x, ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *xin,
+                            const void *w, const void *b, void *y) {
+  (void)x;
+  return ms_k_conv2d_forward(dt, g, xin, w, b, y);
+}
+
+int ms_k_cpu_conv2d_backward(const ms_k_exec *x, ms_k_dtype dt, const ms_k_conv2d_geom *g, const void *xin,
+                             const void *w, const void *gy, void *gx, void *gw, void *gb) {
+  (void)x;
+  return ms_k_conv2d_backward(dt, g, xin, w, gy, gx, gw, gb);
 }

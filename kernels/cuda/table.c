@@ -2,9 +2,13 @@
  * row (ms_k_cuda_<name>, in the .cu file of its family). */
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/lib_error.h"
 #include "kernels/kernel_table.h"
 
-static const char *cuda_error_string(int err) { return cudaGetErrorString((cudaError_t)err); }
+/* cudaError_t codes, or a library's failure (cuBLAS, cuDNN) described on this thread. */
+static const char *cuda_error_string(int err) {
+  return err == MS_KCU_ERR_DETAIL ? ms_kcu_detail() : cudaGetErrorString((cudaError_t)err);
+}
 
 #define MS_K_X_CUDA_SLOT(name, params) .name = ms_k_cuda_##name,
 const ms_k_table ms_k_cuda_table = {

@@ -75,22 +75,11 @@ ms_status ms_cuda_clamp(ms_dtype cd, ms_tensor *out, ms_tensor *a, const double 
 ms_status ms_cuda_where(ms_dtype cd, ms_tensor *out, ms_tensor *cond, ms_tensor *a, ms_tensor *b) {
   return (void)cd, (void)out, (void)cond, (void)a, (void)b, absent("where");
 }
-ms_status ms_cuda_gemm(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
-  return (void)alpha, (void)a, (void)b, (void)beta, (void)c, absent("mm");
-}
 ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out, ms_tensor *indices) {
   return (void)op, (void)mean, (void)in, (void)out, (void)indices, absent("reduce");
 }
 ms_status ms_cuda_reduce_stat(ms_k_redop op, double p, int64_t correction, bool root, ms_tensor *in, ms_tensor *out) {
   return (void)op, (void)p, (void)correction, (void)root, (void)in, (void)out, absent("reduce");
-}
-ms_status ms_cuda_conv2d_forward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *b,
-                                 ms_tensor *out) {
-  return (void)g, (void)x, (void)w, (void)b, (void)out, absent("conv2d");
-}
-ms_status ms_cuda_conv2d_backward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *gout,
-                                  ms_tensor *gx, ms_tensor *gw, ms_tensor *gb) {
-  return (void)g, (void)x, (void)w, (void)gout, (void)gx, (void)gw, (void)gb, absent("conv2d");
 }
 
 /* ---- page-locked host memory: none without CUDA ---- */

@@ -26,18 +26,8 @@ ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out
 /* var/std (op RMOMENTS; root: std) or the p-norm (op RPOWSUM) of the last dim of `in` (float32 or
  * float64, on a CUDA device) into out, with native/reduce.c's finishing rules. */
 ms_status ms_cuda_reduce_stat(ms_k_redop op, double p, int64_t correction, bool root, ms_tensor *in, ms_tensor *out);
-/* c = alpha * a @ b + beta * c for 2-D float32/float64/bfloat16/float16 operands on one device
- * (cuBLAS; 16-bit ones through cublasGemmEx with float32 accumulation, rounded once into c); any
- * strides (a matrix with neither unit row nor unit column stride is copied first). */
-ms_status ms_cuda_gemm(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c);
 
 /* ---- NN ops (engine/src/cuda/cuda_nn.c): the CPU kernels' arguments, with
  * contiguous tensors on one CUDA device in place of pointers ---- */
-/* conv2d through cuDNN (engine/src/cuda/cuda_conv.c): contiguous NCHW tensors of one device and
- * dtype; b, gx, gw, gb may be NULL. */
-ms_status ms_cuda_conv2d_forward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *b,
-                                 ms_tensor *out);
-ms_status ms_cuda_conv2d_backward(const ms_k_conv2d_geom *g, ms_tensor *x, ms_tensor *w, ms_tensor *gout,
-                                  ms_tensor *gx, ms_tensor *gw, ms_tensor *gb);
 
 #endif

@@ -1,14 +1,15 @@
 /* native/matmul.c: mm, bmm, matmul and addmm. float32 and float64 run on the packed GEMM with
  * the operands' own strides (a transposed view costs no copy); bfloat16 too where the CPU has
  * AVX-512 BF16 (float32 sums, rounded once); other 16-bit products compute in float32 copies;
- * integer dtypes use a plain exact loop. matmul is composed of steps (unsqueeze, expand,
+ * integer dtypes use a plain exact loop (the CPU's gemm body). Every product goes through the
+ * gemm slot of the operands' device. matmul is composed of steps (unsqueeze, expand,
  * reshape, mm, bmm, view, squeeze) handed in by its caller: the native ones here, the public
  * ones (each recording its node) for the public matmul (autograd/grad_matmul.c). */
 #include <math.h>
 #include <string.h>
 
-#include "cuda/cuda_ops.h"
 #include "kernels/kernels.h"
+#include "native/dispatch.h"
 #include "native/native.h"
 
 static ms_status check_same_dtype(const char *op, const ms_tensor *a, const ms_tensor *b) {
@@ -27,45 +28,15 @@ static ms_status check_operands(const char *op, ms_tensor *a, ms_tensor *b, ms_t
   return MS_OK;
 }
 
-/* Integer products stay exact (wrapping like PyTorch's) in int64: alpha and beta arrive as whole
- * numbers, and nothing passes through a double that would round past 2^53. */
-static void int_gemm(int64_t M, int64_t N, int64_t K, double alpha, const ms_tensor *a,
-                     const ms_tensor *b, double beta, ms_tensor *c) {
-  uint64_t ialpha = (uint64_t)(int64_t)alpha, ibeta = (uint64_t)(int64_t)beta;
-  size_t es = ms_dtype_size(c->dtype);
-  for (int64_t i = 0; i < M; i++)
-    for (int64_t j = 0; j < N; j++) {
-      uint64_t acc = 0;
-      for (int64_t k = 0; k < K; k++)
-        acc += (uint64_t)ms_tensor_get_flat_int(a, i * K + k) * (uint64_t)ms_tensor_get_flat_int(b, k * N + j);
-      uint64_t prev = ibeta != 0 ? (uint64_t)ms_tensor_get_flat_int(c, i * N + j) : 0;
-      int64_t v = (int64_t)(ialpha * acc + ibeta * prev);
-      char *dst = (char *)ms_tensor_data(c) + (i * c->strides[0] + j * c->strides[1]) * (int64_t)es;
-      ms_k_cast(1, dst, (ms_k_dtype)c->dtype, 1, &v, MS_K_I64, 1);
-    }
-}
-
-/* c = alpha * a @ b + beta * c on 2-D operands of one dtype; c already has shape (M, N). */
-static void gemm2d(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
-  int64_t M = a->shape[0], K = a->shape[1], N = b->shape[1];
-  if (a->dtype == MS_FLOAT32) {
-    ms_k_sgemm(M, N, K, (float)alpha, ms_tensor_data(a), a->strides[0], a->strides[1],
-               ms_tensor_data(b), b->strides[0], b->strides[1], (float)beta, ms_tensor_data(c),
-               c->strides[0], c->strides[1]);
-  } else if (a->dtype == MS_FLOAT64) {
-    ms_k_dgemm(M, N, K, alpha, ms_tensor_data(a), a->strides[0], a->strides[1], ms_tensor_data(b),
-               b->strides[0], b->strides[1], beta, ms_tensor_data(c), c->strides[0], c->strides[1]);
-  } else {
-    int_gemm(M, N, K, alpha, a, b, beta, c);
-  }
-}
-
-/* gemm2d on c's device: cuBLAS for CUDA tensors (floating only so far). */
-static ms_status gemm2d_on_device(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
-  if (ms_tensor_device(c).type == MS_CPU) return gemm2d(alpha, a, b, beta, c), MS_OK;
-  if (ms_dtype_is_floating(a->dtype)) return ms_cuda_gemm(alpha, a, b, beta, c);
-  return ms_error(MS_ERR_ARG, "mm: %s matrices are not implemented for CUDA tensors yet (float32, "
-                  "float64, bfloat16 and float16 are)", ms_dtype_name(a->dtype));
+/* c = alpha * a @ b + beta * c on 2-D operands through the gemm slot of c's device; a and b of
+ * one dtype, c of that dtype or (the CPU's bfloat16 GEMM) float32; c already has shape (M, N). */
+static ms_status gemm2d(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
+  native_kernels nk;
+  if (native_kernels_for("mm", ms_tensor_device(c), &nk) != MS_OK) return MS_ERR_RUNTIME;
+  return native_kernel_status(&nk, nk.k->gemm(&nk.x, (ms_k_dtype)a->dtype, (ms_k_dtype)c->dtype, a->shape[0],
+                                               b->shape[1], a->shape[1], alpha, ms_tensor_data(a), a->strides[0],
+                                               a->strides[1], ms_tensor_data(b), b->strides[0], b->strides[1], beta,
+                                               ms_tensor_data(c), c->strides[0], c->strides[1]));
 }
 
 /* bfloat16 on the CPU's bf16 GEMM: a and b are read in place, with their strides; the float32
@@ -74,26 +45,25 @@ static ms_status gemm2d_bf16(double alpha, ms_tensor *a, ms_tensor *b, double be
   ms_tensor *fc = beta != 0 ? native_to_dtype(c, MS_FLOAT32)
                             : ms_tensor_new_empty(2, c->shape, MS_FLOAT32);
   if (!fc) return MS_ERR_MEMORY;
-  ms_k_gemm_bf16(a->shape[0], b->shape[1], a->shape[1], (float)alpha, ms_tensor_data(a),
-                 a->strides[0], a->strides[1], ms_tensor_data(b), b->strides[0], b->strides[1],
-                 (float)beta, ms_tensor_data(fc), fc->strides[0], fc->strides[1]);
-  ms_status st = native_copy_(c, fc);
+  ms_status st = gemm2d(alpha, a, b, beta, fc);
+  if (st == MS_OK) st = native_copy_(c, fc);
   ms_tensor_release(fc);
   return st;
 }
 
 /* Runs gemm2d in float32 for 16-bit floats, which have no arithmetic of their own (cuBLAS
  * does the same inside one call: float32 accumulation, rounded once into c); bfloat16 skips the
- * widened copies of a and b where the CPU multiplies bf16 itself. */
+ * widened copies of a and b where the CPU multiplies bf16 itself. A RULE, not a kernel choice:
+ * CUDA's gemm takes 16-bit operands and C itself, the CPU's needs these float32 buffers. */
 static ms_status gemm2d_any(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
   bool half = a->dtype == MS_BFLOAT16 || a->dtype == MS_FLOAT16;
-  if (!half || ms_tensor_device(c).type == MS_CUDA) return gemm2d_on_device(alpha, a, b, beta, c);
+  if (!half || ms_tensor_device(c).type == MS_CUDA) return gemm2d(alpha, a, b, beta, c);
   if (a->dtype == MS_BFLOAT16 && ms_k_gemm_bf16_available())
     return gemm2d_bf16(alpha, a, b, beta, c);
   ms_tensor *fa = native_to_dtype(a, MS_FLOAT32), *fb = native_to_dtype(b, MS_FLOAT32);
   ms_tensor *fc = fa && fb ? native_to_dtype(c, MS_FLOAT32) : NULL;
   ms_status st = fc ? MS_OK : MS_ERR_MEMORY;
-  if (fc) st = gemm2d_on_device(alpha, fa, fb, beta, fc);
+  if (fc) st = gemm2d(alpha, fa, fb, beta, fc);
   if (fc && st == MS_OK) st = native_copy_(c, fc);
   ms_tensor_release(fa), ms_tensor_release(fb), ms_tensor_release(fc);
   return st;

@@ -1,10 +1,10 @@
 /* conv.c: the native conv2d, its checks (PyTorch's rules and messages, with shapes) and its
- * backward. The arithmetic is kernels/cpu/conv.c's; this file decides shapes and makes operands
- * contiguous. */
+ * backward. The arithmetic is the conv2d slots' of the tensors' device (kernels/cpu/conv.c,
+ * kernels/cuda/conv_cudnn.c); this file decides shapes and makes operands contiguous. */
 #include <stdlib.h>
 
-#include "cuda/cuda_ops.h"
 #include "kernels/kernels.h"
+#include "native/dispatch.h"
 #include "nn/conv_internal.h"
 #include "nn/nn_internal.h"
 #include "nn/nn_native.h"
@@ -140,12 +140,12 @@ ms_status native_conv2d_backward(ms_tensor *xs, ms_tensor *ws, ms_tensor *grad_o
   ms_tensor *gx = grad_buffer(need[0], xs, xs->ndim, xs->shape, &st);
   ms_tensor *gw = grad_buffer(need[1], ws, ws->ndim, ws->shape, &st);
   ms_tensor *gb = grad_buffer(need[2], xs, 1, &bshape, &st);
-  if (st == MS_OK && ms_tensor_device(xs).type == MS_CUDA)
-    st = ms_cuda_conv2d_backward(&g, x, w, gc, gx, gw, gb);
-  else if (st == MS_OK && ms_k_conv2d_backward((ms_k_dtype)xs->dtype, &g, ms_tensor_data(x), ms_tensor_data(w),
-                                          ms_tensor_data(gc), gx ? ms_tensor_data(gx) : NULL,
-                                          gw ? ms_tensor_data(gw) : NULL, gb ? ms_tensor_data(gb) : NULL) != 0)
-    st = ms_error(MS_ERR_MEMORY, "conv2d backward: out of memory for the column buffers");
+  native_kernels nk;
+  if (st == MS_OK && (st = native_kernels_for("conv2d backward", ms_tensor_device(xs), &nk)) == MS_OK)
+    st = native_kernel_status(&nk, nk.k->conv2d_backward(&nk.x, (ms_k_dtype)xs->dtype, &g, ms_tensor_data(x),
+                                                         ms_tensor_data(w), ms_tensor_data(gc),
+                                                         gx ? ms_tensor_data(gx) : NULL, gw ? ms_tensor_data(gw) : NULL,
+                                                         gb ? ms_tensor_data(gb) : NULL));
   ms_tensor_release(x), ms_tensor_release(w), ms_tensor_release(go), ms_tensor_release(gc);
   grads[0] = gx, grads[1] = gw, grads[2] = gb;
   if (st != MS_OK) ms_nn_release_all(3, grads);
@@ -158,14 +158,12 @@ static ms_tensor *conv_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b, const m
   ms_tensor *bc = b ? native_contiguous(b) : NULL;
   int64_t shape[4] = {g->n, g->o, g->oh, g->ow};
   ms_tensor *out = xc && wc && (!b || bc) ? ms_tensor_new_empty_on(ms_tensor_device(x), 4, shape, x->dtype) : NULL;
-  if (out && ms_tensor_device(x).type == MS_CUDA) {
-    if (ms_cuda_conv2d_forward(g, xc, wc, bc, out) != MS_OK) ms_tensor_release(out), out = NULL;
-  } else if (out && ms_k_conv2d_forward((ms_k_dtype)x->dtype, g, ms_tensor_data(xc), ms_tensor_data(wc),
-                                 bc ? ms_tensor_data(bc) : NULL, ms_tensor_data(out)) != 0) {
-    ms_error(MS_ERR_MEMORY, "conv2d: out of memory for the column buffers");
-    ms_tensor_release(out);
-    out = NULL;
-  }
+  native_kernels nk;
+  if (out && (native_kernels_for("conv2d", ms_tensor_device(x), &nk) != MS_OK ||
+              native_kernel_status(&nk, nk.k->conv2d_forward(&nk.x, (ms_k_dtype)x->dtype, g, ms_tensor_data(xc),
+                                                             ms_tensor_data(wc), bc ? ms_tensor_data(bc) : NULL,
+                                                             ms_tensor_data(out))) != MS_OK))
+    ms_tensor_release(out), out = NULL;
   ms_tensor_release(xc), ms_tensor_release(wc), ms_tensor_release(bc);
   return out;
 }

@@ -3,6 +3,7 @@
  * that is not contiguous is copied once, to flatten its leading dims. bfloat16 operands on a CPU with
  * AVX-512 BF16 run the bfloat16 GEMM (float32 sums, one rounding of each result), the way
  * FSDP's bfloat16 mixed precision computes; other 16-bit cases are widened to float32. */
+#include "native/dispatch.h"
 #include "nn/nn_internal.h"
 #include "nn/nn_native.h"
 
@@ -18,14 +19,13 @@ static mat mat_t(const ms_tensor *t) { return (mat){ms_tensor_data(t), t->stride
 /* The dtype the GEMM sums and writes in for operands of dtype dt. */
 static ms_dtype acc_dtype(ms_dtype dt) { return dt == MS_BFLOAT16 ? MS_FLOAT32 : dt; }
 
-/* c is of acc_dtype(dt). */
-static void gemm(ms_dtype dt, int64_t M, int64_t N, int64_t K, mat a, mat b, double beta, mat c) {
-  if (dt == MS_FLOAT32)
-    ms_k_sgemm(M, N, K, 1.0f, a.p, a.rs, a.cs, b.p, b.rs, b.cs, (float)beta, c.p, c.rs, c.cs);
-  else if (dt == MS_BFLOAT16)
-    ms_k_gemm_bf16(M, N, K, 1.0f, a.p, a.rs, a.cs, b.p, b.rs, b.cs, (float)beta, c.p, c.rs, c.cs);
-  else
-    ms_k_dgemm(M, N, K, 1.0, a.p, a.rs, a.cs, b.p, b.rs, b.cs, beta, c.p, c.rs, c.cs);
+/* C = A B + beta C through the gemm slot of dev; c is of acc_dtype(dt). */
+static ms_status gemm(ms_device dev, ms_dtype dt, int64_t M, int64_t N, int64_t K, mat a, mat b, double beta,
+                      mat c) {
+  native_kernels nk;
+  if (native_kernels_for("linear", dev, &nk) != MS_OK) return MS_ERR_RUNTIME;
+  return native_kernel_status(&nk, nk.k->gemm(&nk.x, (ms_k_dtype)dt, (ms_k_dtype)acc_dtype(dt), M, N, K, 1.0, a.p,
+                                               a.rs, a.cs, b.p, b.rs, b.cs, beta, c.p, c.rs, c.cs));
 }
 
 /* a @ b, with either transposed (as a view), through the device-dispatching mm: the CUDA path,
@@ -78,10 +78,13 @@ ms_status native_linear_backward(ms_tensor *x, ms_tensor *w, ms_tensor *grad_out
   ms_tensor *x2 = g2 ? as_matrix(x) : NULL;
   ms_status st = x2 ? MS_OK : MS_ERR_MEMORY;
   int64_t M = x2 ? x2->shape[0] : 0, in = w->shape[1], out = w->shape[0];
+  /* A RULE, not a kernel choice: on CUDA the product goes through mm, whose 16-bit GEMM rounds
+   * into the operands' dtype itself; the CPU's sums into a buffer of acc_dtype, rounded after. */
   bool cuda = ms_tensor_device(w).type == MS_CUDA;
   if (st == MS_OK && need[0]) {
     ms_tensor *gx = cuda ? mm_t(g2, false, w, false) : ms_tensor_new_empty(2, (int64_t[]){M, in}, acc_dtype(dt));
-    if (gx && !cuda) gemm(dt, M, in, out, mat_of(g2), mat_of(w), 0, mat_of(gx));
+    if (gx && !cuda && gemm(ms_tensor_device(w), dt, M, in, out, mat_of(g2), mat_of(w), 0, mat_of(gx)) != MS_OK)
+      ms_tensor_release(gx), gx = NULL;
     ms_tensor *gr = rounded(gx, dt);
     grad_in[0] = gr ? native_reshape(gr, x->ndim, x->shape) : NULL;
     ms_tensor_release(gx), ms_tensor_release(gr);
@@ -89,7 +92,8 @@ ms_status native_linear_backward(ms_tensor *x, ms_tensor *w, ms_tensor *grad_out
   }
   if (st == MS_OK && need[1]) {
     ms_tensor *gw = cuda ? mm_t(g2, true, x2, false) : ms_tensor_new_empty(2, w->shape, acc_dtype(dt));
-    if (gw && !cuda) gemm(dt, out, in, M, mat_t(g2), mat_of(x2), 0, mat_of(gw));
+    if (gw && !cuda && gemm(ms_tensor_device(w), dt, out, in, M, mat_t(g2), mat_of(x2), 0, mat_of(gw)) != MS_OK)
+      ms_tensor_release(gw), gw = NULL;
     grad_in[1] = rounded(gw, dt);
     ms_tensor_release(gw);
     if (!grad_in[1]) st = MS_ERR_MEMORY;
@@ -108,6 +112,7 @@ static ms_tensor *linear_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   int64_t M = x2 ? x2->shape[0] : 0, shape[MS_MAX_DIMS];
   ms_tensor *y = NULL;
   ms_status st = MS_OK;
+  /* The RULE of native_linear_backward: CUDA through addmm / mm, the CPU into an acc_dtype buffer. */
   if (x2 && ms_tensor_device(x).type == MS_CUDA) { /* b + x2 @ w^T on the device */
     ms_tensor *wt = native_transpose(w, 0, 1);
     y = !wt ? NULL : b ? native_addmm(b, x2, wt, 1, 1) : native_mm(x2, wt);
@@ -119,7 +124,7 @@ static ms_tensor *linear_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
     if (st == MS_OK && b) st = native_copy_(y, b); /* each row starts as the bias: beta = 1 */
   }
   if (st == MS_OK && ms_tensor_device(x).type == MS_CPU)
-    gemm(x->dtype, M, w->shape[0], w->shape[1], mat_of(x2), mat_t(w), b ? 1 : 0, mat_of(y));
+    st = gemm(ms_tensor_device(x), x->dtype, M, w->shape[0], w->shape[1], mat_of(x2), mat_t(w), b ? 1 : 0, mat_of(y));
   ms_tensor *yr = st == MS_OK ? rounded(y, x->dtype) : NULL;
   for (int d = 0; d < x->ndim - 1; d++) shape[d] = x->shape[d];
   shape[x->ndim - 1] = w->shape[0];

@@ -1,17 +1,18 @@
-/* cuda_conv_plan.c: conv2d's three directions through cuDNN's graph (backend) API: one finalized
+/* conv_plan.c: conv2d's three directions through cuDNN's graph (backend) API: one finalized
  * execution plan per device, dtype, geometry, pointer alignment and direction, built on first use
  * and kept; a call then only packs its pointers and runs the plan. cuDNN 9's legacy calls
  * (cudnnConvolutionForward and kin) rebuild that machinery on every call, which cost the host
  * 140-430 us a conv on an H200, more than the step's kernels. Engines that round float32 through
  * TF32 or reduce in lower precision are skipped, so results agree with the CPU as the legacy FMA
  * path's did. A shape the graph API cannot plan, or whose plan fails to run, reports
- * `planned = false` and the caller runs the legacy call (cuda_conv.c). */
+ * `planned = false` and the caller runs the legacy call (conv_cudnn.c). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_conv_plan.h"
+#include "kernels/cuda/conv_plan.h"
+#include "kernels/cuda/lib_error.h"
 
 #ifdef MS_HAVE_CUDNN
 
@@ -160,7 +161,7 @@ static cudnnBackendDescriptor_t first_plan(cudnnHandle_t h, cudnnBackendDescript
 /* Builds e's plan from its key; leaves e->plan NULL where cuDNN offers none. */
 static void build(cudnnHandle_t h, plan_entry *e) {
   const ms_k_conv2d_geom *g = &e->key.g;
-  cudnnDataType_t t = e->key.dtype == MS_FLOAT64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  cudnnDataType_t t = e->key.dtype == MS_K_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   const int64_t xd[4] = {g->n, g->c, g->h, g->w}, wd[4] = {g->o, g->c / g->groups, g->kh, g->kw},
                 yd[4] = {g->n, g->o, g->oh, g->ow};
   cudnnBackendDescriptor_t *p = e->parts;
@@ -200,23 +201,24 @@ static plan_entry *entry_for(cudnnHandle_t h, const plan_key *k) {
   return e;
 }
 
-ms_status ms_cuda_conv_plan_run(cudnnHandle_t h, int dev, ms_dtype dt, ms_cuda_conv_dir dir,
-                                const ms_k_conv2d_geom *g, void *x, void *w, void *y, bool *planned) {
+int ms_kcu_conv_plan_run(const ms_k_exec *x, cudnnHandle_t h, ms_k_dtype dt, ms_cuda_conv_dir dir,
+                         const ms_k_conv2d_geom *g, void *xp, void *wp, void *yp, bool *planned) {
+  int dev = x->device;
   *planned = false;
   plan_key k;
   memset(&k, 0, sizeof k); /* padding too: keys compare with memcmp */
-  void *ptrs[3] = {x, w, y};
+  void *ptrs[3] = {xp, wp, yp};
   k.device = dev, k.dtype = (int)dt, k.dir = (int)dir, k.align = alignment(ptrs), k.g = *g;
   plan_entry *e = entry_for(h, &k);
-  if (!e) return ms_error(MS_ERR_MEMORY, "conv2d: out of memory for the plan cache");
+  if (!e) return ms_kcu_fail("out of memory for the plan cache");
   pthread_mutex_lock(&plans_lock);
   cudnnBackendDescriptor_t plan = e->plan;
   int64_t workspace = e->workspace;
   pthread_mutex_unlock(&plans_lock);
-  if (!plan) return MS_OK;
+  if (!plan) return 0;
   *planned = true;
-  void *ws = workspace > 0 ? ms_cuda_alloc(dev, (size_t)workspace, MS_MEM_OTHER) : NULL;
-  if (workspace > 0 && !ws) return MS_ERR_MEMORY;
+  void *ws = workspace > 0 ? x->scratch_alloc(dev, (size_t)workspace) : NULL;
+  if (workspace > 0 && !ws) return ms_kcu_fail("out of memory for cuDNN's workspace (%lld bytes)", (long long)workspace);
   int64_t uids[3] = {UID_X, UID_W, UID_Y};
   cudnnBackendDescriptor_t pack;
   cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
@@ -228,18 +230,16 @@ ms_status ms_cuda_conv_plan_run(cudnnHandle_t h, int dev, ms_dtype dt, ms_cuda_c
     if (!s) s = cudnnBackendExecute(h, plan, pack);
     cudnnBackendDestroyDescriptor(pack);
   }
-  if (ws) ms_cuda_free(dev, ws, (size_t)workspace, MS_MEM_OTHER);
-  if (s == CUDNN_STATUS_SUCCESS) return MS_OK;
-  if (s == CUDNN_STATUS_ALLOC_FAILED) return ms_error(MS_ERR_MEMORY, "%s: cuDNN error: %s",
-                                                      dir == MS_CUDA_CONV_FWD ? "conv2d" : "conv2d backward",
-                                                      cudnnGetErrorString(s));
+  if (ws) x->scratch_free(dev, ws, (size_t)workspace);
+  if (s == CUDNN_STATUS_SUCCESS) return 0;
+  if (s == CUDNN_STATUS_ALLOC_FAILED) return ms_kcu_fail("cuDNN error: %s", cudnnGetErrorString(s));
   /* A plan that finalized but will not run: this shape goes to the legacy call from now on (the
    * plan is left alive: another thread may be running it). */
   pthread_mutex_lock(&plans_lock);
   e->plan = NULL;
   pthread_mutex_unlock(&plans_lock);
   *planned = false;
-  return MS_OK;
+  return 0;
 }
 
 #endif
