@@ -198,3 +198,19 @@ int ms_k_cpu_fill(const ms_k_exec *x, const ms_k_geom *g, const void *value) {
   ms_k_geom_run(g, fill_row, &f);
   return 0;
 }
+
+typedef struct cast_dtypes {
+  ms_k_dtype dst, src;
+} cast_dtypes;
+
+static void cast_row(void *arg, int64_t n, char **p, const int64_t *s) {
+  const cast_dtypes *c = arg;
+  ms_k_cast(n, p[0], c->dst, s[0], p[1], c->src, s[1]);
+}
+
+int ms_k_cpu_cast(const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dst_dt, ms_k_dtype src_dt) {
+  (void)x;
+  cast_dtypes c = {dst_dt, src_dt};
+  ms_k_geom_run(g, cast_row, &c);
+  return 0;
+}

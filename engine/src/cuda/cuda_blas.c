@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "cuda_exec.h"
 #include "cuda_ops.h"
+#include "tensor_iter.h"
 
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 static cublasHandle_t handles[MS_CUDA_MAX_DEVICES];
@@ -146,10 +148,20 @@ static layout matrix_layout(const ms_tensor *t, bool *ok) {
   return l;
 }
 
+/* dst = src (one dtype and shape, on dst's CUDA device) by the device table's copy kernel. */
+static ms_status copy_on_device(ms_tensor *dst, ms_tensor *src) {
+  ms_k_exec x;
+  if (ms_cuda_exec_for("mm", ms_tensor_device(dst).index, &x) != MS_OK) return MS_ERR_RUNTIME;
+  ms_iter it;
+  ms_iter_init(&it, dst->ndim, dst->shape, 2, (ms_tensor *[]){dst, src});
+  ms_k_dtype dt = (ms_k_dtype)dst->dtype;
+  return ms_cuda_check("mm", (cudaError_t)ms_k_cuda_table.cast(&x, &it, dt, dt));
+}
+
 /* A contiguous copy of t on its CUDA device (the engine's copy kernel, not cuBLAS). */
 static ms_tensor *contiguous_copy(ms_tensor *t) {
   ms_tensor *c = ms_tensor_new_empty_on(ms_tensor_device(t), t->ndim, t->shape, t->dtype);
-  if (c && ms_cuda_copy_same_shape(c, t) != MS_OK) ms_tensor_release(c), c = NULL;
+  if (c && copy_on_device(c, t) != MS_OK) ms_tensor_release(c), c = NULL;
   return c;
 }
 
@@ -169,7 +181,7 @@ ms_status ms_cuda_gemm(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms
     la = matrix_layout(ca, &ok_a), lb = matrix_layout(cb, &ok_b), lc = matrix_layout(cc, &ok_c);
     st = gemm_raw(h, a->dtype, M, N, K, alpha, ca, la, cb, lb, beta, cc, lc);
   }
-  if (st == MS_OK && cc != c && (st = ms_cuda_copy_same_shape(c, cc)) == MS_OK) ms_tensor_bump_version(c);
+  if (st == MS_OK && cc != c && (st = copy_on_device(c, cc)) == MS_OK) ms_tensor_bump_version(c);
   ms_tensor_release(ca), ms_tensor_release(cb), ms_tensor_release(cc);
   return st;
 }
