@@ -138,7 +138,11 @@ static void f32_to_half(int64_t n, uint16_t *d, int64_t ds, ms_k_dtype dt, const
 
 static int is_half(ms_k_dtype t) { return t == MS_K_BF16 || t == MS_K_F16; }
 
-static const size_t elsize[] = {4, 8, 2, 2, 8, 4, 1, 1};
+static const size_t elsize[] = {[MS_K_F32] = 4, [MS_K_F64] = 8, [MS_K_BF16] = 2, [MS_K_F16] = 2,
+                                [MS_K_I64] = 8, [MS_K_I32] = 4, [MS_K_U8] = 1, [MS_K_BOOL] = 1};
+_Static_assert(sizeof elsize / sizeof *elsize == MS_K_DTYPE_COUNT, "a size for every dtype");
+
+size_t ms_k_dtype_size(ms_k_dtype dt) { return elsize[dt]; }
 
 void ms_k_cast(int64_t n, void *dst, ms_k_dtype dt, int64_t ds, const void *src, ms_k_dtype st,
                int64_t ss) {

@@ -122,22 +122,12 @@ typedef struct rows_job {
   const ms_k_stat *st; /* reduce_stat_rows; NULL for reduce_rows */
 } rows_job;
 
-static size_t dtype_size(ms_k_dtype dt) {
-  switch (dt) {
-  case MS_K_F64: case MS_K_I64: return 8;
-  case MS_K_F32: case MS_K_I32: return 4;
-  case MS_K_BF16: case MS_K_F16: return 2;
-  case MS_K_U8: case MS_K_BOOL: return 1;
-  }
-  return 1; /* not a dtype: unreachable */
-}
-
 /* The first element of row r. */
 static const char *row_start(const rows_job *job, int64_t r) {
   const ms_k_rows *g = job->g;
   int64_t off = 0;
   for (int d = g->ndim - 1; d >= 0; d--) off += (r % g->shape[d]) * g->strides[d], r /= g->shape[d];
-  return job->src + off * (int64_t)dtype_size(job->dt);
+  return job->src + off * (int64_t)ms_k_dtype_size(job->dt);
 }
 
 /* The value of a stat row from its accumulators: var / std over n - correction, or the p-th root
@@ -156,7 +146,7 @@ static double finish_stat(const ms_k_stat *st, int64_t n, const ms_k_reduce_resu
 /* The value of a plain row: an int64 sum, product or extreme stays an int64 (a double would
  * round it); the arg ops give the position; mean divides the sum by n. */
 static void store_row(const rows_job *job, int64_t r, const ms_k_reduce_result *res) {
-  char *dst = job->out + r * (int64_t)dtype_size(job->out_dt);
+  char *dst = job->out + r * (int64_t)ms_k_dtype_size(job->out_dt);
   bool arg = job->op == MS_K_RARGMAX || job->op == MS_K_RARGMIN;
   if (job->dt == MS_K_I64 && !job->mean && !arg) {
     ms_k_cast(1, dst, job->out_dt, 1, &res->i, MS_K_I64, 1);
@@ -177,7 +167,7 @@ static void rows_range(void *arg, int64_t begin, int64_t end) {
     if (n == 0 && job->op == MS_K_RPROD) res.f = 1, res.i = 1;
     if (job->st) {
       double v = finish_stat(job->st, n, &res);
-      ms_k_cast(1, job->out + r * (int64_t)dtype_size(job->out_dt), job->out_dt, 1, &v, MS_K_F64, 1);
+      ms_k_cast(1, job->out + r * (int64_t)ms_k_dtype_size(job->out_dt), job->out_dt, 1, &v, MS_K_F64, 1);
     } else {
       store_row(job, r, &res);
     }

@@ -2,9 +2,6 @@
  * argmin, var, std, norm). The input is brought to its compute dtype, every output element
  * reduces one strided row with the device's reduce_rows / reduce_stat_rows kernel.
  * Native: the public ops and their derivatives are autograd/grad_reduce.c's. */
-#include <math.h>
-#include <string.h>
-
 #include "native/dispatch.h"
 #include "native/native.h"
 #include "tensor_iter.h"
