@@ -308,7 +308,9 @@ ms_tensor *native_unary(ms_unary_op op, ms_tensor *a) {
 
 /* a = op(a) by the kernel writing over a's own elements, where a is a contiguous CPU tensor that
  * the kernel computes in (float32, float64, or relu's bfloat16): nothing to allocate and copy
- * back. False, having done nothing, where that does not hold. */
+ * back. False, having done nothing, where that does not hold. (CPU only is this fast path's rule,
+ * not a kernel choice: the kernel comes from the table; elsewhere the general path gives the same
+ * values.) */
 bool native_unary_over_itself(ms_unary_op op, ms_tensor *a) {
   if (op == MS_OP_LOGICAL_NOT || ms_tensor_device(a).type != MS_CPU || !ms_tensor_is_contiguous(a) ||
       unary_result_dtype(op, a->dtype) != a->dtype || unary_compute_dtype(op, a) != a->dtype)
