@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "moonshard/cuda.h"
 #include "native/dispatch.h"
 #include "native/native.h"
 #include "tensor_iter.h"
