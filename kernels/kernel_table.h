@@ -66,10 +66,54 @@ typedef struct ms_k_exec {
 /* Conversions and elementwise ops on an N-D geometry (one launch per op, never one per row). */
 #define MS_K_ELEMENTWISE_KERNELS(X)                                                                \
   /* every element of operand 0 = value (elsize bytes, already in the element's dtype) */          \
-  X(fill, (const ms_k_exec *x, const ms_k_geom *g, const void *value))
+  X(fill, (const ms_k_exec *x, const ms_k_geom *g, const void *value))                             \
+  /* operand 0 (dst_dt) = operand 1 (src_dt) converted as ms_k_cast does, bit for bit (copy_) */  \
+  X(cast, (const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dst_dt, ms_k_dtype src_dt))          \
+  /* operand 0 = operand 1 op operand 2 in dt (F32, F64 or I64; comparisons write bool), as       \
+   * ms_k_binary. An operand whose data is NULL is the number sa (operand 1) or sb (operand 2):    \
+   * the engine sends one for an operand on another device than the output (a 0-dim CPU tensor   \
+   * beside CUDA tensors, read once on the host); every device accepts one. */                    \
+  X(binary, (const ms_k_exec *x, const ms_k_geom *g, ms_k_binop op, ms_k_dtype dt,                 \
+             const ms_k_scalar *sa, const ms_k_scalar *sb))                                        \
+  /* operand 0 = op(operand 1) in dt (F32, F64, I64; the CPU also relu on BF16), as ms_k_unary */   \
+  X(unary, (const ms_k_exec *x, const ms_k_geom *g, ms_k_unop op, ms_k_dtype dt))                  \
+  /* operand 0 = operand 1 clamped to [lo, hi] (either NULL: no bound) in dt, as ms_k_clamp */      \
+  X(clamp, (const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dt, const double *lo,               \
+            const double *hi))                                                                     \
+  /* operand 0 = operand 1 (bool) ? operand 2 : operand 3 in dt, as ms_k_where; operand 2 or 3     \
+   * with data NULL is the number sa or sb (as in binary) */                                       \
+  X(where, (const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dt, const ms_k_scalar *sa,          \
+            const ms_k_scalar *sb))
 
-/* Reductions of rows. */
-#define MS_K_REDUCE_KERNELS(X)
+/* Rows of n elements `stride` apart, one per output element; row r starts at the offset its index
+ * has in the outer geometry (ndim dims, row-major; 0 dims: one row at the start). */
+typedef struct ms_k_rows {
+  int ndim;
+  int64_t shape[MS_K_MAX_DIMS];
+  int64_t strides[MS_K_MAX_DIMS];
+  int64_t rows, n, stride;
+} ms_k_rows;
+
+/* What reduce_stat_rows computes: var / std (op RMOMENTS: the sum of squared deviations over
+ * n - correction, NaN when that is not positive; root: its square root) or a p-norm (op RPOWSUM:
+ * ms_k_reduce_row's terms, then the p-th root; p = INFINITY: max |x|, NaN propagating). */
+typedef struct ms_k_stat {
+  ms_k_redop op;
+  double p, correction;
+  int root;
+} ms_k_stat;
+
+/* Reductions of rows. src is dt (F32, F64 or I64); out is contiguous, one out_dt element per row. */
+#define MS_K_REDUCE_KERNELS(X)                                                                     \
+  /* op RSUM, RPROD, RMAX, RMIN, RARGMAX or RARGMIN with ms_k_reduce_row's semantics: out[r] the   \
+   * row's value (divided by n when mean; an int64 sum, product or extreme stored from its int64,  \
+   * not through a double), or its 0-based position for the arg ops; indices (may be NULL) the    \
+   * position of max/min. An empty row: sum 0, prod 1, mean NaN (max/min have no empty rows). */   \
+  X(reduce_rows, (const ms_k_exec *x, const ms_k_rows *g, ms_k_redop op, ms_k_dtype dt,            \
+                  const void *src, int mean, void *out, ms_k_dtype out_dt, int64_t *indices))      \
+  /* var, std or a p-norm of every row (see ms_k_stat), dt F32 or F64 */                           \
+  X(reduce_stat_rows, (const ms_k_exec *x, const ms_k_rows *g, const ms_k_stat *st, ms_k_dtype dt, \
+                       const void *src, void *out, ms_k_dtype out_dt))
 
 /* NN ops (softmax, dropout, losses, pooling, activations, embedding, norms) on contiguous buffers
  * of dtype dt (F32 or F64; max pooling on the CPU also BF16), with kernels.h's semantics for the

@@ -67,6 +67,8 @@ uint16_t ms_k_f32_to_f16(float f);
  * and out-of-range values give the integer type's minimum, never undefined behaviour). */
 void ms_k_cast(int64_t n, void *dst, ms_k_dtype dt, int64_t ds, const void *src, ms_k_dtype st,
                int64_t ss);
+/* Bytes per element of dt. */
+size_t ms_k_dtype_size(ms_k_dtype dt);
 /* dst[i*ds] = value converted to dt. */
 void ms_k_fill(int64_t n, void *dst, ms_k_dtype dt, int64_t ds, double value);
 

@@ -138,7 +138,11 @@ static void f32_to_half(int64_t n, uint16_t *d, int64_t ds, ms_k_dtype dt, const
 
 static int is_half(ms_k_dtype t) { return t == MS_K_BF16 || t == MS_K_F16; }
 
-static const size_t elsize[] = {4, 8, 2, 2, 8, 4, 1, 1};
+static const size_t elsize[] = {[MS_K_F32] = 4, [MS_K_F64] = 8, [MS_K_BF16] = 2, [MS_K_F16] = 2,
+                                [MS_K_I64] = 8, [MS_K_I32] = 4, [MS_K_U8] = 1, [MS_K_BOOL] = 1};
+_Static_assert(sizeof elsize / sizeof *elsize == MS_K_DTYPE_COUNT, "a size for every dtype");
+
+size_t ms_k_dtype_size(ms_k_dtype dt) { return elsize[dt]; }
 
 void ms_k_cast(int64_t n, void *dst, ms_k_dtype dt, int64_t ds, const void *src, ms_k_dtype st,
                int64_t ss) {
@@ -196,5 +200,21 @@ int ms_k_cpu_fill(const ms_k_exec *x, const ms_k_geom *g, const void *value) {
   (void)x;
   fill_bytes f = {value, g->elsize[0]};
   ms_k_geom_run(g, fill_row, &f);
+  return 0;
+}
+
+typedef struct cast_dtypes {
+  ms_k_dtype dst, src;
+} cast_dtypes;
+
+static void cast_row(void *arg, int64_t n, char **p, const int64_t *s) {
+  const cast_dtypes *c = arg;
+  ms_k_cast(n, p[0], c->dst, s[0], p[1], c->src, s[1]);
+}
+
+int ms_k_cpu_cast(const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dst_dt, ms_k_dtype src_dt) {
+  (void)x;
+  cast_dtypes c = {dst_dt, src_dt};
+  ms_k_geom_run(g, cast_row, &c);
   return 0;
 }

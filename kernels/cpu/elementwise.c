@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdbool.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernel_table.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/elementwise_avx512.h"
 
@@ -298,4 +298,95 @@ static void relu_bw_range(void *ctx, int64_t b, int64_t e) {
 void ms_k_relu_backward(ms_k_dtype dt, int64_t n, const void *y, const void *g, void *gx) {
   relu_bw_job j = {dt, y, g, gx};
   ms_k_parallel_for(n, 1 << 16, relu_bw_range, &j);
+}
+
+/* ---- the table's bodies: the kernels above over the rows of a geometry ---- */
+
+/* A number operand's value as the compute dtype holds it (F32, F64 or I64). */
+typedef union number {
+  float f;
+  double d;
+  int64_t i;
+} number;
+
+/* g with every number operand (data NULL) among operands first..first+1 turned into a stride-0
+ * operand reading its value from num: g itself where there is none. */
+static const ms_k_geom *bind_numbers(const ms_k_geom *g, ms_k_geom *local, int first, ms_k_dtype dt,
+                                     const ms_k_scalar *const s[2], number num[2]) {
+  if (g->data[first] && g->data[first + 1]) return g;
+  *local = *g;
+  for (int k = 0; k < 2; k++) {
+    int op = first + k;
+    if (local->data[op]) continue;
+    if (dt == MS_K_F32) num[k].f = (float)s[k]->f;
+    else if (dt == MS_K_F64) num[k].d = s[k]->f;
+    else num[k].i = s[k]->i;
+    local->data[op] = (char *)&num[k];
+    local->elsize[op] = 0;
+    for (int d = 0; d < local->ndim; d++) local->strides[op][d] = 0;
+  }
+  return local;
+}
+
+typedef struct op_dtype {
+  int op;
+  ms_k_dtype dt;
+} op_dtype;
+
+static void binary_row(void *arg, int64_t n, char **p, const int64_t *s) {
+  const op_dtype *c = arg;
+  ms_k_binary((ms_k_binop)c->op, c->dt, n, p[0], s[0], p[1], s[1], p[2], s[2]);
+}
+
+int ms_k_cpu_binary(const ms_k_exec *x, const ms_k_geom *g, ms_k_binop op, ms_k_dtype dt,
+                    const ms_k_scalar *sa, const ms_k_scalar *sb) {
+  (void)x;
+  ms_k_geom local;
+  number num[2];
+  op_dtype c = {(int)op, dt};
+  ms_k_geom_run(bind_numbers(g, &local, 1, dt, (const ms_k_scalar *const[2]){sa, sb}, num), binary_row, &c);
+  return 0;
+}
+
+static void unary_row(void *arg, int64_t n, char **p, const int64_t *s) {
+  const op_dtype *c = arg;
+  ms_k_unary((ms_k_unop)c->op, c->dt, n, p[0], s[0], p[1], s[1]);
+}
+
+int ms_k_cpu_unary(const ms_k_exec *x, const ms_k_geom *g, ms_k_unop op, ms_k_dtype dt) {
+  (void)x;
+  op_dtype c = {(int)op, dt};
+  ms_k_geom_run(g, unary_row, &c);
+  return 0;
+}
+
+typedef struct clamp_bounds {
+  ms_k_dtype dt;
+  const double *lo, *hi;
+} clamp_bounds;
+
+static void clamp_row(void *arg, int64_t n, char **p, const int64_t *s) {
+  const clamp_bounds *c = arg;
+  ms_k_clamp(c->dt, n, p[0], s[0], p[1], s[1], c->lo, c->hi);
+}
+
+int ms_k_cpu_clamp(const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dt, const double *lo, const double *hi) {
+  (void)x;
+  clamp_bounds c = {dt, lo, hi};
+  ms_k_geom_run(g, clamp_row, &c);
+  return 0;
+}
+
+static void where_row(void *arg, int64_t n, char **p, const int64_t *s) {
+  const ms_k_dtype *dt = arg;
+  ms_k_where(*dt, n, p[0], s[0], (const uint8_t *)p[1], s[1], p[2], s[2], p[3], s[3]);
+}
+
+int ms_k_cpu_where(const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dt, const ms_k_scalar *sa,
+                   const ms_k_scalar *sb) {
+  (void)x;
+  ms_k_geom local;
+  number num[2];
+  ms_k_geom_run(bind_numbers(g, &local, 2, dt, (const ms_k_scalar *const[2]){sa, sb}, num), where_row, &dt);
+  return 0;
 }

@@ -2,7 +2,7 @@
  * accumulate in double so a float32 sum of a million elements keeps its digits. */
 #include <math.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernel_table.h"
 
 static double load(ms_k_dtype dt, const void *src, int64_t i) {
   return dt == MS_K_F32 ? ((const float *)src)[i] : ((const double *)src)[i];
@@ -106,4 +106,93 @@ void ms_k_reduce_row(ms_k_redop op, ms_k_dtype dt, int64_t n, const void *src, i
                      double p, ms_k_reduce_result *out) {
   if (dt == MS_K_I64) reduce_int(op, n, src, stride, out);
   else reduce_float(op, dt, n, src, stride, p, out);
+}
+
+/* ---- the table's bodies: every row of a geometry, rows spread over the thread pool ---- */
+
+typedef struct rows_job {
+  const ms_k_rows *g;
+  ms_k_redop op;
+  ms_k_dtype dt;
+  const char *src;
+  char *out;
+  ms_k_dtype out_dt;
+  int64_t *indices;
+  int mean;
+  const ms_k_stat *st; /* reduce_stat_rows; NULL for reduce_rows */
+} rows_job;
+
+/* The first element of row r. */
+static const char *row_start(const rows_job *job, int64_t r) {
+  const ms_k_rows *g = job->g;
+  int64_t off = 0;
+  for (int d = g->ndim - 1; d >= 0; d--) off += (r % g->shape[d]) * g->strides[d], r /= g->shape[d];
+  return job->src + off * (int64_t)ms_k_dtype_size(job->dt);
+}
+
+/* The value of a stat row from its accumulators: var / std over n - correction, or the p-th root
+ * of a p-norm's sum. */
+static double finish_stat(const ms_k_stat *st, int64_t n, const ms_k_reduce_result *r) {
+  if (st->op == MS_K_RMOMENTS) {
+    double dof = (double)n - st->correction;
+    double var = dof > 0 ? r->m2 / dof : NAN; /* too few elements for the correction */
+    return st->root ? sqrt(var) : var;
+  }
+  double p = st->p;
+  if (isinf(p) || p == 0 || p == 1) return r->f;
+  return p == 2 ? sqrt(r->f) : pow(r->f, 1.0 / p);
+}
+
+/* The value of a plain row: an int64 sum, product or extreme stays an int64 (a double would
+ * round it); the arg ops give the position; mean divides the sum by n. */
+static void store_row(const rows_job *job, int64_t r, const ms_k_reduce_result *res) {
+  char *dst = job->out + r * (int64_t)ms_k_dtype_size(job->out_dt);
+  bool arg = job->op == MS_K_RARGMAX || job->op == MS_K_RARGMIN;
+  if (job->dt == MS_K_I64 && !job->mean && !arg) {
+    ms_k_cast(1, dst, job->out_dt, 1, &res->i, MS_K_I64, 1);
+    return;
+  }
+  double v = arg ? (double)res->index : job->mean ? res->f / (double)job->g->n : res->f;
+  ms_k_cast(1, dst, job->out_dt, 1, &v, MS_K_F64, 1);
+}
+
+static void rows_range(void *arg, int64_t begin, int64_t end) {
+  const rows_job *job = arg;
+  int64_t n = job->g->n;
+  bool extreme = job->op == MS_K_RMAX || job->op == MS_K_RMIN || job->op == MS_K_RARGMAX || job->op == MS_K_RARGMIN;
+  for (int64_t r = begin; r < end; r++) {
+    ms_k_reduce_result res = {0};
+    if (n > 0 || !extreme) ms_k_reduce_row(job->op, job->dt, n, row_start(job, r), job->g->stride,
+                                           job->st ? job->st->p : 0, &res);
+    if (n == 0 && job->op == MS_K_RPROD) res.f = 1, res.i = 1;
+    if (job->st) {
+      double v = finish_stat(job->st, n, &res);
+      ms_k_cast(1, job->out + r * (int64_t)ms_k_dtype_size(job->out_dt), job->out_dt, 1, &v, MS_K_F64, 1);
+    } else {
+      store_row(job, r, &res);
+    }
+    if (job->indices) job->indices[r] = res.index;
+  }
+}
+
+static void run_rows(rows_job *job) {
+  /* Long rows are worth a thread each; short rows are grouped. */
+  int64_t n = job->g->n, grain = n >= 4096 ? 1 : 4096 / (n + 1) + 1;
+  ms_k_parallel_for(job->g->rows, grain, rows_range, job);
+}
+
+int ms_k_cpu_reduce_rows(const ms_k_exec *x, const ms_k_rows *g, ms_k_redop op, ms_k_dtype dt,
+                         const void *src, int mean, void *out, ms_k_dtype out_dt, int64_t *indices) {
+  (void)x;
+  rows_job job = {g, op, dt, src, out, out_dt, indices, mean, NULL};
+  run_rows(&job);
+  return 0;
+}
+
+int ms_k_cpu_reduce_stat_rows(const ms_k_exec *x, const ms_k_rows *g, const ms_k_stat *st, ms_k_dtype dt,
+                              const void *src, void *out, ms_k_dtype out_dt) {
+  (void)x;
+  rows_job job = {g, st->op, dt, src, out, out_dt, NULL, 0, st};
+  run_rows(&job);
+  return 0;
 }

@@ -156,7 +156,7 @@ static ms_k_geom copy_geom(const matrix *dst, const matrix *src, size_t es) {
 /* dst = src on x's stream (the copy kernel, not cuBLAS). */
 static int copy_matrix(const ms_k_exec *x, ms_k_dtype dt, const matrix *dst, const matrix *src, size_t es) {
   ms_k_geom g = copy_geom(dst, src, es);
-  return ms_kc_cast(&g, dst->p, dt, src->p, dt, x->stream);
+  return ms_k_cuda_cast(x, &g, dt, dt);
 }
 
 /* m itself where cuBLAS can read it as it lies; else a packed row-major copy in scratch memory

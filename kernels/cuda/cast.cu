@@ -43,11 +43,12 @@ static int64_t numel(const ms_k_geom *g) {
   return n;
 }
 
-extern "C" int ms_kc_cast(const ms_k_geom *g, void *dst, ms_k_dtype dt, const void *src,
-                          ms_k_dtype st, void *stream) {
+extern "C" int ms_k_cuda_cast(const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dt, ms_k_dtype st) {
+  void *dst = g->data[0];
+  const void *src = g->data[1];
   int64_t n = numel(g);
   if (n == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)x->stream;
   unsigned nb = blocks_for(n);
   if (dt == st) {
     switch (elsize(dt)) {

@@ -115,13 +115,14 @@ static int64_t numel(const ms_k_geom *g) {
   return n;
 }
 
-extern "C" int ms_kc_binary(ms_k_binop op, ms_k_dtype dt, const ms_k_geom *g, void *out,
-                            const void *a, const ms_k_scalar *sa, const void *b,
-                            const ms_k_scalar *sb, void *stream) {
+extern "C" int ms_k_cuda_binary(const ms_k_exec *x, const ms_k_geom *g, ms_k_binop op, ms_k_dtype dt,
+                                const ms_k_scalar *sa, const ms_k_scalar *sb) {
+  void *out = g->data[0];
+  const void *a = g->data[1], *b = g->data[2];
   int64_t n = numel(g);
   if (n == 0) return 0;
   ms_k_scalar za = a ? ms_k_scalar{0, 0} : *sa, zb = b ? ms_k_scalar{0, 0} : *sb;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)x->stream;
   if (dt == MS_K_F32) launch_binary<float>(op, g, n, out, a, za, b, zb, s);
   else if (dt == MS_K_F64) launch_binary<double>(op, g, n, out, a, za, b, zb, s);
   else launch_binary<int64_t>(op, g, n, out, a, za, b, zb, s);
@@ -218,11 +219,12 @@ static void launch_unary(ms_k_unop op, const ms_k_geom *g, int64_t n, void *out,
     unary_kernel<T, T><<<blocks_for(n), kThreads, 0, s>>>(op, *g, n, (T *)out, (const T *)a);
 }
 
-extern "C" int ms_kc_unary(ms_k_unop op, ms_k_dtype dt, const ms_k_geom *g, void *out,
-                           const void *a, void *stream) {
+extern "C" int ms_k_cuda_unary(const ms_k_exec *x, const ms_k_geom *g, ms_k_unop op, ms_k_dtype dt) {
+  void *out = g->data[0];
+  const void *a = g->data[1];
   int64_t n = numel(g);
   if (n == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)x->stream;
   if (dt == MS_K_F32) launch_unary<float>(op, g, n, out, a, s);
   else if (dt == MS_K_F64) launch_unary<double>(op, g, n, out, a, s);
   else launch_unary<int64_t>(op, g, n, out, a, s);
@@ -243,11 +245,13 @@ __global__ void clamp_kernel(ms_k_geom g, int64_t n, T *out, const T *a, int hl,
   }
 }
 
-extern "C" int ms_kc_clamp(ms_k_dtype dt, const ms_k_geom *g, void *out, const void *a, const double *lo,
-                           const double *hi, void *stream) {
+extern "C" int ms_k_cuda_clamp(const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dt, const double *lo,
+                               const double *hi) {
+  void *out = g->data[0];
+  const void *a = g->data[1];
   int64_t n = numel(g);
   if (n == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)x->stream;
   int hl = lo != NULL, hh = hi != NULL;
   double l = lo ? *lo : 0, h = hi ? *hi : 0;
   if (dt == MS_K_F32) clamp_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(*g, n, (float *)out, (const float *)a, hl, l, hh, h);
@@ -256,7 +260,7 @@ extern "C" int ms_kc_clamp(ms_k_dtype dt, const ms_k_geom *g, void *out, const v
   return launch_status();
 }
 
-// A NULL a or b reads its scalar instead (a number operand, as in ms_kc_binary).
+// A NULL a or b reads its scalar instead (a number operand, as in ms_k_cuda_binary).
 template <typename T>
 __global__ void where_kernel(ms_k_geom g, int64_t n, T *out, const uint8_t *cond, const T *a, ms_k_scalar sa,
                              const T *b, ms_k_scalar sb) {
@@ -268,11 +272,14 @@ __global__ void where_kernel(ms_k_geom g, int64_t n, T *out, const uint8_t *cond
   }
 }
 
-extern "C" int ms_kc_where(ms_k_dtype dt, const ms_k_geom *g, void *out, const uint8_t *cond, const void *a,
-                           const ms_k_scalar *sa, const void *b, const ms_k_scalar *sb, void *stream) {
+extern "C" int ms_k_cuda_where(const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dt, const ms_k_scalar *sa,
+                               const ms_k_scalar *sb) {
+  void *out = g->data[0];
+  const uint8_t *cond = (const uint8_t *)g->data[1];
+  const void *a = g->data[2], *b = g->data[3];
   int64_t n = numel(g);
   if (n == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)x->stream;
   ms_k_scalar za = a ? ms_k_scalar{0, 0} : *sa, zb = b ? ms_k_scalar{0, 0} : *sb;
   if (dt == MS_K_F32)
     where_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(*g, n, (float *)out, cond, (const float *)a, za, (const float *)b, zb);

@@ -35,7 +35,7 @@ template <> __device__ inline void set_value<int64_t>(partial &p, int64_t v) { p
 
 // ACC is double for floating inputs and int64_t for int64 ones.
 template <typename T, typename ACC>
-__global__ void reduce_rows_kernel(ms_k_redop op, ms_kc_rows g, const T *src, int mean, char *out,
+__global__ void reduce_rows_kernel(ms_k_redop op, ms_k_rows g, const T *src, int mean, char *out,
                                    ms_k_dtype out_dt, int64_t *indices) {
   __shared__ partial sh[kThreads];
   int64_t row = blockIdx.x;
@@ -87,25 +87,25 @@ __global__ void reduce_rows_kernel(ms_k_redop op, ms_kc_rows g, const T *src, in
 }
 
 template <typename T, typename ACC>
-static void launch(ms_k_redop op, const ms_kc_rows *g, const void *src, int mean, void *out,
+static void launch(ms_k_redop op, const ms_k_rows *g, const void *src, int mean, void *out,
                    ms_k_dtype out_dt, int64_t *indices, cudaStream_t s) {
   reduce_rows_kernel<T, ACC><<<(unsigned)g->rows, kThreads, 0, s>>>(op, *g, (const T *)src, mean,
                                                                     (char *)out, out_dt, indices);
 }
 
-extern "C" int ms_kc_reduce_rows(ms_k_redop op, ms_k_dtype dt, const ms_kc_rows *g, const void *src,
-                                 int mean, void *out, ms_k_dtype out_dt, int64_t *indices,
-                                 void *stream) {
+extern "C" int ms_k_cuda_reduce_rows(const ms_k_exec *x, const ms_k_rows *g, ms_k_redop op, ms_k_dtype dt,
+                                     const void *src, int mean, void *out, ms_k_dtype out_dt,
+                                     int64_t *indices) {
   if (g->rows == 0) return 0;
   if (g->rows > 0x7fffffff) return (int)cudaErrorInvalidConfiguration;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)x->stream;
   if (dt == MS_K_F32) launch<float, double>(op, g, src, mean, out, out_dt, indices, s);
   else if (dt == MS_K_F64) launch<double, double>(op, g, src, mean, out, out_dt, indices, s);
   else launch<int64_t, int64_t>(op, g, src, mean, out, out_dt, indices, s);
   return launch_status();
 }
 
-// ---- var, std and p-norms (ms_kc_reduce_stat_rows) ----
+// ---- var, std and p-norms (ms_k_cuda_reduce_stat_rows) ----
 
 // The max over the block, NaN winning (the p = inf norm of absolute values).
 __device__ double block_max_nan(double v, double *sh) {
@@ -130,7 +130,7 @@ __device__ inline double pow_term(double v, double p) {
 // Moments in two passes (mean, then squared deviations) instead of the CPU's Welford: the same
 // value to rounding, and each pass is a plain block sum.
 template <typename T>
-__global__ void reduce_stat_kernel(ms_kc_stat st, ms_kc_rows g, const T *src, char *out, ms_k_dtype out_dt) {
+__global__ void reduce_stat_kernel(ms_k_stat st, ms_k_rows g, const T *src, char *out, ms_k_dtype out_dt) {
   __shared__ double sh[kThreads];
   int64_t row = blockIdx.x, base = 0, rem = row;
   for (int d = g.ndim - 1; d >= 0; d--) base += (rem % g.shape[d]) * g.strides[d], rem /= g.shape[d];
@@ -162,11 +162,11 @@ __global__ void reduce_stat_kernel(ms_kc_stat st, ms_kc_rows g, const T *src, ch
   if (threadIdx.x == 0) store_f(out + row * elsize(out_dt), out_dt, r);
 }
 
-extern "C" int ms_kc_reduce_stat_rows(const ms_kc_stat *st, ms_k_dtype dt, const ms_kc_rows *g, const void *src,
-                                      void *out, ms_k_dtype out_dt, void *stream) {
+extern "C" int ms_k_cuda_reduce_stat_rows(const ms_k_exec *x, const ms_k_rows *g, const ms_k_stat *st,
+                                          ms_k_dtype dt, const void *src, void *out, ms_k_dtype out_dt) {
   if (g->rows == 0) return 0;
   if (g->rows > 0x7fffffff) return (int)cudaErrorInvalidConfiguration;
-  cudaStream_t s = (cudaStream_t)stream;
+  cudaStream_t s = (cudaStream_t)x->stream;
   unsigned rows = (unsigned)g->rows;
   if (dt == MS_K_F64) reduce_stat_kernel<double><<<rows, kThreads, 0, s>>>(*st, *g, (const double *)src, (char *)out, out_dt);
   else reduce_stat_kernel<float><<<rows, kThreads, 0, s>>>(*st, *g, (const float *)src, (char *)out, out_dt);

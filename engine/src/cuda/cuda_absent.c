@@ -59,29 +59,6 @@ ms_status ms_cuda_event_elapsed_ms(ms_cuda_event *a, ms_cuda_event *b, float *ms
   return (void)a, (void)b, (void)ms, absent("Event.elapsed_time");
 }
 
-/* ---- engine/src/cuda/cuda_ops.h: unreachable without CUDA tensors, but never a crash ---- */
-#include "cuda_ops.h"
-
-ms_status ms_cuda_copy_same_shape(ms_tensor *dst, ms_tensor *src) { return (void)dst, (void)src, absent("copy_"); }
-ms_status ms_cuda_binary(ms_k_binop op, ms_dtype cd, ms_tensor *out, ms_tensor *a, ms_tensor *b) {
-  return (void)op, (void)cd, (void)out, (void)a, (void)b, absent("binary op");
-}
-ms_status ms_cuda_unary(ms_k_unop op, ms_dtype cd, ms_tensor *out, ms_tensor *a) {
-  return (void)op, (void)cd, (void)out, (void)a, absent("unary op");
-}
-ms_status ms_cuda_clamp(ms_dtype cd, ms_tensor *out, ms_tensor *a, const double *lo, const double *hi) {
-  return (void)cd, (void)out, (void)a, (void)lo, (void)hi, absent("clamp");
-}
-ms_status ms_cuda_where(ms_dtype cd, ms_tensor *out, ms_tensor *cond, ms_tensor *a, ms_tensor *b) {
-  return (void)cd, (void)out, (void)cond, (void)a, (void)b, absent("where");
-}
-ms_status ms_cuda_reduce(ms_k_redop op, bool mean, ms_tensor *in, ms_tensor *out, ms_tensor *indices) {
-  return (void)op, (void)mean, (void)in, (void)out, (void)indices, absent("reduce");
-}
-ms_status ms_cuda_reduce_stat(ms_k_redop op, double p, int64_t correction, bool root, ms_tensor *in, ms_tensor *out) {
-  return (void)op, (void)p, (void)correction, (void)root, (void)in, (void)out, absent("reduce");
-}
-
 /* ---- page-locked host memory: none without CUDA ---- */
 void *ms_cuda_host_alloc(size_t nbytes) { return (void)nbytes, absent("pin_memory"), NULL; }
 void ms_cuda_host_free(void *p) { (void)p; }

@@ -2,33 +2,21 @@
  * clone, fill and slice assignment. The public ops, which record, are autograd/grad_view.c's. */
 #include <string.h>
 
-#include "cuda/cuda_ops.h"
 #include "kernels/kernels.h"
-#include "moonshard/cuda.h"
 #include "native/dispatch.h"
 #include "native/native.h"
 #include "tensor_iter.h"
 #include "tensor_internal.h"
 
-typedef struct cast_ctx {
-  ms_dtype dst, src;
-} cast_ctx;
-
-static void cast_row(void *arg, int64_t n, char **p, const int64_t *s) {
-  const cast_ctx *c = arg;
-  ms_k_cast(n, p[0], (ms_k_dtype)c->dst, s[0], p[1], (ms_k_dtype)c->src, s[1]);
-}
-
-/* Copies src (already of dst's shape) into dst; both materialized, non-overlapping and on one
- * device. */
+/* Copies src (already of dst's shape) into dst, converting; both materialized, non-overlapping
+ * and on one device. */
 static ms_status copy_same_shape(ms_tensor *dst, ms_tensor *src) {
-  if (ms_tensor_device(dst).type == MS_CUDA) return ms_cuda_copy_same_shape(dst, src);
+  native_kernels nk;
+  if (native_kernels_for("copy_", ms_tensor_device(dst), &nk) != MS_OK) return MS_ERR_RUNTIME;
   ms_iter it;
   ms_tensor *ops[2] = {dst, src};
   ms_iter_init(&it, dst->ndim, dst->shape, 2, ops);
-  cast_ctx c = {dst->dtype, src->dtype};
-  ms_iter_run(&it, cast_row, &c);
-  return MS_OK;
+  return native_kernel_status(&nk, nk.k->cast(&nk.x, &it, (ms_k_dtype)dst->dtype, (ms_k_dtype)src->dtype));
 }
 
 ms_status native_copy_(ms_tensor *dst, ms_tensor *src) {

@@ -1,7 +1,6 @@
 /* native/device.c: copies between the CPU and CUDA devices: a tensor moved to a device, and the
  * cross-device half of copy_. The public to() (recorded, so a gradient goes back to the device
  * its input came from) is autograd/grad_view.c's. */
-#include "cuda/cuda_ops.h"
 #include "moonshard/cuda.h"
 #include "native/native.h"
 

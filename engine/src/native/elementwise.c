@@ -6,8 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "kernels/kernels.h"
-#include "cuda/cuda_ops.h"
+#include "native/dispatch.h"
 #include "native/native.h"
 #include "tensor_iter.h"
 
@@ -71,26 +70,32 @@ static ms_tensor *prepare_operand(ms_operand o, ms_dtype cd, int ndim, const int
   return b;
 }
 
-typedef struct binary_ctx {
-  ms_k_binop op;
-  ms_k_dtype cd;
-} binary_ctx;
-
-static void binary_row(void *arg, int64_t n, char **p, const int64_t *s) {
-  const binary_ctx *c = arg;
-  ms_k_binary(c->op, c->cd, n, p[0], s[0], p[1], s[1], p[2], s[2]);
+/* The kernels of the output's device (ops[0]) for op `name`, and the geometry of the nops
+ * operands over the output's shape. An operand on another device than the output is a number
+ * there (the rule of binary_device and where_device: a 0-dim CPU tensor beside CUDA tensors, as
+ * in PyTorch): its data is NULL and num[k] holds its value, read once on the host. */
+static ms_status elementwise_geom(const char *name, int nops, ms_tensor *const *ops, native_kernels *nk,
+                                  ms_iter *it, ms_k_scalar *num) {
+  ms_device dev = ms_tensor_device(ops[0]);
+  if (native_kernels_for(name, dev, nk) != MS_OK) return MS_ERR_RUNTIME;
+  ms_iter_init(it, ops[0]->ndim, ops[0]->shape, nops, ops);
+  for (int k = 1; k < nops; k++) {
+    num[k] = (ms_k_scalar){0, 0};
+    if (ms_device_equal(ms_tensor_device(ops[k]), dev)) continue;
+    num[k] = (ms_k_scalar){ms_tensor_get_flat(ops[k], 0), ms_tensor_get_flat_int(ops[k], 0)};
+    it->data[k] = NULL;
+  }
+  return MS_OK;
 }
 
 /* out (of the compute dtype, or bool for comparisons) = a op b, all of out's shape, on out's
  * device. */
 static ms_status run_binary(ms_binary_op op, ms_dtype cd, ms_tensor *out, ms_tensor *a, ms_tensor *b) {
-  if (ms_tensor_device(out).type == MS_CUDA) return ms_cuda_binary(kernel_binop[op], cd, out, a, b);
+  native_kernels nk;
   ms_iter it;
-  ms_tensor *ops[3] = {out, a, b};
-  ms_iter_init(&it, out->ndim, out->shape, 3, ops);
-  binary_ctx c = {kernel_binop[op], (ms_k_dtype)cd};
-  ms_iter_run(&it, binary_row, &c);
-  return MS_OK;
+  ms_k_scalar num[3];
+  if (elementwise_geom(binary_names[op], 3, (ms_tensor *[]){out, a, b}, &nk, &it, num) != MS_OK) return MS_ERR_RUNTIME;
+  return native_kernel_status(&nk, nk.k->binary(&nk.x, &it, kernel_binop[op], (ms_k_dtype)cd, &num[1], &num[2]));
 }
 
 /* The device a binary op runs on, with its operands' data checked: where the tensors are, and
@@ -267,14 +272,13 @@ static ms_status check_unary_input(ms_unary_op op, const ms_tensor *a) {
   return ms_tensor_check_data_any(name, a);
 }
 
-typedef struct unary_ctx {
-  ms_k_unop op;
-  ms_k_dtype cd;
-} unary_ctx;
-
-static void unary_row(void *arg, int64_t n, char **p, const int64_t *s) {
-  const unary_ctx *c = arg;
-  ms_k_unary(c->op, c->cd, n, p[0], s[0], p[1], s[1]);
+/* out = op(a) in compute dtype cd, a of out's shape on out's device. */
+static ms_status run_unary(ms_unary_op op, ms_dtype cd, ms_tensor *out, ms_tensor *a) {
+  native_kernels nk;
+  ms_iter it;
+  ms_k_scalar num[2];
+  if (elementwise_geom(unary_info[op].name, 2, (ms_tensor *[]){out, a}, &nk, &it, num) != MS_OK) return MS_ERR_RUNTIME;
+  return native_kernel_status(&nk, nk.k->unary(&nk.x, &it, kernel_unop[op], (ms_k_dtype)cd));
 }
 
 /* The dtype the kernel computes op in: relu on bfloat16 CPU tensors is exact on its bits (no
@@ -297,31 +301,21 @@ ms_tensor *native_unary(ms_unary_op op, ms_tensor *a) {
   ms_tensor *in = native_to_dtype(a, cd);
   ms_dtype kernel_out = op == MS_OP_LOGICAL_NOT ? MS_BOOL : cd;
   ms_tensor *out = in ? ms_tensor_new_empty_on(ms_tensor_device(a), a->ndim, a->shape, kernel_out) : NULL;
-  if (out && ms_tensor_device(a).type == MS_CUDA) {
-    if (ms_cuda_unary(kernel_unop[op], cd, out, in) != MS_OK) ms_tensor_release(out), out = NULL;
-  } else if (out) {
-    ms_iter it;
-    ms_tensor *ops[2] = {out, in};
-    ms_iter_init(&it, a->ndim, a->shape, 2, ops);
-    unary_ctx c = {kernel_unop[op], (ms_k_dtype)cd};
-    ms_iter_run(&it, unary_row, &c);
-  }
+  if (out && run_unary(op, cd, out, in) != MS_OK) ms_tensor_release(out), out = NULL;
   ms_tensor_release(in);
   return cast_result(out, rd);
 }
 
 /* a = op(a) by the kernel writing over a's own elements, where a is a contiguous CPU tensor that
  * the kernel computes in (float32, float64, or relu's bfloat16): nothing to allocate and copy
- * back. False, having done nothing, where that does not hold. */
+ * back. False, having done nothing, where that does not hold. (CPU only is this fast path's rule,
+ * not a kernel choice: the kernel comes from the table; elsewhere the general path gives the same
+ * values.) */
 bool native_unary_over_itself(ms_unary_op op, ms_tensor *a) {
   if (op == MS_OP_LOGICAL_NOT || ms_tensor_device(a).type != MS_CPU || !ms_tensor_is_contiguous(a) ||
       unary_result_dtype(op, a->dtype) != a->dtype || unary_compute_dtype(op, a) != a->dtype)
     return false;
-  ms_iter it;
-  ms_tensor *ops[2] = {a, a};
-  ms_iter_init(&it, a->ndim, a->shape, 2, ops);
-  unary_ctx c = {kernel_unop[op], (ms_k_dtype)a->dtype};
-  ms_iter_run(&it, unary_row, &c);
+  if (run_unary(op, a->dtype, a, a) != MS_OK) return ms_error_clear(), false; /* the CPU's cannot fail */
   ms_tensor_bump_version(a);
   return true;
 }
@@ -368,14 +362,13 @@ ms_tensor *native_relu_backward(ms_tensor *g, ms_tensor *y, bool may_overwrite_g
   return r;
 }
 
-typedef struct clamp_ctx {
-  ms_k_dtype cd;
-  const double *lo, *hi;
-} clamp_ctx;
-
-static void clamp_row(void *arg, int64_t n, char **p, const int64_t *s) {
-  const clamp_ctx *c = arg;
-  ms_k_clamp(c->cd, n, p[0], s[0], p[1], s[1], c->lo, c->hi);
+/* out = a clamped to [lo, hi] (either NULL: no bound) in compute dtype cd, on out's device. */
+static ms_status run_clamp(ms_dtype cd, ms_tensor *out, ms_tensor *a, const double *lo, const double *hi) {
+  native_kernels nk;
+  ms_iter it;
+  ms_k_scalar num[2];
+  if (elementwise_geom("clamp", 2, (ms_tensor *[]){out, a}, &nk, &it, num) != MS_OK) return MS_ERR_RUNTIME;
+  return native_kernel_status(&nk, nk.k->clamp(&nk.x, &it, (ms_k_dtype)cd, lo, hi));
 }
 
 /* A bound that is not a whole number lifts an integer tensor to float32, and a bool tensor
@@ -405,15 +398,7 @@ ms_tensor *native_clamp(ms_tensor *a, const double *min, const double *max) {
   const double *lo = min ? &lo_v : NULL, *hi = max ? &hi_v : NULL;
   ms_tensor *in = native_to_dtype(a, cd);
   ms_tensor *out = in ? ms_tensor_new_empty_on(ms_tensor_device(a), a->ndim, a->shape, cd) : NULL;
-  if (out && ms_tensor_device(a).type == MS_CUDA) {
-    if (ms_cuda_clamp(cd, out, in, lo, hi) != MS_OK) ms_tensor_release(out), out = NULL;
-  } else if (out) {
-    ms_iter it;
-    ms_tensor *ops[2] = {out, in};
-    ms_iter_init(&it, a->ndim, a->shape, 2, ops);
-    clamp_ctx c = {(ms_k_dtype)cd, lo, hi};
-    ms_iter_run(&it, clamp_row, &c);
-  }
+  if (out && run_clamp(cd, out, in, lo, hi) != MS_OK) ms_tensor_release(out), out = NULL;
   ms_tensor_release(in);
   return cast_result(out, rd);
 }
@@ -427,13 +412,13 @@ ms_status native_clamp_(ms_tensor *a, const double *min, const double *max) {
   return store_into(a, native_clamp(a, min, max));
 }
 
-typedef struct where_ctx {
-  ms_k_dtype cd;
-} where_ctx;
-
-static void where_row(void *arg, int64_t n, char **p, const int64_t *s) {
-  const where_ctx *c = arg;
-  ms_k_where(c->cd, n, p[0], s[0], (const uint8_t *)p[1], s[1], p[2], s[2], p[3], s[3]);
+/* out = cond ? a : b in compute dtype cd, all of out's shape, on out's device. */
+static ms_status run_where(ms_dtype cd, ms_tensor *out, ms_tensor *cond, ms_tensor *a, ms_tensor *b) {
+  native_kernels nk;
+  ms_iter it;
+  ms_k_scalar num[4];
+  if (elementwise_geom("where", 4, (ms_tensor *[]){out, cond, a, b}, &nk, &it, num) != MS_OK) return MS_ERR_RUNTIME;
+  return native_kernel_status(&nk, nk.k->where(&nk.x, &it, (ms_k_dtype)cd, &num[2], &num[3]));
 }
 
 /* where runs on cond's device; a 0-dim CPU a or b beside a CUDA cond is a number there, as in
@@ -469,15 +454,7 @@ ms_tensor *native_where(ms_tensor *cond, ms_operand a, ms_operand b) {
   ms_tensor *pc = native_expand(cond, ndim, shape);
   ms_tensor *pa = prepare_operand(a, cd, ndim, shape), *pb = prepare_operand(b, cd, ndim, shape);
   ms_tensor *out = pc && pa && pb ? ms_tensor_new_empty_on(ms_tensor_device(cond), ndim, shape, cd) : NULL;
-  if (out && ms_tensor_device(cond).type == MS_CUDA) {
-    if (ms_cuda_where(cd, out, pc, pa, pb) != MS_OK) ms_tensor_release(out), out = NULL;
-  } else if (out) {
-    ms_iter it;
-    ms_tensor *ops[4] = {out, pc, pa, pb};
-    ms_iter_init(&it, ndim, shape, 4, ops);
-    where_ctx c = {(ms_k_dtype)cd};
-    ms_iter_run(&it, where_row, &c);
-  }
+  if (out && run_where(cd, out, pc, pa, pb) != MS_OK) ms_tensor_release(out), out = NULL;
   ms_tensor_release(pc);
   ms_tensor_release(pa);
   ms_tensor_release(pb);

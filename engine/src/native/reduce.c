@@ -1,12 +1,8 @@
 /* native/reduce.c: reductions over all elements or one dim (sum, mean, prod, max, min, argmax,
  * argmin, var, std, norm). The input is brought to its compute dtype, every output element
- * reduces one strided row with the kernel, and outputs are spread over the thread pool.
+ * reduces one strided row with the device's reduce_rows / reduce_stat_rows kernel.
  * Native: the public ops and their derivatives are autograd/grad_reduce.c's. */
-#include <math.h>
-#include <string.h>
-
-#include "kernels/kernels.h"
-#include "cuda/cuda_ops.h"
+#include "native/dispatch.h"
 #include "native/native.h"
 #include "tensor_iter.h"
 
@@ -47,58 +43,32 @@ static ms_k_redop kernel_op(ms_reduce_op op) {
   return MS_K_RSUM; /* not an op: unreachable */
 }
 
-typedef struct reduce_job {
-  ms_reduce_op op;
-  ms_reduce_opts opts;
-  const ms_tensor *in;   /* compute dtype; the reduced dim moved last */
-  ms_tensor *out;        /* contiguous, numel = product of the other dims */
-  ms_tensor *indices;    /* optional int64 output of the positions */
-  int64_t n;             /* row length */
-} reduce_job;
-
-/* The final value of one row from the kernel's accumulators. */
-static double finish_value(const reduce_job *job, const ms_k_reduce_result *r) {
-  double n = (double)job->n;
-  switch (job->op) {
-  case MS_RED_MEAN: return r->f / n;
-  case MS_RED_VAR: case MS_RED_STD: {
-    double dof = n - (double)job->opts.correction;
-    double var = dof > 0 ? r->m2 / dof : NAN; /* too few elements for the correction */
-    return job->op == MS_RED_STD ? sqrt(var) : var;
-  }
-  case MS_RED_NORM: {
-    double p = job->opts.p;
-    if (isinf(p) || p == 0 || p == 1) return r->f;
-    return p == 2 ? sqrt(r->f) : pow(r->f, 1.0 / p);
-  }
-  case MS_RED_ARGMAX: case MS_RED_ARGMIN: return (double)r->index;
-  case MS_RED_SUM: case MS_RED_PROD: case MS_RED_MAX: case MS_RED_MIN: return r->f;
-  }
-  return r->f; /* not an op: unreachable */
+/* Rows of in's last dim, one per element of out, as the reduce kernels take them. */
+static ms_k_rows rows_of(const ms_tensor *in, const ms_tensor *out) {
+  ms_k_rows g = {0};
+  g.ndim = in->ndim - 1;
+  for (int d = 0; d < g.ndim; d++) g.shape[d] = in->shape[d], g.strides[d] = in->strides[d];
+  g.rows = ms_tensor_numel(out);
+  g.n = in->ndim > 0 ? in->shape[in->ndim - 1] : 1;
+  g.stride = in->ndim > 0 ? in->strides[in->ndim - 1] : 0;
+  return g;
 }
 
-static void reduce_range(void *arg, int64_t begin, int64_t end) {
-  const reduce_job *job = arg;
-  const ms_tensor *in = job->in;
-  int outer_nd = in->ndim - 1;
-  ms_k_dtype cd = (ms_k_dtype)in->dtype;
-  size_t es = ms_dtype_size(in->dtype);
-  for (int64_t j = begin; j < end; j++) {
-    int64_t off = 0, rem = j;
-    for (int d = outer_nd - 1; d >= 0; d--) off += (rem % in->shape[d]) * in->strides[d], rem /= in->shape[d];
-    const char *row = (const char *)ms_tensor_data(in) + off * (int64_t)es;
-    ms_k_reduce_result r = {0};
-    if (job->n > 0 || !needs_elements(job->op))
-      ms_k_reduce_row(kernel_op(job->op), cd, job->n, row, in->strides[outer_nd], job->opts.p, &r);
-    else
-      r.f = r.i = 0;
-    if (job->n == 0 && job->op == MS_RED_PROD) r.f = 1, r.i = 1;
-    bool int_result = cd == MS_K_I64 && !needs_floating(job->op) && job->op != MS_RED_ARGMAX && job->op != MS_RED_ARGMIN;
-    if (int_result) ms_k_cast(1, (char *)ms_tensor_data(job->out) + j * (int64_t)ms_dtype_size(job->out->dtype),
-                              (ms_k_dtype)job->out->dtype, 1, &r.i, MS_K_I64, 1);
-    else ms_tensor_set_flat(job->out, j, finish_value(job, &r));
-    if (job->indices) ((int64_t *)ms_tensor_data(job->indices))[j] = r.index;
+/* Reduces the last dim of in (compute dtype) into out (contiguous) and indices (may be NULL) on
+ * their device. */
+static ms_status reduce_rows(ms_reduce_op op, ms_reduce_opts opts, ms_tensor *in, ms_tensor *out, ms_tensor *indices) {
+  native_kernels nk;
+  if (native_kernels_for(reduce_names[op], ms_tensor_device(out), &nk) != MS_OK) return MS_ERR_RUNTIME;
+  ms_k_rows g = rows_of(in, out);
+  ms_k_dtype dt = (ms_k_dtype)in->dtype, out_dt = (ms_k_dtype)out->dtype;
+  if (op == MS_RED_VAR || op == MS_RED_STD || op == MS_RED_NORM) {
+    ms_k_stat st = {kernel_op(op), opts.p, (double)opts.correction, op == MS_RED_STD};
+    return native_kernel_status(&nk, nk.k->reduce_stat_rows(&nk.x, &g, &st, dt, ms_tensor_data(in),
+                                                            ms_tensor_data(out), out_dt));
   }
+  int err = nk.k->reduce_rows(&nk.x, &g, kernel_op(op), dt, ms_tensor_data(in), op == MS_RED_MEAN,
+                              ms_tensor_data(out), out_dt, indices ? ms_tensor_data(indices) : NULL);
+  return native_kernel_status(&nk, err);
 }
 
 static ms_status check_reduce_input(ms_reduce_op op, const ms_tensor *a, int64_t n) {
@@ -125,19 +95,9 @@ static ms_status reduce_dim(ms_reduce_op op, ms_tensor *a, int dim, ms_reduce_op
   ms_tensor *moved = in ? native_permute(in, perm) : NULL;
   ms_tensor_release(in);
   if (!moved) return MS_ERR_MEMORY;
-  if (ms_tensor_device(a).type == MS_CUDA) {
-    bool stat = op == MS_RED_VAR || op == MS_RED_STD || op == MS_RED_NORM;
-    ms_status st = stat ? ms_cuda_reduce_stat(kernel_op(op), opts.p, opts.correction, op == MS_RED_STD, moved, out)
-                        : ms_cuda_reduce(kernel_op(op), op == MS_RED_MEAN, moved, out, indices);
-    ms_tensor_release(moved);
-    return st;
-  }
-  reduce_job job = {op, opts, moved, out, indices, a->shape[dim]};
-  /* Long rows are worth a thread each; short rows are grouped. */
-  int64_t grain = job.n >= 4096 ? 1 : 4096 / (job.n + 1) + 1;
-  ms_k_parallel_for(ms_tensor_numel(out), grain, reduce_range, &job);
+  ms_status st = reduce_rows(op, opts, moved, out, indices);
   ms_tensor_release(moved);
-  return MS_OK;
+  return st;
 }
 
 /* Output shape of a reduction over dim. */
