@@ -61,7 +61,11 @@ typedef struct ms_k_exec {
   void (*scratch_free)(int device, void *p, size_t nbytes);
 } ms_k_exec;
 
-/* ---- the slots: X(name, params); every kernel returns 0 or its device's error code ---- */
+/* What a kernel returns: 0, MS_K_ERR_NO_MEMORY (its work buffers could not be had, on any device),
+ * or a device's own error code (CUDA: a cudaError_t, or a library failure it describes). */
+enum { MS_K_ERR_NO_MEMORY = -1 };
+
+/* ---- the slots: X(name, params) ---- */
 
 /* Conversions and elementwise ops on an N-D geometry (one launch per op, never one per row). */
 #define MS_K_ELEMENTWISE_KERNELS(X)                                                                \

@@ -2,8 +2,11 @@
  * which lives beside the kernels of its family. */
 #include "kernels/kernel_table.h"
 
-/* The CPU's bodies cannot fail: they return 0 (the slot's signature is every device's). */
-static const char *cpu_error_string(int err) { return err ? "unexpected CPU kernel failure" : "no error"; }
+/* A CPU body fails only when its work buffers cannot be allocated. */
+static const char *cpu_error_string(int err) {
+  if (err == MS_K_ERR_NO_MEMORY) return "out of memory for a kernel's work buffers";
+  return err ? "unexpected CPU kernel failure" : "no error";
+}
 
 #define MS_K_X_CPU_SLOT(name, params) .name = ms_k_cpu_##name,
 const ms_k_table ms_k_cpu_table = {

@@ -7,6 +7,7 @@
 
 /* cudaError_t codes, or a library's failure (cuBLAS, cuDNN) described on this thread. */
 static const char *cuda_error_string(int err) {
+  if (err == MS_K_ERR_NO_MEMORY) return "out of memory for a kernel's work buffers";
   return err == MS_KCU_ERR_DETAIL ? ms_kcu_detail() : cudaGetErrorString((cudaError_t)err);
 }
 

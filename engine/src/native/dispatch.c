@@ -28,5 +28,7 @@ ms_status native_kernels_for(const char *op, ms_device dev, native_kernels *nk) 
 
 ms_status native_kernel_status(const native_kernels *nk, int err) {
   if (err == 0) return MS_OK;
+  if (err == MS_K_ERR_NO_MEMORY)
+    return ms_error(MS_ERR_MEMORY, "%s: %s", nk->op, nk->k->error_string(err));
   return ms_error(MS_ERR_RUNTIME, "%s: %s error: %s", nk->op, nk->k->device, nk->k->error_string(err));
 }
