@@ -51,7 +51,7 @@ local recording = both(autograd, both(fsdp, paths({
 -- the only engine header kernels/ may include (macros only)
 local op_list = paths({PUB .. "op_list.h"})
 -- the only kernels/ headers the engine may include
-local kernel_face = paths({"kernels/kernels.h", "kernels/kernel_table.h", "kernels/kernels_cuda.h"})
+local kernel_face = paths({"kernels/kernels.h", "kernels/kernel_table.h"})
 local LUA_HEADERS = {["lua.h"] = true, ["lauxlib.h"] = true, ["lualib.h"] = true,
                      ["luaconf.h"] = true, ["lua.hpp"] = true}
 
@@ -72,7 +72,7 @@ local INCLUDE_RULES = {
      return inc.name:match("^moonshard/") ~= nil and inc.name ~= "moonshard/op_list.h"
    end},
   {id = "engine-sees-kernels-face", files = engine,
-   says = "engine/ includes from kernels/ only kernels/kernels.h, kernels/kernel_table.h and kernels/kernels_cuda.h",
+   says = "engine/ includes from kernels/ only kernels/kernels.h and kernels/kernel_table.h",
    forbids = function(inc) return inc.target and kernels(inc.target) and not kernel_face(inc.target) end},
 }
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
-#include "kernels/kernels_cuda.h"
+#include "kernels/kernel_table.h"
 
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
 static volatile ms_k_bad_value *slot; /* host address; with unified addressing, the devices' too */
