@@ -30,7 +30,7 @@ void ms_lua_openlibs(lua_State *L) {
   lua_setfield(L, -2, "moonshard");
   lua_pop(L, 1);
   /* the Lua library too, so `require "moonshard.nn"` works before `require "moonshard"` */
-  ms_lua_preload_embedded(L);
+  bind_preload_embedded(L);
 }
 
 int ms_lua_msghandler(lua_State *L) {

@@ -9,7 +9,7 @@
 #define MS_GRAD_MODE_MT "moonshard.GradMode"
 #define MS_HOOK_HANDLE_MT "moonshard.HookHandle"
 
-void ms_lua_set_requires_grad(lua_State *L, ms_tensor *t, bool on, const char *fname) {
+void bind_set_requires_grad(lua_State *L, ms_tensor *t, bool on, const char *fname) {
   if (on && !ms_dtype_is_floating(t->dtype))
     luaL_error(L, "%s: only floating point tensors can require gradients, got dtype %s", fname,
                ms_dtype_name(t->dtype));
@@ -20,9 +20,9 @@ void ms_lua_set_requires_grad(lua_State *L, ms_tensor *t, bool on, const char *f
 }
 
 static int l_requires_grad_(lua_State *L) {
-  ms_lua_check_end(L, 3, "requires_grad_");
+  bind_check_end(L, 3, "requires_grad_");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "requires_grad_");
-  ms_lua_set_requires_grad(L, t, lua_isnoneornil(L, 2) ? true : lua_toboolean(L, 2), "requires_grad_");
+  bind_set_requires_grad(L, t, lua_isnoneornil(L, 2) ? true : lua_toboolean(L, 2), "requires_grad_");
   lua_settop(L, 1);
   return 1;
 }
@@ -35,19 +35,19 @@ static int l_backward(lua_State *L) {
   ms_tensor *grad = NULL;
   if (ms_lua_to_tensor(L, 2)) grad = ms_lua_to_tensor(L, 2), optidx = 3;
   else if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
-    return ms_lua_arg_error(L, 2, "backward", "gradient", "a tensor or an options table");
-  ms_lua_opts o = ms_lua_check_opts(L, optidx, "backward", known);
+    return bind_arg_error(L, 2, "backward", "gradient", "a tensor or an options table");
+  ms_lua_opts o = bind_check_opts(L, optidx, "backward", known);
   bool retain = false, create = false;
-  ms_lua_opt_bool(o, "retain_graph", &retain);
-  if (ms_lua_opt_bool(o, "create_graph", &create) && create)
+  bind_opt_bool(o, "retain_graph", &retain);
+  if (bind_opt_bool(o, "create_graph", &create) && create)
     return luaL_error(L, "backward: create_graph (higher-order gradients) is not supported");
-  ms_lua_check_status(L, ms_backward(t, grad, retain));
+  bind_check_status(L, ms_backward(t, grad, retain));
   return 0;
 }
 
 static int l_detach(lua_State *L) {
-  ms_lua_check_end(L, 2, "detach");
-  return ms_lua_push_result(L, ms_tensor_detach(ms_lua_check_tensor(L, 1, "detach")));
+  bind_check_end(L, 2, "detach");
+  return bind_push_result(L, ms_tensor_detach(ms_lua_check_tensor(L, 1, "detach")));
 }
 
 /* ---- grad mode --------------------------------------------------------------------------------- */
@@ -89,7 +89,7 @@ static int l_no_grad(lua_State *L) { return grad_mode(L, false); }
 static int l_enable_grad(lua_State *L) { return grad_mode(L, true); }
 
 static int l_set_grad_enabled(lua_State *L) {
-  ms_lua_check_end(L, 2, "set_grad_enabled");
+  bind_check_end(L, 2, "set_grad_enabled");
   luaL_checktype(L, 1, LUA_TBOOLEAN);
   ms_grad_set_enabled(lua_toboolean(L, 1));
   return 0;
@@ -151,7 +151,7 @@ typedef struct hook_handle {
 } hook_handle;
 
 static int push_handle(lua_State *L, int id) {
-  if (!id) return ms_lua_raise(L);
+  if (!id) return bind_raise(L);
   hook_handle *hh = lua_newuserdatauv(L, sizeof *hh, 1);
   hh->id = id;
   lua_pushvalue(L, 1); /* the tensor, kept by the handle for remove() */
@@ -165,7 +165,7 @@ static int handle_remove(lua_State *L) {
   if (!hh->id) return 0;
   lua_getiuservalue(L, 1, 1);
   ms_tensor *t = ms_lua_to_tensor(L, -1);
-  if (t) ms_lua_check_status(L, ms_tensor_remove_hook(t, hh->id));
+  if (t) bind_check_status(L, ms_tensor_remove_hook(t, hh->id));
   hh->id = 0;
   return 0;
 }
@@ -181,20 +181,20 @@ static lua_hook *new_lua_hook(lua_State *L, int fn_idx, const char *fname) {
 }
 
 static int l_register_hook(lua_State *L) {
-  ms_lua_check_end(L, 3, "register_hook");
+  bind_check_end(L, 3, "register_hook");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "register_hook");
   lua_hook *h = new_lua_hook(L, 2, "register_hook");
   return push_handle(L, ms_tensor_register_hook(t, grad_hook_trampoline, h, lua_hook_free));
 }
 
 static int l_register_post_accumulate_grad_hook(lua_State *L) {
-  ms_lua_check_end(L, 3, "register_post_accumulate_grad_hook");
+  bind_check_end(L, 3, "register_post_accumulate_grad_hook");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "register_post_accumulate_grad_hook");
   lua_hook *h = new_lua_hook(L, 2, "register_post_accumulate_grad_hook");
   return push_handle(L, ms_tensor_register_post_accumulate_hook(t, post_hook_trampoline, h, lua_hook_free));
 }
 
-void ms_lua_open_autograd(lua_State *L) {
+void bind_open_autograd(lua_State *L) {
   luaL_newmetatable(L, MS_GRAD_MODE_MT);
   lua_pushcfunction(L, scope_close);
   lua_setfield(L, -2, "__close");
@@ -211,7 +211,7 @@ void ms_lua_open_autograd(lua_State *L) {
       {"backward", l_backward}, {"detach", l_detach}, {"requires_grad_", l_requires_grad_},
       {"register_hook", l_register_hook},
       {"register_post_accumulate_grad_hook", l_register_post_accumulate_grad_hook}};
-  for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) ms_lua_register_both(L, both[i].name, both[i].fn);
+  for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) bind_register_both(L, both[i].name, both[i].fn);
   static const luaL_Reg fns[] = {{"no_grad", l_no_grad}, {"enable_grad", l_enable_grad},
                                  {"set_grad_enabled", l_set_grad_enabled},
                                  {"is_grad_enabled", l_is_grad_enabled}, {NULL, NULL}};

@@ -35,7 +35,7 @@ static void note_leaf_kind(lua_State *L, int idx, nested_info *info, const char 
   } else if (lua_isboolean(L, idx)) {
     info->has_bool = true;
   } else {
-    luaL_error(L, "tensor: expected a number or a boolean at %s, got %s", path, ms_lua_describe(L, idx));
+    luaL_error(L, "tensor: expected a number or a boolean at %s, got %s", path, bind_describe(L, idx));
   }
 }
 
@@ -53,7 +53,7 @@ static void nested_walk(lua_State *L, int idx, int d, nested_info *info, ms_tens
     luaL_error(L, "tensor: expected a sequence of length %I at %s (the shape so far is set by "
                "first elements), got %s", (LUAI_UACINT)info->shape[d], path,
                lua_istable(L, idx) ? lua_pushfstring(L, "one of length %I", (LUAI_UACINT)lua_rawlen(L, idx))
-                                   : ms_lua_describe(L, idx));
+                                   : bind_describe(L, idx));
   for (int64_t i = 1; i <= info->shape[d]; i++) {
     lua_rawgeti(L, idx, i);
     size_t n = strlen(path);
@@ -75,31 +75,31 @@ static ms_dtype inferred_dtype(const nested_info *info) {
 static int l_tensor(lua_State *L) {
   ms_tensor *src = ms_lua_to_tensor(L, 1);
   if (src) { /* a copy, as torch.tensor(t) makes */
-    ms_lua_factory_opts o = ms_lua_factory_options(L, 2, "tensor", src->dtype);
+    ms_lua_factory_opts o = bind_factory_options(L, 2, "tensor", src->dtype);
     if (!o.has_device) o.device = ms_tensor_device(src);
     ms_tensor *t = ms_tensor_new_empty_on(o.device, src->ndim, src->shape, o.dtype);
     bool prev = ms_grad_set_enabled(false); /* a new leaf, cut from src's graph as in torch */
     ms_status st = t ? ms_tensor_copy_(t, src) : MS_ERR_MEMORY;
     ms_grad_set_enabled(prev);
-    if (st != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
-    t = ms_lua_apply_factory_options(L, t, o, "tensor");
-    return ms_lua_push_result(L, t);
+    if (st != MS_OK) return ms_tensor_release(t), bind_raise(L);
+    t = bind_apply_factory_options(L, t, o, "tensor");
+    return bind_push_result(L, t);
   }
   if (!lua_istable(L, 1) && lua_type(L, 1) != LUA_TNUMBER && !lua_isboolean(L, 1))
-    return ms_lua_arg_error(L, 1, "tensor", "data", "a number, a boolean, a (nested) table or a tensor");
+    return bind_arg_error(L, 1, "tensor", "data", "a number, a boolean, a (nested) table or a tensor");
   nested_info info = {0};
   char path[512] = "data";
   nested_shape(L, 1, &info);
   int64_t pos = 0;
   nested_walk(L, 1, 0, &info, NULL, &pos, path, sizeof path);
-  ms_lua_factory_opts o = ms_lua_factory_options(L, 2, "tensor", inferred_dtype(&info));
+  ms_lua_factory_opts o = bind_factory_options(L, 2, "tensor", inferred_dtype(&info));
   ms_tensor *t = ms_tensor_new_empty(info.ndim, info.shape, o.dtype);
-  if (!t) return ms_lua_raise(L);
+  if (!t) return bind_raise(L);
   ms_lua_push_tensor(L, t); /* owned by Lua before the walk, which may raise */
   pos = 0;
   nested_walk(L, 1, 0, &info, t, &pos, path, sizeof path);
   ms_tensor_retain(t); /* the walk wrote on the CPU; now the device and requires_grad */
-  return ms_lua_push_result(L, ms_lua_apply_factory_options(L, t, o, "tensor"));
+  return bind_push_result(L, bind_apply_factory_options(L, t, o, "tensor"));
 }
 
 /* frombuffer(string, {dtype="uint8", offset=0, count=-1}): a tensor holding a copy of the
@@ -108,12 +108,12 @@ static int l_frombuffer(lua_State *L) {
   static const char *const known[] = {"dtype", "offset", "count", NULL};
   size_t len;
   const char *bytes = luaL_checklstring(L, 1, &len);
-  ms_lua_opts o = ms_lua_check_opts(L, 2, "frombuffer", known);
+  ms_lua_opts o = bind_check_opts(L, 2, "frombuffer", known);
   ms_dtype dt = MS_UINT8;
   int64_t offset = 0, count = -1;
-  ms_lua_opt_dtype(o, "dtype", &dt);
-  ms_lua_opt_integer(o, "offset", &offset);
-  ms_lua_opt_integer(o, "count", &count);
+  bind_opt_dtype(o, "dtype", &dt);
+  bind_opt_integer(o, "offset", &offset);
+  bind_opt_integer(o, "count", &count);
   size_t es = ms_dtype_size(dt);
   if (offset < 0 || (size_t)offset > len)
     return luaL_error(L, "frombuffer: offset %I is outside the buffer of %I bytes", (LUAI_UACINT)offset,
@@ -129,9 +129,9 @@ static int l_frombuffer(lua_State *L) {
                       (LUAI_UACINT)count, (LUAI_UACINT)avail, ms_dtype_name(dt), (LUAI_UACINT)offset);
   }
   ms_tensor *t = ms_tensor_new_empty(1, &count, dt);
-  if (!t) return ms_lua_raise(L);
+  if (!t) return bind_raise(L);
   memcpy(ms_tensor_data(t), bytes + offset, (size_t)count * es);
-  return ms_lua_push_result(L, t);
+  return bind_push_result(L, t);
 }
 
 /* ---- constant fills --------------------------------------------------------------------------- */
@@ -159,14 +159,14 @@ static void check_new_sizes(lua_State *L, int nd, const int64_t *shape, const ch
 static int fill_factory(lua_State *L, const char *fname, double value, bool uninitialised) {
   int64_t shape[MS_MAX_DIMS];
   int next;
-  int nd = ms_lua_check_sizes(L, 1, shape, fname, &next);
+  int nd = bind_check_sizes(L, 1, shape, fname, &next);
   check_new_sizes(L, nd, shape, fname);
-  ms_lua_factory_opts o = ms_lua_factory_options(L, next, fname, MS_FLOAT32);
+  ms_lua_factory_opts o = bind_factory_options(L, next, fname, MS_FLOAT32);
   ms_tensor *t = uninitialised ? ms_tensor_new_empty(nd, shape, o.dtype)
                                : ms_tensor_new_full(nd, shape, o.dtype, value);
   if (!t) return raise_as(L, fname);
-  t = ms_lua_apply_factory_options(L, t, o, fname);
-  return ms_lua_push_result(L, t);
+  t = bind_apply_factory_options(L, t, o, fname);
+  return bind_push_result(L, t);
 }
 
 static int l_zeros(lua_State *L) { return fill_factory(L, "zeros", 0, false); }
@@ -181,7 +181,7 @@ static ms_dtype value_dtype(lua_State *L, int idx) {
 
 static double check_fill_value(lua_State *L, int idx, const char *fname) {
   if (lua_isboolean(L, idx)) return lua_toboolean(L, idx);
-  if (lua_type(L, idx) != LUA_TNUMBER) ms_lua_arg_error(L, idx, fname, "fill_value", "a number or a boolean");
+  if (lua_type(L, idx) != LUA_TNUMBER) bind_arg_error(L, idx, fname, "fill_value", "a number or a boolean");
   return lua_tonumber(L, idx);
 }
 
@@ -190,7 +190,7 @@ static int l_full(lua_State *L) {
   int64_t shape[MS_MAX_DIMS];
   int next, nd, vidx;
   if (lua_istable(L, 1)) {
-    nd = ms_lua_check_sizes(L, 1, shape, "full", &next);
+    nd = bind_check_sizes(L, 1, shape, "full", &next);
     vidx = next;
   } else {
     int top = 1;
@@ -198,17 +198,17 @@ static int l_full(lua_State *L) {
     vidx = top; /* sizes are 1 .. top-1 */
     if (vidx - 1 > MS_MAX_DIMS)
       return luaL_error(L, "full: at most %d dimensions, got %d", MS_MAX_DIMS, vidx - 1);
-    for (nd = 0; nd < vidx - 1; nd++) shape[nd] = ms_lua_check_integer(L, nd + 1, "full", "size");
+    for (nd = 0; nd < vidx - 1; nd++) shape[nd] = bind_check_integer(L, nd + 1, "full", "size");
     if (vidx == 1) /* full(7) has no size: a 0-dim tensor is full({}, 7) */
-      return ms_lua_arg_error(L, 1, "full", "size", "sizes and a fill value");
+      return bind_arg_error(L, 1, "full", "size", "sizes and a fill value");
   }
   check_new_sizes(L, nd, shape, "full");
   double v = check_fill_value(L, vidx, "full");
-  ms_lua_factory_opts o = ms_lua_factory_options(L, vidx + 1, "full", value_dtype(L, vidx));
+  ms_lua_factory_opts o = bind_factory_options(L, vidx + 1, "full", value_dtype(L, vidx));
   ms_tensor *t = ms_tensor_new_full(nd, shape, o.dtype, v);
-  if (!t) return ms_lua_raise(L);
-  t = ms_lua_apply_factory_options(L, t, o, "full");
-  return ms_lua_push_result(L, t);
+  if (!t) return bind_raise(L);
+  t = bind_apply_factory_options(L, t, o, "full");
+  return bind_push_result(L, t);
 }
 
 /* ---- ranges ----------------------------------------------------------------------------------- */
@@ -216,40 +216,40 @@ static int l_full(lua_State *L) {
 static int l_arange(lua_State *L) {
   int nnum = 0;
   while (nnum < 3 && lua_type(L, nnum + 1) == LUA_TNUMBER) nnum++;
-  if (nnum == 0) return ms_lua_arg_error(L, 1, "arange", "end", "a number");
+  if (nnum == 0) return bind_arg_error(L, 1, "arange", "end", "a number");
   bool all_int = true;
   for (int i = 1; i <= nnum; i++) all_int = all_int && lua_isinteger(L, i);
   double start = nnum >= 2 ? lua_tonumber(L, 1) : 0, end = nnum >= 2 ? lua_tonumber(L, 2) : lua_tonumber(L, 1);
   double step = nnum == 3 ? lua_tonumber(L, 3) : 1;
-  ms_lua_factory_opts o = ms_lua_factory_options(L, nnum + 1, "arange", all_int ? MS_INT64 : MS_FLOAT32);
+  ms_lua_factory_opts o = bind_factory_options(L, nnum + 1, "arange", all_int ? MS_INT64 : MS_FLOAT32);
   ms_tensor *t = ms_tensor_new_arange(start, end, step, o.dtype);
-  if (!t) return ms_lua_raise(L);
-  t = ms_lua_apply_factory_options(L, t, o, "arange");
-  return ms_lua_push_result(L, t);
+  if (!t) return bind_raise(L);
+  t = bind_apply_factory_options(L, t, o, "arange");
+  return bind_push_result(L, t);
 }
 
 static int l_linspace(lua_State *L) {
   double start = luaL_checknumber(L, 1), end = luaL_checknumber(L, 2);
-  int64_t steps = ms_lua_check_integer(L, 3, "linspace", "steps");
-  ms_lua_factory_opts o = ms_lua_factory_options(L, 4, "linspace", MS_FLOAT32);
+  int64_t steps = bind_check_integer(L, 3, "linspace", "steps");
+  ms_lua_factory_opts o = bind_factory_options(L, 4, "linspace", MS_FLOAT32);
   ms_tensor *t = ms_tensor_new_linspace(start, end, steps, o.dtype);
-  if (!t) return ms_lua_raise(L);
-  t = ms_lua_apply_factory_options(L, t, o, "linspace");
-  return ms_lua_push_result(L, t);
+  if (!t) return bind_raise(L);
+  t = bind_apply_factory_options(L, t, o, "linspace");
+  return bind_push_result(L, t);
 }
 
 static int l_eye(lua_State *L) {
-  int64_t n = ms_lua_check_integer(L, 1, "eye", "n"), m = -1;
+  int64_t n = bind_check_integer(L, 1, "eye", "n"), m = -1;
   int optidx = 2;
-  if (lua_type(L, 2) == LUA_TNUMBER) m = ms_lua_check_integer(L, 2, "eye", "m"), optidx = 3;
+  if (lua_type(L, 2) == LUA_TNUMBER) m = bind_check_integer(L, 2, "eye", "m"), optidx = 3;
   if (n < 0 || (optidx == 3 && m < 0)) return luaL_error(L, "eye: sizes must be non-negative, got n=%I m=%I", (LUAI_UACINT)n,
                                                         (LUAI_UACINT)m);
   check_new_sizes(L, 2, (int64_t[]){n, optidx == 3 ? m : n}, "eye");
-  ms_lua_factory_opts o = ms_lua_factory_options(L, optidx, "eye", MS_FLOAT32);
+  ms_lua_factory_opts o = bind_factory_options(L, optidx, "eye", MS_FLOAT32);
   ms_tensor *t = ms_tensor_new_eye(n, m, o.dtype);
-  if (!t) return ms_lua_raise(L);
-  t = ms_lua_apply_factory_options(L, t, o, "eye");
-  return ms_lua_push_result(L, t);
+  if (!t) return bind_raise(L);
+  t = bind_apply_factory_options(L, t, o, "eye");
+  return bind_push_result(L, t);
 }
 
 /* ---- random ------------------------------------------------------------------------------------ */
@@ -265,22 +265,22 @@ static void check_random_dtype(lua_State *L, ms_dtype dt, const char *fname) {
 
 static ms_tensor *random_fill(lua_State *L, ms_tensor *t, random_kind kind) {
   ms_status st = kind == RANDOM_UNIFORM ? ms_tensor_uniform_(t, 0, 1) : ms_tensor_normal_(t, 0, 1);
-  if (st != MS_OK) ms_tensor_release(t), ms_lua_raise(L);
+  if (st != MS_OK) ms_tensor_release(t), bind_raise(L);
   return t;
 }
 
 static int random_factory(lua_State *L, const char *fname, random_kind kind) {
   int64_t shape[MS_MAX_DIMS];
   int next;
-  int nd = ms_lua_check_sizes(L, 1, shape, fname, &next);
+  int nd = bind_check_sizes(L, 1, shape, fname, &next);
   check_new_sizes(L, nd, shape, fname);
-  ms_lua_factory_opts o = ms_lua_factory_options(L, next, fname, MS_FLOAT32);
+  ms_lua_factory_opts o = bind_factory_options(L, next, fname, MS_FLOAT32);
   check_random_dtype(L, o.dtype, fname);
   ms_tensor *t = ms_tensor_new_empty(nd, shape, o.dtype);
   if (!t) return raise_as(L, fname);
   random_fill(L, t, kind);
-  t = ms_lua_apply_factory_options(L, t, o, fname);
-  return ms_lua_push_result(L, t);
+  t = bind_apply_factory_options(L, t, o, fname);
+  return bind_push_result(L, t);
 }
 
 static int l_rand(lua_State *L) { return random_factory(L, "rand", RANDOM_UNIFORM); }
@@ -291,21 +291,21 @@ static int l_randint(lua_State *L) {
   int64_t low = 0, high, shape[MS_MAX_DIMS];
   int sizeidx = 3, next;
   if (lua_istable(L, 2)) {
-    high = ms_lua_check_integer(L, 1, "randint", "high");
+    high = bind_check_integer(L, 1, "randint", "high");
     sizeidx = 2;
   } else {
-    low = ms_lua_check_integer(L, 1, "randint", "low");
-    high = ms_lua_check_integer(L, 2, "randint", "high");
+    low = bind_check_integer(L, 1, "randint", "low");
+    high = bind_check_integer(L, 2, "randint", "high");
   }
-  if (!lua_istable(L, sizeidx)) return ms_lua_arg_error(L, sizeidx, "randint", "size", "a table of sizes");
-  int nd = ms_lua_check_sizes(L, sizeidx, shape, "randint", &next);
+  if (!lua_istable(L, sizeidx)) return bind_arg_error(L, sizeidx, "randint", "size", "a table of sizes");
+  int nd = bind_check_sizes(L, sizeidx, shape, "randint", &next);
   check_new_sizes(L, nd, shape, "randint");
-  ms_lua_factory_opts o = ms_lua_factory_options(L, next, "randint", MS_INT64);
+  ms_lua_factory_opts o = bind_factory_options(L, next, "randint", MS_INT64);
   ms_tensor *t = ms_tensor_new_empty(nd, shape, o.dtype);
-  if (!t) return ms_lua_raise(L);
-  if (ms_tensor_randint_(t, low, high) != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
-  t = ms_lua_apply_factory_options(L, t, o, "randint");
-  return ms_lua_push_result(L, t);
+  if (!t) return bind_raise(L);
+  if (ms_tensor_randint_(t, low, high) != MS_OK) return ms_tensor_release(t), bind_raise(L);
+  t = bind_apply_factory_options(L, t, o, "randint");
+  return bind_push_result(L, t);
 }
 
 /* Takes the `seed` key out of the options table at idx (replacing it with a copy without the
@@ -316,7 +316,7 @@ static bool take_seed_option(lua_State *L, int idx, uint64_t *seed) {
   if (lua_isnil(L, -1)) return lua_pop(L, 1), false;
   if (!lua_isinteger(L, -1))
     return luaL_error(L, "randperm: option 'seed': expected an integer, got %s",
-                      ms_lua_describe(L, -1)), false;
+                      bind_describe(L, -1)), false;
   *seed = (uint64_t)lua_tointeger(L, -1); /* as manual_seed: a negative seed wraps to 64 bits */
   lua_pop(L, 1);
   lua_newtable(L);
@@ -334,45 +334,45 @@ static bool take_seed_option(lua_State *L, int idx, uint64_t *seed) {
 /* randperm(n, {dtype =, requires_grad =, seed =}): with a seed, the permutation comes from a
  * generator of its own and the global one is untouched (so ranks agree whatever they drew). */
 static int l_randperm(lua_State *L) {
-  int64_t n = ms_lua_check_integer(L, 1, "randperm", "n");
+  int64_t n = bind_check_integer(L, 1, "randperm", "n");
   static const char *const known[] = {"dtype", "device", "requires_grad", "seed", NULL};
-  ms_lua_check_opts(L, 2, "randperm", known); /* names seed among the known keys on a typo */
+  bind_check_opts(L, 2, "randperm", known); /* names seed among the known keys on a typo */
   uint64_t seed = 0;
   bool seeded = take_seed_option(L, 2, &seed);
-  ms_lua_factory_opts o = ms_lua_factory_options(L, 2, "randperm", MS_INT64);
+  ms_lua_factory_opts o = bind_factory_options(L, 2, "randperm", MS_INT64);
   ms_tensor *t = seeded ? ms_tensor_new_randperm_seeded(n, o.dtype, seed)
                         : ms_tensor_new_randperm(n, o.dtype);
-  if (!t) return ms_lua_raise(L);
-  t = ms_lua_apply_factory_options(L, t, o, "randperm");
-  return ms_lua_push_result(L, t);
+  if (!t) return bind_raise(L);
+  t = bind_apply_factory_options(L, t, o, "randperm");
+  return bind_push_result(L, t);
 }
 
 /* bernoulli(p_tensor) draws each element with its probability; bernoulli(t, p) with one p. */
 static int l_bernoulli(lua_State *L) {
-  ms_lua_check_end(L, 3, "bernoulli");
+  bind_check_end(L, 3, "bernoulli");
   ms_tensor *p = ms_lua_check_tensor(L, 1, "bernoulli");
   if (!lua_isnoneornil(L, 2) && lua_type(L, 2) != LUA_TNUMBER)
-    return ms_lua_arg_error(L, 2, "bernoulli", "p", "a probability (a number in [0, 1])");
-  if (lua_type(L, 2) != LUA_TNUMBER) return ms_lua_push_result(L, ms_tensor_new_bernoulli(p));
+    return bind_arg_error(L, 2, "bernoulli", "p", "a probability (a number in [0, 1])");
+  if (lua_type(L, 2) != LUA_TNUMBER) return bind_push_result(L, ms_tensor_new_bernoulli(p));
   /* on t's device, as torch.bernoulli(t, p) */
   ms_tensor *probs = ms_tensor_new_full_on(ms_tensor_device(p), p->ndim, p->shape, ms_dtype_to_floating(p->dtype),
                                            lua_tonumber(L, 2));
-  if (!probs) return ms_lua_raise(L);
+  if (!probs) return bind_raise(L);
   ms_tensor *t = ms_tensor_new_bernoulli(probs);
   ms_tensor_release(probs);
-  return ms_lua_push_result(L, t);
+  return bind_push_result(L, t);
 }
 
 /* ---- *_like ------------------------------------------------------------------------------------- */
 
 static int like_factory(lua_State *L, const char *fname, int kind, int optidx) {
   ms_tensor *src = ms_lua_check_tensor(L, 1, fname);
-  ms_lua_factory_opts o = ms_lua_factory_options(L, optidx, fname, src->dtype);
+  ms_lua_factory_opts o = bind_factory_options(L, optidx, fname, src->dtype);
   if (!o.has_device) o.device = ms_tensor_device(src); /* *_like keeps the source's device */
   double value = kind == 2 ? check_fill_value(L, 2, fname) : 0; /* may raise: before t exists */
   if (kind >= 4) check_random_dtype(L, o.dtype, fname);
   ms_tensor *t = ms_tensor_new_empty(src->ndim, src->shape, o.dtype);
-  if (!t) return ms_lua_raise(L);
+  if (!t) return bind_raise(L);
   ms_status st = MS_OK;
   switch (kind) {
   case 0: st = ms_tensor_fill_(t, 0); break;
@@ -382,9 +382,9 @@ static int like_factory(lua_State *L, const char *fname, int kind, int optidx) {
   case 4: st = ms_tensor_uniform_(t, 0, 1); break;
   case 5: st = ms_tensor_normal_(t, 0, 1); break;
   }
-  if (st != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
-  t = ms_lua_apply_factory_options(L, t, o, fname);
-  return ms_lua_push_result(L, t);
+  if (st != MS_OK) return ms_tensor_release(t), bind_raise(L);
+  t = bind_apply_factory_options(L, t, o, fname);
+  return bind_push_result(L, t);
 }
 
 static int l_zeros_like(lua_State *L) { return like_factory(L, "zeros_like", 0, 2); }
@@ -399,22 +399,22 @@ static int l_randint_like(lua_State *L) {
   int64_t low = 0, high;
   int optidx = 3;
   if (lua_type(L, 3) == LUA_TNUMBER) {
-    low = ms_lua_check_integer(L, 2, "randint_like", "low");
-    high = ms_lua_check_integer(L, 3, "randint_like", "high");
+    low = bind_check_integer(L, 2, "randint_like", "low");
+    high = bind_check_integer(L, 3, "randint_like", "high");
     optidx = 4;
   } else {
-    high = ms_lua_check_integer(L, 2, "randint_like", "high");
+    high = bind_check_integer(L, 2, "randint_like", "high");
   }
-  ms_lua_factory_opts o = ms_lua_factory_options(L, optidx, "randint_like", src->dtype);
+  ms_lua_factory_opts o = bind_factory_options(L, optidx, "randint_like", src->dtype);
   if (!o.has_device) o.device = ms_tensor_device(src);
   ms_tensor *t = ms_tensor_new_empty(src->ndim, src->shape, o.dtype);
-  if (!t) return ms_lua_raise(L);
-  if (ms_tensor_randint_(t, low, high) != MS_OK) return ms_tensor_release(t), ms_lua_raise(L);
-  t = ms_lua_apply_factory_options(L, t, o, "randint_like");
-  return ms_lua_push_result(L, t);
+  if (!t) return bind_raise(L);
+  if (ms_tensor_randint_(t, low, high) != MS_OK) return ms_tensor_release(t), bind_raise(L);
+  t = bind_apply_factory_options(L, t, o, "randint_like");
+  return bind_push_result(L, t);
 }
 
-void ms_lua_open_create(lua_State *L) {
+void bind_open_create(lua_State *L) {
   static const luaL_Reg fns[] = {
       {"tensor", l_tensor},         {"frombuffer", l_frombuffer},         {"zeros", l_zeros},           {"ones", l_ones},
       {"empty", l_empty},           {"full", l_full},             {"arange", l_arange},
@@ -426,5 +426,5 @@ void ms_lua_open_create(lua_State *L) {
   lua_pushvalue(L, -2);
   luaL_setfuncs(L, fns, 0);
   lua_pop(L, 1);
-  ms_lua_register_both(L, "bernoulli", l_bernoulli);
+  bind_register_both(L, "bernoulli", l_bernoulli);
 }

@@ -22,43 +22,43 @@ static int l_unavailable_reason(lua_State *L) {
 /* A device argument: nil (the current device), an index, "cuda:N" or a CUDA tensor's device. */
 static int check_index(lua_State *L, int idx, const char *fname) {
   if (lua_isnoneornil(L, idx)) return ms_cuda_current_device();
-  ms_device d = ms_lua_check_device(L, idx, fname, "device");
-  if (d.type != MS_CUDA) ms_lua_arg_error(L, idx, fname, "device", "a CUDA device");
-  ms_lua_check_status(L, ms_cuda_check_device(fname, d.index));
+  ms_device d = bind_check_device(L, idx, fname, "device");
+  if (d.type != MS_CUDA) bind_arg_error(L, idx, fname, "device", "a CUDA device");
+  bind_check_status(L, ms_cuda_check_device(fname, d.index));
   return d.index;
 }
 
 static int l_set_device(lua_State *L) {
-  ms_lua_check_status(L, ms_cuda_set_device(check_index(L, 1, "set_device")));
+  bind_check_status(L, ms_cuda_set_device(check_index(L, 1, "set_device")));
   return 0;
 }
 
 static int l_current_device(lua_State *L) {
-  ms_lua_check_status(L, ms_cuda_check_device("current_device", ms_cuda_current_device()));
+  bind_check_status(L, ms_cuda_check_device("current_device", ms_cuda_current_device()));
   return lua_pushinteger(L, ms_cuda_current_device()), 1;
 }
 
 static int l_get_device_name(lua_State *L) {
   char name[256];
   int major, minor;
-  ms_lua_check_status(L, ms_cuda_device_name(check_index(L, 1, "get_device_name"), name, sizeof name, &major, &minor));
+  bind_check_status(L, ms_cuda_device_name(check_index(L, 1, "get_device_name"), name, sizeof name, &major, &minor));
   lua_pushstring(L, name);
   return 1;
 }
 
 static int l_synchronize(lua_State *L) {
-  ms_lua_check_status(L, ms_cuda_synchronize(check_index(L, 1, "synchronize")));
+  bind_check_status(L, ms_cuda_synchronize(check_index(L, 1, "synchronize")));
   return 0;
 }
 
 static int l_empty_cache(lua_State *L) {
-  ms_lua_check_status(L, ms_cuda_empty_cache());
+  bind_check_status(L, ms_cuda_empty_cache());
   return 0;
 }
 
 static ms_cuda_memory_stats stats_of(lua_State *L, const char *fname) {
   ms_cuda_memory_stats s;
-  ms_lua_check_status(L, ms_cuda_memory_stats_get(check_index(L, 1, fname), &s));
+  bind_check_status(L, ms_cuda_memory_stats_get(check_index(L, 1, fname), &s));
   return s;
 }
 
@@ -71,7 +71,7 @@ static int l_max_memory_reserved(lua_State *L) { return lua_pushinteger(L, stats
  * for reuse (size classes), all devices together. */
 static int l_pinned_memory_stats(lua_State *L) {
   int64_t live = 0, cached = 0;
-  ms_lua_check_status(L, ms_cuda_host_stats(&live, &cached));
+  bind_check_status(L, ms_cuda_host_stats(&live, &cached));
   lua_createtable(L, 0, 2);
   lua_pushinteger(L, live), lua_setfield(L, -2, "live");
   lua_pushinteger(L, cached), lua_setfield(L, -2, "cached");
@@ -82,7 +82,7 @@ static int l_pinned_memory_stats(lua_State *L) {
 static int l_memory_stats(lua_State *L) {
   int dev = check_index(L, 1, "memory_stats");
   ms_cuda_memory_stats s;
-  ms_lua_check_status(L, ms_cuda_memory_stats_get(dev, &s));
+  bind_check_status(L, ms_cuda_memory_stats_get(dev, &s));
   lua_createtable(L, 0, 8);
   const struct { const char *k; int64_t v; } f[] = {
       {"current", s.mem.current}, {"peak", s.mem.peak}, {"allocations", s.mem.allocations},
@@ -103,7 +103,7 @@ static int l_memory_stats(lua_State *L) {
 }
 
 static int l_reset_peak_memory_stats(lua_State *L) {
-  ms_lua_check_status(L, ms_cuda_reset_peak(check_index(L, 1, "reset_peak_memory_stats")));
+  bind_check_status(L, ms_cuda_reset_peak(check_index(L, 1, "reset_peak_memory_stats")));
   return 0;
 }
 
@@ -122,16 +122,16 @@ static ms_cuda_event *check_event(lua_State *L, int idx, const char *fname) {
 /* Event({enable_timing = true}) */
 static int l_event_new(lua_State *L) {
   static const char *const known[] = {"enable_timing", "blocking", "interprocess", NULL};
-  ms_lua_opts o = ms_lua_check_opts(L, 1, "Event", known);
+  ms_lua_opts o = bind_check_opts(L, 1, "Event", known);
   bool timing = false, flag = false;
-  ms_lua_opt_bool(o, "enable_timing", &timing);
-  if (ms_lua_opt_bool(o, "interprocess", &flag) && flag)
+  bind_opt_bool(o, "enable_timing", &timing);
+  if (bind_opt_bool(o, "interprocess", &flag) && flag)
     return luaL_error(L, "Event: interprocess events are not supported");
-  ms_lua_opt_bool(o, "blocking", &flag); /* synchronize() blocks either way */
+  bind_opt_bool(o, "blocking", &flag); /* synchronize() blocks either way */
   event_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->e = NULL;
   luaL_setmetatable(L, MS_EVENT_MT);
-  if (!(b->e = ms_cuda_event_create(timing))) return ms_lua_raise(L);
+  if (!(b->e = ms_cuda_event_create(timing))) return bind_raise(L);
   return 1;
 }
 
@@ -143,25 +143,25 @@ static int l_event_release(lua_State *L) {
 }
 
 static int l_event_record(lua_State *L) {
-  ms_lua_check_status(L, ms_cuda_event_record(check_event(L, 1, "record"), NULL));
+  bind_check_status(L, ms_cuda_event_record(check_event(L, 1, "record"), NULL));
   return lua_settop(L, 1), 1;
 }
 
 static int l_event_synchronize(lua_State *L) {
-  ms_lua_check_status(L, ms_cuda_event_synchronize(check_event(L, 1, "synchronize")));
+  bind_check_status(L, ms_cuda_event_synchronize(check_event(L, 1, "synchronize")));
   return 0;
 }
 
 static int l_event_query(lua_State *L) {
   bool done;
-  ms_lua_check_status(L, ms_cuda_event_query(check_event(L, 1, "query"), &done));
+  bind_check_status(L, ms_cuda_event_query(check_event(L, 1, "query"), &done));
   return lua_pushboolean(L, done), 1;
 }
 
 /* start:elapsed_time(end_event): milliseconds, as torch.cuda.Event.elapsed_time. */
 static int l_event_elapsed_time(lua_State *L) {
   float ms = 0;
-  ms_lua_check_status(L, ms_cuda_event_elapsed_ms(check_event(L, 1, "elapsed_time"),
+  bind_check_status(L, ms_cuda_event_elapsed_ms(check_event(L, 1, "elapsed_time"),
                                                   check_event(L, 2, "elapsed_time"), &ms));
   return lua_pushnumber(L, ms), 1;
 }
@@ -182,26 +182,26 @@ static int l_tensor_cuda(lua_State *L) {
   ms_device d = {MS_CUDA, ms_cuda_current_device()};
   int dev_idx = 2, opt_idx = 3;
   if (lua_istable(L, 2)) dev_idx = 0, opt_idx = 2;
-  ms_lua_opts o = ms_lua_check_opts(L, opt_idx, "cuda", known);
+  ms_lua_opts o = bind_check_opts(L, opt_idx, "cuda", known);
   bool nb = false;
-  ms_lua_opt_bool(o, "non_blocking", &nb);
+  bind_opt_bool(o, "non_blocking", &nb);
   if (opt_idx == 2 && lua_getfield(L, 2, "device") != LUA_TNIL) dev_idx = lua_gettop(L);
   if (dev_idx && !lua_isnoneornil(L, dev_idx)) {
-    d = ms_lua_check_device(L, dev_idx, "cuda", "device");
-    if (d.type != MS_CUDA) return ms_lua_arg_error(L, dev_idx, "cuda", "device", "a CUDA device");
+    d = bind_check_device(L, dev_idx, "cuda", "device");
+    if (d.type != MS_CUDA) return bind_arg_error(L, dev_idx, "cuda", "device", "a CUDA device");
   }
-  return ms_lua_push_result(L, ms_tensor_to_device_opt(t, d, nb));
+  return bind_push_result(L, ms_tensor_to_device_opt(t, d, nb));
 }
 
 static int l_tensor_cpu(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "cpu");
-  return ms_lua_push_result(L, ms_tensor_to_device(t, (ms_device){MS_CPU, 0}));
+  return bind_push_result(L, ms_tensor_to_device(t, (ms_device){MS_CPU, 0}));
 }
 
 /* t:pin_memory(): a copy in page-locked host memory (t itself when already there); raises
  * without CUDA, as torch. t:is_pinned(). */
 static int l_tensor_pin_memory(lua_State *L) {
-  return ms_lua_push_result(L, ms_tensor_pin_memory(ms_lua_check_tensor(L, 1, "pin_memory")));
+  return bind_push_result(L, ms_tensor_pin_memory(ms_lua_check_tensor(L, 1, "pin_memory")));
 }
 
 static int l_tensor_is_pinned(lua_State *L) {
@@ -209,7 +209,7 @@ static int l_tensor_is_pinned(lua_State *L) {
   return 1;
 }
 
-void ms_lua_open_cuda(lua_State *L) {
+void bind_open_cuda(lua_State *L) {
   /* stack: module, methods */
   lua_pushcfunction(L, l_tensor_cuda);
   lua_setfield(L, -2, "cuda");
@@ -240,7 +240,7 @@ void ms_lua_open_cuda(lua_State *L) {
       {"memory_reserved", l_memory_reserved}, {"max_memory_reserved", l_max_memory_reserved},
       {"memory_stats", l_memory_stats}, {"reset_peak_memory_stats", l_reset_peak_memory_stats},
       {"pinned_memory_stats", l_pinned_memory_stats},
-      {"get_rng_state", ms_lua_cuda_get_rng_state}, {"set_rng_state", ms_lua_cuda_set_rng_state},
+      {"get_rng_state", bind_cuda_get_rng_state}, {"set_rng_state", bind_cuda_set_rng_state},
       {"Event", l_event_new}, {NULL, NULL}};
   luaL_newlib(L, fns);
   lua_setfield(L, -3, "cuda");

@@ -26,7 +26,7 @@ static void push_group(lua_State *L, ms_pg *pg) {
 
 static ms_pg *check_group(lua_State *L, int idx, const char *fname) {
   lua_pg *u = luaL_testudata(L, idx, MS_PG_MT);
-  if (!u || !u->pg) ms_lua_arg_error(L, idx, fname, "group", "a process group from new_group");
+  if (!u || !u->pg) bind_arg_error(L, idx, fname, "group", "a process group from new_group");
   return u->pg;
 }
 
@@ -81,7 +81,7 @@ static void finish_work(lua_State *L, lua_work *u) {
 static int work_wait(lua_State *L) {
   lua_work *u = check_work(L);
   if (!u->w) return luaL_error(L, "wait: the work handle was freed");
-  ms_lua_check_status(L, ms_work_wait(u->w));
+  bind_check_status(L, ms_work_wait(u->w));
   finish_work(L, u);
   lua_pushboolean(L, 1);
   return 1;
@@ -127,7 +127,7 @@ static ms_dist_op check_op_name(lua_State *L, int idx, const char *fname) {
   for (int i = 0; i < MS_DIST_OP_COUNT; i++)
     if (strcmp(s, ms_dist_op_name((ms_dist_op)i)) == 0) return (ms_dist_op)i;
   return luaL_error(L, "%s: option 'op': expected one of \"sum\", \"avg\", \"max\", \"min\", \"product\", got %s",
-                    fname, ms_lua_describe(L, idx));
+                    fname, bind_describe(L, idx));
 }
 
 /* {group=, async_op=, op= (when has_op), src=/dst= (root_key)} */
@@ -137,10 +137,10 @@ static coll_opts check_coll_opts(lua_State *L, int idx, const char *fname, bool 
   if (has_op) known[k++] = "op";
   if (root_key) known[k++] = root_key;
   known[k] = NULL;
-  ms_lua_opts o = ms_lua_check_opts(L, idx, fname, known);
+  ms_lua_opts o = bind_check_opts(L, idx, fname, known);
   coll_opts c = {NULL, MS_DIST_SUM, false, 0};
-  ms_lua_opt_bool(o, "async_op", &c.async);
-  if (root_key) ms_lua_opt_integer(o, root_key, &c.root);
+  bind_opt_bool(o, "async_op", &c.async);
+  if (root_key) bind_opt_integer(o, root_key, &c.root);
   if (c.root < 0 || c.root > 1 << 30) luaL_error(L, "%s: option '%s': bad rank %I", fname, root_key, (lua_Integer)c.root);
   if (o.idx && has_op) {
     lua_getfield(L, o.idx, "op");
@@ -156,7 +156,7 @@ static coll_opts check_coll_opts(lua_State *L, int idx, const char *fname, bool 
 
 /* Raises on failure; returns the number of results (a Work when async). */
 static int finish_call(lua_State *L, ms_status st, ms_work *w, int extra) {
-  ms_lua_check_status(L, st);
+  bind_check_status(L, st);
   return w ? push_work(L, w, extra) : 0;
 }
 
@@ -169,16 +169,16 @@ static int l_init(lua_State *L) {
   double timeout = 0;
   if (lua_type(L, 1) == LUA_TSTRING) backend = lua_tostring(L, 1);
   else if (lua_istable(L, 1)) {
-    ms_lua_opts o = ms_lua_check_opts(L, 1, "init_process_group", known);
+    ms_lua_opts o = bind_check_opts(L, 1, "init_process_group", known);
     lua_getfield(L, 1, "backend");
     if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
-      return luaL_error(L, "init_process_group: option 'backend': expected a string, got %s", ms_lua_describe(L, -1));
+      return luaL_error(L, "init_process_group: option 'backend': expected a string, got %s", bind_describe(L, -1));
     if (!lua_isnil(L, -1)) backend = lua_tostring(L, -1); /* the table keeps the string alive */
     lua_pop(L, 1);
-    ms_lua_opt_number(o, "timeout", &timeout);
+    bind_opt_number(o, "timeout", &timeout);
   } else if (!lua_isnoneornil(L, 1))
-    return ms_lua_arg_error(L, 1, "init_process_group", "backend", "a backend name or an options table");
-  ms_lua_check_status(L, ms_dist_init(backend, timeout));
+    return bind_arg_error(L, 1, "init_process_group", "backend", "a backend name or an options table");
+  bind_check_status(L, ms_dist_init(backend, timeout));
   return 0;
 }
 
@@ -238,7 +238,7 @@ static int l_destroy(lua_State *L) {
   if (!lua_isnoneornil(L, 1))
     return luaL_error(L, "destroy_process_group: destroying one group is not supported (groups are freed "
                       "when collected); call it without arguments to destroy everything");
-  ms_lua_check_status(L, ms_dist_destroy());
+  bind_check_status(L, ms_dist_destroy());
   return 0;
 }
 
@@ -258,14 +258,14 @@ static int l_new_group(lua_State *L) {
     }
     lua_rawgeti(L, 1, i + 1);
     if (!lua_isinteger(L, -1))
-      return luaL_error(L, "new_group: ranks[%d] must be an integer rank, got %s", i + 1, ms_lua_describe(L, -1));
+      return luaL_error(L, "new_group: ranks[%d] must be an integer rank, got %s", i + 1, bind_describe(L, -1));
     char what[32];
     snprintf(what, sizeof what, "ranks[%d]", i + 1);
-    ranks[i] = ms_lua_narrow_int(L, lua_tointeger(L, -1), 0, INT_MAX, "new_group", what);
+    ranks[i] = bind_narrow_int(L, lua_tointeger(L, -1), 0, INT_MAX, "new_group", what);
     lua_pop(L, 1);
   }
   ms_pg *pg = ms_pg_new_group(ranks, n);
-  if (!pg) return ms_lua_raise(L);
+  if (!pg) return bind_raise(L);
   push_group(L, pg);
   return 1;
 }
@@ -334,7 +334,7 @@ static void check_list(lua_State *L, int list, int size, const ms_tensor *t, con
   for (int i = 1; i <= size; i++) {
     lua_rawgeti(L, list, i);
     ms_tensor *e = ms_lua_to_tensor(L, -1);
-    if (!e) luaL_error(L, "%s: tensor_list[%d] must be a tensor, got %s", fname, i, ms_lua_describe(L, -1));
+    if (!e) luaL_error(L, "%s: tensor_list[%d] must be a tensor, got %s", fname, i, bind_describe(L, -1));
     if (e->dtype != t->dtype || ms_tensor_numel(e) != ms_tensor_numel(t))
       luaL_error(L, "%s: tensor_list[%d] is %s with %I elements, expected %s with %I like the input", fname, i,
                  ms_dtype_name(e->dtype), (lua_Integer)ms_tensor_numel(e), ms_dtype_name(t->dtype),
@@ -355,7 +355,7 @@ static void scatter_list(lua_State *L, int list, ms_tensor *flat, const char *fn
     ms_tensor *shaped = piece ? ms_tensor_view(piece, dst->ndim, dst->shape) : NULL;
     ms_status st = shaped ? ms_tensor_copy_(dst, shaped) : MS_ERR_MEMORY;
     ms_tensor_release(piece), ms_tensor_release(shaped);
-    ms_lua_check_status(L, st);
+    bind_check_status(L, st);
     lua_pop(L, 1);
   }
 }
@@ -369,14 +369,14 @@ static int l_all_gather(lua_State *L) {
   check_list(L, 1, ms_pg_size(o.pg), in, "all_gather");
   ms_tensor *c = ms_tensor_contiguous(in);
   ms_tensor *flat = c ? ms_tensor_new_empty(1, (int64_t[]){ms_tensor_numel(in) * ms_pg_size(o.pg)}, in->dtype) : NULL;
-  if (!flat) return ms_tensor_release(c), ms_lua_raise(L);
+  if (!flat) return ms_tensor_release(c), bind_raise(L);
   lua_createtable(L, 0, 2); /* holds flat and list for the copy after the wait */
   lua_pushvalue(L, 1), lua_setfield(L, -2, "list");
   ms_lua_push_tensor(L, flat), lua_setfield(L, -2, "flat");
   ms_lua_push_tensor(L, c); /* releases c with the collector, after the work is done with it */
   ms_work *w = NULL;
   ms_status st = ms_pg_all_gather(o.pg, flat, c, o.async ? &w : NULL);
-  ms_lua_check_status(L, st);
+  bind_check_status(L, st);
   if (w) return push_work(L, w, lua_gettop(L) - 1);
   scatter_list(L, 1, flat, "all_gather");
   return 0;
@@ -398,7 +398,7 @@ static void make_metatables(lua_State *L) {
   lua_pop(L, 1);
 }
 
-void ms_lua_open_dist(lua_State *L) {
+void bind_open_dist(lua_State *L) {
   static const luaL_Reg fns[] = {
       {"init_process_group", l_init},
       {"is_initialized", l_is_initialized},

@@ -23,7 +23,7 @@ static int l_write_atomic(lua_State *L) {
   size_t n;
   const char *text = luaL_checklstring(L, 2, &n);
   const char *who = luaL_optstring(L, 3, "write_atomic");
-  ms_lua_check_status(L, ms_write_file_atomic(path, text, n, who));
+  bind_check_status(L, ms_write_file_atomic(path, text, n, who));
   return 0;
 }
 
@@ -56,7 +56,7 @@ static int l_file_crc32(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   uint32_t crc;
   uint64_t size;
-  ms_lua_check_status(L, ms_file_crc32(path, &crc, &size));
+  bind_check_status(L, ms_file_crc32(path, &crc, &size));
   lua_pushinteger(L, (lua_Integer)crc);
   lua_pushinteger(L, (lua_Integer)size);
   return 2;
@@ -98,12 +98,12 @@ static int l_remove_stale_temporaries(lua_State *L) {
 
 static int l_os_random_int(lua_State *L) {
   uint64_t v;
-  ms_lua_check_status(L, ms_os_random(&v, sizeof v));
+  bind_check_status(L, ms_os_random(&v, sizeof v));
   lua_pushinteger(L, (lua_Integer)(v >> 2));
   return 1;
 }
 
-void ms_lua_open_files(lua_State *L) {
+void bind_open_files(lua_State *L) {
   if (luaL_newmetatable(L, DIR_MT)) {
     lua_pushcfunction(L, dir_gc);
     lua_setfield(L, -2, "__gc");

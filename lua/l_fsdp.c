@@ -44,7 +44,7 @@ static ms_pg *opt_group(lua_State *L, int idx) {
     return ms_pg_world();
   }
   ms_pg **box = luaL_testudata(L, idx, MS_PG_MT);
-  if (!box || !*box) ms_lua_arg_error(L, idx, "fsdp", "process_group", "a process group from new_group");
+  if (!box || !*box) bind_arg_error(L, idx, "fsdp", "process_group", "a process group from new_group");
   return *box;
 }
 
@@ -89,7 +89,7 @@ static int l_flat_param(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   ms_fsdp_strategy strategy = check_strategy(L, 2);
   ms_pg *pg = opt_group(L, 3);
-  int n = ms_lua_narrow_int(L, luaL_len(L, 1), 0, INT_MAX, "fsdp", "#params");
+  int n = bind_narrow_int(L, luaL_len(L, 1), 0, INT_MAX, "fsdp", "#params");
   ms_tensor **params = lua_newuserdatauv(L, sizeof *params * (size_t)(n > 0 ? n : 1), 0);
   for (int i = 0; i < n; i++) {
     lua_geti(L, 1, i + 1);
@@ -101,7 +101,7 @@ static int l_flat_param(lua_State *L) {
   luaL_setmetatable(L, MS_FLAT_PARAM_MT);
   u->fp = ms_flat_param_create(params, n, pg, strategy, lua_toboolean(L, 5));
   if (!u->fp || apply_mixed_precision(L, 4, u->fp) != MS_OK || ms_flat_param_install_hooks(u->fp) != MS_OK)
-    return ms_lua_raise(L);
+    return bind_raise(L);
   push_retained(L, ms_flat_param_shard(u->fp));
   push_list(L, u->fp, ms_flat_param_view);
   push_list(L, u->fp, ms_flat_param_piece);
@@ -109,7 +109,7 @@ static int l_flat_param(lua_State *L) {
 }
 
 static int fp_gather(lua_State *L) {
-  ms_lua_check_status(L, ms_flat_param_gather(check_fp(L)));
+  bind_check_status(L, ms_flat_param_gather(check_fp(L)));
   return 0;
 }
 
@@ -124,7 +124,7 @@ static int fp_is_gathered(lua_State *L) {
 }
 
 static int fp_update_shard(lua_State *L) {
-  ms_lua_check_status(L, ms_flat_param_update_shard(check_fp(L)));
+  bind_check_status(L, ms_flat_param_update_shard(check_fp(L)));
   return 0;
 }
 
@@ -175,7 +175,7 @@ typedef struct lua_fsdp_state {
  * nothing leaks when a check raises); the tensors stay borrowed from the list. */
 static ms_tensor **check_tensor_list(lua_State *L, int idx, const char *fname, int *n) {
   luaL_checktype(L, idx, LUA_TTABLE);
-  *n = ms_lua_narrow_int(L, luaL_len(L, idx), 0, INT_MAX, fname, "#outputs");
+  *n = bind_narrow_int(L, luaL_len(L, idx), 0, INT_MAX, fname, "#outputs");
   ms_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)(*n > 0 ? *n : 1), 0);
   for (int i = 0; i < *n; i++) {
     lua_geti(L, idx, i + 1);
@@ -188,25 +188,25 @@ static ms_tensor **check_tensor_list(lua_State *L, int idx, const char *fname, i
 /* _fsdp.state({fp, ...}, root_fp or nil) -> the root's runtime state (ms_fsdp_state_new). */
 static int l_state(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  int n = ms_lua_narrow_int(L, luaL_len(L, 1), 0, INT_MAX, "fsdp.state", "#units");
+  int n = bind_narrow_int(L, luaL_len(L, 1), 0, INT_MAX, "fsdp.state", "#units");
   ms_flat_param **fps = lua_newuserdatauv(L, sizeof *fps * (size_t)(n > 0 ? n : 1), 0);
   for (int i = 0; i < n; i++) {
     lua_geti(L, 1, i + 1);
     lua_flat_param *u = luaL_testudata(L, -1, MS_FLAT_PARAM_MT);
-    if (!u || !u->fp) ms_lua_arg_error(L, 1, "fsdp.state", "units", "a list of flat parameters");
+    if (!u || !u->fp) bind_arg_error(L, 1, "fsdp.state", "units", "a list of flat parameters");
     fps[i] = u->fp;
     lua_pop(L, 1);
   }
   ms_flat_param *root = NULL;
   if (!lua_isnoneornil(L, 2)) {
     lua_flat_param *u = luaL_testudata(L, 2, MS_FLAT_PARAM_MT);
-    if (!u || !u->fp) ms_lua_arg_error(L, 2, "fsdp.state", "root_unit", "a flat parameter or nil");
+    if (!u || !u->fp) bind_arg_error(L, 2, "fsdp.state", "root_unit", "a flat parameter or nil");
     root = u->fp;
   }
   lua_fsdp_state *box = lua_newuserdatauv(L, sizeof *box, 0);
   box->s = NULL;
   luaL_setmetatable(L, MS_FSDP_STATE_MT);
-  if (!(box->s = ms_fsdp_state_new(fps, n, root))) return ms_lua_raise(L);
+  if (!(box->s = ms_fsdp_state_new(fps, n, root))) return bind_raise(L);
   return 1;
 }
 
@@ -217,7 +217,7 @@ static ms_fsdp_state *check_state(lua_State *L) {
 }
 
 static int state_root_pre_forward(lua_State *L) {
-  ms_lua_check_status(L, ms_fsdp_root_pre_forward(check_state(L)));
+  bind_check_status(L, ms_fsdp_root_pre_forward(check_state(L)));
   return 0;
 }
 
@@ -226,7 +226,7 @@ static int state_root_post_forward(lua_State *L) {
   ms_fsdp_state *s = check_state(L);
   int n;
   ms_tensor **outs = check_tensor_list(L, 2, "fsdp root post_forward", &n);
-  ms_lua_check_status(L, ms_fsdp_root_post_forward(s, outs, n));
+  bind_check_status(L, ms_fsdp_root_post_forward(s, outs, n));
   return 0;
 }
 
@@ -238,7 +238,7 @@ static int state_gc(lua_State *L) {
 }
 
 static int fp_pre_forward(lua_State *L) {
-  ms_lua_check_status(L, ms_fsdp_pre_forward(check_fp(L)));
+  bind_check_status(L, ms_fsdp_pre_forward(check_fp(L)));
   return 0;
 }
 
@@ -247,7 +247,7 @@ static int fp_post_forward(lua_State *L) {
   ms_flat_param *fp = check_fp(L);
   int n;
   ms_tensor **outs = check_tensor_list(L, 2, "fsdp post_forward", &n);
-  ms_lua_check_status(L, ms_fsdp_post_forward(fp, outs, n));
+  bind_check_status(L, ms_fsdp_post_forward(fp, outs, n));
   return 0;
 }
 
@@ -258,7 +258,7 @@ static int fp_set_prefetch(lua_State *L) {
   ms_flat_param *fp = check_fp(L);
   ms_fsdp_backward_prefetch bwd = lua_isnoneornil(L, 3) ? MS_FSDP_PREFETCH_NONE
                                                           : (ms_fsdp_backward_prefetch)luaL_checkoption(L, 3, NULL, names);
-  ms_lua_check_status(L, ms_fsdp_set_prefetch(fp, lua_toboolean(L, 2), bwd));
+  bind_check_status(L, ms_fsdp_set_prefetch(fp, lua_toboolean(L, 2), bwd));
   return 0;
 }
 
@@ -266,7 +266,7 @@ static int fp_set_prefetch(lua_State *L) {
 
 /* fp:set_name(name): the unit's module path, the origin of its collectives (checked across ranks). */
 static int fp_set_name(lua_State *L) {
-  ms_lua_check_status(L, ms_flat_param_set_name(check_fp(L), luaL_checkstring(L, 2)));
+  bind_check_status(L, ms_flat_param_set_name(check_fp(L), luaL_checkstring(L, 2)));
   return 0;
 }
 
@@ -277,7 +277,7 @@ static int fp_compute_gathered(lua_State *L) {
 
 static int fp_set_inter_group(lua_State *L) {
   ms_flat_param *fp = check_fp(L);
-  ms_lua_check_status(L, ms_flat_param_set_inter_group(fp, opt_group(L, 2)));
+  bind_check_status(L, ms_flat_param_set_inter_group(fp, opt_group(L, 2)));
   return 0;
 }
 
@@ -336,7 +336,7 @@ static int fp_gc(lua_State *L) {
   return 0;
 }
 
-void ms_lua_open_fsdp(lua_State *L) {
+void bind_open_fsdp(lua_State *L) {
   static const luaL_Reg methods[] = {
       {"gather", fp_gather},           {"release", fp_release},
       {"is_gathered", fp_is_gathered}, {"info", fp_info},

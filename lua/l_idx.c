@@ -11,25 +11,25 @@ typedef struct rows_box {
 } rows_box;
 
 static int l_read_idx(lua_State *L) {
-  if (lua_type(L, 1) != LUA_TSTRING) return ms_lua_arg_error(L, 1, "read_idx", "path", "a string");
+  if (lua_type(L, 1) != LUA_TSTRING) return bind_arg_error(L, 1, "read_idx", "path", "a string");
   ms_tensor *t = NULL;
   ms_idx_read(lua_tostring(L, 1), &t);
-  return ms_lua_push_result(L, t); /* raises the reader's message when t is NULL */
+  return bind_push_result(L, t); /* raises the reader's message when t is NULL */
 }
 
-ms_idx_rows *ms_lua_check_idx_rows(lua_State *L, int idx, const char *fname) {
+ms_idx_rows *bind_check_idx_rows(lua_State *L, int idx, const char *fname) {
   rows_box *box = luaL_testudata(L, idx, IDX_ROWS_MT);
-  if (!box) return ms_lua_arg_error(L, idx, fname, "rows", "an IDX rows object (ms._idx_rows)"), NULL;
+  if (!box) return bind_arg_error(L, idx, fname, "rows", "an IDX rows object (ms._idx_rows)"), NULL;
   if (!box->rows) luaL_error(L, "%s: the IDX rows object was closed", fname);
   return box->rows;
 }
 
 static int l_idx_rows(lua_State *L) {
-  if (lua_type(L, 1) != LUA_TSTRING) return ms_lua_arg_error(L, 1, "idx_rows", "path", "a string");
+  if (lua_type(L, 1) != LUA_TSTRING) return bind_arg_error(L, 1, "idx_rows", "path", "a string");
   rows_box *box = lua_newuserdatauv(L, sizeof *box, 0); /* before the resource it will own */
   box->rows = NULL;
   luaL_setmetatable(L, IDX_ROWS_MT);
-  ms_lua_check_status(L, ms_idx_rows_open(lua_tostring(L, 1), &box->rows));
+  bind_check_status(L, ms_idx_rows_open(lua_tostring(L, 1), &box->rows));
   return 1;
 }
 
@@ -41,30 +41,30 @@ static int rows_close(lua_State *L) {
 }
 
 static int rows_len(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)ms_idx_rows_info(ms_lua_check_idx_rows(L, 1, "idx_rows"))->shape[0]);
+  lua_pushinteger(L, (lua_Integer)ms_idx_rows_info(bind_check_idx_rows(L, 1, "idx_rows"))->shape[0]);
   return 1;
 }
 
 /* The file's shape (the header's sizes) as a Size, like a tensor's .shape. */
 static int rows_shape(lua_State *L) {
-  const ms_idx_info *in = ms_idx_rows_info(ms_lua_check_idx_rows(L, 1, "idx_rows:shape"));
-  ms_lua_push_size(L, in->ndim, in->shape);
+  const ms_idx_info *in = ms_idx_rows_info(bind_check_idx_rows(L, 1, "idx_rows:shape"));
+  bind_push_size(L, in->ndim, in->shape);
   return 1;
 }
 
 /* Row i (1-based, negative from the end) as a new tensor of the file's shape less its first dim. */
 static int rows_get(lua_State *L) {
-  ms_idx_rows *f = ms_lua_check_idx_rows(L, 1, "idx_rows:get");
+  ms_idx_rows *f = bind_check_idx_rows(L, 1, "idx_rows:get");
   const ms_idx_info *in = ms_idx_rows_info(f);
-  int64_t i = ms_lua_check_index(L, 2, in->shape[0], "idx_rows:get", "index");
+  int64_t i = bind_check_index(L, 2, in->shape[0], "idx_rows:get", "index");
   ms_tensor *one = ms_idx_rows_gather(f, &i, 1);
-  if (!one) return ms_lua_raise(L);
+  if (!one) return bind_raise(L);
   ms_tensor *row = ms_tensor_select(one, 0, 0);
   ms_tensor_release(one);
-  return ms_lua_push_result(L, row);
+  return bind_push_result(L, row);
 }
 
-void ms_lua_open_idx(lua_State *L) {
+void bind_open_idx(lua_State *L) {
   luaL_newmetatable(L, IDX_ROWS_MT);
   static const luaL_Reg meta[] = {{"__gc", rows_close}, {"__close", rows_close}, {"__len", rows_len}, {NULL, NULL}};
   luaL_setfuncs(L, meta, 0);

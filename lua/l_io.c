@@ -103,7 +103,7 @@ static void push_encoded_value(lua_State *L, int idx, const char *name) {
     return;
   default:
     luaL_error(L, "save: '%s' is %s; only tensors, numbers, strings, booleans and tables can be saved", name,
-               ms_lua_describe(L, idx));
+               bind_describe(L, idx));
   }
 }
 
@@ -123,7 +123,7 @@ static void walk_entry(save_ctx *c, const char *name, const char *layout, bool o
     seg = lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, -2)), kind = 'i';
     len = strlen(seg);
   } else {
-    luaL_error(L, "save: key %s under '%s' must be a string or an integer", ms_lua_describe(L, top - 1), name);
+    luaL_error(L, "save: key %s under '%s' must be a string or an integer", bind_describe(L, top - 1), name);
     return;
   }
   /* at the root the first piece has no separator before it */
@@ -178,7 +178,7 @@ static void gather_flat(save_ctx *c, int idx) {
     size_t len;
     if (lua_type(L, -2) != LUA_TSTRING || !ms_lua_to_tensor(L, -1))
       luaL_error(L, "save: with nested = false every key must be a string and every value a tensor, got %s = %s",
-                 ms_lua_describe(L, lua_gettop(L) - 1), ms_lua_describe(L, lua_gettop(L)));
+                 bind_describe(L, lua_gettop(L) - 1), bind_describe(L, lua_gettop(L)));
     checked_string(L, -2, "tensor name", &len);
     lua_pushvalue(L, -2), lua_pushvalue(L, -2), lua_rawset(L, c->tensors);
   }
@@ -190,8 +190,8 @@ static void gather_user_meta(save_ctx *c, int idx) {
   for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
     size_t len;
     if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-      luaL_error(L, "save: metadata must map strings to strings, got %s = %s", ms_lua_describe(L, lua_gettop(L) - 1),
-                 ms_lua_describe(L, lua_gettop(L)));
+      luaL_error(L, "save: metadata must map strings to strings, got %s = %s", bind_describe(L, lua_gettop(L) - 1),
+                 bind_describe(L, lua_gettop(L)));
     const char *k = checked_string(L, -2, "metadata key", &len);
     checked_string(L, -1, "metadata value", &len);
     if (strncmp(k, "moonshard.", 10) == 0) luaL_error(L, "save: metadata key '%s' is reserved (moonshard.*)", k);
@@ -249,17 +249,17 @@ static void write_file(lua_State *L, const char *path, save_ctx *c, bool with_me
   for (lua_pushnil(L); lua_next(L, c->meta); lua_pop(L, 1)) keys[i++] = lua_tostring(L, -2);
   qsort(keys, (size_t)m, sizeof *keys, cmp_str);
   for (i = 0; i < m; i++) lua_getfield(L, c->meta, keys[i]), values[i] = lua_tostring(L, -1), lua_pop(L, 1);
-  ms_lua_check_status(L, ms_safetensors_save(path, n, names, ts, m, with_meta ? keys : NULL, values));
+  bind_check_status(L, ms_safetensors_save(path, n, names, ts, m, with_meta ? keys : NULL, values));
 }
 
 /* ms.save(tbl, path, {metadata = {k = "v"}, nested = bool}) */
 static int l_save(lua_State *L) {
   static const char *const known[] = {"metadata", "nested", NULL};
-  if (!lua_istable(L, 1)) ms_lua_arg_error(L, 1, "save", "tensors", "a table of named tensors");
-  if (lua_type(L, 2) != LUA_TSTRING) ms_lua_arg_error(L, 2, "save", "path", "a string");
-  ms_lua_opts o = ms_lua_check_opts(L, 3, "save", known);
+  if (!lua_istable(L, 1)) bind_arg_error(L, 1, "save", "tensors", "a table of named tensors");
+  if (lua_type(L, 2) != LUA_TSTRING) bind_arg_error(L, 2, "save", "path", "a string");
+  ms_lua_opts o = bind_check_opts(L, 3, "save", known);
   bool nested;
-  if (!ms_lua_opt_bool(o, "nested", &nested)) nested = !is_flat(L, 1);
+  if (!bind_opt_bool(o, "nested", &nested)) nested = !is_flat(L, 1);
   lua_settop(L, 3);
   if (lua_istable(L, 3)) lua_getfield(L, 3, "metadata"); /* 4: user metadata or nil */
   else lua_pushnil(L);
@@ -409,16 +409,16 @@ static void unflatten(lua_State *L, const char *path, ms_safetensors *st, int me
 /* ms.load(path, {nested = bool}) -> tensors (or the nested table), metadata */
 static int l_load(lua_State *L) {
   static const char *const known[] = {"nested", NULL};
-  if (lua_type(L, 1) != LUA_TSTRING) ms_lua_arg_error(L, 1, "load", "path", "a string");
+  if (lua_type(L, 1) != LUA_TSTRING) bind_arg_error(L, 1, "load", "path", "a string");
   const char *path = lua_tostring(L, 1);
-  ms_lua_opts o = ms_lua_check_opts(L, 2, "load", known);
-  bool nested_opt, has_opt = ms_lua_opt_bool(o, "nested", &nested_opt);
+  ms_lua_opts o = bind_check_opts(L, 2, "load", known);
+  bool nested_opt, has_opt = bind_opt_bool(o, "nested", &nested_opt);
   lua_settop(L, 2);
   /* the box exists before the memory it will own, so that any error below frees it */
   ms_safetensors *st = lua_newuserdatauv(L, sizeof *st, 0); /* 3 */
   memset(st, 0, sizeof *st);
   luaL_setmetatable(L, BOX_MT);
-  ms_lua_check_status(L, ms_safetensors_load(path, st));
+  bind_check_status(L, ms_safetensors_load(path, st));
   lua_createtable(L, 0, st->meta_count); /* 4: all metadata */
   for (int i = 0; i < st->meta_count; i++) lua_pushstring(L, st->meta_values[i]), lua_setfield(L, 4, st->meta_keys[i]);
   lua_getfield(L, 4, NESTED_KEY);
@@ -441,7 +441,7 @@ static int l_load(lua_State *L) {
   return 2;
 }
 
-void ms_lua_open_io(lua_State *L) {
+void bind_open_io(lua_State *L) {
   if (luaL_newmetatable(L, BOX_MT)) {
     lua_pushcfunction(L, box_gc);
     lua_setfield(L, -2, "__gc");

@@ -35,16 +35,16 @@ static int l_open(lua_State *L) {
   file_box *b = lua_newuserdatauv(L, sizeof *b, 0); /* the box exists before what it owns */
   b->f = NULL;
   luaL_setmetatable(L, FILE_MT);
-  if (!(b->f = ms_safetensors_open(path))) return ms_lua_raise(L);
+  if (!(b->f = ms_safetensors_open(path))) return bind_raise(L);
   return 1;
 }
 
 static int file_read(lua_State *L) {
   ms_safetensors_file *f = check_file(L);
   const char *name = luaL_checkstring(L, 2);
-  int64_t offset = ms_lua_check_integer(L, 3, "safetensors read", "offset");
-  int64_t count = ms_lua_check_integer(L, 4, "safetensors read", "count");
-  return ms_lua_push_result(L, ms_safetensors_read_range(f, name, offset, count));
+  int64_t offset = bind_check_integer(L, 3, "safetensors read", "offset");
+  int64_t count = bind_check_integer(L, 4, "safetensors read", "count");
+  return bind_push_result(L, ms_safetensors_read_range(f, name, offset, count));
 }
 
 /* Pushes j as Lua values: objects as tables, arrays as sequences, integers that fit as Lua
@@ -101,7 +101,7 @@ static int l_json_decode(lua_State *L) {
   return 1;
 }
 
-void ms_lua_open_io_parts(lua_State *L) {
+void bind_open_io_parts(lua_State *L) {
   static const luaL_Reg methods[] = {{"read", file_read}, {"close", file_close}, {NULL, NULL}};
   if (luaL_newmetatable(L, FILE_MT)) {
     luaL_newlib(L, methods);

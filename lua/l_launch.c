@@ -91,7 +91,7 @@ static int supervise(pid_t pid, const sigset_t *signals, int *sig) {
   }
 }
 
-int ms_launch_mpirun(const char *what, long nprocs, const char *exe, int nwords, const char *const *words) {
+int launch_mpirun(const char *what, long nprocs, const char *exe, int nwords, const char *const *words) {
   const char *mpirun = getenv("MS_MPIRUN");
   if (mpirun == NULL || *mpirun == '\0') mpirun = "mpirun";
   char np[32];
@@ -142,7 +142,7 @@ static int l_launch_mpirun(lua_State *L) {
   const char *exe = luaL_checkstring(L, 2);
   luaL_checktype(L, 3, LUA_TTABLE);
   if (n < 1 || n > 1000000) return luaL_error(L, "ms.spawn: nprocs must be in [1, 1000000], got %I", n);
-  int nwords = ms_lua_narrow_int(L, luaL_len(L, 3), 0, 100000, "ms.spawn", "number of command-line words");
+  int nwords = bind_narrow_int(L, luaL_len(L, 3), 0, 100000, "ms.spawn", "number of command-line words");
   const char **words = lua_newuserdatauv(L, sizeof *words * (size_t)(nwords + 1), 0); /* freed by the GC */
   for (int i = 0; i < nwords; i++) {
     lua_rawgeti(L, 3, i + 1); /* the table keeps the string alive */
@@ -151,11 +151,11 @@ static int l_launch_mpirun(lua_State *L) {
   }
   char what[64];
   snprintf(what, sizeof what, "ms.spawn(%lld processes)", (long long)n);
-  lua_pushinteger(L, ms_launch_mpirun(what, (long)n, exe, nwords, words));
+  lua_pushinteger(L, launch_mpirun(what, (long)n, exe, nwords, words));
   return 1;
 }
 
-void ms_lua_open_launch(lua_State *L) {
+void bind_open_launch(lua_State *L) {
   lua_pushcfunction(L, l_launch_mpirun);
   lua_setfield(L, -3, "_launch_mpirun"); /* the module, below the method table */
 }

@@ -41,7 +41,7 @@ static int64_t count_indices(lua_State *L, int batches, int64_t nbatches) {
   for (int64_t k = 1; k <= nbatches; k++) {
     if (lua_geti(L, batches, k) != LUA_TTABLE)
       luaL_error(L, "DataLoader: batch %I must be a table of indices, got %s", (lua_Integer)k,
-                 ms_lua_describe(L, -1));
+                 bind_describe(L, -1));
     total += (int64_t)luaL_len(L, -1);
     lua_pop(L, 1);
   }
@@ -61,7 +61,7 @@ static void read_indices(lua_State *L, int batches, int64_t nbatches, int64_t ro
       lua_Integer v = lua_tointegerx(L, -1, &ok);
       if (!ok)
         luaL_error(L, "DataLoader: batch %I, entry %I: expected an integer index, got %s",
-                   (lua_Integer)k, (lua_Integer)j, ms_lua_describe(L, -1));
+                   (lua_Integer)k, (lua_Integer)j, bind_describe(L, -1));
       if (v < 1 || v > rows)
         luaL_error(L, "DataLoader: batch %I, entry %I: index %I is out of range for a dataset of "
                    "%I samples (1 to %I)", (lua_Integer)k, (lua_Integer)j, v, (lua_Integer)rows,
@@ -92,7 +92,7 @@ static void read_source(lua_State *L, int sources, int i, ms_loader_source *src,
   if (lua_geti(L, sources, i) != LUA_TTABLE)
     luaL_error(L, "DataLoader: source %d must be a table {tensor = t, transform = specs}", i);
   src->tensor = NULL, src->rows = NULL;
-  if (lua_getfield(L, -1, "rows") != LUA_TNIL) src->rows = ms_lua_check_idx_rows(L, lua_gettop(L), "DataLoader");
+  if (lua_getfield(L, -1, "rows") != LUA_TNIL) src->rows = bind_check_idx_rows(L, lua_gettop(L), "DataLoader");
   else {
     lua_getfield(L, -2, "tensor");
     src->tensor = ms_lua_check_tensor(L, lua_gettop(L), "DataLoader");
@@ -101,7 +101,7 @@ static void read_source(lua_State *L, int sources, int i, ms_loader_source *src,
   lua_pop(L, 1); /* the sources table keeps the tensor or rows alive */
   spec->n = 0;
   lua_getfield(L, -1, "transform");
-  if (!lua_isnil(L, -1)) ms_lua_check_transform_specs(L, lua_gettop(L), spec->specs, &spec->n);
+  if (!lua_isnil(L, -1)) bind_check_transform_specs(L, lua_gettop(L), spec->specs, &spec->n);
   lua_pop(L, 2);
   src->transform = NULL, src->ctx = NULL, src->free_ctx = NULL;
 }
@@ -126,12 +126,12 @@ static bool attach_specs(ms_loader_source *srcs, const spec_ctx *specs, int n) {
 
 static ms_loader_config read_config(lua_State *L, int idx) {
   static const char *const known[] = {"num_workers", "prefetch_factor", "pin_memory", NULL};
-  ms_lua_opts o = ms_lua_check_opts(L, idx, "DataLoader", known);
+  ms_lua_opts o = bind_check_opts(L, idx, "DataLoader", known);
   int64_t workers = 0, prefetch = 2;
   bool pin = false;
-  ms_lua_opt_integer(o, "num_workers", &workers);
-  ms_lua_opt_integer(o, "prefetch_factor", &prefetch);
-  ms_lua_opt_bool(o, "pin_memory", &pin);
+  bind_opt_integer(o, "num_workers", &workers);
+  bind_opt_integer(o, "prefetch_factor", &prefetch);
+  bind_opt_bool(o, "pin_memory", &pin);
   if (workers < 0 || workers > 256)
     luaL_error(L, "DataLoader: num_workers must be in 0..256, got %I", (lua_Integer)workers);
   if (prefetch < 1 || prefetch > 1024)
@@ -144,7 +144,7 @@ static int l_loader_new(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checktype(L, 2, LUA_TTABLE);
   ms_loader_config cfg = read_config(L, 3);
-  int nsrc = ms_lua_narrow_int(L, luaL_len(L, 1), 1, MS_LOADER_MAX_SOURCES, "DataLoader", "number of source tensors");
+  int nsrc = bind_narrow_int(L, luaL_len(L, 1), 1, MS_LOADER_MAX_SOURCES, "DataLoader", "number of source tensors");
   ms_loader_source srcs[MS_LOADER_MAX_SOURCES];
   spec_ctx *specs = lua_newuserdatauv(L, sizeof *specs * (size_t)nsrc, 0);
   for (int i = 0; i < nsrc; i++) read_source(L, 1, i + 1, &srcs[i], &specs[i]);
@@ -158,7 +158,7 @@ static int l_loader_new(lua_State *L) {
   luaL_setmetatable(L, LOADER_MT);
   if (!attach_specs(srcs, specs, nsrc)) return luaL_error(L, "DataLoader: out of memory");
   box->loader = ms_loader_create(srcs, nsrc, idx, off, nbatches, cfg);
-  if (!box->loader) return ms_lua_raise(L);
+  if (!box->loader) return bind_raise(L);
   return 1;
 }
 
@@ -209,7 +209,7 @@ static void install_lazy_data(lua_State *L, int module) {
   lua_setmetatable(L, module);
 }
 
-void ms_lua_open_loader(lua_State *L) {
+void bind_open_loader(lua_State *L) {
   luaL_newmetatable(L, LOADER_MT);
   static const luaL_Reg meta[] = {{"__gc", loader_close}, {"__close", loader_close},
                                   {"__len", loader_len}, {NULL, NULL}};

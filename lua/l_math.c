@@ -39,19 +39,19 @@ static ms_operand scale_operand(lua_State *L, ms_binary_op op, ms_operand a, ms_
   *scaled = prod ? ms_tensor_to_dtype(prod, common) : NULL; /* bool * 2 counts in int64 */
   ms_tensor_release(bc);
   ms_tensor_release(prod);
-  if (!*scaled) ms_lua_raise(L);
+  if (!*scaled) bind_raise(L);
   return ms_operand_tensor(*scaled);
 }
 
 /* add(a, b, {alpha=}) and sub: a + alpha * b, as torch.add. */
 static int add_sub(lua_State *L, ms_binary_op op, const char *fname, bool inplace) {
   static const char *const known[] = {"alpha", NULL};
-  ms_operand a = ms_lua_check_operand(L, 1, fname, "input");
-  ms_operand b = ms_lua_check_operand(L, 2, fname, "other");
+  ms_operand a = bind_check_operand(L, 1, fname, "input");
+  ms_operand b = bind_check_operand(L, 2, fname, "other");
   double alpha = 1;
-  ms_lua_opts opts = ms_lua_check_opts(L, 3, fname, known);
+  ms_lua_opts opts = bind_check_opts(L, 3, fname, known);
   bool alpha_int = true; /* a Lua integer, or none */
-  if (ms_lua_opt_number(opts, "alpha", &alpha)) {
+  if (bind_opt_number(opts, "alpha", &alpha)) {
     lua_getfield(L, 3, "alpha");
     alpha_int = lua_isinteger(L, -1);
     lua_pop(L, 1);
@@ -62,12 +62,12 @@ static int add_sub(lua_State *L, ms_binary_op op, const char *fname, bool inplac
   if (!inplace) {
     ms_tensor *r = ms_binary(op, a, b);
     ms_tensor_release(scaled);
-    return ms_lua_push_result(L, r);
+    return bind_push_result(L, r);
   }
   ms_tensor *self = ms_lua_check_tensor(L, 1, fname);
   ms_status st = ms_binary_(op, self, b);
   ms_tensor_release(scaled);
-  ms_lua_check_status(L, st);
+  bind_check_status(L, st);
   lua_settop(L, 1);
   return 1;
 }
@@ -82,25 +82,25 @@ static int l_sub_(lua_State *L) { return add_sub(L, MS_OP_SUB, "sub_", true); }
 
 static int binary(lua_State *L, ms_binary_op op) {
   const char *fname = ms_binary_op_name(op);
-  ms_operand a = ms_lua_check_operand(L, 1, fname, "input");
-  ms_operand b = ms_lua_check_operand(L, 2, fname, "other");
-  ms_lua_check_end(L, 3, fname);
-  return ms_lua_push_result(L, ms_binary(op, a, b));
+  ms_operand a = bind_check_operand(L, 1, fname, "input");
+  ms_operand b = bind_check_operand(L, 2, fname, "other");
+  bind_check_end(L, 3, fname);
+  return bind_push_result(L, ms_binary(op, a, b));
 }
 
 static int binary_(lua_State *L, ms_binary_op op) {
   char fname[MS_INPLACE_NAME_LEN];
   snprintf(fname, sizeof fname, "%s_", ms_binary_op_name(op));
   ms_tensor *self = ms_lua_check_tensor(L, 1, fname);
-  ms_operand other = ms_lua_check_operand(L, 2, fname, "other");
-  ms_lua_check_end(L, 3, fname);
-  ms_lua_check_status(L, ms_binary_(op, self, other));
+  ms_operand other = bind_check_operand(L, 2, fname, "other");
+  bind_check_end(L, 3, fname);
+  bind_check_status(L, ms_binary_(op, self, other));
   lua_settop(L, 1);
   return 1;
 }
 
 /* The binary ops of the engine's table other than add and sub (which take alpha), bound by
- * looping over it (ms_lua_open_math): the op rides in the closure's upvalue. */
+ * looping over it (bind_open_math): the op rides in the closure's upvalue. */
 static ms_binary_op upvalue_binary_op(lua_State *L) { return (ms_binary_op)lua_tointeger(L, lua_upvalueindex(1)); }
 static int l_binary(lua_State *L) { return binary(L, upvalue_binary_op(L)); }
 static int l_binary_(lua_State *L) { return binary_(L, upvalue_binary_op(L)); }
@@ -110,23 +110,23 @@ static int l_binary_(lua_State *L) { return binary_(L, upvalue_binary_op(L)); }
 /* A tensor at 1 and nothing after it (x:relu("x") must not pass as x:relu()). */
 static ms_tensor *check_only_tensor(lua_State *L, const char *fname) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
-  ms_lua_check_end(L, 2, fname);
+  bind_check_end(L, 2, fname);
   return t;
 }
 
 static int unary(lua_State *L, ms_unary_op op) {
-  return ms_lua_push_result(L, ms_unary(op, check_only_tensor(L, ms_unary_op_name(op))));
+  return bind_push_result(L, ms_unary(op, check_only_tensor(L, ms_unary_op_name(op))));
 }
 
 static int unary_(lua_State *L, ms_unary_op op) {
   char fname[MS_INPLACE_NAME_LEN];
   snprintf(fname, sizeof fname, "%s_", ms_unary_op_name(op));
-  ms_lua_check_status(L, ms_unary_(op, check_only_tensor(L, fname)));
+  bind_check_status(L, ms_unary_(op, check_only_tensor(L, fname)));
   lua_settop(L, 1);
   return 1;
 }
 
-/* Every unary op of the engine's table, bound by looping over it (ms_lua_open_math): the op
+/* Every unary op of the engine's table, bound by looping over it (bind_open_math): the op
  * rides in the closure's upvalue. */
 static ms_unary_op upvalue_unary_op(lua_State *L) { return (ms_unary_op)lua_tointeger(L, lua_upvalueindex(1)); }
 static int l_unary(lua_State *L) { return unary(L, upvalue_unary_op(L)); }
@@ -140,18 +140,18 @@ static int clamp(lua_State *L, bool inplace) {
   bool has_lo, has_hi, float_bound; /* a Lua float bound (2.0 too) promotes as a float */
   if (lua_istable(L, 2)) {
     static const char *const known[] = {"min", "max", NULL};
-    ms_lua_opts o = ms_lua_check_opts(L, 2, fname, known);
-    has_lo = ms_lua_opt_number(o, "min", &lo);
-    has_hi = ms_lua_opt_number(o, "max", &hi);
+    ms_lua_opts o = bind_check_opts(L, 2, fname, known);
+    has_lo = bind_opt_number(o, "min", &lo);
+    has_hi = bind_opt_number(o, "max", &hi);
     lua_getfield(L, 2, "min");
     lua_getfield(L, 2, "max");
     float_bound = (has_lo && !lua_isinteger(L, -2)) || (has_hi && !lua_isinteger(L, -1));
     lua_pop(L, 2);
   } else {
     has_lo = !lua_isnoneornil(L, 2), has_hi = !lua_isnoneornil(L, 3);
-    if (has_lo && lua_type(L, 2) != LUA_TNUMBER) ms_lua_arg_error(L, 2, fname, "min", "a number or nil");
-    if (has_hi && lua_type(L, 3) != LUA_TNUMBER) ms_lua_arg_error(L, 3, fname, "max", "a number or nil");
-    ms_lua_check_end(L, 4, fname);
+    if (has_lo && lua_type(L, 2) != LUA_TNUMBER) bind_arg_error(L, 2, fname, "min", "a number or nil");
+    if (has_hi && lua_type(L, 3) != LUA_TNUMBER) bind_arg_error(L, 3, fname, "max", "a number or nil");
+    bind_check_end(L, 4, fname);
     lo = lua_tonumber(L, 2), hi = lua_tonumber(L, 3);
     float_bound = (has_lo && !lua_isinteger(L, 2)) || (has_hi && !lua_isinteger(L, 3));
   }
@@ -165,10 +165,10 @@ static int clamp(lua_State *L, bool inplace) {
     ms_tensor *f = ms_tensor_to_dtype(t, MS_FLOAT32);
     ms_tensor *r = f ? ms_clamp(f, plo, phi) : NULL;
     ms_tensor_release(f);
-    return ms_lua_push_result(L, r);
+    return bind_push_result(L, r);
   }
-  if (!inplace) return ms_lua_push_result(L, ms_clamp(t, plo, phi));
-  ms_lua_check_status(L, ms_clamp_(t, plo, phi));
+  if (!inplace) return bind_push_result(L, ms_clamp(t, plo, phi));
+  bind_check_status(L, ms_clamp_(t, plo, phi));
   lua_settop(L, 1);
   return 1;
 }
@@ -179,56 +179,56 @@ static int l_clamp_(lua_State *L) { return clamp(L, true); }
 /* where(cond, a, b) as torch.where; the method form x:where(cond, y) as Tensor.where. */
 static int l_where(lua_State *L) {
   ms_tensor *cond = ms_lua_check_tensor(L, 1, "where");
-  ms_operand a = ms_lua_check_operand(L, 2, "where", "input");
-  ms_operand b = ms_lua_check_operand(L, 3, "where", "other");
-  ms_lua_check_end(L, 4, "where");
-  return ms_lua_push_result(L, ms_where(cond, a, b));
+  ms_operand a = bind_check_operand(L, 2, "where", "input");
+  ms_operand b = bind_check_operand(L, 3, "where", "other");
+  bind_check_end(L, 4, "where");
+  return bind_push_result(L, ms_where(cond, a, b));
 }
 
 static int l_where_method(lua_State *L) {
-  ms_operand self = ms_lua_check_operand(L, 1, "where", "self");
+  ms_operand self = bind_check_operand(L, 1, "where", "self");
   ms_tensor *cond = ms_lua_check_tensor(L, 2, "where");
-  ms_operand other = ms_lua_check_operand(L, 3, "where", "other");
-  ms_lua_check_end(L, 4, "where");
-  return ms_lua_push_result(L, ms_where(cond, self, other));
+  ms_operand other = bind_check_operand(L, 3, "where", "other");
+  bind_check_end(L, 4, "where");
+  return bind_push_result(L, ms_where(cond, self, other));
 }
 
 /* The last argument, a number (or boolean): nothing may follow it. */
 static double check_scalar(lua_State *L, int idx, const char *fname, const char *what) {
-  if (!lua_isboolean(L, idx) && lua_type(L, idx) != LUA_TNUMBER) ms_lua_arg_error(L, idx, fname, what, "a number");
-  ms_lua_check_end(L, idx + 1, fname);
+  if (!lua_isboolean(L, idx) && lua_type(L, idx) != LUA_TNUMBER) bind_arg_error(L, idx, fname, what, "a number");
+  bind_check_end(L, idx + 1, fname);
   return lua_isboolean(L, idx) ? lua_toboolean(L, idx) : lua_tonumber(L, idx);
 }
 
 static int l_masked_fill(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "masked_fill"), *mask = ms_lua_check_tensor(L, 2, "masked_fill");
-  return ms_lua_push_result(L, ms_masked_fill(t, mask, check_scalar(L, 3, "masked_fill", "value")));
+  return bind_push_result(L, ms_masked_fill(t, mask, check_scalar(L, 3, "masked_fill", "value")));
 }
 
 static int l_masked_fill_(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "masked_fill_"), *mask = ms_lua_check_tensor(L, 2, "masked_fill_");
-  ms_lua_check_status(L, ms_masked_fill_(t, mask, check_scalar(L, 3, "masked_fill_", "value")));
+  bind_check_status(L, ms_masked_fill_(t, mask, check_scalar(L, 3, "masked_fill_", "value")));
   lua_settop(L, 1);
   return 1;
 }
 
 static int l_fill_(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "fill_");
-  ms_lua_check_status(L, ms_tensor_fill_(t, check_scalar(L, 2, "fill_", "value")));
+  bind_check_status(L, ms_tensor_fill_(t, check_scalar(L, 2, "fill_", "value")));
   lua_settop(L, 1);
   return 1;
 }
 
 static int l_zero_(lua_State *L) {
-  ms_lua_check_status(L, ms_tensor_zero_(check_only_tensor(L, "zero_")));
+  bind_check_status(L, ms_tensor_zero_(check_only_tensor(L, "zero_")));
   lua_settop(L, 1);
   return 1;
 }
 
 static int l_copy_(lua_State *L) {
   ms_tensor *dst = ms_lua_check_tensor(L, 1, "copy_"), *src = ms_lua_check_tensor(L, 2, "copy_");
-  ms_lua_check_end(L, 3, "copy_");
-  ms_lua_check_status(L, ms_tensor_copy_(dst, src));
+  bind_check_end(L, 3, "copy_");
+  bind_check_status(L, ms_tensor_copy_(dst, src));
   lua_settop(L, 1);
   return 1;
 }
@@ -243,29 +243,29 @@ static ms_reduce_opts reduce_args(lua_State *L, const ms_tensor *t, const char *
   int idx = 2;
   if (lua_type(L, idx) == LUA_TNUMBER) {
     o.all = false;
-    o.dim = ms_lua_check_dim(L, idx++, t->ndim, fname, "dim");
+    o.dim = bind_check_dim(L, idx++, t->ndim, fname, "dim");
   }
   if (lua_isboolean(L, idx)) o.keepdim = lua_toboolean(L, idx++);
   else if (lua_istable(L, idx)) {
-    ms_lua_opts opts = ms_lua_check_opts(L, idx, fname, known);
+    ms_lua_opts opts = bind_check_opts(L, idx, fname, known);
     lua_getfield(L, idx, "dim");
-    if (!lua_isnil(L, -1)) o.all = false, o.dim = ms_lua_check_dim(L, lua_gettop(L), t->ndim, fname, "dim");
+    if (!lua_isnil(L, -1)) o.all = false, o.dim = bind_check_dim(L, lua_gettop(L), t->ndim, fname, "dim");
     lua_pop(L, 1);
-    ms_lua_opt_bool(opts, "keepdim", &o.keepdim);
-    ms_lua_opt_integer(opts, "correction", &o.correction);
+    bind_opt_bool(opts, "keepdim", &o.keepdim);
+    bind_opt_integer(opts, "correction", &o.correction);
     bool unbiased;
-    if (ms_lua_opt_bool(opts, "unbiased", &unbiased)) o.correction = unbiased ? 1 : 0;
-    ms_lua_opt_number(opts, "p", &o.p);
+    if (bind_opt_bool(opts, "unbiased", &unbiased)) o.correction = unbiased ? 1 : 0;
+    bind_opt_number(opts, "p", &o.p);
     idx++;
   }
   if (next_idx) *next_idx = idx;
-  else ms_lua_check_end(L, idx, fname); /* x:sum("x") must not pass as x:sum() */
+  else bind_check_end(L, idx, fname); /* x:sum("x") must not pass as x:sum() */
   return o;
 }
 
 static int reduce(lua_State *L, ms_reduce_op op, const char *fname) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
-  return ms_lua_push_result(L, ms_reduce(op, t, reduce_args(L, t, fname, NULL)));
+  return bind_push_result(L, ms_reduce(op, t, reduce_args(L, t, fname, NULL)));
 }
 
 static int l_sum(lua_State *L) { return reduce(L, MS_RED_SUM, "sum"); }
@@ -282,7 +282,7 @@ static int l_norm(lua_State *L) {
   if (lua_type(L, 2) == LUA_TSTRING) {
     const char *s = lua_tostring(L, 2);
     if (strcmp(s, "fro") != 0 && strcmp(s, "inf") != 0)
-      return ms_lua_arg_error(L, 2, "norm", "p", "a number, \"fro\" or \"inf\"");
+      return bind_arg_error(L, 2, "norm", "p", "a number, \"fro\" or \"inf\"");
     p = strcmp(s, "inf") == 0 ? INFINITY : 2;
     lua_remove(L, 2);
   } else if (lua_type(L, 2) == LUA_TNUMBER) {
@@ -291,20 +291,20 @@ static int l_norm(lua_State *L) {
   }
   ms_reduce_opts o = reduce_args(L, t, "norm", NULL);
   if (p_given) o.p = p;
-  return ms_lua_push_result(L, ms_reduce(MS_RED_NORM, t, o));
+  return bind_push_result(L, ms_reduce(MS_RED_NORM, t, o));
 }
 
 /* Adds 1 to an int64 tensor of 0-based positions so Lua sees 1-based ones. */
 static ms_tensor *one_based(lua_State *L, ms_tensor *indices) {
-  if (!indices) ms_lua_raise(L);
+  if (!indices) bind_raise(L);
   ms_status st = ms_binary_(MS_OP_ADD, indices, ms_operand_number(1, MS_INT64));
-  if (st != MS_OK) ms_tensor_release(indices), ms_lua_raise(L);
+  if (st != MS_OK) ms_tensor_release(indices), bind_raise(L);
   return indices;
 }
 
 static int arg_reduce(lua_State *L, ms_reduce_op op, const char *fname) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
-  return ms_lua_push_result(L, one_based(L, ms_reduce(op, t, reduce_args(L, t, fname, NULL))));
+  return bind_push_result(L, one_based(L, ms_reduce(op, t, reduce_args(L, t, fname, NULL))));
 }
 
 static int l_argmax(lua_State *L) { return arg_reduce(L, MS_RED_ARGMAX, "argmax"); }
@@ -315,9 +315,9 @@ static int max_min(lua_State *L, ms_reduce_op op, ms_binary_op elementwise, cons
   ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
   if (ms_lua_to_tensor(L, 2)) return binary(L, elementwise);
   ms_reduce_opts o = reduce_args(L, t, fname, NULL);
-  if (o.all) return ms_lua_push_result(L, ms_reduce(op, t, o));
+  if (o.all) return bind_push_result(L, ms_reduce(op, t, o));
   ms_tensor *values, *indices;
-  ms_lua_check_status(L, ms_reduce_with_indices(op, t, o.dim, o.keepdim, &values, &indices));
+  bind_check_status(L, ms_reduce_with_indices(op, t, o.dim, o.keepdim, &values, &indices));
   ms_lua_push_tensor(L, values);
   ms_lua_push_tensor(L, one_based(L, indices));
   return 2;
@@ -331,31 +331,31 @@ static int l_min(lua_State *L) { return max_min(L, MS_RED_MIN, MS_OP_MINIMUM, "m
 /* Tensors at 1 and 2 and nothing after them. */
 static void check_two_tensors(lua_State *L, const char *fname, ms_tensor **a, ms_tensor **b) {
   *a = ms_lua_check_tensor(L, 1, fname), *b = ms_lua_check_tensor(L, 2, fname);
-  ms_lua_check_end(L, 3, fname);
+  bind_check_end(L, 3, fname);
 }
 
 static int l_matmul(lua_State *L) {
   ms_tensor *a, *b;
   check_two_tensors(L, "matmul", &a, &b);
-  return ms_lua_push_result(L, ms_matmul(a, b));
+  return bind_push_result(L, ms_matmul(a, b));
 }
 static int l_mm(lua_State *L) {
   ms_tensor *a, *b;
   check_two_tensors(L, "mm", &a, &b);
-  return ms_lua_push_result(L, ms_mm(a, b));
+  return bind_push_result(L, ms_mm(a, b));
 }
 static int l_bmm(lua_State *L) {
   ms_tensor *a, *b;
   check_two_tensors(L, "bmm", &a, &b);
-  return ms_lua_push_result(L, ms_bmm(a, b));
+  return bind_push_result(L, ms_bmm(a, b));
 }
 static int l_dot(lua_State *L) {
   ms_tensor *a, *b;
   check_two_tensors(L, "dot", &a, &b);
   if (a->ndim != 1 || b->ndim != 1 || a->shape[0] != b->shape[0])
     return luaL_error(L, "dot: expected two 1-D tensors of the same length, got %s and %s",
-                      ms_lua_describe(L, 1), ms_lua_describe(L, 2));
-  return ms_lua_push_result(L, ms_matmul(a, b));
+                      bind_describe(L, 1), bind_describe(L, 2));
+  return bind_push_result(L, ms_matmul(a, b));
 }
 
 /* addmm(input, a, b, {beta=1, alpha=1}) */
@@ -363,11 +363,11 @@ static int l_addmm(lua_State *L) {
   static const char *const known[] = {"beta", "alpha", NULL};
   ms_tensor *c = ms_lua_check_tensor(L, 1, "addmm"), *a = ms_lua_check_tensor(L, 2, "addmm");
   ms_tensor *b = ms_lua_check_tensor(L, 3, "addmm");
-  ms_lua_opts o = ms_lua_check_opts(L, 4, "addmm", known);
+  ms_lua_opts o = bind_check_opts(L, 4, "addmm", known);
   double beta = 1, alpha = 1;
-  ms_lua_opt_number(o, "beta", &beta);
-  ms_lua_opt_number(o, "alpha", &alpha);
-  return ms_lua_push_result(L, ms_addmm(c, a, b, beta, alpha));
+  bind_opt_number(o, "beta", &beta);
+  bind_opt_number(o, "alpha", &alpha);
+  return bind_push_result(L, ms_addmm(c, a, b, beta, alpha));
 }
 
 static int l_equal(lua_State *L) {
@@ -380,12 +380,12 @@ static int l_equal(lua_State *L) {
 static int l_allclose(lua_State *L) {
   static const char *const known[] = {"rtol", "atol", NULL};
   ms_tensor *a = ms_lua_check_tensor(L, 1, "allclose"), *b = ms_lua_check_tensor(L, 2, "allclose");
-  ms_lua_opts o = ms_lua_check_opts(L, 3, "allclose", known);
+  ms_lua_opts o = bind_check_opts(L, 3, "allclose", known);
   double rtol = 1e-5, atol = 1e-8;
-  ms_lua_opt_number(o, "rtol", &rtol);
-  ms_lua_opt_number(o, "atol", &atol);
+  bind_opt_number(o, "rtol", &rtol);
+  bind_opt_number(o, "atol", &atol);
   bool close;
-  ms_lua_check_status(L, ms_allclose(a, b, rtol, atol, &close));
+  bind_check_status(L, ms_allclose(a, b, rtol, atol, &close));
   lua_pushboolean(L, close);
   return 1;
 }
@@ -393,7 +393,7 @@ static int l_allclose(lua_State *L) {
 /* ---- conversions and element access ------------------------------------------------------------------ */
 
 static int convert(lua_State *L, ms_dtype dt, const char *fname) {
-  return ms_lua_push_result(L, ms_tensor_to_dtype(check_only_tensor(L, fname), dt));
+  return bind_push_result(L, ms_tensor_to_dtype(check_only_tensor(L, fname), dt));
 }
 
 static int l_float(lua_State *L) { return convert(L, MS_FLOAT32, "float"); }
@@ -409,21 +409,21 @@ static int l_bool(lua_State *L) { return convert(L, MS_BOOL, "bool"); }
 static bool opt_non_blocking(lua_State *L, int idx) {
   static const char *const known[] = {"non_blocking", NULL};
   bool nb = false;
-  ms_lua_opt_bool(ms_lua_check_opts(L, idx, "to", known), "non_blocking", &nb);
+  bind_opt_bool(bind_check_opts(L, idx, "to", known), "non_blocking", &nb);
   return nb;
 }
 
 /* The table form {dtype =, device =, non_blocking =}. */
 static bool to_table_options(lua_State *L, int idx, ms_dtype *dt, ms_device *dev) {
   static const char *const known[] = {"dtype", "device", "non_blocking", NULL};
-  ms_lua_opts o = ms_lua_check_opts(L, idx, "to", known);
+  ms_lua_opts o = bind_check_opts(L, idx, "to", known);
   bool nb = false;
-  ms_lua_opt_dtype(o, "dtype", dt);
-  ms_lua_opt_bool(o, "non_blocking", &nb);
+  bind_opt_dtype(o, "dtype", dt);
+  bind_opt_bool(o, "non_blocking", &nb);
   if (lua_getfield(L, idx, "device") != LUA_TNIL) {
     if (lua_type(L, -1) != LUA_TSTRING && !lua_isinteger(L, -1))
-      ms_lua_arg_error(L, idx, "to", "device", "a device name such as \"cpu\" or \"cuda:0\"");
-    *dev = ms_lua_check_device(L, lua_gettop(L), "to", "device");
+      bind_arg_error(L, idx, "to", "device", "a device name such as \"cpu\" or \"cuda:0\"");
+    *dev = bind_check_device(L, lua_gettop(L), "to", "device");
   }
   lua_pop(L, 1);
   return nb;
@@ -444,32 +444,32 @@ static int l_to(lua_State *L) {
   } else if (lua_istable(L, 2)) {
     nb = to_table_options(L, 2, &dt, &dev);
   } else if (lua_type(L, 2) == LUA_TSTRING) {
-    if (!ms_device_parse(lua_tostring(L, 2), &dev)) dt = ms_lua_check_dtype(L, 2, "to", "dtype_or_device");
+    if (!ms_device_parse(lua_tostring(L, 2), &dev)) dt = bind_check_dtype(L, 2, "to", "dtype_or_device");
     nb = opt_non_blocking(L, 3);
   } else if (lua_isinteger(L, 2)) {
-    dev = ms_lua_check_device(L, 2, "to", "device");
+    dev = bind_check_device(L, 2, "to", "device");
     nb = opt_non_blocking(L, 3);
   } else {
-    return ms_lua_arg_error(L, 2, "to", "dtype_or_device", "a dtype name, a device name, an options table or a tensor");
+    return bind_arg_error(L, 2, "to", "dtype_or_device", "a dtype name, a device name, an options table or a tensor");
   }
   ms_tensor *moved = ms_tensor_to_device_opt(t, dev, nb);
-  if (!moved) return ms_lua_raise(L);
+  if (!moved) return bind_raise(L);
   ms_tensor *out = ms_tensor_to_dtype(moved, dt);
   ms_tensor_release(moved);
-  return ms_lua_push_result(L, out);
+  return bind_push_result(L, out);
 }
 
 static int l_item(lua_State *L) {
   ms_tensor *t = check_only_tensor(L, "item");
   double v;
-  ms_lua_check_status(L, ms_tensor_item(t, &v));
-  ms_lua_push_element(L, t, 0);
+  bind_check_status(L, ms_tensor_item(t, &v));
+  bind_push_element(L, t, 0);
   return 1;
 }
 
 static void push_nested(lua_State *L, const ms_tensor *t, int d, int64_t *flat) {
   if (d == t->ndim) {
-    ms_lua_push_element(L, t, (*flat)++);
+    bind_push_element(L, t, (*flat)++);
     return;
   }
   lua_createtable(L, (int)t->shape[d], 0);
@@ -492,21 +492,21 @@ static int l_tolist(lua_State *L) {
 
 /* A dim of a tensor that has at least one (a 0-dim tensor has no size or stride to ask for). */
 static int check_existing_dim(lua_State *L, const ms_tensor *t, const char *fname) {
-  if (t->ndim == 0) luaL_error(L, "%s: a 0-dim tensor has no dimensions (dim %s given)", fname, ms_lua_describe(L, 2));
-  return ms_lua_check_dim(L, 2, t->ndim, fname, "dim");
+  if (t->ndim == 0) luaL_error(L, "%s: a 0-dim tensor has no dimensions (dim %s given)", fname, bind_describe(L, 2));
+  return bind_check_dim(L, 2, t->ndim, fname, "dim");
 }
 
 static int l_size(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "size");
-  ms_lua_check_end(L, 3, "size");
-  if (lua_isnoneornil(L, 2)) return ms_lua_push_size(L, t->ndim, t->shape), 1;
+  bind_check_end(L, 3, "size");
+  if (lua_isnoneornil(L, 2)) return bind_push_size(L, t->ndim, t->shape), 1;
   lua_pushinteger(L, t->shape[check_existing_dim(L, t, "size")]);
   return 1;
 }
 
 static int l_stride(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "stride");
-  ms_lua_check_end(L, 3, "stride");
+  bind_check_end(L, 3, "stride");
   if (!lua_isnoneornil(L, 2)) return lua_pushinteger(L, t->strides[check_existing_dim(L, t, "stride")]), 1;
   lua_createtable(L, t->ndim, 0);
   for (int d = 0; d < t->ndim; d++) lua_pushinteger(L, t->strides[d]), lua_rawseti(L, -2, d + 1);
@@ -592,10 +592,10 @@ static void register_op(lua_State *L, const char *name, int op, lua_CFunction fn
   snprintf(inplace, sizeof inplace, "%s_", name);
   lua_pushinteger(L, op);
   lua_pushcclosure(L, fn, 1);
-  ms_lua_register_value_both(L, name);
+  bind_register_value_both(L, name);
   lua_pushinteger(L, op);
   lua_pushcclosure(L, fn_, 1);
-  ms_lua_register_value_both(L, inplace);
+  bind_register_value_both(L, inplace);
 }
 
 /* Every op of the engine's unary and binary tables, so that an op added to a table is bound
@@ -607,7 +607,7 @@ static void register_table_ops(lua_State *L) {
     if (op != MS_OP_ADD && op != MS_OP_SUB) register_op(L, ms_binary_op_name((ms_binary_op)op), op, l_binary, l_binary_);
 }
 
-void ms_lua_open_math(lua_State *L) {
+void bind_open_math(lua_State *L) {
   static const struct { const char *name; lua_CFunction fn; } both[] = {
       {"add", l_add}, {"sub", l_sub}, {"add_", l_add_}, {"sub_", l_sub_},
       {"clamp", l_clamp}, {"clamp_", l_clamp_}, {"masked_fill", l_masked_fill},
@@ -621,7 +621,7 @@ void ms_lua_open_math(lua_State *L) {
       {"size", l_size}, {"stride", l_stride}, {"dim", l_dim}, {"numel", l_numel},
       {"is_contiguous", l_is_contiguous}, {"storage_offset", l_storage_offset},
       {"element_size", l_element_size}, {"is_floating_point", l_is_floating_point}};
-  for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) ms_lua_register_both(L, both[i].name, both[i].fn);
+  for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) bind_register_both(L, both[i].name, both[i].fn);
   register_table_ops(L);
   push_op_names(L);
   lua_setfield(L, -3, "_op_names");

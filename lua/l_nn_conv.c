@@ -21,7 +21,7 @@ static void check_pair_at(lua_State *L, int idx, const char *fname, const char *
   }
   if (!ok)
     luaL_error(L, "%s: %s must be an integer or a pair {h, w} of integers, got %s", fname, what,
-               ms_lua_describe(L, idx));
+               bind_describe(L, idx));
 }
 
 /* Option `key` as an integer or a pair; leaves out as it is when the option is absent. */
@@ -43,13 +43,13 @@ static int l_conv2d(lua_State *L) {
   ms_tensor *w = ms_lua_check_tensor(L, 2, "conv2d");
   bool opts_third = lua_istable(L, 3) && lua_isnoneornil(L, 4);
   ms_tensor *b = lua_isnoneornil(L, 3) || opts_third ? NULL : ms_lua_check_tensor(L, 3, "conv2d");
-  ms_lua_opts o = ms_lua_check_opts(L, opts_third ? 3 : 4, "conv2d", known);
+  ms_lua_opts o = bind_check_opts(L, opts_third ? 3 : 4, "conv2d", known);
   int64_t stride[2] = {1, 1}, padding[2] = {0, 0}, dilation[2] = {1, 1}, groups = 1;
   opt_pair(o, "stride", stride);
   opt_pair(o, "padding", padding);
   opt_pair(o, "dilation", dilation);
-  ms_lua_opt_integer(o, "groups", &groups);
-  return ms_lua_push_result(L, ms_conv2d(x, w, b, stride, padding, dilation, groups));
+  bind_opt_integer(o, "groups", &groups);
+  return bind_push_result(L, ms_conv2d(x, w, b, stride, padding, dilation, groups));
 }
 
 /* max_pool2d(input, kernel_size, {stride=kernel_size, padding=0, dilation=1, ceil_mode=false,
@@ -60,21 +60,21 @@ static int l_max_pool2d(lua_State *L) {
   int64_t kernel[2], padding[2] = {0, 0}, dilation[2] = {1, 1};
   check_pair_at(L, 2, "max_pool2d", "kernel_size", kernel);
   int64_t stride[2] = {kernel[0], kernel[1]};
-  ms_lua_opts o = ms_lua_check_opts(L, 3, "max_pool2d", known);
+  ms_lua_opts o = bind_check_opts(L, 3, "max_pool2d", known);
   bool ceil_mode = false, return_indices = false;
   opt_pair(o, "stride", stride);
   opt_pair(o, "padding", padding);
   opt_pair(o, "dilation", dilation);
-  ms_lua_opt_bool(o, "ceil_mode", &ceil_mode);
-  ms_lua_opt_bool(o, "return_indices", &return_indices);
-  if (!return_indices) return ms_lua_push_result(L, ms_max_pool2d(x, kernel, stride, padding, dilation, ceil_mode));
+  bind_opt_bool(o, "ceil_mode", &ceil_mode);
+  bind_opt_bool(o, "return_indices", &return_indices);
+  if (!return_indices) return bind_push_result(L, ms_max_pool2d(x, kernel, stride, padding, dilation, ceil_mode));
   ms_tensor *values, *indices;
-  ms_lua_check_status(L, ms_max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode, &values,
+  bind_check_status(L, ms_max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode, &values,
                                                     &indices));
-  ms_lua_push_result(L, values);
+  bind_push_result(L, values);
   ms_tensor *one_based = ms_binary(MS_OP_ADD, ms_operand_tensor(indices), ms_operand_number(1, MS_INT64));
   ms_tensor_release(indices);
-  ms_lua_push_result(L, one_based);
+  bind_push_result(L, one_based);
   return 2;
 }
 
@@ -86,27 +86,27 @@ static int l_avg_pool2d(lua_State *L) {
   int64_t kernel[2], padding[2] = {0, 0};
   check_pair_at(L, 2, "avg_pool2d", "kernel_size", kernel);
   int64_t stride[2] = {kernel[0], kernel[1]};
-  ms_lua_opts o = ms_lua_check_opts(L, 3, "avg_pool2d", known);
+  ms_lua_opts o = bind_check_opts(L, 3, "avg_pool2d", known);
   bool ceil_mode = false, count_include_pad = true;
   opt_pair(o, "stride", stride);
   opt_pair(o, "padding", padding);
-  ms_lua_opt_bool(o, "ceil_mode", &ceil_mode);
-  ms_lua_opt_bool(o, "count_include_pad", &count_include_pad);
-  return ms_lua_push_result(L, ms_avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad));
+  bind_opt_bool(o, "ceil_mode", &ceil_mode);
+  bind_opt_bool(o, "count_include_pad", &count_include_pad);
+  return bind_push_result(L, ms_avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad));
 }
 
 /* adaptive_avg_pool2d(input, output_size) with output_size an integer or {h, w} */
 static int l_adaptive_avg_pool2d(lua_State *L) {
-  ms_lua_check_end(L, 3, "adaptive_avg_pool2d");
+  bind_check_end(L, 3, "adaptive_avg_pool2d");
   ms_tensor *x = ms_lua_check_tensor(L, 1, "adaptive_avg_pool2d");
   int64_t size[2];
   check_pair_at(L, 2, "adaptive_avg_pool2d", "output_size", size);
-  return ms_lua_push_result(L, ms_adaptive_avg_pool2d(x, size[0], size[1]));
+  return bind_push_result(L, ms_adaptive_avg_pool2d(x, size[0], size[1]));
 }
 
-void ms_lua_open_nn_conv(lua_State *L) {
-  ms_lua_register_both(L, "conv2d", l_conv2d);
-  ms_lua_register_both(L, "max_pool2d", l_max_pool2d);
-  ms_lua_register_both(L, "avg_pool2d", l_avg_pool2d);
-  ms_lua_register_both(L, "adaptive_avg_pool2d", l_adaptive_avg_pool2d);
+void bind_open_nn_conv(lua_State *L) {
+  bind_register_both(L, "conv2d", l_conv2d);
+  bind_register_both(L, "max_pool2d", l_max_pool2d);
+  bind_register_both(L, "avg_pool2d", l_avg_pool2d);
+  bind_register_both(L, "adaptive_avg_pool2d", l_adaptive_avg_pool2d);
 }

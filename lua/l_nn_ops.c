@@ -28,7 +28,7 @@ static int opt_choice(ms_lua_opts o, const char *key, const char *const *choices
   luaL_pushresult(&b);
   const char *list = lua_tostring(o.L, -1);
   return luaL_error(o.L, "%s: option '%s': expected one of %s, got %s", o.fname, key, list,
-                    ms_lua_describe(o.L, value));
+                    bind_describe(o.L, value));
 }
 
 /* Tensor option `key` (borrowed: the options table keeps it alive), or NULL when absent. */
@@ -37,7 +37,7 @@ static ms_tensor *opt_tensor(ms_lua_opts o, const char *key) {
   lua_getfield(o.L, o.idx, key);
   ms_tensor *t = ms_lua_to_tensor(o.L, -1);
   if (!t && !lua_isnil(o.L, -1))
-    luaL_error(o.L, "%s: option '%s': expected a tensor, got %s", o.fname, key, ms_lua_describe(o.L, -1));
+    luaL_error(o.L, "%s: option '%s': expected a tensor, got %s", o.fname, key, bind_describe(o.L, -1));
   lua_pop(o.L, 1);
   return t;
 }
@@ -51,20 +51,20 @@ static ms_reduction opt_reduction(ms_lua_opts o) {
 static ms_tensor *check_optional_tensor(lua_State *L, int idx, const char *fname, const char *what) {
   if (lua_isnoneornil(L, idx)) return NULL;
   ms_tensor *t = ms_lua_to_tensor(L, idx);
-  if (!t) ms_lua_arg_error(L, idx, fname, what, "a tensor or nil");
+  if (!t) bind_arg_error(L, idx, fname, what, "a tensor or nil");
   return t;
 }
 
 /* ---- activations, softmax, dropout ------------------------------------------------------------ */
 
 static int softmax_common(lua_State *L, const char *fname, ms_tensor *(*fn)(ms_tensor *, int)) {
-  ms_lua_check_end(L, 3, fname);
+  bind_check_end(L, 3, fname);
   ms_tensor *x = ms_lua_check_tensor(L, 1, fname);
   if (lua_isnoneornil(L, 2))
     return luaL_error(L, "%s: the dim argument is required (as in PyTorch, where an implicit dim is "
                       "deprecated)", fname);
-  int dim = ms_lua_check_dim(L, 2, x->ndim, fname, "dim");
-  return ms_lua_push_result(L, fn(x, dim));
+  int dim = bind_check_dim(L, 2, x->ndim, fname, "dim");
+  return bind_push_result(L, fn(x, dim));
 }
 
 static int l_softmax(lua_State *L) { return softmax_common(L, "softmax", ms_softmax); }
@@ -75,46 +75,46 @@ static int l_gelu(lua_State *L) {
   static const char *const known[] = {"approximate", NULL};
   static const char *const modes[] = {"none", "tanh", NULL};
   ms_tensor *x = ms_lua_check_tensor(L, 1, "gelu");
-  int mode = opt_choice(ms_lua_check_opts(L, 2, "gelu", known), "approximate", modes, 0);
-  return ms_lua_push_result(L, ms_gelu(x, mode == 1));
+  int mode = opt_choice(bind_check_opts(L, 2, "gelu", known), "approximate", modes, 0);
+  return bind_push_result(L, ms_gelu(x, mode == 1));
 }
 
 /* Every activation of the engine's table but GELU's rows (gelu takes its approximate option,
- * above), bound by looping over it (ms_lua_open_nn_ops): the op rides in the closure's upvalue. */
+ * above), bound by looping over it (bind_open_nn_ops): the op rides in the closure's upvalue. */
 static int l_activation(lua_State *L) {
   ms_activation_op op = (ms_activation_op)lua_tointeger(L, lua_upvalueindex(1));
   const char *name = ms_activation_op_get_info(op)->name;
-  ms_lua_check_end(L, 2, name);
-  return ms_lua_push_result(L, ms_activation(op, ms_lua_check_tensor(L, 1, name)));
+  bind_check_end(L, 2, name);
+  return bind_push_result(L, ms_activation(op, ms_lua_check_tensor(L, 1, name)));
 }
 
 /* dropout(x, {p = 0.5, training = true}) */
 static int l_dropout(lua_State *L) {
   static const char *const known[] = {"p", "training", NULL};
   ms_tensor *x = ms_lua_check_tensor(L, 1, "dropout");
-  ms_lua_opts o = ms_lua_check_opts(L, 2, "dropout", known);
+  ms_lua_opts o = bind_check_opts(L, 2, "dropout", known);
   double p = 0.5;
   bool training = true;
-  ms_lua_opt_number(o, "p", &p);
-  ms_lua_opt_bool(o, "training", &training);
-  return ms_lua_push_result(L, ms_dropout(x, p, training));
+  bind_opt_number(o, "p", &p);
+  bind_opt_bool(o, "training", &training);
+  return bind_push_result(L, ms_dropout(x, p, training));
 }
 
 /* ---- linear and embedding ----------------------------------------------------------------------- */
 
 /* linear(x, weight, bias_or_nil) */
 static int l_linear(lua_State *L) {
-  ms_lua_check_end(L, 4, "linear");
+  bind_check_end(L, 4, "linear");
   ms_tensor *x = ms_lua_check_tensor(L, 1, "linear"), *w = ms_lua_check_tensor(L, 2, "linear");
   ms_tensor *b = check_optional_tensor(L, 3, "linear", "bias");
-  return ms_lua_push_result(L, ms_linear(x, w, b));
+  return bind_push_result(L, ms_linear(x, w, b));
 }
 
 /* padding_idx: a 1-based row of the weight (negative from the end), returned 0-based; -1 when
  * absent. */
 static int64_t opt_padding_idx(ms_lua_opts o, int64_t rows) {
   int64_t p;
-  if (!ms_lua_opt_integer(o, "padding_idx", &p)) return -1;
+  if (!bind_opt_integer(o, "padding_idx", &p)) return -1;
   if (p == 0 || p < -rows || p > rows)
     luaL_error(o.L, "embedding: padding_idx must be a row of the weight, 1..%I or -%I..-1, got %I",
                (lua_Integer)rows, (lua_Integer)rows, (lua_Integer)p);
@@ -125,9 +125,9 @@ static int64_t opt_padding_idx(ms_lua_opts o, int64_t rows) {
 static int l_embedding(lua_State *L) {
   static const char *const known[] = {"padding_idx", NULL};
   ms_tensor *idx = ms_lua_check_tensor(L, 1, "embedding"), *w = ms_lua_check_tensor(L, 2, "embedding");
-  ms_lua_opts o = ms_lua_check_opts(L, 3, "embedding", known);
+  ms_lua_opts o = bind_check_opts(L, 3, "embedding", known);
   int64_t padding = opt_padding_idx(o, w->ndim >= 1 ? w->shape[0] : 0);
-  return ms_lua_push_result(L, ms_embedding(idx, w, padding, 1));
+  return bind_push_result(L, ms_embedding(idx, w, padding, 1));
 }
 
 /* ---- normalization ------------------------------------------------------------------------------ */
@@ -140,13 +140,13 @@ static int l_layer_norm(lua_State *L) {
   int64_t shape[MS_MAX_DIMS];
   int next, nd;
   if (lua_isinteger(L, 2)) nd = 1, shape[0] = lua_tointeger(L, 2);
-  else if (lua_istable(L, 2)) nd = ms_lua_check_sizes(L, 2, shape, "layer_norm", &next);
-  else return ms_lua_arg_error(L, 2, "layer_norm", "normalized_shape", "an integer or a table of sizes");
+  else if (lua_istable(L, 2)) nd = bind_check_sizes(L, 2, shape, "layer_norm", &next);
+  else return bind_arg_error(L, 2, "layer_norm", "normalized_shape", "an integer or a table of sizes");
   ms_tensor *w = check_optional_tensor(L, 3, "layer_norm", "weight");
   ms_tensor *b = check_optional_tensor(L, 4, "layer_norm", "bias");
   double eps = 1e-5;
-  ms_lua_opt_number(ms_lua_check_opts(L, 5, "layer_norm", known), "eps", &eps);
-  return ms_lua_push_result(L, ms_layer_norm(x, nd, shape, w, b, eps));
+  bind_opt_number(bind_check_opts(L, 5, "layer_norm", known), "eps", &eps);
+  return bind_push_result(L, ms_layer_norm(x, nd, shape, w, b, eps));
 }
 
 /* batch_norm(x, running_mean, running_var, weight, bias, {training = false, momentum = 0.1,
@@ -158,13 +158,13 @@ static int l_batch_norm(lua_State *L) {
   ms_tensor *rv = check_optional_tensor(L, 3, "batch_norm", "running_var");
   ms_tensor *w = check_optional_tensor(L, 4, "batch_norm", "weight");
   ms_tensor *b = check_optional_tensor(L, 5, "batch_norm", "bias");
-  ms_lua_opts o = ms_lua_check_opts(L, 6, "batch_norm", known);
+  ms_lua_opts o = bind_check_opts(L, 6, "batch_norm", known);
   bool training = false;
   double momentum = 0.1, eps = 1e-5;
-  ms_lua_opt_bool(o, "training", &training);
-  ms_lua_opt_number(o, "momentum", &momentum);
-  ms_lua_opt_number(o, "eps", &eps);
-  return ms_lua_push_result(L, ms_batch_norm(x, rm, rv, w, b, training, momentum, eps));
+  bind_opt_bool(o, "training", &training);
+  bind_opt_number(o, "momentum", &momentum);
+  bind_opt_number(o, "eps", &eps);
+  return bind_push_result(L, ms_batch_norm(x, rm, rv, w, b, training, momentum, eps));
 }
 
 /* ---- losses ------------------------------------------------------------------------------------- */
@@ -176,15 +176,15 @@ static int class_loss(lua_State *L, bool ce) {
   static const char *const ce_known[] = {"weight", "ignore_index", "reduction", "label_smoothing", NULL};
   const char *fname = ce ? "cross_entropy" : "nll_loss";
   ms_tensor *input = ms_lua_check_tensor(L, 1, fname), *target = ms_lua_check_tensor(L, 2, fname);
-  ms_lua_opts o = ms_lua_check_opts(L, 3, fname, ce ? ce_known : nll_known);
+  ms_lua_opts o = bind_check_opts(L, 3, fname, ce ? ce_known : nll_known);
   ms_tensor *weight = opt_tensor(o, "weight");
   int64_t ignore_index = -100;
   double smoothing = 0;
-  ms_lua_opt_integer(o, "ignore_index", &ignore_index);
+  bind_opt_integer(o, "ignore_index", &ignore_index);
   ms_reduction red = opt_reduction(o);
-  if (!ce) return ms_lua_push_result(L, ms_nll_loss(input, target, weight, ignore_index, red, 1));
-  ms_lua_opt_number(o, "label_smoothing", &smoothing);
-  return ms_lua_push_result(L, ms_cross_entropy(input, target, weight, ignore_index, red, smoothing, 1));
+  if (!ce) return bind_push_result(L, ms_nll_loss(input, target, weight, ignore_index, red, 1));
+  bind_opt_number(o, "label_smoothing", &smoothing);
+  return bind_push_result(L, ms_cross_entropy(input, target, weight, ignore_index, red, smoothing, 1));
 }
 
 static int l_nll_loss(lua_State *L) { return class_loss(L, false); }
@@ -194,18 +194,18 @@ static int l_cross_entropy(lua_State *L) { return class_loss(L, true); }
 static int l_mse_loss(lua_State *L) {
   static const char *const known[] = {"reduction", NULL};
   ms_tensor *a = ms_lua_check_tensor(L, 1, "mse_loss"), *b = ms_lua_check_tensor(L, 2, "mse_loss");
-  ms_reduction red = opt_reduction(ms_lua_check_opts(L, 3, "mse_loss", known));
-  return ms_lua_push_result(L, ms_mse_loss(a, b, red));
+  ms_reduction red = opt_reduction(bind_check_opts(L, 3, "mse_loss", known));
+  return bind_push_result(L, ms_mse_loss(a, b, red));
 }
 
-void ms_lua_open_nn_ops(lua_State *L) {
+void bind_open_nn_ops(lua_State *L) {
   static const luaL_Reg module_only[] = {
       {"gelu", l_gelu}, {"dropout", l_dropout}, {"linear", l_linear},
       {"embedding", l_embedding}, {"layer_norm", l_layer_norm}, {"batch_norm", l_batch_norm},
       {"nll_loss", l_nll_loss}, {"cross_entropy", l_cross_entropy}, {"mse_loss", l_mse_loss},
       {NULL, NULL}};
-  ms_lua_register_both(L, "softmax", l_softmax);
-  ms_lua_register_both(L, "log_softmax", l_log_softmax);
+  bind_register_both(L, "softmax", l_softmax);
+  bind_register_both(L, "log_softmax", l_log_softmax);
   for (const luaL_Reg *r = module_only; r->name; r++) {
     lua_pushcfunction(L, r->func);
     lua_setfield(L, -3, r->name); /* the module table, below the methods */

@@ -10,7 +10,7 @@ static ms_tensor *opt_tensor(lua_State *L, int idx, const char *fname) {
 
 static int64_t opt_step(ms_lua_opts o) {
   int64_t step = 1;
-  ms_lua_opt_integer(o, "step", &step);
+  bind_opt_integer(o, "step", &step);
   return step;
 }
 
@@ -19,7 +19,7 @@ static int64_t opt_step(ms_lua_opts o) {
 static int l_state(lua_State *L) {
   ms_tensor *p = ms_lua_check_tensor(L, 1, "_optim.state");
   double value = luaL_optnumber(L, 2, 0);
-  return ms_lua_push_result(L, ms_optim_state_new(p, value));
+  return bind_push_result(L, ms_optim_state_new(p, value));
 }
 
 /* sgd_step(param, grad, momentum_buffer|nil, {lr, momentum, dampening, weight_decay, nesterov,
@@ -30,17 +30,17 @@ static int l_sgd_step(lua_State *L) {
   const char *fname = "_optim.sgd_step";
   ms_tensor *p = ms_lua_check_tensor(L, 1, fname), *g = ms_lua_check_tensor(L, 2, fname);
   ms_tensor *buf = opt_tensor(L, 3, fname);
-  ms_lua_opts o = ms_lua_check_opts(L, 4, fname, known);
+  ms_lua_opts o = bind_check_opts(L, 4, fname, known);
   ms_sgd_options so = {0};
   bool init = false;
-  ms_lua_opt_number(o, "lr", &so.lr);
-  ms_lua_opt_number(o, "momentum", &so.momentum);
-  ms_lua_opt_number(o, "dampening", &so.dampening);
-  ms_lua_opt_number(o, "weight_decay", &so.weight_decay);
-  ms_lua_opt_bool(o, "nesterov", &so.nesterov);
-  ms_lua_opt_bool(o, "maximize", &so.maximize);
-  ms_lua_opt_bool(o, "init", &init);
-  ms_lua_check_status(L, ms_optim_sgd_step(p, g, buf, init, &so));
+  bind_opt_number(o, "lr", &so.lr);
+  bind_opt_number(o, "momentum", &so.momentum);
+  bind_opt_number(o, "dampening", &so.dampening);
+  bind_opt_number(o, "weight_decay", &so.weight_decay);
+  bind_opt_bool(o, "nesterov", &so.nesterov);
+  bind_opt_bool(o, "maximize", &so.maximize);
+  bind_opt_bool(o, "init", &init);
+  bind_check_status(L, ms_optim_sgd_step(p, g, buf, init, &so));
   return 0;
 }
 
@@ -53,18 +53,18 @@ static int l_adam_step(lua_State *L) {
   ms_tensor *p = ms_lua_check_tensor(L, 1, fname), *g = ms_lua_check_tensor(L, 2, fname);
   ms_tensor *m = ms_lua_check_tensor(L, 3, fname), *v = ms_lua_check_tensor(L, 4, fname);
   ms_tensor *vmax = opt_tensor(L, 5, fname);
-  ms_lua_opts o = ms_lua_check_opts(L, 6, fname, known);
+  ms_lua_opts o = bind_check_opts(L, 6, fname, known);
   ms_adam_options ao = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
-  ms_lua_opt_number(o, "lr", &ao.lr);
-  ms_lua_opt_number(o, "beta1", &ao.beta1);
-  ms_lua_opt_number(o, "beta2", &ao.beta2);
-  ms_lua_opt_number(o, "eps", &ao.eps);
-  ms_lua_opt_number(o, "weight_decay", &ao.weight_decay);
-  ms_lua_opt_bool(o, "amsgrad", &ao.amsgrad);
-  ms_lua_opt_bool(o, "maximize", &ao.maximize);
-  ms_lua_opt_bool(o, "decoupled", &ao.decoupled);
+  bind_opt_number(o, "lr", &ao.lr);
+  bind_opt_number(o, "beta1", &ao.beta1);
+  bind_opt_number(o, "beta2", &ao.beta2);
+  bind_opt_number(o, "eps", &ao.eps);
+  bind_opt_number(o, "weight_decay", &ao.weight_decay);
+  bind_opt_bool(o, "amsgrad", &ao.amsgrad);
+  bind_opt_bool(o, "maximize", &ao.maximize);
+  bind_opt_bool(o, "decoupled", &ao.decoupled);
   ao.step = opt_step(o);
-  ms_lua_check_status(L, ms_optim_adam_step(p, g, m, v, vmax, &ao));
+  bind_check_status(L, ms_optim_adam_step(p, g, m, v, vmax, &ao));
   return 0;
 }
 
@@ -74,14 +74,14 @@ static int l_adadelta_step(lua_State *L) {
   const char *fname = "_optim.adadelta_step";
   ms_tensor *p = ms_lua_check_tensor(L, 1, fname), *g = ms_lua_check_tensor(L, 2, fname);
   ms_tensor *sq = ms_lua_check_tensor(L, 3, fname), *acc = ms_lua_check_tensor(L, 4, fname);
-  ms_lua_opts o = ms_lua_check_opts(L, 5, fname, known);
+  ms_lua_opts o = bind_check_opts(L, 5, fname, known);
   ms_adadelta_options ao = {.lr = 1.0, .rho = 0.9, .eps = 1e-6};
-  ms_lua_opt_number(o, "lr", &ao.lr);
-  ms_lua_opt_number(o, "rho", &ao.rho);
-  ms_lua_opt_number(o, "eps", &ao.eps);
-  ms_lua_opt_number(o, "weight_decay", &ao.weight_decay);
-  ms_lua_opt_bool(o, "maximize", &ao.maximize);
-  ms_lua_check_status(L, ms_optim_adadelta_step(p, g, sq, acc, &ao));
+  bind_opt_number(o, "lr", &ao.lr);
+  bind_opt_number(o, "rho", &ao.rho);
+  bind_opt_number(o, "eps", &ao.eps);
+  bind_opt_number(o, "weight_decay", &ao.weight_decay);
+  bind_opt_bool(o, "maximize", &ao.maximize);
+  bind_check_status(L, ms_optim_adadelta_step(p, g, sq, acc, &ao));
   return 0;
 }
 
@@ -91,15 +91,15 @@ static int l_adagrad_step(lua_State *L) {
   const char *fname = "_optim.adagrad_step";
   ms_tensor *p = ms_lua_check_tensor(L, 1, fname), *g = ms_lua_check_tensor(L, 2, fname);
   ms_tensor *sum = ms_lua_check_tensor(L, 3, fname);
-  ms_lua_opts o = ms_lua_check_opts(L, 4, fname, known);
+  ms_lua_opts o = bind_check_opts(L, 4, fname, known);
   ms_adagrad_options ao = {.lr = 1e-2, .eps = 1e-10};
-  ms_lua_opt_number(o, "lr", &ao.lr);
-  ms_lua_opt_number(o, "lr_decay", &ao.lr_decay);
-  ms_lua_opt_number(o, "weight_decay", &ao.weight_decay);
-  ms_lua_opt_number(o, "eps", &ao.eps);
-  ms_lua_opt_bool(o, "maximize", &ao.maximize);
+  bind_opt_number(o, "lr", &ao.lr);
+  bind_opt_number(o, "lr_decay", &ao.lr_decay);
+  bind_opt_number(o, "weight_decay", &ao.weight_decay);
+  bind_opt_number(o, "eps", &ao.eps);
+  bind_opt_bool(o, "maximize", &ao.maximize);
   ao.step = opt_step(o);
-  ms_lua_check_status(L, ms_optim_adagrad_step(p, g, sum, &ao));
+  bind_check_status(L, ms_optim_adagrad_step(p, g, sum, &ao));
   return 0;
 }
 
@@ -112,20 +112,20 @@ static int l_rmsprop_step(lua_State *L) {
   ms_tensor *p = ms_lua_check_tensor(L, 1, fname), *g = ms_lua_check_tensor(L, 2, fname);
   ms_tensor *sq = ms_lua_check_tensor(L, 3, fname);
   ms_tensor *gavg = opt_tensor(L, 4, fname), *buf = opt_tensor(L, 5, fname);
-  ms_lua_opts o = ms_lua_check_opts(L, 6, fname, known);
+  ms_lua_opts o = bind_check_opts(L, 6, fname, known);
   ms_rmsprop_options ro = {.lr = 1e-2, .alpha = 0.99, .eps = 1e-8};
-  ms_lua_opt_number(o, "lr", &ro.lr);
-  ms_lua_opt_number(o, "alpha", &ro.alpha);
-  ms_lua_opt_number(o, "eps", &ro.eps);
-  ms_lua_opt_number(o, "weight_decay", &ro.weight_decay);
-  ms_lua_opt_number(o, "momentum", &ro.momentum);
-  ms_lua_opt_bool(o, "centered", &ro.centered);
-  ms_lua_opt_bool(o, "maximize", &ro.maximize);
-  ms_lua_check_status(L, ms_optim_rmsprop_step(p, g, sq, gavg, buf, &ro));
+  bind_opt_number(o, "lr", &ro.lr);
+  bind_opt_number(o, "alpha", &ro.alpha);
+  bind_opt_number(o, "eps", &ro.eps);
+  bind_opt_number(o, "weight_decay", &ro.weight_decay);
+  bind_opt_number(o, "momentum", &ro.momentum);
+  bind_opt_bool(o, "centered", &ro.centered);
+  bind_opt_bool(o, "maximize", &ro.maximize);
+  bind_check_status(L, ms_optim_rmsprop_step(p, g, sq, gavg, buf, &ro));
   return 0;
 }
 
-void ms_lua_open_optim(lua_State *L) {
+void bind_open_optim(lua_State *L) {
   static const luaL_Reg fns[] = {
       {"state", l_state},
       {"sgd_step", l_sgd_step},

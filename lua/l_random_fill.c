@@ -13,7 +13,7 @@ static ms_tensor *check_fill_target(lua_State *L, const char *fname) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
   if (!ms_dtype_is_floating(t->dtype))
     luaL_error(L, "%s: bad argument #1 (tensor): expected a floating tensor, got %s", fname,
-               ms_lua_describe(L, 1));
+               bind_describe(L, 1));
   if (t->requires_grad && ms_tensor_is_leaf(t) && ms_grad_enabled())
     luaL_error(L, "%s: a leaf tensor that requires grad cannot be filled in place while grad "
                "mode is on (use it under ms.no_grad())", fname);
@@ -22,29 +22,29 @@ static ms_tensor *check_fill_target(lua_State *L, const char *fname) {
 
 static double opt_number(lua_State *L, int idx, double dflt, const char *fname, const char *what) {
   if (lua_isnoneornil(L, idx)) return dflt;
-  if (lua_type(L, idx) != LUA_TNUMBER) ms_lua_arg_error(L, idx, fname, what, "a number");
+  if (lua_type(L, idx) != LUA_TNUMBER) bind_arg_error(L, idx, fname, what, "a number");
   return lua_tonumber(L, idx);
 }
 
 static int l_uniform_(lua_State *L) {
-  ms_lua_check_end(L, 4, "uniform_");
+  bind_check_end(L, 4, "uniform_");
   ms_tensor *t = check_fill_target(L, "uniform_");
   double a = opt_number(L, 2, 0.0, "uniform_", "from");
   double b = opt_number(L, 3, 1.0, "uniform_", "to");
   if (!(a <= b))
     return luaL_error(L, "uniform_: expected from <= to, got from=%f to=%f", a, b);
-  ms_lua_check_status(L, ms_tensor_uniform_(t, a, b));
+  bind_check_status(L, ms_tensor_uniform_(t, a, b));
   lua_settop(L, 1);
   return 1;
 }
 
 static int l_normal_(lua_State *L) {
-  ms_lua_check_end(L, 4, "normal_");
+  bind_check_end(L, 4, "normal_");
   ms_tensor *t = check_fill_target(L, "normal_");
   double mean = opt_number(L, 2, 0.0, "normal_", "mean");
   double std = opt_number(L, 3, 1.0, "normal_", "std");
   if (!(std >= 0)) return luaL_error(L, "normal_: expected std >= 0, got %f", std);
-  ms_lua_check_status(L, ms_tensor_normal_(t, mean, std));
+  bind_check_status(L, ms_tensor_normal_(t, mean, std));
   lua_settop(L, 1);
   return 1;
 }
@@ -56,7 +56,7 @@ static int l_normal_(lua_State *L) {
  * ms.save / ms.load like any tensor. */
 enum { STATE_BYTES = 16 };
 
-int ms_lua_get_rng_state(lua_State *L) {
+int bind_get_rng_state(lua_State *L) {
   uint64_t v[2];
   ms_random_get_state(&v[0], &v[1]);
   int64_t n = STATE_BYTES;
@@ -65,17 +65,17 @@ int ms_lua_get_rng_state(lua_State *L) {
     unsigned char *out = ms_tensor_data(t);
     for (int i = 0; i < STATE_BYTES; i++) out[i] = (unsigned char)(v[i / 8] >> (8 * (i % 8)));
   }
-  return ms_lua_push_result(L, t);
+  return bind_push_result(L, t);
 }
 
 static void set_state(lua_State *L, int idx, const char *fname) {
   ms_tensor *t = ms_lua_to_tensor(L, idx);
   if (!t || t->dtype != MS_UINT8 || ms_tensor_numel(t) != STATE_BYTES)
-    ms_lua_arg_error(L, idx, fname, "state", "a uint8 tensor of 16 bytes (from get_rng_state)");
+    bind_arg_error(L, idx, fname, "state", "a uint8 tensor of 16 bytes (from get_rng_state)");
   ms_tensor *c = ms_tensor_contiguous(t);
   ms_tensor *host = c ? ms_tensor_to_device(c, (ms_device){MS_CPU, 0}) : NULL;
   ms_tensor_release(c);
-  if (!host) ms_lua_raise(L);
+  if (!host) bind_raise(L);
   unsigned char bytes[STATE_BYTES];
   memcpy(bytes, ms_tensor_data(host), STATE_BYTES);
   ms_tensor_release(host);
@@ -97,25 +97,25 @@ static void check_cuda_device(lua_State *L, int idx, const char *fname) {
   ms_device d;
   if (lua_isinteger(L, idx) && lua_tointeger(L, idx) >= 0) return;
   if (lua_type(L, idx) == LUA_TSTRING && ms_device_parse(lua_tostring(L, idx), &d) && d.type == MS_CUDA) return;
-  ms_lua_arg_error(L, idx, fname, "device", "a CUDA device (an index >= 0, \"cuda\" or \"cuda:N\")");
+  bind_arg_error(L, idx, fname, "device", "a CUDA device (an index >= 0, \"cuda\" or \"cuda:N\")");
 }
 
-int ms_lua_cuda_get_rng_state(lua_State *L) {
+int bind_cuda_get_rng_state(lua_State *L) {
   check_cuda_device(L, 1, "cuda.get_rng_state");
   lua_settop(L, 0);
-  return ms_lua_get_rng_state(L);
+  return bind_get_rng_state(L);
 }
 
-int ms_lua_cuda_set_rng_state(lua_State *L) {
+int bind_cuda_set_rng_state(lua_State *L) {
   check_cuda_device(L, 2, "cuda.set_rng_state");
   set_state(L, 1, "cuda.set_rng_state");
   return 0;
 }
 
-void ms_lua_open_random_fill(lua_State *L) {
-  ms_lua_register_both(L, "uniform_", l_uniform_);
-  ms_lua_register_both(L, "normal_", l_normal_);
-  lua_pushcfunction(L, ms_lua_get_rng_state);
+void bind_open_random_fill(lua_State *L) {
+  bind_register_both(L, "uniform_", l_uniform_);
+  bind_register_both(L, "normal_", l_normal_);
+  lua_pushcfunction(L, bind_get_rng_state);
   lua_setfield(L, -3, "get_rng_state");
   lua_pushcfunction(L, l_set_rng_state);
   lua_setfield(L, -3, "set_rng_state");

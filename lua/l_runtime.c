@@ -6,17 +6,17 @@
 #include "ms_lua.h"
 
 static int l_manual_seed(lua_State *L) {
-  ms_lua_check_end(L, 2, "manual_seed");
-  ms_manual_seed((uint64_t)ms_lua_check_integer(L, 1, "manual_seed", "seed"));
+  bind_check_end(L, 2, "manual_seed");
+  ms_manual_seed((uint64_t)bind_check_integer(L, 1, "manual_seed", "seed"));
   return 0;
 }
 
 static int l_initial_seed(lua_State *L) { return lua_pushinteger(L, (lua_Integer)ms_initial_seed()), 1; }
 
 static int l_set_num_threads(lua_State *L) {
-  ms_lua_check_end(L, 2, "set_num_threads");
-  int64_t n = ms_lua_check_integer(L, 1, "set_num_threads", "n");
-  if (n < 1 || n > 1024) return ms_lua_arg_error(L, 1, "set_num_threads", "n", "an integer in 1..1024");
+  bind_check_end(L, 2, "set_num_threads");
+  int64_t n = bind_check_integer(L, 1, "set_num_threads", "n");
+  if (n < 1 || n > 1024) return bind_arg_error(L, 1, "set_num_threads", "n", "an integer in 1..1024");
   ms_set_num_threads((int)n);
   return 0;
 }
@@ -81,7 +81,7 @@ static int l_spawn(lua_State *L) {
 
 static int l_is_tensor(lua_State *L) { return lua_pushboolean(L, ms_lua_to_tensor(L, 1) != NULL), 1; }
 
-void ms_lua_open_runtime(lua_State *L) {
+void bind_open_runtime(lua_State *L) {
   static const luaL_Reg fns[] = {{"manual_seed", l_manual_seed},
                                  {"initial_seed", l_initial_seed},
                                  {"set_num_threads", l_set_num_threads},

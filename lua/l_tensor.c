@@ -34,7 +34,7 @@ static void set_threshold(int64_t live) {
   gc_threshold = live + (live / 4 > GC_MIN_HEADROOM ? live / 4 : GC_MIN_HEADROOM);
 }
 
-void ms_lua_account_memory(lua_State *L) {
+void bind_account_memory(lua_State *L) {
   int64_t now = engine_bytes();
   if (now < gc_live) set_threshold(now);
   if (now <= gc_threshold) return;
@@ -66,7 +66,7 @@ void ms_lua_push_tensor(lua_State *L, ms_tensor *t) {
     lua_error(L);
   }
   ((tensor_box *)lua_touserdata(L, -1))->t = t;
-  ms_lua_account_memory(L);
+  bind_account_memory(L);
 }
 
 ms_tensor *ms_lua_to_tensor(lua_State *L, int idx) {
@@ -76,7 +76,7 @@ ms_tensor *ms_lua_to_tensor(lua_State *L, int idx) {
 
 ms_tensor *ms_lua_check_tensor(lua_State *L, int idx, const char *fname) {
   tensor_box *box = luaL_testudata(L, idx, MS_TENSOR_MT);
-  if (!box) ms_lua_arg_error(L, idx, fname, "tensor", "a tensor");
+  if (!box) bind_arg_error(L, idx, fname, "tensor", "a tensor");
   if (!box->t) luaL_error(L, "%s: bad argument #%d: the tensor has been closed", fname, idx);
   return box->t;
 }
@@ -91,7 +91,7 @@ static int tensor_release(lua_State *L) {
 /* ---- fields and indexing ------------------------------------------------------------------------ */
 
 static int push_field(lua_State *L, ms_tensor *t, const char *key) {
-  if (strcmp(key, "shape") == 0) ms_lua_push_size(L, t->ndim, t->shape);
+  if (strcmp(key, "shape") == 0) bind_push_size(L, t->ndim, t->shape);
   else if (strcmp(key, "dtype") == 0) lua_pushstring(L, ms_dtype_name(t->dtype));
   else if (strcmp(key, "device") == 0) {
     char b[MS_DEVICE_STR_LEN];
@@ -121,8 +121,8 @@ static int tensor_index(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "index");
   if (lua_type(L, 2) == LUA_TNUMBER) {
     if (t->ndim == 0) return luaL_error(L, "index: a 0-dim tensor cannot be indexed (use :item())");
-    int64_t i = ms_lua_check_index(L, 2, t->shape[0], "index", "index");
-    return ms_lua_push_result(L, ms_tensor_select(t, 0, i));
+    int64_t i = bind_check_index(L, 2, t->shape[0], "index", "index");
+    return bind_push_result(L, ms_tensor_select(t, 0, i));
   }
   if (lua_type(L, 2) == LUA_TSTRING && push_field(L, t, lua_tostring(L, 2))) return 1;
   lua_pushvalue(L, 2);
@@ -132,7 +132,7 @@ static int tensor_index(lua_State *L) {
 
 static void set_requires_grad(lua_State *L, ms_tensor *t, int idx) {
   luaL_checktype(L, idx, LUA_TBOOLEAN);
-  ms_lua_set_requires_grad(L, t, lua_toboolean(L, idx), "requires_grad");
+  bind_set_requires_grad(L, t, lua_toboolean(L, idx), "requires_grad");
 }
 
 static void set_grad(lua_State *L, ms_tensor *t, int idx) {
@@ -159,9 +159,9 @@ static int tensor_newindex(lua_State *L) {
   }
   if (lua_type(L, 2) != LUA_TNUMBER)
     return luaL_error(L, "newindex: tensors accept t[i] = value and the fields requires_grad and "
-                      "grad, got key %s", ms_lua_describe(L, 2));
+                      "grad, got key %s", bind_describe(L, 2));
   if (t->ndim == 0) return luaL_error(L, "newindex: a 0-dim tensor cannot be indexed (use :fill_())");
-  int64_t i = ms_lua_check_index(L, 2, t->shape[0], "newindex", "index");
+  int64_t i = bind_check_index(L, 2, t->shape[0], "newindex", "index");
   ms_tensor *src = ms_lua_to_tensor(L, 3), *v;
   if (src) {
     /* As torch's setitem, leading size-1 dims of the value beyond the slice's rank are dropped
@@ -172,12 +172,12 @@ static int tensor_newindex(lua_State *L) {
   } else if (lua_type(L, 3) == LUA_TNUMBER || lua_isboolean(L, 3)) {
     v = ms_tensor_new_scalar(lua_isboolean(L, 3) ? lua_toboolean(L, 3) : lua_tonumber(L, 3), t->dtype);
   } else {
-    return ms_lua_arg_error(L, 3, "newindex", "value", "a number, a boolean or a tensor");
+    return bind_arg_error(L, 3, "newindex", "value", "a number, a boolean or a tensor");
   }
   /* the write goes through the engine so that autograd sees it (CopySlices on t) */
   ms_status st = v ? ms_tensor_select_assign_(t, 0, i, v) : MS_ERR_MEMORY;
   ms_tensor_release(v);
-  ms_lua_check_status(L, st);
+  bind_check_status(L, st);
   return 0;
 }
 
@@ -204,9 +204,9 @@ static int tensor_tostring(lua_State *L) {
 /* ---- operators --------------------------------------------------------------------------------- */
 
 static int binary_metamethod(lua_State *L, ms_binary_op op, const char *name) {
-  ms_operand a = ms_lua_check_operand(L, 1, name, "left operand");
-  ms_operand b = ms_lua_check_operand(L, 2, name, "right operand");
-  return ms_lua_push_result(L, ms_binary(op, a, b));
+  ms_operand a = bind_check_operand(L, 1, name, "left operand");
+  ms_operand b = bind_check_operand(L, 2, name, "right operand");
+  return bind_push_result(L, ms_binary(op, a, b));
 }
 
 static int tensor_add(lua_State *L) { return binary_metamethod(L, MS_OP_ADD, "add"); }
@@ -215,10 +215,10 @@ static int tensor_mul(lua_State *L) { return binary_metamethod(L, MS_OP_MUL, "mu
 static int tensor_div(lua_State *L) { return binary_metamethod(L, MS_OP_DIV, "div"); }
 static int tensor_pow(lua_State *L) { return binary_metamethod(L, MS_OP_POW, "pow"); }
 static int tensor_unm(lua_State *L) {
-  return ms_lua_push_result(L, ms_unary(MS_OP_NEG, ms_lua_check_tensor(L, 1, "neg")));
+  return bind_push_result(L, ms_unary(MS_OP_NEG, ms_lua_check_tensor(L, 1, "neg")));
 }
 
-void ms_lua_open_tensor(lua_State *L) {
+void bind_open_tensor(lua_State *L) {
   /* stack: module, methods */
   static const luaL_Reg meta[] = {
       {"__gc", tensor_release}, {"__close", tensor_release}, {"__newindex", tensor_newindex},

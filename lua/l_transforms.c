@@ -20,13 +20,13 @@ static int check_channel_values(lua_State *L, int spec, int i, const char *key, 
     for (; n < len; n++) {
       if (lua_geti(L, -1, n + 1) != LUA_TNUMBER)
         luaL_error(L, "transform spec %d (normalize): %s[%d]: expected a number, got %s", i, key, n + 1,
-                   ms_lua_describe(L, -1));
+                   bind_describe(L, -1));
       out[n] = (float)lua_tonumber(L, -1);
       lua_pop(L, 1);
     }
   } else {
     luaL_error(L, "transform spec %d (normalize): '%s': expected a number or a table of numbers, got %s",
-               i, key, ms_lua_describe(L, -1));
+               i, key, bind_describe(L, -1));
   }
   lua_pop(L, 1);
   return n;
@@ -36,7 +36,7 @@ static int check_channel_values(lua_State *L, int spec, int i, const char *key, 
 static void check_spec(lua_State *L, int i, ms_transform_spec *s) {
   int spec = lua_gettop(L);
   if (!lua_istable(L, spec))
-    luaL_error(L, "transform spec %d: expected a table {kind = ...}, got %s", i, ms_lua_describe(L, spec));
+    luaL_error(L, "transform spec %d: expected a table {kind = ...}, got %s", i, bind_describe(L, spec));
   lua_getfield(L, spec, "kind");
   const char *kind = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
   memset(s, 0, sizeof *s);
@@ -49,22 +49,22 @@ static void check_spec(lua_State *L, int i, ms_transform_spec *s) {
       luaL_error(L, "transform spec %d (normalize): mean and std must have the same number of entries", i);
   } else {
     luaL_error(L, "transform spec %d: 'kind': expected \"to_tensor\" or \"normalize\", got %s", i,
-               ms_lua_describe(L, -1));
+               bind_describe(L, -1));
   }
   lua_pop(L, 1);
 }
 
-void ms_lua_check_transform_specs(lua_State *L, int idx, ms_transform_spec *specs, int *n) {
+void bind_check_transform_specs(lua_State *L, int idx, ms_transform_spec *specs, int *n) {
   idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx))
-    ms_lua_arg_error(L, idx, "transform_batch", "specs", "a table of transform specs");
+    bind_arg_error(L, idx, "transform_batch", "specs", "a table of transform specs");
   if (lua_getfield(L, idx, "kind") != LUA_TNIL) { /* one transform's spec rather than a list */
     lua_pop(L, 1);
     lua_pushvalue(L, idx);
     check_spec(L, 1, &specs[0]);
     lua_pop(L, 1);
     *n = 1;
-    ms_lua_check_status(L, ms_transform_check_specs(specs, *n));
+    bind_check_status(L, ms_transform_check_specs(specs, *n));
     return;
   }
   lua_pop(L, 1);
@@ -78,7 +78,7 @@ void ms_lua_check_transform_specs(lua_State *L, int idx, ms_transform_spec *spec
     lua_pop(L, 1);
   }
   *n = (int)len;
-  ms_lua_check_status(L, ms_transform_check_specs(specs, *n));
+  bind_check_status(L, ms_transform_check_specs(specs, *n));
 }
 
 /* transform_batch(x, specs): the pipeline (a list of specs, or one spec) over a sample or a batch
@@ -87,11 +87,11 @@ static int l_transform_batch(lua_State *L) {
   ms_tensor *x = ms_lua_check_tensor(L, 1, "transform_batch");
   ms_transform_spec specs[MS_TRANSFORM_MAX_SPECS];
   int n = 0;
-  ms_lua_check_transform_specs(L, 2, specs, &n);
-  return ms_lua_push_result(L, ms_transform_apply(x, specs, n));
+  bind_check_transform_specs(L, 2, specs, &n);
+  return bind_push_result(L, ms_transform_apply(x, specs, n));
 }
 
-void ms_lua_open_transforms(lua_State *L) {
+void bind_open_transforms(lua_State *L) {
   lua_pushcfunction(L, l_transform_batch);
   lua_setfield(L, -3, "transform_batch");
 }

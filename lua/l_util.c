@@ -6,19 +6,19 @@
 
 #include "ms_lua.h"
 
-int ms_lua_raise(lua_State *L) { return luaL_error(L, "%s", ms_error_last()); }
+int bind_raise(lua_State *L) { return luaL_error(L, "%s", ms_error_last()); }
 
-void ms_lua_check_status(lua_State *L, ms_status st) {
-  if (st != MS_OK) ms_lua_raise(L);
+void bind_check_status(lua_State *L, ms_status st) {
+  if (st != MS_OK) bind_raise(L);
 }
 
-int ms_lua_push_result(lua_State *L, ms_tensor *t) {
-  if (!t) return ms_lua_raise(L);
+int bind_push_result(lua_State *L, ms_tensor *t) {
+  if (!t) return bind_raise(L);
   ms_lua_push_tensor(L, t);
   return 1;
 }
 
-const char *ms_lua_describe(lua_State *L, int idx) {
+const char *bind_describe(lua_State *L, int idx) {
   ms_tensor *t = ms_lua_to_tensor(L, idx);
   char shape[MS_SHAPE_STR_LEN];
   switch (lua_type(L, idx)) {
@@ -37,49 +37,49 @@ const char *ms_lua_describe(lua_State *L, int idx) {
   }
 }
 
-int ms_lua_arg_error(lua_State *L, int arg, const char *fname, const char *what, const char *expected) {
-  const char *got = ms_lua_describe(L, arg);
+int bind_arg_error(lua_State *L, int arg, const char *fname, const char *what, const char *expected) {
+  const char *got = bind_describe(L, arg);
   return luaL_error(L, "%s: bad argument #%d (%s): expected %s, got %s", fname, arg, what, expected, got);
 }
 
-void ms_lua_check_end(lua_State *L, int idx, const char *fname) {
+void bind_check_end(lua_State *L, int idx, const char *fname) {
   for (int i = idx, top = lua_gettop(L); i <= top; i++)
     if (!lua_isnil(L, i))
       luaL_error(L, "%s: bad argument #%d: unexpected argument, got %s (the arguments end at #%d)", fname, i,
-                 ms_lua_describe(L, i), idx - 1);
+                 bind_describe(L, i), idx - 1);
 }
 
-int64_t ms_lua_check_integer(lua_State *L, int idx, const char *fname, const char *what) {
+int64_t bind_check_integer(lua_State *L, int idx, const char *fname, const char *what) {
   int isnum = 0;
   lua_Integer v = lua_tointegerx(L, idx, &isnum);
-  if (!isnum || lua_type(L, idx) != LUA_TNUMBER) ms_lua_arg_error(L, idx, fname, what, "an integer");
+  if (!isnum || lua_type(L, idx) != LUA_TNUMBER) bind_arg_error(L, idx, fname, what, "an integer");
   return v;
 }
 
-int ms_lua_narrow_int(lua_State *L, lua_Integer v, int lo, int hi, const char *fname, const char *what) {
+int bind_narrow_int(lua_State *L, lua_Integer v, int lo, int hi, const char *fname, const char *what) {
   if (v < lo || v > hi)
     luaL_error(L, "%s: %s: expected an integer in %d..%d, got %I", fname, what, lo, hi, (LUAI_UACINT)v);
   return (int)v;
 }
 
-int ms_lua_check_dim(lua_State *L, int idx, int ndim, const char *fname, const char *what) {
-  int64_t d = ms_lua_check_integer(L, idx, fname, what);
+int bind_check_dim(lua_State *L, int idx, int ndim, const char *fname, const char *what) {
+  int64_t d = bind_check_integer(L, idx, fname, what);
   int n = ndim > 0 ? ndim : 1; /* a 0-dim tensor accepts dim 1 and -1, as PyTorch its 0 and -1 */
   if (d == 0 || d < -n || d > n) {
     char expected[96];
     snprintf(expected, sizeof expected, "a dimension in 1..%d or -%d..-1", n, n);
-    ms_lua_arg_error(L, idx, fname, what, expected);
+    bind_arg_error(L, idx, fname, what, expected);
   }
   return (int)(d > 0 ? d - 1 : d + n);
 }
 
-int64_t ms_lua_check_index(lua_State *L, int idx, int64_t size, const char *fname, const char *what) {
-  int64_t i = ms_lua_check_integer(L, idx, fname, what);
+int64_t bind_check_index(lua_State *L, int idx, int64_t size, const char *fname, const char *what) {
+  int64_t i = bind_check_integer(L, idx, fname, what);
   if (i == 0 || i < -size || i > size) {
     char expected[128];
     if (size == 0) snprintf(expected, sizeof expected, "an index into an empty dimension (there is none)");
     else snprintf(expected, sizeof expected, "an index in 1..%lld or -%lld..-1", (long long)size, (long long)size);
-    ms_lua_arg_error(L, idx, fname, what, expected);
+    bind_arg_error(L, idx, fname, what, expected);
   }
   return i > 0 ? i - 1 : i + size;
 }
@@ -87,7 +87,7 @@ int64_t ms_lua_check_index(lua_State *L, int idx, int64_t size, const char *fnam
 static int64_t check_size_value(lua_State *L, int idx, const char *fname) {
   int isnum = 0;
   lua_Integer v = lua_tointegerx(L, idx, &isnum);
-  if (!isnum || v < -1) ms_lua_arg_error(L, idx, fname, "size", "a non-negative integer");
+  if (!isnum || v < -1) bind_arg_error(L, idx, fname, "size", "a non-negative integer");
   return v;
 }
 
@@ -99,7 +99,7 @@ static bool table_is_empty(lua_State *L, int idx) {
   return false;
 }
 
-int ms_lua_check_sizes(lua_State *L, int first, int64_t *shape, const char *fname, int *next) {
+int bind_check_sizes(lua_State *L, int first, int64_t *shape, const char *fname, int *next) {
   int nd = 0;
   if (lua_istable(L, first) && (lua_rawlen(L, first) > 0 || table_is_empty(L, first))) {
     nd = (int)lua_rawlen(L, first);
@@ -110,7 +110,7 @@ int ms_lua_check_sizes(lua_State *L, int first, int64_t *shape, const char *fnam
       lua_Integer v = lua_tointegerx(L, -1, &isnum);
       if (!isnum || v < -1 || lua_type(L, -1) != LUA_TNUMBER)
         luaL_error(L, "%s: bad argument #%d (size): expected a sequence of non-negative integers, "
-                   "got %s at position %d", fname, first, ms_lua_describe(L, -1), d + 1);
+                   "got %s at position %d", fname, first, bind_describe(L, -1), d + 1);
       shape[d] = v;
       lua_pop(L, 1);
     }
@@ -126,11 +126,11 @@ int ms_lua_check_sizes(lua_State *L, int first, int64_t *shape, const char *fnam
   return nd;
 }
 
-ms_dtype ms_lua_check_dtype(lua_State *L, int idx, const char *fname, const char *what) {
+ms_dtype bind_check_dtype(lua_State *L, int idx, const char *fname, const char *what) {
   ms_dtype dt;
   const char *name = lua_tostring(L, idx);
   if (lua_type(L, idx) != LUA_TSTRING || !ms_dtype_from_name(name, &dt))
-    ms_lua_arg_error(L, idx, fname, what,
+    bind_arg_error(L, idx, fname, what,
                      "a dtype name (float32, float64, bfloat16, float16, int64, int32, uint8, bool)");
   return dt;
 }
@@ -159,11 +159,11 @@ static void check_known_keys(lua_State *L, int idx, const char *fname, const cha
   }
 }
 
-ms_lua_opts ms_lua_check_opts(lua_State *L, int idx, const char *fname, const char *const *known) {
+ms_lua_opts bind_check_opts(lua_State *L, int idx, const char *fname, const char *const *known) {
   ms_lua_opts o = {L, 0, fname};
-  ms_lua_check_end(L, idx + 1, fname); /* the options table is always the last argument */
+  bind_check_end(L, idx + 1, fname); /* the options table is always the last argument */
   if (lua_isnoneornil(L, idx)) return o;
-  if (!lua_istable(L, idx)) ms_lua_arg_error(L, idx, fname, "options", "an options table");
+  if (!lua_istable(L, idx)) bind_arg_error(L, idx, fname, "options", "an options table");
   o.idx = lua_absindex(L, idx);
   check_known_keys(L, o.idx, fname, known);
   return o;
@@ -181,10 +181,10 @@ static bool opt_push(ms_lua_opts o, const char *key) {
 
 static int opt_type_error(ms_lua_opts o, const char *key, const char *expected) {
   return luaL_error(o.L, "%s: option '%s': expected %s, got %s", o.fname, key, expected,
-                    ms_lua_describe(o.L, -1));
+                    bind_describe(o.L, -1));
 }
 
-bool ms_lua_opt_dtype(ms_lua_opts o, const char *key, ms_dtype *out) {
+bool bind_opt_dtype(ms_lua_opts o, const char *key, ms_dtype *out) {
   if (!opt_push(o, key)) return false;
   if (lua_type(o.L, -1) != LUA_TSTRING || !ms_dtype_from_name(lua_tostring(o.L, -1), out))
     opt_type_error(o, key, "a dtype name (float32, float64, bfloat16, float16, int64, int32, uint8, bool)");
@@ -192,7 +192,7 @@ bool ms_lua_opt_dtype(ms_lua_opts o, const char *key, ms_dtype *out) {
   return true;
 }
 
-bool ms_lua_opt_bool(ms_lua_opts o, const char *key, bool *out) {
+bool bind_opt_bool(ms_lua_opts o, const char *key, bool *out) {
   if (!opt_push(o, key)) return false;
   if (!lua_isboolean(o.L, -1)) opt_type_error(o, key, "a boolean");
   *out = lua_toboolean(o.L, -1);
@@ -200,7 +200,7 @@ bool ms_lua_opt_bool(ms_lua_opts o, const char *key, bool *out) {
   return true;
 }
 
-bool ms_lua_opt_number(ms_lua_opts o, const char *key, double *out) {
+bool bind_opt_number(ms_lua_opts o, const char *key, double *out) {
   if (!opt_push(o, key)) return false;
   if (lua_type(o.L, -1) != LUA_TNUMBER) opt_type_error(o, key, "a number");
   *out = lua_tonumber(o.L, -1);
@@ -208,7 +208,7 @@ bool ms_lua_opt_number(ms_lua_opts o, const char *key, double *out) {
   return true;
 }
 
-bool ms_lua_opt_integer(ms_lua_opts o, const char *key, int64_t *out) {
+bool bind_opt_integer(ms_lua_opts o, const char *key, int64_t *out) {
   if (!opt_push(o, key)) return false;
   int isnum = 0;
   *out = lua_tointegerx(o.L, -1, &isnum);
@@ -217,12 +217,12 @@ bool ms_lua_opt_integer(ms_lua_opts o, const char *key, int64_t *out) {
   return true;
 }
 
-ms_device ms_lua_check_device(lua_State *L, int idx, const char *fname, const char *what) {
+ms_device bind_check_device(lua_State *L, int idx, const char *fname, const char *what) {
   ms_device d = {MS_CPU, 0};
   if (lua_isinteger(L, idx) && lua_tointeger(L, idx) >= 0 && lua_tointeger(L, idx) < MS_CUDA_MAX_DEVICES)
     return (ms_device){MS_CUDA, (int)lua_tointeger(L, idx)}; /* model:to(rank), as torch */
   if (lua_type(L, idx) != LUA_TSTRING || !ms_device_parse(lua_tostring(L, idx), &d))
-    ms_lua_arg_error(L, idx, fname, what, "a device: \"cpu\", \"cuda\", \"cuda:N\" or a CUDA device index");
+    bind_arg_error(L, idx, fname, what, "a device: \"cpu\", \"cuda\", \"cuda:N\" or a CUDA device index");
   return d;
 }
 
@@ -230,22 +230,22 @@ static void check_device_option(ms_lua_opts o, ms_lua_factory_opts *f) {
   if (!opt_push(o, "device")) return;
   if (lua_type(o.L, -1) != LUA_TSTRING && !lua_isinteger(o.L, -1))
     opt_type_error(o, "device", "a device name such as \"cpu\" or \"cuda:0\"");
-  f->device = ms_lua_check_device(o.L, lua_gettop(o.L), o.fname, "device");
+  f->device = bind_check_device(o.L, lua_gettop(o.L), o.fname, "device");
   f->has_device = true;
   lua_pop(o.L, 1);
 }
 
-ms_lua_factory_opts ms_lua_factory_options(lua_State *L, int idx, const char *fname, ms_dtype dflt) {
+ms_lua_factory_opts bind_factory_options(lua_State *L, int idx, const char *fname, ms_dtype dflt) {
   static const char *const known[] = {"dtype", "device", "requires_grad", NULL};
-  ms_lua_opts o = ms_lua_check_opts(L, idx, fname, known);
+  ms_lua_opts o = bind_check_opts(L, idx, fname, known);
   ms_lua_factory_opts f = {dflt, false, false, {MS_CPU, 0}};
-  ms_lua_opt_dtype(o, "dtype", &f.dtype);
-  ms_lua_opt_bool(o, "requires_grad", &f.requires_grad);
+  bind_opt_dtype(o, "dtype", &f.dtype);
+  bind_opt_bool(o, "requires_grad", &f.requires_grad);
   check_device_option(o, &f);
   return f;
 }
 
-ms_tensor *ms_lua_apply_factory_options(lua_State *L, ms_tensor *t, ms_lua_factory_opts o, const char *fname) {
+ms_tensor *bind_apply_factory_options(lua_State *L, ms_tensor *t, ms_lua_factory_opts o, const char *fname) {
   if (o.requires_grad && !ms_dtype_is_floating(t->dtype)) {
     ms_tensor_release(t);
     luaL_error(L, "%s: only floating point tensors can require gradients, got dtype %s", fname,
@@ -260,19 +260,19 @@ ms_tensor *ms_lua_apply_factory_options(lua_State *L, ms_tensor *t, ms_lua_facto
   return t;
 }
 
-ms_operand ms_lua_check_operand(lua_State *L, int idx, const char *fname, const char *what) {
+ms_operand bind_check_operand(lua_State *L, int idx, const char *fname, const char *what) {
   ms_tensor *t = ms_lua_to_tensor(L, idx);
   if (t) return ms_operand_tensor(t);
   if (lua_type(L, idx) == LUA_TNUMBER)
     return ms_operand_number(lua_tonumber(L, idx), lua_isinteger(L, idx) ? MS_INT64 : MS_FLOAT64);
   if (lua_isboolean(L, idx)) return ms_operand_number(lua_toboolean(L, idx), MS_BOOL);
-  ms_lua_arg_error(L, idx, fname, what, "a tensor or a number");
+  bind_arg_error(L, idx, fname, what, "a tensor or a number");
   return ms_operand_number(0, MS_INT64);
 }
 
 /* ---- values ------------------------------------------------------------------------------------ */
 
-void ms_lua_push_element(lua_State *L, const ms_tensor *t, int64_t i) {
+void bind_push_element(lua_State *L, const ms_tensor *t, int64_t i) {
   if (t->dtype == MS_BOOL) lua_pushboolean(L, ms_tensor_get_flat_int(t, i) != 0);
   else if (ms_dtype_is_integral(t->dtype)) lua_pushinteger(L, ms_tensor_get_flat_int(t, i));
   else lua_pushnumber(L, ms_tensor_get_flat(t, i));
@@ -307,7 +307,7 @@ static int size_eq(lua_State *L) {
   return 1;
 }
 
-void ms_lua_push_size(lua_State *L, int ndim, const int64_t *shape) {
+void bind_push_size(lua_State *L, int ndim, const int64_t *shape) {
   lua_createtable(L, ndim, 0);
   for (int d = 0; d < ndim; d++) {
     lua_pushinteger(L, shape[d]);
@@ -324,12 +324,12 @@ void ms_lua_push_size(lua_State *L, int ndim, const int64_t *shape) {
   lua_setmetatable(L, -2);
 }
 
-void ms_lua_register_both(lua_State *L, const char *name, lua_CFunction fn) {
+void bind_register_both(lua_State *L, const char *name, lua_CFunction fn) {
   lua_pushcfunction(L, fn);
-  ms_lua_register_value_both(L, name);
+  bind_register_value_both(L, name);
 }
 
-void ms_lua_register_value_both(lua_State *L, const char *name) {
+void bind_register_value_both(lua_State *L, const char *name) {
   lua_pushvalue(L, -1);
   lua_setfield(L, -4, name);
   lua_setfield(L, -2, name);

@@ -6,6 +6,6 @@
  * SIGINT/SIGTERM to this process end the job (mpirun ends the ranks; it is killed if it has not
  * within a few seconds) and print one line. Returns the status to exit with: mpirun's, 128 +
  * the signal, or 1 when mpirun cannot start (printed, naming `what`). */
-int ms_launch_mpirun(const char *what, long nprocs, const char *exe, int nwords, const char *const *words);
+int launch_mpirun(const char *what, long nprocs, const char *exe, int nwords, const char *const *words);
 
 #endif

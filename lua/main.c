@@ -204,7 +204,7 @@ static int run_mpirun(const options *o) {
   else snprintf(self, sizeof self, "%s", o->argv[0]);
   char what[48];
   snprintf(what, sizeof what, "-n %ld", o->nprocs);
-  return ms_launch_mpirun(what, o->nprocs, self, o->argc - 1, (const char *const *)o->argv + 1);
+  return launch_mpirun(what, o->nprocs, self, o->argc - 1, (const char *const *)o->argv + 1);
 }
 
 /* Under a launcher (mpirun sets OMPI_COMM_WORLD_SIZE in every rank) -n must agree with its world

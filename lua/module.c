@@ -11,11 +11,11 @@ struct ms_lua_embedded {
   const char *src;
   size_t len;
 };
-extern const struct ms_lua_embedded ms_lua_embedded_files[]; /* generated at build time */
+extern const struct ms_lua_embedded bind_embedded_files[]; /* generated at build time */
 
 /* package.preload loader for an embedded file; upvalue 1 is its index in the table. */
 static int load_embedded(lua_State *L) {
-  const struct ms_lua_embedded *f = &ms_lua_embedded_files[lua_tointeger(L, lua_upvalueindex(1))];
+  const struct ms_lua_embedded *f = &bind_embedded_files[lua_tointeger(L, lua_upvalueindex(1))];
   char chunkname[128];
   snprintf(chunkname, sizeof chunkname, "=[moonshard] %s", f->name);
   if (luaL_loadbuffer(L, f->src, f->len, chunkname) != LUA_OK) return lua_error(L);
@@ -24,40 +24,40 @@ static int load_embedded(lua_State *L) {
   return 1;
 }
 
-void ms_lua_preload_embedded(lua_State *L) {
+void bind_preload_embedded(lua_State *L) {
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
-  for (int i = 0; ms_lua_embedded_files[i].name; i++) {
+  for (int i = 0; bind_embedded_files[i].name; i++) {
     lua_pushinteger(L, i);
     lua_pushcclosure(L, load_embedded, 1);
-    lua_setfield(L, -2, ms_lua_embedded_files[i].name);
+    lua_setfield(L, -2, bind_embedded_files[i].name);
   }
   lua_pop(L, 1);
 }
 
 int luaopen_moonshard(lua_State *L) {
-  ms_lua_preload_embedded(L);
+  bind_preload_embedded(L);
   lua_newtable(L); /* the module */
   lua_newtable(L); /* tensor methods */
-  ms_lua_open_tensor(L);
-  ms_lua_open_create(L);
-  ms_lua_open_view(L);
-  ms_lua_open_math(L);
-  ms_lua_open_runtime(L);
-  ms_lua_open_autograd(L);
-  ms_lua_open_nn_conv(L);
-  ms_lua_open_nn_ops(L);
-  ms_lua_open_optim(L);
-  ms_lua_open_io(L);
-  ms_lua_open_io_parts(L);
-  ms_lua_open_files(L);
-  ms_lua_open_idx(L);
-  ms_lua_open_random_fill(L);
-  ms_lua_open_transforms(L);
-  ms_lua_open_loader(L);
-  ms_lua_open_dist(L);
-  ms_lua_open_launch(L);
-  ms_lua_open_fsdp(L);
-  ms_lua_open_cuda(L);
+  bind_open_tensor(L);
+  bind_open_create(L);
+  bind_open_view(L);
+  bind_open_math(L);
+  bind_open_runtime(L);
+  bind_open_autograd(L);
+  bind_open_nn_conv(L);
+  bind_open_nn_ops(L);
+  bind_open_optim(L);
+  bind_open_io(L);
+  bind_open_io_parts(L);
+  bind_open_files(L);
+  bind_open_idx(L);
+  bind_open_random_fill(L);
+  bind_open_transforms(L);
+  bind_open_loader(L);
+  bind_open_dist(L);
+  bind_open_launch(L);
+  bind_open_fsdp(L);
+  bind_open_cuda(L);
   lua_setfield(L, -2, "Tensor"); /* ms.Tensor: the method table, to extend from Lua */
   /* ms.flatten(x, start_dim) is the same function as x:flatten(start_dim): already there. */
   return 1;

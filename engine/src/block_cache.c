@@ -26,7 +26,7 @@ static bucket buckets[MAX_CLASSES];
 static int nbuckets;
 static int64_t cached_bytes, limit_bytes = -1;
 
-size_t ms_block_class(size_t nbytes) {
+size_t block_class(size_t nbytes) {
   if (nbytes < MIN_CACHED) return 0;
   size_t top = (size_t)1 << (63 - __builtin_clzll((unsigned long long)nbytes));
   size_t step = top / 8;
@@ -84,7 +84,7 @@ static bucket *fitting_bucket(size_t class_bytes) {
   return best;
 }
 
-void *ms_block_alloc(size_t class_bytes) {
+void *block_alloc(size_t class_bytes) {
   pthread_mutex_lock(&lock);
   bucket *b = fitting_bucket(class_bytes);
   block_header *h = b ? b->head : NULL;
@@ -118,7 +118,7 @@ static bool evict_for(int64_t need, size_t keep_class, block_header **out) {
   return true;
 }
 
-void ms_block_free(void *p) {
+void block_free(void *p) {
   block_header *h = (block_header *)((char *)p - HEADER_BYTES);
   block_header *evicted = NULL;
   pthread_mutex_lock(&lock);
@@ -141,14 +141,14 @@ void ms_block_free(void *p) {
   }
 }
 
-int64_t ms_block_cache_bytes(void) {
+int64_t block_cache_bytes(void) {
   pthread_mutex_lock(&lock);
   int64_t n = cached_bytes;
   pthread_mutex_unlock(&lock);
   return n;
 }
 
-void ms_block_cache_empty(void) {
+void block_cache_empty(void) {
   pthread_mutex_lock(&lock);
   for (int i = 0; i < nbuckets; i++)
     while (buckets[i].head) {

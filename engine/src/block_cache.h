@@ -10,14 +10,14 @@
 
 /* The size a block of nbytes is allocated with when it is large enough to cache (within 1/8
  * of a power of two, so nearby sizes share blocks), or 0 when it is not cached. */
-size_t ms_block_class(size_t nbytes);
+size_t block_class(size_t nbytes);
 /* A 64-byte-aligned block of at least class_bytes: a cached one of up to twice that, else a
  * fresh mapping; NULL when out of memory. */
-void *ms_block_alloc(size_t class_bytes);
-/* Keeps p (from ms_block_alloc) for reuse, or unmaps it when the cache is full. */
-void ms_block_free(void *p);
-int64_t ms_block_cache_bytes(void);
+void *block_alloc(size_t class_bytes);
+/* Keeps p (from block_alloc) for reuse, or unmaps it when the cache is full. */
+void block_free(void *p);
+int64_t block_cache_bytes(void);
 /* Frees every cached block. */
-void ms_block_cache_empty(void);
+void block_cache_empty(void);
 
 #endif

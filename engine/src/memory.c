@@ -48,9 +48,9 @@ void *ms_mem_alloc(size_t nbytes, ms_mem_category category) {
     return NULL;
   }
   /* 64-byte alignment serves every SIMD width; aligned_alloc wants a multiple of it. */
-  size_t cls = ms_block_class(nbytes);
+  size_t cls = block_class(nbytes);
   size_t rounded = cls ? cls : (nbytes + 63) & ~(size_t)63;
-  void *p = cls ? ms_block_alloc(cls) : aligned_alloc(64, rounded ? rounded : 64);
+  void *p = cls ? block_alloc(cls) : aligned_alloc(64, rounded ? rounded : 64);
   if (!p) {
     ms_error(MS_ERR_MEMORY, "out of memory: could not allocate %zu bytes", nbytes);
     return NULL;
@@ -64,9 +64,9 @@ void *ms_mem_alloc(size_t nbytes, ms_mem_category category) {
 
 void ms_mem_free(void *p, size_t nbytes, ms_mem_category category) {
   if (!p) return;
-  size_t cls = ms_block_class(nbytes);
+  size_t cls = block_class(nbytes);
   if (cls)
-    ms_block_free(p);
+    block_free(p);
   else
     free(p);
   atomic_fetch_sub(&mem_current, (long long)nbytes);
@@ -78,11 +78,11 @@ ms_memory_stats ms_memory_stats_get(void) {
   s.current = atomic_load(&mem_current);
   s.peak = atomic_load(&mem_peak);
   s.allocations = atomic_load(&mem_allocations);
-  s.cached = ms_block_cache_bytes();
+  s.cached = block_cache_bytes();
   for (int c = 0; c < MS_MEM_CATEGORY_COUNT; c++) s.by_category[c] = atomic_load(&mem_by_category[c]);
   return s;
 }
 
-void ms_memory_empty_cache(void) { ms_block_cache_empty(); }
+void ms_memory_empty_cache(void) { block_cache_empty(); }
 
 void ms_memory_reset_peak(void) { atomic_store(&mem_peak, atomic_load(&mem_current)); }

@@ -47,7 +47,7 @@ void ms_random_set_state(uint64_t seed, uint64_t offset) {
   pthread_mutex_unlock(&g_lock);
 }
 
-void ms_random_reserve(int64_t blocks, uint64_t *seed, uint64_t *offset) {
+void random_reserve(int64_t blocks, uint64_t *seed, uint64_t *offset) {
   pthread_mutex_lock(&g_lock);
   *seed = g_seed;
   *offset = g_offset;
@@ -73,7 +73,7 @@ static ms_status fill_with(const char *op, ms_tensor *t, ms_dtype cdt, int lanes
   native_kernels nk;
   if (native_kernels_for(op, ms_tensor_device(t), &nk) != MS_OK) return MS_ERR_RUNTIME;
   uint64_t seed, offset;
-  ms_random_reserve(ms_k_philox_blocks(n, lanes), &seed, &offset);
+  random_reserve(ms_k_philox_blocks(n, lanes), &seed, &offset);
   if (t->dtype == cdt && ms_tensor_is_contiguous(t)) {
     ms_status st = native_kernel_status(&nk, fn(&nk, args, seed, offset, t));
     if (st == MS_OK) ms_tensor_bump_version(t);
@@ -229,7 +229,7 @@ static ms_status draw_bits(ms_tensor *prob, ms_tensor *bits) {
   if (native_kernels_for("bernoulli", ms_tensor_device(bits), &nk) != MS_OK) return MS_ERR_RUNTIME;
   int64_t n = ms_tensor_numel(bits);
   uint64_t seed, offset;
-  ms_random_reserve(ms_k_philox_blocks(n, 4), &seed, &offset);
+  random_reserve(ms_k_philox_blocks(n, 4), &seed, &offset);
   return native_kernel_status(&nk, nk.k->philox_bernoulli_p(&nk.x, seed, offset, n, ms_tensor_data(prob),
                                                              1, ms_tensor_data(bits)));
 }
@@ -299,7 +299,7 @@ static ms_tensor *randperm(int64_t n, ms_dtype dt, bool seeded, uint64_t seed) {
   ms_tensor *idx = ms_tensor_new_empty(1, &n, MS_INT64);
   if (!idx) return NULL;
   uint64_t offset = 0;
-  if (!seeded) ms_random_reserve(ms_k_philox_blocks(n, 2), &seed, &offset);
+  if (!seeded) random_reserve(ms_k_philox_blocks(n, 2), &seed, &offset);
   if (!random_permutation(n, seed, offset, ms_tensor_data(idx))) {
     ms_tensor_release(idx);
     ms_error(MS_ERR_MEMORY, "randperm: out of memory for %lld sort keys", (long long)n);

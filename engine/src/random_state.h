@@ -6,6 +6,6 @@
 #include <stdint.h>
 
 /* Takes `blocks` 128-bit Philox blocks: *seed and *offset say where they start. */
-void ms_random_reserve(int64_t blocks, uint64_t *seed, uint64_t *offset);
+void random_reserve(int64_t blocks, uint64_t *seed, uint64_t *offset);
 
 #endif

@@ -13,7 +13,7 @@
  * any tensor has such state. */
 static _Atomic(ms_tensor_free_fn) autograd_free;
 
-ms_tensor_free_fn ms_tensor_set_autograd_free(ms_tensor_free_fn fn) { return atomic_exchange(&autograd_free, fn); }
+ms_tensor_free_fn tensor_set_autograd_free(ms_tensor_free_fn fn) { return atomic_exchange(&autograd_free, fn); }
 
 void ms_tensor_retain(ms_tensor *t) { atomic_fetch_add(&t->refcount, 1); }
 
@@ -68,7 +68,7 @@ static ms_tensor *tensor_wrap(ms_storage *s, ms_dtype dt, int ndim, const int64_
   return t;
 }
 
-ms_tensor *ms_tensor_new_contiguous_on(ms_device dev, const char *op, int ndim, const int64_t *shape,
+ms_tensor *tensor_new_contiguous_on(ms_device dev, const char *op, int ndim, const int64_t *shape,
                                     ms_dtype dt) {
   int64_t numel = 0, strides[MS_MAX_DIMS];
   if (check_shape(op, ndim, shape, &numel) != MS_OK) return NULL;
@@ -86,7 +86,7 @@ ms_tensor *ms_tensor_new_contiguous_on(ms_device dev, const char *op, int ndim, 
 }
 
 static ms_tensor *new_contiguous(const char *op, int ndim, const int64_t *shape, ms_dtype dt) {
-  return ms_tensor_new_contiguous_on((ms_device){MS_CPU, 0}, op, ndim, shape, dt);
+  return tensor_new_contiguous_on((ms_device){MS_CPU, 0}, op, ndim, shape, dt);
 }
 
 ms_tensor *ms_tensor_new_empty(int ndim, const int64_t *shape, ms_dtype dt) {
@@ -94,7 +94,7 @@ ms_tensor *ms_tensor_new_empty(int ndim, const int64_t *shape, ms_dtype dt) {
 }
 
 ms_tensor *ms_tensor_new_empty_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt) {
-  return ms_tensor_new_contiguous_on(device, "empty", ndim, shape, dt);
+  return tensor_new_contiguous_on(device, "empty", ndim, shape, dt);
 }
 
 ms_tensor *ms_tensor_new_full(int ndim, const int64_t *shape, ms_dtype dt, double value) {

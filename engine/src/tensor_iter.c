@@ -33,7 +33,7 @@ static void iter_coalesce(ms_iter *it) {
   }
 }
 
-void ms_iter_init(ms_iter *it, int ndim, const int64_t *shape, int nops, ms_tensor *const *ops) {
+void iter_init(ms_iter *it, int ndim, const int64_t *shape, int nops, ms_tensor *const *ops) {
   memset(it, 0, sizeof *it);
   it->nops = nops;
   it->ndim = ndim;
@@ -52,7 +52,7 @@ void ms_iter_init(ms_iter *it, int ndim, const int64_t *shape, int nops, ms_tens
   iter_coalesce(it);
 }
 
-ms_status ms_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
+ms_status broadcast_shapes(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
                               int *nout, int64_t *out) {
   int n = na > nb ? na : nb;
   for (int i = 0; i < n; i++) {
@@ -71,7 +71,7 @@ ms_status ms_broadcast_shapes(const char *op, int na, const int64_t *a, int nb, 
   return MS_OK;
 }
 
-ms_dtype ms_compute_dtype(ms_dtype dt) {
+ms_dtype compute_dtype(ms_dtype dt) {
   switch (dt) {
   case MS_FLOAT64: return MS_FLOAT64;
   case MS_FLOAT32: case MS_BFLOAT16: case MS_FLOAT16: return MS_FLOAT32;

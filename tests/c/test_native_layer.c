@@ -96,7 +96,7 @@ static ms_status keep_grad(void *ctx, ms_tensor *grad, ms_tensor **replace) {
 static void test_release_frees_through_installed_function(void) {
   ms_tensor *x = leaf();
   ms_tensor *y = ms_unary(MS_OP_EXP, x); /* autograd has made a node: its free is installed */
-  autograd_free = ms_tensor_set_autograd_free(counting_free);
+  autograd_free = tensor_set_autograd_free(counting_free);
   CHECK(autograd_free != NULL);
   ms_tensor *plain = ms_tensor_new_zeros(1, (int64_t[]){3}, MS_FLOAT32);
   ms_tensor_release(plain);
@@ -109,7 +109,7 @@ static void test_release_frees_through_installed_function(void) {
   CHECK(ms_tensor_register_hook(x, keep_grad, NULL, NULL) > 0); /* hooks only */
   ms_tensor_release(x);
   CHECK(frees == 3);
-  CHECK(ms_tensor_set_autograd_free(autograd_free) == counting_free);
+  CHECK(tensor_set_autograd_free(autograd_free) == counting_free);
 }
 
 int main(void) {

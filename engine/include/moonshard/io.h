@@ -17,7 +17,7 @@
 /* Writes n tensors under their names (data in the order given; non-contiguous tensors are
  * written as their contiguous copy) and, when meta_keys is not NULL, a "__metadata__" object
  * of n_meta key/value strings (in the order given). Names, keys and values must be UTF-8; names
- * unique and not "__metadata__". The file appears atomically (ms_atomic_open below); on any
+ * unique and not "__metadata__". The file appears atomically (atomic_file_open below); on any
  * failure the temporary file is removed and an existing file at path is untouched. No checksum is
  * added: the bytes are exactly those of the reference library's save_file (sharded checkpoints
  * checksum each file in their index). */

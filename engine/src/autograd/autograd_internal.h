@@ -19,11 +19,11 @@ struct ms_hook {
 };
 
 /* The AccumulateGrad node of a leaf that requires grad (a new reference), created on demand. */
-ms_node *ms_autograd_grad_accumulator(ms_tensor *leaf);
+ms_node *autograd_grad_accumulator(ms_tensor *leaf);
 /* Runs the grad hooks in `list` (those for output_nr, or all when output_nr < 0) on *grad,
  * replacing *grad (releasing the old) when a hook returns a replacement. */
-ms_status ms_autograd_run_grad_hooks(struct ms_hook *list, int output_nr, ms_tensor **grad);
+ms_status autograd_run_grad_hooks(struct ms_hook *list, int output_nr, ms_tensor **grad);
 /* Frees the node's saved tensors and context (the graph's memory after backward). */
-void ms_node_release_saved(ms_node *node);
+void node_release_saved(ms_node *node);
 
 #endif

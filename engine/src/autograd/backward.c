@@ -159,7 +159,7 @@ static ms_status gather_grad_out(ms_node *n, ms_tensor **grad_out) {
     n->grad_buf[k] = NULL;
     if (!grad_out[k] && !(grad_out[k] = ms_tensor_new_zeros(n->out_ndim[k], n->out_shape[k], n->out_dtype[k])))
       return MS_ERR_MEMORY;
-    if (ms_autograd_run_grad_hooks(n->pre_hooks, k, &grad_out[k]) != MS_OK) return MS_ERR_RUNTIME;
+    if (autograd_run_grad_hooks(n->pre_hooks, k, &grad_out[k]) != MS_OK) return MS_ERR_RUNTIME;
   }
   return MS_OK;
 }
@@ -180,7 +180,7 @@ static ms_status run_node(ms_node *n, node_list *ready, bool retain_graph) {
     if (e.node && st == MS_OK && --e.node->dependencies == 0) st = heap_push(ready, e.node);
   }
   free(grad_in);
-  if (!retain_graph) ms_node_release_saved(n);
+  if (!retain_graph) node_release_saved(n);
   return st;
 }
 
@@ -208,7 +208,7 @@ ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph) {
   ms_tensor *g = root_gradient(root, grad);
   ms_node *start = root->grad_fn;
   if (start) ms_node_retain(start);
-  else start = ms_autograd_grad_accumulator(root);
+  else start = autograd_grad_accumulator(root);
   node_list visited = {0}, ready = {0};
   callback_list callbacks = {0}, *outer = running_callbacks;
   running_callbacks = &callbacks;

@@ -18,14 +18,14 @@ static ms_status record_activation(ms_activation_op act, ms_tensor *x, ms_tensor
   if (!n) return MS_ERR_MEMORY;
   n->ints[0] = act;
   ms_node_save(n, x);
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 ms_tensor *ms_activation(ms_activation_op act, ms_tensor *x) {
   if ((unsigned)act >= MS_ACTIVATION_OP_COUNT)
     return ms_error(MS_ERR_ARG, "activation: no activation %d (there are %d)", (int)act, MS_ACTIVATION_OP_COUNT), NULL;
   ms_tensor *out = native_activation(act, x);
-  return ms_grad_kept(out, record_activation(act, x, out));
+  return grad_kept(out, record_activation(act, x, out));
 }
 
 ms_tensor *ms_gelu(ms_tensor *x, bool approximate_tanh) {

@@ -10,7 +10,7 @@ static ms_status dropout_backward(ms_node *n, ms_tensor *const *grad_out, ms_ten
   ms_dtype dt = n->out_dtype[0];
   /* the scaled gradient overwrites the incoming one when the walk lets it go (on the CPU) */
   bool overwrite = ms_tensor_device(mask).type == MS_CPU && grad_out[0]->dtype == dt &&
-               ms_tensor_is_contiguous(grad_out[0]) && ms_grad_is_exclusive(grad_out[0], 1);
+               ms_tensor_is_contiguous(grad_out[0]) && grad_is_exclusive(grad_out[0], 1);
   grad_in[0] = native_dropout_backward(grad_out[0], mask, n->scalars[0], dt, overwrite);
   return grad_in[0] ? MS_OK : MS_ERR_MEMORY;
 }
@@ -21,24 +21,24 @@ static ms_status record_dropout(ms_tensor *x, ms_tensor *mask, double scale, ms_
   if (!n) return MS_ERR_MEMORY;
   n->scalars[0] = scale;
   ms_node_save(n, mask);
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 ms_tensor *ms_dropout(ms_tensor *x, double p, bool training) {
   ms_dtype half;
   /* 16-bit inputs that will be dropped are widened: the same mask as in float32 (drawn per
    * element); bfloat16 on the CPU is scaled as it is */
-  if (training && p > 0 && p <= 1 && ms_nn_half_call_widens(x, &half)) {
+  if (training && p > 0 && p <= 1 && nn_half_call_widens(x, &half)) {
     ms_tensor *v;
-    if (ms_nn_widen(1, &x, &v) != MS_OK) return NULL;
-    ms_tensor *wide = ms_dropout(v, p, training), *out = ms_nn_narrow_back(wide, half);
+    if (nn_widen(1, &x, &v) != MS_OK) return NULL;
+    ms_tensor *wide = ms_dropout(v, p, training), *out = nn_narrow_back(wide, half);
     ms_tensor_release(v), ms_tensor_release(wide);
     return out;
   }
   ms_tensor *mask;
   double scale;
   ms_tensor *out = native_dropout(x, p, training, &mask, &scale);
-  out = ms_grad_kept(out, record_dropout(x, mask, scale, out));
+  out = grad_kept(out, record_dropout(x, mask, scale, out));
   ms_tensor_release(mask);
   return out;
 }

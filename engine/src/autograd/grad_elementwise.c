@@ -1,6 +1,6 @@
 /* grad_elementwise.c: the public binary elementwise ops (ms_binary, ms_binary_): the native op,
  * then the node; their derivatives, computed with the native ops and reduced to each input's
- * broadcast shape with ms_grad_sum_to; and the whole-tensor comparisons (ms_equal,
+ * broadcast shape with grad_sum_to; and the whole-tensor comparisons (ms_equal,
  * ms_allclose), public ops that record nothing. */
 #include <math.h>
 
@@ -26,7 +26,7 @@ static ms_tensor *scaled_to(ms_tensor *grad, ms_tensor *factor, double sign, con
   }
   if (!g) return NULL;
   const ms_edge *e = &n->next[i];
-  ms_tensor *r = ms_grad_sum_to(g, e->node->out_ndim[e->input_nr], e->node->out_shape[e->input_nr]);
+  ms_tensor *r = grad_sum_to(g, e->node->out_ndim[e->input_nr], e->node->out_shape[e->input_nr]);
   ms_tensor_release(g);
   return r;
 }
@@ -52,8 +52,8 @@ static ms_status div_backward(ms_node *n, ms_tensor *g, ms_tensor **grad_in) {
   if (load_operands(n, &a, &b) != MS_OK) return MS_ERR_RUNTIME;
   ms_tensor *ga = native_binary(MS_OP_DIV, ms_operand_tensor(g), b);
   if (!ga) return MS_ERR_MEMORY;
-  if (ms_grad_needed(n, 0) && !(grad_in[0] = scaled_to(ga, NULL, 1, n, 0))) return ms_tensor_release(ga), MS_ERR_MEMORY;
-  if (ms_grad_needed(n, 1)) {
+  if (grad_needed(n, 0) && !(grad_in[0] = scaled_to(ga, NULL, 1, n, 0))) return ms_tensor_release(ga), MS_ERR_MEMORY;
+  if (grad_needed(n, 1)) {
     ms_tensor *q = native_binary(MS_OP_DIV, a, b); /* a/b; times ga = g/b gives g*a/b^2 */
     grad_in[1] = q ? scaled_to(ga, q, -1, n, 1) : NULL;
     ms_tensor_release(q);
@@ -67,7 +67,7 @@ static ms_status div_backward(ms_node *n, ms_tensor *g, ms_tensor **grad_in) {
 static ms_status pow_backward(ms_node *n, ms_tensor *g, ms_tensor **grad_in) {
   ms_operand a, b;
   if (load_operands(n, &a, &b) != MS_OK) return MS_ERR_RUNTIME;
-  if (ms_grad_needed(n, 0)) {
+  if (grad_needed(n, 0)) {
     ms_tensor *bm1 = b.tensor ? native_binary(MS_OP_SUB, b, ms_operand_number(1, MS_INT64)) : NULL;
     ms_operand e = b.tensor ? ms_operand_tensor(bm1) : ms_operand_number(b.value - 1, MS_FLOAT64);
     ms_tensor *p = !b.tensor || bm1 ? native_binary(MS_OP_POW, a, e) : NULL;
@@ -76,7 +76,7 @@ static ms_status pow_backward(ms_node *n, ms_tensor *g, ms_tensor **grad_in) {
     ms_tensor_release(bm1), ms_tensor_release(p), ms_tensor_release(f);
     if (!grad_in[0]) return MS_ERR_MEMORY;
   }
-  if (ms_grad_needed(n, 1)) {
+  if (grad_needed(n, 1)) {
     ms_tensor *p = native_binary(MS_OP_POW, a, b);
     ms_tensor *la = a.tensor ? native_unary(MS_OP_LOG, a.tensor) : ms_tensor_new_scalar(log(a.value), MS_FLOAT32);
     ms_tensor *f = p && la ? native_binary(MS_OP_MUL, ms_operand_tensor(p), ms_operand_tensor(la)) : NULL;
@@ -101,8 +101,8 @@ static ms_status extremum_backward(ms_node *n, ms_tensor *g, ms_tensor **grad_in
     ms_tensor_release(wf), ms_tensor_release(tf), ms_tensor_release(half);
   }
   ms_status st = wa && wb ? MS_OK : MS_ERR_MEMORY;
-  if (st == MS_OK && ms_grad_needed(n, 0) && !(grad_in[0] = scaled_to(g, wa, 1, n, 0))) st = MS_ERR_MEMORY;
-  if (st == MS_OK && ms_grad_needed(n, 1) && !(grad_in[1] = scaled_to(g, wb, 1, n, 1))) st = MS_ERR_MEMORY;
+  if (st == MS_OK && grad_needed(n, 0) && !(grad_in[0] = scaled_to(g, wa, 1, n, 0))) st = MS_ERR_MEMORY;
+  if (st == MS_OK && grad_needed(n, 1) && !(grad_in[1] = scaled_to(g, wb, 1, n, 1))) st = MS_ERR_MEMORY;
   ms_tensor_release(win), ms_tensor_release(tie), ms_tensor_release(wa), ms_tensor_release(wb);
   return st;
 }
@@ -111,15 +111,15 @@ static ms_status binary_backward(ms_node *n, ms_tensor *const *grad_out, ms_tens
   ms_tensor *g = grad_out[0];
   switch ((ms_binary_op)n->ints[0]) {
   case MS_OP_ADD: case MS_OP_SUB:
-    if (ms_grad_needed(n, 0) && !(grad_in[0] = scaled_to(g, NULL, 1, n, 0))) return MS_ERR_MEMORY;
-    if (ms_grad_needed(n, 1) && !(grad_in[1] = scaled_to(g, NULL, n->ints[0] == MS_OP_SUB ? -1 : 1, n, 1)))
+    if (grad_needed(n, 0) && !(grad_in[0] = scaled_to(g, NULL, 1, n, 0))) return MS_ERR_MEMORY;
+    if (grad_needed(n, 1) && !(grad_in[1] = scaled_to(g, NULL, n->ints[0] == MS_OP_SUB ? -1 : 1, n, 1)))
       return MS_ERR_MEMORY;
     return MS_OK;
   case MS_OP_MUL: {
     ms_operand a, b;
     if (load_operands(n, &a, &b) != MS_OK) return MS_ERR_RUNTIME;
     for (int i = 0; i < 2; i++) {
-      if (!ms_grad_needed(n, i)) continue;
+      if (!grad_needed(n, i)) continue;
       ms_operand other = i == 0 ? b : a;
       ms_tensor *f = other.tensor ? (ms_tensor_retain(other.tensor), other.tensor) : ms_tensor_new_scalar(other.value, g->dtype);
       grad_in[i] = f ? scaled_to(g, f, 1, n, i) : NULL;
@@ -152,12 +152,12 @@ static ms_status record_binary(ms_binary_op op, ms_operand a, ms_operand b, ms_t
     if (ins[i] && reads_operands) ms_node_save(n, ins[i]);
     else n->saved[n->num_saved++] = (ms_saved){NULL, 0}; /* slot i stays operand i */
   }
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 ms_tensor *ms_binary(ms_binary_op op, ms_operand a, ms_operand b) {
   ms_tensor *out = native_binary(op, a, b);
-  return ms_grad_kept(out, record_binary(op, a, b, out));
+  return grad_kept(out, record_binary(op, a, b, out));
 }
 
 /* In place under autograd: computed out of place and rebased onto a. When the derivative reads
@@ -165,14 +165,14 @@ ms_tensor *ms_binary(ms_binary_op op, ms_operand a, ms_operand b) {
  * itself would see it overwritten (and a would own the node that owns it). */
 static ms_status binary_inplace_grad(ms_binary_op op, ms_tensor *a, ms_operand b) {
   const char *name = ms_binary_op_name(op);
-  if (ms_grad_check_inplace(name, a) != MS_OK) return MS_ERR_RUNTIME;
+  if (grad_check_inplace(name, a) != MS_OK) return MS_ERR_RUNTIME;
   bool reads_operands = op != MS_OP_ADD && op != MS_OP_SUB;
-  ms_tensor *src = reads_operands ? ms_grad_inplace_original(a) : (ms_tensor_retain(a), a);
+  ms_tensor *src = reads_operands ? grad_inplace_original(a) : (ms_tensor_retain(a), a);
   if (!src) return MS_ERR_MEMORY;
   if (b.tensor == a) b = ms_operand_tensor(src); /* y:mul_(y) reads the old y twice */
   ms_tensor *out = ms_binary(op, ms_operand_tensor(src), b);
   ms_tensor_release(src);
-  ms_status st = ms_grad_rebase_inplace(name, a, out);
+  ms_status st = grad_rebase_inplace(name, a, out);
   ms_tensor_release(out);
   return st;
 }
@@ -213,7 +213,7 @@ ms_status ms_allclose(ms_tensor *a, ms_tensor *b, double rtol, double atol, bool
     return ms_error(MS_ERR_ARG, "allclose: expected both tensors to have the same dtype, got %s and %s",
                     ms_dtype_name(a->dtype), ms_dtype_name(b->dtype));
   int64_t shape[MS_MAX_DIMS];
-  if (ms_broadcast_shapes("allclose", a->ndim, a->shape, b->ndim, b->shape, &ndim, shape)) return MS_ERR_ARG;
+  if (broadcast_shapes("allclose", a->ndim, a->shape, b->ndim, b->shape, &ndim, shape)) return MS_ERR_ARG;
   ms_tensor *da = as_float64(a, ndim, shape), *db = as_float64(b, ndim, shape);
   ms_status st = da && db ? MS_OK : MS_ERR_MEMORY;
   *out = true;

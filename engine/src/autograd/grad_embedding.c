@@ -20,13 +20,13 @@ static ms_status record_embedding(ms_tensor *w, ms_tensor *idx, int64_t padding_
   if (!n) return MS_ERR_MEMORY;
   n->ints[0] = padding_idx, n->ints[1] = index_base;
   ms_node_save(n, idx);
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 ms_tensor *ms_embedding(ms_tensor *indices, ms_tensor *w, int64_t padding_idx, int64_t index_base) {
   ms_tensor *idx;
   ms_tensor *out = native_embedding(indices, w, padding_idx, index_base, &idx);
-  out = ms_grad_kept(out, record_embedding(w, idx, padding_idx, index_base, out));
+  out = grad_kept(out, record_embedding(w, idx, padding_idx, index_base, out));
   ms_tensor_release(idx);
   return out;
 }

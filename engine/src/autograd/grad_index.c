@@ -24,10 +24,10 @@ static ms_status record_index_select(ms_tensor *t, int dim, ms_tensor *idx, ms_t
     ms_node_save(node, hidx);
   }
   ms_tensor_release(hidx);
-  return ms_grad_finish(node, out);
+  return grad_finish(node, out);
 }
 
 ms_tensor *ms_tensor_index_select(ms_tensor *t, int dim, ms_tensor *idx) {
   ms_tensor *out = native_index_select(t, dim, idx);
-  return ms_grad_kept(out, record_index_select(t, dim, idx, out));
+  return grad_kept(out, record_index_select(t, dim, idx, out));
 }

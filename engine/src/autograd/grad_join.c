@@ -47,7 +47,7 @@ static ms_status join_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi, 
                     "to it if you need to backward twice", n->name);
   int64_t at = 0;
   for (int i = 0; i < c->n; at += c->sizes[i], i++)
-    if (ms_grad_needed(n, i) && !(gi[i] = join_piece(g[0], n, i, at, stack))) return MS_ERR_RUNTIME;
+    if (grad_needed(n, i) && !(gi[i] = join_piece(g[0], n, i, at, stack))) return MS_ERR_RUNTIME;
   return MS_OK;
 }
 
@@ -69,7 +69,7 @@ static ms_status record_join(const char *name, ms_backward_fn fn, ms_tensor *con
     node->ctx = c, node->free_ctx = join_ctx_free;
     node->ints[0] = dim;
   }
-  return ms_grad_finish(node, out);
+  return grad_finish(node, out);
 }
 
 /* The joins record one node over all inputs; dim is normalised here, after the native op has
@@ -77,13 +77,13 @@ static ms_status record_join(const char *name, ms_backward_fn fn, ms_tensor *con
 ms_tensor *ms_tensor_cat(ms_tensor *const *ts, int n, int dim) {
   ms_tensor *out = native_cat(ts, n, dim);
   if (out && dim < 0) dim += out->ndim;
-  return ms_grad_kept(out, record_join("CatBackward0", cat_backward, ts, n, dim, out));
+  return grad_kept(out, record_join("CatBackward0", cat_backward, ts, n, dim, out));
 }
 
 ms_tensor *ms_tensor_stack(ms_tensor *const *ts, int n, int dim) {
   ms_tensor *out = native_stack(ts, n, dim);
   if (out && dim < 0) dim += out->ndim;
-  return ms_grad_kept(out, record_join("StackBackward0", stack_backward, ts, n, dim, out));
+  return grad_kept(out, record_join("StackBackward0", stack_backward, ts, n, dim, out));
 }
 
 /* ---- split and chunk: each piece records its own SplitBackward0 (its gradient is embedded back
@@ -94,7 +94,7 @@ static ms_tensor **record_pieces(ms_tensor *t, int dim, int64_t step, ms_tensor 
   if (dim < 0) dim += t->ndim;
   ms_status st = MS_OK;
   for (int i = 0; st == MS_OK && i < count; i++)
-    st = ms_grad_record_narrow("SplitBackward0", t, dim, (int64_t)i * step, parts[i]->shape[dim], parts[i]);
+    st = grad_record_narrow("SplitBackward0", t, dim, (int64_t)i * step, parts[i]->shape[dim], parts[i]);
   if (st == MS_OK) return parts;
   for (int i = 0; i < count; i++) ms_tensor_release(parts[i]);
   free(parts);

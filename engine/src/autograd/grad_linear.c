@@ -7,7 +7,7 @@
 static ms_status linear_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
   ms_tensor *x = ms_node_saved(n, 0), *w = x ? ms_node_saved(n, 1) : NULL;
   if (!w) return MS_ERR_RUNTIME;
-  const bool need[3] = {ms_grad_needed(n, 0), ms_grad_needed(n, 1), ms_grad_needed(n, 2)};
+  const bool need[3] = {grad_needed(n, 0), grad_needed(n, 1), grad_needed(n, 2)};
   return native_linear_backward(x, w, grad_out[0], need, grad_in);
 }
 
@@ -17,19 +17,19 @@ static ms_status record_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b, ms_tens
   ms_node *n = ms_node_new(b ? "AddmmBackward0" : "MmBackward0", linear_backward, 3, ins);
   if (!n) return MS_ERR_MEMORY;
   ms_node_save(n, x), ms_node_save(n, w);
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 ms_tensor *ms_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   ms_dtype half;
-  if (ms_nn_half_call(3, (ms_tensor *[]){x, w, b}, &half) && !native_linear_bf16(x, w, b)) {
+  if (nn_half_call(3, (ms_tensor *[]){x, w, b}, &half) && !native_linear_bf16(x, w, b)) {
     ms_tensor *v[3];
-    if (ms_nn_widen(3, (ms_tensor *[]){x, w, b}, v) != MS_OK) return NULL;
-    ms_tensor *wide = ms_linear(v[0], v[1], v[2]), *out = ms_nn_narrow_back(wide, half);
-    ms_nn_release_all(3, v);
+    if (nn_widen(3, (ms_tensor *[]){x, w, b}, v) != MS_OK) return NULL;
+    ms_tensor *wide = ms_linear(v[0], v[1], v[2]), *out = nn_narrow_back(wide, half);
+    nn_release_all(3, v);
     ms_tensor_release(wide);
     return out;
   }
   ms_tensor *out = native_linear(x, w, b);
-  return ms_grad_kept(out, record_linear(x, w, b, out));
+  return grad_kept(out, record_linear(x, w, b, out));
 }

@@ -24,7 +24,7 @@ static ms_tensor *product_grad(ms_tensor *g, ms_tensor *other, bool left, bool b
 /* Gradients of the product's operands, which are inputs first and first + 1 of the node. */
 static ms_status operand_grads(ms_node *n, ms_tensor *g, ms_tensor **gi, int first, bool batched) {
   for (int i = 0; i < 2; i++) {
-    if (!ms_grad_needed(n, first + i)) continue;
+    if (!grad_needed(n, first + i)) continue;
     ms_tensor *other = ms_node_saved(n, 1 - i); /* a's gradient reads b and b's reads a */
     if (!other) return MS_ERR_RUNTIME;
     if (!(gi[first + i] = product_grad(g, other, i == 0, batched, n->scalars[1]))) return MS_ERR_RUNTIME;
@@ -41,9 +41,9 @@ static ms_status bmm_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
 }
 
 static ms_status addmm_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
-  if (ms_grad_needed(n, 0)) {
+  if (grad_needed(n, 0)) {
     double beta = n->scalars[0];
-    ms_tensor *s = ms_grad_sum_to(g[0], (int)n->ints[0], &n->ints[1]);
+    ms_tensor *s = grad_sum_to(g[0], (int)n->ints[0], &n->ints[1]);
     ms_tensor *c = s && beta != 1 ? native_binary(MS_OP_MUL, ms_operand_tensor(s), ms_operand_number(beta, MS_FLOAT64)) : s;
     if (c != s) ms_tensor_release(s);
     if (!(gi[0] = c)) return MS_ERR_RUNTIME;
@@ -73,13 +73,13 @@ static bool records(ms_tensor *out, int n, ms_tensor *const *ins) {
 static ms_status record_mm(ms_tensor *a, ms_tensor *b, ms_tensor *out) {
   ms_tensor *ins[2] = {a, b};
   if (!records(out, 2, ins)) return MS_OK;
-  return ms_grad_finish(product_node("MmBackward0", mm_backward, 2, ins, a, b, 1), out);
+  return grad_finish(product_node("MmBackward0", mm_backward, 2, ins, a, b, 1), out);
 }
 
 static ms_status record_bmm(ms_tensor *a, ms_tensor *b, ms_tensor *out) {
   ms_tensor *ins[2] = {a, b};
   if (!records(out, 2, ins)) return MS_OK;
-  return ms_grad_finish(product_node("BmmBackward0", bmm_backward, 2, ins, a, b, 1), out);
+  return grad_finish(product_node("BmmBackward0", bmm_backward, 2, ins, a, b, 1), out);
 }
 
 static ms_status record_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha,
@@ -92,22 +92,22 @@ static ms_status record_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double b
     n->ints[0] = c->ndim;
     for (int d = 0; d < c->ndim; d++) n->ints[1 + d] = c->shape[d];
   }
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 ms_tensor *ms_mm(ms_tensor *a, ms_tensor *b) {
   ms_tensor *out = native_mm(a, b);
-  return ms_grad_kept(out, record_mm(a, b, out));
+  return grad_kept(out, record_mm(a, b, out));
 }
 
 ms_tensor *ms_bmm(ms_tensor *a, ms_tensor *b) {
   ms_tensor *out = native_bmm(a, b);
-  return ms_grad_kept(out, record_bmm(a, b, out));
+  return grad_kept(out, record_bmm(a, b, out));
 }
 
 ms_tensor *ms_addmm(ms_tensor *c, ms_tensor *a, ms_tensor *b, double beta, double alpha) {
   ms_tensor *out = native_addmm(c, a, b, beta, alpha);
-  return ms_grad_kept(out, record_addmm(c, a, b, beta, alpha, out));
+  return grad_kept(out, record_addmm(c, a, b, beta, alpha, out));
 }
 
 static const native_matmul_steps public_steps = {

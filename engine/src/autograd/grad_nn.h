@@ -13,19 +13,19 @@
  * and rounds the result back; the conversions are recorded, so gradients come back in the
  * 16-bit dtype as PyTorch's do. This is what FSDP's mixed precision computes with. */
 /* True (and *half = the dtype) when any of the n tensors (NULLs allowed) is bfloat16/float16. */
-bool ms_nn_half_call(int n, ms_tensor *const *ts, ms_dtype *half);
+bool nn_half_call(int n, ms_tensor *const *ts, ms_dtype *half);
 /* The same for a one-input op with a native bfloat16 CPU kernel (max_pool2d, dropout): true
  * when x must still be widened, i.e. float16 anywhere, or bfloat16 off the CPU. */
-bool ms_nn_half_call_widens(ms_tensor *x, ms_dtype *half);
+bool nn_half_call_widens(ms_tensor *x, ms_dtype *half);
 /* wide[i] = ts[i] as float32 when 16-bit (recorded), else ts[i] retained; NULL stays. */
-ms_status ms_nn_widen(int n, ms_tensor *const *ts, ms_tensor **wide);
+ms_status nn_widen(int n, ms_tensor *const *ts, ms_tensor **wide);
 /* out converted to dt (recorded) as a new reference; out retained when nothing changes; NULL
  * passes through. */
-ms_tensor *ms_nn_narrow_back(ms_tensor *out, ms_dtype dt);
+ms_tensor *nn_narrow_back(ms_tensor *out, ms_dtype dt);
 
 /* Saved slot i: *out = the tensor, or NULL when nothing was saved there; false on error. */
-bool ms_nn_saved(ms_node *n, int i, ms_tensor **out);
+bool nn_saved(ms_node *n, int i, ms_tensor **out);
 /* Saves t, or an empty slot for NULL, so slot numbers stay fixed. */
-void ms_nn_save(ms_node *n, ms_tensor *t);
+void nn_save(ms_node *n, ms_tensor *t);
 
 #endif

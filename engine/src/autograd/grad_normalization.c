@@ -5,8 +5,8 @@
 
 /* Slots of both nodes: 0 = x (contiguous), 1 = weight or empty, 2 = mean, 3 = inverse std. */
 static bool load(ms_node *n, native_norm_saved *s) {
-  return ms_nn_saved(n, 0, &s->x) && ms_nn_saved(n, 1, &s->weight) && ms_nn_saved(n, 2, &s->mean) &&
-         ms_nn_saved(n, 3, &s->invstd);
+  return nn_saved(n, 0, &s->x) && nn_saved(n, 1, &s->weight) && nn_saved(n, 2, &s->mean) &&
+         nn_saved(n, 3, &s->invstd);
 }
 
 /* Records a node over inputs {x, w, b} that saves s; ints[0] = `param`. */
@@ -18,17 +18,17 @@ static ms_status record_norm(const char *name, ms_backward_fn backward, ms_tenso
   if (!n) return MS_ERR_MEMORY;
   n->ints[0] = param;
   ms_node_save(n, s->x);
-  ms_nn_save(n, s->weight);
+  nn_save(n, s->weight);
   ms_node_save(n, s->mean);
   ms_node_save(n, s->invstd);
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 /* ints[0] = number of normalized dims. */
 static ms_status layer_norm_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
   native_norm_saved s;
   if (!load(n, &s)) return MS_ERR_RUNTIME;
-  const bool need[3] = {ms_grad_needed(n, 0), ms_grad_needed(n, 1), ms_grad_needed(n, 2)};
+  const bool need[3] = {grad_needed(n, 0), grad_needed(n, 1), grad_needed(n, 2)};
   return native_layer_norm_backward(&s, (int)n->ints[0], grad_out[0], need, grad_in);
 }
 
@@ -36,7 +36,7 @@ ms_tensor *ms_layer_norm(ms_tensor *x, int nshape, const int64_t *ns, ms_tensor 
                          double eps) {
   native_norm_saved s;
   ms_tensor *out = native_layer_norm(x, nshape, ns, w, b, eps, &s);
-  out = ms_grad_kept(out, record_norm("NativeLayerNormBackward0", layer_norm_backward, x, w, b, &s, nshape,
+  out = grad_kept(out, record_norm("NativeLayerNormBackward0", layer_norm_backward, x, w, b, &s, nshape,
                                       out));
   native_norm_saved_release(&s);
   return out;
@@ -46,7 +46,7 @@ ms_tensor *ms_layer_norm(ms_tensor *x, int nshape, const int64_t *ns, ms_tensor 
 static ms_status batch_norm_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
   native_norm_saved s;
   if (!load(n, &s)) return MS_ERR_RUNTIME;
-  const bool need[3] = {ms_grad_needed(n, 0), ms_grad_needed(n, 1), ms_grad_needed(n, 2)};
+  const bool need[3] = {grad_needed(n, 0), grad_needed(n, 1), grad_needed(n, 2)};
   return native_batch_norm_backward(&s, n->ints[0], grad_out[0], need, grad_in);
 }
 
@@ -54,7 +54,7 @@ ms_tensor *ms_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *
                          bool training, double momentum, double eps) {
   native_norm_saved s;
   ms_tensor *out = native_batch_norm(x, rm, rv, w, b, training, momentum, eps, &s);
-  out = ms_grad_kept(out, record_norm("NativeBatchNormBackward0", batch_norm_backward, x, w, b, &s, training,
+  out = grad_kept(out, record_norm("NativeBatchNormBackward0", batch_norm_backward, x, w, b, &s, training,
                                       out));
   native_norm_saved_release(&s);
   return out;

@@ -35,7 +35,7 @@ static ms_status record_max_pool(ms_tensor *x, const ms_k_pool2d_geom *g, ms_ten
   if (!n) return MS_ERR_MEMORY;
   store_geometry(n, x, g);
   ms_node_save(n, idx);
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 /* The indices are made only when the caller or the backward needs them (*indices stays NULL
@@ -46,12 +46,12 @@ static ms_status max_pool(ms_tensor *x, const int64_t kernel[2], const int64_t s
   *values = *indices = NULL;
   ms_dtype half;
   /* bfloat16 on the CPU is pooled as it is */
-  if (ms_nn_half_call_widens(x, &half)) {
+  if (nn_half_call_widens(x, &half)) {
     ms_tensor *v, *wide;
-    if (ms_nn_widen(1, &x, &v) != MS_OK) return MS_ERR_MEMORY;
+    if (nn_widen(1, &x, &v) != MS_OK) return MS_ERR_MEMORY;
     ms_status st = max_pool(v, kernel, stride, padding, dilation, ceil_mode, want_indices, &wide, indices);
     ms_tensor_release(v);
-    if (st == MS_OK && !(*values = ms_nn_narrow_back(wide, half))) {
+    if (st == MS_OK && !(*values = nn_narrow_back(wide, half))) {
       ms_tensor_release(*indices);
       *indices = NULL;
       st = MS_ERR_MEMORY;
@@ -101,18 +101,18 @@ static ms_status record_avg_pool(ms_tensor *x, const ms_k_pool2d_geom *g, bool a
   if (!n) return MS_ERR_MEMORY;
   store_geometry(n, x, g);
   n->ints[AVG_KIND] = adaptive, n->ints[AVG_INCLUDE_PAD] = include_pad;
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 ms_tensor *ms_avg_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                          const int64_t padding[2], bool ceil_mode, bool count_include_pad) {
   ms_k_pool2d_geom g;
   ms_tensor *out = native_avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, &g);
-  return ms_grad_kept(out, record_avg_pool(x, &g, false, count_include_pad, out));
+  return grad_kept(out, record_avg_pool(x, &g, false, count_include_pad, out));
 }
 
 ms_tensor *ms_adaptive_avg_pool2d(ms_tensor *x, int64_t out_h, int64_t out_w) {
   ms_k_pool2d_geom g;
   ms_tensor *out = native_adaptive_avg_pool2d(x, out_h, out_w, &g);
-  return ms_grad_kept(out, record_avg_pool(x, &g, true, false, out));
+  return grad_kept(out, record_avg_pool(x, &g, true, false, out));
 }

@@ -16,23 +16,23 @@ enum { I_OP, I_ALL, I_DIM, I_KEEPDIM, I_CORRECTION };
 
 /* a op b with tensors */
 static ms_tensor *bin(ms_grad_temps *s, ms_tensor *a, ms_binary_op op, ms_tensor *b) {
-  return a && b ? ms_grad_temp(s, native_binary(op, ms_operand_tensor(a), ms_operand_tensor(b))) : NULL;
+  return a && b ? grad_temp(s, native_binary(op, ms_operand_tensor(a), ms_operand_tensor(b))) : NULL;
 }
 
 /* t op v */
 static ms_tensor *bin_n(ms_grad_temps *s, ms_tensor *t, ms_binary_op op, double v) {
-  return t ? ms_grad_temp(s, native_binary(op, ms_operand_tensor(t), ms_operand_number(v, MS_FLOAT64))) : NULL;
+  return t ? grad_temp(s, native_binary(op, ms_operand_tensor(t), ms_operand_number(v, MS_FLOAT64))) : NULL;
 }
 
 static ms_tensor *un(ms_grad_temps *s, ms_unary_op op, ms_tensor *t) {
-  return t ? ms_grad_temp(s, native_unary(op, t)) : NULL;
+  return t ? grad_temp(s, native_unary(op, t)) : NULL;
 }
 
 /* cond ? a : b, cond ? a : 0 and cond ? 0 : b */
 static ms_tensor *select3(ms_grad_temps *s, ms_tensor *cond, ms_tensor *a, bool a_zero, ms_tensor *b, bool b_zero) {
   ms_operand zero = ms_operand_number(0, MS_INT64);
   bool ok = cond && (a || a_zero) && (b || b_zero);
-  return ok ? ms_grad_temp(s, native_where(cond, a_zero ? zero : ms_operand_tensor(a), b_zero ? zero : ms_operand_tensor(b))) : NULL;
+  return ok ? grad_temp(s, native_where(cond, a_zero ? zero : ms_operand_tensor(a), b_zero ? zero : ms_operand_tensor(b))) : NULL;
 }
 
 static ms_tensor *pick(ms_grad_temps *s, ms_tensor *cond, ms_tensor *a, ms_tensor *b) {
@@ -51,13 +51,13 @@ static const int64_t *input_shape(const ms_node *n, int *ndim) {
  * the input. */
 static ms_tensor *keep(ms_grad_temps *s, ms_tensor *t, const ms_node *n) {
   if (!t || n->ints[I_ALL] || n->ints[I_KEEPDIM]) return t;
-  return ms_grad_temp(s, native_unsqueeze(t, (int)n->ints[I_DIM]));
+  return grad_temp(s, native_unsqueeze(t, (int)n->ints[I_DIM]));
 }
 
 /* The same reduction as the node's, with keepdim: t's rows reduced to keep()'s shape. */
 static ms_tensor *reduce_keep(ms_grad_temps *s, ms_reduce_op op, ms_tensor *t, const ms_node *n) {
   ms_reduce_opts o = {.all = n->ints[I_ALL], .dim = (int)n->ints[I_DIM], .keepdim = true, .correction = 1};
-  return t ? ms_grad_temp(s, native_reduce(op, t, o)) : NULL;
+  return t ? grad_temp(s, native_reduce(op, t, o)) : NULL;
 }
 
 /* How many elements each output reduced. */
@@ -74,7 +74,7 @@ static int64_t row_length(const ms_node *n) {
 static ms_tensor *expand_to_input(ms_grad_temps *s, ms_tensor *t, const ms_node *n) {
   int nd;
   const int64_t *shape = input_shape(n, &nd);
-  return t ? ms_grad_temp(s, native_expand(t, nd, shape)) : NULL;
+  return t ? grad_temp(s, native_expand(t, nd, shape)) : NULL;
 }
 
 /* ---- the derivatives: each returns the input's gradient (owned by s) or NULL ---------------- */
@@ -85,7 +85,7 @@ static ms_tensor *expand_to_input(ms_grad_temps *s, ms_tensor *t, const ms_node 
 static ms_tensor *prod_grad(ms_grad_temps *s, ms_node *n, ms_tensor *g, ms_tensor *x) {
   ms_tensor *zero = bin_n(s, x, MS_OP_EQ, 0);
   ms_tensor *zeros = reduce_keep(s, MS_RED_SUM, zero, n);
-  ms_tensor *x1 = zero ? ms_grad_temp(s, native_where(zero, ms_operand_number(1, MS_INT64), ms_operand_tensor(x))) : NULL;
+  ms_tensor *x1 = zero ? grad_temp(s, native_where(zero, ms_operand_number(1, MS_INT64), ms_operand_tensor(x))) : NULL;
   ms_tensor *p1 = reduce_keep(s, MS_RED_PROD, x1, n);
   ms_tensor *at_zero = or_zero(s, bin_n(s, zeros, MS_OP_EQ, 1), p1);
   ms_tensor *elsewhere = or_zero(s, bin_n(s, zeros, MS_OP_EQ, 0), bin(s, p1, MS_OP_DIV, x1));
@@ -135,7 +135,7 @@ static ms_tensor *norm_grad(ms_grad_temps *s, ms_node *n, ms_tensor *g, ms_tenso
   if (p == 0) { /* the count of nonzeros is flat */
     int nd;
     const int64_t *shape = input_shape(n, &nd);
-    return ms_grad_temp(s, ms_tensor_new_zeros_on(ms_tensor_device(x), nd, shape, x->dtype));
+    return grad_temp(s, ms_tensor_new_zeros_on(ms_tensor_device(x), nd, shape, x->dtype));
   }
   if (p == 1) return bin(s, keep(s, g, n), MS_OP_MUL, un(s, MS_OP_SIGN, x));
   if (isinf(p)) { /* the largest magnitudes share it, with their signs */
@@ -171,7 +171,7 @@ static ms_status reduce_backward(ms_node *n, ms_tensor *const *grad_out, ms_tens
   ms_grad_temps s = {0};
   ms_tensor *r = reduce_grad(&s, n, grad_out[0], saved[0], saved[1]);
   if (r) ms_tensor_retain(r); /* outlives the formula's temporaries */
-  ms_grad_temps_release(&s);
+  grad_temps_release(&s);
   grad_in[0] = r;
   return r ? MS_OK : MS_ERR_MEMORY;
 }
@@ -215,12 +215,12 @@ static ms_status record_reduce(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opt
   if (op != MS_RED_SUM && op != MS_RED_MEAN) ms_node_save(n, a);
   if (op == MS_RED_MAX || op == MS_RED_MIN || op == MS_RED_STD || op == MS_RED_NORM) ok = save_result(n, out);
   if (!ok) return ms_node_release(n), MS_ERR_MEMORY;
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 ms_tensor *ms_reduce(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts) {
   ms_tensor *out = native_reduce(op, a, opts);
-  return ms_grad_kept(out, record_reduce(op, a, opts, out));
+  return grad_kept(out, record_reduce(op, a, opts, out));
 }
 
 /* ---- max/min over a dim: the gradient goes to the returned index ---------------------------- */
@@ -236,12 +236,12 @@ static ms_status index_backward(ms_node *n, ms_tensor *const *grad_out, ms_tenso
   int64_t along[MS_MAX_DIMS]; /* positions along dim, shaped (1, ..., n, ..., 1) */
   for (int d = 0; d < nd; d++) along[d] = d == dim ? shape[d] : 1;
   ms_grad_temps s = {0};
-  ms_tensor *pos = ms_grad_temp(&s, ms_tensor_new_arange(0, (double)shape[dim], 1, MS_INT64));
-  ms_tensor *col = pos ? ms_grad_temp(&s, native_view(pos, nd, along)) : NULL;
+  ms_tensor *pos = grad_temp(&s, ms_tensor_new_arange(0, (double)shape[dim], 1, MS_INT64));
+  ms_tensor *col = pos ? grad_temp(&s, native_view(pos, nd, along)) : NULL;
   ms_tensor *hit = bin(&s, col, MS_OP_EQ, keep(&s, idx, n));
   ms_tensor *r = or_zero(&s, hit, keep(&s, grad_out[0], n));
   if (r) ms_tensor_retain(r);
-  ms_grad_temps_release(&s);
+  grad_temps_release(&s);
   grad_in[0] = r;
   return r ? MS_OK : MS_ERR_MEMORY;
 }
@@ -258,7 +258,7 @@ static ms_status record_reduce_indices(ms_reduce_op op, ms_tensor *a, int dim, b
   n->ints[I_OP] = op, n->ints[I_ALL] = a->ndim == 0, n->ints[I_DIM] = d, n->ints[I_KEEPDIM] = keepdim;
   ms_node_save(n, idx);
   ms_tensor_release(idx);
-  return ms_grad_finish(n, values);
+  return grad_finish(n, values);
 }
 
 ms_status ms_reduce_with_indices(ms_reduce_op op, ms_tensor *a, int dim, bool keepdim,

@@ -20,20 +20,20 @@ static ms_status record_softmax(ms_tensor *x, int dim, bool log, ms_tensor *out)
   n->ints[0] = dim, n->ints[1] = log;
   ms_node_save(n, y);
   ms_tensor_release(y);
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 static ms_tensor *softmax_common(ms_tensor *x, int dim, bool log) {
   ms_dtype half;
-  if (x && ms_nn_half_call(1, &x, &half)) {
+  if (x && nn_half_call(1, &x, &half)) {
     ms_tensor *v;
-    if (ms_nn_widen(1, &x, &v) != MS_OK) return NULL;
-    ms_tensor *wide = softmax_common(v, dim, log), *out = ms_nn_narrow_back(wide, half);
+    if (nn_widen(1, &x, &v) != MS_OK) return NULL;
+    ms_tensor *wide = softmax_common(v, dim, log), *out = nn_narrow_back(wide, half);
     ms_tensor_release(v), ms_tensor_release(wide);
     return out;
   }
   ms_tensor *out = native_softmax(x, dim, log);
-  return ms_grad_kept(out, record_softmax(x, dim, log, out));
+  return grad_kept(out, record_softmax(x, dim, log, out));
 }
 
 ms_tensor *ms_softmax(ms_tensor *x, int dim) { return softmax_common(x, dim, false); }

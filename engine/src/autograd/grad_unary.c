@@ -33,7 +33,7 @@ static bool unary_reads_result(ms_unary_op op) { return ms_unary_op_get_info(op)
 /* The gradient of the input; x is the saved input or result (the row's SAVES). A new op fails
  * the build here (-Wswitch-enum) until its derivative is written. */
 static ms_tensor *unary_grad(ms_unary_op op, ms_tensor *g, ms_tensor *x, ms_grad_temps *s) {
-#define T(e) ms_grad_temp(s, (e))
+#define T(e) grad_temp(s, (e))
   switch (op) {
   case MS_OP_NEG: return with_number(g, MS_OP_MUL, -1);
   case MS_OP_ABS: return grad_with(g, MS_OP_MUL, T(native_unary(MS_OP_SIGN, x)));
@@ -46,7 +46,7 @@ static ms_tensor *unary_grad(ms_unary_op op, ms_tensor *g, ms_tensor *x, ms_grad
   case MS_OP_SIGMOID:
     return grad_with(g, MS_OP_MUL, T(grad_with(x, MS_OP_MUL, T(number_with(1, MS_OP_SUB, x)))));
   case MS_OP_RELU: /* held by the walk only (unary_backward's grad_out): g may take the result */
-    return native_relu_backward(g, x, ms_grad_is_exclusive(g, 1));
+    return native_relu_backward(g, x, grad_is_exclusive(g, 1));
   case MS_OP_SIGN: case MS_OP_FLOOR: case MS_OP_CEIL: case MS_OP_ROUND: /* flat almost everywhere */
     return ms_tensor_new_zeros_on(ms_tensor_device(g), g->ndim, g->shape, g->dtype);
   case MS_OP_SIN: return grad_with(g, MS_OP_MUL, T(native_unary(MS_OP_COS, x)));
@@ -69,7 +69,7 @@ static ms_status unary_backward(ms_node *n, ms_tensor *const *grad_out, ms_tenso
   if (n->num_saved && !(x = ms_node_saved(n, 0))) return MS_ERR_RUNTIME;
   ms_grad_temps s = {0};
   grad_in[0] = unary_grad((ms_unary_op)n->ints[0], grad_out[0], x, &s);
-  ms_grad_temps_release(&s);
+  grad_temps_release(&s);
   return grad_in[0] ? MS_OK : MS_ERR_MEMORY;
 }
 
@@ -92,12 +92,12 @@ static ms_status record_unary(ms_unary_op op, ms_tensor *a, ms_tensor *out) {
     ms_node_release(n);
     return MS_ERR_MEMORY; /* the detach failed and said why */
   }
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a) {
   ms_tensor *out = native_unary(op, a);
-  return ms_grad_kept(out, record_unary(op, a, out));
+  return grad_kept(out, record_unary(op, a, out));
 }
 
 /* In place under autograd. Where the derivative reads the result or nothing (relu, exp, tanh,
@@ -107,13 +107,13 @@ ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a) {
  * the input) and rebased onto a. */
 static ms_status unary_inplace_grad(ms_unary_op op, ms_tensor *a) {
   const char *name = ms_unary_op_name(op);
-  if (ms_grad_check_inplace(name, a) != MS_OK) return MS_ERR_RUNTIME;
+  if (grad_check_inplace(name, a) != MS_OK) return MS_ERR_RUNTIME;
   if (!reads_input(op) && !a->grad_base && native_unary_over_itself(op, a))
     return record_unary(op, a, a);
-  ms_tensor *src = reads_input(op) ? ms_grad_inplace_original(a) : (ms_tensor_retain(a), a);
+  ms_tensor *src = reads_input(op) ? grad_inplace_original(a) : (ms_tensor_retain(a), a);
   ms_tensor *out = src ? ms_unary(op, src) : NULL;
   ms_tensor_release(src);
-  ms_status st = ms_grad_rebase_inplace(name, a, out);
+  ms_status st = grad_rebase_inplace(name, a, out);
   ms_tensor_release(out);
   return st;
 }
@@ -130,7 +130,7 @@ ms_status ms_unary_(ms_unary_op op, ms_tensor *a) {
 static ms_tensor *to_input(ms_tensor *g, const ms_node *n, int i) {
   if (!g) return NULL;
   const ms_edge *e = &n->next[i];
-  return ms_grad_sum_to(g, e->node->out_ndim[e->input_nr], e->node->out_shape[e->input_nr]);
+  return grad_sum_to(g, e->node->out_ndim[e->input_nr], e->node->out_shape[e->input_nr]);
 }
 
 /* g where mask is `pass`, else 0 */
@@ -146,14 +146,14 @@ static ms_status clamp_backward(ms_node *n, ms_tensor *const *grad_out, ms_tenso
   ms_tensor *x = ms_node_saved(n, 0);
   if (!x) return MS_ERR_RUNTIME;
   ms_grad_temps s = {0};
-  ms_tensor *lo = n->ints[0] ? ms_grad_temp(&s, with_number(x, MS_OP_GE, n->scalars[0])) : NULL;
-  ms_tensor *hi = n->ints[1] ? ms_grad_temp(&s, with_number(x, MS_OP_LE, n->scalars[1])) : NULL;
+  ms_tensor *lo = n->ints[0] ? grad_temp(&s, with_number(x, MS_OP_GE, n->scalars[0])) : NULL;
+  ms_tensor *hi = n->ints[1] ? grad_temp(&s, with_number(x, MS_OP_LE, n->scalars[1])) : NULL;
   bool ok = (lo || !n->ints[0]) && (hi || !n->ints[1]);
   ms_tensor *in = !ok ? NULL
-                  : lo && hi ? ms_grad_temp(&s, native_binary(MS_OP_LOGICAL_AND, ms_operand_tensor(lo), ms_operand_tensor(hi)))
+                  : lo && hi ? grad_temp(&s, native_binary(MS_OP_LOGICAL_AND, ms_operand_tensor(lo), ms_operand_tensor(hi)))
                              : lo ? lo : hi;
   grad_in[0] = masked_grad(in, grad_out[0], true);
-  ms_grad_temps_release(&s);
+  grad_temps_release(&s);
   return grad_in[0] ? MS_OK : MS_ERR_MEMORY;
 }
 
@@ -164,23 +164,23 @@ static ms_status record_clamp(ms_tensor *a, const double *min, const double *max
   n->ints[0] = min != NULL, n->ints[1] = max != NULL;
   n->scalars[0] = min ? *min : 0, n->scalars[1] = max ? *max : 0;
   ms_node_save(n, a);
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 ms_tensor *ms_clamp(ms_tensor *a, const double *min, const double *max) {
   ms_tensor *out = native_clamp(a, min, max);
-  return ms_grad_kept(out, record_clamp(a, min, max, out));
+  return grad_kept(out, record_clamp(a, min, max, out));
 }
 
 ms_status ms_clamp_(ms_tensor *a, const double *lo, const double *hi) {
   if (!ms_autograd_wants(1, &a)) return native_clamp_(a, lo, hi);
   if (native_clamp_check_(a, lo, hi) != MS_OK) return MS_ERR_ARG;
   /* the node saves the input, which the write below would overwrite: clamp a copy */
-  if (ms_grad_check_inplace("clamp", a) != MS_OK) return MS_ERR_RUNTIME;
-  ms_tensor *src = ms_grad_inplace_original(a);
+  if (grad_check_inplace("clamp", a) != MS_OK) return MS_ERR_RUNTIME;
+  ms_tensor *src = grad_inplace_original(a);
   ms_tensor *out = src ? ms_clamp(src, lo, hi) : NULL;
   ms_tensor_release(src);
-  ms_status st = ms_grad_rebase_inplace("clamp", a, out);
+  ms_status st = grad_rebase_inplace("clamp", a, out);
   ms_tensor_release(out);
   return st;
 }
@@ -190,7 +190,7 @@ static ms_status where_backward(ms_node *n, ms_tensor *const *grad_out, ms_tenso
   ms_tensor *cond = ms_node_saved(n, 0);
   if (!cond) return MS_ERR_RUNTIME;
   for (int i = 0; i < 2; i++) {
-    if (!ms_grad_needed(n, i)) continue;
+    if (!grad_needed(n, i)) continue;
     ms_tensor *m = masked_grad(cond, grad_out[0], i == 0);
     grad_in[i] = to_input(m, n, i);
     ms_tensor_release(m);
@@ -205,12 +205,12 @@ static ms_status record_where(ms_tensor *cond, ms_operand a, ms_operand b, ms_te
   ms_node *n = ms_node_new("WhereBackward0", where_backward, 2, ins);
   if (!n) return MS_ERR_MEMORY;
   ms_node_save(n, cond);
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 ms_tensor *ms_where(ms_tensor *cond, ms_operand a, ms_operand b) {
   ms_tensor *out = native_where(cond, a, b);
-  return ms_grad_kept(out, record_where(cond, a, b, out));
+  return grad_kept(out, record_where(cond, a, b, out));
 }
 
 /* slot 0: the mask; the gradient flows where the value was not filled in */
@@ -228,12 +228,12 @@ static ms_status record_masked_fill(ms_tensor *a, ms_tensor *mask, ms_tensor *ou
   ms_node *n = ms_node_new("MaskedFillBackward0", masked_fill_backward, 1, &a);
   if (!n) return MS_ERR_MEMORY;
   ms_node_save(n, mask);
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 ms_tensor *ms_masked_fill(ms_tensor *a, ms_tensor *mask, double value) {
   ms_tensor *out = native_masked_fill(a, mask, value);
-  return ms_grad_kept(out, record_masked_fill(a, mask, out));
+  return grad_kept(out, record_masked_fill(a, mask, out));
 }
 
 /* under autograd the node saves only the mask, so a may be overwritten directly */
@@ -243,7 +243,7 @@ ms_status ms_masked_fill_(ms_tensor *a, ms_tensor *mask, double value) {
   if (!m) return MS_ERR_ARG;
   ms_tensor *out = ms_masked_fill(a, m, value);
   ms_tensor_release(m);
-  ms_status st = ms_grad_rebase_inplace("masked_fill", a, out);
+  ms_status st = grad_rebase_inplace("masked_fill", a, out);
   ms_tensor_release(out);
   return st;
 }

@@ -37,11 +37,11 @@ static ms_node *new_unary(const char *name, ms_backward_fn fn, ms_tensor *in) {
 }
 
 
-/* ms_grad_finish() for a view: out also remembers the tensor it views (the first one that is not a
+/* grad_finish() for a view: out also remembers the tensor it views (the first one that is not a
  * view itself), so that an in-place write through out can be recorded on that base. A reshape
  * that had to copy is no view: it shares no storage with its input. */
 static ms_status finish_view(ms_node *n, ms_tensor *in, ms_tensor *out) {
-  ms_status st = ms_grad_finish(n, out);
+  ms_status st = grad_finish(n, out);
   if (st != MS_OK || out->storage != in->storage) return st;
   ms_tensor *base = in->grad_base ? in->grad_base : in;
   ms_tensor_retain(base);
@@ -111,7 +111,7 @@ static ms_status record_slot(const char *name, ms_tensor *in, int dim, int64_t s
   return finish_view(n, in, out);
 }
 
-ms_status ms_grad_record_narrow(const char *name, ms_tensor *in, int dim, int64_t start,
+ms_status grad_record_narrow(const char *name, ms_tensor *in, int dim, int64_t start,
                                int64_t length, ms_tensor *out) {
   return record_slot(name, in, dim, start, length, false, out);
 }
@@ -123,12 +123,12 @@ static ms_status record_select(ms_tensor *in, int dim, int64_t index, ms_tensor 
 /* ---- expand: every read of a broadcast element adds to its gradient ------------------------ */
 
 static ms_status expand_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
-  return result(&gi[0], ms_grad_sum_to(g[0], in_ndim(n), in_shape(n)));
+  return result(&gi[0], grad_sum_to(g[0], in_ndim(n), in_shape(n)));
 }
 
 static ms_status record_expand(ms_tensor *in, ms_tensor *out) {
   if (!records(in, out)) return MS_OK;
-  return ms_grad_finish(new_unary("ExpandBackward0", expand_backward, in), out);
+  return grad_finish(new_unary("ExpandBackward0", expand_backward, in), out);
 }
 
 /* ---- copies: clone, contiguous, dtype conversion ------------------------------------------- */
@@ -140,17 +140,17 @@ static ms_status copy_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) 
 static ms_status record_copy(const char *name, ms_tensor *in, ms_tensor *out) {
   /* a conversion to an integer or bool dtype is not differentiable: its result needs no grad */
   if (!records(in, out) || !ms_dtype_is_floating(out->dtype)) return MS_OK;
-  return ms_grad_finish(new_unary(name, copy_backward, in), out);
+  return grad_finish(new_unary(name, copy_backward, in), out);
 }
 
 /* ---- in-place writes ---------------------------------------------------------------------- */
 
 /* copy_ under autograd computes dst's new values out of place first (then written in by
- * ms_grad_rebase_inplace): they are src's, broadcast and converted, so their gradient goes to
+ * grad_rebase_inplace): they are src's, broadcast and converted, so their gradient goes to
  * src, summed over the broadcast dims, in src's dtype; dst's old values get nothing. */
 static ms_status copy_into_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
-  if (!ms_grad_needed(n, 0)) return MS_OK;
-  ms_tensor *s = ms_grad_sum_to(g[0], in_ndim(n), in_shape(n));
+  if (!grad_needed(n, 0)) return MS_OK;
+  ms_tensor *s = grad_sum_to(g[0], in_ndim(n), in_shape(n));
   ms_tensor *c = s ? native_to_dtype(s, in_dtype(n)) : NULL;
   ms_tensor_release(s);
   return result(&gi[0], c);
@@ -161,7 +161,7 @@ static ms_status record_copy_into(ms_tensor *src, ms_tensor *out) {
   if (!out || !ms_dtype_is_floating(out->dtype)) return MS_OK;
   ms_node *n = ms_node_new("CopyBackwards", copy_into_backward, 1, &src);
   if (n) save_geometry(n, src);
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 /* fill_ and zero_: the new values are constants, so the node has no inputs and the gradient
@@ -173,7 +173,7 @@ static ms_status fill_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) 
 
 static ms_status record_fill(const char *name, ms_tensor *out) {
   if (!out || !ms_dtype_is_floating(out->dtype)) return MS_OK;
-  return ms_grad_finish(ms_node_new(name, fill_backward, 0, NULL), out);
+  return grad_finish(ms_node_new(name, fill_backward, 0, NULL), out);
 }
 
 /* select_scatter(t, src, dim, index): t's gradient is g with the written slice zeroed; src's is
@@ -188,10 +188,10 @@ static ms_tensor *zero_slot(ms_tensor *g, const ms_node *n) {
 }
 
 static ms_status scatter_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
-  if (ms_grad_needed(n, 0) && result(&gi[0], zero_slot(g[0], n)) != MS_OK) return MS_ERR_RUNTIME;
-  if (!ms_grad_needed(n, 1)) return MS_OK;
+  if (grad_needed(n, 0) && result(&gi[0], zero_slot(g[0], n)) != MS_OK) return MS_ERR_RUNTIME;
+  if (!grad_needed(n, 1)) return MS_OK;
   ms_tensor *slot = slot_of(g[0], n);
-  ms_tensor *s = slot ? ms_grad_sum_to(slot, in_ndim(n), in_shape(n)) : NULL;
+  ms_tensor *s = slot ? grad_sum_to(slot, in_ndim(n), in_shape(n)) : NULL;
   ms_tensor *c = s ? native_to_dtype(s, in_dtype(n)) : NULL;
   ms_tensor_release(slot), ms_tensor_release(s);
   return result(&gi[1], c);
@@ -205,7 +205,7 @@ static ms_status record_select_scatter(const char *name, ms_tensor *t, ms_tensor
     save_geometry(n, src);
     n->ints[P_DIM] = dim, n->ints[P_START] = index, n->ints[P_LENGTH] = 1, n->ints[P_SELECT] = 1;
   }
-  return ms_grad_finish(n, out);
+  return grad_finish(n, out);
 }
 
 /* ---- in-place writes through a view: recorded on the view's base ----------------------------
@@ -237,13 +237,13 @@ static ms_status copy_slices_backward(ms_node *n, ms_tensor *const *g, ms_tensor
   ms_tensor *gc = native_clone(g[0]); /* contiguous, and ours to zero */
   ms_tensor *r = gc ? region_of(gc, n) : NULL;
   ms_status st = r ? MS_OK : MS_ERR_RUNTIME;
-  if (st == MS_OK && ms_grad_needed(n, 1)) { /* a copy: the region is zeroed below */
+  if (st == MS_OK && grad_needed(n, 1)) { /* a copy: the region is zeroed below */
     ms_tensor *c = ms_tensor_new_empty_on(ms_tensor_device(r), r->ndim, r->shape, (ms_dtype)n->ints[R_DTYPE]);
     st = c ? native_copy_(c, r) : MS_ERR_RUNTIME;
     if (st == MS_OK) gi[1] = c;
     else ms_tensor_release(c);
   }
-  if (st == MS_OK && ms_grad_needed(n, 0) && (st = native_zero_(r)) == MS_OK) gi[0] = gc, gc = NULL;
+  if (st == MS_OK && grad_needed(n, 0) && (st = native_zero_(r)) == MS_OK) gi[0] = gc, gc = NULL;
   ms_tensor_release(r), ms_tensor_release(gc);
   return st;
 }
@@ -259,7 +259,7 @@ static ms_status region_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi
   return result(&gi[0], z);
 }
 
-ms_status ms_grad_record_view_write(ms_tensor *view, ms_tensor *out) {
+ms_status grad_record_view_write(ms_tensor *view, ms_tensor *out) {
   ms_tensor *base = view->grad_base;
   if (!ms_tensor_is_contiguous(base))
     return ms_error(MS_ERR_RUNTIME, "autograd: an in-place write through a view of a non-contiguous "
@@ -277,7 +277,7 @@ ms_status ms_grad_record_view_write(ms_tensor *view, ms_tensor *out) {
   return MS_OK;
 }
 
-bool ms_grad_is_view_of_leaf(const ms_tensor *t) {
+bool grad_is_view_of_leaf(const ms_tensor *t) {
   return t->grad_base && t->grad_base->requires_grad && !t->grad_base->grad_fn;
 }
 
@@ -285,32 +285,32 @@ bool ms_grad_is_view_of_leaf(const ms_tensor *t) {
 
 ms_tensor *ms_tensor_view(ms_tensor *t, int ndim, const int64_t *shape) {
   ms_tensor *out = native_view(t, ndim, shape);
-  return ms_grad_kept(out, record_reshape("ViewBackward0", t, out));
+  return grad_kept(out, record_reshape("ViewBackward0", t, out));
 }
 
 ms_tensor *ms_tensor_reshape(ms_tensor *t, int ndim, const int64_t *shape) {
   ms_tensor *out = native_reshape(t, ndim, shape);
-  return ms_grad_kept(out, record_reshape("ViewBackward0", t, out));
+  return grad_kept(out, record_reshape("ViewBackward0", t, out));
 }
 
 ms_tensor *ms_tensor_flatten(ms_tensor *t, int start_dim, int end_dim) {
   ms_tensor *out = native_flatten(t, start_dim, end_dim);
-  return ms_grad_kept(out, record_reshape("ViewBackward0", t, out));
+  return grad_kept(out, record_reshape("ViewBackward0", t, out));
 }
 
 ms_tensor *ms_tensor_squeeze(ms_tensor *t, int dim) {
   ms_tensor *out = native_squeeze(t, dim);
-  return ms_grad_kept(out, record_reshape("SqueezeBackward1", t, out));
+  return grad_kept(out, record_reshape("SqueezeBackward1", t, out));
 }
 
 ms_tensor *ms_tensor_squeeze_all(ms_tensor *t) {
   ms_tensor *out = native_squeeze_all(t);
-  return ms_grad_kept(out, record_reshape("SqueezeBackward0", t, out));
+  return grad_kept(out, record_reshape("SqueezeBackward0", t, out));
 }
 
 ms_tensor *ms_tensor_unsqueeze(ms_tensor *t, int dim) {
   ms_tensor *out = native_unsqueeze(t, dim);
-  return ms_grad_kept(out, record_reshape("UnsqueezeBackward0", t, out));
+  return grad_kept(out, record_reshape("UnsqueezeBackward0", t, out));
 }
 
 /* The native ops accepted the arguments, so these only map negative ones to their place. */
@@ -319,7 +319,7 @@ ms_tensor *ms_tensor_narrow(ms_tensor *t, int dim, int64_t start, int64_t length
   if (!out) return NULL;
   if (dim < 0) dim += t->ndim;
   if (start < 0) start += t->shape[dim];
-  return ms_grad_kept(out, ms_grad_record_narrow("SliceBackward0", t, dim, start, length, out));
+  return grad_kept(out, grad_record_narrow("SliceBackward0", t, dim, start, length, out));
 }
 
 ms_tensor *ms_tensor_select(ms_tensor *t, int dim, int64_t index) {
@@ -327,41 +327,41 @@ ms_tensor *ms_tensor_select(ms_tensor *t, int dim, int64_t index) {
   if (!out) return NULL;
   if (dim < 0) dim += t->ndim;
   if (index < 0) index += t->shape[dim];
-  return ms_grad_kept(out, record_select(t, dim, index, out));
+  return grad_kept(out, record_select(t, dim, index, out));
 }
 
 ms_tensor *ms_tensor_transpose(ms_tensor *t, int dim0, int dim1) {
   ms_tensor *out = native_transpose(t, dim0, dim1);
-  if (!out || t->ndim == 0) return ms_grad_kept(out, record_reshape("TransposeBackward0", t, out));
+  if (!out || t->ndim == 0) return grad_kept(out, record_reshape("TransposeBackward0", t, out));
   int dims[MS_MAX_DIMS];
   for (int d = 0; d < t->ndim; d++) dims[d] = d;
   dim0 = dim0 < 0 ? dim0 + t->ndim : dim0, dim1 = dim1 < 0 ? dim1 + t->ndim : dim1;
   dims[dim0] = dim1, dims[dim1] = dim0;
-  return ms_grad_kept(out, record_permute("TransposeBackward0", t, dims, out));
+  return grad_kept(out, record_permute("TransposeBackward0", t, dims, out));
 }
 
 ms_tensor *ms_tensor_permute(ms_tensor *t, const int *dims) {
   ms_tensor *out = native_permute(t, dims);
   int norm[MS_MAX_DIMS];
   for (int d = 0; out && d < t->ndim; d++) norm[d] = dims[d] < 0 ? dims[d] + t->ndim : dims[d];
-  return ms_grad_kept(out, record_permute("PermuteBackward0", t, norm, out));
+  return grad_kept(out, record_permute("PermuteBackward0", t, norm, out));
 }
 
 ms_tensor *ms_tensor_expand(ms_tensor *t, int ndim, const int64_t *shape) {
   ms_tensor *out = native_expand(t, ndim, shape);
-  return ms_grad_kept(out, record_expand(t, out));
+  return grad_kept(out, record_expand(t, out));
 }
 
 /* ---- the public copies --------------------------------------------------------------------- */
 
 /* Under autograd the new values are made out of place and recorded, then written in by
- * ms_grad_rebase_inplace, which also records a write through a view on the view's base. */
+ * grad_rebase_inplace, which also records a write through a view on the view's base. */
 static ms_status copy_recorded(ms_tensor *dst, ms_tensor *src) {
-  if (ms_grad_check_inplace("copy", dst) != MS_OK) return MS_ERR_RUNTIME;
+  if (grad_check_inplace("copy", dst) != MS_OK) return MS_ERR_RUNTIME;
   ms_tensor *out = ms_tensor_new_empty(dst->ndim, dst->shape, dst->dtype);
   ms_status st = out ? native_copy_(out, src) : MS_ERR_MEMORY;
   if (st == MS_OK) st = record_copy_into(src, out);
-  if (st == MS_OK) st = ms_grad_rebase_inplace("copy", dst, out);
+  if (st == MS_OK) st = grad_rebase_inplace("copy", dst, out);
   ms_tensor_release(out);
   return st;
 }
@@ -374,28 +374,28 @@ ms_status ms_tensor_copy_(ms_tensor *dst, ms_tensor *src) {
 /* The same tensor (with its grad_fn) when nothing changes, else a copy recorded as one. */
 ms_tensor *ms_tensor_to_dtype(ms_tensor *t, ms_dtype dt) {
   ms_tensor *out = native_to_dtype(t, dt);
-  return ms_grad_kept(out, record_copy("ToCopyBackward0", t, out));
+  return grad_kept(out, record_copy("ToCopyBackward0", t, out));
 }
 
 ms_tensor *ms_tensor_contiguous(ms_tensor *t) {
   ms_tensor *out = native_contiguous(t);
-  return ms_grad_kept(out, record_copy("CloneBackward0", t, out));
+  return grad_kept(out, record_copy("CloneBackward0", t, out));
 }
 
 ms_tensor *ms_tensor_clone(ms_tensor *t) {
   ms_tensor *out = native_clone(t);
-  return ms_grad_kept(out, record_copy("CloneBackward0", t, out));
+  return grad_kept(out, record_copy("CloneBackward0", t, out));
 }
 
 /* `op` is the out-of-place name for messages ("fill"), node the grad_fn t gets under autograd:
  * t's new values are constants, made out of place and written in as copy_ does. */
 static ms_status fill_as(const char *op, const char *node, ms_tensor *t, double value) {
   if (!ms_autograd_wants(1, &t)) return native_fill_(t, value);
-  if (ms_grad_check_inplace(op, t) != MS_OK) return MS_ERR_RUNTIME;
+  if (grad_check_inplace(op, t) != MS_OK) return MS_ERR_RUNTIME;
   if (ms_tensor_check_data_any("fill_", t) != MS_OK) return MS_ERR_RUNTIME;
   ms_tensor *out = ms_tensor_new_full(t->ndim, t->shape, t->dtype, value);
   ms_status st = out ? record_fill(node, out) : MS_ERR_MEMORY;
-  if (st == MS_OK) st = ms_grad_rebase_inplace(op, t, out);
+  if (st == MS_OK) st = grad_rebase_inplace(op, t, out);
   ms_tensor_release(out);
   return st;
 }
@@ -418,7 +418,7 @@ ms_tensor *ms_tensor_select_scatter(ms_tensor *t, ms_tensor *src, int dim, int64
   if (!out) return NULL;
   if (dim < 0) dim += t->ndim;
   if (index < 0) index += t->shape[dim];
-  return ms_grad_kept(out, record_select_scatter("SelectScatterBackward0", t, src, dim, index, out));
+  return grad_kept(out, record_select_scatter("SelectScatterBackward0", t, src, dim, index, out));
 }
 
 /* Without autograd, a plain write through a view. With it, t is replaced by the
@@ -426,12 +426,12 @@ ms_tensor *ms_tensor_select_scatter(ms_tensor *t, ms_tensor *src, int dim, int64
  * inside it (PyTorch's CopySlices). */
 ms_status ms_tensor_select_assign_(ms_tensor *t, int dim, int64_t index, ms_tensor *src) {
   if (!ms_autograd_wants(2, (ms_tensor *[]){t, src})) return native_select_assign_(t, dim, index, src);
-  if (ms_grad_check_inplace("copy", t) != MS_OK) return MS_ERR_RUNTIME;
+  if (grad_check_inplace("copy", t) != MS_OK) return MS_ERR_RUNTIME;
   ms_tensor *out = native_select_scatter(t, src, dim, index);
   if (out && dim < 0) dim += t->ndim;
   if (out && index < 0) index += t->shape[dim];
   ms_status st = out ? record_select_scatter("CopySlices", t, src, dim, index, out) : MS_ERR_MEMORY;
-  if (st == MS_OK) st = ms_grad_rebase_inplace("copy", t, out);
+  if (st == MS_OK) st = grad_rebase_inplace("copy", t, out);
   ms_tensor_release(out);
   return st;
 }
@@ -450,5 +450,5 @@ ms_tensor *ms_tensor_to_device(ms_tensor *t, ms_device device) {
   if (!out || out == t || !ms_autograd_wants(1, &t)) return out;
   ms_node *n = ms_node_new("ToCopyBackward0", to_copy_backward, 1, &t);
   if (n) n->ints[0] = ms_tensor_device(t).type, n->ints[1] = ms_tensor_device(t).index;
-  return ms_grad_kept(out, ms_grad_finish(n, out));
+  return grad_kept(out, grad_finish(n, out));
 }

@@ -40,7 +40,7 @@ static void free_hooks(struct ms_hook *h) {
   }
 }
 
-void ms_node_release_saved(ms_node *node) {
+void node_release_saved(ms_node *node) {
   for (int i = 0; i < node->num_saved; i++) {
     ms_tensor_release(node->saved[i].tensor);
     node->saved[i].tensor = NULL;
@@ -59,7 +59,7 @@ void ms_node_release(ms_node *node) {
   while (stack) {
     node = stack;
     stack = node->release_next;
-    ms_node_release_saved(node);
+    node_release_saved(node);
     free_hooks(node->pre_hooks);
     for (int k = 0; k < MS_NODE_MAX_OUTPUTS; k++) ms_tensor_release(node->grad_buf[k]);
     if (node->variable) {
@@ -88,7 +88,7 @@ static void tensor_free(ms_tensor *t) {
 static void install_tensor_free(void) {
   static atomic_bool installed;
   if (atomic_load_explicit(&installed, memory_order_acquire)) return;
-  ms_tensor_set_autograd_free(tensor_free);
+  tensor_set_autograd_free(tensor_free);
   atomic_store_explicit(&installed, true, memory_order_release);
 }
 
@@ -119,7 +119,7 @@ ms_node *ms_node_new(const char *name, ms_backward_fn backward, int n, ms_tensor
     if (t->grad_fn) {
       ms_node_retain(t->grad_fn);
       node->next[i] = (ms_edge){t->grad_fn, t->output_nr};
-    } else if (!(node->next[i].node = ms_autograd_grad_accumulator(t))) {
+    } else if (!(node->next[i].node = autograd_grad_accumulator(t))) {
       ms_node_release(node);
       return NULL;
     }
@@ -166,7 +166,7 @@ void ms_node_attach(ms_node *node, ms_tensor *out, int k) {
 
 /* ---- hooks ------------------------------------------------------------------------------------ */
 
-ms_status ms_autograd_run_grad_hooks(struct ms_hook *list, int output_nr, ms_tensor **grad) {
+ms_status autograd_run_grad_hooks(struct ms_hook *list, int output_nr, ms_tensor **grad) {
   for (struct ms_hook *h = list; h; h = h->next) {
     if (h->kind != MS_HOOK_GRAD || (output_nr >= 0 && h->output_nr != output_nr)) continue;
     ms_tensor *replace = NULL;
@@ -267,7 +267,7 @@ ms_status ms_tensor_accumulate_grad(ms_tensor *t, ms_tensor *grad) {
 /* The leaf's first gradient may be the incoming buffer itself (PyTorch's AccumulateGrad steals
  * it too) when no one else can see it and it has exactly the layout a copy would have. */
 static bool can_steal(const ms_tensor *leaf, const ms_tensor *grad, int refs) {
-  return !leaf->grad && ms_grad_is_exclusive(grad, refs) && !grad->storage->external && grad->offset == 0 &&
+  return !leaf->grad && grad_is_exclusive(grad, refs) && !grad->storage->external && grad->offset == 0 &&
          grad->dtype == leaf->dtype && ms_tensor_is_contiguous(grad) && grad->ndim == leaf->ndim &&
          memcmp(grad->shape, leaf->shape, sizeof(int64_t) * (size_t)leaf->ndim) == 0 &&
          grad->storage->nbytes == (size_t)ms_tensor_numel(grad) * ms_dtype_size(grad->dtype) &&
@@ -278,7 +278,7 @@ static ms_status accumulate_backward(ms_node *self, ms_tensor *const *grad_out, 
   (void)grad_in;
   ms_tensor *leaf = self->variable, *grad = grad_out[0];
   ms_tensor_retain(grad);
-  ms_status st = ms_autograd_run_grad_hooks(leaf->hooks, -1, &grad);
+  ms_status st = autograd_run_grad_hooks(leaf->hooks, -1, &grad);
   /* references: the walk's (while grad is still its buffer) and this function's */
   if (st == MS_OK && can_steal(leaf, grad, grad == grad_out[0] ? 2 : 1)) {
     ms_tensor_retain(grad);
@@ -291,7 +291,7 @@ static ms_status accumulate_backward(ms_node *self, ms_tensor *const *grad_out, 
   return st;
 }
 
-ms_node *ms_autograd_grad_accumulator(ms_tensor *leaf) {
+ms_node *autograd_grad_accumulator(ms_tensor *leaf) {
   if (leaf->grad_accumulator) {
     ms_node_retain(leaf->grad_accumulator);
     return leaf->grad_accumulator;

@@ -77,11 +77,11 @@ static void account(device_pool *p, int64_t nbytes, ms_mem_category category) {
 }
 
 void *ms_cuda_alloc(int index, size_t nbytes, ms_mem_category category) {
-  if (ms_cuda_use("alloc", index) != MS_OK) return NULL;
+  if (cuda_use("alloc", index) != MS_OK) return NULL;
   pthread_once(&pools_once, pools_init);
   device_pool *p = &pools[index];
   size_t size = size_class(nbytes);
-  cudaStream_t stream = ms_cuda_raw_stream(index);
+  cudaStream_t stream = cuda_raw_stream(index);
   pthread_mutex_lock(&p->lock);
   void *ptr = take_cached(p, size, stream);
   if (!ptr) {
@@ -121,7 +121,7 @@ void ms_cuda_free(int index, void *ptr, size_t nbytes, ms_mem_category category)
   if (b) {
     /* Stream order makes the reuse safe: the next user of this block on the same stream runs
      * after every kernel already queued there that reads it. */
-    *b = (cached_block){ptr, size_class(nbytes), ms_cuda_raw_stream(index), p->blocks};
+    *b = (cached_block){ptr, size_class(nbytes), cuda_raw_stream(index), p->blocks};
     p->blocks = b;
     p->cached += (int64_t)b->size;
   } else { /* no room to remember it: hand it back (cudaFree waits for queued work) */
@@ -165,12 +165,12 @@ ms_status ms_cuda_empty_cache(void) {
   pthread_once(&pools_once, pools_init);
   int prev = ms_cuda_current_device();
   for (int i = 0; i < n; i++) {
-    if (ms_cuda_use("empty_cache", i) != MS_OK) return MS_ERR_RUNTIME;
+    if (cuda_use("empty_cache", i) != MS_OK) return MS_ERR_RUNTIME;
     pthread_mutex_lock(&pools[i].lock);
     release_cached(&pools[i]);
     pthread_mutex_unlock(&pools[i].lock);
   }
-  return n > 0 ? ms_cuda_use("empty_cache", prev) : MS_OK;
+  return n > 0 ? cuda_use("empty_cache", prev) : MS_OK;
 }
 
 /* ---- page-locked host blocks (moonshard/cuda.h) --------------------------------------------------
@@ -251,7 +251,7 @@ void ms_cuda_host_free(void *p) {
 
 ms_status ms_cuda_host_record_use(void *p, int index) {
   host_block *b = host_header(p);
-  if (ms_cuda_use("pin_memory", index) != MS_OK) return MS_ERR_RUNTIME;
+  if (cuda_use("pin_memory", index) != MS_OK) return MS_ERR_RUNTIME;
   pthread_mutex_lock(&host_lock);
   ms_status st = MS_OK;
   if (b->use && b->use_device != index) { /* an event is recorded only on its own device's streams */
@@ -260,11 +260,11 @@ ms_status ms_cuda_host_record_use(void *p, int index) {
     b->use = NULL;
   }
   if (!b->use) {
-    st = ms_cuda_check("pin_memory", cudaEventCreateWithFlags(&b->use, cudaEventDisableTiming));
+    st = cuda_check("pin_memory", cudaEventCreateWithFlags(&b->use, cudaEventDisableTiming));
     b->use_device = index;
     if (st != MS_OK) b->use = NULL;
   }
-  if (st == MS_OK) st = ms_cuda_check("pin_memory", cudaEventRecord(b->use, ms_cuda_raw_stream(index)));
+  if (st == MS_OK) st = cuda_check("pin_memory", cudaEventRecord(b->use, cuda_raw_stream(index)));
   pthread_mutex_unlock(&host_lock);
   return st;
 }
@@ -274,9 +274,9 @@ ms_status ms_cuda_host_memcpy_async(void *dst, int dst_index, const void *src, i
   if (kind == MS_CUDA_D2D) return ms_error(MS_ERR_ARG, "copy: a non-blocking copy goes between the host and a device");
   int dev = kind == MS_CUDA_H2D ? dst_index : src_index;
   if (nbytes == 0) return MS_OK;
-  if (ms_cuda_use("copy", dev) != MS_OK) return MS_ERR_RUNTIME;
+  if (cuda_use("copy", dev) != MS_OK) return MS_ERR_RUNTIME;
   enum cudaMemcpyKind k = kind == MS_CUDA_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
-  return ms_cuda_check("copy", cudaMemcpyAsync(dst, src, nbytes, k, ms_cuda_raw_stream(dev)));
+  return cuda_check("copy", cudaMemcpyAsync(dst, src, nbytes, k, cuda_raw_stream(dev)));
 }
 
 ms_status ms_cuda_host_stats(int64_t *live, int64_t *cached) {

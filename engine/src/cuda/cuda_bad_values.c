@@ -20,13 +20,13 @@ static void slot_alloc(void) {
   slot = p;
 }
 
-ms_k_bad_value *ms_cuda_bad_value_slot(void) {
+ms_k_bad_value *cuda_bad_value_slot(void) {
   pthread_once(&slot_once, slot_alloc);
-  if (!slot) ms_cuda_check("a device-side check's host slot", slot_error);
+  if (!slot) cuda_check("a device-side check's host slot", slot_error);
   return (ms_k_bad_value *)slot;
 }
 
-ms_status ms_cuda_raise_bad_values(const char *at) {
+ms_status cuda_raise_bad_values(const char *at) {
   if (!slot || slot->code == MS_K_BAD_NONE) return MS_OK;
   ms_k_bad_value v = {slot->code, slot->value, slot->limit, slot->base};
   __atomic_thread_fence(__ATOMIC_SEQ_CST);

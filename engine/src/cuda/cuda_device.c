@@ -42,7 +42,7 @@ const char *ms_cuda_unavailable_reason(void) {
   return reason;
 }
 
-ms_status ms_cuda_check(const char *op, cudaError_t err) {
+ms_status cuda_check(const char *op, cudaError_t err) {
   if (err == cudaSuccess) return MS_OK;
   (void)cudaGetLastError(); /* clear a sticky-free error so later calls start clean */
   return ms_error(err == cudaErrorMemoryAllocation ? MS_ERR_MEMORY : MS_ERR_RUNTIME,
@@ -62,7 +62,7 @@ ms_status ms_cuda_check_device(const char *op, int index) {
 ms_status ms_cuda_device_name(int index, char *buf, size_t len, int *major, int *minor) {
   if (ms_cuda_check_device("get_device_name", index) != MS_OK) return MS_ERR_RUNTIME;
   struct cudaDeviceProp p;
-  if (ms_cuda_check("get_device_name", cudaGetDeviceProperties(&p, index)) != MS_OK) return MS_ERR_RUNTIME;
+  if (cuda_check("get_device_name", cudaGetDeviceProperties(&p, index)) != MS_OK) return MS_ERR_RUNTIME;
   snprintf(buf, len, "%s", p.name);
   *major = p.major, *minor = p.minor;
   return MS_OK;
@@ -71,23 +71,23 @@ ms_status ms_cuda_device_name(int index, char *buf, size_t len, int *major, int 
 static _Thread_local int current_device; /* what this thread last made current */
 static _Thread_local bool current_set;
 
-ms_status ms_cuda_use(const char *op, int index) {
+ms_status cuda_use(const char *op, int index) {
   if (current_set && current_device == index) return MS_OK;
   if (ms_cuda_check_device(op, index) != MS_OK) return MS_ERR_RUNTIME;
-  if (ms_cuda_check(op, cudaSetDevice(index)) != MS_OK) return MS_ERR_RUNTIME;
+  if (cuda_check(op, cudaSetDevice(index)) != MS_OK) return MS_ERR_RUNTIME;
   current_device = index, current_set = true;
   return MS_OK;
 }
 
-ms_status ms_cuda_set_device(int index) { return ms_cuda_use("set_device", index); }
+ms_status ms_cuda_set_device(int index) { return cuda_use("set_device", index); }
 
 int ms_cuda_current_device(void) { return current_device; }
 
 ms_status ms_cuda_synchronize(int index) {
   if (index < 0) index = current_device;
-  if (ms_cuda_use("synchronize", index) != MS_OK) return MS_ERR_RUNTIME;
-  if (ms_cuda_check("synchronize", cudaDeviceSynchronize()) != MS_OK) return MS_ERR_RUNTIME;
-  return ms_cuda_raise_bad_values("synchronize");
+  if (cuda_use("synchronize", index) != MS_OK) return MS_ERR_RUNTIME;
+  if (cuda_check("synchronize", cudaDeviceSynchronize()) != MS_OK) return MS_ERR_RUNTIME;
+  return cuda_raise_bad_values("synchronize");
 }
 
 /* Host memory that a device reads by DMA (cudaHostAlloc'd or registered): a copy from it is
@@ -105,14 +105,14 @@ ms_status ms_cuda_memcpy(void *dst, int dst_index, const void *src, int src_inde
                          ms_cuda_copy_kind kind) {
   if (nbytes == 0) return MS_OK;
   int dev = kind == MS_CUDA_H2D ? dst_index : src_index;
-  if (ms_cuda_use("copy", dev) != MS_OK) return MS_ERR_RUNTIME;
-  cudaStream_t s = ms_cuda_raw_stream(dev);
+  if (cuda_use("copy", dev) != MS_OK) return MS_ERR_RUNTIME;
+  cudaStream_t s = cuda_raw_stream(dev);
   cudaError_t err;
   bool peer = kind == MS_CUDA_D2D && dst_index != src_index;
   if (peer) { /* dst's earlier users run on dst's stream: let them finish first */
-    if (ms_cuda_use("copy", dst_index) != MS_OK) return MS_ERR_RUNTIME;
-    if (ms_cuda_check("copy", cudaStreamSynchronize(ms_cuda_raw_stream(dst_index))) != MS_OK) return MS_ERR_RUNTIME;
-    if (ms_cuda_use("copy", dev) != MS_OK) return MS_ERR_RUNTIME;
+    if (cuda_use("copy", dst_index) != MS_OK) return MS_ERR_RUNTIME;
+    if (cuda_check("copy", cudaStreamSynchronize(cuda_raw_stream(dst_index))) != MS_OK) return MS_ERR_RUNTIME;
+    if (cuda_use("copy", dev) != MS_OK) return MS_ERR_RUNTIME;
     err = cudaMemcpyPeerAsync(dst, dst_index, src, src_index, nbytes, s);
   } else {
     enum cudaMemcpyKind k = kind == MS_CUDA_H2D ? cudaMemcpyHostToDevice
@@ -124,6 +124,6 @@ ms_status ms_cuda_memcpy(void *dst, int dst_index, const void *src, int src_inde
    * copy between two devices is not ordered with the destination's stream: wait for those. */
   bool wait = kind == MS_CUDA_D2H || peer || (kind == MS_CUDA_H2D && is_page_locked(src));
   if (err == cudaSuccess && wait) err = cudaStreamSynchronize(s);
-  if (ms_cuda_check("copy", err) != MS_OK) return MS_ERR_RUNTIME;
-  return kind == MS_CUDA_D2H ? ms_cuda_raise_bad_values("a copy to the host") : MS_OK;
+  if (cuda_check("copy", err) != MS_OK) return MS_ERR_RUNTIME;
+  return kind == MS_CUDA_D2H ? cuda_raise_bad_values("a copy to the host") : MS_OK;
 }

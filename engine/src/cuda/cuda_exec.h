@@ -8,6 +8,6 @@
 
 /* Makes device `index` current for the calling thread and fills x with it, its current stream
  * and the host slot where kernels report bad values; op names the caller in errors. */
-ms_status ms_cuda_exec_for(const char *op, int index, ms_k_exec *x);
+ms_status cuda_exec_for(const char *op, int index, ms_k_exec *x);
 
 #endif

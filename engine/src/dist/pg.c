@@ -26,21 +26,21 @@ const char *ms_dist_op_name(ms_dist_op op) {
   return op >= 0 && op < MS_DIST_OP_COUNT ? names[op] : "?";
 }
 
-const char *ms_coll_name(ms_coll_kind k) {
+const char *coll_name(ms_coll_kind k) {
   static const char *const names[] = {"all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor",
                                       "broadcast", "reduce", "barrier"};
   return k >= 0 && k <= MS_COLL_BARRIER ? names[k] : "?";
 }
 
-double ms_dist_timeout(void) { return g_timeout; }
+double dist_timeout(void) { return g_timeout; }
 
-double ms_dist_now(void) {
+double dist_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-void ms_dist_backoff(int polls) {
+void dist_backoff(int polls) {
   if (polls < 1000) return; /* spin first: most collectives finish within microseconds */
   struct timespec ts = {0, polls < 10000 ? 20000 : 200000};
   nanosleep(&ts, NULL);
@@ -48,7 +48,7 @@ void ms_dist_backoff(int polls) {
 
 /* ---- groups -------------------------------------------------------------------------------- */
 
-ms_pg *ms_pg_alloc(const struct ms_pg_ops *ops, int rank, int size, const int *global_ranks, void *impl) {
+ms_pg *pg_alloc(const struct ms_pg_ops *ops, int rank, int size, const int *global_ranks, void *impl) {
   ms_pg *pg = calloc(1, sizeof *pg);
   int *gr = malloc(sizeof *gr * (size_t)(size > 0 ? size : 1));
   if (!pg || !gr) {
@@ -145,7 +145,7 @@ static ms_status auto_backend(const char **backend) {
   *backend = getenv("OMPI_COMM_WORLD_SIZE") ? "mpi" : "self";
 #if defined(MS_HAVE_MPI) && defined(MS_HAVE_NCCL)
   bool nccl = false; /* every rank asks, with a GPU or not: the answer is collective */
-  if (strcmp(*backend, "mpi") == 0 && ms_pg_nccl_usable(&nccl) != MS_OK) return MS_ERR_RUNTIME;
+  if (strcmp(*backend, "mpi") == 0 && pg_nccl_usable(&nccl) != MS_OK) return MS_ERR_RUNTIME;
   if (nccl) *backend = "nccl";
 #endif
   return MS_OK;
@@ -154,14 +154,14 @@ static ms_status auto_backend(const char **backend) {
 static ms_status init_backend(const char *backend) {
   if (strcmp(backend, "auto") == 0 && auto_backend(&backend) != MS_OK) return MS_ERR_RUNTIME;
   if (strcmp(backend, "self") == 0) {
-    g_world = ms_pg_alloc(&self_ops, 0, 1, NULL, NULL);
+    g_world = pg_alloc(&self_ops, 0, 1, NULL, NULL);
     g_backend = "self";
     return g_world ? MS_OK : MS_ERR_MEMORY;
   }
   if (strcmp(backend, "mpi") == 0) {
 #ifdef MS_HAVE_MPI
     g_backend = "mpi";
-    return ms_pg_mpi_init(&g_world);
+    return pg_mpi_init(&g_world);
 #else
     return ms_error(MS_ERR_RUNTIME, "init_process_group: the mpi backend is not built (CMake found no MPI)");
 #endif
@@ -169,7 +169,7 @@ static ms_status init_backend(const char *backend) {
   if (strcmp(backend, "nccl") == 0) {
 #if defined(MS_HAVE_MPI) && defined(MS_HAVE_NCCL)
     g_backend = "nccl";
-    return ms_pg_nccl_init(&g_world);
+    return pg_nccl_init(&g_world);
 #else
     return ms_error(MS_ERR_RUNTIME, "init_process_group: the nccl backend is not built (it needs CUDA, "
                                     "NCCL and MPI; this build lacks %s)",
@@ -227,7 +227,7 @@ ms_status ms_dist_destroy(void) {
 
 void ms_dist_leaving(void) {
 #ifdef MS_HAVE_MPI
-  ms_pg_mpi_leaving(); /* whatever the backend: nccl's ranks talk through MPI too */
+  pg_mpi_leaving(); /* whatever the backend: nccl's ranks talk through MPI too */
 #endif
 }
 
@@ -244,7 +244,7 @@ struct ms_work {
   ms_coll_kind kind;
 };
 
-ms_work *ms_work_new(const ms_work_ops *ops, void *impl) {
+ms_work *work_new(const ms_work_ops *ops, void *impl) {
   ms_work *w = calloc(1, sizeof *w);
   if (!w) {
     if (ops && ops->free) ops->free(impl);
@@ -255,9 +255,9 @@ ms_work *ms_work_new(const ms_work_ops *ops, void *impl) {
   return w;
 }
 
-void ms_work_label(ms_work *w, const char *name, uint64_t seq) { w->name = name, w->seq = seq; }
+void work_label(ms_work *w, const char *name, uint64_t seq) { w->name = name, w->seq = seq; }
 
-void ms_work_watch(ms_work *w, ms_pg *pg, ms_coll_kind kind) {
+void work_watch(ms_work *w, ms_pg *pg, ms_coll_kind kind) {
   if (!pg->ops->watch) return;
   ms_pg_retain(pg);
   w->pg = pg, w->kind = kind;
@@ -284,17 +284,17 @@ static void work_finish(ms_work *w, ms_status st) {
  * left the job. On either failure the request stays pending (MPI cannot cancel a collective): the
  * caller must end the process, which a Lua error does on a rank (main.c). */
 ms_status ms_work_wait(ms_work *w) {
-  double start = ms_dist_now();
+  double start = dist_now();
   for (int polls = 0; w->ops; polls++) {
     int r = w->ops->test(w->impl);
     if (r != 0) {
       work_finish(w, r < 0 ? MS_ERR_RUNTIME : w->ops->complete ? w->ops->complete(w->impl) : MS_OK);
       break;
     }
-    double waited = ms_dist_now() - start;
+    double waited = dist_now() - start;
     if (w->pg && w->pg->alive && w->pg->ops->watch(w->pg, w->seq, w->kind, waited) != MS_OK) return MS_ERR_RUNTIME;
     if (waited > g_timeout) return timed_out(w);
-    ms_dist_backoff(polls);
+    dist_backoff(polls);
   }
   if (w->status != MS_OK) return ms_error(w->status, "%s", w->msg ? w->msg : "collective failed");
   return MS_OK;
@@ -356,16 +356,16 @@ static ms_status group_root(const char *fname, const char *what, ms_pg *pg, int 
 }
 
 void ms_dist_set_origin(const char *unit, const char *phase) { g_origin_unit = unit, g_origin_phase = phase; }
-void ms_dist_origin(const char **unit, const char **phase) { *unit = g_origin_unit, *phase = g_origin_phase; }
-bool ms_dist_order_check(void) { return g_order_check; }
+void dist_origin(const char **unit, const char **phase) { *unit = g_origin_unit, *phase = g_origin_phase; }
+bool dist_order_check(void) { return g_order_check; }
 
 /* Issues c on pg after the debug check; runs it to completion when work is NULL. */
 static ms_status run(ms_pg *pg, const ms_coll *c, ms_work **work) {
   if (work) *work = NULL;
   if (!pg) return MS_ERR_RUNTIME; /* ms_pg_world set the error */
-  if (!pg->alive) return ms_error(MS_ERR_RUNTIME, "%s: the process group was destroyed", ms_coll_name(c->kind));
+  if (!pg->alive) return ms_error(MS_ERR_RUNTIME, "%s: the process group was destroyed", coll_name(c->kind));
   if (pg->rank < 0) { /* not a member: nothing to do, as PyTorch */
-    if (work && !(*work = ms_work_new(NULL, NULL))) return MS_ERR_MEMORY;
+    if (work && !(*work = work_new(NULL, NULL))) return MS_ERR_MEMORY;
     return MS_OK;
   }
   uint64_t seq = pg->seq++;
@@ -376,8 +376,8 @@ static ms_status run(ms_pg *pg, const ms_coll *c, ms_work **work) {
   ms_work *w = NULL;
   ms_status st = pg->ops->issue(pg, c, &w);
   if (st != MS_OK) return st;
-  ms_work_label(w, ms_coll_name(c->kind), seq);
-  ms_work_watch(w, pg, c->kind);
+  work_label(w, coll_name(c->kind), seq);
+  work_watch(w, pg, c->kind);
   if (work) return *work = w, MS_OK;
   st = ms_work_wait(w);
   ms_work_free(w);
@@ -456,13 +456,13 @@ static ms_status self_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
     }
   }
   if (c->kind != MS_COLL_BARRIER && c->kind != MS_COLL_BROADCAST) ms_tensor_bump_version(c->out);
-  *work = ms_work_new(NULL, NULL);
+  *work = work_new(NULL, NULL);
   return *work ? MS_OK : MS_ERR_MEMORY;
 }
 
 static ms_pg *self_new_group(ms_pg *world, const int *ranks, int n) {
   (void)world, (void)ranks;
-  return ms_pg_alloc(&self_ops, n == 1 ? 0 : -1, n, ranks, NULL);
+  return pg_alloc(&self_ops, n == 1 ? 0 : -1, n, ranks, NULL);
 }
 
 static const struct ms_pg_ops self_ops = {.name = "self", .issue = self_issue, .new_group = self_new_group};

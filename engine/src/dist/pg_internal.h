@@ -17,7 +17,7 @@ typedef enum ms_coll_kind {
   MS_COLL_BARRIER,
 } ms_coll_kind;
 
-const char *ms_coll_name(ms_coll_kind k);
+const char *coll_name(ms_coll_kind k);
 
 /* One checked collective. For the single-tensor ops in == out. count is the elements each rank
  * contributes (all_gather: numel(in); reduce_scatter: numel(out)). root is a group rank. */
@@ -67,32 +67,32 @@ struct ms_pg {
 };
 
 /* A group with the common fields set (refcount 1, alive); global_ranks copied (NULL: 0..size-1). */
-ms_pg *ms_pg_alloc(const struct ms_pg_ops *ops, int rank, int size, const int *global_ranks, void *impl);
+ms_pg *pg_alloc(const struct ms_pg_ops *ops, int rank, int size, const int *global_ranks, void *impl);
 /* A work from a backend's pending impl, or an already finished one (ops NULL). */
-ms_work *ms_work_new(const ms_work_ops *ops, void *impl);
+ms_work *work_new(const ms_work_ops *ops, void *impl);
 /* Names the collective a work belongs to, for the timeout message. */
-void ms_work_label(ms_work *w, const char *name, uint64_t seq);
+void work_label(ms_work *w, const char *name, uint64_t seq);
 /* Lets the watchdog ask pg (retained by the work) about the other members while w waits. */
-void ms_work_watch(ms_work *w, ms_pg *pg, ms_coll_kind kind);
+void work_watch(ms_work *w, ms_pg *pg, ms_coll_kind kind);
 /* The origin the calling thread's collectives carry now (ms_dist_set_origin; NULL: none). */
-void ms_dist_origin(const char **unit, const char **phase);
+void dist_origin(const char **unit, const char **phase);
 /* Whether collectives exchange their signatures alongside (the default; MS_DIST_DEBUG=1 checks
  * before issuing instead, MS_DIST_DEBUG=off checks nothing). */
-bool ms_dist_order_check(void);
+bool dist_order_check(void);
 /* Seconds every wait may take before it fails (the watchdog's timeout). */
-double ms_dist_timeout(void);
+double dist_timeout(void);
 /* Sleeps briefly, growing with the number of polls so far (keeps latency low at first). */
-void ms_dist_backoff(int polls);
-double ms_dist_now(void);
+void dist_backoff(int polls);
+double dist_now(void);
 
 #ifdef MS_HAVE_MPI
-ms_status ms_pg_mpi_init(ms_pg **world);
-void ms_pg_mpi_leaving(void); /* ms_dist_leaving for the mpi backend */
+ms_status pg_mpi_init(ms_pg **world);
+void pg_mpi_leaving(void); /* ms_dist_leaving for the mpi backend */
 #endif
 #if defined(MS_HAVE_MPI) && defined(MS_HAVE_NCCL)
-ms_status ms_pg_nccl_init(ms_pg **world); /* pg_nccl.c: MPI carries the NCCL id */
+ms_status pg_nccl_init(ms_pg **world); /* pg_nccl.c: MPI carries the NCCL id */
 /* Whether every rank of the MPI world has a GPU of its own (collective; starts MPI). */
-ms_status ms_pg_nccl_usable(bool *yes);
+ms_status pg_nccl_usable(bool *yes);
 #endif
 
 #endif

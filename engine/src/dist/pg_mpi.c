@@ -245,7 +245,7 @@ static ms_status ctrl_open(void) {
 
 /* Frees the sends that completed; with wait_s > 0 first waits that long for the others. */
 static void ctrl_reap(double wait_s) {
-  double until = ms_dist_now() + wait_s;
+  double until = dist_now() + wait_s;
   for (int polls = 0;; polls++) {
     int kept = 0;
     for (int i = 0; i < g_nout; i++) {
@@ -254,8 +254,8 @@ static void ctrl_reap(double wait_s) {
       else g_out[kept++] = g_out[i];
     }
     g_nout = kept;
-    if (!g_nout || ms_dist_now() >= until) return;
-    ms_dist_backoff(polls);
+    if (!g_nout || dist_now() >= until) return;
+    dist_backoff(polls);
   }
 }
 
@@ -284,12 +284,12 @@ static void ctrl_poll(void) {
     int64_t b[MSG_LEN];
     if (MPI_Recv(b, MSG_LEN, MPI_INT64_T, st.MPI_SOURCE, 0, g_ctrl, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
     peer_news *n = &g_news[st.MPI_SOURCE];
-    if (b[0] == MSG_LEFT && n->left_at == 0) n->left_at = ms_dist_now();
+    if (b[0] == MSG_LEFT && n->left_at == 0) n->left_at = dist_now();
     if (b[0] == MSG_WAIT) n->group = b[1], n->seq = b[2], n->kind = b[3];
   }
 }
 
-void ms_pg_mpi_leaving(void) {
+void pg_mpi_leaving(void) {
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
   if (inited) MPI_Finalized(&finalized);
@@ -301,12 +301,12 @@ void ms_pg_mpi_leaving(void) {
 
 /* Seconds a wait lasts before this rank tells the members it has arrived. */
 static double announce_after(void) {
-  double t = ms_dist_timeout() / 10;
+  double t = dist_timeout() / 10;
   return t < 1.0 ? t : 1.0;
 }
 
 static ms_status mpi_watch(ms_pg *pg, uint64_t seq, ms_coll_kind kind, double waited) {
-  double now = ms_dist_now();
+  double now = dist_now();
   if (now - g_last_poll < POLL_EVERY) return MS_OK;
   g_last_poll = now;
   ctrl_poll();
@@ -321,7 +321,7 @@ static ms_status mpi_watch(ms_pg *pg, uint64_t seq, ms_coll_kind kind, double wa
     if (n->left_at > 0 && now - n->left_at > LEFT_GRACE)
       return ms_error(MS_ERR_RUNTIME, "%s: rank %d left the job (it ended without joining this call, #%llu on "
                       "its group) while rank %d waits in it; every rank must run the same collectives, and "
-                      "call destroy_process_group before it ends", ms_coll_name(kind), pg->global_ranks[i],
+                      "call destroy_process_group before it ends", coll_name(kind), pg->global_ranks[i],
                       (unsigned long long)seq, g_me);
   }
   return MS_OK;
@@ -351,7 +351,7 @@ static void mpi_missing(ms_pg *pg, uint64_t seq, char *buf, size_t len) {
     if (w->left_at > 0) put(buf, len, &n, "it left the job)");
     else if (w->group < 0) put(buf, len, &n, "no word from it: stopped, stuck, or computing without collectives)");
     else
-      put(buf, len, &n, "last heard waiting in %s, call #%lld on %s)", ms_coll_name((ms_coll_kind)w->kind),
+      put(buf, len, &n, "last heard waiting in %s, call #%lld on %s)", coll_name((ms_coll_kind)w->kind),
           (long long)w->seq, w->group == id ? "this group" : "another group");
   }
   if (!missing) put(buf, len, &n, "every rank of the group has arrived");
@@ -437,7 +437,7 @@ static int issue_reduce_scatter(ms_pg *pg, MPI_Comm comm, const ms_coll *c, mpi_
 
 static ms_status mpi_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
   MPI_Comm comm = ((mpi_group *)pg->impl)->comm;
-  const char *fname = ms_coll_name(c->kind);
+  const char *fname = coll_name(c->kind);
   mpi_work *w = work_alloc(fname, c->kind == MS_COLL_BARRIER ? NULL : c->out);
   if (!w) return MS_ERR_MEMORY;
   ms_status st = order_start(pg, c, w);
@@ -459,7 +459,7 @@ static ms_status mpi_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
     mpi_work_free(w);
     return st;
   }
-  return (*work = ms_work_new(&mpi_work_ops, w)) ? MS_OK : MS_ERR_MEMORY;
+  return (*work = work_new(&mpi_work_ops, w)) ? MS_OK : MS_ERR_MEMORY;
 }
 
 /* ---- every rank makes the same call: the default check and MS_DIST_DEBUG=1's --------------- */
@@ -478,7 +478,7 @@ static int64_t name_hash(const char *s) {
 
 static void put_origin(int64_t *sig) {
   const char *unit, *phase;
-  ms_dist_origin(&unit, &phase);
+  dist_origin(&unit, &phase);
   char *text = (char *)(sig + SIG_TEXT);
   memset(text, 0, UNIT_CHARS + PHASE_CHARS);
   snprintf(text, UNIT_CHARS, "%s", unit ? unit : "");
@@ -496,7 +496,7 @@ static int describe_origin(const int64_t *s, char *buf, size_t len) {
 
 static void describe_call(const ms_pg *pg, const int64_t *s, int r, char *buf, size_t len) {
   ms_coll_kind kind = (ms_coll_kind)s[SIG_KIND];
-  int n = snprintf(buf, len, "rank %d called %s", pg->global_ranks[r], ms_coll_name(kind));
+  int n = snprintf(buf, len, "rank %d called %s", pg->global_ranks[r], coll_name(kind));
   if (kind != MS_COLL_BARRIER && n >= 0 && (size_t)n < len)
     n += snprintf(buf + n, len - (size_t)n, "(%s, %lld elements", ms_dtype_name((ms_dtype)s[SIG_DTYPE]),
                   (long long)s[SIG_COUNT]);
@@ -521,9 +521,9 @@ static ms_status timed_allgather(MPI_Comm comm, int64_t *all, int len, int size,
   if (!w) return MS_ERR_MEMORY;
   int rc = MPI_Iallgather(all + (size_t)len * (size_t)size, len, MPI_INT64_T, all, len, MPI_INT64_T, comm, &w->req);
   if (rc != MPI_SUCCESS) return mpi_work_free(w), mpi_fail(fname, rc);
-  ms_work *work = ms_work_new(&mpi_work_ops, w);
+  ms_work *work = work_new(&mpi_work_ops, w);
   if (!work) return *leak = true, MS_ERR_MEMORY;
-  ms_work_label(work, fname, seq);
+  work_label(work, fname, seq);
   ms_status st = ms_work_wait(work);
   if (st != MS_OK && !ms_work_is_completed(work)) return *leak = true, st;
   ms_work_free(work);
@@ -557,22 +557,22 @@ static ms_status mpi_check(ms_pg *pg, const ms_coll *c, uint64_t seq) {
   if (!all) return ms_error(MS_ERR_MEMORY, "MS_DIST_DEBUG: out of memory");
   sign(c, seq, all + SIG_LEN * pg->size);
   bool leak;
-  ms_status st = timed_allgather(((mpi_group *)pg->impl)->comm, all, SIG_LEN, pg->size, ms_coll_name(c->kind),
+  ms_status st = timed_allgather(((mpi_group *)pg->impl)->comm, all, SIG_LEN, pg->size, coll_name(c->kind),
                                  seq, &leak);
   if (leak) return st;
-  if (st == MS_OK) st = compare(pg, all, ms_coll_name(c->kind), "MS_DIST_DEBUG");
+  if (st == MS_OK) st = compare(pg, all, coll_name(c->kind), "MS_DIST_DEBUG");
   free(all);
   return st;
 }
 
-/* The default execution-order check (ms_dist_order_check; MS_DIST_DEBUG=1 checks before issuing
+/* The default execution-order check (dist_order_check; MS_DIST_DEBUG=1 checks before issuing
  * instead): the signatures travel in a small all-gather issued just before the call on the same
  * communicator and compared when it has arrived, before the call counts as done. Nothing waits
  * for it: the call stays asynchronous. A mismatch fails the call on every rank; the call itself
  * may still be moving data then, so its buffers are leaked (mpi_work_free) and the job should
  * end, as after a timeout. */
 static ms_status order_start(ms_pg *pg, const ms_coll *c, mpi_work *w) {
-  if (!ms_dist_order_check() || pg->size < 2) return MS_OK;
+  if (!dist_order_check() || pg->size < 2) return MS_OK;
   w->sigs = malloc(sizeof *w->sigs * SIG_LEN * (size_t)(pg->size + 1));
   if (!w->sigs) return ms_error(MS_ERR_MEMORY, "%s: out of memory", w->fname);
   int64_t *mine = w->sigs + SIG_LEN * pg->size;
@@ -613,7 +613,7 @@ static ms_pg *wrap_comm(MPI_Comm comm, const int *ranks, int n) {
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN); /* errors become messages, not aborts */
     MPI_Comm_rank(comm, &rank), MPI_Comm_size(comm, &size);
   }
-  ms_pg *pg = ms_pg_alloc(&mpi_ops, rank, size, ranks, g);
+  ms_pg *pg = pg_alloc(&mpi_ops, rank, size, ranks, g);
   if (!pg) {
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
     free(g);
@@ -678,12 +678,12 @@ static void at_exit(int status, void *arg) {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (status != 0 || finalized) return;
-  ms_pg_mpi_leaving();
+  pg_mpi_leaving();
   ctrl_reap(1.0); /* a stopped peer may never take its LEFT: finalizing then hangs anyway */
   MPI_Finalize();
 }
 
-ms_status ms_pg_mpi_init(ms_pg **world) {
+ms_status pg_mpi_init(ms_pg **world) {
   int inited = 0, provided = 0, rc;
   MPI_Initialized(&inited);
   if (!inited) {

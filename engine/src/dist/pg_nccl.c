@@ -60,22 +60,22 @@ static ncclRedOp_t nccl_op(ms_dist_op op, ms_dtype dt) {
 
 static int work_test(void *impl) {
   nccl_work *w = impl;
-  if (ms_cuda_use("collective", w->device) != MS_OK) return -1;
+  if (cuda_use("collective", w->device) != MS_OK) return -1;
   cudaError_t e = cudaEventQuery(w->done);
   if (e == cudaErrorNotReady) return (void)cudaGetLastError(), 0;
-  return ms_cuda_check("collective", e) == MS_OK ? 1 : -1;
+  return cuda_check("collective", e) == MS_OK ? 1 : -1;
 }
 
 /* Compute queued after this point reads the results only after the collective wrote them. */
 static ms_status work_complete(void *impl) {
   nccl_work *w = impl;
-  if (ms_cuda_use("collective", w->device) != MS_OK) return MS_ERR_RUNTIME;
-  return ms_cuda_check("collective", cudaStreamWaitEvent(ms_cuda_raw_stream(w->device), w->done, 0));
+  if (cuda_use("collective", w->device) != MS_OK) return MS_ERR_RUNTIME;
+  return cuda_check("collective", cudaStreamWaitEvent(cuda_raw_stream(w->device), w->done, 0));
 }
 
 static void work_free(void *impl) {
   nccl_work *w = impl;
-  if (ms_cuda_use("collective", w->device) == MS_OK) cudaEventDestroy(w->done);
+  if (cuda_use("collective", w->device) == MS_OK) cudaEventDestroy(w->done);
   ms_tensor_release(w->out);
   if (w->in != w->out) ms_tensor_release(w->in);
   free(w);
@@ -86,20 +86,20 @@ static const ms_work_ops nccl_work_ops = {work_test, work_complete, work_free};
 /* Synchronizes this rank's GPU work, then every rank meets on MPI. */
 static ms_status barrier(ms_pg *pg, ms_work **work) {
   nccl_group *g = pg->impl;
-  if (ms_cuda_check("barrier", cudaStreamSynchronize(ms_cuda_raw_stream(g->device))) != MS_OK ||
-      ms_cuda_check("barrier", cudaStreamSynchronize(g->stream)) != MS_OK)
+  if (cuda_check("barrier", cudaStreamSynchronize(cuda_raw_stream(g->device))) != MS_OK ||
+      cuda_check("barrier", cudaStreamSynchronize(g->stream)) != MS_OK)
     return MS_ERR_RUNTIME;
   int rc = MPI_Barrier(g->mpi);
   if (rc != MPI_SUCCESS) return ms_error(MS_ERR_RUNTIME, "barrier: MPI_Barrier failed (%d)", rc);
-  *work = ms_work_new(NULL, NULL);
+  *work = work_new(NULL, NULL);
   return *work ? MS_OK : MS_ERR_MEMORY;
 }
 
 static ms_status nccl_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
-  const char *fname = ms_coll_name(c->kind);
+  const char *fname = coll_name(c->kind);
   nccl_group *g = pg->impl;
   *work = NULL;
-  if (ms_cuda_use(fname, g->device) != MS_OK) return MS_ERR_RUNTIME;
+  if (cuda_use(fname, g->device) != MS_OK) return MS_ERR_RUNTIME;
   if (c->kind == MS_COLL_BARRIER) return barrier(pg, work);
   ms_tensor *ts[2] = {c->out, c->in};
   for (int i = 0; i < 2; i++)
@@ -117,11 +117,11 @@ static ms_status nccl_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
   if (!w) return ms_error(MS_ERR_MEMORY, "%s: out of memory", fname);
   w->device = g->device;
   cudaEvent_t ready;
-  cudaStream_t compute = ms_cuda_raw_stream(g->device);
-  if (ms_cuda_check(fname, cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != MS_OK) return free(w), MS_ERR_RUNTIME;
-  ms_status st = ms_cuda_check(fname, cudaEventCreateWithFlags(&w->done, cudaEventDisableTiming));
-  if (st == MS_OK) st = ms_cuda_check(fname, cudaEventRecord(ready, compute));
-  if (st == MS_OK) st = ms_cuda_check(fname, cudaStreamWaitEvent(g->stream, ready, 0));
+  cudaStream_t compute = cuda_raw_stream(g->device);
+  if (cuda_check(fname, cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != MS_OK) return free(w), MS_ERR_RUNTIME;
+  ms_status st = cuda_check(fname, cudaEventCreateWithFlags(&w->done, cudaEventDisableTiming));
+  if (st == MS_OK) st = cuda_check(fname, cudaEventRecord(ready, compute));
+  if (st == MS_OK) st = cuda_check(fname, cudaStreamWaitEvent(g->stream, ready, 0));
   cudaEventDestroy(ready); /* the wait is queued; the event may go */
   if (st != MS_OK) return free(w), st;
   void *out = ms_tensor_data(c->out);
@@ -142,7 +142,7 @@ static ms_status nccl_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
     cudaEventDestroy(w->done), free(w);
     return nccl_fail(fname, r);
   }
-  if ((st = ms_cuda_check(fname, cudaEventRecord(w->done, g->stream))) != MS_OK) {
+  if ((st = cuda_check(fname, cudaEventRecord(w->done, g->stream))) != MS_OK) {
     cudaStreamSynchronize(g->stream); /* never free what the collective may still touch */
     cudaEventDestroy(w->done), free(w);
     return st;
@@ -150,7 +150,7 @@ static ms_status nccl_issue(ms_pg *pg, const ms_coll *c, ms_work **work) {
   ms_tensor_retain(c->out), w->out = c->out;
   if (c->in != c->out) ms_tensor_retain(c->in);
   w->in = c->in;
-  *work = ms_work_new(&nccl_work_ops, w);
+  *work = work_new(&nccl_work_ops, w);
   return *work ? MS_OK : MS_ERR_MEMORY;
 }
 
@@ -159,14 +159,14 @@ static nccl_group *group_new(int device) {
   if (!g) return ms_error(MS_ERR_MEMORY, "init_process_group: out of memory"), NULL;
   g->device = device;
   g->mpi = MPI_COMM_NULL;
-  if (ms_cuda_check("init_process_group", cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking)) != MS_OK)
+  if (cuda_check("init_process_group", cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking)) != MS_OK)
     return free(g), NULL;
   return g;
 }
 
 static void group_free(nccl_group *g) {
   if (!g) return;
-  if (ms_cuda_use("destroy_process_group", g->device) == MS_OK) {
+  if (cuda_use("destroy_process_group", g->device) == MS_OK) {
     cudaStreamSynchronize(g->stream);
     if (g->comm) ncclCommDestroy(g->comm);
     cudaStreamDestroy(g->stream);
@@ -197,7 +197,7 @@ static ms_pg *nccl_new_group(ms_pg *world, const int *ranks, int n) {
     return NULL;
   }
   g->comm = comm;
-  ms_pg *pg = ms_pg_alloc(&nccl_ops, me, n, ranks, g);
+  ms_pg *pg = pg_alloc(&nccl_ops, me, n, ranks, g);
   if (!pg) group_free(g);
   return pg;
 }
@@ -205,13 +205,13 @@ static ms_pg *nccl_new_group(ms_pg *world, const int *ranks, int n) {
 static const struct ms_pg_ops nccl_ops = {.name = "nccl", .issue = nccl_issue, .new_group = nccl_new_group,
                                           .destroy = nccl_destroy};
 
-ms_status ms_pg_nccl_init(ms_pg **world) {
+ms_status pg_nccl_init(ms_pg **world) {
   int ndev = ms_cuda_device_count();
   if (ndev == 0)
     return ms_error(MS_ERR_RUNTIME, "init_process_group: the nccl backend needs a CUDA device: %s",
                     ms_cuda_unavailable_reason());
   ms_pg *mpi_world = NULL; /* starts MPI (and its clean finalization) as the mpi backend does */
-  if (ms_pg_mpi_init(&mpi_world) != MS_OK) return MS_ERR_RUNTIME;
+  if (pg_mpi_init(&mpi_world) != MS_OK) return MS_ERR_RUNTIME;
   ms_pg_release(mpi_world);
   int device = ms_dist_local_rank() % ndev;
   if (ms_cuda_set_device(device) != MS_OK) return MS_ERR_RUNTIME;
@@ -240,7 +240,7 @@ ms_status ms_pg_nccl_init(ms_pg **world) {
     group_free(g);
     return nccl_fail("init_process_group", r);
   }
-  *world = ms_pg_alloc(&nccl_ops, rank, size, NULL, g);
+  *world = pg_alloc(&nccl_ops, rank, size, NULL, g);
   if (!*world) group_free(g);
   return *world ? MS_OK : MS_ERR_MEMORY;
 }
@@ -248,9 +248,9 @@ ms_status ms_pg_nccl_init(ms_pg **world) {
 /* "auto" picks nccl only where every rank can drive a GPU of its own: CUDA usable and no more
  * ranks on its host than GPUs. Ranks must agree (or their groups would differ), so the answer
  * is the minimum over the world; this is collective and starts MPI. */
-ms_status ms_pg_nccl_usable(bool *yes) {
+ms_status pg_nccl_usable(bool *yes) {
   ms_pg *mpi_world = NULL;
-  if (ms_pg_mpi_init(&mpi_world) != MS_OK) return MS_ERR_RUNTIME;
+  if (pg_mpi_init(&mpi_world) != MS_OK) return MS_ERR_RUNTIME;
   ms_pg_release(mpi_world);
   const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   int ndev = ms_cuda_device_count(), local = ls ? atoi(ls) : 1;

@@ -201,7 +201,7 @@ ms_flat_param *ms_flat_param_retain(ms_flat_param *fp) {
 
 void ms_flat_param_free(ms_flat_param *fp) {
   if (!fp || --fp->refs > 0) return;
-  ms_fsdp_comm_free(fp); /* first: in-flight collectives write into the buffers */
+  fsdp_comm_free(fp); /* first: in-flight collectives write into the buffers */
   for (int i = 0; fp->params && i < fp->nparams; i++) {
     if (!fp->params[i]) continue;
     /* the hooks point at fp: the views may outlive it in Lua tables */
@@ -211,7 +211,7 @@ void ms_flat_param_free(ms_flat_param *fp) {
   for (int i = 0; fp->pieces && i < fp->nparams; i++) ms_tensor_release(fp->pieces[i]);
   free(fp->pieces);
   free(fp->piece_offsets);
-  ms_fsdp_mp_free(fp);
+  fsdp_mp_free(fp);
   free(fp->params);
   free(fp->offsets);
   free(fp->hook_handles);
@@ -285,7 +285,7 @@ ms_status ms_flat_param_gather(ms_flat_param *fp) {
   ms_status st = ms_storage_materialize(fp->full);
   if (st != MS_OK) return st;
   int version = atomic_load(&fp->full->version);
-  ms_tensor *in = ms_fsdp_shard_on_device(fp, fp->dtype);
+  ms_tensor *in = fsdp_shard_on_device(fp, fp->dtype);
   ms_dist_set_origin(fp->name, "full all-gather");
   st = in ? ms_pg_all_gather(fp->pg, fp->full_flat, in, NULL) : MS_ERR_RUNTIME;
   ms_dist_set_origin(NULL, NULL);
@@ -329,7 +329,7 @@ void ms_flat_param_drop_unused_grad(ms_flat_param *fp) {
   fp->shard->grad = NULL;
 }
 
-ms_status ms_fsdp_sync_shard_grad(ms_flat_param *fp) {
+ms_status fsdp_sync_shard_grad(ms_flat_param *fp) {
   ms_flat_param_drop_unused_grad(fp);
   if (!any_piece_grad(fp)) return MS_OK;
   ms_tensor *sg = fp->shard->grad;
@@ -352,7 +352,7 @@ ms_status ms_fsdp_sync_shard_grad(ms_flat_param *fp) {
   return st;
 }
 
-ms_status ms_fsdp_use_piece_grad_views(ms_flat_param *fp) {
+ms_status fsdp_use_piece_grad_views(ms_flat_param *fp) {
   for (int i = 0; i < fp->nparams; i++) {
     ms_tensor *p = fp->pieces[i];
     if (!p->requires_grad || ms_tensor_numel(p) == 0) continue;
@@ -405,11 +405,11 @@ ms_status ms_flat_param_finish_backward(ms_flat_param *fp, bool cleanup_only) {
 
 /* ---- for the other flat_param_*.c files (fsdp_internal.h) --------------------------------------- */
 
-ms_tensor *ms_fsdp_new_flat(const ms_flat_param *fp, int64_t n, ms_dtype dt, ms_mem_category cat) {
+ms_tensor *fsdp_new_flat(const ms_flat_param *fp, int64_t n, ms_dtype dt, ms_mem_category cat) {
   return new_flat(fp, n, dt, cat);
 }
 
-ms_tensor *ms_fsdp_new_shard_flat(const ms_flat_param *fp, int64_t n, ms_dtype dt, ms_mem_category cat) {
+ms_tensor *fsdp_new_shard_flat(const ms_flat_param *fp, int64_t n, ms_dtype dt, ms_mem_category cat) {
   return new_shard_flat(fp, n, dt, cat);
 }
 
@@ -417,7 +417,7 @@ ms_tensor *ms_fsdp_new_shard_flat(const ms_flat_param *fp, int64_t n, ms_dtype d
  * leaf itself, so that nothing downstream records a graph node. With cpu_offload the page-locked
  * shard crosses without the host waiting (queued on the compute stream, which the collective's
  * stream waits for). */
-ms_tensor *ms_fsdp_shard_on_device(ms_flat_param *fp, ms_dtype dt) {
+ms_tensor *fsdp_shard_on_device(ms_flat_param *fp, ms_dtype dt) {
   ms_tensor *d = contiguous_view(fp->shard->storage, fp->dtype, 1, &fp->shard_numel, fp->shard->offset);
   if (d && fp->offload) {
     ms_tensor *moved = ms_tensor_to_device_opt(d, fp->device, true);
@@ -432,6 +432,6 @@ ms_tensor *ms_fsdp_shard_on_device(ms_flat_param *fp, ms_dtype dt) {
   return d;
 }
 
-ms_tensor *ms_fsdp_contiguous_view(ms_storage *s, ms_dtype dt, int ndim, const int64_t *shape, int64_t offset) {
+ms_tensor *fsdp_contiguous_view(ms_storage *s, ms_dtype dt, int ndim, const int64_t *shape, int64_t offset) {
   return contiguous_view(s, dt, ndim, shape, offset);
 }

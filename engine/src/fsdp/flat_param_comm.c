@@ -115,7 +115,7 @@ ms_status ms_flat_param_gather_compute_async(ms_flat_param *fp, bool prefetch, b
   if (st != MS_OK) return st;
   fp->gather_version = atomic_load(&fp->compute->version);
   /* the shard in param dtype: the collective moves the low-precision bytes (the work keeps it) */
-  ms_tensor *in = ms_fsdp_shard_on_device(fp, fp->param_dtype);
+  ms_tensor *in = fsdp_shard_on_device(fp, fp->param_dtype);
   ms_dist_set_origin(fp->name, backward ? "backward all-gather" : "forward all-gather");
   st = in ? ms_pg_all_gather(fp->pg, fp->compute_flat, in, &fp->gather_work) : MS_ERR_RUNTIME;
   ms_dist_set_origin(NULL, NULL);
@@ -162,7 +162,7 @@ static ms_status zero_range(ms_tensor *flat, int64_t at, int64_t len) {
  * missing grads, written only there: the copies cover the rest); the views' grads are dropped
  * once copied: the shard's grad is the only one that stays. */
 static ms_tensor *pack_grads(ms_flat_param *fp) {
-  ms_tensor *flat = ms_fsdp_new_flat(fp, fp->padded, fp->reduce_dtype, MS_MEM_COMM);
+  ms_tensor *flat = fsdp_new_flat(fp, fp->padded, fp->reduce_dtype, MS_MEM_COMM);
   ms_status st = flat ? MS_OK : MS_ERR_RUNTIME;
   int64_t done = 0; /* flat[0, done) is written */
   for (int i = 0; st == MS_OK && i < fp->nparams; i++) {
@@ -196,7 +196,7 @@ static ms_status accumulate_shard_grad(ms_flat_param *fp, ms_tensor *g) {
     ms_tensor_release(host);
     return st;
   }
-  sg = ms_fsdp_new_shard_flat(fp, fp->shard_numel, fp->dtype, MS_MEM_GRADS);
+  sg = fsdp_new_shard_flat(fp, fp->shard_numel, fp->dtype, MS_MEM_GRADS);
   ms_status st = sg ? native_copy_(sg, host) : MS_ERR_RUNTIME;
   ms_tensor_release(host);
   if (st == MS_OK) fp->shard->grad = sg;
@@ -213,7 +213,7 @@ static ms_status issue_reduce(ms_flat_param *fp, ms_tensor *flat) {
     fp->reduce_out = flat;
     st = ms_pg_all_reduce(fp->pg, flat, MS_DIST_AVG, &fp->reduce_work);
   } else {
-    fp->reduce_out = ms_fsdp_new_flat(fp, fp->shard_numel, fp->reduce_dtype, MS_MEM_COMM);
+    fp->reduce_out = fsdp_new_flat(fp, fp->shard_numel, fp->reduce_dtype, MS_MEM_COMM);
     st = fp->reduce_out ? ms_pg_reduce_scatter(fp->pg, fp->reduce_out, flat, MS_DIST_AVG, &fp->reduce_work)
                         : MS_ERR_RUNTIME;
   }
@@ -235,7 +235,7 @@ ms_status ms_flat_param_reduce_grads_async(ms_flat_param *fp) {
   ms_status st = ms_flat_param_wait_reduce(fp);
   if (st != MS_OK) return st;
   ms_tensor *flat = NULL;
-  st = ms_fsdp_sync_shard_grad(fp); /* before the result is added to shard->grad */
+  st = fsdp_sync_shard_grad(fp); /* before the result is added to shard->grad */
   if (st == MS_OK) st = (flat = pack_grads(fp)) ? issue_reduce(fp, flat) : MS_ERR_RUNTIME;
   ms_tensor_release(flat); /* the work holds its input */
   return st;
@@ -265,7 +265,7 @@ ms_status ms_flat_param_wait_reduce(ms_flat_param *fp) {
   if (fp->reduce_work) return st; /* timed out: the buffer stays with the work */
   if (st == MS_OK) {
     st = accumulate_shard_grad(fp, fp->reduce_out);
-    if (st == MS_OK) st = ms_fsdp_use_piece_grad_views(fp);
+    if (st == MS_OK) st = fsdp_use_piece_grad_views(fp);
   }
   ms_tensor_release(fp->reduce_out);
   fp->reduce_out = NULL;
@@ -273,7 +273,7 @@ ms_status ms_flat_param_wait_reduce(ms_flat_param *fp) {
   return st;
 }
 
-void ms_fsdp_comm_free(ms_flat_param *fp) {
+void fsdp_comm_free(ms_flat_param *fp) {
   if (fp->gather_work) wait_work(fp, &fp->gather_work);
   if (fp->reduce_work) wait_work(fp, &fp->reduce_work);
   fp->gather_work = fp->reduce_work = NULL; /* a timed-out one is leaked with its buffers */

@@ -18,12 +18,12 @@ ms_status ms_flat_param_set_mixed_precision(ms_flat_param *fp, ms_dtype param_dt
   if (ms_flat_param_mixed(fp)) return ms_error(MS_ERR_RUNTIME, "%s: already set on this unit", f);
   fp->reduce_dtype = reduce_dtype;
   if (param_dtype == fp->dtype) return MS_OK; /* computes with `full` itself */
-  ms_tensor *flat = ms_fsdp_new_flat(fp, fp->padded, param_dtype, MS_MEM_PARAMS);
+  ms_tensor *flat = fsdp_new_flat(fp, fp->padded, param_dtype, MS_MEM_PARAMS);
   ms_tensor **views = calloc((size_t)fp->nparams, sizeof *views);
   ms_status st = flat && views ? MS_OK : ms_error(MS_ERR_MEMORY, "%s: out of memory", f);
   for (int i = 0; st == MS_OK && i < fp->nparams; i++) {
     ms_tensor *p = fp->params[i];
-    views[i] = ms_fsdp_contiguous_view(flat->storage, param_dtype, p->ndim, p->shape, fp->offsets[i]);
+    views[i] = fsdp_contiguous_view(flat->storage, param_dtype, p->ndim, p->shape, fp->offsets[i]);
     if (!views[i]) st = MS_ERR_MEMORY;
     else views[i]->requires_grad = p->requires_grad;
   }
@@ -39,7 +39,7 @@ ms_status ms_flat_param_set_mixed_precision(ms_flat_param *fp, ms_dtype param_dt
   return MS_OK;
 }
 
-void ms_fsdp_mp_free(ms_flat_param *fp) {
+void fsdp_mp_free(ms_flat_param *fp) {
   if (!ms_flat_param_mixed(fp)) return;
   for (int i = 0; i < fp->nparams; i++) ms_tensor_release(fp->compute_params[i]);
   free(fp->compute_params);

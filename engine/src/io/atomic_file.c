@@ -168,7 +168,7 @@ static ms_status sync_dir(const char *who, const char *path) {
   return MS_OK;
 }
 
-ms_status ms_atomic_open(ms_atomic_file *af, const char *path, const char *who) {
+ms_status atomic_file_open(ms_atomic_file *af, const char *path, const char *who) {
   memset(af, 0, sizeof *af);
   af->who = who;
   char dir[4096], host[65];
@@ -179,14 +179,14 @@ ms_status ms_atomic_open(ms_atomic_file *af, const char *path, const char *who) 
   host_name(host);
   size_t len = strlen(path) + sizeof TMP_MARK + 65 + 3 * 24;
   if (!(af->path = strdup(path)) || !(af->tmp = malloc(len))) {
-    ms_atomic_abort(af);
+    atomic_file_abort(af);
     return ms_error(MS_ERR_MEMORY, "%s '%s': out of memory", who, path);
   }
   unsigned long long start = own_start_time();
   for (int attempt = 0; attempt < 8; attempt++) { /* a clash of 32 random bits: draw again */
     uint32_t rnd;
     ms_status st = ms_os_random(&rnd, sizeof rnd);
-    if (st) return ms_atomic_abort(af), st;
+    if (st) return atomic_file_abort(af), st;
     snprintf(af->tmp, len, "%s%s%s.%ld.%llu.%08x", path, TMP_MARK, host, (long)getpid(), start, (unsigned)rnd);
     int fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno == EEXIST) continue;
@@ -195,15 +195,15 @@ ms_status ms_atomic_open(ms_atomic_file *af, const char *path, const char *who) 
       if (fd >= 0) close(fd), unlink(af->tmp);
       ms_error(MS_ERR_IO, "%s '%s': could not create the temporary file '%s': %s", who, path, af->tmp, strerror(err));
       free(af->tmp), af->tmp = NULL;
-      return ms_atomic_abort(af), MS_ERR_IO;
+      return atomic_file_abort(af), MS_ERR_IO;
     }
     return MS_OK;
   }
-  ms_atomic_abort(af);
+  atomic_file_abort(af);
   return ms_error(MS_ERR_IO, "%s '%s': could not find a free temporary name", who, path);
 }
 
-ms_status ms_atomic_commit(ms_atomic_file *af) {
+ms_status atomic_file_commit(ms_atomic_file *af) {
   const char *what = NULL;
   int err = 0;
   if (fflush(af->f) != 0) what = "could not write", err = errno;
@@ -214,16 +214,16 @@ ms_status ms_atomic_commit(ms_atomic_file *af) {
   if (!what && rename(af->tmp, af->path) != 0) what = "could not rename the temporary file into place", err = errno;
   if (what) {
     ms_error(MS_ERR_IO, "%s '%s': %s: %s", af->who, af->path, what, strerror(err));
-    ms_atomic_abort(af);
+    atomic_file_abort(af);
     return MS_ERR_IO;
   }
   free(af->tmp), af->tmp = NULL; /* renamed: nothing left to remove */
   ms_status st = sync_dir(af->who, af->path);
-  ms_atomic_abort(af);
+  atomic_file_abort(af);
   return st;
 }
 
-void ms_atomic_abort(ms_atomic_file *af) {
+void atomic_file_abort(ms_atomic_file *af) {
   if (af->f) fclose(af->f);
   if (af->tmp) unlink(af->tmp);
   free(af->tmp);
@@ -233,14 +233,14 @@ void ms_atomic_abort(ms_atomic_file *af) {
 
 ms_status ms_write_file_atomic(const char *path, const void *data, size_t n, const char *who) {
   ms_atomic_file af;
-  ms_status st = ms_atomic_open(&af, path, who);
+  ms_status st = atomic_file_open(&af, path, who);
   if (st) return st;
   if (n && fwrite(data, 1, n, af.f) != n) {
     ms_error(MS_ERR_IO, "%s '%s': could not write: %s", who, path, strerror(errno));
-    ms_atomic_abort(&af);
+    atomic_file_abort(&af);
     return MS_ERR_IO;
   }
-  return ms_atomic_commit(&af);
+  return atomic_file_commit(&af);
 }
 
 /* ---- checking what was written ---------------------------------------------------------------------- */

@@ -13,10 +13,10 @@ typedef struct ms_atomic_file {
   char *tmp, *path;
   const char *who; /* names the operation in errors */
 } ms_atomic_file;
-ms_status ms_atomic_open(ms_atomic_file *af, const char *path, const char *who);
+ms_status atomic_file_open(ms_atomic_file *af, const char *path, const char *who);
 /* Flushes, syncs, renames into place and syncs the directory; af is released either way. */
-ms_status ms_atomic_commit(ms_atomic_file *af);
+ms_status atomic_file_commit(ms_atomic_file *af);
 /* Closes and removes the temporary (after a failure); safe on a released af. */
-void ms_atomic_abort(ms_atomic_file *af);
+void atomic_file_abort(ms_atomic_file *af);
 
 #endif

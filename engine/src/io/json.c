@@ -225,24 +225,24 @@ static bool literal(parser *p, const char *word, ms_json *out, ms_json_kind kind
 
 /* ---- the cursor ------------------------------------------------------------------------------ */
 
-ms_json_cursor *ms_json_cursor_new(const char *text, size_t len) {
+ms_json_cursor *json_cursor_new(const char *text, size_t len) {
   ms_json_cursor *c = calloc(1, sizeof *c);
   if (c) c->s = text, c->len = len;
   return c;
 }
 
-void ms_json_cursor_free(ms_json_cursor *c) {
+void json_cursor_free(ms_json_cursor *c) {
   if (!c) return;
   free(c->key.data);
   free(c->value.data);
   free(c);
 }
 
-const char *ms_json_cursor_error(const ms_json_cursor *c) { return c->failed ? c->err : NULL; }
+const char *json_cursor_error(const ms_json_cursor *c) { return c->failed ? c->err : NULL; }
 
-const char *ms_json_key(const ms_json_cursor *c) { return c->key.data ? c->key.data : ""; }
+const char *json_key(const ms_json_cursor *c) { return c->key.data ? c->key.data : ""; }
 
-bool ms_json_peek(ms_json_cursor *c, ms_json_kind *kind) {
+bool json_peek(ms_json_cursor *c, ms_json_kind *kind) {
   if (c->failed) return false;
   skip_ws(c);
   switch (peek(c)) {
@@ -259,9 +259,9 @@ bool ms_json_peek(ms_json_cursor *c, ms_json_kind *kind) {
   }
 }
 
-bool ms_json_enter(ms_json_cursor *c) {
+bool json_enter(ms_json_cursor *c) {
   ms_json_kind k;
-  if (!ms_json_peek(c, &k)) return false;
+  if (!json_peek(c, &k)) return false;
   if (k != MS_JSON_OBJECT && k != MS_JSON_ARRAY) return fail(c, "expected an object or an array");
   if (c->depth >= JSON_MAX_DEPTH) return fail(c, "nested deeper than %d levels", JSON_MAX_DEPTH);
   c->stack[c->depth++] = (level){k == MS_JSON_OBJECT ? '}' : ']', 0};
@@ -271,7 +271,7 @@ bool ms_json_enter(ms_json_cursor *c) {
 
 /* Entries are separated by ',' up to the closing bracket; an object's entry starts with its key
  * and ':'. The caller reads (or skips) each entry's value before asking for the next one. */
-bool ms_json_next(ms_json_cursor *c) {
+bool json_next(ms_json_cursor *c) {
   if (c->failed || c->depth == 0) return false;
   level *l = &c->stack[c->depth - 1];
   skip_ws(c);
@@ -291,16 +291,16 @@ bool ms_json_next(ms_json_cursor *c) {
   return true;
 }
 
-const char *ms_json_read_string(ms_json_cursor *c) {
+const char *json_read_string(ms_json_cursor *c) {
   ms_json_kind k;
-  if (!ms_json_peek(c, &k)) return NULL;
+  if (!json_peek(c, &k)) return NULL;
   if (k != MS_JSON_STRING) return fail(c, "expected a string"), NULL;
   return parse_string(c, &c->value) ? c->value.data : NULL;
 }
 
-bool ms_json_read_scalar(ms_json_cursor *c, ms_json *out) {
+bool json_read_scalar(ms_json_cursor *c, ms_json *out) {
   ms_json_kind k;
-  if (!ms_json_peek(c, &k)) return false;
+  if (!json_peek(c, &k)) return false;
   memset(out, 0, sizeof *out);
   switch (k) {
   case MS_JSON_NUMBER: return parse_number(c, out);
@@ -310,21 +310,21 @@ bool ms_json_read_scalar(ms_json_cursor *c, ms_json *out) {
   }
 }
 
-bool ms_json_skip(ms_json_cursor *c) {
+bool json_skip(ms_json_cursor *c) {
   ms_json_kind k;
-  if (!ms_json_peek(c, &k)) return false;
-  if (k == MS_JSON_STRING) return ms_json_read_string(c) != NULL;
+  if (!json_peek(c, &k)) return false;
+  if (k == MS_JSON_STRING) return json_read_string(c) != NULL;
   if (k != MS_JSON_OBJECT && k != MS_JSON_ARRAY) {
     ms_json scalar;
-    return ms_json_read_scalar(c, &scalar);
+    return json_read_scalar(c, &scalar);
   }
-  if (!ms_json_enter(c)) return false;
-  while (ms_json_next(c))
-    if (!ms_json_skip(c)) return false; /* recursion bounded by JSON_MAX_DEPTH */
+  if (!json_enter(c)) return false;
+  while (json_next(c))
+    if (!json_skip(c)) return false; /* recursion bounded by JSON_MAX_DEPTH */
   return !c->failed;
 }
 
-bool ms_json_finish(ms_json_cursor *c) {
+bool json_finish(ms_json_cursor *c) {
   if (c->failed) return false;
   if (c->depth > 0) return fail(c, "unexpected end");
   skip_ws(c);
@@ -363,15 +363,15 @@ static ms_json *grow(parser *p, ms_json *c, int *cap) {
 
 static bool build(parser *p, ms_json *out) {
   ms_json_kind k;
-  if (!ms_json_peek(p, &k)) return false;
+  if (!json_peek(p, &k)) return false;
   if (k == MS_JSON_STRING) {
     out->kind = k;
-    return ms_json_read_string(p) && (out->string = dup_buf(p, &p->value)) != NULL;
+    return json_read_string(p) && (out->string = dup_buf(p, &p->value)) != NULL;
   }
-  if (k != MS_JSON_OBJECT && k != MS_JSON_ARRAY) return ms_json_read_scalar(p, out);
+  if (k != MS_JSON_OBJECT && k != MS_JSON_ARRAY) return json_read_scalar(p, out);
   out->kind = k;
-  if (!ms_json_enter(p)) return false;
-  for (int cap = 0; ms_json_next(p);) {
+  if (!json_enter(p)) return false;
+  for (int cap = 0; json_next(p);) {
     ms_json *slot = grow(p, out, &cap);
     if (!slot) return false;
     if (k == MS_JSON_OBJECT && !(out->keys[out->count - 1] = dup_buf(p, &p->key))) return false;
@@ -397,17 +397,17 @@ void ms_json_free(ms_json *j) {
 }
 
 ms_json *ms_json_parse(const char *text, size_t len, char *err, size_t errlen) {
-  ms_json_cursor *c = ms_json_cursor_new(text, len);
+  ms_json_cursor *c = json_cursor_new(text, len);
   ms_json *root = c ? calloc(1, sizeof *root) : NULL;
   if (!root) {
-    ms_json_cursor_free(c);
+    json_cursor_free(c);
     return snprintf(err, errlen, "out of memory"), NULL;
   }
-  if (!build(c, root) || !ms_json_finish(c)) {
+  if (!build(c, root) || !json_finish(c)) {
     snprintf(err, errlen, "%s", c->err);
     ms_json_free(root), root = NULL;
   }
-  ms_json_cursor_free(c);
+  json_cursor_free(c);
   return root;
 }
 
@@ -425,7 +425,7 @@ const char *ms_json_kind_name(ms_json_kind k) {
 
 /* ---- writer ---------------------------------------------------------------------------------- */
 
-void ms_json_buf_raw(ms_json_buf *b, const char *s, size_t n) {
+void json_buf_raw(ms_json_buf *b, const char *s, size_t n) {
   if (b->failed) return;
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
@@ -441,26 +441,26 @@ void ms_json_buf_raw(ms_json_buf *b, const char *s, size_t n) {
 
 /* serde_json's escaping: the short forms for \b \f \n \r \t, \u00xx (lowercase hex) for other
  * control characters, everything else (UTF-8 included) verbatim. */
-void ms_json_buf_str(ms_json_buf *b, const char *s) {
-  ms_json_buf_raw(b, "\"", 1);
+void json_buf_str(ms_json_buf *b, const char *s) {
+  json_buf_raw(b, "\"", 1);
   for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
     const char *esc = *c == '"' ? "\\\"" : *c == '\\' ? "\\\\" : *c == '\b' ? "\\b" : *c == '\f' ? "\\f"
                     : *c == '\n' ? "\\n" : *c == '\r' ? "\\r" : *c == '\t' ? "\\t" : NULL;
     char u[8];
     if (!esc && *c < 0x20) snprintf(u, sizeof u, "\\u%04x", *c), esc = u;
-    if (esc) ms_json_buf_raw(b, esc, strlen(esc));
-    else ms_json_buf_raw(b, (const char *)c, 1);
+    if (esc) json_buf_raw(b, esc, strlen(esc));
+    else json_buf_raw(b, (const char *)c, 1);
   }
-  ms_json_buf_raw(b, "\"", 1);
+  json_buf_raw(b, "\"", 1);
 }
 
-void ms_json_buf_uint(ms_json_buf *b, uint64_t v) {
+void json_buf_uint(ms_json_buf *b, uint64_t v) {
   char d[24];
   int n = snprintf(d, sizeof d, "%llu", (unsigned long long)v);
-  ms_json_buf_raw(b, d, (size_t)n);
+  json_buf_raw(b, d, (size_t)n);
 }
 
-void ms_json_buf_free(ms_json_buf *b) {
+void json_buf_free(ms_json_buf *b) {
   free(b->data);
   b->data = NULL, b->len = b->cap = 0;
 }

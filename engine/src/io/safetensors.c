@@ -19,11 +19,11 @@ static const char *const st_names[MS_DTYPE_COUNT] = {
     [MS_INT64] = "I64",   [MS_INT32] = "I32",   [MS_UINT8] = "U8",      [MS_BOOL] = "BOOL",
 };
 
-const char *ms_safetensors_dtype_name(ms_dtype dt) {
+const char *safetensors_dtype_name(ms_dtype dt) {
   return (dt >= 0 && dt < MS_DTYPE_COUNT) ? st_names[dt] : "?";
 }
 
-bool ms_st_dtype_parse(const char *name, ms_dtype *out, bool *known_elsewhere) {
+bool st_dtype_parse(const char *name, ms_dtype *out, bool *known_elsewhere) {
   static const char *const others[] = {"I8", "I16", "U16", "U32", "U64", "F8_E5M2", "F8_E4M3", NULL};
   *known_elsewhere = false;
   for (int i = 0; i < MS_DTYPE_COUNT; i++)
@@ -33,12 +33,12 @@ bool ms_st_dtype_parse(const char *name, ms_dtype *out, bool *known_elsewhere) {
   return false;
 }
 
-bool ms_st_host_is_little_endian(void) {
+bool st_host_is_little_endian(void) {
   const uint16_t one = 1;
   return *(const unsigned char *)&one == 1;
 }
 
-void ms_st_swap_bytes(void *data, size_t n, size_t size) {
+void st_swap_bytes(void *data, size_t n, size_t size) {
   unsigned char *p = data;
   for (size_t i = 0; i < n && size > 1; i++, p += size)
     for (size_t a = 0, b = size - 1; a < b; a++, b--) {
@@ -47,11 +47,11 @@ void ms_st_swap_bytes(void *data, size_t n, size_t size) {
     }
 }
 
-void ms_st_put_u64le(unsigned char out[8], uint64_t v) {
+void st_put_u64le(unsigned char out[8], uint64_t v) {
   for (int i = 0; i < 8; i++) out[i] = (unsigned char)(v >> (8 * i));
 }
 
-uint64_t ms_st_get_u64le(const unsigned char in[8]) {
+uint64_t st_get_u64le(const unsigned char in[8]) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--) v = v << 8 | in[i];
   return v;
@@ -147,19 +147,19 @@ static uint64_t tensor_nbytes(const ms_tensor *t) {
 }
 
 static void put_tensor_info(ms_json_buf *b, const char *name, const ms_tensor *t, uint64_t begin) {
-  ms_json_buf_str(b, name);
-  ms_json_buf_raw(b, ":{\"dtype\":", 10);
-  ms_json_buf_str(b, st_names[t->dtype]);
-  ms_json_buf_raw(b, ",\"shape\":[", 10);
+  json_buf_str(b, name);
+  json_buf_raw(b, ":{\"dtype\":", 10);
+  json_buf_str(b, st_names[t->dtype]);
+  json_buf_raw(b, ",\"shape\":[", 10);
   for (int d = 0; d < t->ndim; d++) {
-    if (d) ms_json_buf_raw(b, ",", 1);
-    ms_json_buf_uint(b, (uint64_t)t->shape[d]);
+    if (d) json_buf_raw(b, ",", 1);
+    json_buf_uint(b, (uint64_t)t->shape[d]);
   }
-  ms_json_buf_raw(b, "],\"data_offsets\":[", 18);
-  ms_json_buf_uint(b, begin);
-  ms_json_buf_raw(b, ",", 1);
-  ms_json_buf_uint(b, begin + tensor_nbytes(t));
-  ms_json_buf_raw(b, "]}", 2);
+  json_buf_raw(b, "],\"data_offsets\":[", 18);
+  json_buf_uint(b, begin);
+  json_buf_raw(b, ",", 1);
+  json_buf_uint(b, begin + tensor_nbytes(t));
+  json_buf_raw(b, "]}", 2);
 }
 
 /* Compact JSON as serde_json writes it, "__metadata__" first, padded with spaces to a multiple
@@ -167,25 +167,25 @@ static void put_tensor_info(ms_json_buf *b, const char *name, const ms_tensor *t
 static ms_status build_header(ms_json_buf *b, const char *path, int n, const char *const *names,
                               ms_tensor *const *tensors, int n_meta, const char *const *keys,
                               const char *const *values) {
-  ms_json_buf_raw(b, "{", 1);
+  json_buf_raw(b, "{", 1);
   if (keys) {
-    ms_json_buf_raw(b, "\"__metadata__\":{", 16);
+    json_buf_raw(b, "\"__metadata__\":{", 16);
     for (int i = 0; i < n_meta; i++) {
-      if (i) ms_json_buf_raw(b, ",", 1);
-      ms_json_buf_str(b, keys[i]);
-      ms_json_buf_raw(b, ":", 1);
-      ms_json_buf_str(b, values[i]);
+      if (i) json_buf_raw(b, ",", 1);
+      json_buf_str(b, keys[i]);
+      json_buf_raw(b, ":", 1);
+      json_buf_str(b, values[i]);
     }
-    ms_json_buf_raw(b, n > 0 ? "}," : "}", n > 0 ? 2 : 1);
+    json_buf_raw(b, n > 0 ? "}," : "}", n > 0 ? 2 : 1);
   }
   uint64_t offset = 0;
   for (int i = 0; i < n; i++) {
-    if (i) ms_json_buf_raw(b, ",", 1);
+    if (i) json_buf_raw(b, ",", 1);
     put_tensor_info(b, names[i], tensors[i], offset);
     offset += tensor_nbytes(tensors[i]);
   }
-  ms_json_buf_raw(b, "}", 1);
-  while (!b->failed && b->len % 8) ms_json_buf_raw(b, " ", 1);
+  json_buf_raw(b, "}", 1);
+  while (!b->failed && b->len % 8) json_buf_raw(b, " ", 1);
   if (b->failed) return ms_error(MS_ERR_MEMORY, "safetensors save '%s': out of memory building the header", path);
   return MS_OK;
 }
@@ -210,7 +210,7 @@ static ms_status write_tensor(FILE *f, const char *path, const char *name, ms_te
   const unsigned char *src = ms_tensor_data(c);
   ms_status st = MS_OK;
   if (n == 0) {
-  } else if (size == 1 || ms_st_host_is_little_endian()) {
+  } else if (size == 1 || st_host_is_little_endian()) {
     st = write_bytes(f, path, src, n * size);
   } else {
     enum { CHUNK = 1 << 16 };
@@ -218,7 +218,7 @@ static ms_status write_tensor(FILE *f, const char *path, const char *name, ms_te
     for (size_t done = 0; done < n && st == MS_OK;) {
       size_t k = n - done < CHUNK / size ? n - done : CHUNK / size;
       memcpy(buf, src + done * size, k * size);
-      ms_st_swap_bytes(buf, k, size);
+      st_swap_bytes(buf, k, size);
       st = write_bytes(f, path, buf, k * size);
       done += k;
     }
@@ -230,7 +230,7 @@ static ms_status write_tensor(FILE *f, const char *path, const char *name, ms_te
 static ms_status write_all(FILE *f, const char *path, const ms_json_buf *header, int n,
                            const char *const *names, ms_tensor *const *tensors) {
   unsigned char len[8];
-  ms_st_put_u64le(len, header->len);
+  st_put_u64le(len, header->len);
   ms_status st = write_bytes(f, path, len, 8);
   if (!st) st = write_bytes(f, path, header->data, header->len);
   for (int i = 0; i < n && !st; i++) st = write_tensor(f, path, names[i], tensors[i]);
@@ -240,10 +240,10 @@ static ms_status write_all(FILE *f, const char *path, const ms_json_buf *header,
 static ms_status write_file(const char *path, const ms_json_buf *header, int n, const char *const *names,
                             ms_tensor *const *tensors) {
   ms_atomic_file af;
-  ms_status st = ms_atomic_open(&af, path, "safetensors save");
+  ms_status st = atomic_file_open(&af, path, "safetensors save");
   if (!st) st = write_all(af.f, path, header, n, names, tensors);
-  if (st) ms_atomic_abort(&af);
-  else st = ms_atomic_commit(&af);
+  if (st) atomic_file_abort(&af);
+  else st = atomic_file_commit(&af);
   return st;
 }
 
@@ -254,6 +254,6 @@ ms_status ms_safetensors_save(const char *path, int n, const char *const *names,
   ms_json_buf header = {0};
   st = build_header(&header, path, n, names, tensors, n_meta, meta_keys, meta_values);
   if (!st) st = write_file(path, &header, n, names, tensors);
-  ms_json_buf_free(&header);
+  json_buf_free(&header);
   return st;
 }

@@ -12,8 +12,8 @@
 #include "io/json_stream.h"
 
 static ms_status syntax(const reader *r, const ms_json_cursor *c) {
-  const char *why = ms_json_cursor_error(c);
-  return ms_st_bad(r, "the header is not valid JSON: %s", why ? why : "unexpected value");
+  const char *why = json_cursor_error(c);
+  return st_bad(r, "the header is not valid JSON: %s", why ? why : "unexpected value");
 }
 
 /* Copies s into the string block. The block is as long as the header, and every string kept
@@ -40,7 +40,7 @@ static bool reserve(int count, int *cap, void **a, size_t a_size, void **b, size
 }
 
 static ms_status peek_kind(const reader *r, ms_json_cursor *c, ms_json_kind *k) {
-  return ms_json_peek(c, k) ? MS_OK : syntax(r, c);
+  return json_peek(c, k) ? MS_OK : syntax(r, c);
 }
 
 /* The next value as a non-negative integer; *ok is false when it is any other value. */
@@ -50,7 +50,7 @@ static ms_status read_uint(const reader *r, ms_json_cursor *c, uint64_t *v, bool
   ms_status st = peek_kind(r, c, &k);
   *ok = false;
   if (st || k != MS_JSON_NUMBER) return st;
-  if (!ms_json_read_scalar(c, &n)) return syntax(r, c);
+  if (!json_read_scalar(c, &n)) return syntax(r, c);
   *ok = n.is_uint, *v = n.uint;
   return MS_OK;
 }
@@ -59,31 +59,31 @@ static ms_status read_dtype(const reader *r, ms_json_cursor *c, entry *e) {
   ms_json_kind k;
   ms_status st = peek_kind(r, c, &k);
   if (st) return st;
-  if (k != MS_JSON_STRING) return ms_st_bad(r, "tensor '%s': \"dtype\" must be a string, got %s", e->name, ms_json_kind_name(k));
-  const char *name = ms_json_read_string(c);
+  if (k != MS_JSON_STRING) return st_bad(r, "tensor '%s': \"dtype\" must be a string, got %s", e->name, ms_json_kind_name(k));
+  const char *name = json_read_string(c);
   if (!name) return syntax(r, c);
   bool other;
-  if (ms_st_dtype_parse(name, &e->dtype, &other)) return MS_OK;
-  if (other) return ms_st_bad(r, "tensor '%s': dtype %s is not supported by moonshard", e->name, name);
-  return ms_st_bad(r, "tensor '%s': unknown dtype '%s' (expected F32, F64, BF16, F16, I64, I32, U8 or BOOL)", e->name, name);
+  if (st_dtype_parse(name, &e->dtype, &other)) return MS_OK;
+  if (other) return st_bad(r, "tensor '%s': dtype %s is not supported by moonshard", e->name, name);
+  return st_bad(r, "tensor '%s': unknown dtype '%s' (expected F32, F64, BF16, F16, I64, I32, U8 or BOOL)", e->name, name);
 }
 
 static ms_status read_shape(const reader *r, ms_json_cursor *c, entry *e) {
   ms_json_kind k;
   ms_status st = peek_kind(r, c, &k);
   if (st) return st;
-  if (k != MS_JSON_ARRAY) return ms_st_bad(r, "tensor '%s': \"shape\" must be an array, got %s", e->name, ms_json_kind_name(k));
-  ms_json_enter(c);
-  for (e->ndim = 0; ms_json_next(c);) {
-    if (e->ndim == MS_MAX_DIMS) return ms_st_bad(r, "tensor '%s': more than %d dimensions", e->name, MS_MAX_DIMS);
+  if (k != MS_JSON_ARRAY) return st_bad(r, "tensor '%s': \"shape\" must be an array, got %s", e->name, ms_json_kind_name(k));
+  json_enter(c);
+  for (e->ndim = 0; json_next(c);) {
+    if (e->ndim == MS_MAX_DIMS) return st_bad(r, "tensor '%s': more than %d dimensions", e->name, MS_MAX_DIMS);
     uint64_t v = 0;
     bool ok;
     if ((st = read_uint(r, c, &v, &ok))) return st;
     if (!ok || v > (uint64_t)INT64_MAX)
-      return ms_st_bad(r, "tensor '%s': shape entry %d is not a non-negative integer", e->name, e->ndim);
+      return st_bad(r, "tensor '%s': shape entry %d is not a non-negative integer", e->name, e->ndim);
     e->shape[e->ndim++] = (int64_t)v;
   }
-  return ms_json_cursor_error(c) ? syntax(r, c) : MS_OK;
+  return json_cursor_error(c) ? syntax(r, c) : MS_OK;
 }
 
 static ms_status read_offsets(const reader *r, ms_json_cursor *c, entry *e) {
@@ -94,21 +94,21 @@ static ms_status read_offsets(const reader *r, ms_json_cursor *c, entry *e) {
   int n = 0;
   bool ok = k == MS_JSON_ARRAY;
   if (ok) {
-    ms_json_enter(c);
-    while (ok && ms_json_next(c)) {
+    json_enter(c);
+    while (ok && json_next(c)) {
       if (n == 2) ok = false;
       else if ((st = read_uint(r, c, &v[n++], &ok))) return st;
     }
-    if (ms_json_cursor_error(c)) return syntax(r, c);
+    if (json_cursor_error(c)) return syntax(r, c);
   }
   if (!ok || n != 2)
-    return ms_st_bad(r, "tensor '%s': \"data_offsets\" must be [begin, end], two non-negative integers", e->name);
+    return st_bad(r, "tensor '%s': \"data_offsets\" must be [begin, end], two non-negative integers", e->name);
   e->begin = v[0], e->end = v[1];
   if (e->end < e->begin)
-    return ms_st_bad(r, "tensor '%s': data_offsets [%llu, %llu] end before they begin", e->name,
+    return st_bad(r, "tensor '%s': data_offsets [%llu, %llu] end before they begin", e->name,
                (unsigned long long)e->begin, (unsigned long long)e->end);
   if (e->end > r->data_len)
-    return ms_st_bad(r, "tensor '%s': data_offsets [%llu, %llu] run past the end of the data section (%llu bytes; truncated?)",
+    return st_bad(r, "tensor '%s': data_offsets [%llu, %llu] run past the end of the data section (%llu bytes; truncated?)",
                e->name, (unsigned long long)e->begin, (unsigned long long)e->end, (unsigned long long)r->data_len);
   return MS_OK;
 }
@@ -119,16 +119,16 @@ static ms_status check_size(const reader *r, const entry *e) {
   uint64_t bytes = ms_dtype_size(e->dtype), span = bytes;
   for (int d = 0; d < e->ndim; d++) {
     uint64_t s = (uint64_t)e->shape[d];
-    if (s && bytes > UINT64_MAX / s) return ms_st_bad(r, "tensor '%s': shape is too large", e->name);
+    if (s && bytes > UINT64_MAX / s) return st_bad(r, "tensor '%s': shape is too large", e->name);
     bytes *= s;
     if (span > (uint64_t)INT64_MAX / (s ? s : 1))
-      return ms_st_bad(r, "tensor '%s': shape is too large (its sizes multiply past 2^63, zeros aside)", e->name);
+      return st_bad(r, "tensor '%s': shape is too large (its sizes multiply past 2^63, zeros aside)", e->name);
     span *= s ? s : 1;
   }
   if (bytes != e->end - e->begin) {
     char shape[MS_SHAPE_STR_LEN];
-    return ms_st_bad(r, "tensor '%s': a %s tensor of shape %s needs %llu bytes but data_offsets [%llu, %llu] hold %llu",
-               e->name, ms_safetensors_dtype_name(e->dtype), ms_shape_str(e->ndim, e->shape, shape, sizeof shape),
+    return st_bad(r, "tensor '%s': a %s tensor of shape %s needs %llu bytes but data_offsets [%llu, %llu] hold %llu",
+               e->name, safetensors_dtype_name(e->dtype), ms_shape_str(e->ndim, e->shape, shape, sizeof shape),
                (unsigned long long)bytes, (unsigned long long)e->begin, (unsigned long long)e->end,
                (unsigned long long)(e->end - e->begin));
   }
@@ -144,77 +144,77 @@ static ms_status read_entry(const reader *r, ms_json_cursor *c, entry *e) {
   ms_status st = peek_kind(r, c, &k);
   if (st) return st;
   if (k != MS_JSON_OBJECT)
-    return ms_st_bad(r, "tensor '%s': expected an object {dtype, shape, data_offsets}, got %s", e->name, ms_json_kind_name(k));
+    return st_bad(r, "tensor '%s': expected an object {dtype, shape, data_offsets}, got %s", e->name, ms_json_kind_name(k));
   static const char *const fields[N_FIELDS] = {"dtype", "shape", "data_offsets"};
   unsigned seen = 0;
-  ms_json_enter(c);
-  while (ms_json_next(c)) {
+  json_enter(c);
+  while (json_next(c)) {
     int f = 0;
-    while (f < N_FIELDS && strcmp(ms_json_key(c), fields[f]) != 0) f++;
+    while (f < N_FIELDS && strcmp(json_key(c), fields[f]) != 0) f++;
     if (f == N_FIELDS) {
-      if (!ms_json_skip(c)) return syntax(r, c);
+      if (!json_skip(c)) return syntax(r, c);
       continue;
     }
-    if (seen & 1u << f) return ms_st_bad(r, "tensor '%s': field \"%s\" appears twice", e->name, fields[f]);
+    if (seen & 1u << f) return st_bad(r, "tensor '%s': field \"%s\" appears twice", e->name, fields[f]);
     seen |= 1u << f;
     st = f == FIELD_DTYPE ? read_dtype(r, c, e) : f == FIELD_SHAPE ? read_shape(r, c, e) : read_offsets(r, c, e);
     if (st) return st;
   }
-  if (ms_json_cursor_error(c)) return syntax(r, c);
-  if (!(seen & 1u << FIELD_DTYPE)) return ms_st_bad(r, "tensor '%s': \"dtype\" must be a string, got nothing", e->name);
-  if (!(seen & 1u << FIELD_SHAPE)) return ms_st_bad(r, "tensor '%s': \"shape\" must be an array, got nothing", e->name);
+  if (json_cursor_error(c)) return syntax(r, c);
+  if (!(seen & 1u << FIELD_DTYPE)) return st_bad(r, "tensor '%s': \"dtype\" must be a string, got nothing", e->name);
+  if (!(seen & 1u << FIELD_SHAPE)) return st_bad(r, "tensor '%s': \"shape\" must be an array, got nothing", e->name);
   if (!(seen & 1u << FIELD_OFFSETS))
-    return ms_st_bad(r, "tensor '%s': \"data_offsets\" must be [begin, end], two non-negative integers, got nothing", e->name);
+    return st_bad(r, "tensor '%s': \"data_offsets\" must be [begin, end], two non-negative integers, got nothing", e->name);
   return check_size(r, e);
 }
 
 static ms_status read_tensor_entry(reader *r, ms_json_cursor *c) {
   if (!reserve(r->count, &r->cap, (void **)&r->entries, sizeof *r->entries, (void **)&r->names, sizeof *r->names))
-    return ms_st_out_of_memory(r);
+    return st_out_of_memory(r);
   entry *e = &r->entries[r->count];
   memset(e, 0, sizeof *e);
-  if (!(e->name = r->names[r->count] = keep(r, ms_json_key(c)))) return ms_st_out_of_memory(r);
-  int64_t dup = ms_strset_add(&r->by_name, (const char *const *)r->names, (uint32_t)r->count);
-  if (dup == -2) return ms_st_out_of_memory(r);
-  if (dup >= 0) return ms_st_bad(r, "tensor '%s' appears twice in the header", e->name);
+  if (!(e->name = r->names[r->count] = keep(r, json_key(c)))) return st_out_of_memory(r);
+  int64_t dup = strset_add(&r->by_name, (const char *const *)r->names, (uint32_t)r->count);
+  if (dup == -2) return st_out_of_memory(r);
+  if (dup >= 0) return st_bad(r, "tensor '%s' appears twice in the header", e->name);
   r->count++;
   return read_entry(r, c, e);
 }
 
 static ms_status read_metadata(reader *r, ms_json_cursor *c) {
-  if (r->has_metadata) return ms_st_bad(r, "\"__metadata__\" appears twice");
+  if (r->has_metadata) return st_bad(r, "\"__metadata__\" appears twice");
   r->has_metadata = true;
   ms_json_kind k;
   ms_status st = peek_kind(r, c, &k);
   if (st) return st;
-  if (k != MS_JSON_OBJECT) return ms_st_bad(r, "\"__metadata__\" must be an object, got %s", ms_json_kind_name(k));
-  ms_json_enter(c);
-  while (ms_json_next(c)) {
+  if (k != MS_JSON_OBJECT) return st_bad(r, "\"__metadata__\" must be an object, got %s", ms_json_kind_name(k));
+  json_enter(c);
+  while (json_next(c)) {
     int n = r->meta_count;
     if (!reserve(n, &r->meta_cap, (void **)&r->meta_keys, sizeof *r->meta_keys, (void **)&r->meta_values,
                  sizeof *r->meta_values) ||
-        !(r->meta_keys[n] = keep(r, ms_json_key(c))))
-      return ms_st_out_of_memory(r);
+        !(r->meta_keys[n] = keep(r, json_key(c))))
+      return st_out_of_memory(r);
     if ((st = peek_kind(r, c, &k))) return st;
-    if (k != MS_JSON_STRING) return ms_st_bad(r, "__metadata__ '%s' must be a string, got %s", r->meta_keys[n], ms_json_kind_name(k));
-    const char *v = ms_json_read_string(c);
+    if (k != MS_JSON_STRING) return st_bad(r, "__metadata__ '%s' must be a string, got %s", r->meta_keys[n], ms_json_kind_name(k));
+    const char *v = json_read_string(c);
     if (!v) return syntax(r, c);
-    if (!(r->meta_values[n] = keep(r, v))) return ms_st_out_of_memory(r);
-    int64_t dup = ms_strset_add(&r->meta_set, (const char *const *)r->meta_keys, (uint32_t)n);
-    if (dup == -2) return ms_st_out_of_memory(r);
-    if (dup >= 0) return ms_st_bad(r, "__metadata__ key '%s' appears twice", r->meta_keys[n]);
+    if (!(r->meta_values[n] = keep(r, v))) return st_out_of_memory(r);
+    int64_t dup = strset_add(&r->meta_set, (const char *const *)r->meta_keys, (uint32_t)n);
+    if (dup == -2) return st_out_of_memory(r);
+    if (dup >= 0) return st_bad(r, "__metadata__ key '%s' appears twice", r->meta_keys[n]);
     r->meta_count++;
   }
-  return ms_json_cursor_error(c) ? syntax(r, c) : MS_OK;
+  return json_cursor_error(c) ? syntax(r, c) : MS_OK;
 }
 
 static ms_status walk_header(reader *r, ms_json_cursor *c) {
-  if (!ms_json_enter(c)) return syntax(r, c);
-  while (ms_json_next(c)) {
-    ms_status st = strcmp(ms_json_key(c), "__metadata__") == 0 ? read_metadata(r, c) : read_tensor_entry(r, c);
+  if (!json_enter(c)) return syntax(r, c);
+  while (json_next(c)) {
+    ms_status st = strcmp(json_key(c), "__metadata__") == 0 ? read_metadata(r, c) : read_tensor_entry(r, c);
     if (st) return st;
   }
-  return ms_json_finish(c) ? MS_OK : syntax(r, c);
+  return json_finish(c) ? MS_OK : syntax(r, c);
 }
 
 /* ---- the layout --------------------------------------------------------------------------------- */
@@ -232,31 +232,31 @@ static ms_status check_tiling(const reader *r, entry **by) {
   for (int i = 0; i < r->count; i++) {
     const entry *e = by[i];
     if (e->begin < at)
-      return ms_st_bad(r, "tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' [%llu, %llu]", e->name,
+      return st_bad(r, "tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' [%llu, %llu]", e->name,
                  (unsigned long long)e->begin, (unsigned long long)e->end, by[i - 1]->name,
                  (unsigned long long)by[i - 1]->begin, (unsigned long long)by[i - 1]->end);
     if (e->begin > at)
-      return ms_st_bad(r, "tensor '%s': data_offsets begin at %llu, leaving bytes %llu..%llu unused", e->name,
+      return st_bad(r, "tensor '%s': data_offsets begin at %llu, leaving bytes %llu..%llu unused", e->name,
                  (unsigned long long)e->begin, (unsigned long long)at, (unsigned long long)e->begin);
     at = e->end;
   }
   if (at != r->data_len)
-    return ms_st_bad(r, "%llu trailing bytes after the last tensor (data section %llu bytes, tensors cover %llu)",
+    return st_bad(r, "%llu trailing bytes after the last tensor (data section %llu bytes, tensors cover %llu)",
                (unsigned long long)(r->data_len - at), (unsigned long long)r->data_len, (unsigned long long)at);
   return MS_OK;
 }
 
 static ms_status check_layout(reader *r) {
   entry **by = r->by_offset = malloc((size_t)(r->count ? r->count : 1) * sizeof *by);
-  if (!by) return ms_st_out_of_memory(r);
+  if (!by) return st_out_of_memory(r);
   for (int i = 0; i < r->count; i++) by[i] = &r->entries[i];
   return check_tiling(r, by);
 }
 
-ms_status ms_st_read_header_json(reader *r, const char *text) {
-  ms_json_cursor *c = ms_json_cursor_new(text, r->header_len);
-  if (!c) return ms_st_out_of_memory(r);
+ms_status st_read_header_json(reader *r, const char *text) {
+  ms_json_cursor *c = json_cursor_new(text, r->header_len);
+  if (!c) return st_out_of_memory(r);
   ms_status st = walk_header(r, c);
-  ms_json_cursor_free(c);
+  json_cursor_free(c);
   return st ? st : check_layout(r);
 }

@@ -14,13 +14,13 @@
 
 /* Parses a safetensors dtype name; *known_elsewhere is set for valid safetensors dtypes that
  * moonshard has no tensor type for (I8, U16, F8_E4M3...), so the error can say which it is. */
-bool ms_st_dtype_parse(const char *name, ms_dtype *out, bool *known_elsewhere);
+bool st_dtype_parse(const char *name, ms_dtype *out, bool *known_elsewhere);
 /* The safetensors name of a dtype ("F32", "BF16", "BOOL", ...). */
-const char *ms_safetensors_dtype_name(ms_dtype dt);
-bool ms_st_host_is_little_endian(void);
+const char *safetensors_dtype_name(ms_dtype dt);
+bool st_host_is_little_endian(void);
 /* Reverses the bytes of each of n elements of `size` bytes (a no-op for size 1). */
-void ms_st_swap_bytes(void *data, size_t n, size_t size);
-void ms_st_put_u64le(unsigned char out[8], uint64_t v);
-uint64_t ms_st_get_u64le(const unsigned char in[8]);
+void st_swap_bytes(void *data, size_t n, size_t size);
+void st_put_u64le(unsigned char out[8], uint64_t v);
+uint64_t st_get_u64le(const unsigned char in[8]);
 
 #endif

@@ -24,12 +24,12 @@ static void reader_free(reader *r) {
   free(r->names);
   free(r->meta_keys);
   free(r->meta_values);
-  ms_strset_free(&r->by_name);
-  ms_strset_free(&r->meta_set);
+  strset_free(&r->by_name);
+  strset_free(&r->meta_set);
   free(r->by_offset);
 }
 
-ms_status ms_st_bad(const reader *r, const char *fmt, ...) {
+ms_status st_bad(const reader *r, const char *fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
@@ -38,7 +38,7 @@ ms_status ms_st_bad(const reader *r, const char *fmt, ...) {
   return ms_error(MS_ERR_IO, "safetensors load '%s': %s", r->path, msg);
 }
 
-ms_status ms_st_out_of_memory(const reader *r) {
+ms_status st_out_of_memory(const reader *r) {
   return ms_error(MS_ERR_MEMORY, "safetensors load '%s': out of memory", r->path);
 }
 
@@ -46,7 +46,7 @@ ms_status ms_st_out_of_memory(const reader *r) {
 
 static ms_status read_exact(reader *r, void *p, size_t n, const char *what) {
   if (n && fread(p, 1, n, r->f) != n)
-    return ferror(r->f) ? ms_st_bad(r, "could not read %s: %s", what, strerror(errno)) : ms_st_bad(r, "file ends inside %s", what);
+    return ferror(r->f) ? st_bad(r, "could not read %s: %s", what, strerror(errno)) : st_bad(r, "file ends inside %s", what);
   return MS_OK;
 }
 
@@ -64,16 +64,16 @@ static ms_status open_regular(reader *r) {
   if (fstat(fd, &sb) != 0) {
     int err = errno;
     close(fd);
-    return ms_st_bad(r, "could not find the file size: %s", strerror(err));
+    return st_bad(r, "could not find the file size: %s", strerror(err));
   }
   if (!S_ISREG(sb.st_mode)) {
     close(fd);
-    return ms_st_bad(r, "%s, not a regular file: only a regular file can be loaded", file_kind(sb.st_mode));
+    return st_bad(r, "%s, not a regular file: only a regular file can be loaded", file_kind(sb.st_mode));
   }
   r->file_size = (uint64_t)sb.st_size;
   if (!(r->f = fdopen(fd, "rb"))) {
     close(fd);
-    return ms_st_bad(r, "could not open: %s", strerror(errno));
+    return st_bad(r, "could not open: %s", strerror(errno));
   }
   return MS_OK;
 }
@@ -82,16 +82,16 @@ static ms_status open_file(reader *r) {
   ms_status st = open_regular(r);
   if (st) return st;
   if (r->file_size < 8)
-    return ms_st_bad(r, "file is %llu bytes, too short for the 8-byte header length (truncated?)",
+    return st_bad(r, "file is %llu bytes, too short for the 8-byte header length (truncated?)",
                (unsigned long long)r->file_size);
   unsigned char len[8];
   if ((st = read_exact(r, len, 8, "the header length"))) return st;
-  r->header_len = ms_st_get_u64le(len);
+  r->header_len = st_get_u64le(len);
   if (r->header_len > MS_ST_MAX_HEADER)
-    return ms_st_bad(r, "header length %llu is over the %u-byte limit (not a safetensors file, or corrupt)",
+    return st_bad(r, "header length %llu is over the %u-byte limit (not a safetensors file, or corrupt)",
                (unsigned long long)r->header_len, MS_ST_MAX_HEADER);
   if (r->header_len > r->file_size - 8)
-    return ms_st_bad(r, "header length %llu runs past the end of the file (%llu bytes; truncated?)",
+    return st_bad(r, "header length %llu runs past the end of the file (%llu bytes; truncated?)",
                (unsigned long long)r->header_len, (unsigned long long)r->file_size);
   r->data_len = r->file_size - 8 - r->header_len;
   return MS_OK;
@@ -109,8 +109,8 @@ static ms_status read_header(reader *r) {
   if (!st) st = read_exact(r, text, r->header_len, "the header");
   r->pos = 8 + r->header_len;
   if (!st && (r->header_len == 0 || text[0] != '{'))
-    st = ms_st_bad(r, "the header does not start with '{' (not a safetensors file, or corrupt)");
-  if (!st) st = ms_st_read_header_json(r, text);
+    st = st_bad(r, "the header does not start with '{' (not a safetensors file, or corrupt)");
+  if (!st) st = st_read_header_json(r, text);
   free(text);
   return st;
 }
@@ -131,12 +131,12 @@ static ms_status read_elements(reader *r, const entry *e, uint64_t first, int nd
   ms_status st = MS_OK;
   uint64_t at = 8 + r->header_len + e->begin + first * size;
   if (n && at != r->pos && fseeko(r->f, (off_t)at, SEEK_SET) != 0)
-    st = ms_st_bad(r, "tensor '%s': could not seek: %s", e->name, strerror(errno));
+    st = st_bad(r, "tensor '%s': could not seek: %s", e->name, strerror(errno));
   if (!st && n) st = read_exact(r, p, n * size, "the tensor data");
   if (n) r->pos = st ? UINT64_MAX : at + n * size; /* after a failure, seek next time */
-  if (!st && !ms_st_host_is_little_endian()) ms_st_swap_bytes(p, n, size);
+  if (!st && !st_host_is_little_endian()) st_swap_bytes(p, n, size);
   for (size_t i = 0; !st && e->dtype == MS_BOOL && i < n; i++)
-    if (p[i] > 1) st = ms_st_bad(r, "tensor '%s': bool element %zu has byte value %u (must be 0 or 1)", e->name, i, p[i]);
+    if (p[i] > 1) st = st_bad(r, "tensor '%s': bool element %zu has byte value %u (must be 0 or 1)", e->name, i, p[i]);
   if (st) ms_tensor_release(t), t = NULL;
   *out = t;
   return st;
@@ -155,7 +155,7 @@ static ms_status fill(reader *r, ms_safetensors *out) {
   out->meta_keys = r->meta_keys, r->meta_keys = NULL;
   out->meta_values = r->meta_values, r->meta_values = NULL;
   out->tensors = calloc((size_t)(r->count ? r->count : 1), sizeof *out->tensors);
-  if (!out->tensors) return ms_st_out_of_memory(r);
+  if (!out->tensors) return st_out_of_memory(r);
   out->count = r->count; /* the tensors not read yet are NULL, which ms_safetensors_free skips */
   for (int i = 0; i < r->count; i++) { /* in file order: one sequential read */
     const entry *e = r->by_offset[i];
@@ -215,12 +215,12 @@ ms_safetensors_file *ms_safetensors_open(const char *path) {
 
 ms_tensor *ms_safetensors_read_range(ms_safetensors_file *f, const char *name, int64_t offset, int64_t count) {
   if (!f || !name) return ms_error(MS_ERR_ARG, "safetensors read_range: file and name must not be NULL"), NULL;
-  int64_t i = ms_strset_find(&f->r.by_name, (const char *const *)f->r.names, name);
-  if (i < 0) return ms_st_bad(&f->r, "no tensor named '%s'", name), NULL;
+  int64_t i = strset_find(&f->r.by_name, (const char *const *)f->r.names, name);
+  if (i < 0) return st_bad(&f->r, "no tensor named '%s'", name), NULL;
   const entry *e = &f->r.entries[i];
   int64_t numel = (int64_t)((e->end - e->begin) / ms_dtype_size(e->dtype));
   if (offset < 0 || count < 0 || offset > numel || count > numel - offset)
-    return ms_st_bad(&f->r, "tensor '%s' has %lld elements; elements [%lld, %lld) are not inside it", name, (long long)numel,
+    return st_bad(&f->r, "tensor '%s' has %lld elements; elements [%lld, %lld) are not inside it", name, (long long)numel,
                (long long)offset, (long long)offset + (long long)count),
            NULL;
   ms_tensor *t = NULL;

@@ -38,10 +38,10 @@ typedef struct reader {
 } reader;
 
 /* An MS_ERR_IO error "safetensors load '<path>': <message>". */
-ms_status ms_st_bad(const reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-ms_status ms_st_out_of_memory(const reader *r);
+ms_status st_bad(const reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ms_status st_out_of_memory(const reader *r);
 /* Walks the header's text (header_len bytes, starting with '{') into r's entries, names and
  * metadata, checking every rule, then checks that the byte ranges tile the data section. */
-ms_status ms_st_read_header_json(reader *r, const char *text);
+ms_status st_read_header_json(reader *r, const char *text);
 
 #endif

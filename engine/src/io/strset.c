@@ -37,7 +37,7 @@ static int grow(ms_strset *set, const char *const *keys) {
   return 0;
 }
 
-int64_t ms_strset_add(ms_strset *set, const char *const *keys, uint32_t i) {
+int64_t strset_add(ms_strset *set, const char *const *keys, uint32_t i) {
   if ((set->count + 1) * 2 > set->cap && grow(set, keys) != 0) return -2;
   size_t at = probe(set, keys, keys[i]);
   if (set->slots[at]) return (int64_t)set->slots[at] - 1;
@@ -46,13 +46,13 @@ int64_t ms_strset_add(ms_strset *set, const char *const *keys, uint32_t i) {
   return -1;
 }
 
-int64_t ms_strset_find(const ms_strset *set, const char *const *keys, const char *key) {
+int64_t strset_find(const ms_strset *set, const char *const *keys, const char *key) {
   if (!set->cap) return -1;
   size_t at = probe(set, keys, key);
   return set->slots[at] ? (int64_t)set->slots[at] - 1 : -1;
 }
 
-void ms_strset_free(ms_strset *set) {
+void strset_free(ms_strset *set) {
   free(set->slots);
   *set = (ms_strset){0};
 }

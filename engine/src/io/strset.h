@@ -16,9 +16,9 @@ typedef struct ms_strset {
 
 /* Adds keys[i]. Returns -1 when it was added, the index j of an earlier keys[j] equal to it
  * (then it is not added), or -2 when out of memory. */
-int64_t ms_strset_add(ms_strset *set, const char *const *keys, uint32_t i);
+int64_t strset_add(ms_strset *set, const char *const *keys, uint32_t i);
 /* The index of the string equal to key, or -1. */
-int64_t ms_strset_find(const ms_strset *set, const char *const *keys, const char *key);
-void ms_strset_free(ms_strset *set);
+int64_t strset_find(const ms_strset *set, const char *const *keys, const char *key);
+void strset_free(ms_strset *set);
 
 #endif

@@ -15,7 +15,7 @@ static ms_status copy_same_shape(ms_tensor *dst, ms_tensor *src) {
   if (native_kernels_for("copy_", ms_tensor_device(dst), &nk) != MS_OK) return MS_ERR_RUNTIME;
   ms_iter it;
   ms_tensor *ops[2] = {dst, src};
-  ms_iter_init(&it, dst->ndim, dst->shape, 2, ops);
+  iter_init(&it, dst->ndim, dst->shape, 2, ops);
   return native_kernel_status(&nk, nk.k->cast(&nk.x, &it, (ms_k_dtype)dst->dtype, (ms_k_dtype)src->dtype));
 }
 
@@ -69,7 +69,7 @@ ms_status native_fill_(ms_tensor *t, double value) {
   unsigned char bytes[8];
   ms_k_fill(1, bytes, (ms_k_dtype)t->dtype, 1, value);
   ms_iter it;
-  ms_iter_init(&it, t->ndim, t->shape, 1, &t);
+  iter_init(&it, t->ndim, t->shape, 1, &t);
   ms_status st = native_kernel_status(&nk, nk.k->fill(&nk.x, &it, bytes));
   if (st == MS_OK) ms_tensor_bump_version(t);
   return st;
@@ -79,7 +79,7 @@ ms_status native_zero_(ms_tensor *t) { return native_fill_(t, 0); }
 
 ms_tensor *native_full_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt, double value) {
   if (device.type == MS_CPU) return ms_tensor_new_full(ndim, shape, dt, value);
-  ms_tensor *t = ms_tensor_new_contiguous_on(device, "full", ndim, shape, dt);
+  ms_tensor *t = tensor_new_contiguous_on(device, "full", ndim, shape, dt);
   if (t && native_fill_(t, value) != MS_OK) ms_tensor_release(t), t = NULL;
   return t;
 }

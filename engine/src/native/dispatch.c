@@ -9,7 +9,7 @@
 static ms_status cuda_kernels(native_kernels *nk, int index) {
 #ifdef MS_HAVE_CUDA
   nk->k = &ms_k_cuda_table;
-  return ms_cuda_exec_for(nk->op, index, &nk->x);
+  return cuda_exec_for(nk->op, index, &nk->x);
 #else
   (void)index;
   return ms_error(MS_ERR_RUNTIME, "%s: CUDA is not available: this moonshard was built without CUDA "

@@ -78,7 +78,7 @@ static ms_status elementwise_geom(const char *name, int nops, ms_tensor *const *
                                   ms_iter *it, ms_k_scalar *num) {
   ms_device dev = ms_tensor_device(ops[0]);
   if (native_kernels_for(name, dev, nk) != MS_OK) return MS_ERR_RUNTIME;
-  ms_iter_init(it, ops[0]->ndim, ops[0]->shape, nops, ops);
+  iter_init(it, ops[0]->ndim, ops[0]->shape, nops, ops);
   for (int k = 1; k < nops; k++) {
     num[k] = (ms_k_scalar){0, 0};
     if (ms_device_equal(ms_tensor_device(ops[k]), dev)) continue;
@@ -126,7 +126,7 @@ static ms_dtype binary_result_dtype(ms_binary_op op, ms_dtype common) {
 
 /* The compute dtype of op: divisions of integers compute in float32. */
 static ms_dtype binary_compute_dtype(ms_binary_op op, ms_dtype common) {
-  return ms_compute_dtype(op == MS_OP_DIV ? ms_dtype_to_floating(common) : common);
+  return compute_dtype(op == MS_OP_DIV ? ms_dtype_to_floating(common) : common);
 }
 
 static ms_dtype operand_dtype(ms_operand o) { return o.tensor ? o.tensor->dtype : o.scalar_dtype; }
@@ -169,7 +169,7 @@ ms_tensor *native_binary(ms_binary_op op, ms_operand a, ms_operand b) {
   int ndim = 0;
   int64_t shape[MS_MAX_DIMS];
   const ms_tensor *ta = a.tensor ? a.tensor : b.tensor, *tb = b.tensor ? b.tensor : a.tensor;
-  if (ms_broadcast_shapes(name, ta->ndim, ta->shape, tb->ndim, tb->shape, &ndim, shape) != MS_OK) return NULL;
+  if (broadcast_shapes(name, ta->ndim, ta->shape, tb->ndim, tb->shape, &ndim, shape) != MS_OK) return NULL;
   ms_dtype common = common_dtype(a, b), cd = binary_compute_dtype(op, common);
   ms_dtype rd = binary_result_dtype(op, common);
   ms_tensor *pa = prepare_operand(a, cd, ndim, shape), *pb = prepare_operand(b, cd, ndim, shape);
@@ -212,7 +212,7 @@ ms_status native_binary_check_(ms_binary_op op, ms_tensor *a, ms_operand b) {
     int ndim;
     int64_t shape[MS_MAX_DIMS];
     char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
-    if (ms_broadcast_shapes(name, a->ndim, a->shape, b.tensor->ndim, b.tensor->shape, &ndim, shape))
+    if (broadcast_shapes(name, a->ndim, a->shape, b.tensor->ndim, b.tensor->shape, &ndim, shape))
       return MS_ERR_ARG;
     if (ndim != a->ndim)
       return ms_error(MS_ERR_ARG, "%s_: output with shape %s doesn't match the broadcast shape %s", name,
@@ -289,10 +289,10 @@ static ms_status run_unary(ms_unary_op op, ms_dtype cd, ms_tensor *out, ms_tenso
  * result is bool). */
 static ms_dtype unary_compute_dtype(ms_unary_op op, const ms_tensor *a) {
   if (op == MS_OP_RELU && a->dtype == MS_BFLOAT16 && ms_tensor_device(a).type == MS_CPU) return a->dtype;
-  if (op == MS_OP_LOGICAL_NOT) return ms_compute_dtype(a->dtype);
+  if (op == MS_OP_LOGICAL_NOT) return compute_dtype(a->dtype);
   ms_dtype rd = unary_result_dtype(op, a->dtype);
   if (!ms_dtype_is_floating(a->dtype) && ms_dtype_is_floating(rd)) return MS_FLOAT64;
-  return ms_compute_dtype(rd);
+  return compute_dtype(rd);
 }
 
 ms_tensor *native_unary(ms_unary_op op, ms_tensor *a) {
@@ -393,7 +393,7 @@ static double bound_in(ms_dtype dt, double v) {
 ms_tensor *native_clamp(ms_tensor *a, const double *min, const double *max) {
   if (!min && !max) return ms_error(MS_ERR_ARG, "clamp: at least one of min and max must be given"), NULL;
   if (ms_tensor_check_data_any("clamp", a) != MS_OK) return NULL;
-  ms_dtype rd = clamp_result_dtype(a, min, max), cd = ms_compute_dtype(rd);
+  ms_dtype rd = clamp_result_dtype(a, min, max), cd = compute_dtype(rd);
   double lo_v = min ? bound_in(rd, *min) : 0, hi_v = max ? bound_in(rd, *max) : 0;
   const double *lo = min ? &lo_v : NULL, *hi = max ? &hi_v : NULL;
   ms_tensor *in = native_to_dtype(a, cd);
@@ -448,9 +448,9 @@ ms_tensor *native_where(ms_tensor *cond, ms_operand a, ms_operand b) {
     if (!both[k]) continue;
     /* a copy: broadcasting reads its inputs while it writes its output */
     for (int d = 0; d < ndim; d++) so_far[d] = shape[d];
-    if (ms_broadcast_shapes("where", ndim, so_far, both[k]->ndim, both[k]->shape, &ndim, shape)) return NULL;
+    if (broadcast_shapes("where", ndim, so_far, both[k]->ndim, both[k]->shape, &ndim, shape)) return NULL;
   }
-  ms_dtype rd = common_dtype(a, b), cd = ms_compute_dtype(rd);
+  ms_dtype rd = common_dtype(a, b), cd = compute_dtype(rd);
   ms_tensor *pc = native_expand(cond, ndim, shape);
   ms_tensor *pa = prepare_operand(a, cd, ndim, shape), *pb = prepare_operand(b, cd, ndim, shape);
   ms_tensor *out = pc && pa && pb ? ms_tensor_new_empty_on(ms_tensor_device(cond), ndim, shape, cd) : NULL;

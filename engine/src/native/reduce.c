@@ -91,7 +91,7 @@ static ms_status reduce_dim(ms_reduce_op op, ms_tensor *a, int dim, ms_reduce_op
   for (int d = 0; d < a->ndim; d++)
     if (d != dim) perm[k++] = d;
   perm[k] = dim;
-  ms_tensor *in = native_to_dtype(a, ms_compute_dtype(a->dtype));
+  ms_tensor *in = native_to_dtype(a, compute_dtype(a->dtype));
   ms_tensor *moved = in ? native_permute(in, perm) : NULL;
   ms_tensor_release(in);
   if (!moved) return MS_ERR_MEMORY;

@@ -26,12 +26,12 @@ static const char *act_name(ms_activation_op act, bool backward) {
 }
 
 ms_tensor *native_activation_backward(ms_activation_op act, ms_tensor *x, ms_tensor *grad_output) {
-  ms_tensor *xc = ms_nn_contiguous(x, x->dtype), *g = xc ? ms_nn_contiguous(grad_output, x->dtype) : NULL;
+  ms_tensor *xc = nn_contiguous(x, x->dtype), *g = xc ? nn_contiguous(grad_output, x->dtype) : NULL;
   ms_tensor *gx = g ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
   ms_status st = gx ? MS_OK : MS_ERR_MEMORY;
   native_kernels nk;
   if (st == MS_OK && (st = native_kernels_for(act_name(act, true), ms_tensor_device(x), &nk)) == MS_OK)
-    st = native_kernel_status(&nk, nk.k->activation_backward(&nk.x, kernel_act[act], ms_nn_kdtype(x->dtype),
+    st = native_kernel_status(&nk, nk.k->activation_backward(&nk.x, kernel_act[act], nn_kdtype(x->dtype),
                                                              ms_tensor_numel(x), ms_tensor_data(xc),
                                                              ms_tensor_data(g), ms_tensor_data(gx)));
   ms_tensor_release(xc), ms_tensor_release(g);
@@ -40,12 +40,12 @@ ms_tensor *native_activation_backward(ms_activation_op act, ms_tensor *x, ms_ten
 }
 
 ms_tensor *native_activation(ms_activation_op act, ms_tensor *x) {
-  if (ms_nn_check_float_any(act_name(act, false), "input", x)) return NULL;
-  ms_tensor *xc = ms_nn_contiguous(x, x->dtype);
+  if (nn_check_float_any(act_name(act, false), "input", x)) return NULL;
+  ms_tensor *xc = nn_contiguous(x, x->dtype);
   ms_tensor *out = xc ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
   native_kernels nk;
   if (out && (native_kernels_for(act_name(act, false), ms_tensor_device(x), &nk) != MS_OK ||
-              native_kernel_status(&nk, nk.k->activation(&nk.x, kernel_act[act], ms_nn_kdtype(x->dtype),
+              native_kernel_status(&nk, nk.k->activation(&nk.x, kernel_act[act], nn_kdtype(x->dtype),
                                                          ms_tensor_numel(x), ms_tensor_data(xc),
                                                          ms_tensor_data(out))) != MS_OK))
     ms_tensor_release(out), out = NULL;

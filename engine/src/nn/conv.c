@@ -9,8 +9,8 @@
 #include "nn/nn_internal.h"
 #include "nn/nn_native.h"
 
-ms_status ms_nn_check_4d(const char *op, const char *arg, const ms_tensor *x) {
-  ms_status st = ms_nn_check_4d_any(op, arg, x);
+ms_status nn_check_4d(const char *op, const char *arg, const ms_tensor *x) {
+  ms_status st = nn_check_4d_any(op, arg, x);
   return st == MS_OK ? ms_tensor_check_data(op, x) : st;
 }
 
@@ -22,23 +22,23 @@ static ms_status check_4d_shape(const char *op, const char *arg, const ms_tensor
   return MS_OK;
 }
 
-ms_status ms_nn_check_4d_any(const char *op, const char *arg, const ms_tensor *x) {
+ms_status nn_check_4d_any(const char *op, const char *arg, const ms_tensor *x) {
   ms_status st = check_4d_shape(op, arg, x);
-  return st == MS_OK ? ms_nn_check_float_any(op, arg, x) : st;
+  return st == MS_OK ? nn_check_float_any(op, arg, x) : st;
 }
 
-ms_status ms_nn_check_4d_float_or_bf16_any(const char *op, const char *arg, const ms_tensor *x) {
+ms_status nn_check_4d_float_or_bf16_any(const char *op, const char *arg, const ms_tensor *x) {
   ms_status st = check_4d_shape(op, arg, x);
-  return st == MS_OK ? ms_nn_check_float_or_bf16_any(op, arg, x) : st;
+  return st == MS_OK ? nn_check_float_or_bf16_any(op, arg, x) : st;
 }
 
-ms_status ms_nn_check_pair(const char *op, const char *arg, const int64_t v[2], int64_t min) {
+ms_status nn_check_pair(const char *op, const char *arg, const int64_t v[2], int64_t min) {
   if (v[0] >= min && v[1] >= min) return MS_OK;
   return ms_error(MS_ERR_ARG, "%s: %s must be >= %lld, got (%lld, %lld)", op, arg, (long long)min,
                   (long long)v[0], (long long)v[1]);
 }
 
-ms_status ms_nn_check_window(const char *op, const char *k_arg, const int64_t in[2], const int64_t k[2],
+ms_status nn_check_window(const char *op, const char *k_arg, const int64_t in[2], const int64_t k[2],
                              const int64_t pad[2], const int64_t dil[2], int64_t padded[2], int64_t extent[2]) {
   for (int a = 0; a < 2; a++) {
     if (!ms_mul_add_size(2, pad[a], in[a], &padded[a]))
@@ -88,17 +88,17 @@ static ms_status check_weight(const ms_tensor *x, const ms_tensor *w, const ms_t
 static ms_status conv_geometry(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, const int64_t st[2],
                                const int64_t pad[2], const int64_t dil[2], int64_t groups, ms_k_conv2d_geom *g) {
   /* bfloat16 reaches here only on its native path (ms_conv2d widens the other 16-bit cases) */
-  if (ms_nn_check_4d_float_or_bf16_any("conv2d", "input", x) != MS_OK ||
+  if (nn_check_4d_float_or_bf16_any("conv2d", "input", x) != MS_OK ||
       check_weight(x, w, b, groups) != MS_OK)
     return MS_ERR_ARG;
-  if (ms_nn_check_pair("conv2d", "stride", st, 1) || ms_nn_check_pair("conv2d", "padding", pad, 0) ||
-      ms_nn_check_pair("conv2d", "dilation", dil, 1))
+  if (nn_check_pair("conv2d", "stride", st, 1) || nn_check_pair("conv2d", "padding", pad, 0) ||
+      nn_check_pair("conv2d", "dilation", dil, 1))
     return MS_ERR_ARG;
   *g = (ms_k_conv2d_geom){.n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
                           .o = w->shape[0], .kh = w->shape[2], .kw = w->shape[3], .sh = st[0], .sw = st[1],
                           .ph = pad[0], .pw = pad[1], .dh = dil[0], .dw = dil[1], .groups = groups};
   int64_t padded[2], extent[2];
-  if (ms_nn_check_window("conv2d", "kernel size", (int64_t[]){g->h, g->w}, (int64_t[]){g->kh, g->kw}, pad, dil,
+  if (nn_check_window("conv2d", "kernel size", (int64_t[]){g->h, g->w}, (int64_t[]){g->kh, g->kw}, pad, dil,
                          padded, extent) != MS_OK)
     return MS_ERR_ARG;
   if (extent[0] > padded[0] || extent[1] > padded[1])
@@ -148,7 +148,7 @@ ms_status native_conv2d_backward(ms_tensor *xs, ms_tensor *ws, ms_tensor *grad_o
                                                          gb ? ms_tensor_data(gb) : NULL));
   ms_tensor_release(x), ms_tensor_release(w), ms_tensor_release(go), ms_tensor_release(gc);
   grads[0] = gx, grads[1] = gw, grads[2] = gb;
-  if (st != MS_OK) ms_nn_release_all(3, grads);
+  if (st != MS_OK) nn_release_all(3, grads);
   return st;
 }
 

@@ -12,14 +12,14 @@
 static ms_status masked_scale(const char *op, ms_tensor *x, ms_tensor *mask, double scale, ms_tensor *y) {
   native_kernels nk;
   if (native_kernels_for(op, ms_tensor_device(mask), &nk) != MS_OK) return MS_ERR_RUNTIME;
-  return native_kernel_status(&nk, nk.k->masked_scale(&nk.x, ms_nn_kdtype(y->dtype), ms_tensor_numel(y),
+  return native_kernel_status(&nk, nk.k->masked_scale(&nk.x, nn_kdtype(y->dtype), ms_tensor_numel(y),
                                                       ms_tensor_data(x), ms_tensor_data(mask), scale,
                                                       ms_tensor_data(y)));
 }
 
 ms_tensor *native_dropout_backward(ms_tensor *grad_output, ms_tensor *mask, double scale, ms_dtype dt,
                                    bool may_overwrite_grad) {
-  ms_tensor *g = ms_nn_contiguous(grad_output, dt);
+  ms_tensor *g = nn_contiguous(grad_output, dt);
   ms_tensor *gx = !g ? NULL
                   : may_overwrite_grad ? (ms_tensor_retain(g), g)
                                : ms_tensor_new_empty_on(ms_tensor_device(mask), mask->ndim, mask->shape, dt);
@@ -37,7 +37,7 @@ static ms_tensor *draw_mask(const ms_tensor *x, double p) {
   uint64_t seed, offset;
   native_kernels nk;
   if (native_kernels_for("dropout", ms_tensor_device(x), &nk) != MS_OK) return ms_tensor_release(mask), NULL;
-  ms_random_reserve(ms_k_philox_blocks(n, 4), &seed, &offset);
+  random_reserve(ms_k_philox_blocks(n, 4), &seed, &offset);
   int err = nk.k->philox_bernoulli(&nk.x, seed, offset, n, 1 - p, ms_tensor_data(mask));
   if (native_kernel_status(&nk, err) != MS_OK) ms_tensor_release(mask), mask = NULL;
   return mask;
@@ -48,12 +48,12 @@ ms_tensor *native_dropout(ms_tensor *x, double p, bool training, ms_tensor **mas
   if (!(p >= 0 && p <= 1))
     return ms_error(MS_ERR_ARG, "dropout: probability has to be between 0 and 1, but got %g", p), NULL;
   if (!training || p == 0) {
-    if (!x || (!ms_dtype_is_floating(x->dtype) && ms_nn_check_float_any("dropout", "input", x))) return NULL;
+    if (!x || (!ms_dtype_is_floating(x->dtype) && nn_check_float_any("dropout", "input", x))) return NULL;
     return ms_tensor_retain(x), x;
   }
   /* bfloat16 reaches here on the CPU only, where it is scaled as it is */
-  if (ms_nn_check_float_or_bf16_any("dropout", "input", x)) return NULL;
-  ms_tensor *xc = ms_nn_contiguous(x, x->dtype), *m = xc ? draw_mask(x, p) : NULL;
+  if (nn_check_float_or_bf16_any("dropout", "input", x)) return NULL;
+  ms_tensor *xc = nn_contiguous(x, x->dtype), *m = xc ? draw_mask(x, p) : NULL;
   ms_tensor *out = m ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
   double k = p == 1 ? 0 : 1 / (1 - p); /* p = 1 drops everything: the scale is never used */
   if (out && masked_scale("dropout", xc, m, k, out) != MS_OK) ms_tensor_release(out), out = NULL;

@@ -6,12 +6,12 @@
 
 ms_tensor *native_embedding_backward(ms_tensor *idx, ms_tensor *grad_output, const int64_t wshape[2],
                                      ms_dtype dt, int64_t padding_idx, int64_t index_base) {
-  ms_tensor *g = ms_nn_contiguous(grad_output, dt);
+  ms_tensor *g = nn_contiguous(grad_output, dt);
   ms_tensor *gw = g ? native_full_on(ms_tensor_device(idx), 2, wshape, dt, 0) : NULL;
   ms_status st = gw ? MS_OK : MS_ERR_MEMORY;
   native_kernels nk;
   if (st == MS_OK && (st = native_kernels_for("embedding backward", ms_tensor_device(idx), &nk)) == MS_OK)
-    st = native_kernel_status(&nk, nk.k->embedding_backward(&nk.x, ms_nn_kdtype(dt), ms_tensor_numel(idx), wshape[1],
+    st = native_kernel_status(&nk, nk.k->embedding_backward(&nk.x, nn_kdtype(dt), ms_tensor_numel(idx), wshape[1],
                                                             ms_tensor_data(idx), index_base, padding_idx,
                                                             ms_tensor_data(g), ms_tensor_data(gw)));
   ms_tensor_release(g);
@@ -53,8 +53,8 @@ static ms_status check_indices(ms_tensor *idx, int64_t rows, int64_t base) {
 
 static ms_status check_embedding(ms_tensor *indices, ms_tensor *w, int64_t padding_idx) {
   char buf[MS_SHAPE_STR_LEN];
-  if (ms_nn_check_index_tensor_any("embedding", "indices", indices)) return MS_ERR_ARG;
-  if (ms_nn_check_float_any("embedding", "weight", w)) return MS_ERR_ARG;
+  if (nn_check_index_tensor_any("embedding", "indices", indices)) return MS_ERR_ARG;
+  if (nn_check_float_any("embedding", "weight", w)) return MS_ERR_ARG;
   if (ms_check_same_device("embedding", 2, (ms_tensor *[]){indices, w})) return MS_ERR_ARG;
   if (w->ndim != 2)
     return ms_error(MS_ERR_ARG, "embedding: weight must be 2-D (num_embeddings, embedding_dim), got %s",
@@ -71,7 +71,7 @@ ms_tensor *native_embedding(ms_tensor *indices, ms_tensor *w, int64_t padding_id
                             ms_tensor **saved_indices) {
   *saved_indices = NULL;
   if (check_embedding(indices, w, padding_idx)) return NULL;
-  ms_tensor *idx = ms_nn_contiguous(indices, MS_INT64), *wc = idx ? ms_nn_contiguous(w, w->dtype) : NULL;
+  ms_tensor *idx = nn_contiguous(indices, MS_INT64), *wc = idx ? nn_contiguous(w, w->dtype) : NULL;
   ms_tensor *out = NULL;
   if (wc && check_indices(idx, w->shape[0], index_base) == MS_OK) {
     int64_t shape[MS_MAX_DIMS];
@@ -81,7 +81,7 @@ ms_tensor *native_embedding(ms_tensor *indices, ms_tensor *w, int64_t padding_id
   }
   native_kernels nk;
   if (out && (native_kernels_for("embedding", ms_tensor_device(w), &nk) != MS_OK ||
-              native_kernel_status(&nk, nk.k->embedding(&nk.x, ms_nn_kdtype(w->dtype), ms_tensor_numel(idx),
+              native_kernel_status(&nk, nk.k->embedding(&nk.x, nn_kdtype(w->dtype), ms_tensor_numel(idx),
                                                         w->shape[1], ms_tensor_data(idx), index_base,
                                                         ms_tensor_data(wc), ms_tensor_data(out))) != MS_OK))
     ms_tensor_release(out), out = NULL;

@@ -57,8 +57,8 @@ static ms_tensor *rounded(ms_tensor *t, ms_dtype dt) { return t ? native_to_dtyp
 
 static ms_status check_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
-  if (ms_nn_check_float_or_bf16_any("linear", "input", x)) return MS_ERR_ARG;
-  if (ms_nn_check_param_any("linear", "weight", w, x->dtype, -1)) return MS_ERR_ARG;
+  if (nn_check_float_or_bf16_any("linear", "input", x)) return MS_ERR_ARG;
+  if (nn_check_param_any("linear", "weight", w, x->dtype, -1)) return MS_ERR_ARG;
   if (ms_check_same_device("linear", 3, (ms_tensor *[]){x, w, b})) return MS_ERR_ARG;
   if (w->ndim != 2)
     return ms_error(MS_ERR_ARG, "linear: weight must be 2-D (out_features, in_features), got %s",
@@ -68,7 +68,7 @@ static ms_status check_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
                     "(the input's last dim must be in_features = %lld)",
                     ms_shape_str(x->ndim, x->shape, b1, sizeof b1),
                     ms_shape_str(w->ndim, w->shape, b2, sizeof b2), (long long)w->shape[1]);
-  return ms_nn_check_param_any("linear", "bias", b, x->dtype, w->shape[0]);
+  return nn_check_param_any("linear", "bias", b, x->dtype, w->shape[0]);
 }
 
 ms_status native_linear_backward(ms_tensor *x, ms_tensor *w, ms_tensor *grad_output, const bool need[3],
@@ -102,7 +102,7 @@ ms_status native_linear_backward(ms_tensor *x, ms_tensor *w, ms_tensor *grad_out
       !(grad_in[2] = native_reduce(MS_RED_SUM, g2, (ms_reduce_opts){.dim = 0})))
     st = MS_ERR_MEMORY;
   ms_tensor_release(g), ms_tensor_release(g2), ms_tensor_release(x2);
-  if (st != MS_OK) ms_nn_release_all(3, grad_in);
+  if (st != MS_OK) nn_release_all(3, grad_in);
   return st;
 }
 

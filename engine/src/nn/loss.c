@@ -17,14 +17,14 @@ void native_nll_saved_release(native_nll_saved *s) {
 
 ms_tensor *native_nll_backward(const native_nll_saved *s, ms_tensor *grad_output, int in_ndim,
                                const int64_t *in_shape, ms_dtype dt) {
-  ms_tensor *g = ms_nn_contiguous(grad_output, dt);
+  ms_tensor *g = nn_contiguous(grad_output, dt);
   /* the input's device is its target's: a reduced loss's gradient may arrive as a CPU number */
   ms_tensor *gdev = g ? native_to_device(g, ms_tensor_device(s->target)) : NULL;
   ms_tensor_release(g), g = gdev;
   if (g && s->weight_sum) { /* a GPU mean: the scale 1 / sw never left the device */
     ms_tensor *gs = native_binary(MS_OP_DIV, ms_operand_tensor(g), ms_operand_tensor(s->weight_sum));
     ms_tensor_release(g);
-    g = gs ? ms_nn_contiguous(gs, dt) : NULL;
+    g = gs ? nn_contiguous(gs, dt) : NULL;
     ms_tensor_release(gs);
   }
   ms_tensor *gx = g ? ms_tensor_new_empty_on(ms_tensor_device(s->target), in_ndim, in_shape, dt) : NULL;
@@ -35,7 +35,7 @@ ms_tensor *native_nll_backward(const native_nll_saved *s, ms_tensor *grad_output
     native_kernels nk;
     const char *op = s->logp ? "cross_entropy backward" : "nll_loss backward";
     if (native_kernels_for(op, ms_tensor_device(gx), &nk) != MS_OK ||
-        native_kernel_status(&nk, nk.k->nll_backward(&nk.x, ms_nn_kdtype(dt), &a,
+        native_kernel_status(&nk, nk.k->nll_backward(&nk.x, nn_kdtype(dt), &a,
                                                      s->logp ? ms_tensor_data(s->logp) : NULL, ms_tensor_data(g),
                                                      gs, s->nll_scale, s->smooth_scale, s->smoothing,
                                                      ms_tensor_data(gx))) != MS_OK)
@@ -57,7 +57,7 @@ static ms_status check_shapes(const char *op, const ms_tensor *input, const ms_t
                     ms_shape_str(input->ndim, input->shape, b1, sizeof b1),
                     ms_shape_str(target->ndim, target->shape, b2, sizeof b2));
   int cdim = input->ndim == 1 ? 0 : 1;
-  ms_nn_split(input, cdim, &a->N, &a->C, &a->inner);
+  nn_split(input, cdim, &a->N, &a->C, &a->inner);
   return MS_OK;
 }
 
@@ -81,11 +81,11 @@ static ms_status check_targets(const char *op, const ms_k_nll_args *a, ms_tensor
 
 static ms_status check_loss(const char *op, ms_tensor *input, ms_tensor *target, ms_tensor *weight,
                             ms_k_nll_args *a) {
-  if (ms_nn_check_float_any(op, "input", input)) return MS_ERR_ARG;
-  if (ms_nn_check_index_tensor_any(op, "target", target)) return MS_ERR_ARG;
+  if (nn_check_float_any(op, "input", input)) return MS_ERR_ARG;
+  if (nn_check_index_tensor_any(op, "target", target)) return MS_ERR_ARG;
   if (ms_check_same_device(op, 3, (ms_tensor *[]){input, target, weight})) return MS_ERR_ARG;
   if (check_shapes(op, input, target, a)) return MS_ERR_ARG;
-  return ms_nn_check_param_any(op, "weight", weight, input->dtype, a->C);
+  return nn_check_param_any(op, "weight", weight, input->dtype, a->C);
 }
 
 /* The per-position terms, combined by the reduction: (1 - s) nll + s / C smooth. *nll_scale and
@@ -102,7 +102,7 @@ static ms_tensor *reduce_terms(const char *op, const loss_terms *t, bool mean, d
   *sw = out ? ms_tensor_new_empty_on(dev, 0, NULL, MS_FLOAT64) : NULL;
   native_kernels nk;
   if (!*sw || native_kernels_for(op, dev, &nk) != MS_OK ||
-      native_kernel_status(&nk, nk.k->nll_reduce(&nk.x, ms_nn_kdtype(t->nll->dtype), ms_tensor_numel(t->nll),
+      native_kernel_status(&nk, nk.k->nll_reduce(&nk.x, nn_kdtype(t->nll->dtype), ms_tensor_numel(t->nll),
                                                  ms_tensor_data(t->nll), ms_tensor_data(t->wt),
                                                  t->smooth ? ms_tensor_data(t->smooth) : NULL, s, C, mean,
                                                  ms_tensor_data(out), ms_tensor_data(*sw))) != MS_OK) {
@@ -160,7 +160,7 @@ static ms_tensor *loss_forward(const char *op, const ms_k_nll_args *a, ms_tensor
   ms_tensor *out = NULL;
   native_kernels nk;
   if (t.nll && t.wt && (s == 0 || t.smooth) && native_kernels_for(op, dev, &nk) == MS_OK &&
-      native_kernel_status(&nk, nk.k->nll_rows(&nk.x, ms_nn_kdtype(dt), a, ms_tensor_data(logp),
+      native_kernel_status(&nk, nk.k->nll_rows(&nk.x, nn_kdtype(dt), a, ms_tensor_data(logp),
                                                ms_tensor_data(t.nll), ms_tensor_data(t.wt),
                                                t.smooth ? ms_tensor_data(t.smooth) : NULL)) == MS_OK) {
     out = combine(op, &t, red, s, a->C, &scales[0], &scales[1], sw);
@@ -177,8 +177,8 @@ static ms_status prepare(const char *op, ms_tensor *input, ms_tensor *target_in,
   *a = (ms_k_nll_args){.ignore_index = ignore_index, .base = base};
   *target = *weight = NULL;
   if (check_loss(op, input, target_in, weight_in, a)) return MS_ERR_ARG;
-  *target = ms_nn_contiguous(target_in, MS_INT64);
-  *weight = *target && weight_in ? ms_nn_contiguous(weight_in, input->dtype) : NULL;
+  *target = nn_contiguous(target_in, MS_INT64);
+  *weight = *target && weight_in ? nn_contiguous(weight_in, input->dtype) : NULL;
   if (!*target || (weight_in && !*weight)) return MS_ERR_MEMORY;
   a->target = ms_tensor_data(*target);
   a->weight = *weight ? ms_tensor_data(*weight) : NULL;
@@ -203,7 +203,7 @@ ms_tensor *native_nll_loss(ms_tensor *input, ms_tensor *target_in, ms_tensor *we
   *saved = (native_nll_saved){0};
   ms_status st = prepare("nll_loss", input, target_in, weight_in, ignore_index, index_base, &a, &saved->target,
                          &saved->weight);
-  if (st == MS_OK && (logp = ms_nn_contiguous(input, input->dtype)))
+  if (st == MS_OK && (logp = nn_contiguous(input, input->dtype)))
     out = finish("nll_loss", &a, logp, reduction, 0, saved);
   ms_tensor_release(logp);
   if (!out) native_nll_saved_release(saved);
@@ -212,9 +212,9 @@ ms_tensor *native_nll_loss(ms_tensor *input, ms_tensor *target_in, ms_tensor *we
 
 /* log_softmax over the class dim into a new contiguous tensor. */
 static ms_tensor *class_log_softmax(ms_tensor *input, const ms_k_nll_args *a) {
-  ms_tensor *xc = ms_nn_contiguous(input, input->dtype);
+  ms_tensor *xc = nn_contiguous(input, input->dtype);
   ms_tensor *logp = xc ? ms_tensor_new_empty_on(ms_tensor_device(input), input->ndim, input->shape, input->dtype) : NULL;
-  if (logp && ms_nn_softmax_rows("cross_entropy", xc, logp, a->N, a->C, a->inner, true) != MS_OK)
+  if (logp && nn_softmax_rows("cross_entropy", xc, logp, a->N, a->C, a->inner, true) != MS_OK)
     ms_tensor_release(logp), logp = NULL;
   ms_tensor_release(xc);
   return logp;
@@ -251,7 +251,7 @@ ms_status native_mse_loss_backward(ms_tensor *a, ms_tensor *b, ms_reduction redu
   if (st == MS_OK && need[0]) grads[0] = (ms_tensor_retain(f), f);
   if (st == MS_OK && need[1] && !(grads[1] = native_unary(MS_OP_NEG, f))) st = MS_ERR_MEMORY;
   ms_tensor_release(d), ms_tensor_release(dk), ms_tensor_release(f);
-  if (st != MS_OK) ms_nn_release_all(2, grads);
+  if (st != MS_OK) nn_release_all(2, grads);
   return st;
 }
 
@@ -267,6 +267,6 @@ static ms_tensor *mse_forward(ms_tensor *a, ms_tensor *b, ms_reduction red) {
 }
 
 ms_tensor *native_mse_loss(ms_tensor *a, ms_tensor *b, ms_reduction reduction) {
-  if (ms_nn_check_float_any("mse_loss", "input", a) || ms_nn_check_float_any("mse_loss", "target", b)) return NULL;
+  if (nn_check_float_any("mse_loss", "input", a) || nn_check_float_any("mse_loss", "target", b)) return NULL;
   return mse_forward(a, b, reduction);
 }

@@ -11,32 +11,32 @@
 #include "native/native.h"
 
 /* The kernels' name for a float dtype (the enums share their order). */
-static inline ms_k_dtype ms_nn_kdtype(ms_dtype dt) { return (ms_k_dtype)dt; }
+static inline ms_k_dtype nn_kdtype(ms_dtype dt) { return (ms_k_dtype)dt; }
 
 /* MS_OK when t is a readable float32/float64 tensor; else "op: arg must be float32 or float64". */
-ms_status ms_nn_check_float(const char *op, const char *arg, const ms_tensor *t);
+ms_status nn_check_float(const char *op, const char *arg, const ms_tensor *t);
 /* The same for ops with a CUDA kernel: t may be on any device. */
-ms_status ms_nn_check_float_any(const char *op, const char *arg, const ms_tensor *t);
-/* ms_nn_check_float_any with bfloat16 accepted too, for ops whose native bfloat16 path reaches
+ms_status nn_check_float_any(const char *op, const char *arg, const ms_tensor *t);
+/* nn_check_float_any with bfloat16 accepted too, for ops whose native bfloat16 path reaches
  * the check (linear, conv2d); their other 16-bit cases are widened before it. */
-ms_status ms_nn_check_float_or_bf16_any(const char *op, const char *arg, const ms_tensor *t);
+ms_status nn_check_float_or_bf16_any(const char *op, const char *arg, const ms_tensor *t);
 /* An optional parameter (NULL passes): dtype dt and, when n >= 0, shape (n). */
-ms_status ms_nn_check_param(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt, int64_t n);
+ms_status nn_check_param(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt, int64_t n);
 /* MS_OK when t is a readable int64 tensor. */
-ms_status ms_nn_check_index_tensor(const char *op, const char *arg, const ms_tensor *t);
+ms_status nn_check_index_tensor(const char *op, const char *arg, const ms_tensor *t);
 /* Both, for ops with a CUDA kernel: any device, but all the n tensors (NULLs skipped) on one. */
-ms_status ms_nn_check_param_any(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt, int64_t n);
-ms_status ms_nn_check_index_tensor_any(const char *op, const char *arg, const ms_tensor *t);
+ms_status nn_check_param_any(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt, int64_t n);
+ms_status nn_check_index_tensor_any(const char *op, const char *arg, const ms_tensor *t);
 /* t's shape seen as (outer, size, inner) around dim. */
-void ms_nn_split(const ms_tensor *t, int dim, int64_t *outer, int64_t *size, int64_t *inner);
+void nn_split(const ms_tensor *t, int dim, int64_t *outer, int64_t *size, int64_t *inner);
 /* t as a contiguous tensor of dtype dt (new reference; t itself retained when it already is);
  * nothing recorded. */
-ms_tensor *ms_nn_contiguous(ms_tensor *t, ms_dtype dt);
+ms_tensor *nn_contiguous(ms_tensor *t, ms_dtype dt);
 /* y = softmax (log: log_softmax) of x, both contiguous (outer, C, inner) blocks on one device,
  * through that device's kernel; op names the caller in errors (softmax, cross_entropy). */
-ms_status ms_nn_softmax_rows(const char *op, ms_tensor *x, ms_tensor *y, int64_t outer, int64_t C, int64_t inner,
+ms_status nn_softmax_rows(const char *op, ms_tensor *x, ms_tensor *y, int64_t outer, int64_t C, int64_t inner,
                              bool log);
 /* Releases the n tensors (NULLs allowed) and sets them to NULL. */
-void ms_nn_release_all(int n, ms_tensor **ts);
+void nn_release_all(int n, ms_tensor **ts);
 
 #endif

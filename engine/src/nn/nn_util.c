@@ -2,30 +2,30 @@
 #include "native/dispatch.h"
 #include "nn/nn_internal.h"
 
-ms_status ms_nn_check_float_any(const char *op, const char *arg, const ms_tensor *t) {
+ms_status nn_check_float_any(const char *op, const char *arg, const ms_tensor *t) {
   if (t->dtype != MS_FLOAT32 && t->dtype != MS_FLOAT64)
     return ms_error(MS_ERR_ARG, "%s: %s must be float32 or float64, got %s", op, arg,
                     ms_dtype_name(t->dtype));
   return ms_tensor_check_data_any(op, t);
 }
 
-ms_status ms_nn_check_float_or_bf16_any(const char *op, const char *arg, const ms_tensor *t) {
+ms_status nn_check_float_or_bf16_any(const char *op, const char *arg, const ms_tensor *t) {
   if (t->dtype == MS_BFLOAT16) return ms_tensor_check_data_any(op, t);
-  return ms_nn_check_float_any(op, arg, t);
+  return nn_check_float_any(op, arg, t);
 }
 
-ms_status ms_nn_check_float(const char *op, const char *arg, const ms_tensor *t) {
-  ms_status st = ms_nn_check_float_any(op, arg, t);
+ms_status nn_check_float(const char *op, const char *arg, const ms_tensor *t) {
+  ms_status st = nn_check_float_any(op, arg, t);
   return st == MS_OK ? ms_tensor_check_data(op, t) : st;
 }
 
-ms_status ms_nn_check_param(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt,
+ms_status nn_check_param(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt,
                             int64_t n) {
-  ms_status st = ms_nn_check_param_any(op, arg, t, dt, n);
+  ms_status st = nn_check_param_any(op, arg, t, dt, n);
   return st == MS_OK && t ? ms_tensor_check_data(op, t) : st;
 }
 
-ms_status ms_nn_check_param_any(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt,
+ms_status nn_check_param_any(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt,
                                 int64_t n) {
   if (!t) return MS_OK;
   char buf[MS_SHAPE_STR_LEN];
@@ -38,40 +38,40 @@ ms_status ms_nn_check_param_any(const char *op, const char *arg, const ms_tensor
   return ms_tensor_check_data_any(op, t);
 }
 
-ms_status ms_nn_check_index_tensor_any(const char *op, const char *arg, const ms_tensor *t) {
+ms_status nn_check_index_tensor_any(const char *op, const char *arg, const ms_tensor *t) {
   if (t->dtype != MS_INT64)
     return ms_error(MS_ERR_ARG, "%s: %s must be an int64 tensor, got %s (convert with :long())",
                     op, arg, ms_dtype_name(t->dtype));
   return ms_tensor_check_data_any(op, t);
 }
 
-ms_status ms_nn_check_index_tensor(const char *op, const char *arg, const ms_tensor *t) {
-  ms_status st = ms_nn_check_index_tensor_any(op, arg, t);
+ms_status nn_check_index_tensor(const char *op, const char *arg, const ms_tensor *t) {
+  ms_status st = nn_check_index_tensor_any(op, arg, t);
   return st == MS_OK ? ms_tensor_check_data(op, t) : st;
 }
 
-void ms_nn_split(const ms_tensor *t, int dim, int64_t *outer, int64_t *size, int64_t *inner) {
+void nn_split(const ms_tensor *t, int dim, int64_t *outer, int64_t *size, int64_t *inner) {
   *outer = 1, *inner = 1, *size = t->ndim ? t->shape[dim] : 1;
   for (int d = 0; d < dim; d++) *outer *= t->shape[d];
   for (int d = dim + 1; d < t->ndim; d++) *inner *= t->shape[d];
 }
 
-ms_tensor *ms_nn_contiguous(ms_tensor *t, ms_dtype dt) {
+ms_tensor *nn_contiguous(ms_tensor *t, ms_dtype dt) {
   ms_tensor *d = native_to_dtype(t, dt);
   ms_tensor *c = d ? native_contiguous(d) : NULL;
   ms_tensor_release(d);
   return c;
 }
 
-ms_status ms_nn_softmax_rows(const char *op, ms_tensor *x, ms_tensor *y, int64_t outer, int64_t C, int64_t inner,
+ms_status nn_softmax_rows(const char *op, ms_tensor *x, ms_tensor *y, int64_t outer, int64_t C, int64_t inner,
                              bool log) {
   native_kernels nk;
   if (native_kernels_for(op, ms_tensor_device(x), &nk) != MS_OK) return MS_ERR_RUNTIME;
-  return native_kernel_status(&nk, nk.k->softmax(&nk.x, ms_nn_kdtype(x->dtype), outer, C, inner, ms_tensor_data(x),
+  return native_kernel_status(&nk, nk.k->softmax(&nk.x, nn_kdtype(x->dtype), outer, C, inner, ms_tensor_data(x),
                                                  ms_tensor_data(y), log));
 }
 
-void ms_nn_release_all(int n, ms_tensor **ts) {
+void nn_release_all(int n, ms_tensor **ts) {
   for (int i = 0; i < n; i++) {
     ms_tensor_release(ts[i]);
     ts[i] = NULL;

@@ -23,7 +23,7 @@ static bool alloc_grads(const bool need[3], const ms_tensor *x, int pndim, const
     if (!need[i]) continue;
     grads[i] = i == 0 ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype)
                       : ms_tensor_new_empty_on(ms_tensor_device(x), pndim, pshape, x->dtype);
-    if (!grads[i]) return ms_nn_release_all(i, grads), false;
+    if (!grads[i]) return nn_release_all(i, grads), false;
   }
   return true;
 }
@@ -34,25 +34,25 @@ ms_status native_layer_norm_backward(const native_norm_saved *s, int nd, ms_tens
                                      const bool need[3], ms_tensor *grad_in[3]) {
   ms_tensor *x = s->x, *w = s->weight, *mean = s->mean, *rstd = s->invstd;
   int64_t M = ms_tensor_numel(mean), N = M ? ms_tensor_numel(x) / M : 0;
-  ms_tensor *g = ms_nn_contiguous(grad_output, x->dtype);
+  ms_tensor *g = nn_contiguous(grad_output, x->dtype);
   if (!g || !alloc_grads(need, x, nd, x->shape + x->ndim - nd, grad_in))
     return ms_tensor_release(g), MS_ERR_MEMORY;
   native_kernels nk;
   ms_status st = native_kernels_for("layer_norm backward", ms_tensor_device(x), &nk);
   if (st == MS_OK)
-    st = native_kernel_status(&nk, nk.k->layer_norm_backward(&nk.x, ms_nn_kdtype(x->dtype), M, N, ms_tensor_data(x),
+    st = native_kernel_status(&nk, nk.k->layer_norm_backward(&nk.x, nn_kdtype(x->dtype), M, N, ms_tensor_data(x),
                                                              ms_tensor_data(g), ms_tensor_data(mean),
                                                              ms_tensor_data(rstd), data_or_null(w),
                                                              data_or_null(grad_in[0]), data_or_null(grad_in[1]),
                                                              data_or_null(grad_in[2])));
   ms_tensor_release(g);
-  if (st != MS_OK) ms_nn_release_all(3, grad_in);
+  if (st != MS_OK) nn_release_all(3, grad_in);
   return st;
 }
 
 static ms_status check_layer_norm(ms_tensor *x, int nd, const int64_t *ns, ms_tensor *w, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
-  if (ms_nn_check_float_any("layer_norm", "input", x)) return MS_ERR_ARG;
+  if (nn_check_float_any("layer_norm", "input", x)) return MS_ERR_ARG;
   if (ms_check_same_device("layer_norm", 3, (ms_tensor *[]){x, w, b})) return MS_ERR_ARG;
   bool ok = nd >= 1 && nd <= x->ndim;
   for (int d = 0; ok && d < nd; d++) ok = x->shape[x->ndim - nd + d] == ns[d];
@@ -62,7 +62,7 @@ static ms_status check_layer_norm(ms_tensor *x, int nd, const int64_t *ns, ms_te
   ms_tensor *p[2] = {w, b};
   for (int i = 0; i < 2; i++) {
     if (!p[i]) continue;
-    if (ms_nn_check_param_any("layer_norm", i ? "bias" : "weight", p[i], x->dtype, -1)) return MS_ERR_ARG;
+    if (nn_check_param_any("layer_norm", i ? "bias" : "weight", p[i], x->dtype, -1)) return MS_ERR_ARG;
     ok = p[i]->ndim == nd;
     for (int d = 0; ok && d < nd; d++) ok = p[i]->shape[d] == ns[d];
     if (!ok)
@@ -80,8 +80,8 @@ ms_tensor *native_layer_norm(ms_tensor *x, int nshape, const int64_t *ns, ms_ten
   int64_t N = 1;
   for (int d = 0; d < nshape; d++) N *= ns[d];
   int64_t M = N ? ms_tensor_numel(x) / N : 0;
-  ms_tensor *xc = ms_nn_contiguous(x, x->dtype), *wc = w ? ms_nn_contiguous(w, x->dtype) : NULL;
-  ms_tensor *bc = b ? ms_nn_contiguous(b, x->dtype) : NULL;
+  ms_tensor *xc = nn_contiguous(x, x->dtype), *wc = w ? nn_contiguous(w, x->dtype) : NULL;
+  ms_tensor *bc = b ? nn_contiguous(b, x->dtype) : NULL;
   ms_device dev = ms_tensor_device(x);
   ms_tensor *y = ms_tensor_new_empty_on(dev, x->ndim, x->shape, x->dtype);
   ms_tensor *mean = ms_tensor_new_empty_on(dev, 1, &M, x->dtype), *rstd = ms_tensor_new_empty_on(dev, 1, &M, x->dtype);
@@ -90,7 +90,7 @@ ms_tensor *native_layer_norm(ms_tensor *x, int nshape, const int64_t *ns, ms_ten
     native_kernels nk;
     ms_status st = native_kernels_for("layer_norm", ms_tensor_device(x), &nk);
     if (st == MS_OK)
-      st = native_kernel_status(&nk, nk.k->layer_norm(&nk.x, ms_nn_kdtype(x->dtype), M, N, ms_tensor_data(xc),
+      st = native_kernel_status(&nk, nk.k->layer_norm(&nk.x, nn_kdtype(x->dtype), M, N, ms_tensor_data(xc),
                                                       data_or_null(wc), data_or_null(bc), eps, ms_tensor_data(y),
                                                       ms_tensor_data(mean), ms_tensor_data(rstd)));
     if (st == MS_OK) out = y, y = NULL;
@@ -107,34 +107,34 @@ ms_status native_batch_norm_backward(const native_norm_saved *s, bool training, 
                                      const bool need[3], ms_tensor *grad_in[3]) {
   ms_tensor *x = s->x, *w = s->weight, *mean = s->mean, *invstd = s->invstd;
   int64_t N, C, inner;
-  ms_nn_split(x, 1, &N, &C, &inner);
-  ms_tensor *g = ms_nn_contiguous(grad_output, x->dtype);
+  nn_split(x, 1, &N, &C, &inner);
+  ms_tensor *g = nn_contiguous(grad_output, x->dtype);
   if (!g || !alloc_grads(need, x, 1, &C, grad_in)) return ms_tensor_release(g), MS_ERR_MEMORY;
   native_kernels nk;
   ms_status st = native_kernels_for("batch_norm backward", ms_tensor_device(x), &nk);
   if (st == MS_OK)
-    st = native_kernel_status(&nk, nk.k->batch_norm_backward(&nk.x, ms_nn_kdtype(x->dtype), N, C, inner,
+    st = native_kernel_status(&nk, nk.k->batch_norm_backward(&nk.x, nn_kdtype(x->dtype), N, C, inner,
                                                              ms_tensor_data(x), ms_tensor_data(g),
                                                              ms_tensor_data(mean), ms_tensor_data(invstd),
                                                              data_or_null(w), training, data_or_null(grad_in[0]),
                                                              data_or_null(grad_in[1]), data_or_null(grad_in[2])));
   ms_tensor_release(g);
-  if (st != MS_OK) ms_nn_release_all(3, grad_in);
+  if (st != MS_OK) nn_release_all(3, grad_in);
   return st;
 }
 
 static ms_status check_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *w, ms_tensor *b,
                                   bool training) {
   char buf[MS_SHAPE_STR_LEN];
-  if (ms_nn_check_float_any("batch_norm", "input", x)) return MS_ERR_ARG;
+  if (nn_check_float_any("batch_norm", "input", x)) return MS_ERR_ARG;
   if (x->ndim < 2)
     return ms_error(MS_ERR_ARG, "batch_norm: input must have at least 2 dims (N, C, ...), got %s",
                     ms_shape_str(x->ndim, x->shape, buf, sizeof buf));
   int64_t C = x->shape[1];
-  if (ms_nn_check_param_any("batch_norm", "running_mean", rm, x->dtype, C) ||
-      ms_nn_check_param_any("batch_norm", "running_var", rv, x->dtype, C) ||
-      ms_nn_check_param_any("batch_norm", "weight", w, x->dtype, C) ||
-      ms_nn_check_param_any("batch_norm", "bias", b, x->dtype, C) ||
+  if (nn_check_param_any("batch_norm", "running_mean", rm, x->dtype, C) ||
+      nn_check_param_any("batch_norm", "running_var", rv, x->dtype, C) ||
+      nn_check_param_any("batch_norm", "weight", w, x->dtype, C) ||
+      nn_check_param_any("batch_norm", "bias", b, x->dtype, C) ||
       ms_check_same_device("batch_norm", 5, (ms_tensor *[]){x, rm, rv, w, b}))
     return MS_ERR_ARG;
   if (!training && (!rm || !rv))
@@ -171,11 +171,11 @@ static ms_status update_running(ms_tensor *running, ms_tensor *batch, double mom
 static ms_status batch_stats(ms_tensor *xc, ms_tensor *rm, ms_tensor *rv, bool training, double momentum,
                              double eps, ms_tensor **mean, ms_tensor **invstd) {
   int64_t N, C, inner;
-  ms_nn_split(xc, 1, &N, &C, &inner);
+  nn_split(xc, 1, &N, &C, &inner);
   *invstd = NULL;
   if (!training) {
-    *mean = ms_nn_contiguous(rm, xc->dtype);
-    ms_tensor *v = *mean ? ms_nn_contiguous(rv, xc->dtype) : NULL;
+    *mean = nn_contiguous(rm, xc->dtype);
+    ms_tensor *v = *mean ? nn_contiguous(rv, xc->dtype) : NULL;
     *invstd = v ? inverse_std(v, eps) : NULL;
     ms_tensor_release(v);
     return *invstd ? MS_OK : MS_ERR_MEMORY;
@@ -186,7 +186,7 @@ static ms_status batch_stats(ms_tensor *xc, ms_tensor *rm, ms_tensor *rv, bool t
   native_kernels nk;
   ms_status st = native_kernels_for("batch_norm", ms_tensor_device(xc), &nk);
   if (st == MS_OK)
-    st = native_kernel_status(&nk, nk.k->batch_norm_stats(&nk.x, ms_nn_kdtype(xc->dtype), N, C, inner,
+    st = native_kernel_status(&nk, nk.k->batch_norm_stats(&nk.x, nn_kdtype(xc->dtype), N, C, inner,
                                                           ms_tensor_data(xc), ms_tensor_data(*mean),
                                                           ms_tensor_data(var)));
   if (st != MS_OK) return ms_tensor_release(var), st;
@@ -204,16 +204,16 @@ ms_tensor *native_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tens
                              double momentum, double eps, native_norm_saved *saved) {
   *saved = (native_norm_saved){0};
   if (check_batch_norm(x, rm, rv, w, b, training)) return NULL;
-  ms_tensor *xc = ms_nn_contiguous(x, x->dtype), *wc = w ? ms_nn_contiguous(w, x->dtype) : NULL;
-  ms_tensor *bc = b ? ms_nn_contiguous(b, x->dtype) : NULL, *mean = NULL, *invstd = NULL, *out = NULL;
+  ms_tensor *xc = nn_contiguous(x, x->dtype), *wc = w ? nn_contiguous(w, x->dtype) : NULL;
+  ms_tensor *bc = b ? nn_contiguous(b, x->dtype) : NULL, *mean = NULL, *invstd = NULL, *out = NULL;
   bool ready = xc && (wc || !w) && (bc || !b);
   if (ready && batch_stats(xc, rm, rv, training, momentum, eps, &mean, &invstd) == MS_OK &&
       (out = ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype))) {
     int64_t N, C, inner;
-    ms_nn_split(xc, 1, &N, &C, &inner);
+    nn_split(xc, 1, &N, &C, &inner);
     native_kernels nk;
     if (native_kernels_for("batch_norm", ms_tensor_device(x), &nk) != MS_OK ||
-        native_kernel_status(&nk, nk.k->batch_norm_apply(&nk.x, ms_nn_kdtype(x->dtype), N, C, inner,
+        native_kernel_status(&nk, nk.k->batch_norm_apply(&nk.x, nn_kdtype(x->dtype), N, C, inner,
                                                          ms_tensor_data(xc), ms_tensor_data(mean),
                                                          ms_tensor_data(invstd), data_or_null(wc),
                                                          data_or_null(bc), ms_tensor_data(out))) != MS_OK)

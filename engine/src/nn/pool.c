@@ -28,17 +28,17 @@ static ms_status pool_geometry(const char *op, const ms_tensor *x, const int64_t
                                const int64_t pad[2], const int64_t dil[2], bool ceil_mode, bool any_device,
                                bool bf16, ms_k_pool2d_geom *g) {
   ms_status (*check)(const char *, const char *, const ms_tensor *) =
-      bf16 ? ms_nn_check_4d_float_or_bf16_any : any_device ? ms_nn_check_4d_any : ms_nn_check_4d;
+      bf16 ? nn_check_4d_float_or_bf16_any : any_device ? nn_check_4d_any : nn_check_4d;
   if (check(op, "input", x) != MS_OK) return MS_ERR_ARG;
-  if (ms_nn_check_pair(op, "kernel_size", k, 1) || ms_nn_check_pair(op, "stride", st, 1) ||
-      ms_nn_check_pair(op, "padding", pad, 0) || ms_nn_check_pair(op, "dilation", dil, 1))
+  if (nn_check_pair(op, "kernel_size", k, 1) || nn_check_pair(op, "stride", st, 1) ||
+      nn_check_pair(op, "padding", pad, 0) || nn_check_pair(op, "dilation", dil, 1))
     return MS_ERR_ARG;
   if (pad[0] > k[0] / 2 || pad[1] > k[1] / 2)
     return ms_error(MS_ERR_ARG, "%s: pad should be smaller than or equal to half of kernel size, but got "
                     "padding (%lld, %lld) for kernel_size (%lld, %lld)", op, (long long)pad[0],
                     (long long)pad[1], (long long)k[0], (long long)k[1]);
   int64_t padded[2], extent[2];
-  if (ms_nn_check_window(op, "kernel_size", x->shape + 2, k, pad, dil, padded, extent) != MS_OK) return MS_ERR_ARG;
+  if (nn_check_window(op, "kernel_size", x->shape + 2, k, pad, dil, padded, extent) != MS_OK) return MS_ERR_ARG;
   *g = (ms_k_pool2d_geom){.planes = x->shape[0] * x->shape[1], .h = x->shape[2], .w = x->shape[3],
                           .kh = k[0], .kw = k[1], .sh = st[0], .sw = st[1], .ph = pad[0], .pw = pad[1],
                           .dh = dil[0], .dw = dil[1]};
@@ -60,12 +60,12 @@ static ms_tensor *new_output(const ms_tensor *x, const ms_k_pool2d_geom *g, ms_d
 
 ms_tensor *native_max_pool2d_backward(const ms_k_pool2d_geom *g, const int64_t in_shape[4], ms_tensor *idx,
                                       ms_tensor *grad_output, ms_dtype dt) {
-  ms_tensor *go = ms_nn_contiguous(grad_output, dt);
+  ms_tensor *go = nn_contiguous(grad_output, dt);
   ms_tensor *gx = go ? ms_tensor_new_empty_on(ms_tensor_device(idx), 4, in_shape, dt) : NULL;
   if (!gx) return ms_tensor_release(go), ms_error(MS_ERR_MEMORY, "max_pool2d backward: out of memory"), NULL;
   native_kernels nk;
   if (native_kernels_for("max_pool2d backward", ms_tensor_device(idx), &nk) != MS_OK ||
-      native_kernel_status(&nk, nk.k->max_pool2d_backward(&nk.x, ms_nn_kdtype(dt), g, ms_tensor_data(go),
+      native_kernel_status(&nk, nk.k->max_pool2d_backward(&nk.x, nn_kdtype(dt), g, ms_tensor_data(go),
                                                           ms_tensor_data(idx), ms_tensor_data(gx))) != MS_OK)
     ms_tensor_release(gx), gx = NULL;
   ms_tensor_release(go);
@@ -89,7 +89,7 @@ ms_status native_max_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t
   native_kernels nk;
   ms_status st = native_kernels_for("max_pool2d", ms_tensor_device(x), &nk);
   if (st == MS_OK)
-    st = native_kernel_status(&nk, nk.k->max_pool2d(&nk.x, ms_nn_kdtype(x->dtype), g, ms_tensor_data(xc),
+    st = native_kernel_status(&nk, nk.k->max_pool2d(&nk.x, nn_kdtype(x->dtype), g, ms_tensor_data(xc),
                                                     ms_tensor_data(out), idx ? ms_tensor_data(idx) : NULL));
   ms_tensor_release(xc);
   if (st != MS_OK) return ms_tensor_release(out), ms_tensor_release(idx), st;
@@ -158,11 +158,11 @@ ms_tensor *native_avg_pool2d_backward(const ms_k_pool2d_geom *g, const int64_t i
   ms_device dev = ms_tensor_device(grad_output);
   avg_windows aw;
   if (make_windows(g, adaptive, count_include_pad, dev, &aw) != MS_OK) return NULL;
-  ms_tensor *go = ms_nn_contiguous(grad_output, dt);
+  ms_tensor *go = nn_contiguous(grad_output, dt);
   ms_tensor *gx = go ? ms_tensor_new_empty_on(dev, 4, in_shape, dt) : NULL;
   native_kernels nk;
   if (gx && (native_kernels_for("avg_pool2d backward", dev, &nk) != MS_OK ||
-             native_kernel_status(&nk, nk.k->avg_pool2d_backward(&nk.x, ms_nn_kdtype(dt), g, &aw.w, ms_tensor_data(go),
+             native_kernel_status(&nk, nk.k->avg_pool2d_backward(&nk.x, nn_kdtype(dt), g, &aw.w, ms_tensor_data(go),
                                                                  ms_tensor_data(gx))) != MS_OK))
     ms_tensor_release(gx), gx = NULL;
   ms_tensor_release(go), ms_tensor_release(aw.buf);
@@ -177,7 +177,7 @@ static ms_tensor *avg_pool(ms_tensor *x, const ms_k_pool2d_geom *g, bool adaptiv
   ms_tensor *xc = native_contiguous(x), *out = xc ? new_output(x, g, x->dtype) : NULL;
   native_kernels nk;
   if (out && (native_kernels_for(op, ms_tensor_device(x), &nk) != MS_OK ||
-              native_kernel_status(&nk, nk.k->avg_pool2d(&nk.x, ms_nn_kdtype(x->dtype), g, &aw.w, ms_tensor_data(xc),
+              native_kernel_status(&nk, nk.k->avg_pool2d(&nk.x, nn_kdtype(x->dtype), g, &aw.w, ms_tensor_data(xc),
                                                          ms_tensor_data(out))) != MS_OK))
     ms_tensor_release(out), out = NULL;
   ms_tensor_release(xc), ms_tensor_release(aw.buf);
@@ -193,8 +193,8 @@ ms_tensor *native_avg_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_
 
 ms_tensor *native_adaptive_avg_pool2d(ms_tensor *x, int64_t out_h, int64_t out_w, ms_k_pool2d_geom *g) {
   const int64_t size[2] = {out_h, out_w};
-  if (ms_nn_check_4d_any("adaptive_avg_pool2d", "input", x) != MS_OK ||
-      ms_nn_check_pair("adaptive_avg_pool2d", "output_size", size, 1) != MS_OK)
+  if (nn_check_4d_any("adaptive_avg_pool2d", "input", x) != MS_OK ||
+      nn_check_pair("adaptive_avg_pool2d", "output_size", size, 1) != MS_OK)
     return NULL;
   int64_t span; /* the windows compute (i + 1) * in + out - 1 for i < out */
   if (out_h > MS_MAX_NUMEL || out_w > MS_MAX_NUMEL || !ms_mul_add_size(out_h, x->shape[2], out_h, &span) ||
