@@ -528,27 +528,22 @@ static int l_is_floating_point(lua_State *L) {
   return lua_pushboolean(L, ms_dtype_is_floating(check_only_tensor(L, "is_floating_point")->dtype)), 1;
 }
 
-/* ms._op_names = {unary = {...}, binary = {...}}: the engine's elementwise op tables by name, and
- * ms._op_info.unary = {{name =, node =, dtypes =, saves =, domain =}, ...} and
- * ms._op_info.activation = {{name =, node =, module =}, ...} (one per function): the rows as data, so that tests run every op (on every device, with its gradient) without a hand-copied
- * list. */
-static void push_op_names(lua_State *L) {
-  lua_createtable(L, 0, 2);
-  lua_createtable(L, MS_UNARY_OP_COUNT, 0);
-  for (int op = 0; op < MS_UNARY_OP_COUNT; op++) {
-    lua_pushstring(L, ms_unary_op_name((ms_unary_op)op));
-    lua_rawseti(L, -2, op + 1);
-  }
-  lua_setfield(L, -2, "unary");
+/* ms._op_info = {unary = {{name =, node =, dtypes =, saves =, domain =}, ...},
+ * binary = {{name =, node =}, ...} (node nil: not differentiable), activation = {{name =, node =,
+ * module =}, ...} (one per function)}: the engine's op tables as data, so that tests run every op
+ * (on every device, with its gradient) without a hand-copied list. */
+static void push_binary_info(lua_State *L) {
   lua_createtable(L, MS_BINARY_OP_COUNT, 0);
   for (int op = 0; op < MS_BINARY_OP_COUNT; op++) {
-    lua_pushstring(L, ms_binary_op_name((ms_binary_op)op));
+    const ms_binary_op_info *r = ms_binary_op_get_info((ms_binary_op)op);
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, r->name), lua_setfield(L, -2, "name");
+    if (r->node) lua_pushstring(L, r->node), lua_setfield(L, -2, "node");
     lua_rawseti(L, -2, op + 1);
   }
-  lua_setfield(L, -2, "binary");
 }
 
-static void push_unary_info(lua_State *L) {
+static void push_op_info(lua_State *L) {
   static const char *const dtypes[] = {
       [MS_UNARY_INTEGER] = "integer", [MS_UNARY_INTEGER_OR_BOOL] = "integer_or_bool",
       [MS_UNARY_FLOATING] = "floating", [MS_UNARY_FLOATING_ONLY] = "floating_only",
@@ -558,7 +553,9 @@ static void push_unary_info(lua_State *L) {
   static const char *const domains[] = {
       [MS_DOMAIN_REAL] = "real", [MS_DOMAIN_POSITIVE] = "positive",
       [MS_DOMAIN_ABOVE_MINUS_ONE] = "above_minus_one", [MS_DOMAIN_STEP] = "step"};
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 3);
+  push_binary_info(L);
+  lua_setfield(L, -2, "binary");
   lua_createtable(L, MS_UNARY_OP_COUNT, 0);
   for (int op = 0; op < MS_UNARY_OP_COUNT; op++) {
     const ms_unary_op_info *r = ms_unary_op_get_info((ms_unary_op)op);
@@ -623,9 +620,7 @@ void bind_open_math(lua_State *L) {
       {"element_size", l_element_size}, {"is_floating_point", l_is_floating_point}};
   for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) bind_register_both(L, both[i].name, both[i].fn);
   register_table_ops(L);
-  push_op_names(L);
-  lua_setfield(L, -3, "_op_names");
-  push_unary_info(L);
+  push_op_info(L);
   lua_setfield(L, -3, "_op_info");
   lua_pushcfunction(L, l_where);
   lua_setfield(L, -3, "where");

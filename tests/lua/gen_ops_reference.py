@@ -7,6 +7,7 @@
 import math
 import os
 import subprocess
+import sys
 
 import numpy
 import torch
@@ -128,6 +129,14 @@ def pydim(d):
 
 # ---- binary ops ---------------------------------------------------------------------------------
 
+def engine_ops(kind):
+    """The names of the engine's op table (ms._op_info), read from the moonshard binary ($MOONSHARD,
+    default build/moonshard), so that an op added to the table gets its cases with no edit here."""
+    code = 'for _, r in ipairs(require("moonshard")._op_info.%s) do print(r.name) end' % kind
+    return subprocess.check_output([os.environ.get("MOONSHARD", "build/moonshard"), "-e", code], text=True).split()
+
+
+
 def is_scalar(x):
     return not isinstance(x, torch.Tensor)
 
@@ -158,9 +167,14 @@ BINARY = {
     "logical_and": lambda a, b: torch.logical_and(*both_tensors(a, b)),
     "logical_or": lambda a, b: torch.logical_or(*both_tensors(a, b)),
 }
+BINARY_OPS = engine_ops("binary")
+for op in BINARY_OPS:  # a row added to the engine's table needs its PyTorch formula above
+    if op not in BINARY: sys.exit("gen_ops_reference.py: the engine's binary op %s has no PyTorch formula in BINARY" % op)
 # Python's bool scalars on the left of - and ** would be plain Python ints; PyTorch's reflected
 # ops see them as bools, which is what moonshard gets from a Lua boolean.
 PAIR_OPS = ["add", "sub", "mul", "div", "pow", "maximum", "eq", "lt", "logical_and"]
+# Every other op of the table, one per dtype pair in turn (on 0-dim operands, below).
+OTHER_OPS = [op for op in BINARY_OPS if op not in PAIR_OPS]
 
 for da in ALL:  # every dtype pair, (2, 3) against a row (3,)
     tensor_in("a_" + da, da, (2, 3), formula(da, 6, 1))
@@ -175,7 +189,7 @@ SCALARS = [2, 2.5, True, -1.0]
 SCALAR_OPS = ["add", "sub", "mul", "div", "pow", "maximum", "eq", "lt", "logical_and"]
 for da in ALL:  # the other comparisons and logical_or once per dtype pair, on 0-dim operands
     for j, db in enumerate(ALL):
-        op = ("ne", "le", "gt", "minimum", "logical_or")[(ALL.index(da) + j) % 5]
+        op = OTHER_OPS[(ALL.index(da) + j) % len(OTHER_OPS)]
         case(op, [Ref("z_" + da), Ref("z_" + db)], BINARY[op])
 for da in ALL:  # Lua numbers and booleans on either side
     for s in SCALARS:
@@ -239,13 +253,6 @@ case("div", [7, Ref("iz")], BINARY["div"])
 case("div", [Ref("iz"), Ref("z_bool")], BINARY["div"])
 
 # ---- unary ops ----------------------------------------------------------------------------------
-
-def engine_ops(kind):
-    """The names of the engine's op table (ms._op_names), read from the moonshard binary ($MOONSHARD,
-    default build/moonshard), so that an op added to the table gets its cases with no edit here."""
-    code = 'for _, n in ipairs(require("moonshard")._op_names.%s) do print(n) end' % kind
-    return subprocess.check_output([os.environ.get("MOONSHARD", "build/moonshard"), "-e", code], text=True).split()
-
 
 def torch_fn(op):
     """torch.<op>, or torch.nn.functional.<op> for the activations that live there (softplus)."""
@@ -549,10 +556,27 @@ def lua_args(args):
     return "{%s,n=%d}" % (body, len(args)) if any(a is None for a in args) else "{%s}" % body
 
 
-def unary_grad_fns():
-    """The grad_fn name PyTorch gives each differentiable unary op of the engine's table."""
+def grad_fns():
+    """The grad_fn name PyTorch gives each differentiable unary and binary op of the engine's
+    tables (the comparisons and logical ops have none)."""
     x = torch.tensor([0.5, 1.5], dtype=torch.float64, requires_grad=True)
-    return {op: torch_fn(op)(x).grad_fn.name() for op in UNARY if op != "logical_not"}
+    y = torch.tensor([1.7, 2.5], dtype=torch.float64, requires_grad=True)
+    names = {op: torch_fn(op)(x).grad_fn.name() for op in UNARY if op != "logical_not"}
+    for op in BINARY_OPS:
+        r = BINARY[op](x, y)
+        if r.grad_fn is not None: names[op] = r.grad_fn.name()
+    return names
+
+
+def number_grad_fns():
+    """The grad_fn names of each differentiable binary op with a number on the right (t, n) and on
+    the left (n, t): PyTorch names some of these forms apart (pow, rsub, a number over a tensor)."""
+    x = torch.tensor([0.5, 1.5], dtype=torch.float64, requires_grad=True)
+    names = {}
+    for op in BINARY_OPS:
+        right, left = BINARY[op](x, 1.7), BINARY[op](0.75, x)
+        if right.grad_fn is not None: names[op] = (right.grad_fn.name(), left.grad_fn.name())
+    return names
 
 
 def main():
@@ -574,8 +598,12 @@ def main():
         out.append("{" + ",".join(parts) + "},")
     out.append("},")
     out.append("grad_fns = {")
-    for op, node in unary_grad_fns().items():
+    for op, node in grad_fns().items():
         out.append("%s=%s," % (op, lua(node)))
+    out.append("},")
+    out.append("number_grad_fns = {")
+    for op, (right, left) in number_grad_fns().items():
+        out.append("%s={right=%s,left=%s}," % (op, lua(right), lua(left)))
     out.append("}}")
     path = os.path.join("tests", "lua", "data", "ops_reference.lua")
     with open(path, "w") as f:

@@ -285,7 +285,8 @@ T.test("extra arguments raise for every unary and binary op", function()
     T.raises(f, name .. ": bad argument #" .. k .. ":", "unexpected argument")
     checked = checked + 1
   end
-  for _, op in ipairs(ms._op_names.unary) do
+  for _, row in ipairs(ms._op_info.unary) do
+    local op = row.name
     for _, name in ipairs({ op, op .. "_" }) do
       if ms[name] then
         expect(name, 2, function() ms.ones(2)[name](ms.ones(2), "x") end)
@@ -293,7 +294,8 @@ T.test("extra arguments raise for every unary and binary op", function()
       end
     end
   end
-  for _, op in ipairs(ms._op_names.binary) do
+  for _, row in ipairs(ms._op_info.binary) do
+    local op = row.name
     for _, name in ipairs({ op, op .. "_" }) do
       if ms[name] then
         local k = (op == "add" or op == "sub") and 4 or 3 -- add/sub take an options table at #3
@@ -302,7 +304,7 @@ T.test("extra arguments raise for every unary and binary op", function()
       end
     end
   end
-  T.truthy(checked >= 2 * 2 * #ms._op_names.unary, "every unary op checked (" .. checked .. ")")
+  T.truthy(checked >= 2 * 2 * #ms._op_info.unary, "every unary op checked (" .. checked .. ")")
   -- the operators still work: Lua passes __unm its operand twice
   T.same((-ms.ones(2)):tolist(), { -1, -1 })
   T.same((ms.ones(2) + 1):tolist(), { 2, 2 })

@@ -1,4 +1,4 @@
--- test_grad_ops.lua: gradients of the unary elementwise ops, clamp, where, masked_fill and the
+-- test_grad_ops.lua: gradients of the unary and binary elementwise ops, clamp, where, masked_fill and the
 -- reductions: finite-difference checks on random shapes (keepdim, negative dims, non-contiguous
 -- inputs) and exact values where PyTorch defines a choice (relu at 0, ties of max, zeros of prod).
 local T = require "testing"
@@ -54,9 +54,11 @@ for _, row in ipairs(ms._op_info.unary) do
   end
 end
 
--- PyTorch's grad_fn names, recorded by gen_ops_reference.py for every op of the table.
+-- PyTorch's grad_fn names, recorded by gen_ops_reference.py for every op of the unary and binary
+-- tables.
 local root = (arg and arg[0] or ""):match("^(.-)tests/lua/[^/]*$") or ""
-local unary_names = dofile(root .. "tests/lua/data/ops_reference.lua").grad_fns
+local reference = dofile(root .. "tests/lua/data/ops_reference.lua")
+local torch_grad_fns, torch_number_grad_fns = reference.grad_fns, reference.number_grad_fns
 
 T.test("unary ops: gradcheck on random shapes and layouts", function()
   for _, shape in ipairs(shapes_to_check()) do
@@ -75,9 +77,52 @@ T.test("unary ops: node names and no grad through logical_not", function()
   local x = leaf({0.5, 1.5})
   for _, u in ipairs(unary) do
     local name = u[1]
-    T.eq(x[name](x).grad_fn, assert(unary_names[name], name .. ": no PyTorch grad_fn recorded"), name)
+    T.eq(x[name](x).grad_fn, assert(torch_grad_fns[name], name .. ": no PyTorch grad_fn recorded"), name)
   end
   T.eq(x:gt(1):logical_not().requires_grad, false)
+end)
+
+-- Every differentiable binary op of the engine's table (rows with a grad_fn): an op added to the
+-- table is checked here with no edit. One input recipe suits them all: a in [0.5, 1] and b in
+-- [1.5, 2] are positive (pow's base), nonzero (div's divisor) and never tie (maximum, minimum).
+local binary = {}
+for _, row in ipairs(ms._op_info.binary) do
+  if row.node then binary[#binary + 1] = row end
+end
+
+local function low(shape) return ms.rand(shape, {dtype = "float64"}) * 0.5 + 0.5 end
+local function high(shape) return ms.rand(shape, {dtype = "float64"}) * 0.5 + 1.5 end
+
+T.test("binary ops: gradcheck with broadcasting, layouts, numbers and in-place forms", function()
+  T.truthy(#binary >= 7, "the table's differentiable binary ops reach Lua")
+  for _, row in ipairs(binary) do
+    local op = ms[row.name]
+    local check = function(f, inputs)
+      local ok, err = pcall(gradcheck, f, inputs)
+      if not ok then error(row.name .. ": " .. err) end
+    end
+    check(op, {low({2, 3}), high({3})})                       -- broadcast a row
+    check(op, {high({4, 1}), low({1, 3})})                    -- broadcast both ways
+    check(op, {low({3, 2}):t(), high({2, 3})})                -- a transposed operand
+    check(op, {high({}), low({2, 2})})                        -- a 0-dim tensor
+    check(function(a) return op(a, 1.7) end, {low({5})})      -- a number on either side
+    check(function(b) return op(0.75, b) end, {high({5})})
+    check(function(a, b) local c = a * 1; c[row.name .. "_"](c, b); return c end, {low({2, 3}), high({3})})
+  end
+end)
+
+T.test("binary ops: node names are PyTorch's, comparisons carry no gradient", function()
+  local a, b = leaf({0.5, 0.75}), leaf({1.5, 2})
+  for _, row in ipairs(binary) do
+    T.eq(ms[row.name](a, b).grad_fn, row.node, row.name)
+    T.eq(row.node, assert(torch_grad_fns[row.name], row.name .. ": no PyTorch grad_fn recorded"), row.name)
+    local number = assert(torch_number_grad_fns[row.name], row.name .. ": no PyTorch grad_fn recorded")
+    T.eq(ms[row.name](a, 1.7).grad_fn, number.right, row.name .. "(tensor, number)")
+    T.eq(ms[row.name](0.75, a).grad_fn, number.left, row.name .. "(number, tensor)")
+  end
+  for _, row in ipairs(ms._op_info.binary) do
+    if not row.node then T.eq(ms[row.name](a, b).requires_grad, false, row.name) end
+  end
 end)
 
 T.test("unary ops: values at the special points", function()

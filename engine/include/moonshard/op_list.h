@@ -6,11 +6,12 @@
 #ifndef MOONSHARD_OP_LIST_H
 #define MOONSHARD_OP_LIST_H
 
-/* Binary ops: X(ID, "name", "grad_fn name"). Comparisons and logical ops give bool and record
- * no node (NULL); they stay last (the kernels test op >= EQ). */
+/* Binary ops: X(ID, "name", "grad_fn name" of two tensors: PyTorch's; forms with a number may be
+ * named apart, as PyTorch does: grad_elementwise.c). Comparisons and logical ops give bool and
+ * record no node (NULL); they stay last (the kernels test op >= EQ). */
 #define MS_BINARY_OP_LIST(X)                                                                   \
   X(ADD, "add", "AddBackward0") X(SUB, "sub", "SubBackward0") X(MUL, "mul", "MulBackward0")      \
-  X(DIV, "div", "DivBackward0") X(POW, "pow", "PowBackward0")                                    \
+  X(DIV, "div", "DivBackward0") X(POW, "pow", "PowBackward1")                                    \
   X(MAXIMUM, "maximum", "MaximumBackward0") X(MINIMUM, "minimum", "MinimumBackward0")            \
   X(EQ, "eq", NULL) X(NE, "ne", NULL) X(LT, "lt", NULL) X(LE, "le", NULL) X(GT, "gt", NULL)      \
   X(GE, "ge", NULL) X(LOGICAL_AND, "logical_and", NULL) X(LOGICAL_OR, "logical_or", NULL)

@@ -23,6 +23,14 @@ enum {
 MS_API const char *ms_binary_op_name(ms_binary_op op);
 MS_API const char *ms_unary_op_name(ms_unary_op op);
 
+/* A binary op's row of op_list.h as data (what the Lua face and the tests iterate). */
+typedef struct ms_binary_op_info {
+  const char *name; /* "maximum" */
+  const char *node; /* its grad_fn's name, "MaximumBackward0"; NULL: not differentiable (eq, ...) */
+} ms_binary_op_info;
+/* The row of op (a valid ms_binary_op). */
+MS_API const ms_binary_op_info *ms_binary_op_get_info(ms_binary_op op);
+
 /* A unary op's row of op_list.h as data (what the Lua face and the tests iterate). */
 typedef enum ms_unary_dtypes {
   MS_UNARY_INTEGER, MS_UNARY_INTEGER_OR_BOOL, MS_UNARY_FLOATING, MS_UNARY_FLOATING_ONLY, MS_UNARY_LOGICAL

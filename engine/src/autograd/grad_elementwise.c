@@ -7,10 +7,6 @@
 #include "grad_util.h"
 #include "tensor_iter.h"
 
-#define NODE_ROW(id, name, node) [MS_OP_##id] = node,
-static const char *const binary_node_names[] = {MS_BINARY_OP_LIST(NODE_ROW)}; /* moonshard/op_list.h */
-#undef NODE_ROW
-_Static_assert(sizeof binary_node_names / sizeof *binary_node_names == MS_BINARY_OP_COUNT, "binary op rows");
 
 /* Saved layout: slot i = operand i when it is a tensor the derivative reads (else empty);
  * scalars[i] = operand i when a plain number; ints[0] = op; ints[1 + i] = operand i is a tensor. */
@@ -138,11 +134,23 @@ static ms_status binary_backward(ms_node *n, ms_tensor *const *grad_out, ms_tens
   return ms_error(MS_ERR_RUNTIME, "backward: %s has no derivative", ms_binary_op_name((ms_binary_op)n->ints[0]));
 }
 
+/* The grad_fn name of op on these operands: the row's (moonshard/op_list.h, two tensors), except
+ * where PyTorch names a form with a number apart: pow with a number exponent is PowBackward0, a
+ * number minus a tensor RsubBackward1, a number over a tensor MulBackward0 (PyTorch computes it
+ * as number * reciprocal). */
+static const char *binary_node_name(ms_binary_op op, ms_operand a, ms_operand b) {
+  if (op == MS_OP_POW && !b.tensor) return "PowBackward0";
+  if (op == MS_OP_SUB && !a.tensor) return "RsubBackward1";
+  if (op == MS_OP_DIV && !a.tensor) return "MulBackward0";
+  return ms_binary_op_get_info(op)->node;
+}
+
 static ms_status record_binary(ms_binary_op op, ms_operand a, ms_operand b, ms_tensor *out) {
   ms_tensor *ins[2] = {a.tensor, b.tensor};
   /* comparisons and logical ops give bool results (no node name): nothing flows back */
-  if (!out || !binary_node_names[op] || !ms_autograd_wants(2, ins)) return MS_OK;
-  ms_node *n = ms_node_new(binary_node_names[op], binary_backward, 2, ins);
+  const char *node = binary_node_name(op, a, b);
+  if (!out || !node || !ms_autograd_wants(2, ins)) return MS_OK;
+  ms_node *n = ms_node_new(node, binary_backward, 2, ins);
   if (!n) return MS_ERR_MEMORY;
   n->ints[0] = op;
   for (int i = 0; i < 2; i++) {

@@ -12,22 +12,24 @@
 
 /* Rows generated from the op lists (ops.h): every op has a name, and its kernel op is the
  * kernel enumerator of the same name (an op without one is an undeclared identifier). */
-#define NAME_ROW(id, name, ...) [MS_OP_##id] = name,
+#define BINARY_ROW(id, name, node) [MS_OP_##id] = {name, node},
 #define KERNEL_ROW(id, ...) [MS_OP_##id] = MS_K_##id,
 #define INFO_ROW(id, name, node, dtypes, saves, domain) \
   [MS_OP_##id] = {name, node, MS_UNARY_##dtypes, MS_UNARY_SAVES_##saves, MS_DOMAIN_##domain},
-static const char *const binary_names[] = {MS_BINARY_OP_LIST(NAME_ROW)};
+static const ms_binary_op_info binary_info[] = {MS_BINARY_OP_LIST(BINARY_ROW)};
 static const ms_unary_op_info unary_info[] = {MS_UNARY_OP_LIST(INFO_ROW)};
 static const ms_k_binop kernel_binop[] = {MS_BINARY_OP_LIST(KERNEL_ROW)};
 static const ms_k_unop kernel_unop[] = {MS_UNARY_OP_LIST(KERNEL_ROW)};
-#undef NAME_ROW
+#undef BINARY_ROW
 #undef KERNEL_ROW
 #undef INFO_ROW
 _Static_assert(sizeof kernel_binop / sizeof *kernel_binop == MS_BINARY_OP_COUNT, "binary op rows");
 _Static_assert(sizeof kernel_unop / sizeof *kernel_unop == MS_UNARY_OP_COUNT, "unary op rows");
 _Static_assert(sizeof unary_info / sizeof *unary_info == MS_UNARY_OP_COUNT, "unary op rows");
+_Static_assert(sizeof binary_info / sizeof *binary_info == MS_BINARY_OP_COUNT, "binary op rows");
 
-const char *ms_binary_op_name(ms_binary_op op) { return binary_names[op]; }
+const char *ms_binary_op_name(ms_binary_op op) { return binary_info[op].name; }
+const ms_binary_op_info *ms_binary_op_get_info(ms_binary_op op) { return &binary_info[op]; }
 const char *ms_unary_op_name(ms_unary_op op) { return unary_info[op].name; }
 const ms_unary_op_info *ms_unary_op_get_info(ms_unary_op op) { return &unary_info[op]; }
 
@@ -94,7 +96,7 @@ static ms_status run_binary(ms_binary_op op, ms_dtype cd, ms_tensor *out, ms_ten
   native_kernels nk;
   ms_iter it;
   ms_k_scalar num[3];
-  if (elementwise_geom(binary_names[op], 3, (ms_tensor *[]){out, a, b}, &nk, &it, num) != MS_OK) return MS_ERR_RUNTIME;
+  if (elementwise_geom(binary_info[op].name, 3, (ms_tensor *[]){out, a, b}, &nk, &it, num) != MS_OK) return MS_ERR_RUNTIME;
   return native_kernel_status(&nk, nk.k->binary(&nk.x, &it, kernel_binop[op], (ms_k_dtype)cd, &num[1], &num[2]));
 }
 
@@ -133,7 +135,7 @@ static ms_dtype operand_dtype(ms_operand o) { return o.tensor ? o.tensor->dtype 
 
 /* The combinations PyTorch refuses rather than computing something surprising. */
 static ms_status check_binary_operands(ms_binary_op op, ms_operand a, ms_operand b, ms_dtype common) {
-  const char *name = binary_names[op];
+  const char *name = binary_info[op].name;
   if (op == MS_OP_SUB && (operand_dtype(a) == MS_BOOL || operand_dtype(b) == MS_BOOL))
     return ms_error(MS_ERR_ARG, "%s: subtraction with a bool operand is not supported (to invert a "
                     "mask use logical_not; for two masks, ne is their exclusive or)", name);
@@ -160,7 +162,7 @@ static ms_tensor *pow_root(ms_tensor *a, double e, ms_dtype common) {
 }
 
 ms_tensor *native_binary(ms_binary_op op, ms_operand a, ms_operand b) {
-  const char *name = binary_names[op];
+  const char *name = binary_info[op].name;
   if (!a.tensor && !b.tensor) return ms_error(MS_ERR_ARG, "%s: expected at least one tensor operand", name), NULL;
   ms_device dev;
   if (binary_device(name, a.tensor, b.tensor, &dev) != MS_OK) return NULL;
@@ -204,7 +206,7 @@ static ms_status store_into(ms_tensor *a, ms_tensor *result) {
 }
 
 ms_status native_binary_check_(ms_binary_op op, ms_tensor *a, ms_operand b) {
-  const char *name = binary_names[op];
+  const char *name = binary_info[op].name;
   ms_dtype common = common_dtype(ms_operand_tensor(a), b), rd = binary_result_dtype(op, common);
   if (check_binary_operands(op, ms_operand_tensor(a), b, common) != MS_OK) return MS_ERR_ARG;
   if (check_inplace_dtype(name, rd, a) != MS_OK) return MS_ERR_ARG;
@@ -226,7 +228,7 @@ ms_status native_binary_check_(ms_binary_op op, ms_tensor *a, ms_operand b) {
 }
 
 ms_status native_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
-  const char *name = binary_names[op];
+  const char *name = binary_info[op].name;
   if (native_binary_check_(op, a, b) != MS_OK) return MS_ERR_ARG;
   ms_dtype common = common_dtype(ms_operand_tensor(a), b), cd = binary_compute_dtype(op, common);
   bool direct = a->dtype == cd && !is_comparison(op) && !pow_is_root(op, b, common) &&
