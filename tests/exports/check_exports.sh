@@ -7,10 +7,8 @@ set -euo pipefail
 lib=$1
 shift
 
-# The declaration's first line holds "MS_API <type> <name>(" (the marking's rule).
-headers=()
-for dir in "$@"; do headers+=("$dir"/*.h); done
-expected=$(cat "${headers[@]}" | sed -n 's/^MS_API [^(]*[ *]\([A-Za-z_][A-Za-z0-9_]*\)(.*/\1/p' | sort -u)
+source "$(dirname "$0")/public_functions.sh"
+expected=$(public_functions "$@")
 # Symbols the linker itself defines in every shared object are not ours.
 exported=$(nm -D --defined-only "$lib" | awk '{print $NF}' |
            grep -vxE '_init|_fini|_edata|_end|__bss_start' | sort -u)

@@ -8,9 +8,8 @@ set -euo pipefail
 archive=$1
 shift
 
-headers=()
-for dir in "$@"; do headers+=("$dir"/*.h); done
-public=$(cat "${headers[@]}" | sed -n 's/^MS_API [^(]*[ *]\([A-Za-z_][A-Za-z0-9_]*\)(.*/\1/p' | sort -u)
+source "$(dirname "$0")/public_functions.sh"
+public=$(public_functions "$@")
 defined=$(nm --defined-only "$archive" 2>/dev/null | awk '$2 ~ /^[TDBRC]$/ {print $3}' | grep '^ms_' |
           grep -vE '^ms_(k|kc|kcu)_' | sort -u || true)
 wrong=$(comm -13 <(echo "$public") <(echo "$defined") | sed '/^$/d')
