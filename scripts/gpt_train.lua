@@ -4,6 +4,7 @@
 -- every rank trains its own random windows and the model is wrapped in FSDP (a unit per Block;
 -- the embeddings and the tied head stay in the root unit).
 --   build/moonshard scripts/gpt_train.lua [--data FILE] [--steps N] ...
+--   build/moonshard scripts/gpt_train.lua --tokens book.bin              (scripts/text_to_tokens.lua)
 --   build/moonshard -n 2 scripts/gpt_train.lua ...                       (FSDP over 2 ranks)
 local ms = require "moonshard"
 local optim = require "moonshard.optim"
@@ -14,7 +15,10 @@ local td = require "moonshard.token_dataset"
 local dist = ms.distributed
 
 local parser = argparse.ArgumentParser{ description = "Train a tiny character-level GPT on a text file" }
-parser:add_argument("--data", { default = "README.md", metavar = "FILE", help = "the text to learn" })
+parser:add_argument("--data", { default = "README.md", metavar = "FILE",
+  help = "the text to learn, character-level (the vocabulary is its distinct bytes)" })
+parser:add_argument("--tokens", { metavar = "FILE",
+  help = "instead of --data: byte-level token files FILE.bin and FILE_val.bin of scripts/text_to_tokens.lua" })
 parser:add_argument("--steps", { type = "int", default = 300, min = 0, metavar = "N", help = "optimizer steps" })
 parser:add_argument("--batch-size", { type = "int", default = 16, min = 1, metavar = "N",
   help = "sequences per step and rank" })
@@ -47,8 +51,30 @@ local function load_text(args)
   end
   local tok = td.CharTokenizer(text)
   local ids = tok:encode(text)
-  return tok, td.TokenDataset(ids:narrow(1, 1, n_train), args.block_size),
-    td.TokenDataset(ids:narrow(1, n_train + 1, #text - n_train), args.block_size)
+  return tok, ids:narrow(1, 1, n_train), ids:narrow(1, n_train + 1, #text - n_train)
+end
+
+-- The byte-level token files of scripts/text_to_tokens.lua (FILE.bin, FILE_val.bin).
+local function load_tokens(args)
+  local ok, train = pcall(td.read_tokens, args.tokens)
+  local val_path = args.tokens:gsub("%.bin$", "_val.bin")
+  local ok_val, val = pcall(td.read_tokens, val_path)
+  if not ok then parser:error(("--tokens: %s"):format(train)) end
+  if not ok_val then parser:error(("--tokens: %s (the held-out file)"):format(val)) end
+  for _, t in ipairs({ train, val }) do
+    if t:numel() < args.block_size + 1 then
+      parser:error(("--tokens %s: %d tokens, too few for windows of --block-size %d"):format(args.tokens,
+        t:numel(), args.block_size))
+    end
+    if t:max():item() > 256 then parser:error(("--tokens %s: not byte-level (ids above 256)"):format(args.tokens)) end
+  end
+  return td.ByteTokenizer(), train, val
+end
+
+local function load_data(args)
+  local tok, train, val
+  if args.tokens then tok, train, val = load_tokens(args) else tok, train, val = load_text(args) end
+  return tok, td.TokenDataset(train, args.block_size), td.TokenDataset(val, args.block_size)
 end
 
 -- nanoGPT's groups: matrices (and the embeddings) decay, biases and LayerNorm weights do not.
@@ -93,7 +119,7 @@ local function main()
   local world = tonumber(os.getenv("OMPI_COMM_WORLD_SIZE") or "1")
   if world > 1 then dist.init_process_group("mpi") end
   local rank = world > 1 and dist.get_rank() or 0
-  local tok, train, val = load_text(args)
+  local tok, train, val = load_data(args)
   ms.manual_seed(args.seed) -- every rank builds the same model
   local plain = gpt.GPT{ n_layer = args.n_layer, n_head = args.n_head, n_embd = args.n_embd,
     block_size = args.block_size, vocab_size = tok.vocab_size, dropout = args.dropout }

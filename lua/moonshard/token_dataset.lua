@@ -89,7 +89,7 @@ end
 -- Reads an llm.c .bin token file into a 1-D int64 tensor of 1-based ids.
 function M.read_tokens(path)
   local f <close>, err = io.open(path, "rb")
-  if not f then error(fmt("read_tokens: cannot open %s: %s", path, err), 2) end
+  if not f then error(fmt("read_tokens: cannot open %s", err), 2) end -- err names the path
   local bytes = f:read("a")
   if #bytes < 4 * HEADER_INTS then
     error(fmt("read_tokens: %s: %d bytes, shorter than the %d-byte header", path, #bytes, 4 * HEADER_INTS), 2)
@@ -109,18 +109,17 @@ function M.read_tokens(path)
   return b:select(2, 1) + b:select(2, 2):mul(256) + 1
 end
 
--- ---- a character-level tokenizer ---------------------------------------------------------------
+-- ---- character- and byte-level tokenizers -----------------------------------------------------
 
 -- CharTokenizer(text): the vocabulary is the distinct bytes of text, sorted (a UTF-8 character
--- of several bytes is several tokens); ids are 1-based.
+-- of several bytes is several tokens); ids are 1-based. ByteTokenizer(): all 256 bytes, id =
+-- byte + 1, the same for every text (what a token file needs: its vocabulary is not stored).
 local CharTokenizer = {}
 CharTokenizer.__index = CharTokenizer
 M.CharTokenizer = CharTokenizer
 
-function CharTokenizer.new(text)
-  if type(text) ~= "string" or #text == 0 then error("CharTokenizer: text must be a non-empty string", 2) end
-  local present = {}
-  for i = 1, #text do present[text:byte(i)] = true end
+-- The tokenizer of the bytes b for which present[b] is true.
+local function of_bytes(present)
   local itos, stoi = {}, {}
   for byte = 0, 255 do
     if present[byte] then
@@ -130,10 +129,27 @@ function CharTokenizer.new(text)
   end
   return setmetatable({ itos = itos, stoi = stoi, vocab_size = #itos }, CharTokenizer)
 end
+
+function CharTokenizer.new(text)
+  if type(text) ~= "string" or #text == 0 then error("CharTokenizer: text must be a non-empty string", 2) end
+  local present = {}
+  for i = 1, #text do present[text:byte(i)] = true end
+  return of_bytes(present)
+end
 setmetatable(CharTokenizer, { __call = function(_, ...) return CharTokenizer.new(...) end })
+
+function M.ByteTokenizer()
+  local all = {}
+  for byte = 0, 255 do all[byte] = true end
+  local tok = of_bytes(all)
+  tok.byte_level = true
+  return tok
+end
 
 -- The ids of s as a 1-D int64 tensor; a byte outside the vocabulary raises.
 function CharTokenizer:encode(s)
+  if type(s) ~= "string" then error(fmt("CharTokenizer:encode: expected a string, got %s", type(s)), 2) end
+  if self.byte_level and #s > 0 then return ms.frombuffer(s):long():add(1) end -- id = byte + 1
   local ids = {}
   for i = 1, #s do
     local id = self.stoi[s:sub(i, i)]

@@ -228,7 +228,7 @@ T.test("TokenDataset: windows, random batches, llm.c .bin files", function()
   T.raises(function() ds:get(13) end, "index must be an integer in 1..12")
 end)
 
-T.test("CharTokenizer round-trips text", function()
+T.test("CharTokenizer and ByteTokenizer round-trip text", function()
   local text = "hello, world\n"
   local tok = td.CharTokenizer(text)
   T.eq(tok.vocab_size, 10)
@@ -236,6 +236,16 @@ T.test("CharTokenizer round-trips text", function()
   T.eq(tok:decode(ids), "low")
   T.eq(ids:min():item() >= 1 and ids:max():item() <= 10, true)
   T.raises(function() tok:encode("z") end, "byte 122 at 1 is not in the vocabulary")
+  T.eq(tok:encode(""):numel(), 0)
+  local bytes = td.ByteTokenizer()
+  T.eq(bytes.vocab_size, 256)
+  local all = {}
+  for b = 0, 255 do all[#all + 1] = string.char(b) end
+  all = table.concat(all)
+  local ids = bytes:encode(all)
+  T.same(ids:tolist(), ms.arange(1, 257):tolist()) -- id = byte + 1
+  T.eq(bytes:decode(ids), all)
+  T.eq(bytes:encode(""):numel(), 0)
 end)
 
 T.finish()

@@ -49,6 +49,24 @@ T.test("two ranks with FSDP: the loss falls", function()
   T.truthy(losses[2] < losses[1], o)
 end)
 
+T.test("text_to_tokens.lua writes byte-level token files that --tokens trains on", function()
+  local bin = dir .. "/text.bin"
+  local _, _, code = os.execute(("%s scripts/text_to_tokens.lua --data %s --out %s > %s 2> %s"):format(quote(exe),
+    quote(text_path), quote(bin), quote(out), quote(err)))
+  T.eq(code, 0, T.read_file(err))
+  local text = T.read_file(text_path)
+  local n_val = math.floor(#text * 0.1)
+  T.eq(#T.read_file(bin), 1024 + 2 * (#text - n_val))
+  T.eq(#T.read_file(dir .. "/text_val.bin"), 1024 + 2 * n_val)
+  local o, e
+  code, o, e = run("", "--tokens " .. quote(bin) .. " --steps 40 --log-interval 20 --sample-tokens 0")
+  T.eq(code, 0, e)
+  T.truthy(o:find("vocab 256", 1, true), o)
+  local losses = train_losses(o)
+  T.eq(#losses, 2, o)
+  T.truthy(losses[2] < losses[1], o)
+end)
+
 T.test("a missing --data file is one error line", function()
   local code, _, e = run("", "--data " .. quote(dir .. "/none.txt"))
   T.eq(code, 2)
