@@ -117,6 +117,19 @@ T.test("causal: changing token t+1 leaves the logits at 1..t unchanged", functio
   end
 end)
 
+T.test("dropout acts in training only", function()
+  ms.manual_seed(10)
+  local model = gpt.GPT{ n_layer = 2, n_head = 2, n_embd = 16, block_size = 8, vocab_size = 11, dropout = 0.3 }
+  local idx = ms.randint(1, 12, { 2, 8 })
+  T.truthy(max_abs_diff(model(idx), model(idx)) > 1e-3, "training forwards should differ")
+  model:eval()
+  T.eq(max_abs_diff(model(idx), model(idx)), 0)
+  -- in eval the same as the model without dropout
+  ms.manual_seed(10)
+  local plain = gpt.GPT{ n_layer = 2, n_head = 2, n_embd = 16, block_size = 8, vocab_size = 11 }
+  T.eq(max_abs_diff(model(idx), plain(idx)), 0)
+end)
+
 T.test("the loss at initialisation is about ln(vocab_size)", function()
   ms.manual_seed(4)
   local model = gpt.GPT{ n_layer = 2, n_head = 2, n_embd = 32, block_size = 16, vocab_size = 65 }
