@@ -241,6 +241,29 @@ T.test("TokenDataset: windows, random batches, llm.c .bin files", function()
   T.raises(function() ds:get(13) end, "index must be an integer in 1..12")
 end)
 
+T.test("TokenDataset under a DistributedSampler and a DataLoader: ranks share out the windows", function()
+  local samplers = require "moonshard.samplers"
+  local ds = td.TokenDataset(ms.arange(1, 101), 8) -- 12 windows
+  local starts = {}
+  for rank = 0, 1 do
+    local sampler = samplers.DistributedSampler(ds, { num_replicas = 2, rank = rank, shuffle = true, seed = 3 })
+    local loader = ms.data.DataLoader(ds, { batch_size = 3, sampler = sampler })
+    T.eq(#loader, 2)
+    for _, x, y in loader:iter() do
+      T.eq(tostring(x.shape), "torch.Size([3, 8])")
+      T.eq(max_abs_diff(y, x + 1), 0)
+      for _, first in ipairs(x:select(2, 1):tolist()) do
+        T.eq((first - 1) % 8, 0, "a window starts at a multiple of block_size")
+        T.truthy(not starts[first], "window at " .. first .. " given twice")
+        starts[first] = true
+      end
+    end
+  end
+  local n = 0
+  for _ in pairs(starts) do n = n + 1 end
+  T.eq(n, 12)
+end)
+
 T.test("CharTokenizer and ByteTokenizer round-trip text", function()
   local text = "hello, world\n"
   local tok = td.CharTokenizer(text)
