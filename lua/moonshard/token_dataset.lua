@@ -24,7 +24,7 @@ function TokenDataset.new(tokens, block_size)
   if math.type(block_size) ~= "integer" or block_size < 1 then
     error(fmt("TokenDataset: block_size must be an integer >= 1, got %s", tostring(block_size)), 2)
   end
-  if tokens:numel() < block_size + 1 then
+  if tokens:numel() - 1 < block_size then -- (not numel < block_size + 1: that overflows at maxinteger)
     error(fmt("TokenDataset: %d tokens cannot make one window of block_size %d (%d tokens needed)",
       tokens:numel(), block_size, block_size + 1), 2)
   end

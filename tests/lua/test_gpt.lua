@@ -212,8 +212,14 @@ T.test("generate appends tokens, crops to block_size, top_k = 1 is greedy", func
   T.eq(max_abs_diff(greedy:narrow(2, 4, 1), model(idx):select(2, -1):argmax(2, true)), 0)
   T.raises(function() model:generate(idx, 1, { temperature = 0 }) end, "temperature must be a number > 0")
   T.raises(function() model(ms.randint(1, 12, { 1, 9 })) end, "block size is only 8")
-  T.raises(function() gpt.GPT{ n_embd = 10, n_head = 3 } end, "must be a multiple of n_head")
-  T.raises(function() gpt.GPT{ n_layers = 2 } end, "unknown option 'n_layers'")
+  T.raises(function() model:generate(idx, -1) end, "max_new_tokens must be an integer >= 0, got -1")
+  local sizes = { n_layer = 1, n_head = 3, n_embd = 10, block_size = 4, vocab_size = 5 }
+  T.raises(function() gpt.GPT(sizes) end, "GPT: n_embd (10) must be a multiple of n_head (3)")
+  T.raises(function() gpt.GPT{ n_layers = 2 } end, "GPT: unknown option 'n_layers'")
+  T.raises(function() gpt.GPT{ n_layer = 2 } end, "GPT: option block_size is required")
+  T.raises(function() gpt.GPT() end, "GPT: expected an options table")
+  sizes.n_head, sizes.dropout = 2, 1
+  T.raises(function() gpt.GPT(sizes) end, "GPT: dropout must be a number in [0, 1), got 1")
 end)
 
 T.test("TokenDataset: windows, random batches, llm.c .bin files", function()
@@ -238,6 +244,7 @@ T.test("TokenDataset: windows, random batches, llm.c .bin files", function()
   T.raises(function() td.read_tokens(path) end, "shorter than the 1024-byte header")
   os.remove(path)
   T.raises(function() td.TokenDataset(ms.arange(1, 5), 4) end, "cannot make one window")
+  T.raises(function() td.TokenDataset(ms.arange(1, 5), math.maxinteger) end, "cannot make one window")
   T.raises(function() ds:get(13) end, "index must be an integer in 1..12")
 end)
 

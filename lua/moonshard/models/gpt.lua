@@ -14,25 +14,30 @@ local M = {}
 
 -- ---- configuration --------------------------------------------------------------------------
 
--- nanoGPT's GPTConfig defaults (GPT-2 124M with its vocabulary padded to 50304).
-local DEFAULTS = { block_size = 1024, vocab_size = 50304, n_layer = 12, n_head = 12, n_embd = 768,
-  dropout = 0.0, bias = true }
-local INTEGER_KEYS = { "block_size", "vocab_size", "n_layer", "n_head", "n_embd" }
+-- The sizes have no defaults (nanoGPT's are GPT-2 124M: a model of ~0.5 GB is not something to
+-- build by leaving out an option); dropout and bias default as nanoGPT's.
+local SIZES = { "block_size", "vocab_size", "n_layer", "n_head", "n_embd" }
+local DEFAULTS = { dropout = 0.0, bias = true }
+local KNOWN = { block_size = true, vocab_size = true, n_layer = true, n_head = true, n_embd = true,
+  dropout = true, bias = true }
 
 -- The options table checked and completed with the defaults; raises on an unknown key or a bad value.
 function M.config(opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error(fmt("GPT: config must be an options table, got %s", type(opts)), 3) end
+  if type(opts) ~= "table" or getmetatable(opts) ~= nil then
+    error(fmt("GPT: expected an options table {n_layer =, n_head =, n_embd =, block_size =, vocab_size =}, got %s",
+      type(opts)), 3)
+  end
   local c = {}
   for k, v in pairs(opts) do
-    if DEFAULTS[k] == nil then
+    if not KNOWN[k] then
       error(fmt("GPT: unknown option '%s' (expected one of: block_size, vocab_size, n_layer, n_head, "
         .. "n_embd, dropout, bias)", tostring(k)), 3)
     end
     c[k] = v
   end
   for k, v in pairs(DEFAULTS) do if c[k] == nil then c[k] = v end end
-  for _, k in ipairs(INTEGER_KEYS) do
+  for _, k in ipairs(SIZES) do
+    if c[k] == nil then error(fmt("GPT: option %s is required", k), 3) end
     if math.type(c[k]) ~= "integer" or c[k] < 1 then
       error(fmt("GPT: %s must be an integer >= 1, got %s", k, tostring(c[k])), 3)
     end
@@ -221,6 +226,9 @@ function GPT:generate(idx, max_new_tokens, opts)
   local temperature, top_k = opts.temperature or 1.0, opts.top_k
   if type(temperature) ~= "number" or temperature <= 0 then
     error(fmt("GPT:generate: temperature must be a number > 0, got %s", tostring(temperature)), 2)
+  end
+  if math.type(max_new_tokens) ~= "integer" or max_new_tokens < 0 then
+    error(fmt("GPT:generate: max_new_tokens must be an integer >= 0, got %s", tostring(max_new_tokens)), 2)
   end
   if top_k ~= nil and (math.type(top_k) ~= "integer" or top_k < 1) then
     error(fmt("GPT:generate: top_k must be an integer >= 1, got %s", tostring(top_k)), 2)
