@@ -539,22 +539,25 @@ end
 -- ---- conversion -------------------------------------------------------------------------------
 
 -- Replaces every parameter and buffer by fn(t) where that gives a different tensor; a new
--- parameter keeps the old one's requires_grad, name and place in the order.
+-- parameter keeps the old one's requires_grad, name and place in the order. A parameter shared
+-- by several modules (a tied LM head) is converted once and stays shared, as in torch.
 function Module:_apply(fn)
+  local converted = {}
   for _, m in ipairs(self:modules()) do
     local P = m._parameters
     for _, name in ipairs(P.names) do
       local p = P.map[name]
-      local np = fn(p)
-      if not rawequal(np, p) then
-        local q = nn.Parameter(np, p.requires_grad)
-        local g = p.grad
-        if g ~= nil then
-          local ng = fn(g)
-          q.grad = ng
+      local q = converted[p]
+      if q == nil then
+        local np = fn(p)
+        q = p
+        if not rawequal(np, p) then
+          q = nn.Parameter(np, p.requires_grad)
+          if p.grad ~= nil then q.grad = fn(p.grad) end
         end
-        P.map[name] = q
+        converted[p] = q
       end
+      P.map[name] = q
     end
     local B = m._buffers
     for _, name in ipairs(B.names) do B.map[name] = fn(B.map[name]) end

@@ -1,0 +1,174 @@
+-- token_dataset.lua: language-model data over a flat 1-D tensor of token ids (1-based, as every
+-- index in moonshard). TokenDataset(tokens, block_size) yields (x, y) windows of block_size
+-- tokens, y shifted by one: as a map-style dataset, item i is the i-th non-overlapping window
+-- (for a DataLoader and a DistributedSampler per rank); get_batch(B) draws B windows at random
+-- offsets from the engine's generator, as nanoGPT's get_batch. Token files use llm.c's .bin
+-- layout: a header of 256 little-endian int32 (magic 20240520, version 1, the token count), then
+-- the tokens as uint16 holding id - 1.
+local ms = require "moonshard"
+local fmt = string.format
+
+local M = {}
+
+local TokenDataset = {}
+TokenDataset.__index = TokenDataset
+M.TokenDataset = TokenDataset
+
+local MAGIC, VERSION, HEADER_INTS = 20240520, 1, 256
+
+function TokenDataset.new(tokens, block_size)
+  if not ms.is_tensor(tokens) or tokens:dim() ~= 1 or tokens:is_floating_point() then
+    error(fmt("TokenDataset: tokens must be a 1-D integer tensor, got %s", ms.is_tensor(tokens)
+      and (tokens:dim() .. "-d " .. tostring(tokens.dtype)) or type(tokens)), 2)
+  end
+  if math.type(block_size) ~= "integer" or block_size < 1 then
+    error(fmt("TokenDataset: block_size must be an integer >= 1, got %s", tostring(block_size)), 2)
+  end
+  if tokens:numel() - 1 < block_size then -- (not numel < block_size + 1: that overflows at maxinteger)
+    error(fmt("TokenDataset: %d tokens cannot make one window of block_size %d (%d tokens needed)",
+      tokens:numel(), block_size, block_size + 1), 2)
+  end
+  return setmetatable({ tokens = tokens:long():contiguous(), block_size = block_size }, TokenDataset)
+end
+setmetatable(TokenDataset, { __call = function(_, ...) return TokenDataset.new(...) end })
+
+-- Whole non-overlapping windows (each needs one token more for its last target).
+function TokenDataset:__len() return (self.tokens:numel() - 1) // self.block_size end
+
+-- x, y of the window starting at token `start` (1-based).
+function TokenDataset:window(start)
+  local n = self.tokens:numel() - self.block_size
+  if math.type(start) ~= "integer" or start < 1 or start > n then
+    error(fmt("TokenDataset:window: start must be an integer in 1..%d, got %s", n, tostring(start)), 2)
+  end
+  return self.tokens:narrow(1, start, self.block_size), self.tokens:narrow(1, start + 1, self.block_size)
+end
+
+function TokenDataset:get(i)
+  local len = #self
+  if math.type(i) ~= "integer" or i == 0 or i > len or i < -len then
+    error(fmt("TokenDataset:get: index must be an integer in 1..%d (or -%d..-1), got %s", len, len,
+      tostring(i)), 2)
+  end
+  if i < 0 then i = len + i + 1 end
+  return self:window((i - 1) * self.block_size + 1)
+end
+
+-- B windows at uniform random offsets: x, y as (B, block_size) int64.
+function TokenDataset:get_batch(batch_size)
+  if math.type(batch_size) ~= "integer" or batch_size < 1 then
+    error(fmt("TokenDataset:get_batch: batch_size must be an integer >= 1, got %s", tostring(batch_size)), 2)
+  end
+  local T = self.block_size
+  local starts = ms.randint(1, self.tokens:numel() - T + 1, { batch_size, 1 })
+  local pos = starts + ms.arange(0, T):view(1, T)
+  local x = self.tokens:index_select(1, pos:view(-1)):view(batch_size, T)
+  local y = self.tokens:index_select(1, (pos + 1):view(-1)):view(batch_size, T)
+  return x, y
+end
+
+-- ---- llm.c's .bin token files -----------------------------------------------------------------
+
+-- Writes token ids (1-based, at most 65536) to path in llm.c's layout.
+function M.write_tokens(path, tokens)
+  if not ms.is_tensor(tokens) or tokens:dim() ~= 1 or tokens:is_floating_point() then
+    error("write_tokens: tokens must be a 1-D integer tensor", 2)
+  end
+  local ids = tokens:tolist()
+  local parts = { string.pack("<i4i4i4", MAGIC, VERSION, #ids), string.rep("\0", 4 * (HEADER_INTS - 3)) }
+  for i, id in ipairs(ids) do
+    if id < 1 or id > 65536 then
+      error(fmt("write_tokens: token %d is %d, outside the uint16 file's ids 1..65536", i, id), 2)
+    end
+    parts[#parts + 1] = string.pack("<I2", id - 1)
+  end
+  local f <close> = assert(io.open(path, "wb"))
+  assert(f:write(table.concat(parts)))
+end
+
+-- Reads an llm.c .bin token file into a 1-D int64 tensor of 1-based ids.
+function M.read_tokens(path)
+  local f <close>, err = io.open(path, "rb")
+  if not f then error(fmt("read_tokens: cannot open %s", err), 2) end -- err names the path
+  local bytes = f:read("a")
+  if #bytes < 4 * HEADER_INTS then
+    error(fmt("read_tokens: %s: %d bytes, shorter than the %d-byte header", path, #bytes, 4 * HEADER_INTS), 2)
+  end
+  local magic, version, n = string.unpack("<i4i4i4", bytes)
+  if magic ~= MAGIC or version ~= VERSION then
+    error(fmt("read_tokens: %s: not an llm.c token file (magic %d version %d, expected %d and %d)", path,
+      magic, version, MAGIC, VERSION), 2)
+  end
+  local want = 4 * HEADER_INTS + 2 * n
+  if n < 0 or #bytes ~= want then
+    error(fmt("read_tokens: %s: header says %d tokens (%d bytes), the file has %d bytes", path, n, want, #bytes), 2)
+  end
+  if n == 0 then return ms.zeros(0, { dtype = ms.int64 }) end
+  -- uint16 as its two bytes: id = lo + 256 hi + 1
+  local b = ms.frombuffer(bytes, { offset = 4 * HEADER_INTS }):long():view(n, 2)
+  return b:select(2, 1) + b:select(2, 2):mul(256) + 1
+end
+
+-- ---- character- and byte-level tokenizers -----------------------------------------------------
+
+-- CharTokenizer(text): the vocabulary is the distinct bytes of text, sorted (a UTF-8 character
+-- of several bytes is several tokens); ids are 1-based. ByteTokenizer(): all 256 bytes, id =
+-- byte + 1, the same for every text (what a token file needs: its vocabulary is not stored).
+local CharTokenizer = {}
+CharTokenizer.__index = CharTokenizer
+M.CharTokenizer = CharTokenizer
+
+-- The tokenizer of the bytes b for which present[b] is true.
+local function of_bytes(present)
+  local itos, stoi = {}, {}
+  for byte = 0, 255 do
+    if present[byte] then
+      itos[#itos + 1] = string.char(byte)
+      stoi[string.char(byte)] = #itos
+    end
+  end
+  return setmetatable({ itos = itos, stoi = stoi, vocab_size = #itos }, CharTokenizer)
+end
+
+function CharTokenizer.new(text)
+  if type(text) ~= "string" or #text == 0 then error("CharTokenizer: text must be a non-empty string", 2) end
+  local present = {}
+  for i = 1, #text do present[text:byte(i)] = true end
+  return of_bytes(present)
+end
+setmetatable(CharTokenizer, { __call = function(_, ...) return CharTokenizer.new(...) end })
+
+function M.ByteTokenizer()
+  local all = {}
+  for byte = 0, 255 do all[byte] = true end
+  local tok = of_bytes(all)
+  tok.byte_level = true
+  return tok
+end
+
+-- The ids of s as a 1-D int64 tensor; a byte outside the vocabulary raises.
+function CharTokenizer:encode(s)
+  if type(s) ~= "string" then error(fmt("CharTokenizer:encode: expected a string, got %s", type(s)), 2) end
+  if self.byte_level and #s > 0 then return ms.frombuffer(s):long():add(1) end -- id = byte + 1
+  local ids = {}
+  for i = 1, #s do
+    local id = self.stoi[s:sub(i, i)]
+    if id == nil then error(fmt("CharTokenizer:encode: byte %d at %d is not in the vocabulary", s:byte(i), i), 2) end
+    ids[i] = id
+  end
+  return ms.tensor(ids, { dtype = ms.int64 })
+end
+
+-- The text of ids (a 1-D tensor or an array).
+function CharTokenizer:decode(ids)
+  if ms.is_tensor(ids) then ids = ids:tolist() end
+  local out = {}
+  for i, id in ipairs(ids) do
+    local ch = self.itos[id]
+    if ch == nil then error(fmt("CharTokenizer:decode: id %s at %d is outside 1..%d", tostring(id), i, #self.itos), 2) end
+    out[i] = ch
+  end
+  return table.concat(out)
+end
+
+return M
