@@ -208,15 +208,16 @@ void ms_k_avg_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g,
 /* ---- activations, softmax, losses, normalization (kernels/cpu/nn_ops.c) ---- */
 /* F32 and F64, contiguous buffers; the engine converts and checks everything first (class
  * and embedding indices included: these kernels trust them). Sums accumulate in double.
- * The activations, embedding and layer norm take BF16 and F16 too (nn_ops_half.h): x, y, g and
+ * Softmax, the activations, embedding and layer norm take BF16 and F16 too (nn_ops_half.h): x, y, g and
  * gx in that dtype, computed in float32 and rounded once; layer norm's w, b, mean, rstd, gw and
  * gb, and embedding's gw, are then float32 (PyTorch's statistics dtype for 16-bit inputs). */
 /* softmax (log = 0) or log_softmax (log = 1) over the middle dim of an (outer, C, inner) block. */
-void ms_k_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x, void *y,
-                  int log);
+/* Both return 0, or MS_K_ERR_NO_MEMORY when a 16-bit path's work buffer could not be had. */
+int ms_k_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x, void *y,
+                 int log);
 /* From the forward's output y: gx = g - exp(y) sum(g) (log), or y (g - sum(g y)). */
-void ms_k_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
-                           const void *g, void *gx, int log);
+int ms_k_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
+                          const void *g, void *gx, int log);
 #define MS_K_X_ACT_ENUM(id, ...) MS_K_ACT_##id,
 typedef enum ms_k_act { MS_ACTIVATION_LIST(MS_K_X_ACT_ENUM) } ms_k_act; /* moonshard/op_list.h */
 enum { MS_K_ACT_COUNT = 0 MS_ACTIVATION_LIST(MS_K_X_OP_PLUS_ONE) };

@@ -83,19 +83,26 @@ static void run(ms_k_dtype dt, nn_range_fn f32, nn_range_fn f64, int64_t n, int6
   ms_k_parallel_for(n, grain_for(per_item), run_range, &t);
 }
 
-void ms_k_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x, void *y,
-                  int log) {
-  nn_job j = {.C = C, .inner = inner, .a = x, .out = y, .flag = log};
-  run(dt, softmax_rows_f32, softmax_rows_f64, outer * inner, C, &j);
-}
-
-void ms_k_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
-                           const void *g, void *gx, int log) {
-  nn_job j = {.C = C, .inner = inner, .a = y, .b = g, .out = gx, .flag = log, .backward = 1};
-  run(dt, softmax_rows_f32, softmax_rows_f64, outer * inner, C, &j);
-}
-
 #include "kernels/cpu/nn_ops_half.h"
+
+int ms_k_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x, void *y,
+                 int log) {
+  atomic_int failed = 0;
+  nn_job j = {.C = C, .inner = inner, .a = x, .out = y, .flag = log, .dt = dt, .failed = &failed};
+  if (is_half(dt)) run_half(softmax_rows_half, outer * inner, C, &j);
+  else run(dt, softmax_rows_f32, softmax_rows_f64, outer * inner, C, &j);
+  return atomic_load(&failed) ? MS_K_ERR_NO_MEMORY : 0;
+}
+
+int ms_k_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
+                          const void *g, void *gx, int log) {
+  atomic_int failed = 0;
+  nn_job j = {.C = C, .inner = inner, .a = y, .b = g, .out = gx, .flag = log, .backward = 1, .dt = dt,
+              .failed = &failed};
+  if (is_half(dt)) run_half(softmax_rows_half, outer * inner, C, &j);
+  else run(dt, softmax_rows_f32, softmax_rows_f64, outer * inner, C, &j);
+  return atomic_load(&failed) ? MS_K_ERR_NO_MEMORY : 0;
+}
 
 void ms_k_activation(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, void *y) {
   nn_job j = {.a = x, .out = y, .flag = (int)act, .dt = dt};
@@ -232,15 +239,13 @@ void ms_k_batch_norm_backward(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner
 int ms_k_cpu_softmax(const ms_k_exec *x, ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner,
                      const void *in, void *y, int log) {
   (void)x;
-  ms_k_softmax(dt, outer, C, inner, in, y, log);
-  return 0;
+  return ms_k_softmax(dt, outer, C, inner, in, y, log);
 }
 
 int ms_k_cpu_softmax_backward(const ms_k_exec *x, ms_k_dtype dt, int64_t outer, int64_t C,
                               int64_t inner, const void *y, const void *g, void *gx, int log) {
   (void)x;
-  ms_k_softmax_backward(dt, outer, C, inner, y, g, gx, log);
-  return 0;
+  return ms_k_softmax_backward(dt, outer, C, inner, y, g, gx, log);
 }
 
 /* The engine checked every target on the host first (reading them costs the CPU nothing), so

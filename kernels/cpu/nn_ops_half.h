@@ -1,5 +1,5 @@
 /* nn_ops_half.h: private to kernels/cpu/nn_ops.c, included once after the float32 bodies.
- * bfloat16 and float16 for the activations and layer norm: each range widens its rows (or
+ * bfloat16 and float16 for softmax, the activations, embedding and layer norm: each range widens its rows (or
  * blocks) of 16-bit data into float32 work buffers, runs the float32 body on them and rounds each
  * result once. That is PyTorch's rule (float32 arithmetic, the output in the input's dtype) and
  * the values a widened float32 op would give, without a float32 copy of the tensor: the engine
@@ -46,6 +46,26 @@ static void activation_range_half(const nn_job *j, int64_t begin, int64_t end) {
     }
     narrow(j->dt, len, j->out, i, yb);
   }
+}
+
+/* Softmax rows of C elements `inner` apart, gathered into contiguous float32 rows. The backward
+ * reads the forward's 16-bit output, as PyTorch's does. */
+static void softmax_rows_half(const nn_job *j, int64_t begin, int64_t end) {
+  float *buf = work_buffer(j, 3 * j->C);
+  if (!buf) return;
+  float *ab = buf, *gb = buf + j->C, *ob = buf + 2 * j->C;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t base = (r / j->inner) * j->C * j->inner + r % j->inner;
+    ms_k_cast(j->C, ab, MS_K_F32, 1, (const uint16_t *)j->a + base, j->dt, j->inner);
+    if (j->backward) {
+      ms_k_cast(j->C, gb, MS_K_F32, 1, (const uint16_t *)j->b + base, j->dt, j->inner);
+      softmax_backward_row_f32(j->C, ab, gb, 1, ob, j->flag);
+    } else {
+      softmax_row_f32(j->C, ab, 1, ob, j->flag);
+    }
+    ms_k_cast(j->C, (uint16_t *)j->out + base, j->dt, j->inner, ob, MS_K_F32, 1);
+  }
+  free(buf);
 }
 
 /* Rows of C: x widened, the float32 row body run on it with row r's statistics. */
