@@ -144,6 +144,21 @@ T.test("softmax and log_softmax in 16-bit over a middle dim (rows strided in mem
   end
 end)
 
+T.test("batch_norm in bfloat16 updates bfloat16 running statistics as float32's, rounded once", function()
+  ms.manual_seed(4)
+  local x = ms.randn(6, 3, 5):bfloat16()
+  local rm, rv = ms.randn(3):bfloat16(), ms.rand(3):bfloat16() + 0.5
+  local rm32, rv32 = rm:float(), rv:float()
+  local y = F.batch_norm(x, rm, rv, nil, nil, true, 0.3)
+  local y32 = F.batch_norm(x:float(), rm32, rv32, nil, nil, true, 0.3)
+  T.eq(y.dtype, "bfloat16")
+  T.eq(rm.dtype, "bfloat16")
+  T.truthy(ms.equal(y, y32:bfloat16()), "output")
+  T.truthy(ms.equal(rm, rm32:bfloat16()) and ms.equal(rv, rv32:bfloat16()), "running statistics")
+  T.raises(function() F.batch_norm(x:float(), nil, nil, ms.ones(3):bfloat16(), nil, true) end,
+    "batch_norm", "weight must have the input's dtype float32, got bfloat16")
+end)
+
 -- A transformer-like block (tied embedding, attention by softmax, pre-LayerNorm MLP with GELU
 -- tanh, cross entropy) with parameters and inputs in bfloat16, as FSDP's mixed precision runs it,
 -- against the same parameters in float32: bfloat16 keeps about 3 significant digits, and the

@@ -23,8 +23,8 @@ ms_status nn_check_float_or_bf16_any(const char *op, const char *arg, const ms_t
 /* Whether dt is bfloat16 or float16. */
 bool nn_is_half(ms_dtype dt);
 /* nn_check_float_any with bfloat16 and float16 accepted on the CPU, for ops whose CPU kernels
- * take 16-bit floats (the activations, layer_norm); on CUDA they are refused ("not implemented
- * for CUDA bfloat16 tensors yet"), never computed wrongly. */
+ * take 16-bit floats (softmax, the activations, embedding, layer_norm); on CUDA they are refused
+ * ("not implemented for CUDA bfloat16 tensors yet"), never computed wrongly. */
 ms_status nn_check_float_or_half_any(const char *op, const char *arg, const ms_tensor *t);
 /* The dtype a 16-bit op keeps statistics and parameters in: float32 for 16-bit dt (PyTorch's
  * rule), else dt itself. */
