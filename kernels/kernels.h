@@ -206,14 +206,18 @@ void ms_k_avg_pool2d_backward(ms_k_dtype dt, const ms_k_pool2d_geom *g,
                               const ms_k_pool_windows *win, const void *gout, void *gx);
 
 /* ---- activations, softmax, losses, normalization (kernels/cpu/nn_ops.c) ---- */
-/* F32 and F64 only, contiguous buffers; the engine converts and checks everything first (class
- * and embedding indices included: these kernels trust them). Sums accumulate in double. */
+/* F32 and F64, contiguous buffers; the engine converts and checks everything first (class
+ * and embedding indices included: these kernels trust them). Sums accumulate in double.
+ * Softmax, the activations, embedding and layer norm take BF16 and F16 too (nn_ops_half.h): x, y, g and
+ * gx in that dtype, computed in float32 and rounded once; layer norm's w, b, mean, rstd, gw and
+ * gb, and embedding's gw, are then float32 (PyTorch's statistics dtype for 16-bit inputs). */
 /* softmax (log = 0) or log_softmax (log = 1) over the middle dim of an (outer, C, inner) block. */
-void ms_k_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x, void *y,
-                  int log);
+/* Both return 0, or MS_K_ERR_NO_MEMORY when a 16-bit path's work buffer could not be had. */
+int ms_k_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x, void *y,
+                 int log);
 /* From the forward's output y: gx = g - exp(y) sum(g) (log), or y (g - sum(g y)). */
-void ms_k_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
-                           const void *g, void *gx, int log);
+int ms_k_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
+                          const void *g, void *gx, int log);
 #define MS_K_X_ACT_ENUM(id, ...) MS_K_ACT_##id,
 typedef enum ms_k_act { MS_ACTIVATION_LIST(MS_K_X_ACT_ENUM) } ms_k_act; /* moonshard/op_list.h */
 enum { MS_K_ACT_COUNT = 0 MS_ACTIVATION_LIST(MS_K_X_OP_PLUS_ONE) };
@@ -247,11 +251,12 @@ void ms_k_embedding(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int
 void ms_k_embedding_backward(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
                              int64_t padding_idx, const void *g, void *gw);
 /* Rows of M x N: y = (x - mean) * rstd * w + b (w, b may be NULL); mean and rstd are written. */
-void ms_k_layer_norm(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *w,
-                     const void *b, double eps, void *y, void *mean, void *rstd);
-void ms_k_layer_norm_backward(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *g,
-                              const void *mean, const void *rstd, const void *w, void *gx, void *gw,
-                              void *gb); /* any output may be NULL */
+/* Both return 0, or MS_K_ERR_NO_MEMORY when a 16-bit path's work buffer could not be had. */
+int ms_k_layer_norm(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *w,
+                    const void *b, double eps, void *y, void *mean, void *rstd);
+int ms_k_layer_norm_backward(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *g,
+                             const void *mean, const void *rstd, const void *w, void *gx, void *gw,
+                             void *gb); /* any output may be NULL */
 /* Channels of (N, C, inner): batch mean and biased variance. */
 void ms_k_batch_norm_stats(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
                            void *mean, void *var);

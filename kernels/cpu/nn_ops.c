@@ -4,6 +4,8 @@
  * rows, positions or channels on the thread pool; each split writes disjoint outputs, so results
  * do not depend on the thread count. */
 #include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kernel_table.h"
@@ -20,6 +22,8 @@ typedef struct nn_job {
   int64_t base, ignore_index, gs;
   double s0, s1, s2;
   int flag, backward;
+  ms_k_dtype dt;        /* 16-bit paths: the tensors' dtype (bfloat16 or float16) */
+  atomic_int *failed;   /* 16-bit paths: set when a work buffer could not be allocated */
 } nn_job;
 
 #define T float
@@ -79,27 +83,38 @@ static void run(ms_k_dtype dt, nn_range_fn f32, nn_range_fn f64, int64_t n, int6
   ms_k_parallel_for(n, grain_for(per_item), run_range, &t);
 }
 
-void ms_k_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x, void *y,
-                  int log) {
-  nn_job j = {.C = C, .inner = inner, .a = x, .out = y, .flag = log};
-  run(dt, softmax_rows_f32, softmax_rows_f64, outer * inner, C, &j);
+#include "kernels/cpu/nn_ops_half.h"
+
+int ms_k_softmax(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *x, void *y,
+                 int log) {
+  atomic_int failed = 0;
+  nn_job j = {.C = C, .inner = inner, .a = x, .out = y, .flag = log, .dt = dt, .failed = &failed};
+  if (is_half(dt)) run_half(softmax_rows_half, outer * inner, C, &j);
+  else run(dt, softmax_rows_f32, softmax_rows_f64, outer * inner, C, &j);
+  return atomic_load(&failed) ? MS_K_ERR_NO_MEMORY : 0;
 }
 
-void ms_k_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
-                           const void *g, void *gx, int log) {
-  nn_job j = {.C = C, .inner = inner, .a = y, .b = g, .out = gx, .flag = log, .backward = 1};
-  run(dt, softmax_rows_f32, softmax_rows_f64, outer * inner, C, &j);
+int ms_k_softmax_backward(ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner, const void *y,
+                          const void *g, void *gx, int log) {
+  atomic_int failed = 0;
+  nn_job j = {.C = C, .inner = inner, .a = y, .b = g, .out = gx, .flag = log, .backward = 1, .dt = dt,
+              .failed = &failed};
+  if (is_half(dt)) run_half(softmax_rows_half, outer * inner, C, &j);
+  else run(dt, softmax_rows_f32, softmax_rows_f64, outer * inner, C, &j);
+  return atomic_load(&failed) ? MS_K_ERR_NO_MEMORY : 0;
 }
 
 void ms_k_activation(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, void *y) {
-  nn_job j = {.a = x, .out = y, .flag = (int)act};
-  run(dt, activation_range_f32, activation_range_f64, n, 1, &j);
+  nn_job j = {.a = x, .out = y, .flag = (int)act, .dt = dt};
+  if (is_half(dt)) run_half(activation_range_half, n, 1, &j);
+  else run(dt, activation_range_f32, activation_range_f64, n, 1, &j);
 }
 
 void ms_k_activation_backward(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, const void *g,
                               void *gx) {
-  nn_job j = {.a = x, .b = g, .out = gx, .flag = (int)act};
-  run(dt, activation_backward_range_f32, activation_backward_range_f64, n, 1, &j);
+  nn_job j = {.a = x, .b = g, .out = gx, .flag = (int)act, .backward = 1, .dt = dt};
+  if (is_half(dt)) run_half(activation_range_half, n, 1, &j);
+  else run(dt, activation_backward_range_f32, activation_backward_range_f64, n, 1, &j);
 }
 
 /* bfloat16: the float32 body over blocks widened on the stack, each result rounded once: the
@@ -158,29 +173,42 @@ void ms_k_nll_backward(ms_k_dtype dt, const ms_k_nll_args *a, const void *logp, 
 void ms_k_embedding(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
                     const void *w, void *out) {
   nn_job j = {.C = D, .target = idx, .base = base, .a = w, .out = out};
-  run(dt, embedding_rows_f32, embedding_rows_f64, n, D, &j);
+  if (is_half(dt)) run_half(embedding_rows_half, n, D, &j);
+  else run(dt, embedding_rows_f32, embedding_rows_f64, n, D, &j);
 }
 
 void ms_k_embedding_backward(ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx, int64_t base,
                              int64_t padding_idx, const void *g, void *gw) {
   nn_job j = {.N = n, .C = D, .target = idx, .base = base, .ignore_index = padding_idx, .b = g,
-              .out = gw};
-  run(dt, embedding_backward_cols_f32, embedding_backward_cols_f64, D, n, &j);
+              .out = gw, .dt = dt};
+  if (is_half(dt)) run_half(embedding_backward_cols_half, D, n, &j);
+  else run(dt, embedding_backward_cols_f32, embedding_backward_cols_f64, D, n, &j);
 }
 
-void ms_k_layer_norm(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *w,
-                     const void *b, double eps, void *y, void *mean, void *rstd) {
-  nn_job j = {.C = N, .a = x, .weight = w, .b = b, .s0 = eps, .out = y, .out2 = mean, .out3 = rstd};
-  run(dt, layer_norm_rows_f32, layer_norm_rows_f64, M, N, &j);
+int ms_k_layer_norm(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *w,
+                    const void *b, double eps, void *y, void *mean, void *rstd) {
+  atomic_int failed = 0;
+  nn_job j = {.C = N, .a = x, .weight = w, .b = b, .s0 = eps, .out = y, .out2 = mean, .out3 = rstd,
+              .dt = dt, .failed = &failed};
+  if (is_half(dt)) run_half(layer_norm_rows_half, M, N, &j);
+  else run(dt, layer_norm_rows_f32, layer_norm_rows_f64, M, N, &j);
+  return atomic_load(&failed) ? MS_K_ERR_NO_MEMORY : 0;
 }
 
-void ms_k_layer_norm_backward(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *g,
-                              const void *mean, const void *rstd, const void *w, void *gx, void *gw,
-                              void *gb) {
+int ms_k_layer_norm_backward(ms_k_dtype dt, int64_t M, int64_t N, const void *x, const void *g,
+                             const void *mean, const void *rstd, const void *w, void *gx, void *gw,
+                             void *gb) {
+  atomic_int failed = 0;
   nn_job j = {.N = M, .C = N, .a = x, .b = g, .stat0 = mean, .stat1 = rstd, .weight = w,
-              .out = gx, .out2 = gw, .out3 = gb};
-  if (gx) run(dt, layer_norm_backward_rows_f32, layer_norm_backward_rows_f64, M, N, &j);
-  if (gw || gb) run(dt, layer_norm_param_cols_f32, layer_norm_param_cols_f64, N, M, &j);
+              .out = gx, .out2 = gw, .out3 = gb, .dt = dt, .failed = &failed};
+  if (is_half(dt)) {
+    if (gx) run_half(layer_norm_backward_rows_half, M, N, &j);
+    if (gw || gb) run_half(layer_norm_param_cols_half, N, M, &j);
+  } else {
+    if (gx) run(dt, layer_norm_backward_rows_f32, layer_norm_backward_rows_f64, M, N, &j);
+    if (gw || gb) run(dt, layer_norm_param_cols_f32, layer_norm_param_cols_f64, N, M, &j);
+  }
+  return atomic_load(&failed) ? MS_K_ERR_NO_MEMORY : 0;
 }
 
 void ms_k_batch_norm_stats(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner, const void *x,
@@ -211,15 +239,13 @@ void ms_k_batch_norm_backward(ms_k_dtype dt, int64_t N, int64_t C, int64_t inner
 int ms_k_cpu_softmax(const ms_k_exec *x, ms_k_dtype dt, int64_t outer, int64_t C, int64_t inner,
                      const void *in, void *y, int log) {
   (void)x;
-  ms_k_softmax(dt, outer, C, inner, in, y, log);
-  return 0;
+  return ms_k_softmax(dt, outer, C, inner, in, y, log);
 }
 
 int ms_k_cpu_softmax_backward(const ms_k_exec *x, ms_k_dtype dt, int64_t outer, int64_t C,
                               int64_t inner, const void *y, const void *g, void *gx, int log) {
   (void)x;
-  ms_k_softmax_backward(dt, outer, C, inner, y, g, gx, log);
-  return 0;
+  return ms_k_softmax_backward(dt, outer, C, inner, y, g, gx, log);
 }
 
 /* The engine checked every target on the host first (reading them costs the CPU nothing), so
@@ -293,16 +319,14 @@ int ms_k_cpu_layer_norm(const ms_k_exec *x, ms_k_dtype dt, int64_t M, int64_t N,
                         const void *w, const void *b, double eps, void *y, void *mean,
                         void *rstd) {
   (void)x;
-  ms_k_layer_norm(dt, M, N, in, w, b, eps, y, mean, rstd);
-  return 0;
+  return ms_k_layer_norm(dt, M, N, in, w, b, eps, y, mean, rstd);
 }
 
 int ms_k_cpu_layer_norm_backward(const ms_k_exec *x, ms_k_dtype dt, int64_t M, int64_t N,
                                  const void *in, const void *g, const void *mean,
                                  const void *rstd, const void *w, void *gx, void *gw, void *gb) {
   (void)x;
-  ms_k_layer_norm_backward(dt, M, N, in, g, mean, rstd, w, gx, gw, gb);
-  return 0;
+  return ms_k_layer_norm_backward(dt, M, N, in, g, mean, rstd, w, gx, gw, gb);
 }
 
 int ms_k_cpu_batch_norm_stats(const ms_k_exec *x, ms_k_dtype dt, int64_t N, int64_t C,

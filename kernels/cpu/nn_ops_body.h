@@ -230,18 +230,26 @@ static void SFX(layer_norm_backward_rows)(const nn_job *j, int64_t begin, int64_
   }
 }
 
-/* Columns [begin, end): gw = sum over rows of g * xhat, gb = sum of g. */
+/* Columns [begin, end): gw = sum over rows of g * xhat, gb = sum of g. Blocks of LN_COLS columns
+ * are summed row by row (reading along rows, not down columns of M rows), each column's sum in
+ * row order, as before. */
+#ifndef LN_COLS
+#define LN_COLS 256
+#endif
 static void SFX(layer_norm_param_cols)(const nn_job *j, int64_t begin, int64_t end) {
   const T *x = j->a, *g = j->b, *mean = j->stat0, *rstd = j->stat1;
   T *gw = j->out2, *gb = j->out3;
-  for (int64_t c = begin; c < end; c++) {
-    double sw = 0, sb = 0;
+  for (int64_t c0 = begin; c0 < end; c0 += LN_COLS) {
+    int64_t n = end - c0 < LN_COLS ? end - c0 : LN_COLS;
+    double sw[LN_COLS] = {0}, sb[LN_COLS] = {0};
     for (int64_t r = 0; r < j->N; r++) {
-      T gv = g[r * j->C + c];
-      sw += (double)gv * (x[r * j->C + c] - mean[r]) * rstd[r], sb += gv;
+      const T *gr = g + r * j->C + c0, *xr = x + r * j->C + c0;
+      for (int64_t c = 0; c < n; c++) sw[c] += (double)gr[c] * (xr[c] - mean[r]) * rstd[r], sb[c] += gr[c];
     }
-    if (gw) gw[c] = (T)sw;
-    if (gb) gb[c] = (T)sb;
+    for (int64_t c = 0; c < n; c++) {
+      if (gw) gw[c0 + c] = (T)sw[c];
+      if (gb) gb[c0 + c] = (T)sb[c];
+    }
   }
 }
 

@@ -59,6 +59,16 @@ ms_tensor *ms_nll_loss(ms_tensor *input, ms_tensor *target, ms_tensor *weight, i
 
 ms_tensor *ms_cross_entropy(ms_tensor *input, ms_tensor *target, ms_tensor *weight, int64_t ignore_index,
                             ms_reduction reduction, double label_smoothing, int64_t index_base) {
+  ms_dtype half;
+  if (input && nn_half_call(2, (ms_tensor *[]){input, weight}, &half)) { /* as nll_loss */
+    ms_tensor *v[2];
+    if (nn_widen(2, (ms_tensor *[]){input, weight}, v) != MS_OK) return NULL;
+    ms_tensor *wide = ms_cross_entropy(v[0], target, v[1], ignore_index, reduction, label_smoothing, index_base);
+    ms_tensor *out = nn_narrow_back(wide, half);
+    nn_release_all(2, v);
+    ms_tensor_release(wide);
+    return out;
+  }
   native_nll_saved s;
   ms_tensor *out =
       native_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing, index_base, &s);

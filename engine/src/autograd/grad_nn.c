@@ -32,6 +32,17 @@ ms_tensor *nn_narrow_back(ms_tensor *out, ms_dtype dt) {
   return ms_tensor_to_dtype(out, dt);
 }
 
+ms_status nn_grads_as_inputs(ms_node *n, int count, ms_tensor **grads) {
+  for (int i = 0; i < count; i++) {
+    const ms_edge *e = &n->next[i];
+    if (!grads[i] || !e->node || grads[i]->dtype == e->node->out_dtype[e->input_nr]) continue;
+    ms_tensor *t = native_to_dtype(grads[i], e->node->out_dtype[e->input_nr]);
+    ms_tensor_release(grads[i]);
+    if (!(grads[i] = t)) return nn_release_all(count, grads), MS_ERR_MEMORY;
+  }
+  return MS_OK;
+}
+
 bool nn_saved(ms_node *n, int i, ms_tensor **out) {
   *out = NULL;
   if (n->saved[i].tensor == NULL && !n->released) return true;

@@ -29,7 +29,8 @@ static ms_status layer_norm_backward(ms_node *n, ms_tensor *const *grad_out, ms_
   native_norm_saved s;
   if (!load(n, &s)) return MS_ERR_RUNTIME;
   const bool need[3] = {grad_needed(n, 0), grad_needed(n, 1), grad_needed(n, 2)};
-  return native_layer_norm_backward(&s, (int)n->ints[0], grad_out[0], need, grad_in);
+  ms_status st = native_layer_norm_backward(&s, (int)n->ints[0], grad_out[0], need, grad_in);
+  return st == MS_OK ? nn_grads_as_inputs(n, 3, grad_in) : st;
 }
 
 ms_tensor *ms_layer_norm(ms_tensor *x, int nshape, const int64_t *ns, ms_tensor *w, ms_tensor *b,
@@ -50,8 +51,27 @@ static ms_status batch_norm_backward(ms_node *n, ms_tensor *const *grad_out, ms_
   return native_batch_norm_backward(&s, n->ints[0], grad_out[0], need, grad_in);
 }
 
+/* A 16-bit x: x, w and b widened to float32 (recorded), 16-bit running statistics updated
+ * through float32 copies written back (float32 ones, as PyTorch allows, directly), the output
+ * rounded back to x's dtype. A float32 x with 16-bit parameters meets the native check. */
+static ms_tensor *batch_norm_half(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *w, ms_tensor *b,
+                                  bool training, double momentum, double eps) {
+  ms_tensor *v[5] = {NULL};
+  ms_tensor *out = NULL;
+  if (nn_widen(5, (ms_tensor *[]){x, w, b, rm, rv}, v) != MS_OK) return NULL;
+  ms_tensor *wide = ms_batch_norm(v[0], v[3], v[4], v[1], v[2], training, momentum, eps);
+  bool ok = wide != NULL;
+  if (ok && training && rm && v[3] != rm) ok = native_copy_(rm, v[3]) == MS_OK;
+  if (ok && training && rv && v[4] != rv) ok = native_copy_(rv, v[4]) == MS_OK;
+  if (ok) out = nn_narrow_back(wide, x->dtype);
+  nn_release_all(5, v);
+  ms_tensor_release(wide);
+  return out;
+}
+
 ms_tensor *ms_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *w, ms_tensor *b,
                          bool training, double momentum, double eps) {
+  if (x && nn_is_half(x->dtype)) return batch_norm_half(x, rm, rv, w, b, training, momentum, eps);
   native_norm_saved s;
   ms_tensor *out = native_batch_norm(x, rm, rv, w, b, training, momentum, eps, &s);
   out = grad_kept(out, record_norm("NativeBatchNormBackward0", batch_norm_backward, x, w, b, &s, training,

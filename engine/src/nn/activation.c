@@ -40,7 +40,7 @@ ms_tensor *native_activation_backward(ms_activation_op act, ms_tensor *x, ms_ten
 }
 
 ms_tensor *native_activation(ms_activation_op act, ms_tensor *x) {
-  if (nn_check_float_any(act_name(act, false), "input", x)) return NULL;
+  if (nn_check_float_or_half_any(act_name(act, false), "input", x)) return NULL;
   ms_tensor *xc = nn_contiguous(x, x->dtype);
   ms_tensor *out = xc ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
   native_kernels nk;

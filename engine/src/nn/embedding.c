@@ -6,8 +6,9 @@
 
 ms_tensor *native_embedding_backward(ms_tensor *idx, ms_tensor *grad_output, const int64_t wshape[2],
                                      ms_dtype dt, int64_t padding_idx, int64_t index_base) {
+  /* a 16-bit weight's gradient is summed in float32 and rounded once at the end */
   ms_tensor *g = nn_contiguous(grad_output, dt);
-  ms_tensor *gw = g ? native_full_on(ms_tensor_device(idx), 2, wshape, dt, 0) : NULL;
+  ms_tensor *gw = g ? native_full_on(ms_tensor_device(idx), 2, wshape, nn_stat_dtype(dt), 0) : NULL;
   ms_status st = gw ? MS_OK : MS_ERR_MEMORY;
   native_kernels nk;
   if (st == MS_OK && (st = native_kernels_for("embedding backward", ms_tensor_device(idx), &nk)) == MS_OK)
@@ -16,6 +17,11 @@ ms_tensor *native_embedding_backward(ms_tensor *idx, ms_tensor *grad_output, con
                                                             ms_tensor_data(g), ms_tensor_data(gw)));
   ms_tensor_release(g);
   if (st != MS_OK) ms_tensor_release(gw), gw = NULL;
+  if (gw && gw->dtype != dt) {
+    ms_tensor *rounded = native_to_dtype(gw, dt);
+    ms_tensor_release(gw);
+    gw = rounded;
+  }
   return gw;
 }
 
@@ -54,7 +60,7 @@ static ms_status check_indices(ms_tensor *idx, int64_t rows, int64_t base) {
 static ms_status check_embedding(ms_tensor *indices, ms_tensor *w, int64_t padding_idx) {
   char buf[MS_SHAPE_STR_LEN];
   if (nn_check_index_tensor_any("embedding", "indices", indices)) return MS_ERR_ARG;
-  if (nn_check_float_any("embedding", "weight", w)) return MS_ERR_ARG;
+  if (nn_check_float_or_half_any("embedding", "weight", w)) return MS_ERR_ARG;
   if (ms_check_same_device("embedding", 2, (ms_tensor *[]){indices, w})) return MS_ERR_ARG;
   if (w->ndim != 2)
     return ms_error(MS_ERR_ARG, "embedding: weight must be 2-D (num_embeddings, embedding_dim), got %s",

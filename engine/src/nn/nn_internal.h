@@ -20,6 +20,15 @@ ms_status nn_check_float_any(const char *op, const char *arg, const ms_tensor *t
 /* nn_check_float_any with bfloat16 accepted too, for ops whose native bfloat16 path reaches
  * the check (linear, conv2d); their other 16-bit cases are widened before it. */
 ms_status nn_check_float_or_bf16_any(const char *op, const char *arg, const ms_tensor *t);
+/* Whether dt is bfloat16 or float16. */
+bool nn_is_half(ms_dtype dt);
+/* nn_check_float_any with bfloat16 and float16 accepted on the CPU, for ops whose CPU kernels
+ * take 16-bit floats (softmax, the activations, embedding, layer_norm); on CUDA they are refused
+ * ("not implemented for CUDA bfloat16 tensors yet"), never computed wrongly. */
+ms_status nn_check_float_or_half_any(const char *op, const char *arg, const ms_tensor *t);
+/* The dtype a 16-bit op keeps statistics and parameters in: float32 for 16-bit dt (PyTorch's
+ * rule), else dt itself. */
+ms_dtype nn_stat_dtype(ms_dtype dt);
 /* An optional parameter (NULL passes): dtype dt and, when n >= 0, shape (n). */
 ms_status nn_check_param(const char *op, const char *arg, const ms_tensor *t, ms_dtype dt, int64_t n);
 /* MS_OK when t is a readable int64 tensor. */

@@ -7,7 +7,9 @@
  * written to out-parameters, are new references the caller releases. A forward returns, as
  * out-parameters, what its backward reads (masks, indices, statistics, log-probabilities).
  * Backwards take `need[i]` (whether input i's gradient is wanted) and write grads[i] (NULL
- * where not needed); 16-bit floats are widened by the public ops before they get here. */
+ * where not needed). 16-bit floats: softmax, the activations, embedding and layer_norm take them on the
+ * CPU (their kernels widen rows, compute in float32 and round once; statistics and layer_norm's
+ * parameter gradients are float32); the other ops' public faces widen before they get here. */
 #ifndef MS_NN_NATIVE_H
 #define MS_NN_NATIVE_H
 

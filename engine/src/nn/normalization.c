@@ -15,14 +15,15 @@ void native_norm_saved_release(native_norm_saved *s) {
 static void *data_or_null(ms_tensor *t) { return t ? ms_tensor_data(t) : NULL; }
 
 /* New buffers for the gradients needed (NULL for the rest); false when memory ran out (those
- * made are released). ndim/shape: of x (gradient 0) and of the parameters (gradients 1, 2). */
+ * made are released). ndim/shape: of x (gradient 0) and of the parameters (gradients 1, 2, in
+ * x's statistics dtype: float32 for a 16-bit x). */
 static bool alloc_grads(const bool need[3], const ms_tensor *x, int pndim, const int64_t *pshape,
                         ms_tensor **grads) {
   for (int i = 0; i < 3; i++) {
     grads[i] = NULL;
     if (!need[i]) continue;
     grads[i] = i == 0 ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype)
-                      : ms_tensor_new_empty_on(ms_tensor_device(x), pndim, pshape, x->dtype);
+                      : ms_tensor_new_empty_on(ms_tensor_device(x), pndim, pshape, nn_stat_dtype(x->dtype));
     if (!grads[i]) return nn_release_all(i, grads), false;
   }
   return true;
@@ -52,7 +53,7 @@ ms_status native_layer_norm_backward(const native_norm_saved *s, int nd, ms_tens
 
 static ms_status check_layer_norm(ms_tensor *x, int nd, const int64_t *ns, ms_tensor *w, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
-  if (nn_check_float_any("layer_norm", "input", x)) return MS_ERR_ARG;
+  if (nn_check_float_or_half_any("layer_norm", "input", x)) return MS_ERR_ARG;
   if (ms_check_same_device("layer_norm", 3, (ms_tensor *[]){x, w, b})) return MS_ERR_ARG;
   bool ok = nd >= 1 && nd <= x->ndim;
   for (int d = 0; ok && d < nd; d++) ok = x->shape[x->ndim - nd + d] == ns[d];
@@ -62,7 +63,9 @@ static ms_status check_layer_norm(ms_tensor *x, int nd, const int64_t *ns, ms_te
   ms_tensor *p[2] = {w, b};
   for (int i = 0; i < 2; i++) {
     if (!p[i]) continue;
-    if (nn_check_param_any("layer_norm", i ? "bias" : "weight", p[i], x->dtype, -1)) return MS_ERR_ARG;
+    /* a 16-bit input takes float32 parameters too (FSDP's param_dtype may leave them so) */
+    ms_dtype want = nn_is_half(x->dtype) && p[i]->dtype == MS_FLOAT32 ? MS_FLOAT32 : x->dtype;
+    if (nn_check_param_any("layer_norm", i ? "bias" : "weight", p[i], want, -1)) return MS_ERR_ARG;
     ok = p[i]->ndim == nd;
     for (int d = 0; ok && d < nd; d++) ok = p[i]->shape[d] == ns[d];
     if (!ok)
@@ -80,11 +83,13 @@ ms_tensor *native_layer_norm(ms_tensor *x, int nshape, const int64_t *ns, ms_ten
   int64_t N = 1;
   for (int d = 0; d < nshape; d++) N *= ns[d];
   int64_t M = N ? ms_tensor_numel(x) / N : 0;
-  ms_tensor *xc = nn_contiguous(x, x->dtype), *wc = w ? nn_contiguous(w, x->dtype) : NULL;
-  ms_tensor *bc = b ? nn_contiguous(b, x->dtype) : NULL;
+  /* 16-bit x: the kernel reads parameters and writes statistics in float32 */
+  ms_dtype sdt = nn_stat_dtype(x->dtype);
+  ms_tensor *xc = nn_contiguous(x, x->dtype), *wc = w ? nn_contiguous(w, sdt) : NULL;
+  ms_tensor *bc = b ? nn_contiguous(b, sdt) : NULL;
   ms_device dev = ms_tensor_device(x);
   ms_tensor *y = ms_tensor_new_empty_on(dev, x->ndim, x->shape, x->dtype);
-  ms_tensor *mean = ms_tensor_new_empty_on(dev, 1, &M, x->dtype), *rstd = ms_tensor_new_empty_on(dev, 1, &M, x->dtype);
+  ms_tensor *mean = ms_tensor_new_empty_on(dev, 1, &M, sdt), *rstd = ms_tensor_new_empty_on(dev, 1, &M, sdt);
   ms_tensor *out = NULL;
   if (xc && (wc || !w) && (bc || !b) && y && mean && rstd) {
     native_kernels nk;

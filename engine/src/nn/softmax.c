@@ -29,7 +29,7 @@ ms_tensor *native_softmax_backward(ms_tensor *y, ms_tensor *grad_output, int dim
 
 ms_tensor *native_softmax(ms_tensor *x, int dim, bool log) {
   int d;
-  if (nn_check_float_any(log ? "log_softmax" : "softmax", "input", x)) return NULL;
+  if (nn_check_float_or_half_any(log ? "log_softmax" : "softmax", "input", x)) return NULL;
   if (softmax_dim(x, dim, log, &d)) return NULL;
   ms_tensor *xc = nn_contiguous(x, x->dtype);
   ms_tensor *out = xc ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
