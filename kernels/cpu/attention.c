@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_avx512.h"
+#include "cpu_isa.h"
 #include "kernels/kernel_table.h"
 
 enum { BQ = 64, BK = 128 }; /* query and key rows per block: a block's scores fit the L2 cache */
@@ -47,6 +49,49 @@ static void attn_keep(const ms_k_attn_geom *g, int64_t first, int64_t n, uint8_t
     keep[t] = w[e % 4] < g->keep_below;
   }
 }
+
+/* row[t] = exp(row[t] - shift) for t < n, with shift finite and every row[t] - shift <= 0 (or
+ * -inf): Cephes' expf polynomial (within 2 ulp) in plain arithmetic, so GCC vectorises the loop
+ * where a call to expf per score cost as much as the block products (16 lanes at a time in
+ * attention_avx512.c where the CPU has AVX-512). Below -87 it is 0. */
+static void exp_row_f32(float *row, int64_t n, float shift) {
+  for (int64_t t = ms_k_cpu_avx512() ? ms_k_attention_exp_row_avx512(row, n, shift) : 0; t < n; t++) {
+    float x = row[t] - shift, xc = x > -87.0f ? x : -87.0f;
+    float fn = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+    float r = xc - fn * 0.693359375f + fn * 2.12194440e-4f;
+    float p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r +
+               1.6666665459e-1f) * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)fn + 127) << 23; /* 2^fn, fn in [-126, 0] */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    row[t] = x > -87.0f ? p * scale : 0.0f;
+  }
+}
+
+static void exp_row_f64(double *row, int64_t n, double shift) {
+  for (int64_t t = 0; t < n; t++) row[t] = exp(row[t] - shift);
+}
+
+/* The sum and the maximum of n values in 8 running lanes, which GCC vectorises (one running
+ * value would be a chain of dependent adds). */
+#define LANES_REDUCE(T, name, init, step)                                                          \
+  static T name(const T *x, int64_t n) {                                                           \
+    T lane[8] = {init, init, init, init, init, init, init, init};                                  \
+    int64_t t = 0;                                                                                 \
+    for (; t + 8 <= n; t += 8)                                                                     \
+      for (int u = 0; u < 8; u++) lane[u] = step(lane[u], x[t + u]);                               \
+    for (; t < n; t++) lane[0] = step(lane[0], x[t]);                                              \
+    T r = lane[0];                                                                                 \
+    for (int u = 1; u < 8; u++) r = step(r, lane[u]);                                              \
+    return r;                                                                                      \
+  }
+#define ADD(a, b) ((a) + (b))
+#define MAX(a, b) ((b) > (a) ? (b) : (a))
+LANES_REDUCE(float, sum_f32, 0.0f, ADD)
+LANES_REDUCE(double, sum_f64, 0.0, ADD)
+LANES_REDUCE(float, max_f32, -INFINITY, MAX)
+LANES_REDUCE(double, max_f64, -INFINITY, MAX)
 
 #define T float
 #define SFX(name) name##_f32

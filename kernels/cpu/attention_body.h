@@ -1,5 +1,6 @@
 /* attention_body.h: the CPU attention kernels for one element type, included by attention.c with
- * T (float or double), SFX(name), GEMM (ms_k_sgemm or ms_k_dgemm), EXP and LOG defined. Work is
+ * T (float or double), SFX(name), GEMM (ms_k_sgemm or ms_k_dgemm), EXP and LOG defined, and
+ * SFX(exp_row), SFX(sum), SFX(max) beside them. Work is
  * cut into blocks of BQ queries by BK keys; a block's scores live in a BQ x BK buffer, so no
  * L x S matrix is ever held (FlashAttention's online softmax). Block products go through the
  * CPU's GEMM, which runs serially inside a pool task. */
@@ -49,15 +50,14 @@ static void SFX(forward_block)(const attn_ctx *c, int64_t b, int64_t i0, int64_t
     int64_t nk = jend - j0 < BK ? jend - j0 : BK;
     SFX(scores)(c, b, i0, nq, j0, nk, s);
     for (int64_t r = 0; r < nq; r++) {
-      T *row = s + r * BK, mx = m[r];
-      for (int64_t t = 0; t < nk; t++) mx = row[t] > mx ? row[t] : mx;
+      T *row = s + r * BK, bmx = SFX(max)(row, nk), mx = bmx > m[r] ? bmx : m[r];
       if (mx == -INFINITY) { /* every key so far masked: nothing to add */
-        for (int64_t t = 0; t < nk; t++) row[t] = 0;
+        memset(row, 0, (size_t)nk * sizeof(T));
         continue;
       }
-      T alpha = EXP(m[r] - mx), sum = 0; /* m = -inf gives 0: acc and l are still 0 */
-      for (int64_t t = 0; t < nk; t++) row[t] = EXP(row[t] - mx), sum += row[t];
-      l[r] = l[r] * alpha + sum, m[r] = mx;
+      T alpha = EXP(m[r] - mx); /* m = -inf gives 0: acc and l are still 0 */
+      SFX(exp_row)(row, nk, mx);
+      l[r] = l[r] * alpha + SFX(sum)(row, nk), m[r] = mx;
       if (alpha != 1)
         for (int64_t d = 0; d < Ev; d++) acc[r * Ev + d] *= alpha;
       if (g->dropout_p > 0) {
@@ -105,12 +105,16 @@ static void SFX(grad_scores)(const attn_ctx *c, int64_t b, int64_t i0, int64_t n
   GEMM(nq, nk, Ev, 1, go, Ev, 1, v, 1, Ev, 0, ds, BK, 1);
   for (int64_t r = 0; r < nq; r++) {
     T *pr = p + r * BK, *dr = ds + r * BK;
-    if (g->dropout_p > 0) SFX(keep_row)(g, b, i0 + r, j0, nk, z);
-    for (int64_t t = 0; t < nk; t++) {
-      T pv = lse[r] == -INFINITY ? 0 : EXP(pr[t] - lse[r]), zt = g->dropout_p > 0 ? z[t] : 1;
-      pr[t] = pv;
-      dr[t] = pv * (dr[t] * zt - delta[r]);
-      if (pd) pd[r * BK + t] = pv * zt;
+    if (lse[r] == -INFINITY) memset(pr, 0, (size_t)nk * sizeof(T)); /* every key masked */
+    else SFX(exp_row)(pr, nk, lse[r]);
+    if (g->dropout_p > 0) {
+      SFX(keep_row)(g, b, i0 + r, j0, nk, z);
+      for (int64_t t = 0; t < nk; t++) dr[t] = pr[t] * (dr[t] * z[t] - delta[r]);
+      if (pd)
+        for (int64_t t = 0; t < nk; t++) pd[r * BK + t] = pr[t] * z[t];
+    } else {
+      for (int64_t t = 0; t < nk; t++) dr[t] = pr[t] * (dr[t] - delta[r]);
+      if (pd) memcpy(pd + r * BK, pr, (size_t)nk * sizeof(T));
     }
   }
 }
