@@ -1,8 +1,8 @@
 /* attention.c: scaled dot product attention on the CPU (kernel_table.h's attention rows), tiled
  * with an online softmax so that memory stays O(block) per task, never O(L S) per problem.
- * Forward tasks are (problem, query block); backward tasks are (problem, key block) for dK and
- * dV and (problem, query block) for dQ, each recomputing its scores from q, k and the saved
- * logsumexp. Each task writes disjoint rows, so the results do not depend on the thread count. */
+ * Forward tasks are (problem, query block); backward tasks are (problem, group of key blocks),
+ * each recomputing its scores from q, k and the saved logsumexp: dK and dV rows are the task's
+ * own, dQ is summed over the groups in a fixed order, so results do not depend on the threads. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -19,6 +19,8 @@ typedef struct attn_ctx {
   const ms_k_attn_geom *g;
   const void *q, *k, *v, *mask, *out, *lse, *gout;
   void *delta, *gq, *gk, *gv;
+  int64_t groups;     /* the backward's key groups per problem */
+  void *dq_parts;     /* with more than one: each group's dQ (nb, groups, L, E) */
   atomic_int *failed;  /* a task's scratch could not be had */
 } attn_ctx;
 
@@ -30,6 +32,16 @@ static int64_t attn_mask_offset(const ms_k_attn_geom *g, int64_t b) {
     b /= g->bshape[d];
   }
   return off;
+}
+
+/* Key groups per problem in the backward: one task per group accumulates dQ over its keys
+ * without a race, so a problem with one group needs no partial sums. Few problems are cut into
+ * up to 8 groups (at least 16 tasks where the keys allow) for the threads; the count follows
+ * from the shape alone. */
+static int64_t attn_key_groups(const ms_k_attn_geom *g) {
+  int64_t kb = (g->S + BK - 1) / BK, want = g->nb >= 16 ? 1 : (16 + g->nb - 1) / g->nb;
+  want = want < 8 ? want : 8;
+  return want < kb ? want : (kb > 0 ? kb : 1);
 }
 
 /* keep[t] = dropout keeps Philox element `first + t` (t < n), as ms_k_philox_bernoulli with the
@@ -136,8 +148,14 @@ int ms_k_cpu_attention_backward(const ms_k_exec *x, ms_k_dtype dt, const ms_k_at
   attn_ctx c = {.g = g, .q = q, .k = k, .v = v, .mask = mask, .out = out, .lse = lse, .gout = gout,
                 .delta = delta, .gq = gq, .gk = gk, .gv = gv, .failed = &failed};
   bool f64 = dt == MS_K_F64;
+  size_t elsize = f64 ? sizeof(double) : sizeof(float);
   ms_k_parallel_for(g->nb * g->L, 256, f64 ? delta_range_f64 : delta_range_f32, &c);
-  int64_t tasks = g->nb * ((g->S + BK - 1) / BK + (g->L + BQ - 1) / BQ);
-  ms_k_parallel_for(tasks, 1, f64 ? backward_range_f64 : backward_range_f32, &c);
+  c.groups = attn_key_groups(g);
+  if (c.groups > 1 && !(c.dq_parts = malloc((size_t)(g->nb * c.groups * g->L * g->E) * elsize)))
+    return MS_K_ERR_NO_MEMORY;
+  ms_k_parallel_for(g->nb * c.groups, 1, f64 ? backward_range_f64 : backward_range_f32, &c);
+  if (c.groups > 1 && !atomic_load(&failed))
+    ms_k_parallel_for(g->nb * g->L, 64, f64 ? sum_dq_range_f64 : sum_dq_range_f32, &c);
+  free(c.dq_parts);
   return atomic_load(&failed) ? MS_K_ERR_NO_MEMORY : 0;
 }

@@ -119,36 +119,6 @@ static void SFX(grad_scores)(const attn_ctx *c, int64_t b, int64_t i0, int64_t n
   }
 }
 
-/* dK and dV of problem b's keys [j0, j0 + nk): sums over every query block that sees them. */
-static void SFX(kv_block)(const attn_ctx *c, int64_t b, int64_t j0, int64_t nk, T *p, T *ds, T *pd) {
-  const ms_k_attn_geom *g = c->g;
-  const int64_t E = g->E, Ev = g->Ev;
-  T *gk = (T *)c->gk + (b * g->S + j0) * E, *gv = (T *)c->gv + (b * g->S + j0) * Ev;
-  memset(gk, 0, (size_t)(nk * E) * sizeof(T));
-  memset(gv, 0, (size_t)(nk * Ev) * sizeof(T));
-  /* causal: queries before j0 see none of these keys */
-  for (int64_t i0 = g->causal ? j0 / BQ * BQ : 0; i0 < g->L; i0 += BQ) {
-    int64_t nq = g->L - i0 < BQ ? g->L - i0 : BQ;
-    const T *q = (const T *)c->q + (b * g->L + i0) * E, *go = (const T *)c->gout + (b * g->L + i0) * Ev;
-    SFX(grad_scores)(c, b, i0, nq, j0, nk, p, ds, pd);
-    GEMM(nk, Ev, nq, 1, pd, 1, BK, go, Ev, 1, 1, gv, Ev, 1);
-    GEMM(nk, E, nq, (T)g->scale, ds, 1, BK, q, E, 1, 1, gk, E, 1);
-  }
-}
-
-/* dQ of problem b's queries [i0, i0 + nq): a sum over the key blocks they see. */
-static void SFX(q_block)(const attn_ctx *c, int64_t b, int64_t i0, int64_t nq, T *p, T *ds) {
-  const ms_k_attn_geom *g = c->g;
-  const int64_t E = g->E, jend = g->causal && i0 + nq < g->S ? i0 + nq : g->S;
-  T *gq = (T *)c->gq + (b * g->L + i0) * E;
-  memset(gq, 0, (size_t)(nq * E) * sizeof(T));
-  for (int64_t j0 = 0; j0 < jend; j0 += BK) {
-    int64_t nk = jend - j0 < BK ? jend - j0 : BK;
-    SFX(grad_scores)(c, b, i0, nq, j0, nk, p, ds, NULL);
-    GEMM(nq, E, nk, (T)g->scale, ds, BK, 1, (const T *)c->k + (b * g->S + j0) * E, E, 1, 1, gq, E, 1);
-  }
-}
-
 /* delta = rowsum(gout * out) for rows [begin, end) of nb L. */
 static void SFX(delta_range)(void *ctx, int64_t begin, int64_t end) {
   const attn_ctx *c = ctx;
@@ -161,25 +131,61 @@ static void SFX(delta_range)(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-/* Tasks [0, nb kb) are key blocks (dK, dV), then [nb kb, nb kb + nb qb) query blocks (dQ):
- * every task writes its own rows, so no sums race and results do not depend on the threads. */
+/* dK and dV of problem b's keys [j0, j0 + nk), summed over every query block that sees them,
+ * and those blocks' share of dQ added into gq (the problem's L x E dQ rows of this task). */
+static void SFX(kv_block)(const attn_ctx *c, int64_t b, int64_t j0, int64_t nk, T *gq, T *p, T *ds, T *pd) {
+  const ms_k_attn_geom *g = c->g;
+  const int64_t E = g->E, Ev = g->Ev;
+  const T *kj = (const T *)c->k + (b * g->S + j0) * E;
+  T *gk = (T *)c->gk + (b * g->S + j0) * E, *gv = (T *)c->gv + (b * g->S + j0) * Ev;
+  memset(gk, 0, (size_t)(nk * E) * sizeof(T));
+  memset(gv, 0, (size_t)(nk * Ev) * sizeof(T));
+  /* causal: queries before j0 see none of these keys */
+  for (int64_t i0 = g->causal ? j0 / BQ * BQ : 0; i0 < g->L; i0 += BQ) {
+    int64_t nq = g->L - i0 < BQ ? g->L - i0 : BQ;
+    const T *q = (const T *)c->q + (b * g->L + i0) * E, *go = (const T *)c->gout + (b * g->L + i0) * Ev;
+    SFX(grad_scores)(c, b, i0, nq, j0, nk, p, ds, pd);
+    GEMM(nk, Ev, nq, 1, pd, 1, BK, go, Ev, 1, 1, gv, Ev, 1);
+    GEMM(nk, E, nq, (T)g->scale, ds, 1, BK, q, E, 1, 1, gk, E, 1);
+    GEMM(nq, E, nk, (T)g->scale, ds, BK, 1, kj, E, 1, 1, gq + i0 * E, E, 1);
+  }
+}
+
+/* Task w is key group w % groups of problem w / groups: its key blocks' dK and dV, and their
+ * share of dQ, written straight into gq when a problem has one group, else into the group's
+ * partial (summed by sum_dq_range). Groups depend on the shape only, so the sums do not depend
+ * on the thread count. */
 static void SFX(backward_range)(void *ctx, int64_t begin, int64_t end) {
   const attn_ctx *c = ctx;
   const ms_k_attn_geom *g = c->g;
-  const int64_t kb = (g->S + BK - 1) / BK, qb = (g->L + BQ - 1) / BQ;
+  const int64_t kb = (g->S + BK - 1) / BK, per = (kb + c->groups - 1) / c->groups;
   T *p = malloc(sizeof(T) * (size_t)(3 * BQ * BK));
   if (!p) {
     atomic_store(c->failed, 1);
     return;
   }
   for (int64_t w = begin; w < end; w++) {
-    if (w < g->nb * kb) {
-      int64_t b = w / kb, j0 = (w % kb) * BK;
-      SFX(kv_block)(c, b, j0, g->S - j0 < BK ? g->S - j0 : BK, p, p + BQ * BK, p + 2 * BQ * BK);
-    } else {
-      int64_t u = w - g->nb * kb, b = u / qb, i0 = (u % qb) * BQ;
-      SFX(q_block)(c, b, i0, g->L - i0 < BQ ? g->L - i0 : BQ, p, p + BQ * BK);
+    int64_t b = w / c->groups, grp = w % c->groups;
+    T *gq = c->groups == 1 ? (T *)c->gq + b * g->L * g->E : (T *)c->dq_parts + w * g->L * g->E;
+    memset(gq, 0, (size_t)(g->L * g->E) * sizeof(T));
+    for (int64_t blk = grp * per; blk < kb && blk < (grp + 1) * per; blk++) {
+      int64_t j0 = blk * BK;
+      SFX(kv_block)(c, b, j0, g->S - j0 < BK ? g->S - j0 : BK, gq, p, p + BQ * BK, p + 2 * BQ * BK);
     }
   }
   free(p);
+}
+
+/* gq rows [begin, end) of nb L = the sum of the groups' partials, in group order. */
+static void SFX(sum_dq_range)(void *ctx, int64_t begin, int64_t end) {
+  const attn_ctx *c = ctx;
+  const int64_t L = c->g->L, E = c->g->E;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t b = r / L, i = r % L;
+    T *dst = (T *)c->gq + r * E;
+    const T *part = (const T *)c->dq_parts + (b * c->groups * L + i) * E;
+    memcpy(dst, part, (size_t)E * sizeof(T));
+    for (int64_t grp = 1; grp < c->groups; grp++)
+      for (int64_t d = 0; d < E; d++) dst[d] += part[grp * L * E + d];
+  }
 }
