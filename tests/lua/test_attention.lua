@@ -172,6 +172,21 @@ T.test("a row with every key masked gives 0 and no gradient (PyTorch 2.5's safe 
   T.eq(q.grad[2]:abs():sum():item(), 0)
 end)
 
+T.test("a graph's memory is freed with its last reference (no output <-> node cycle)", function()
+  collectgarbage()
+  local before = ms.memory_stats().current
+  do
+    local q = ms.randn(2, 33, 8):requires_grad_()
+    local out = sdpa(q, ms.randn(2, 40, 8), ms.randn(2, 40, 8), {is_causal = true})
+    T.truthy(ms.memory_stats().current > before)
+    out = nil
+    q = nil
+  end
+  collectgarbage()
+  collectgarbage()
+  T.eq(ms.memory_stats().current, before)
+end)
+
 T.test("torch's positional form: (q, k, v, attn_mask, dropout_p, is_causal, scale)", function()
   local q, k, v, m = ms.randn(4, 3), ms.randn(5, 3), ms.randn(5, 3), ms.randn(4, 5)
   T.eq(max_diff(sdpa(q, k, v, m, 0, false, 0.5), sdpa(q, k, v, {attn_mask = m, scale = 0.5})), 0)

@@ -27,17 +27,20 @@ static ms_status record_attention(ms_tensor *q, ms_tensor *k, ms_tensor *v, cons
                                   ms_tensor *out) {
   ms_tensor *ins[3] = {q, k, v};
   if (!out || !ms_autograd_wants(3, ins)) return MS_OK;
-  ms_k_attn_geom *g = malloc(sizeof *g);
-  ms_node *n = g ? ms_node_new("ScaledDotProductAttentionBackward0", attention_backward, 3, ins) : NULL;
-  if (!n) return free(g), MS_ERR_MEMORY;
+  ms_node *n = ms_node_new("ScaledDotProductAttentionBackward0", attention_backward, 3, ins);
+  ms_k_attn_geom *g = n ? malloc(sizeof *g) : NULL;
+  /* the output saved detached: saving it itself would make it and its grad_fn own each other */
+  ms_tensor *y = g ? ms_tensor_detach(out) : NULL;
+  if (!y) return free(g), ms_node_release(n), MS_ERR_MEMORY;
   *g = s->g;
   n->ctx = g, n->free_ctx = free;
   ms_node_save(n, s->q);
   ms_node_save(n, s->k);
   ms_node_save(n, s->v);
   nn_save(n, s->mask);
-  ms_node_save(n, s->out);
+  ms_node_save(n, y);
   ms_node_save(n, s->lse);
+  ms_tensor_release(y);
   return grad_finish(n, out);
 }
 
