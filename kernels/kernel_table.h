@@ -119,6 +119,25 @@ typedef struct ms_k_stat {
   X(reduce_stat_rows, (const ms_k_exec *x, const ms_k_rows *g, const ms_k_stat *st, ms_k_dtype dt, \
                        const void *src, void *out, ms_k_dtype out_dt))
 
+/* Scaled dot product attention over nb independent problems (batch x heads), every buffer
+ * contiguous: q (nb, L, E), k (nb, S, E), v (nb, S, Ev), out (nb, L, Ev), lse (nb, L). Score
+ * (i, j) = scale q_i . k_j, masked (causal: j > i; a bool mask byte 0; an additive mask adds its
+ * value); P = softmax over j, out = dropout(P) v. lse holds each row's logsumexp (-inf for a
+ * row with every key masked, whose output and gradients are 0). The mask (dtype dt, or bytes)
+ * is read at b's offset plus i msi + j msj; b's offset unravels b over the batch dims bshape
+ * with the mask's strides mstride (0 where it broadcasts). Dropout keeps element (b, i, j) when
+ * word (b L + i) S + j of the Philox stream (seed, offset; ms_k_philox_bernoulli's layout) is
+ * below keep_below, and scales kept weights by 1 / (1 - dropout_p). */
+enum { MS_K_ATTN_MASK_NONE, MS_K_ATTN_MASK_BOOL, MS_K_ATTN_MASK_ADD };
+typedef struct ms_k_attn_geom {
+  int64_t nb, L, S, E, Ev;
+  double scale;
+  int causal, mask_kind, nbatch;
+  int64_t bshape[MS_K_MAX_DIMS], mstride[MS_K_MAX_DIMS], msi, msj;
+  double dropout_p; /* 0: no dropout */
+  uint64_t seed, offset, keep_below;
+} ms_k_attn_geom;
+
 /* NN ops (softmax, dropout, losses, pooling, activations, embedding, norms) on contiguous buffers
  * of dtype dt (F32 or F64; max pooling on the CPU also BF16), with kernels.h's semantics for the
  * CPU functions of the same names; pointers are the device's, indices already checked by the
@@ -180,7 +199,16 @@ typedef struct ms_k_stat {
                        const void *b, void *y))                                                    \
   X(batch_norm_backward, (const ms_k_exec *x, ms_k_dtype dt, int64_t N, int64_t C, int64_t inner,  \
                           const void *in, const void *g, const void *mean, const void *invstd,     \
-                          const void *w, int training, void *gx, void *gw, void *gb))
+                          const void *w, int training, void *gx, void *gw, void *gb))     \
+  /* attention (see ms_k_attn_geom): out and lse, never an L x S matrix per problem */            \
+  X(attention, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_attn_geom *g, const void *q,         \
+                const void *k, const void *v, const void *mask, void *out, void *lse))             \
+  /* its gradients from the forward's out and lse and gout; delta (nb L elements of dt) is      \
+   * scratch for the rows' sum of gout * out */                                                    \
+  X(attention_backward, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_attn_geom *g,               \
+                         const void *q, const void *k, const void *v, const void *mask,            \
+                         const void *out, const void *lse, const void *gout, void *delta,          \
+                         void *gq, void *gk, void *gv))
 
 /* Random fills (Philox: the same values on every device for one seed and offset): n contiguous
  * elements of out, element i drawn as kernels.h's ms_k_philox_* say, from block `offset` on (the

@@ -198,11 +198,30 @@ static int l_mse_loss(lua_State *L) {
   return bind_push_result(L, ms_mse_loss(a, b, red));
 }
 
+/* ---- attention ---------------------------------------------------------------------------------- */
+
+/* scaled_dot_product_attention(q, k, v, {attn_mask =, is_causal = false, dropout_p = 0, scale =}):
+ * torch.nn.functional's; no dims are taken, so nothing here is 1-based. */
+static int l_scaled_dot_product_attention(lua_State *L) {
+  static const char *const known[] = {"attn_mask", "is_causal", "dropout_p", "scale", NULL};
+  const char *fname = "scaled_dot_product_attention";
+  ms_tensor *q = ms_lua_check_tensor(L, 1, fname), *k = ms_lua_check_tensor(L, 2, fname);
+  ms_tensor *v = ms_lua_check_tensor(L, 3, fname);
+  ms_lua_opts o = bind_check_opts(L, 4, fname, known);
+  ms_sdpa_options opt = {.attn_mask = opt_tensor(o, "attn_mask")};
+  double scale;
+  bind_opt_bool(o, "is_causal", &opt.is_causal);
+  bind_opt_number(o, "dropout_p", &opt.dropout_p);
+  if (bind_opt_number(o, "scale", &scale)) opt.scale = &scale;
+  return bind_push_result(L, ms_scaled_dot_product_attention(q, k, v, &opt));
+}
+
 void bind_open_nn_ops(lua_State *L) {
   static const luaL_Reg module_only[] = {
       {"gelu", l_gelu}, {"dropout", l_dropout}, {"linear", l_linear},
       {"embedding", l_embedding}, {"layer_norm", l_layer_norm}, {"batch_norm", l_batch_norm},
       {"nll_loss", l_nll_loss}, {"cross_entropy", l_cross_entropy}, {"mse_loss", l_mse_loss},
+      {"scaled_dot_product_attention", l_scaled_dot_product_attention},
       {NULL, NULL}};
   bind_register_both(L, "softmax", l_softmax);
   bind_register_both(L, "log_softmax", l_log_softmax);

@@ -30,6 +30,22 @@ __device__ inline void offsets(const ms_k_geom &g, int64_t i, int64_t *off) {
   }
 }
 
+// Philox 4x32-10 (random.cu's fills, attention's dropout) exactly as ms_k_philox4x32_10: block number `block` is the counter
+// {low word, high word, 0, 0} under the key {low word, high word of seed}.
+__device__ inline void philox(uint64_t seed, uint64_t block, uint32_t out[4]) {
+  uint32_t c0 = (uint32_t)block, c1 = (uint32_t)(block >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  for (int r = 0; r < 10; r++) {
+    if (r > 0) k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    c0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+    c1 = (uint32_t)p1;
+    c2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c3 = (uint32_t)p0;
+  }
+  out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
 __host__ __device__ inline float bf16_to_f32(uint16_t h) {
   uint32_t bits = (uint32_t)h << 16;
   float f;

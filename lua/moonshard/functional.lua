@@ -288,6 +288,17 @@ function F.mse_loss(input, target, ...)
   return native("mse_loss")(input, target, opts_of(r, { "reduction" }))
 end
 
+-- ---- attention ---------------------------------------------------------------------------------
+
+-- F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale) as torch's, or
+-- with an options table {attn_mask =, dropout_p = 0, is_causal = false, scale =}: q (..., L, E),
+-- k (..., S, E), v (..., S, Ev) -> (..., L, Ev). dropout_p applies whatever the mode (as torch):
+-- pass 0 in evaluation. One fused op that never holds an L x S matrix per head.
+function F.scaled_dot_product_attention(q, k, v, ...)
+  local keys = { "attn_mask", "dropout_p", "is_causal", "scale" }
+  return native("scaled_dot_product_attention")(q, k, v, opts_of(parse("F.scaled_dot_product_attention", keys, ...), keys))
+end
+
 -- ---- shape ------------------------------------------------------------------------------------
 
 -- F.flatten(x, start_dim = 1, end_dim = -1), as torch.flatten (1-based dims).

@@ -515,6 +515,21 @@ T.test("softmax, log_softmax, dropout, losses, pooling, conv2d: forward and back
     ms.manual_seed(99)
     return F.dropout(x, 0.3)
   end, 1e-6)
+  -- scaled_dot_product_attention (kernels/cuda/attention.cu): causal, masks broadcast, L ~= S,
+  -- Ev ~= E, float64 too; dropout draws the CPU's Philox words on the GPU
+  for _, dt in ipairs { "float32", "float64" } do
+    local tol = dt == "float32" and 1e-4 or 1e-10
+    local q, k, v = data({ 2, 3, 37, 16 }, dt, 1), data({ 2, 3, 45, 16 }, dt, 2), data({ 2, 3, 45, 8 }, dt, 3)
+    local bool_mask = data({ 2, 1, 37, 45 }, "bool", 4)
+    for name, o in pairs { plain = {}, causal = { is_causal = true }, float_mask = { mask = data({ 37, 45 }, dt, 5) },
+                           bool_mask = { mask = bool_mask }, dropout = { dropout_p = 0.3, is_causal = true } } do
+      compare_grad("attention " .. name .. " " .. dt, { q:mul(0.3), k, v }, function(a, b, c)
+        ms.manual_seed(17)
+        return F.scaled_dot_product_attention(a, b, c, { attn_mask = o.mask and o.mask:to(a.device),
+          is_causal = o.is_causal, dropout_p = o.dropout_p })
+      end, tol)
+    end
+  end
   T.raises(function() return F.nll_loss(data({ 2, 3 }):cuda(), ms.tensor({ 1, 2 })) end, "same device")
   -- a bad target is found on the GPU and raised at the next synchronization (no launch waits for
   -- a read back), then cleared: the loss is NaN, and the next ops run clean

@@ -28,6 +28,12 @@ MS_API ms_tensor *ms_activation(ms_activation_op op, ms_tensor *x);
  * the rest by 1 / (1 - p). p == 0 or !training returns x itself (retained). */
 MS_API ms_tensor *ms_dropout(ms_tensor *x, double p, bool training);
 
+/* softmax(q k^T scale + mask) v with dropout on the weights, as torch.nn.functional's:
+ * q (..., L, E), k (..., S, E), v (..., S, Ev) with equal batch dims -> (..., L, Ev); options as
+ * ms_sdpa_options (NULL: none). Never holds an L x S matrix per head. */
+MS_API ms_tensor *ms_scaled_dot_product_attention(ms_tensor *q, ms_tensor *k, ms_tensor *v,
+                                                  const ms_sdpa_options *options);
+
 /* x (..., in) @ w^T + b, w (out, in), b (out) or NULL. */
 MS_API ms_tensor *ms_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b);
 /* weight rows at `indices` (int64, any shape): result (indices shape..., D). padding_idx is a

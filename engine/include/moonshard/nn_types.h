@@ -3,6 +3,8 @@
 #ifndef MOONSHARD_NN_TYPES_H
 #define MOONSHARD_NN_TYPES_H
 
+#include <stdbool.h>
+
 #include "moonshard/export.h"
 #include "moonshard/op_list.h"
 
@@ -23,5 +25,16 @@ typedef struct ms_activation_op_info {
 } ms_activation_op_info;
 /* The row of op (a valid ms_activation_op). */
 MS_API const ms_activation_op_info *ms_activation_op_get_info(ms_activation_op op);
+
+/* scaled_dot_product_attention's options (torch.nn.functional's): attn_mask bool (true: takes
+ * part) or of the query's dtype (added to the scores), broadcastable to (..., L, S), or NULL;
+ * is_causal masks key j > query i (no attn_mask then); dropout_p drops attention weights;
+ * scale NULL is 1 / sqrt(E). */
+typedef struct ms_sdpa_options {
+  struct ms_tensor *attn_mask;
+  bool is_causal;
+  double dropout_p;
+  const double *scale;
+} ms_sdpa_options;
 
 #endif

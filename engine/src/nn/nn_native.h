@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernel_table.h"
 #include "moonshard/nn_types.h"
 #include "moonshard/tensor_core.h"
 
@@ -124,5 +124,19 @@ ms_tensor *native_mse_loss(ms_tensor *a, ms_tensor *b, ms_reduction reduction);
 /* The gradients of a and b at the broadcast shape (the caller reduces them to each input's). */
 ms_status native_mse_loss_backward(ms_tensor *a, ms_tensor *b, ms_reduction reduction, ms_tensor *grad_output,
                                    const bool need[2], ms_tensor *grads[2]);
+
+/* ---- attention.c: scaled_dot_product_attention (PyTorch's), forward and backward ------------- */
+/* What the backward reads: q, k, v and the mask as the kernel saw them (contiguous), the output,
+ * each row's logsumexp, and the geometry (with dropout's Philox range). */
+typedef struct native_attention_saved {
+  ms_tensor *q, *k, *v, *mask, *out, *lse;
+  ms_k_attn_geom g;
+} native_attention_saved;
+void native_attention_saved_release(native_attention_saved *s);
+/* q (..., L, E), k (..., S, E), v (..., S, Ev) of one float dtype and device -> (..., L, Ev). */
+ms_tensor *native_attention(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_sdpa_options *o,
+                            native_attention_saved *saved);
+/* grads: query, key, value (all three computed: one pass gives them together). */
+ms_status native_attention_backward(const native_attention_saved *s, ms_tensor *grad_output, ms_tensor *grads[3]);
 
 #endif

@@ -1,0 +1,191 @@
+/* attention_body.h: the CPU attention kernels for one element type, included by attention.c with
+ * T (float or double), SFX(name), GEMM (ms_k_sgemm or ms_k_dgemm), EXP and LOG defined, and
+ * SFX(exp_row), SFX(sum), SFX(max) beside them. Work is
+ * cut into blocks of BQ queries by BK keys; a block's scores live in a BQ x BK buffer, so no
+ * L x S matrix is ever held (FlashAttention's online softmax). Block products go through the
+ * CPU's GEMM, which runs serially inside a pool task. */
+
+/* The scaled, masked scores of queries [i0, i0 + nq) and keys [j0, j0 + nk) of problem b into
+ * s (row stride BK), masked ones -inf. */
+static void SFX(scores)(const attn_ctx *c, int64_t b, int64_t i0, int64_t nq, int64_t j0, int64_t nk,
+                        T *s) {
+  const ms_k_attn_geom *g = c->g;
+  const T *q = (const T *)c->q + (b * g->L + i0) * g->E, *k = (const T *)c->k + (b * g->S + j0) * g->E;
+  GEMM(nq, nk, g->E, (T)g->scale, q, g->E, 1, k, 1, g->E, 0, s, BK, 1);
+  int64_t moff = attn_mask_offset(g, b);
+  for (int64_t r = 0; r < nq; r++) {
+    T *row = s + r * BK;
+    int64_t i = i0 + r;
+    if (g->causal)
+      for (int64_t t = (i + 1 - j0 > 0 ? i + 1 - j0 : 0); t < nk; t++) row[t] = -INFINITY;
+    if (g->mask_kind == MS_K_ATTN_MASK_BOOL) {
+      const uint8_t *m = (const uint8_t *)c->mask + moff + i * g->msi + j0 * g->msj;
+      for (int64_t t = 0; t < nk; t++)
+        if (!m[t * g->msj]) row[t] = -INFINITY;
+    } else if (g->mask_kind == MS_K_ATTN_MASK_ADD) {
+      const T *m = (const T *)c->mask + moff + i * g->msi + j0 * g->msj;
+      for (int64_t t = 0; t < nk; t++) row[t] += m[t * g->msj];
+    }
+  }
+}
+
+/* Dropout's factor for weights (b, i, j0 .. j0 + nk) into z: 1 / (1 - p) or 0. */
+static void SFX(keep_row)(const ms_k_attn_geom *g, int64_t b, int64_t i, int64_t j0, int64_t nk, T *z) {
+  uint8_t keep[BK];
+  attn_keep(g, (b * g->L + i) * g->S + j0, nk, keep);
+  T inv = (T)(1 / (1 - g->dropout_p));
+  for (int64_t t = 0; t < nk; t++) z[t] = keep[t] ? inv : 0;
+}
+
+/* Forward for problem b, queries [i0, i0 + nq): online softmax over the key blocks. */
+static void SFX(forward_block)(const attn_ctx *c, int64_t b, int64_t i0, int64_t nq, T *s, T *acc, T *m,
+                               T *l) {
+  const ms_k_attn_geom *g = c->g;
+  const int64_t Ev = g->Ev, jend = g->causal && i0 + nq < g->S ? i0 + nq : g->S;
+  const T *v = (const T *)c->v + b * g->S * Ev;
+  T z[BK];
+  for (int64_t r = 0; r < nq; r++) m[r] = -INFINITY, l[r] = 0;
+  memset(acc, 0, (size_t)(nq * Ev) * sizeof(T));
+  for (int64_t j0 = 0; j0 < jend; j0 += BK) {
+    int64_t nk = jend - j0 < BK ? jend - j0 : BK;
+    SFX(scores)(c, b, i0, nq, j0, nk, s);
+    for (int64_t r = 0; r < nq; r++) {
+      T *row = s + r * BK, bmx = SFX(max)(row, nk), mx = bmx > m[r] ? bmx : m[r];
+      if (mx == -INFINITY) { /* every key so far masked: nothing to add */
+        memset(row, 0, (size_t)nk * sizeof(T));
+        continue;
+      }
+      T alpha = EXP(m[r] - mx); /* m = -inf gives 0: acc and l are still 0 */
+      SFX(exp_row)(row, nk, mx);
+      l[r] = l[r] * alpha + SFX(sum)(row, nk), m[r] = mx;
+      if (alpha != 1)
+        for (int64_t d = 0; d < Ev; d++) acc[r * Ev + d] *= alpha;
+      if (g->dropout_p > 0) {
+        SFX(keep_row)(g, b, i0 + r, j0, nk, z);
+        for (int64_t t = 0; t < nk; t++) row[t] *= z[t];
+      }
+    }
+    GEMM(nq, Ev, nk, 1, s, BK, 1, v + j0 * Ev, Ev, 1, 1, acc, Ev, 1);
+  }
+  T *out = (T *)c->out + (b * g->L + i0) * Ev, *lse = (T *)c->lse + b * g->L + i0;
+  for (int64_t r = 0; r < nq; r++) {
+    T inv = l[r] > 0 ? 1 / l[r] : 0; /* a fully masked row: 0, as PyTorch's safe softmax */
+    for (int64_t d = 0; d < Ev; d++) out[r * Ev + d] = acc[r * Ev + d] * inv;
+    lse[r] = l[r] > 0 ? m[r] + LOG(l[r]) : -INFINITY;
+  }
+}
+
+static void SFX(forward_range)(void *ctx, int64_t begin, int64_t end) {
+  const attn_ctx *c = ctx;
+  const ms_k_attn_geom *g = c->g;
+  int64_t qb = (g->L + BQ - 1) / BQ;
+  T *s = malloc(sizeof(T) * (size_t)(BQ * BK + BQ * g->Ev + 2 * BQ));
+  if (!s) {
+    atomic_store(c->failed, 1);
+    return;
+  }
+  for (int64_t w = begin; w < end; w++) {
+    int64_t b = w / qb, i0 = (w % qb) * BQ, nq = g->L - i0 < BQ ? g->L - i0 : BQ;
+    SFX(forward_block)(c, b, i0, nq, s, s + BQ * BK, s + BQ * BK + BQ * g->Ev, s + BQ * BK + BQ * g->Ev + BQ);
+  }
+  free(s);
+}
+
+/* For queries [i0, i0 + nq) and keys [j0, j0 + nk) of problem b: p = the weights P (before
+ * dropout) and ds = dS = P (dP - delta), with dP = (gout v^T) times dropout's factor; when pd is
+ * not NULL it gets P times dropout's factor (what multiplied v). */
+static void SFX(grad_scores)(const attn_ctx *c, int64_t b, int64_t i0, int64_t nq, int64_t j0, int64_t nk,
+                             T *p, T *ds, T *pd) {
+  const ms_k_attn_geom *g = c->g;
+  const int64_t Ev = g->Ev;
+  const T *lse = (const T *)c->lse + b * g->L + i0, *delta = (const T *)c->delta + b * g->L + i0;
+  const T *go = (const T *)c->gout + (b * g->L + i0) * Ev, *v = (const T *)c->v + (b * g->S + j0) * Ev;
+  T z[BK];
+  SFX(scores)(c, b, i0, nq, j0, nk, p);
+  GEMM(nq, nk, Ev, 1, go, Ev, 1, v, 1, Ev, 0, ds, BK, 1);
+  for (int64_t r = 0; r < nq; r++) {
+    T *pr = p + r * BK, *dr = ds + r * BK;
+    if (lse[r] == -INFINITY) memset(pr, 0, (size_t)nk * sizeof(T)); /* every key masked */
+    else SFX(exp_row)(pr, nk, lse[r]);
+    if (g->dropout_p > 0) {
+      SFX(keep_row)(g, b, i0 + r, j0, nk, z);
+      for (int64_t t = 0; t < nk; t++) dr[t] = pr[t] * (dr[t] * z[t] - delta[r]);
+      if (pd)
+        for (int64_t t = 0; t < nk; t++) pd[r * BK + t] = pr[t] * z[t];
+    } else {
+      for (int64_t t = 0; t < nk; t++) dr[t] = pr[t] * (dr[t] - delta[r]);
+      if (pd) memcpy(pd + r * BK, pr, (size_t)nk * sizeof(T));
+    }
+  }
+}
+
+/* delta = rowsum(gout * out) for rows [begin, end) of nb L. */
+static void SFX(delta_range)(void *ctx, int64_t begin, int64_t end) {
+  const attn_ctx *c = ctx;
+  const int64_t Ev = c->g->Ev;
+  for (int64_t r = begin; r < end; r++) {
+    const T *o = (const T *)c->out + r * Ev, *go = (const T *)c->gout + r * Ev;
+    T sum = 0;
+    for (int64_t d = 0; d < Ev; d++) sum += o[d] * go[d];
+    ((T *)c->delta)[r] = sum;
+  }
+}
+
+/* dK and dV of problem b's keys [j0, j0 + nk), summed over every query block that sees them,
+ * and those blocks' share of dQ added into gq (the problem's L x E dQ rows of this task). */
+static void SFX(kv_block)(const attn_ctx *c, int64_t b, int64_t j0, int64_t nk, T *gq, T *p, T *ds, T *pd) {
+  const ms_k_attn_geom *g = c->g;
+  const int64_t E = g->E, Ev = g->Ev;
+  const T *kj = (const T *)c->k + (b * g->S + j0) * E;
+  T *gk = (T *)c->gk + (b * g->S + j0) * E, *gv = (T *)c->gv + (b * g->S + j0) * Ev;
+  memset(gk, 0, (size_t)(nk * E) * sizeof(T));
+  memset(gv, 0, (size_t)(nk * Ev) * sizeof(T));
+  /* causal: queries before j0 see none of these keys */
+  for (int64_t i0 = g->causal ? j0 / BQ * BQ : 0; i0 < g->L; i0 += BQ) {
+    int64_t nq = g->L - i0 < BQ ? g->L - i0 : BQ;
+    const T *q = (const T *)c->q + (b * g->L + i0) * E, *go = (const T *)c->gout + (b * g->L + i0) * Ev;
+    SFX(grad_scores)(c, b, i0, nq, j0, nk, p, ds, pd);
+    GEMM(nk, Ev, nq, 1, pd, 1, BK, go, Ev, 1, 1, gv, Ev, 1);
+    GEMM(nk, E, nq, (T)g->scale, ds, 1, BK, q, E, 1, 1, gk, E, 1);
+    GEMM(nq, E, nk, (T)g->scale, ds, BK, 1, kj, E, 1, 1, gq + i0 * E, E, 1);
+  }
+}
+
+/* Task w is key group w % groups of problem w / groups: its key blocks' dK and dV, and their
+ * share of dQ, written straight into gq when a problem has one group, else into the group's
+ * partial (summed by sum_dq_range). Groups depend on the shape only, so the sums do not depend
+ * on the thread count. */
+static void SFX(backward_range)(void *ctx, int64_t begin, int64_t end) {
+  const attn_ctx *c = ctx;
+  const ms_k_attn_geom *g = c->g;
+  const int64_t kb = (g->S + BK - 1) / BK, per = (kb + c->groups - 1) / c->groups;
+  T *p = malloc(sizeof(T) * (size_t)(3 * BQ * BK));
+  if (!p) {
+    atomic_store(c->failed, 1);
+    return;
+  }
+  for (int64_t w = begin; w < end; w++) {
+    int64_t b = w / c->groups, grp = w % c->groups;
+    T *gq = c->groups == 1 ? (T *)c->gq + b * g->L * g->E : (T *)c->dq_parts + w * g->L * g->E;
+    memset(gq, 0, (size_t)(g->L * g->E) * sizeof(T));
+    for (int64_t blk = grp * per; blk < kb && blk < (grp + 1) * per; blk++) {
+      int64_t j0 = blk * BK;
+      SFX(kv_block)(c, b, j0, g->S - j0 < BK ? g->S - j0 : BK, gq, p, p + BQ * BK, p + 2 * BQ * BK);
+    }
+  }
+  free(p);
+}
+
+/* gq rows [begin, end) of nb L = the sum of the groups' partials, in group order. */
+static void SFX(sum_dq_range)(void *ctx, int64_t begin, int64_t end) {
+  const attn_ctx *c = ctx;
+  const int64_t L = c->g->L, E = c->g->E;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t b = r / L, i = r % L;
+    T *dst = (T *)c->gq + r * E;
+    const T *part = (const T *)c->dq_parts + (b * c->groups * L + i) * E;
+    memcpy(dst, part, (size_t)E * sizeof(T));
+    for (int64_t grp = 1; grp < c->groups; grp++)
+      for (int64_t d = 0; d < E; d++) dst[d] += part[grp * L * E + d];
+  }
+}
