@@ -54,23 +54,10 @@ end
 
 -- ---- attention ------------------------------------------------------------------------------
 
--- True above the diagonal: the future positions a query at row i must not see.
-local function future_mask(T)
-  local pos = ms.arange(1, T + 1)
-  return pos:view(T, 1):lt(pos:view(1, T))
-end
-
--- Causal attention over (B, n_head, T, head_size) q, k, v. F.scaled_dot_product_attention is
--- the fused op; until it exists this composition (which materialises T x T per head) stands in.
+-- Causal attention over (B, n_head, T, head_size) q, k, v: the fused op, which never holds T x T
+-- per head on the CPU.
 local function causal_attention(q, k, v, dropout_p)
-  if F.scaled_dot_product_attention ~= nil then
-    return F.scaled_dot_product_attention(q, k, v, { is_causal = true, dropout_p = dropout_p })
-  end
-  local T, hs = q:size(3), q:size(4)
-  local att = ms.matmul(q, k:transpose(3, 4)):mul(1 / math.sqrt(hs))
-  att = F.softmax(att:masked_fill(future_mask(T), -math.huge), -1)
-  att = F.dropout(att, { p = dropout_p })
-  return ms.matmul(att, v)
+  return F.scaled_dot_product_attention(q, k, v, { is_causal = true, dropout_p = dropout_p })
 end
 
 local CausalSelfAttention = nn.Module:extend("CausalSelfAttention")
