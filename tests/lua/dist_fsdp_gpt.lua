@@ -41,19 +41,13 @@ local function train(model, sliced)
   end
 end
 
-local function state_of(model)
-  local out = {}
-  for k, v in pairs(model:state_dict()) do out[k] = v end
-  return out
-end
-
 for _, strategy in ipairs({ "FULL_SHARD", "SHARD_GRAD_OP" }) do
   case(strategy .. ": a GPT with a unit per Block trains as one process", function()
     local plain = make()
     train(plain, false)
     local model = fsdp.FSDP(make(), { sharding_strategy = strategy, auto_wrap_policy = fsdp.ModuleWrapPolicy{ gpt.Block } })
     train(model, true)
-    D.check_state(state_of(model), state_of(plain), TOL, strategy .. " gpt")
+    D.check_state(D.state_of(model), D.state_of(plain), TOL, strategy .. " gpt")
   end)
 end
 

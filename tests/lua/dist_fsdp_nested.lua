@@ -84,12 +84,6 @@ local function train(model, root_shape, sliced)
   end
 end
 
-local function state_of(model)
-  local out = {}
-  for k, v in pairs(model:state_dict()) do out[k] = v end
-  return out
-end
-
 for _, strategy in ipairs({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"}) do
   for _, root_shape in ipairs({"two", "three", "cycle"}) do
     case(("%s: nested units and a root returning %s-deep tables train as one process"):format(strategy, root_shape),
@@ -99,7 +93,7 @@ for _, strategy in ipairs({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SH
         local model = fsdp.FSDP(make(root_shape), {sharding_strategy = strategy,
           auto_wrap_policy = fsdp.ModuleWrapPolicy{Deep}})
         train(model, root_shape, true)
-        D.check_state(state_of(model), state_of(plain), TOL, strategy .. " nested " .. root_shape)
+        D.check_state(D.state_of(model), D.state_of(plain), TOL, strategy .. " nested " .. root_shape)
         for name, p in model:named_parameters() do
           T.truthy(p:numel() == 0 or p.grad ~= nil, name .. " has a gradient")
         end
@@ -110,7 +104,7 @@ for _, strategy in ipairs({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SH
     train(plain, "two", false)
     local model = fsdp.FSDP(make("two"), {sharding_strategy = strategy})
     train(model, "two", true)
-    D.check_state(state_of(model), state_of(plain), TOL, strategy .. " root {{t}}")
+    D.check_state(D.state_of(model), D.state_of(plain), TOL, strategy .. " root {{t}}")
   end)
 end
 

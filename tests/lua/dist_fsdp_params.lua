@@ -100,13 +100,6 @@ end
 
 local check_near = D.check_state
 
-local function state_of(model)
-  local sd = model:state_dict()
-  local out = {}
-  for k, v in pairs(sd) do out[k] = v end
-  return out
-end
-
 local STRATEGIES = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}
 
 -- Between steps a sharded unit holds only its shard (NO_SHARD's full buffer is its shard).
@@ -132,7 +125,7 @@ case("named_parameters: the unwrapped names, each rank's 1-D piece of its unit's
     T.same(got, want)
     T.eq(#model:parameters(), #want)
     -- the pieces of all ranks put together are the original values
-    check_near(full_of(model), state_of(plain), 0, strategy .. " pieces")
+    check_near(full_of(model), D.state_of(plain), 0, strategy .. " pieces")
     -- a submodule's parameters are its pieces too (param groups by module)
     T.eq(model:module().fc2:parameters()[1], by_name(model)["fc2.weight"])
     -- a piece is a view into the shard: writing it changes what the model computes with
@@ -141,8 +134,8 @@ case("named_parameters: the unwrapped names, each rank's 1-D piece of its unit's
       for _, p in ipairs(model:parameters()) do p:add_(1) end
     end
     local shifted = {}
-    for k, v in pairs(state_of(plain)) do shifted[k] = v + 1 end
-    check_near(state_of(model), shifted, 0, strategy .. " written pieces")
+    for k, v in pairs(D.state_of(plain)) do shifted[k] = v + 1 end
+    check_near(D.state_of(model), shifted, 0, strategy .. " written pieces")
     local x = data()
     local plain2 = make()
     do
@@ -193,7 +186,7 @@ case("param groups: another lr and momentum for one layer equal one process", fu
     for _, strategy in ipairs(STRATEGIES) do
       local model = wrap(make(), strategy)
       train(model, groups, {lr = 0.1, momentum = 0.9}, 3, true)
-      check_near(state_of(model), state_of(plain), TOL, strategy .. " param groups")
+      check_near(D.state_of(model), D.state_of(plain), TOL, strategy .. " param groups")
     end
   end
 end)
@@ -220,7 +213,7 @@ case("frozen parameters: no grad, never moved, even with weight decay", function
     T.truthy(by_name(model)["fc1.bias"].requires_grad, "the others still require grad")
     train(model, trainable, {lr = 0.1, weight_decay = 0.1}, 3, true)
     T.truthy(piece.grad == nil, "the frozen piece has no grad")
-    check_near(state_of(model), state_of(plain), TOL, strategy .. " frozen")
+    check_near(D.state_of(model), D.state_of(plain), TOL, strategy .. " frozen")
     check_near({w = full_of(model)["fc1.weight"]}, {w = make().fc1.weight}, 0, strategy .. " fc1.weight unchanged")
   end
 end)
@@ -273,7 +266,7 @@ case("unused parameters count as zeros; a wholly unused unit does not block; roo
     -- spare in the root unit (the unit is used, spare is not) ...
     local model = wrap(make({spare = true}), strategy, {auto_wrap_policy = false})
     local opt = train(model, function(m) return m:parameters() end, {lr = 0.1, momentum = 0.9}, 3, true)
-    check_near(state_of(model), state_of(plain), TOL, strategy .. " unused in a used unit")
+    check_near(D.state_of(model), D.state_of(plain), TOL, strategy .. " unused in a used unit")
     for name, p in model:named_parameters() do
       if p:numel() > 0 then
         T.truthy(p.grad ~= nil, name .. ": every reduction finished before backward returned")
@@ -329,10 +322,10 @@ case("sync_module_states: ranks built differently end up with rank 0's parameter
     m.norm.running_mean:fill_(rank + 0.5)
     return m
   end
-  local want = state_of(rank_model(0))
+  local want = D.state_of(rank_model(0))
   for _, policy in ipairs({false, POLICY}) do
     local model = wrap(rank_model(R), "FULL_SHARD", {auto_wrap_policy = policy, sync_module_states = true})
-    check_near(state_of(model), want, 0, "synced")
+    check_near(D.state_of(model), want, 0, "synced")
   end
   if W > 1 and R > 0 then -- without it, each rank keeps its own buffers
     local model = wrap(rank_model(R), "FULL_SHARD", {})
@@ -372,7 +365,7 @@ case("no_sync: micro-batches accumulated locally, then one reduction, equal one 
     check_near(full_of(model, "grad"), want_grads, 1e-5, strategy .. " no_sync grads")
     check_near(full_of(model, "grad"), want_grads, TOL, strategy .. " no_sync grads (float64)")
     opt:step()
-    check_near(state_of(model), state_of(plain), TOL, strategy .. " no_sync step")
+    check_near(D.state_of(model), D.state_of(plain), TOL, strategy .. " no_sync step")
   end
 end)
 
@@ -380,7 +373,7 @@ end)
 
 case("summon_full_params: full values in the modules; writeback reaches the shards", function()
   local plain = make()
-  local base = state_of(plain)
+  local base = D.state_of(plain)
   for _, strategy in ipairs(STRATEGIES) do
     local model = wrap(make(), strategy)
     local inner = model:module()
@@ -399,7 +392,7 @@ case("summon_full_params: full values in the modules; writeback reaches the shar
     for k, v in pairs(base) do want[k] = v end
     want["fc1.weight"] = base["fc1.weight"] + 1
     want["head.bias"] = base["head.bias"] * 2
-    check_near(state_of(model), want, 0, strategy .. " written back")
+    check_near(D.state_of(model), want, 0, strategy .. " written back")
     -- without writeback, a sharded unit drops the change
     if strategy ~= "NO_SHARD" then
       do
@@ -407,7 +400,7 @@ case("summon_full_params: full values in the modules; writeback reaches the shar
         local _ <close> = ms.no_grad()
         inner.fc2.weight:zero_()
       end
-      check_near(state_of(model), want, 0, strategy .. " not written back")
+      check_near(D.state_of(model), want, 0, strategy .. " not written back")
     end
     -- recurse = false: only the root's own unit (fc1 is a nested unit: still a piece)
     do

@@ -40,6 +40,13 @@ function M.finish(what)
   os.exit(n == passed and 0 or 1)
 end
 
+-- The model's state_dict as a plain table (name -> tensor), the shape check_state compares.
+function M.state_of(model)
+  local out = {}
+  for k, v in pairs(model:state_dict()) do out[k] = v end
+  return out
+end
+
 -- Every tensor of the state dict `got` equals want's within rel of the tensor's largest
 -- magnitude (either on any device; got compared in want's dtype), with the same keys.
 -- MS_FSDP_VERBOSE=1 prints the worst relative difference on rank 0.

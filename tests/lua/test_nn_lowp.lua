@@ -199,4 +199,17 @@ T.test("a transformer-like block in bfloat16 gives float32's loss and gradients"
   end
 end)
 
+T.test("a gradient reaches a non-leaf 16-bit parameter in its dtype (the walk casts, as PyTorch's engine)", function()
+  -- layer_norm computes a bfloat16 weight's gradient in float32; the hook sees what flows on
+  -- to the weight's producer, which must be bfloat16 (a leaf would hide it: .grad converts)
+  local x = ms.randn(4, 8):bfloat16():requires_grad_()
+  local w32 = ms.ones(8):requires_grad_()
+  local w = w32:bfloat16()
+  local seen
+  w:register_hook(function(g) seen = g.dtype end)
+  F.layer_norm(x, {8}, {weight = w}):sum():backward()
+  T.eq(seen, "bfloat16")
+  T.eq(w32.grad.dtype, "float32")
+end)
+
 T.finish()

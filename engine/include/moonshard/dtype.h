@@ -23,6 +23,8 @@ MS_API const char *ms_dtype_name(ms_dtype dt); /* "float32", ... */
 MS_API bool ms_dtype_from_name(const char *name, ms_dtype *out);
 MS_API bool ms_dtype_is_floating(ms_dtype dt);
 MS_API bool ms_dtype_is_integral(ms_dtype dt); /* bool counts as integral here */
+/* Whether dt is one of the 16-bit floats (bfloat16, float16). */
+static inline bool ms_dtype_is_half(ms_dtype dt) { return dt == MS_BFLOAT16 || dt == MS_FLOAT16; }
 
 /* How much an operand counts in promotion, as in PyTorch: a tensor with dimensions beats a
  * zero-dimensional tensor, which beats a plain number, within the same category

@@ -129,7 +129,14 @@ static ms_status discover(ms_node *root, uint64_t walk, node_list *visited) {
   return st;
 }
 
-/* Adds grad into the node's buffer for output k, checking its shape. */
+/* grad in the dtype of output k of `to` (a new reference), as PyTorch's engine gives every
+ * gradient its input's dtype: a 16-bit input's gradient computed in float32 comes back 16-bit. */
+static ms_tensor *as_output_dtype(ms_tensor *grad, const ms_node *to, int k) {
+  if (grad->dtype == to->out_dtype[k]) return ms_tensor_retain(grad), grad;
+  return native_to_dtype(grad, to->out_dtype[k]);
+}
+
+/* Adds grad into the node's buffer for output k, checking its shape, in that output's dtype. */
 static ms_status buffer_add(ms_node *from, int input, ms_node *to, int k, ms_tensor *grad) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
   bool same = grad->ndim == to->out_ndim[k] &&
@@ -139,12 +146,14 @@ static ms_status buffer_add(ms_node *from, int input, ms_node *to, int k, ms_ten
                     "input %d, which has shape %s", from->name,
                     ms_shape_str(grad->ndim, grad->shape, b1, sizeof b1), input + 1,
                     ms_shape_str(to->out_ndim[k], to->out_shape[k], b2, sizeof b2));
+  ms_tensor *g = as_output_dtype(grad, to, k);
+  if (!g) return MS_ERR_MEMORY;
   if (!to->grad_buf[k]) {
-    ms_tensor_retain(grad);
-    to->grad_buf[k] = grad;
+    to->grad_buf[k] = g;
     return MS_OK;
   }
-  ms_tensor *sum = native_binary(MS_OP_ADD, ms_operand_tensor(to->grad_buf[k]), ms_operand_tensor(grad));
+  ms_tensor *sum = native_binary(MS_OP_ADD, ms_operand_tensor(to->grad_buf[k]), ms_operand_tensor(g));
+  ms_tensor_release(g);
   if (!sum) return MS_ERR_MEMORY;
   ms_tensor_release(to->grad_buf[k]);
   to->grad_buf[k] = sum;

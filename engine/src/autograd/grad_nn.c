@@ -2,11 +2,9 @@
  * and rounded back through recorded conversions, and saved slots that may be empty. */
 #include "grad_nn.h"
 
-static bool is_half(ms_dtype dt) { return dt == MS_BFLOAT16 || dt == MS_FLOAT16; }
-
 bool nn_half_call(int n, ms_tensor *const *ts, ms_dtype *half) {
   for (int i = 0; i < n; i++)
-    if (ts[i] && is_half(ts[i]->dtype)) return *half = ts[i]->dtype, true;
+    if (ts[i] && ms_dtype_is_half(ts[i]->dtype)) return *half = ts[i]->dtype, true;
   return false;
 }
 
@@ -18,7 +16,7 @@ ms_status nn_widen(int n, ms_tensor *const *ts, ms_tensor **wide) {
   for (int i = 0; i < n; i++) {
     wide[i] = NULL;
     if (!ts[i]) continue;
-    wide[i] = is_half(ts[i]->dtype) ? ms_tensor_to_dtype(ts[i], MS_FLOAT32) : (ms_tensor_retain(ts[i]), ts[i]);
+    wide[i] = ms_dtype_is_half(ts[i]->dtype) ? ms_tensor_to_dtype(ts[i], MS_FLOAT32) : (ms_tensor_retain(ts[i]), ts[i]);
     if (!wide[i]) {
       nn_release_all(i, wide);
       return MS_ERR_MEMORY;
@@ -30,17 +28,6 @@ ms_status nn_widen(int n, ms_tensor *const *ts, ms_tensor **wide) {
 ms_tensor *nn_narrow_back(ms_tensor *out, ms_dtype dt) {
   if (!out || out->dtype == dt || !ms_dtype_is_floating(out->dtype)) return out ? (ms_tensor_retain(out), out) : NULL;
   return ms_tensor_to_dtype(out, dt);
-}
-
-ms_status nn_grads_as_inputs(ms_node *n, int count, ms_tensor **grads) {
-  for (int i = 0; i < count; i++) {
-    const ms_edge *e = &n->next[i];
-    if (!grads[i] || !e->node || grads[i]->dtype == e->node->out_dtype[e->input_nr]) continue;
-    ms_tensor *t = native_to_dtype(grads[i], e->node->out_dtype[e->input_nr]);
-    ms_tensor_release(grads[i]);
-    if (!(grads[i] = t)) return nn_release_all(count, grads), MS_ERR_MEMORY;
-  }
-  return MS_OK;
 }
 
 bool nn_saved(ms_node *n, int i, ms_tensor **out) {

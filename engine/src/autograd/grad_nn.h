@@ -23,10 +23,6 @@ ms_status nn_widen(int n, ms_tensor *const *ts, ms_tensor **wide);
  * passes through. */
 ms_tensor *nn_narrow_back(ms_tensor *out, ms_dtype dt);
 
-/* grads[i] (i < count; NULLs skipped) converted in place to the dtype of the node's input i,
- * for kernels that return float32 parameter gradients for 16-bit inputs (layer_norm); on
- * failure all are released. */
-ms_status nn_grads_as_inputs(ms_node *n, int count, ms_tensor **grads);
 
 /* Saved slot i: *out = the tensor, or NULL when nothing was saved there; false on error. */
 bool nn_saved(ms_node *n, int i, ms_tensor **out);

@@ -29,8 +29,7 @@ static ms_status layer_norm_backward(ms_node *n, ms_tensor *const *grad_out, ms_
   native_norm_saved s;
   if (!load(n, &s)) return MS_ERR_RUNTIME;
   const bool need[3] = {grad_needed(n, 0), grad_needed(n, 1), grad_needed(n, 2)};
-  ms_status st = native_layer_norm_backward(&s, (int)n->ints[0], grad_out[0], need, grad_in);
-  return st == MS_OK ? nn_grads_as_inputs(n, 3, grad_in) : st;
+  return native_layer_norm_backward(&s, (int)n->ints[0], grad_out[0], need, grad_in);
 }
 
 ms_tensor *ms_layer_norm(ms_tensor *x, int nshape, const int64_t *ns, ms_tensor *w, ms_tensor *b,
@@ -71,7 +70,7 @@ static ms_tensor *batch_norm_half(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms
 
 ms_tensor *ms_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *w, ms_tensor *b,
                          bool training, double momentum, double eps) {
-  if (x && nn_is_half(x->dtype)) return batch_norm_half(x, rm, rv, w, b, training, momentum, eps);
+  if (x && ms_dtype_is_half(x->dtype)) return batch_norm_half(x, rm, rv, w, b, training, momentum, eps);
   native_norm_saved s;
   ms_tensor *out = native_batch_norm(x, rm, rv, w, b, training, momentum, eps, &s);
   out = grad_kept(out, record_norm("NativeBatchNormBackward0", batch_norm_backward, x, w, b, &s, training,

@@ -28,8 +28,6 @@ static ms_status mpi_fail(const char *fname, int code) {
 
 /* ---- dtypes and ops ------------------------------------------------------------------------ */
 
-static bool is_half(ms_dtype dt) { return dt == MS_BFLOAT16 || dt == MS_FLOAT16; }
-
 /* The MPI type that moves dt's elements unchanged (16-bit floats as plain words). */
 static MPI_Datatype mpi_type(ms_dtype dt) {
   switch (dt) {
@@ -185,7 +183,7 @@ static mpi_work *work_alloc(const char *fname, ms_tensor *target) {
 
 /* For reductions of 16-bit floats: the result is computed in a float32 copy of t. */
 static ms_status stage_reduction(mpi_work *w, ms_tensor *t) {
-  if (!is_half(t->dtype)) return MS_OK;
+  if (!ms_dtype_is_half(t->dtype)) return MS_OK;
   ms_tensor *flat = ms_tensor_view(t, 1, (int64_t[]){ms_tensor_numel(t)});
   w->result = flat ? ms_tensor_to_dtype(flat, MS_FLOAT32) : NULL;
   ms_tensor_release(flat);
@@ -409,15 +407,15 @@ static int issue_reduce_scatter(ms_pg *pg, MPI_Comm comm, const ms_coll *c, mpi_
   ms_tensor *in = c->in;
   /* a copy to read from: 16-bit floats are summed in float32 (MPI has no such type), and an
    * input overlapping the output would be overwritten before its own piece is read */
-  if (is_half(in->dtype) || overlaps(c->in, c->out)) {
+  if (ms_dtype_is_half(in->dtype) || overlaps(c->in, c->out)) {
     ms_tensor *flat = ms_tensor_view(in, 1, (int64_t[]){ms_tensor_numel(in)});
-    w->keep = !flat ? NULL : is_half(in->dtype) ? ms_tensor_to_dtype(flat, MS_FLOAT32) : ms_tensor_clone(flat);
+    w->keep = !flat ? NULL : ms_dtype_is_half(in->dtype) ? ms_tensor_to_dtype(flat, MS_FLOAT32) : ms_tensor_clone(flat);
     ms_tensor_release(flat);
     if (!w->keep) return -1;
   } else {
     ms_tensor_retain(in), w->keep = in;
   }
-  if (is_half(in->dtype) && !(w->result = ms_tensor_new_empty(1, (int64_t[]){c->count}, MS_FLOAT32))) return -1;
+  if (ms_dtype_is_half(in->dtype) && !(w->result = ms_tensor_new_empty(1, (int64_t[]){c->count}, MS_FLOAT32))) return -1;
   int n = pg->size, me = pg->rank, count = (int)c->count;
   w->scatter = true, w->me = me, w->nranks = n, w->op = mpi_op(c->op, in->dtype);
   if (c->op == MS_DIST_AVG) w->divide_by = pg->size;

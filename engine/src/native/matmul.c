@@ -56,7 +56,7 @@ static ms_status gemm2d_bf16(double alpha, ms_tensor *a, ms_tensor *b, double be
  * widened copies of a and b where the CPU multiplies bf16 itself. A RULE, not a kernel choice:
  * CUDA's gemm takes 16-bit operands and C itself, the CPU's needs these float32 buffers. */
 static ms_status gemm2d_any(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
-  bool half = a->dtype == MS_BFLOAT16 || a->dtype == MS_FLOAT16;
+  bool half = ms_dtype_is_half(a->dtype);
   if (!half || ms_tensor_device(c).type == MS_CUDA) return gemm2d(alpha, a, b, beta, c);
   if (a->dtype == MS_BFLOAT16 && ms_k_gemm_bf16_available())
     return gemm2d_bf16(alpha, a, b, beta, c);

@@ -20,8 +20,6 @@ ms_status nn_check_float_any(const char *op, const char *arg, const ms_tensor *t
 /* nn_check_float_any with bfloat16 accepted too, for ops whose native bfloat16 path reaches
  * the check (linear, conv2d); their other 16-bit cases are widened before it. */
 ms_status nn_check_float_or_bf16_any(const char *op, const char *arg, const ms_tensor *t);
-/* Whether dt is bfloat16 or float16. */
-bool nn_is_half(ms_dtype dt);
 /* nn_check_float_any with bfloat16 and float16 accepted on the CPU, for ops whose CPU kernels
  * take 16-bit floats (softmax, the activations, embedding, layer_norm); on CUDA they are refused
  * ("not implemented for CUDA bfloat16 tensors yet"), never computed wrongly. */

@@ -14,18 +14,17 @@ ms_status nn_check_float_or_bf16_any(const char *op, const char *arg, const ms_t
   return nn_check_float_any(op, arg, t);
 }
 
-bool nn_is_half(ms_dtype dt) { return dt == MS_BFLOAT16 || dt == MS_FLOAT16; }
 
 ms_status nn_check_float_or_half_any(const char *op, const char *arg, const ms_tensor *t) {
-  if (!nn_is_half(t->dtype) && t->dtype != MS_FLOAT32 && t->dtype != MS_FLOAT64)
+  if (!ms_dtype_is_half(t->dtype) && t->dtype != MS_FLOAT32 && t->dtype != MS_FLOAT64)
     return ms_error(MS_ERR_ARG, "%s: %s must be float32, float64, bfloat16 or float16, got %s", op, arg,
                     ms_dtype_name(t->dtype));
-  if (nn_is_half(t->dtype) && ms_tensor_device(t).type != MS_CPU)
+  if (ms_dtype_is_half(t->dtype) && ms_tensor_device(t).type != MS_CPU)
     return ms_error(MS_ERR_ARG, "%s: not implemented for CUDA %s tensors yet", op, ms_dtype_name(t->dtype));
   return ms_tensor_check_data_any(op, t);
 }
 
-ms_dtype nn_stat_dtype(ms_dtype dt) { return nn_is_half(dt) ? MS_FLOAT32 : dt; }
+ms_dtype nn_stat_dtype(ms_dtype dt) { return ms_dtype_is_half(dt) ? MS_FLOAT32 : dt; }
 
 ms_status nn_check_float(const char *op, const char *arg, const ms_tensor *t) {
   ms_status st = nn_check_float_any(op, arg, t);

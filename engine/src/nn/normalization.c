@@ -64,7 +64,7 @@ static ms_status check_layer_norm(ms_tensor *x, int nd, const int64_t *ns, ms_te
   for (int i = 0; i < 2; i++) {
     if (!p[i]) continue;
     /* a 16-bit input takes float32 parameters too (FSDP's param_dtype may leave them so) */
-    ms_dtype want = nn_is_half(x->dtype) && p[i]->dtype == MS_FLOAT32 ? MS_FLOAT32 : x->dtype;
+    ms_dtype want = ms_dtype_is_half(x->dtype) && p[i]->dtype == MS_FLOAT32 ? MS_FLOAT32 : x->dtype;
     if (nn_check_param_any("layer_norm", i ? "bias" : "weight", p[i], want, -1)) return MS_ERR_ARG;
     ok = p[i]->ndim == nd;
     for (int d = 0; ok && d < nd; d++) ok = p[i]->shape[d] == ns[d];
