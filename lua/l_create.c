@@ -134,6 +134,23 @@ static int l_frombuffer(lua_State *L) {
   return bind_push_result(L, t);
 }
 
+/* from_file(path, {dtype="uint8", offset=0, size=-1, shared=false}): a 1-D tensor of size
+ * elements (torch.from_file's name; -1: every whole element) over the file's bytes from offset,
+ * mapped rather than read; shared writes go to the file, otherwise they stay in this process. */
+static int l_from_file(lua_State *L) {
+  static const char *const known[] = {"dtype", "offset", "size", "shared", NULL};
+  const char *path = luaL_checkstring(L, 1);
+  ms_lua_opts o = bind_check_opts(L, 2, "from_file", known);
+  ms_dtype dt = MS_UINT8;
+  int64_t offset = 0, size = -1;
+  bool shared = false;
+  bind_opt_dtype(o, "dtype", &dt);
+  bind_opt_integer(o, "offset", &offset);
+  bind_opt_integer(o, "size", &size);
+  bind_opt_bool(o, "shared", &shared);
+  return bind_push_result(L, ms_tensor_from_file(path, dt, offset, size, shared));
+}
+
 /* ---- constant fills --------------------------------------------------------------------------- */
 
 /* Raises the engine's error under the factory's name: zeros and ones are made by the engine's
@@ -416,7 +433,7 @@ static int l_randint_like(lua_State *L) {
 
 void bind_open_create(lua_State *L) {
   static const luaL_Reg fns[] = {
-      {"tensor", l_tensor},         {"frombuffer", l_frombuffer},         {"zeros", l_zeros},           {"ones", l_ones},
+      {"tensor", l_tensor},         {"frombuffer", l_frombuffer},         {"from_file", l_from_file},         {"zeros", l_zeros},           {"ones", l_ones},
       {"empty", l_empty},           {"full", l_full},             {"arange", l_arange},
       {"linspace", l_linspace},     {"eye", l_eye},               {"rand", l_rand},
       {"randn", l_randn},           {"randint", l_randint},       {"randperm", l_randperm},

@@ -1,6 +1,6 @@
 -- text_to_tokens.lua: turns a text file into a token file in llm.c's .bin layout (a 256 x int32
 -- header, then uint16 tokens), byte-level (token = byte, id = byte + 1 in moonshard), for
--- scripts/gpt_train.lua --tokens. The last --val-fraction of the text goes to OUT's
+-- scripts/gpt_fsdp.lua --tokens. The last --val-fraction of the text goes to OUT's
 -- held-out twin (OUT with "_val" before ".bin"), as llm.c's train/val files.
 --   build/moonshard scripts/text_to_tokens.lua --data book.txt --out book.bin
 local argparse = require "moonshard.argparse"

@@ -262,8 +262,10 @@ end
 local LambdaLR = class(LRScheduler)
 M.LambdaLR = LambdaLR
 
--- lr_lambda: one function of the epoch for every group, or a list with one per group.
+-- lr_lambda: one function of the epoch for every group, or a list with one per group; given
+-- alone in place of the options, as PyTorch's positional LambdaLR(optimizer, lr_lambda).
 function LambdaLR.new(optimizer, opts)
+  if type(opts) == "function" then opts = { lr_lambda = opts } end
   opts = options("LambdaLR", opts, { lr_lambda = true, last_epoch = true })
   local f, lambdas = opts.lr_lambda, {}
   if type(f) == "table" then

@@ -4,7 +4,9 @@
 -- (for a DataLoader and a DistributedSampler per rank); get_batch(B) draws B windows at random
 -- offsets from the engine's generator, as nanoGPT's get_batch. Token files use llm.c's .bin
 -- layout: a header of 256 little-endian int32 (magic 20240520, version 1, the token count), then
--- the tokens as uint16 holding id - 1.
+-- the tokens as uint16 holding id - 1. open_tokens(path) maps such a file (ms.from_file) and a
+-- TokenDataset over it decodes only the windows it draws: a corpus costs no copy and no memory
+-- beyond the pages read; read_tokens(path) decodes the whole file into an int64 tensor.
 local ms = require "moonshard"
 local fmt = string.format
 
@@ -16,10 +18,16 @@ M.TokenDataset = TokenDataset
 
 local MAGIC, VERSION, HEADER_INTS = 20240520, 1, 256
 
+local TokenFile = {}
+TokenFile.__index = TokenFile
+M.TokenFile = TokenFile
+
+-- tokens: a 1-D integer tensor of ids, or a TokenFile (open_tokens).
 function TokenDataset.new(tokens, block_size)
-  if not ms.is_tensor(tokens) or tokens:dim() ~= 1 or tokens:is_floating_point() then
-    error(fmt("TokenDataset: tokens must be a 1-D integer tensor, got %s", ms.is_tensor(tokens)
-      and (tokens:dim() .. "-d " .. tostring(tokens.dtype)) or type(tokens)), 2)
+  local is_file = getmetatable(tokens) == TokenFile
+  if not is_file and (not ms.is_tensor(tokens) or tokens:dim() ~= 1 or tokens:is_floating_point()) then
+    error(fmt("TokenDataset: tokens must be a 1-D integer tensor or a TokenFile (open_tokens), got %s",
+      ms.is_tensor(tokens) and (tokens:dim() .. "-d " .. tostring(tokens.dtype)) or type(tokens)), 2)
   end
   if math.type(block_size) ~= "integer" or block_size < 1 then
     error(fmt("TokenDataset: block_size must be an integer >= 1, got %s", tostring(block_size)), 2)
@@ -28,7 +36,8 @@ function TokenDataset.new(tokens, block_size)
     error(fmt("TokenDataset: %d tokens cannot make one window of block_size %d (%d tokens needed)",
       tokens:numel(), block_size, block_size + 1), 2)
   end
-  return setmetatable({ tokens = tokens:long():contiguous(), block_size = block_size }, TokenDataset)
+  if not is_file then tokens = tokens:long():contiguous() end
+  return setmetatable({ tokens = tokens, block_size = block_size }, TokenDataset)
 end
 setmetatable(TokenDataset, { __call = function(_, ...) return TokenDataset.new(...) end })
 
@@ -41,8 +50,17 @@ function TokenDataset:window(start)
   if math.type(start) ~= "integer" or start < 1 or start > n then
     error(fmt("TokenDataset:window: start must be an integer in 1..%d, got %s", n, tostring(start)), 2)
   end
-  return self.tokens:narrow(1, start, self.block_size), self.tokens:narrow(1, start + 1, self.block_size)
+  local ids = self:ids(ms.arange(start, start + self.block_size + 1))
+  return ids:narrow(1, 1, self.block_size), ids:narrow(1, 2, self.block_size)
 end
+
+-- The ids at the 1-based positions pos (an int64 tensor of any shape), shaped as pos.
+function TokenDataset:ids(pos)
+  if getmetatable(self.tokens) == TokenFile then return self.tokens:ids(pos) end
+  return self.tokens:index_select(1, pos:reshape(-1)):view(pos.shape)
+end
+
+function TokenDataset:num_tokens() return self.tokens:numel() end
 
 function TokenDataset:get(i)
   local len = #self
@@ -61,10 +79,8 @@ function TokenDataset:get_batch(batch_size)
   end
   local T = self.block_size
   local starts = ms.randint(1, self.tokens:numel() - T + 1, { batch_size, 1 })
-  local pos = starts + ms.arange(0, T):view(1, T)
-  local x = self.tokens:index_select(1, pos:view(-1)):view(batch_size, T)
-  local y = self.tokens:index_select(1, (pos + 1):view(-1)):view(batch_size, T)
-  return x, y
+  local ids = self:ids(starts + ms.arange(0, T + 1):view(1, T + 1)) -- (B, T + 1): x and y overlap
+  return ids:narrow(2, 1, T):contiguous(), ids:narrow(2, 2, T):contiguous()
 end
 
 -- ---- llm.c's .bin token files -----------------------------------------------------------------
@@ -86,27 +102,60 @@ function M.write_tokens(path, tokens)
   assert(f:write(table.concat(parts)))
 end
 
--- Reads an llm.c .bin token file into a 1-D int64 tensor of 1-based ids.
-function M.read_tokens(path)
+-- Maps an llm.c .bin token file: a TokenFile of its n tokens, decoded on demand.
+function M.open_tokens(path)
   local f <close>, err = io.open(path, "rb")
-  if not f then error(fmt("read_tokens: cannot open %s", err), 2) end -- err names the path
-  local bytes = f:read("a")
-  if #bytes < 4 * HEADER_INTS then
-    error(fmt("read_tokens: %s: %d bytes, shorter than the %d-byte header", path, #bytes, 4 * HEADER_INTS), 2)
+  if not f then error(fmt("open_tokens: cannot open %s", err), 2) end -- err names the path
+  local header = f:read(4 * HEADER_INTS) or ""
+  local size = f:seek("end")
+  if #header < 4 * HEADER_INTS then
+    error(fmt("open_tokens: %s: %d bytes, shorter than the %d-byte header", path, size, 4 * HEADER_INTS), 2)
   end
-  local magic, version, n = string.unpack("<i4i4i4", bytes)
+  local magic, version, n = string.unpack("<i4i4i4", header)
   if magic ~= MAGIC or version ~= VERSION then
-    error(fmt("read_tokens: %s: not an llm.c token file (magic %d version %d, expected %d and %d)", path,
+    error(fmt("open_tokens: %s: not an llm.c token file (magic %d version %d, expected %d and %d)", path,
       magic, version, MAGIC, VERSION), 2)
   end
   local want = 4 * HEADER_INTS + 2 * n
-  if n < 0 or #bytes ~= want then
-    error(fmt("read_tokens: %s: header says %d tokens (%d bytes), the file has %d bytes", path, n, want, #bytes), 2)
+  if n < 0 or size ~= want then
+    error(fmt("open_tokens: %s: header says %d tokens (%d bytes), the file has %d bytes", path, n, want, size), 2)
   end
-  if n == 0 then return ms.zeros(0, { dtype = ms.int64 }) end
-  -- uint16 as its two bytes: id = lo + 256 hi + 1
-  local b = ms.frombuffer(bytes, { offset = 4 * HEADER_INTS }):long():view(n, 2)
-  return b:select(2, 1) + b:select(2, 2):mul(256) + 1
+  local bytes = ms.from_file(path, { offset = 4 * HEADER_INTS, size = 2 * n }):view(n, 2)
+  return setmetatable({ path = path, n = n, bytes = bytes }, TokenFile)
+end
+
+function TokenFile:numel() return self.n end
+
+-- The 1-based ids at the 1-based positions pos (an int64 tensor of any shape), shaped as pos:
+-- each uint16 from its two bytes, id = lo + 256 hi + 1.
+function TokenFile:ids(pos)
+  local b = self.bytes:index_select(1, pos:reshape(-1)):long()
+  return (b:select(2, 1) + b:select(2, 2):mul(256) + 1):view(pos.shape)
+end
+
+-- The largest id (0 for an empty file), decoded a chunk at a time: never a copy of the file.
+function TokenFile:max_id()
+  local best, chunk = 0, 1 << 16
+  for first = 1, self.n, chunk do
+    local last = math.min(first + chunk, self.n + 1)
+    best = math.max(best, self:ids(ms.arange(first, last)):max():item())
+  end
+  return best
+end
+
+-- Every id, decoded into a 1-D int64 tensor.
+function TokenFile:read()
+  if self.n == 0 then return ms.zeros(0, { dtype = ms.int64 }) end
+  return self:ids(ms.arange(1, self.n + 1))
+end
+
+function TokenFile:__tostring() return fmt("TokenFile(%s, %d tokens)", self.path, self.n) end
+
+-- Reads an llm.c .bin token file into a 1-D int64 tensor of 1-based ids.
+function M.read_tokens(path)
+  local ok, file = pcall(M.open_tokens, path)
+  if not ok then error((file:gsub("^open_tokens", "read_tokens")), 2) end
+  return file:read()
 end
 
 -- ---- character- and byte-level tokenizers -----------------------------------------------------

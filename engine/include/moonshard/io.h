@@ -69,6 +69,12 @@ MS_API ms_status ms_write_file_atomic(const char *path, const void *data, size_t
 MS_API int ms_remove_stale_temporaries(const char *dir, const char *prefix);
 /* The zlib crc32 and the size of a regular file's bytes (a FIFO or directory is an error). */
 MS_API ms_status ms_file_crc32(const char *path, uint32_t *crc, uint64_t *size);
+/* ---- mapped files (mapped_file.c) --------------------------------------------------------------
+ * A 1-D tensor of count dt elements over path's bytes from offset (count < 0: all whole elements),
+ * mapped rather than read (torch.from_file): pages load on first touch. shared = true writes
+ * changes through to the file; otherwise they stay private to the process (the file is not
+ * changed). offset must be a multiple of the element size. NULL with an error. */
+MS_API ms_tensor *ms_tensor_from_file(const char *path, ms_dtype dt, int64_t offset, int64_t count, bool shared);
 /* n bytes from the operating system's random source. */
 MS_API ms_status ms_os_random(void *buf, size_t n);
 

@@ -1,4 +1,4 @@
--- test_gpt_train.lua: scripts/gpt_train.lua on a generated text: one process drives the
+-- test_gpt_fsdp.lua: scripts/gpt_fsdp.lua on a generated text: one process drives the
 -- training loss down and prints a sample; under `moonshard -n 2` (FSDP) it trains too; a
 -- missing --data file is one error line.
 local T = require "testing"
@@ -19,7 +19,7 @@ end
 T.write_file(text_path, table.concat(lines))
 
 local function run(launch, args)
-  local _, _, code = os.execute(("timeout -k 5 200 %s %s scripts/gpt_train.lua %s > %s 2> %s"):format(quote(exe),
+  local _, _, code = os.execute(("timeout -k 5 200 %s %s scripts/gpt_fsdp.lua %s > %s 2> %s"):format(quote(exe),
     launch, args, quote(out), quote(err)))
   return code, T.read_file(out), T.read_file(err)
 end
@@ -70,7 +70,7 @@ end)
 T.test("a missing --data file is one error line", function()
   local code, _, e = run("", "--data " .. quote(dir .. "/none.txt"))
   T.eq(code, 2)
-  T.eq(e:match("([^\n]*)\n$"), "gpt_train.lua: error: --data " .. dir .. "/none.txt: cannot open the file")
+  T.eq(e:match("([^\n]*)\n$"), "gpt_fsdp.lua: error: --data " .. dir .. "/none.txt: cannot open the file")
 end)
 
 os.execute("rm -rf " .. quote(dir))
