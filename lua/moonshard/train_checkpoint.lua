@@ -113,15 +113,30 @@ local function make_dir(fname, path, rank, world, group)
   if not I.is_dir(path) then error(fmt("%s: cannot create the directory '%s'", fname, path), 0) end
 end
 
--- fsdp.save_checkpoint(root, {model =, optimizer =, scheduler =, step =, extra =}): writes
--- root/step-<step> and then points root/latest at it; returns the generation's path. Every rank
--- of the model's group calls it.
+-- Rank 0, after latest names the new generation: removes the generations of root other than the
+-- `keep` newest steps (the new one always stays).
+local function remove_older(root, keep, newest)
+  local steps = {}
+  for _, name in ipairs(ms._list_dir(root) or {}) do
+    local n = name:match("^step%-(%d+)$")
+    if n and name ~= newest then steps[#steps + 1] = math.tointeger(tonumber(n)) end
+  end
+  table.sort(steps, function(a, b) return a > b end)
+  for i = keep, #steps do os.execute("rm -rf -- " .. quote(root .. "/" .. gen_name(steps[i]))) end
+end
+
+-- fsdp.save_checkpoint(root, {model =, optimizer =, scheduler =, step =, extra =, keep_last =}):
+-- writes root/step-<step> and then points root/latest at it; returns the generation's path. Every
+-- rank of the model's group calls it. keep_last = k then removes all but the k newest generations.
 function M.save_checkpoint(root, opts)
   local fname = "save_checkpoint"
   if type(root) ~= "string" then error(fmt("%s: bad argument #1 (root): expected a directory path, got %s", fname, type(root)), 2) end
-  check_opts(fname, opts, {model = true, optimizer = true, scheduler = true, step = true, extra = true})
-  if math.type(opts.step) ~= "integer" or opts.step < 0 then
-    error(fmt("%s: option 'step': expected an integer >= 0, got %s", fname, tostring(opts.step)), 2)
+  check_opts(fname, opts, {model = true, optimizer = true, scheduler = true, step = true, extra = true, keep_last = true})
+  if math.type(opts.step) ~= "integer" or opts.step < 0 or opts.step > 99999999 then
+    error(fmt("%s: option 'step': expected an integer in 0..99999999, got %s", fname, tostring(opts.step)), 2)
+  end
+  if opts.keep_last ~= nil and (math.type(opts.keep_last) ~= "integer" or opts.keep_last < 1) then
+    error(fmt("%s: option 'keep_last': expected an integer >= 1, got %s", fname, tostring(opts.keep_last)), 2)
   end
   local why = opts.extra ~= nil and unsavable(opts.extra, "extra")
   if why then error(fmt("%s: option 'extra': %s", fname, why), 2) end
@@ -144,7 +159,10 @@ function M.save_checkpoint(root, opts)
     return {name}
   end)
   -- the generation is complete on disk (the writer's barrier): only now may latest name it
-  if rank == 0 then ms._write_atomic(root .. "/" .. LATEST, gen_name(opts.step) .. "\n", fname) end
+  if rank == 0 then
+    ms._write_atomic(root .. "/" .. LATEST, gen_name(opts.step) .. "\n", fname)
+    if opts.keep_last then remove_older(root, opts.keep_last, gen_name(opts.step)) end
+  end
   if world > 1 then dist.barrier({group = group}) end
   return gen
 end

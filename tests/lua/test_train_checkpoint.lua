@@ -200,9 +200,20 @@ T.test("a checkpoint of another model is refused: names, shapes, optimizer group
     "shape of 'transformer.wte.weight' differs", "(13, 16)", "(13, 24)")
 end)
 
+T.test("keep_last = 2 keeps the two newest generations", function()
+  local d = base .. ".keep"
+  local run = fresh()
+  for step = 1, 4 do fsdp.save_checkpoint(d, { model = run.model, step = step * 10, keep_last = 2 }) end
+  T.eq(table.concat(list(d), " "), "latest step-00000030 step-00000040")
+  T.eq(fsdp.load_checkpoint(d, { model = run.model }), 40)
+end)
+
 T.test("bad arguments are precise errors", function()
   local run = fresh()
-  T.raises(function() fsdp.save_checkpoint(root, { model = run.model, step = -1 }) end, "save_checkpoint", "'step'")
+  T.raises(function() fsdp.save_checkpoint(root, { model = run.model, step = -1 }) end, "save_checkpoint", "'step'",
+    "got -1")
+  T.raises(function() fsdp.save_checkpoint(root, { model = run.model, step = 1, keep_last = 0 }) end, "save_checkpoint",
+    "'keep_last'", "got 0")
   T.raises(function() fsdp.save_checkpoint(root, { model = run.model, step = 1, extra = { ["a.b"] = 1 } }) end,
     "save_checkpoint", "extra", "'a.b'")
   T.raises(function() fsdp.save_checkpoint(root, { model = run.model, step = 1, extra = { f = print } }) end,
