@@ -93,6 +93,43 @@ T.test("a generation path loads as the root does; load_sharded reads its model",
   R.check_identical(R.params(m), saved_params, "load_sharded")
 end)
 
+T.test("every optimizer's state round-trips: SGD momentum, Adam amsgrad, Adadelta, Adagrad, RMSprop", function()
+  local optim = require "moonshard.optim"
+  local makers = {
+    function(ps) return optim.SGD(ps, { lr = 0.1, momentum = 0.9 }) end,
+    function(ps) return optim.Adam(ps, { lr = 0.01, amsgrad = true }) end,
+    function(ps) return optim.Adadelta(ps, { lr = 0.5 }) end,
+    function(ps) return optim.Adagrad(ps, { lr = 0.1 }) end,
+    function(ps) return optim.RMSprop(ps, { lr = 0.01, momentum = 0.5, centered = true }) end,
+  }
+  for i, make in ipairs(makers) do
+    local d = ("%s.opt%d"):format(base, i)
+    local run = R.run(R.model())
+    run.opt = make(run.model:parameters())
+    R.step(run)
+    R.step(run)
+    fsdp.save_checkpoint(d, { model = run.model, optimizer = run.opt, step = 2 })
+    local other = R.model(3)
+    local opt2 = make(other:parameters())
+    fsdp.load_checkpoint(d, { model = other, optimizer = opt2 })
+    local want, got = run.opt:state_dict(), opt2:state_dict()
+    local n = 0
+    for at, s in pairs(want.state) do
+      for k, v in pairs(s) do
+        local g = got.state[at] and got.state[at][k]
+        local what = ("optimizer %d state %d.%s"):format(i, at, k)
+        if ms.is_tensor(v) then
+          R.check_identical({ x = g }, { x = v }, what)
+          n = n + 1
+        else
+          T.eq(g, v, what)
+        end
+      end
+    end
+    T.truthy(n >= #run.model:parameters(), ("optimizer %d: %d state tensors"):format(i, n))
+  end
+end)
+
 -- A child process saving step `step` of a fresh model into root and killing itself (SIGKILL)
 -- once its shard is written.
 local function torn_save(step)
