@@ -85,6 +85,9 @@
 -- one safetensors file per rank plus an index and load onto any world size and wrapping.
 -- Optimizer state dicts by parameter name (fsdp_optim.lua): fsdp.optim_state_dict(model, optim,
 -- {state_dict_type =, rank0_only =}) and fsdp.optim_state_dict_to_load / load_optim_state_dict.
+-- Training checkpoints (train_checkpoint.lua, docs/checkpointing.md): fsdp.save_checkpoint(root,
+-- {model =, optimizer =, scheduler =, step =, extra =}), fsdp.load_checkpoint(path, {...}) -> step,
+-- extra and fsdp.latest_checkpoint(root): model, sharded optimizer state, scheduler, RNG states.
 -- fsdp.memory_report(model [, optimizer]) (fsdp_memory.lua) gives what this rank holds in
 -- bytes.
 --
@@ -95,8 +98,7 @@
 -- (piece:numel() elements; 0 when the rank holds none), piece the tensor itself, unit the FSDP
 -- module that owns it. Ignored parameters are not in it: they are ordinary full parameters.
 --
--- Not built yet: limit_all_gathers (refused); optimizer state in sharded
--- checkpoint files. A parameter shared by two units (tied) is refused at wrap time.
+-- Not built yet: limit_all_gathers (refused). A parameter shared by two units (tied) is refused at wrap time.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
 local comm = require "moonshard.fsdp_comm"
@@ -117,6 +119,10 @@ local optim_state = require "moonshard.fsdp_optim"
 M.optim_state_dict = optim_state.optim_state_dict
 M.optim_state_dict_to_load = optim_state.optim_state_dict_to_load
 M.load_optim_state_dict = optim_state.load_optim_state_dict
+local train_checkpoint = require "moonshard.train_checkpoint"
+M.save_checkpoint = train_checkpoint.save_checkpoint
+M.load_checkpoint = train_checkpoint.load_checkpoint
+M.latest_checkpoint = train_checkpoint.latest_checkpoint
 M.StateDictType = { FULL_STATE_DICT = "FULL_STATE_DICT", SHARDED_STATE_DICT = "SHARDED_STATE_DICT" }
 
 local ok_wrap, wrap = pcall(require, "moonshard.fsdp_wrap")

@@ -82,12 +82,15 @@ local function uncovered(a, b, lower)
   return out
 end
 
-local function index_json(id, world, sums, pieces, layout)
+local function file_json(name, size, crc) return fmt('{"name":%s,"size":%d,"crc32":%d}', json_str(name), size, crc) end
+
+-- aux: {name, size, crc32} of the files besides the shards that this save wrote (train_checkpoint.lua's
+-- training state), listed as "aux_files" so that a load checks them as it checks the shards.
+local function index_json(id, world, sums, pieces, layout, aux)
   local files = {}
-  for r = 0, world - 1 do
-    files[#files + 1] = fmt('{"name":%s,"size":%d,"crc32":%d}', json_str(file_name(r, world, id)), sums[2 * r + 1],
-      sums[2 * r + 2])
-  end
+  for r = 0, world - 1 do files[#files + 1] = file_json(file_name(r, world, id), sums[2 * r + 1], sums[2 * r + 2]) end
+  local aux_files = {}
+  for _, a in ipairs(aux) do aux_files[#aux_files + 1] = file_json(a.name, a.size, a.crc32) end
   local entries = {}
   for i, p in ipairs(pieces) do
     local parts = {}
@@ -100,8 +103,8 @@ local function index_json(id, world, sums, pieces, layout)
       p.kind, p.dtype, table.concat(shape, ","), table.concat(parts, ","))
   end
   return seal(fmt('{"format":"%s","version":%d,"index_crc32":"00000000","save_id":%s,"world_size":%d,\n "files":[\n  %s],'
-    .. '\n "entries":[\n%s\n]}\n', FORMAT, VERSION, json_str(id), world, table.concat(files, ",\n  "),
-    table.concat(entries, ",\n")))
+    .. '%s\n "entries":[\n%s\n]}\n', FORMAT, VERSION, json_str(id), world, table.concat(files, ",\n  "),
+    #aux > 0 and '\n "aux_files":[' .. table.concat(aux_files, ",") .. '],' or "", table.concat(entries, ",\n")))
 end
 
 -- After the index of save `id` is in place: removes the shard files of every other generation
@@ -109,10 +112,11 @@ end
 local function remove_old_generations(dir, id)
   for _, name in ipairs(ms._list_dir(dir)) do
     local old = name:match("^shard%-%d+%-of%-%d+%.safetensors$")
-      or (name:match("^shard%-%d+%-of%-%d+%.([%x%-]+)%.safetensors$") or id) ~= id
+      or (name:match("^[%w_]+%-.*%.(%x+%-%x+)%.safetensors$") or id) ~= id
     if old then os.remove(dir .. "/" .. name) end
   end
   ms._remove_stale_temporaries(dir, "shard-")
+  ms._remove_stale_temporaries(dir, "train-state.")
 end
 
 -- Test hook (tests/lua/test_fsdp_generations.lua): the rank named by MS_TEST_SAVE_SHARDED_DIE
@@ -130,16 +134,12 @@ local function all_gather_ints(mine, group, world)
   return all:cpu():tolist()
 end
 
--- fsdp.save_sharded(model, dir): every rank of the model's group writes its pieces to its file
--- in dir (which must exist), then rank 0 writes the index and removes older generations; returns
--- when all of it is on disk. The model may be wrapped any way, or a plain module (then rank 0
--- writes it all).
-function M.save_sharded(model, dir)
-  local fname = "save_sharded"
-  if type(dir) ~= "string" then error(fmt("%s: bad argument #2 (dir): expected a directory path, got %s", fname, type(dir)), 2) end
-  if not is_dir(dir) then error(fmt("%s: directory '%s' does not exist (create it first)", fname, dir), 2) end
-  local group, rank, world = group_of(model)
-  local pieces = held_pieces(model)
+-- Writes a sharded generation into dir (which must exist): every rank of the group its part of
+-- `pieces` (held_pieces' layout; the same names in the same order on every rank), rank 0 the
+-- index last. write_aux(id), when given, runs on rank 0 once the save id is agreed and before any
+-- shard is written; it writes more files into dir (their names carry the id) and returns their
+-- names, which the index lists with their sizes and checksums.
+local function write_pieces(fname, dir, pieces, group, rank, world, write_aux)
   -- everyone learns every rank's (offset, numel) per entry, and rank 0's draw of the save id: the
   -- entries are the same list on every rank of the group, so one all-gather is the whole exchange
   local mine = {}
@@ -148,6 +148,11 @@ function M.save_sharded(model, dir)
   mine[#mine + 1] = rank == 0 and ms._os_random_int() or 0
   local flat, stride = all_gather_ints(mine, group, world), #mine
   local id = fmt("%x-%012x", flat[stride - 1], flat[stride] & 0xffffffffffff)
+  local aux = {}
+  for _, name in ipairs(rank == 0 and write_aux and write_aux(id) or {}) do
+    local crc, size = ms._file_crc32(dir .. "/" .. name)
+    aux[#aux + 1] = {name = name, size = size, crc32 = crc}
+  end
   local layout, tensors = {}, {}
   for i, p in ipairs(pieces) do
     layout[i] = {}
@@ -171,10 +176,27 @@ function M.save_sharded(model, dir)
   local crc, size = ms._file_crc32(path)
   local sums = all_gather_ints({size, crc}, group, world)
   if rank == 0 then
-    ms._write_atomic(dir .. "/" .. INDEX, index_json(id, world, sums, pieces, layout), fname)
+    ms._write_atomic(dir .. "/" .. INDEX, index_json(id, world, sums, pieces, layout, aux), fname)
     remove_old_generations(dir, id)
   end
   if world > 1 then dist.barrier({group = group}) end
+end
+
+local function check_dir(fname, dir, level)
+  if type(dir) ~= "string" then
+    error(fmt("%s: bad argument #2 (dir): expected a directory path, got %s", fname, type(dir)), level + 1)
+  end
+  if not is_dir(dir) then error(fmt("%s: directory '%s' does not exist (create it first)", fname, dir), level + 1) end
+end
+
+-- fsdp.save_sharded(model, dir): every rank of the model's group writes its pieces to its file
+-- in dir (which must exist), then rank 0 writes the index and removes older generations; returns
+-- when all of it is on disk. The model may be wrapped any way, or a plain module (then rank 0
+-- writes it all).
+function M.save_sharded(model, dir)
+  check_dir("save_sharded", dir, 2)
+  local group, rank, world = group_of(model)
+  write_pieces("save_sharded", dir, held_pieces(model), group, rank, world)
 end
 
 local function is_count(v) return math.type(v) == "integer" and v >= 0 end
@@ -210,6 +232,14 @@ local function check_files(idx)
     local f, want = idx.files[r + 1], file_name(r, world, idx.save_id)
     if type(f) ~= "table" or f.name ~= want or not is_count(f.size) or not is_count(f.crc32) or f.crc32 > 0xffffffff then
       return fmt("file %d must be {\"name\": \"%s\", \"size\", \"crc32\"}", r, want)
+    end
+  end
+  if idx.aux_files ~= nil and type(idx.aux_files) ~= "table" then return "\"aux_files\" must be an array" end
+  for i, f in ipairs(idx.aux_files or {}) do
+    -- a plain name of this save: a load never opens a path outside the directory
+    if type(f) ~= "table" or type(f.name) ~= "string" or not f.name:match("^[%w_%-]+%." .. idx.save_id:gsub("%-", "%%-")
+        .. "%.safetensors$") or not is_count(f.size) or not is_count(f.crc32) or f.crc32 > 0xffffffff then
+      return fmt("aux file %d must be {\"name\": \"NAME.%s.safetensors\", \"size\", \"crc32\"}", i, idx.save_id)
     end
   end
 end
@@ -253,38 +283,40 @@ end
 
 -- Refuses a checkpoint whose files are not the set its index names: each must exist with the size
 -- the index gives (a shard of another save, or a torn one, has another), and each file in
--- `to_read` must match its crc32. Runs before anything is loaded, so a refused load changes
--- nothing.
+-- `to_read` (0-based shard numbers) and every aux file must match its crc32. Runs before anything
+-- is loaded, so a refused load changes nothing.
 local function verify_files(fname, dir, idx, to_read)
-  for r, e in ipairs(idx.files) do
-    local path = dir .. "/" .. e.name
+  local check = {}
+  for r, e in ipairs(idx.files) do check[#check + 1] = {e = e, crc = to_read[r - 1], what = "the shard of rank " .. (r - 1)} end
+  for _, e in ipairs(idx.aux_files or {}) do check[#check + 1] = {e = e, crc = true, what = "a file"} end
+  for _, c in ipairs(check) do
+    local path = dir .. "/" .. c.e.name
     local size, why = ms._file_size(path)
     if not size then
-      error(fmt("%s: '%s' is missing (%s): the index names it as the shard of rank %d of save %s (the directory "
-        .. "holds another save's files, or a file was removed)", fname, path, why, r - 1, idx.save_id), 0)
+      error(fmt("%s: '%s' is missing (%s): the index names it as %s of save %s (the directory holds another "
+        .. "save's files, or a file was removed)", fname, path, why, c.what, idx.save_id), 0)
     end
-    if size ~= e.size then
+    if size ~= c.e.size then
       error(fmt("%s: '%s' has %s bytes, the index says %d: the file is torn or from another save", fname, path,
-        tostring(size), e.size), 0)
+        tostring(size), c.e.size), 0)
     end
   end
-  for file in pairs(to_read) do
-    local e = idx.files[file + 1]
-    local path = dir .. "/" .. e.name
-    local crc = ms._file_crc32(path)
-    if crc ~= e.crc32 then
+  for _, c in ipairs(check) do
+    local path = dir .. "/" .. c.e.name
+    local crc = c.crc and ms._file_crc32(path)
+    if crc and crc ~= c.e.crc32 then
       error(fmt("%s: '%s' fails its checksum (crc32 %08x, the index says %08x): the file is corrupt or from another "
-        .. "save", fname, path, crc, e.crc32), 0)
+        .. "save", fname, path, crc, c.e.crc32), 0)
     end
   end
 end
 
--- The files (0-based) holding elements of the pieces this rank keeps.
-local function files_to_read(model, idx)
+-- The files (0-based) holding elements of the wanted ranges: {name =, offset =, numel =} each.
+local function files_to_read(wanted, idx)
   local by_name = {}
   for _, e in ipairs(idx.entries) do by_name[e.name] = e end
   local out = {}
-  for _, p in ipairs(held_pieces(model)) do
+  for _, p in ipairs(wanted) do
     local e = by_name[p.name]
     for _, q in ipairs(e and p.numel > 0 and e.pieces or {}) do
       if q.offset < p.offset + p.numel and p.offset < q.offset + q.numel then out[q.file] = true end
@@ -293,18 +325,12 @@ local function files_to_read(model, idx)
   return out
 end
 
--- fsdp.load_sharded(model, dir [, {strict = true}]): loads a checkpoint from save_sharded into
--- the model, whatever world size saved it and however both are wrapped (or into a plain
--- module). Each rank opens only the files holding the ranges it keeps and reads only those.
--- Names and shapes must match the model's (strict = false skips missing and unexpected names);
--- values take the model's dtype, as load_state_dict's copies do.
-function M.load_sharded(model, dir, opts)
-  local fname = "load_sharded"
-  if opts ~= nil and type(opts) ~= "table" then error(fmt("%s: expected an options table, got %s", fname, type(opts)), 2) end
-  local idx = read_index(fname, dir)
-  verify_files(fname, dir, idx, files_to_read(model, idx))
+-- The index's entries whose kind `keep` accepts, as load_pieces takes them (name -> {shape =,
+-- dtype =, pieces = {{offset =, numel =, read =}}}), reading lazily from the shard files; and a
+-- to-be-closed value that closes the files opened.
+local function entries_of(idx, dir, keep)
   local open = {}
-  local _ <close> = setmetatable({}, {__close = function()
+  local closer = setmetatable({}, {__close = function()
     for _, f in pairs(open) do f:close() end
   end})
   local function reader(file, key)
@@ -320,14 +346,39 @@ function M.load_sharded(model, dir, opts)
   end
   local entries = {}
   for _, e in ipairs(idx.entries) do
-    local sources = {}
-    for _, p in ipairs(e.pieces) do
-      sources[#sources + 1] = {offset = p.offset, numel = p.numel, read = reader(p.file, p.key)}
+    if keep(e.kind) then
+      local sources = {}
+      for _, p in ipairs(e.pieces) do
+        sources[#sources + 1] = {offset = p.offset, numel = p.numel, read = reader(p.file, p.key)}
+      end
+      entries[e.name] = {shape = e.shape, dtype = e.dtype, pieces = sources}
     end
-    entries[e.name] = {shape = e.shape, pieces = sources}
   end
-  local what = fmt("the checkpoint '%s'", dir)
-  return load_pieces(fname, model, entries, not (opts and opts.strict == false), what)
+  return entries, closer
 end
+
+local function is_model_kind(kind) return kind == nil or kind == "param" or kind == "buffer" end
+
+-- fsdp.load_sharded(model, dir [, {strict = true}]): loads a checkpoint from save_sharded (or the
+-- model of one from save_checkpoint) into the model, whatever world size saved it and however both
+-- are wrapped (or into a plain module). Each rank opens only the files holding the ranges it keeps
+-- and reads only those. Names and shapes must match the model's (strict = false skips missing and
+-- unexpected names); values take the model's dtype, as load_state_dict's copies do.
+function M.load_sharded(model, dir, opts)
+  local fname = "load_sharded"
+  if opts ~= nil and type(opts) ~= "table" then error(fmt("%s: expected an options table, got %s", fname, type(opts)), 2) end
+  local idx = read_index(fname, dir)
+  verify_files(fname, dir, idx, files_to_read(held_pieces(model), idx))
+  return M._load_model(fname, model, dir, idx, not (opts and opts.strict == false))
+end
+
+-- The model part of a verified checkpoint into model (what load_sharded does after its checks).
+function M._load_model(fname, model, dir, idx, strict)
+  local entries, closer <close> = entries_of(idx, dir, is_model_kind)
+  return load_pieces(fname, model, entries, strict, fmt("the checkpoint '%s'", dir))
+end
+
+M._internal = {write_pieces = write_pieces, read_index = read_index, verify_files = verify_files,
+  files_to_read = files_to_read, entries_of = entries_of, is_dir = is_dir, INDEX = INDEX}
 
 return M

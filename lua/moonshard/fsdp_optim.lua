@@ -235,7 +235,8 @@ local function local_slice(fname, e, key, v)
         .. "state dict loads onto the layout it was saved from)", fname, key, l.name, v.offset, v.offset + t:numel(),
         l.offset, l.offset + n), 0)
     end
-    return t:narrow(1, l.offset - v.offset + 1, n)
+    -- in the parameter's own shape (a whole parameter outside any unit is not 1-D)
+    return t:narrow(1, l.offset - v.offset + 1, n):view(table.unpack(shape_list(e.param)))
   end
   error(fmt("%s: state '%s' of '%s': expected a tensor or {tensor =, shape =, offset =}, got %s", fname, key,
     l.name, type(v)), 0)

@@ -422,6 +422,7 @@ function M.load_state_dict(model, sd, opts)
 end
 
 -- What fsdp_checkpoint.lua (sharded checkpoints on disk) shares with this file.
-M._internal = {held_pieces = held_pieces, load_pieces = load_pieces, group_of = group_of, numel_of = numel_of}
+M._internal = {held_pieces = held_pieces, load_pieces = load_pieces, group_of = group_of, numel_of = numel_of,
+  fill = fill}
 
 return M

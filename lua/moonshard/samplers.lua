@@ -227,6 +227,18 @@ function M.DistributedSampler:set_epoch(epoch)
   self.epoch = epoch
 end
 
+-- What a resumed run needs to draw the same epochs (for fsdp.save_checkpoint's extra): the epoch
+-- and the seed; the position inside the epoch is the caller's (the batches it has consumed).
+function M.DistributedSampler:state_dict() return { epoch = self.epoch, seed = self.seed } end
+
+function M.DistributedSampler:load_state_dict(sd)
+  if type(sd) ~= "table" or not is_int(sd.epoch) or not is_int(sd.seed) then
+    error(fmt("DistributedSampler: load_state_dict expects {epoch = integer, seed = integer}, got %s",
+      type(sd) == "table" and fmt("{epoch = %s, seed = %s}", tostring(sd.epoch), tostring(sd.seed)) or type(sd)), 2)
+  end
+  self.epoch, self.seed = sd.epoch, sd.seed
+end
+
 -- The whole index list (1-based) before the rank's slice: shuffled or in order, then padded by
 -- repeating it from the start or cut, to total_size.
 local function padded_list(self)
