@@ -56,6 +56,16 @@ parser:add_argument("--sample-tokens", { type = "int", default = 200, min = 0, m
   help = "characters sampled at the end" })
 parser:add_argument("--peak-gflops", { type = "float", metavar = "G",
   help = "this rank's float32 peak for MFU (default: a matrix product measured at start)" })
+parser:add_argument("--checkpoint-dir", { metavar = "DIR",
+  help = "save the whole training state under DIR (fsdp.save_checkpoint) at the end and every --checkpoint-every steps" })
+parser:add_argument("--checkpoint-every", { type = "int", default = 0, min = 0, metavar = "K",
+  help = "steps between checkpoints (0: only at the end)" })
+parser:add_argument("--keep-last", { type = "int", default = 2, min = 1, metavar = "N",
+  help = "checkpoints kept under --checkpoint-dir" })
+parser:add_argument("--resume", { action = "store_true",
+  help = "continue from the latest checkpoint under --checkpoint-dir (a fresh start when there is none)" })
+parser:add_argument("--stop-after", { type = "int", min = 1, metavar = "N",
+  help = "end this run after step N, as an interruption would (the schedule still spans --steps)" })
 parser:add_argument("--seed", { type = "int", default = 1, metavar = "S", help = "random seed" })
 
 -- ---- data --------------------------------------------------------------------------------------
@@ -247,9 +257,30 @@ local function train_step(model, wrapped, opt, train, args)
   return sum
 end
 
+-- --resume: the step the latest checkpoint under --checkpoint-dir reached (0: none yet), with the
+-- model, optimizer, scheduler and this rank's generator restored.
+local function resume(args, model, opt, sched, rank)
+  if not args.resume then return 0 end
+  local latest = fsdp.latest_checkpoint(args.checkpoint_dir)
+  if not latest then
+    if rank == 0 then print(("no checkpoint under %s yet: starting at step 1"):format(args.checkpoint_dir)) end
+    return 0
+  end
+  local step = fsdp.load_checkpoint(latest, { model = model, optimizer = opt, scheduler = sched })
+  if rank == 0 then print(("resumed from %s at step %d"):format(latest, step)) end
+  return step
+end
+
+local function save(args, model, opt, sched, step, rank)
+  local path = fsdp.save_checkpoint(args.checkpoint_dir, { model = model, optimizer = opt, scheduler = sched,
+    step = step, keep_last = args.keep_last })
+  if rank == 0 then print(("step %d: saved %s"):format(step, path)) end
+end
+
 local function main()
   local args = parser:parse_args(arg)
   args.eval_interval = args.eval_interval or args.log_interval
+  if args.resume and not args.checkpoint_dir then parser:error("--resume needs --checkpoint-dir") end
   local world = tonumber(os.getenv("OMPI_COMM_WORLD_SIZE") or "1")
   local sharded = world > 1 or args.mixed_precision ~= "none" -- FSDP runs the mixed precision
   if sharded then dist.init_process_group("mpi") end
@@ -268,13 +299,14 @@ local function main()
     print(("MFU is against %.1f GFLOP/s per rank (%s)"):format(peak / 1e9, peak_from))
   end
   ms.manual_seed(args.seed + 1 + rank) -- each rank draws its own windows
+  local first = resume(args, model, opt, sched, rank) + 1
   local t_log, tokens_since = ms.perf_counter(), 0
   local timed = { steps = 0, seconds = 0, tokens = 0 } -- the steps after the first, for bench_report
-  for step = 1, args.steps do
+  for step = first, args.steps do
     local t0 = ms.perf_counter()
     local loss = train_step(model, wrapped, opt, train, args)
     sched:step()
-    if step > 1 then
+    if step > first then
       timed.steps, timed.tokens = timed.steps + 1, timed.tokens + tokens_per_step // world
       timed.seconds = timed.seconds + ms.perf_counter() - t0
     end
@@ -293,10 +325,17 @@ local function main()
       end
       t_log, tokens_since = ms.perf_counter(), 0
     end
+    local every, stop = args.checkpoint_every, step == args.stop_after
+    if args.checkpoint_dir and (step == args.steps or stop or every > 0 and step % every == 0) then
+      save(args, model, opt, sched, step, rank)
+      t_log = ms.perf_counter()
+    end
+    if stop then break end
   end
+  local stopped = args.stop_after ~= nil and args.stop_after < args.steps
   print_memory(rank, world)
   if os.getenv("MS_BENCH_REPORT") == "1" and timed.steps > 0 then bench_report(rank, world, timed) end
-  if args.sample_tokens > 0 then
+  if args.sample_tokens > 0 and not stopped then
     ms.manual_seed(args.seed) -- every rank samples the same text (the forwards are collective)
     model:eval()
     local out = model:generate(tok:encode("\n"):view(1, 1), args.sample_tokens, { temperature = 0.8 })

@@ -120,8 +120,10 @@ local function broadcast_string(s, src, group)
   dist.broadcast(len, { src = src, group = group })
   local n = len:cpu():item()
   if n == 0 then return "" end
+  -- the source sends its string; every other rank receives n bytes (its own string, which may
+  -- differ, is not what arrives)
   local bytes = ms.zeros(n, { dtype = "uint8" })
-  if s then bytes = ms.tensor({ s:byte(1, -1) }, { dtype = "uint8" }) end
+  if s and dist.get_rank() == src then bytes = ms.tensor({ s:byte(1, -1) }, { dtype = "uint8" }) end
   bytes = comm.for_collective(bytes)
   dist.broadcast(bytes, { src = src, group = group })
   local t = bytes:cpu():tolist()
@@ -273,7 +275,9 @@ function M.optim_state_dict_to_load(model, opt, osd)
     for k, v in pairs(s) do
       fresh[k] = type(v) == "number" and v or local_slice(fname, e, k, v)
     end
-    state[at] = fresh
+    -- a rank whose piece is empty never steps it (no grad), so it holds no state for it, as in
+    -- a run that was not interrupted
+    if e.param:numel() > 0 then state[at] = fresh end
   end
   return { state = state, param_groups = groups }
 end

@@ -49,6 +49,31 @@ T.test("two ranks with FSDP: the loss falls", function()
   T.truthy(losses[2] < losses[1], o)
 end)
 
+-- The loss lines without their rates (which differ from run to run).
+local function loss_lines(o)
+  local lines = {}
+  for line in o:gmatch("[^\n]+") do
+    if line:match("loss") then lines[#lines + 1] = (line:gsub(", [%d.]+ tokens/s.*", "")) end
+  end
+  return lines
+end
+
+T.test("two ranks: stopped at step 6 and resumed, the losses are those of an uninterrupted run", function()
+  local common = "--data " .. quote(text_path) .. " --steps 10 --log-interval 2 --sample-tokens 0 --dropout 0.1"
+  local code, full, e = run("-n 2", common .. " --checkpoint-dir " .. quote(dir .. "/full"))
+  T.eq(code, 0, e)
+  local code_a, first, e_a = run("-n 2", common .. " --stop-after 6 --checkpoint-dir " .. quote(dir .. "/cut"))
+  T.eq(code_a, 0, e_a)
+  T.truthy(first:find("step 6: saved", 1, true), first)
+  local code_b, second, e_b = run("-n 2", common .. " --resume --checkpoint-dir " .. quote(dir .. "/cut"))
+  T.eq(code_b, 0, e_b)
+  T.truthy(second:find("resumed from .*step%-00000006 at step 6"), second)
+  local resumed = loss_lines(first)
+  for _, line in ipairs(loss_lines(second)) do resumed[#resumed + 1] = line end
+  T.eq(#loss_lines(full), 10)
+  T.same(resumed, loss_lines(full))
+end)
+
 T.test("text_to_tokens.lua writes byte-level token files that --tokens trains on", function()
   local bin = dir .. "/text.bin"
   local _, _, code = os.execute(("%s scripts/text_to_tokens.lua --data %s --out %s > %s 2> %s"):format(quote(exe),
