@@ -5,7 +5,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "moonshard/meta.h"
 #include "moonshard/random.h"
 #include "native/dispatch.h"
 #include "native/native.h"
@@ -64,6 +63,8 @@ void random_reserve(int64_t blocks, uint64_t *seed, uint64_t *offset) {
 typedef int (*gen_fn)(const native_kernels *nk, const void *args, uint64_t seed, uint64_t offset,
                       ms_tensor *out);
 
+static bool is_meta(const ms_tensor *t) { return ms_tensor_device(t).type == MS_META; }
+
 /* The arguments of uniform_ (low, high) and normal_ (mean, std). */
 typedef struct { double a, b; } two_doubles;
 
@@ -92,13 +93,13 @@ static ms_status fill_with(const char *op, ms_tensor *t, ms_dtype cdt, int lanes
                            const void *args, meta_kind kind) {
   int64_t n = ms_tensor_numel(t);
   if (n == 0) return MS_OK;
-  if (!ms_tensor_is_meta(t)) { /* the device's error before any block is taken */
+  if (!is_meta(t)) { /* the device's error before any block is taken */
     native_kernels nk;
     if (native_kernels_for(op, ms_tensor_device(t), &nk) != MS_OK) return MS_ERR_RUNTIME;
   }
   uint64_t seed, offset;
   random_reserve(ms_k_philox_blocks(n, lanes), &seed, &offset);
-  if (ms_tensor_is_meta(t)) {
+  if (is_meta(t)) {
     const two_doubles *ab = args;
     return meta_record(t, kind, ab->a, ab->b, seed, offset);
   }
@@ -113,7 +114,7 @@ static ms_status check_floating(const char *op, const ms_tensor *t) {
 
 /* A floating fill's target: any tensor with data, or a meta tensor (whose draw is recorded). */
 static ms_status check_target(const char *op, const ms_tensor *t) {
-  return ms_tensor_is_meta(t) ? MS_OK : ms_tensor_check_data_any(op, t);
+  return is_meta(t) ? MS_OK : ms_tensor_check_data_any(op, t);
 }
 
 /* bfloat16 and float16 are generated in float32, then rounded by the copy. */

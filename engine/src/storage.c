@@ -3,7 +3,6 @@
 
 #include "moonshard/cuda.h"
 #include "moonshard/storage.h"
-#include "meta_log.h"
 
 /* The one place bytes of a storage are obtained and given back, by device. */
 static void *device_alloc(ms_device d, size_t nbytes, ms_mem_category category) {
@@ -64,7 +63,7 @@ static void storage_free_data(ms_storage *s) {
 void ms_storage_release(ms_storage *s) {
   if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
   storage_free_data(s);
-  meta_log_free(s->meta_log);
+  if (s->meta_log) s->meta_log_free(s->meta_log);
   free(s);
 }
 
@@ -76,7 +75,8 @@ void ms_storage_release_data(ms_storage *s) {
 
 ms_status ms_storage_materialize(ms_storage *s) {
   if (s->data) return MS_OK;
-  if (s->device.type == MS_META) return ms_meta_no_data("materialize");
+  if (s->device.type == MS_META) /* an internal misuse: ms_meta_materialize gives it a device first */
+    return ms_error(MS_ERR_RUNTIME, "storage: a meta storage holds no bytes (give it a device first)");
   s->data = device_alloc(s->device, s->nbytes, s->category);
   return s->data ? MS_OK : MS_ERR_MEMORY;
 }
