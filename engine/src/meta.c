@@ -39,8 +39,20 @@ ms_status meta_record(ms_tensor *t, meta_kind kind, double a, double b, uint64_t
   if (grow(s) != MS_OK) return MS_ERR_MEMORY;
   meta_entry *r = &s->meta_log->r[s->meta_log->n++];
   *r = (meta_entry){.kind = kind, .a = a, .b = b, .seed = seed, .offset = offset,
-                    .dtype = t->dtype, .ndim = t->ndim, .elem_offset = t->offset};
+                    .gen_dtype = t->dtype, .dtype = t->dtype, .ndim = t->ndim, .elem_offset = t->offset};
   memcpy(r->shape, t->shape, sizeof r->shape);
   memcpy(r->strides, t->strides, sizeof r->strides);
+  return MS_OK;
+}
+
+ms_status meta_log_copy(ms_tensor *dst, const ms_tensor *src) {
+  const struct ms_meta_log *from = src->storage->meta_log;
+  if (!from || !covers_storage(src)) return MS_OK;
+  for (int i = 0; i < from->n; i++) {
+    if (grow(dst->storage) != MS_OK) return MS_ERR_MEMORY;
+    meta_entry *r = &dst->storage->meta_log->r[dst->storage->meta_log->n++];
+    *r = from->r[i]; /* the same elements: both are contiguous of one shape */
+    r->dtype = dst->dtype;
+  }
   return MS_OK;
 }

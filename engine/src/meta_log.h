@@ -15,6 +15,8 @@ typedef struct meta_entry {
   meta_kind kind;
   double a, b;           /* fill: a; uniform: low, high; normal: mean, std */
   uint64_t seed, offset; /* where a draw's blocks start */
+  ms_dtype gen_dtype;    /* the dtype it was written in: a record carried through a dtype
+                          * conversion writes in it, then converts (meta_log_copy) */
   ms_dtype dtype;        /* the view's geometry over the storage */
   int ndim;
   int64_t shape[MS_MAX_DIMS], strides[MS_MAX_DIMS], elem_offset;
@@ -28,6 +30,9 @@ struct ms_meta_log {
 /* Appends to t's (meta) storage's log: a fill with a, or a draw of `kind` with (a, b) from the
  * blocks at (seed, offset). A write covering the whole storage drops the records before it. */
 ms_status meta_record(ms_tensor *t, meta_kind kind, double a, double b, uint64_t seed, uint64_t offset);
+/* Gives dst (a new meta tensor of src's shape, contiguous) src's records, converted to dst's
+ * dtype, when src is the whole of its storage; otherwise dst has none. */
+ms_status meta_log_copy(ms_tensor *dst, const ms_tensor *src);
 /* Frees a log (NULL is fine); the storage calls it through its meta_log_free pointer. */
 void meta_log_free(struct ms_meta_log *log);
 

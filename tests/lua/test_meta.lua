@@ -2,7 +2,8 @@
 -- tensors have shapes, strides, dtypes and views but no data, and every op that would touch
 -- data fails naming itself; initialisers run on meta reserve the generator's blocks as the real
 -- ones do and replay bit-identically (every nn.init function, views, dtypes); nn.deferred_init
--- builds the GPT with the parameters an ordinary construction from the same seed gives;
+-- builds the GPT with the parameters an ordinary construction from the same seed gives (also
+-- converted to float64 or bfloat16 on meta);
 -- to_empty, the reset_parameters fallback and the errors.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
@@ -173,6 +174,25 @@ T.test("nn.deferred_init: the GPT materialises to the parameters of one built no
   local _, loss = m(idx, idx)
   loss:backward()
   T.truthy(m.transformer.wte.weight.grad ~= nil)
+end)
+
+T.test("a model converted on meta (gpt:double(), bfloat16) replays as initialised, then converted", function()
+  for _, dtype in ipairs({ "float64", "bfloat16" }) do
+    ms.manual_seed(5)
+    local ref = gpt.GPT(TINY):to(dtype)
+    ms.manual_seed(5)
+    local m = nn.deferred_init(function() return gpt.GPT(TINY):to(dtype) end)
+    T.eq(m.transformer.wte.weight.dtype, dtype)
+    T.truthy(m.transformer.wte.weight.is_meta)
+    nn.materialize_module(m)
+    check_same_params(m, ref, "GPT " .. dtype)
+    T.truthy(rawequal(m.lm_head.weight, m.transformer.wte.weight), "the tie is kept")
+  end
+  -- a view that is not its whole storage carries no records (its copy would not line up)
+  local t = ms.empty(4, 4, { device = "meta" })
+  t:normal_()
+  T.eq(ms._meta_records(t:t():contiguous()), 0)
+  T.eq(ms._meta_records(t:double()), 1)
 end)
 
 T.test("a module without records falls back to its reset_parameters; without one, an error", function()

@@ -43,7 +43,17 @@ ms_status native_copy_(ms_tensor *dst, ms_tensor *src) {
 }
 
 /* A new contiguous tensor of dtype dt holding t's values. */
+/* A meta t gives a meta result, as PyTorch's meta tensors (shapes only), carrying t's records
+ * when t is its whole storage (meta_log_copy): a model converted before it is materialised gets
+ * the values of one converted after. */
+static ms_tensor *meta_copy_as(ms_tensor *t, ms_dtype dt) {
+  ms_tensor *out = ms_tensor_new_empty_on(ms_tensor_device(t), t->ndim, t->shape, dt);
+  if (out && meta_log_copy(out, t) != MS_OK) ms_tensor_release(out), out = NULL;
+  return out;
+}
+
 static ms_tensor *copy_as(ms_tensor *t, ms_dtype dt) {
+  if (ms_tensor_device(t).type == MS_META) return meta_copy_as(t, dt);
   if (ms_tensor_check_data_any("copy", t) != MS_OK) return NULL;
   ms_tensor *out = ms_tensor_new_empty_on(ms_tensor_device(t), t->ndim, t->shape, dt);
   if (out && copy_same_shape(out, t) != MS_OK) ms_tensor_release(out), out = NULL;

@@ -10,11 +10,19 @@ int ms_meta_record_count(const ms_storage *s) {
   return s->device.type == MS_META && s->meta_log ? s->meta_log->n : 0;
 }
 
+static ms_status write(ms_tensor *v, const meta_entry *r) {
+  return r->kind == META_FILL ? native_fill_(v, r->a) : random_replay(v, r->kind, r->a, r->b, r->seed, r->offset);
+}
+
+/* A record carried through a dtype conversion writes in its first dtype, then converts: the
+ * values of "initialise, then convert" (gpt.GPT(c):double()). */
 static ms_status replay(ms_storage *s, const meta_entry *r) {
   ms_tensor *v = ms_tensor_new_view(s, r->dtype, r->ndim, r->shape, r->strides, r->elem_offset);
   if (!v) return MS_ERR_RUNTIME;
-  ms_status st = r->kind == META_FILL ? native_fill_(v, r->a)
-                                      : random_replay(v, r->kind, r->a, r->b, r->seed, r->offset);
+  ms_tensor *tmp = r->gen_dtype == r->dtype ? NULL : ms_tensor_new_empty_on(s->device, r->ndim, r->shape, r->gen_dtype);
+  ms_status st = r->gen_dtype != r->dtype && !tmp ? MS_ERR_MEMORY : write(tmp ? tmp : v, r);
+  if (st == MS_OK && tmp) st = native_copy_(v, tmp);
+  ms_tensor_release(tmp);
   ms_tensor_release(v);
   return st;
 }
