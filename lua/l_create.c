@@ -173,14 +173,22 @@ static void check_new_sizes(lua_State *L, int nd, const int64_t *shape, const ch
     luaL_error(L, "%s: shape %s is too large", fname, ms_shape_str(nd, shape, b, sizeof b));
 }
 
+/* A new contiguous tensor where the factory first writes it: on the CPU (moved to the asked
+ * device afterwards), or straight on meta, so that the fill or draw that follows is recorded
+ * there (moonshard/meta.h) rather than made on the CPU and dropped by the move. */
+static ms_tensor *new_for_factory(ms_lua_factory_opts o, int nd, const int64_t *shape) {
+  ms_device d = o.device.type == MS_META ? o.device : (ms_device){MS_CPU, 0};
+  return ms_tensor_new_empty_on(d, nd, shape, o.dtype);
+}
+
 static int fill_factory(lua_State *L, const char *fname, double value, bool uninitialised) {
   int64_t shape[MS_MAX_DIMS];
   int next;
   int nd = bind_check_sizes(L, 1, shape, fname, &next);
   check_new_sizes(L, nd, shape, fname);
   ms_lua_factory_opts o = bind_factory_options(L, next, fname, MS_FLOAT32);
-  ms_tensor *t = uninitialised ? ms_tensor_new_empty(nd, shape, o.dtype)
-                               : ms_tensor_new_full(nd, shape, o.dtype, value);
+  ms_tensor *t = new_for_factory(o, nd, shape);
+  if (t && !uninitialised && ms_tensor_fill_(t, value) != MS_OK) ms_tensor_release(t), t = NULL;
   if (!t) return raise_as(L, fname);
   t = bind_apply_factory_options(L, t, o, fname);
   return bind_push_result(L, t);
@@ -293,7 +301,7 @@ static int random_factory(lua_State *L, const char *fname, random_kind kind) {
   check_new_sizes(L, nd, shape, fname);
   ms_lua_factory_opts o = bind_factory_options(L, next, fname, MS_FLOAT32);
   check_random_dtype(L, o.dtype, fname);
-  ms_tensor *t = ms_tensor_new_empty(nd, shape, o.dtype);
+  ms_tensor *t = new_for_factory(o, nd, shape);
   if (!t) return raise_as(L, fname);
   random_fill(L, t, kind);
   t = bind_apply_factory_options(L, t, o, fname);
@@ -388,7 +396,7 @@ static int like_factory(lua_State *L, const char *fname, int kind, int optidx) {
   if (!o.has_device) o.device = ms_tensor_device(src); /* *_like keeps the source's device */
   double value = kind == 2 ? check_fill_value(L, 2, fname) : 0; /* may raise: before t exists */
   if (kind >= 4) check_random_dtype(L, o.dtype, fname);
-  ms_tensor *t = ms_tensor_new_empty(src->ndim, src->shape, o.dtype);
+  ms_tensor *t = new_for_factory(o, src->ndim, src->shape);
   if (!t) return bind_raise(L);
   ms_status st = MS_OK;
   switch (kind) {

@@ -481,7 +481,7 @@ static void push_nested(lua_State *L, const ms_tensor *t, int d, int64_t *flat) 
 
 static int l_tolist(lua_State *L) {
   ms_tensor *t = check_only_tensor(L, "tolist");
-  if (!ms_tensor_data(t) && ms_tensor_numel(t) > 0) return luaL_error(L, "tolist: the tensor's storage has been released");
+  bind_check_status(L, ms_tensor_check_data_any("tolist", t)); /* released, or meta */
   int64_t flat = 0;
   luaL_checkstack(L, t->ndim + 4, "tolist: tensor too deep");
   push_nested(L, t, 0, &flat);

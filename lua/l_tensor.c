@@ -98,6 +98,7 @@ static int push_field(lua_State *L, ms_tensor *t, const char *key) {
     lua_pushstring(L, ms_device_str(ms_tensor_device(t), b, sizeof b));
   }
   else if (strcmp(key, "is_cuda") == 0) lua_pushboolean(L, ms_tensor_device(t).type == MS_CUDA);
+  else if (strcmp(key, "is_meta") == 0) lua_pushboolean(L, ms_tensor_device(t).type == MS_META);
   else if (strcmp(key, "requires_grad") == 0) lua_pushboolean(L, t->requires_grad);
   else if (strcmp(key, "ndim") == 0) lua_pushinteger(L, t->ndim);
   else if (strcmp(key, "is_leaf") == 0) lua_pushboolean(L, ms_tensor_is_leaf(t));

@@ -222,7 +222,7 @@ ms_device bind_check_device(lua_State *L, int idx, const char *fname, const char
   if (lua_isinteger(L, idx) && lua_tointeger(L, idx) >= 0 && lua_tointeger(L, idx) < MS_CUDA_MAX_DEVICES)
     return (ms_device){MS_CUDA, (int)lua_tointeger(L, idx)}; /* model:to(rank), as torch */
   if (lua_type(L, idx) != LUA_TSTRING || !ms_device_parse(lua_tostring(L, idx), &d))
-    bind_arg_error(L, idx, fname, what, "a device: \"cpu\", \"cuda\", \"cuda:N\" or a CUDA device index");
+    bind_arg_error(L, idx, fname, what, "a device: \"cpu\", \"cuda\", \"cuda:N\", \"meta\" or a CUDA device index");
   return d;
 }
 
@@ -235,10 +235,17 @@ static void check_device_option(ms_lua_opts o, ms_lua_factory_opts *f) {
   lua_pop(o.L, 1);
 }
 
+/* The device factories use without a device option: the CPU, or what an ms.device(...) scope set
+ * (l_meta.c). Per process, as torch.set_default_device. */
+static ms_device g_default_device = {MS_CPU, 0};
+
+ms_device bind_default_device(void) { return g_default_device; }
+void bind_set_default_device(ms_device d) { g_default_device = d; }
+
 ms_lua_factory_opts bind_factory_options(lua_State *L, int idx, const char *fname, ms_dtype dflt) {
   static const char *const known[] = {"dtype", "device", "requires_grad", NULL};
   ms_lua_opts o = bind_check_opts(L, idx, fname, known);
-  ms_lua_factory_opts f = {dflt, false, false, {MS_CPU, 0}};
+  ms_lua_factory_opts f = {dflt, false, false, g_default_device};
   bind_opt_dtype(o, "dtype", &f.dtype);
   bind_opt_bool(o, "requires_grad", &f.requires_grad);
   check_device_option(o, &f);

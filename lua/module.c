@@ -52,6 +52,7 @@ int luaopen_moonshard(lua_State *L) {
   bind_open_files(L);
   bind_open_idx(L);
   bind_open_random_fill(L);
+  bind_open_meta(L);
   bind_open_transforms(L);
   bind_open_loader(L);
   bind_open_dist(L);

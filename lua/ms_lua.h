@@ -115,6 +115,10 @@ void bind_open_io_parts(lua_State *L);  /* l_io_parts.c: ranges of safetensors f
 void bind_open_idx(lua_State *L);       /* l_idx.c: ms.read_idx, ms._idx_rows (IDX files, MNIST) */
 /* The rows object (ms._idx_rows) at idx; raises naming fname when it is not one or was closed. */
 ms_idx_rows *bind_check_idx_rows(lua_State *L, int idx, const char *fname);
+/* The factories' device when none is given (CPU unless an ms.device scope is open): l_util.c. */
+ms_device bind_default_device(void);
+void bind_set_default_device(ms_device d);
+void bind_open_meta(lua_State *L); /* l_meta.c: the meta device's helpers */
 void bind_open_random_fill(lua_State *L); /* l_random_fill.c: uniform_, normal_ in place */
 int bind_get_rng_state(lua_State *L);      /* l_random_fill.c: ms.get_rng_state */
 int bind_cuda_get_rng_state(lua_State *L); /* l_random_fill.c: ms.cuda's, registered by l_cuda.c */

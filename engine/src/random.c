@@ -8,6 +8,7 @@
 #include "moonshard/random.h"
 #include "native/dispatch.h"
 #include "native/native.h"
+#include "meta_log.h"
 #include "random_state.h"
 
 /* The same default as PyTorch's, so an unseeded run is still reproducible. */
@@ -62,18 +63,17 @@ void random_reserve(int64_t blocks, uint64_t *seed, uint64_t *offset) {
 typedef int (*gen_fn)(const native_kernels *nk, const void *args, uint64_t seed, uint64_t offset,
                       ms_tensor *out);
 
-/* Reserves the blocks, then generates straight into t when it is contiguous and of the compute
- * dtype `cdt`; otherwise into a contiguous temporary on t's device that is converted into t by
- * copy_. The reservation comes first on every path, so the stream of numbers does not depend on
- * t's layout or device. */
-static ms_status fill_with(const char *op, ms_tensor *t, ms_dtype cdt, int lanes, gen_fn fn,
-                           const void *args) {
-  int64_t n = ms_tensor_numel(t);
-  if (n == 0) return MS_OK;
+static bool is_meta(const ms_tensor *t) { return ms_tensor_device(t).type == MS_META; }
+
+/* The arguments of uniform_ (low, high) and normal_ (mean, std). */
+typedef struct { double a, b; } two_doubles;
+
+/* Generates from block `offset` on straight into t when it is contiguous and of the compute dtype
+ * `cdt`; otherwise into a contiguous temporary on t's device that is converted into t by copy_. */
+static ms_status fill_at(const char *op, ms_tensor *t, ms_dtype cdt, gen_fn fn, const void *args,
+                         uint64_t seed, uint64_t offset) {
   native_kernels nk;
   if (native_kernels_for(op, ms_tensor_device(t), &nk) != MS_OK) return MS_ERR_RUNTIME;
-  uint64_t seed, offset;
-  random_reserve(ms_k_philox_blocks(n, lanes), &seed, &offset);
   if (t->dtype == cdt && ms_tensor_is_contiguous(t)) {
     ms_status st = native_kernel_status(&nk, fn(&nk, args, seed, offset, t));
     if (st == MS_OK) ms_tensor_bump_version(t);
@@ -87,10 +87,34 @@ static ms_status fill_with(const char *op, ms_tensor *t, ms_dtype cdt, int lanes
   return st;
 }
 
+/* Reserves the blocks first on every path, so the stream of numbers depends neither on t's
+ * layout nor its device; a meta t only records the draw (kind, with the two doubles of args). */
+static ms_status fill_with(const char *op, ms_tensor *t, ms_dtype cdt, int lanes, gen_fn fn,
+                           const void *args, meta_kind kind) {
+  int64_t n = ms_tensor_numel(t);
+  if (n == 0) return MS_OK;
+  if (!is_meta(t)) { /* the device's error before any block is taken */
+    native_kernels nk;
+    if (native_kernels_for(op, ms_tensor_device(t), &nk) != MS_OK) return MS_ERR_RUNTIME;
+  }
+  uint64_t seed, offset;
+  random_reserve(ms_k_philox_blocks(n, lanes), &seed, &offset);
+  if (is_meta(t)) {
+    const two_doubles *ab = args;
+    return meta_record(t, kind, ab->a, ab->b, seed, offset);
+  }
+  return fill_at(op, t, cdt, fn, args, seed, offset);
+}
+
 static ms_status check_floating(const char *op, const ms_tensor *t) {
   if (ms_dtype_is_floating(t->dtype)) return MS_OK;
   return ms_error(MS_ERR_ARG, "%s: expected a floating tensor, got %s", op,
                   ms_dtype_name(t->dtype));
+}
+
+/* A floating fill's target: any tensor with data, or a meta tensor (whose draw is recorded). */
+static ms_status check_target(const char *op, const ms_tensor *t) {
+  return is_meta(t) ? MS_OK : ms_tensor_check_data_any(op, t);
 }
 
 /* bfloat16 and float16 are generated in float32, then rounded by the copy. */
@@ -99,8 +123,6 @@ static ms_dtype float_compute_dtype(ms_dtype dt) {
 }
 
 /* ---- uniform_ ------------------------------------------------------------------------------- */
-
-typedef struct { double a, b; } two_doubles;
 
 static int gen_uniform(const native_kernels *nk, const void *args, uint64_t seed, uint64_t offset,
                        ms_tensor *out) {
@@ -118,7 +140,7 @@ static bool uniform_fits(ms_dtype cdt, double low, double high) {
 
 ms_status ms_tensor_uniform_(ms_tensor *t, double low, double high) {
   ms_status st = check_floating("uniform_", t);
-  if (st || (st = ms_tensor_check_data_any("uniform_", t))) return st;
+  if (st || (st = check_target("uniform_", t))) return st;
   if (!isfinite(low) || !isfinite(high) || !(low <= high))
     return ms_error(MS_ERR_ARG, "uniform_: expected finite low <= high, got low = %g, high = %g",
                     low, high);
@@ -128,7 +150,7 @@ ms_status ms_tensor_uniform_(ms_tensor *t, double low, double high) {
     return ms_error(MS_ERR_ARG, "uniform_: the interval [%g, %g) is too wide for %s (its width "
                     "must be finite in the compute dtype %s)", low, high,
                     ms_dtype_name(t->dtype), ms_dtype_name(cdt));
-  return fill_with("uniform_", t, cdt, cdt == MS_FLOAT64 ? 2 : 4, gen_uniform, &r);
+  return fill_with("uniform_", t, cdt, cdt == MS_FLOAT64 ? 2 : 4, gen_uniform, &r, META_UNIFORM);
 }
 
 /* ---- normal_ -------------------------------------------------------------------------------- */
@@ -142,14 +164,14 @@ static int gen_normal(const native_kernels *nk, const void *args, uint64_t seed,
 
 ms_status ms_tensor_normal_(ms_tensor *t, double mean, double std) {
   ms_status st = check_floating("normal_", t);
-  if (st || (st = ms_tensor_check_data_any("normal_", t))) return st;
+  if (st || (st = check_target("normal_", t))) return st;
   if (!isfinite(mean))
     return ms_error(MS_ERR_ARG, "normal_: expected a finite mean, got %g", mean);
   if (!(std >= 0) || !isfinite(std))
     return ms_error(MS_ERR_ARG, "normal_: expected std >= 0 (and finite), got %g", std);
   two_doubles r = {mean, std};
   ms_dtype cdt = float_compute_dtype(t->dtype);
-  return fill_with("normal_", t, cdt, cdt == MS_FLOAT64 ? 2 : 4, gen_normal, &r);
+  return fill_with("normal_", t, cdt, cdt == MS_FLOAT64 ? 2 : 4, gen_normal, &r, META_NORMAL);
 }
 
 /* ---- randint_ ------------------------------------------------------------------------------- */
@@ -190,7 +212,7 @@ ms_status ms_tensor_randint_(ms_tensor *t, int64_t low, int64_t high) {
                     "%lld to %lld exactly)", (long long)low, (long long)high,
                     ms_dtype_name(t->dtype), (long long)lo, (long long)hi);
   two_ints r = {low, high};
-  return fill_with("randint_", t, MS_INT64, 2, gen_randint, &r);
+  return fill_with("randint_", t, MS_INT64, 2, gen_randint, &r, META_FILL); /* never meta here */
 }
 
 /* ---- bernoulli ------------------------------------------------------------------------------- */
@@ -314,4 +336,13 @@ ms_tensor *ms_tensor_new_randperm(int64_t n, ms_dtype dt) { return randperm(n, d
 
 ms_tensor *ms_tensor_new_randperm_seeded(int64_t n, ms_dtype dt, uint64_t seed) {
   return randperm(n, dt, true, seed);
+}
+
+/* ---- replaying a recorded draw (meta.c) -------------------------------------------------------- */
+
+ms_status random_replay(ms_tensor *t, int kind, double a, double b, uint64_t seed, uint64_t offset) {
+  two_doubles r = {a, b};
+  ms_dtype cdt = float_compute_dtype(t->dtype);
+  if (kind == META_UNIFORM) return fill_at("uniform_", t, cdt, gen_uniform, &r, seed, offset);
+  return fill_at("normal_", t, cdt, gen_normal, &r, seed, offset);
 }

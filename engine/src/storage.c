@@ -27,6 +27,7 @@ ms_storage *ms_storage_new_on(ms_device device, size_t nbytes, ms_mem_category c
   s->device = device;
   s->category = category;
   s->nbytes = nbytes;
+  if (device.type == MS_META) return s; /* shapes only: a meta storage never holds bytes */
   s->data = device_alloc(device, nbytes, category);
   if (!s->data) return free(s), NULL;
   return s;
@@ -62,6 +63,7 @@ static void storage_free_data(ms_storage *s) {
 void ms_storage_release(ms_storage *s) {
   if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
   storage_free_data(s);
+  if (s->meta_log) s->meta_log_free(s->meta_log);
   free(s);
 }
 
@@ -73,6 +75,8 @@ void ms_storage_release_data(ms_storage *s) {
 
 ms_status ms_storage_materialize(ms_storage *s) {
   if (s->data) return MS_OK;
+  if (s->device.type == MS_META) /* an internal misuse: ms_meta_materialize gives it a device first */
+    return ms_error(MS_ERR_RUNTIME, "storage: a meta storage holds no bytes (give it a device first)");
   s->data = device_alloc(s->device, s->nbytes, s->category);
   return s->data ? MS_OK : MS_ERR_MEMORY;
 }

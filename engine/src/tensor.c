@@ -201,6 +201,7 @@ void *ms_tensor_data(const ms_tensor *t) {
 }
 
 ms_status ms_tensor_check_data_any(const char *op, const ms_tensor *t) {
+  if (t->storage->device.type == MS_META) return ms_meta_no_data(op);
   if (t->storage->data || ms_tensor_numel(t) == 0) return MS_OK;
   return ms_error(MS_ERR_RUNTIME, "%s: the tensor's storage has been released (its data is not "
                   "materialized)", op);

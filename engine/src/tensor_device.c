@@ -9,12 +9,14 @@
 
 const char *ms_device_str(ms_device d, char *buf, size_t len) {
   if (d.type == MS_CPU) snprintf(buf, len, "cpu");
+  else if (d.type == MS_META) snprintf(buf, len, "meta");
   else snprintf(buf, len, "cuda:%d", d.index);
   return buf;
 }
 
 bool ms_device_parse(const char *s, ms_device *out) {
   if (strcmp(s, "cpu") == 0) return *out = (ms_device){MS_CPU, 0}, true;
+  if (strcmp(s, "meta") == 0) return *out = (ms_device){MS_META, 0}, true;
   if (strcmp(s, "cuda") == 0) return *out = (ms_device){MS_CUDA, ms_cuda_current_device()}, true;
   if (strncmp(s, "cuda:", 5) != 0 || s[5] < '0' || s[5] > '9') return false;
   char *end;
@@ -37,4 +39,10 @@ ms_status ms_check_same_device(const char *op, int n, ms_tensor *const *ts) {
     }
   }
   return MS_OK;
+}
+
+ms_status ms_meta_no_data(const char *op) {
+  return ms_error(MS_ERR_RUNTIME, "%s: meta tensors have no data (built under ms.device('meta') / "
+                  "nn.deferred_init?): give them storage first (nn.materialize_module(module), "
+                  "module:to_empty{device = \"cpu\"}, or wrap the model in FSDP)", op);
 }

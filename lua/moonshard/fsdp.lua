@@ -171,7 +171,7 @@ local NOT_YET = { limit_all_gathers = true }
 local COMM_OPTIONS = { mixed_precision = true, backward_prefetch = true, forward_prefetch = true }
 
 local KNOWN = "auto_wrap_policy, backward_prefetch, cpu_offload, device_id, forward_prefetch, ignored_modules, "
-  .. "mixed_precision, process_group, sharding_strategy, sync_module_states, use_orig_params, verbose"
+  .. "mixed_precision, param_init_fn, process_group, sharding_strategy, sync_module_states, use_orig_params, verbose"
 
 -- cpu_offload = {offload_params = true|false} (PyTorch's CPUOffload) -> the flag.
 local function check_cpu_offload(v)
@@ -240,6 +240,10 @@ local function check_options(opts)
       check_cpu_offload(v)
     elseif k == "device_id" then
       check_device_id(v)
+    elseif k == "param_init_fn" then
+      if type(v) ~= "function" and not (type(v) == "table" and (getmetatable(v) or {}).__call) then
+        error(fmt("FSDP: option 'param_init_fn': expected a function(module), got %s", type(v)), 3)
+      end
     elseif k == "verbose" then
       if type(v) ~= "boolean" then error(fmt("FSDP: option 'verbose': expected a boolean, got %s", type(v)), 3) end
     elseif k ~= "auto_wrap_policy" and k ~= "sharding_strategy" and k ~= "process_group" and not COMM_OPTIONS[k] then
@@ -362,9 +366,40 @@ end
 
 -- Builds the unit's flat parameter; a parameter shared by two modules is flattened once.
 -- c: the unit's comm settings (fsdp_comm.check_options); inter: HYBRID_SHARD's inter group.
+-- A unit built on meta (nn.deferred_init) gets its real parameters and buffers here, one unit
+-- at a time, innermost first: param_init_fn(module) when given (PyTorch's option), else the
+-- recorded initialisers (nn_meta.lua). Returns the parameters that were meta.
+local function materialize_unit(module, entries, buffers, c)
+  local any = false
+  for _, e in ipairs(entries) do any = any or e.tensor.is_meta end
+  for _, b in ipairs(buffers) do any = any or b.is_meta end
+  if not any then return {} end
+  if c.param_init_fn then
+    c.param_init_fn(module)
+    for _, e in ipairs(entries) do
+      if e.tensor.is_meta then
+        error(fmt("FSDP: option 'param_init_fn': parameter '%s' of %s is still on meta after param_init_fn(%s)",
+          e.name, e.module:_get_name(), module:_get_name()), 5)
+      end
+    end
+    return entries
+  end
+  local mods, seen = {}, {}
+  for i = #entries, 1, -1 do -- the unit's modules, innermost first (reset_parameters' fallback)
+    local m = entries[i].module
+    if not seen[m] then seen[m] = true; mods[#mods + 1] = m end
+  end
+  nn.internal.materialize_entries(nn.internal.own_entries(mods), c.device or "cpu", "FSDP")
+  for _, b in ipairs(buffers) do
+    if b.is_meta then error("FSDP: a buffer of a module without parameters is on meta: materialize it first", 5) end
+  end
+  return entries
+end
+
 local function flatten(self, module, strategy, group, ignored, sync, c, inter)
-  local buffers = sync and {} or nil
+  local buffers = {}
   local entries = unit_params(module, {}, ignored, buffers)
+  local was_meta = materialize_unit(module, entries, buffers, c)
   local uniq, index, seen = {}, {}, {}
   for i, e in ipairs(entries) do
     local k = seen[e.tensor]
@@ -379,7 +414,7 @@ local function flatten(self, module, strategy, group, ignored, sync, c, inter)
         .. "one unit: wrap a module holding every user of it)", e.name, e.module:_get_name()), 4)
     end
   end
-  if sync then
+  if sync and #was_meta == 0 then -- meta units: the records give every rank the same values
     local all = {}
     for _, t in ipairs(uniq) do all[#all + 1] = t end
     for _, t in ipairs(buffers) do all[#all + 1] = t end
@@ -392,6 +427,8 @@ local function flatten(self, module, strategy, group, ignored, sync, c, inter)
     group, comm.native_mp(c, uniq[1].dtype), c.offload_params)
   if inter then fp:set_inter_group(inter) end
   for _, t in ipairs(uniq) do FLATTENED[t] = true end
+  -- a materialised unit's full parameters go now, not at Lua's next collection: only the shard stays
+  for _, e in ipairs(was_meta) do ms._release_storage(e.tensor) end
   local cviews = fp:compute_views()
   self._attrs._orig = install_views(entries, index, views, pieces, cviews)
   self._attrs._flat = fp
@@ -432,7 +469,11 @@ function FSDP:init(module, opts)
   local c = comm.check_options(opts, 2)
   c.offload_params = opts.cpu_offload ~= nil and check_cpu_offload(opts.cpu_offload)
   -- device_id: the module goes to the device before anything is flattened or broadcast
-  if opts.device_id ~= nil then module:to(check_device_id(opts.device_id)) end
+  if opts.device_id ~= nil then
+    c.device = check_device_id(opts.device_id)
+    module:_apply(function(t) return t.is_meta and t or t:to(c.device) end) -- meta: materialised there
+  end
+  c.param_init_fn = opts.param_init_fn
   local strategy = opts.sharding_strategy or "FULL_SHARD"
   local group, inter = opts.process_group, nil
   if strategy == "HYBRID_SHARD" then group, inter = comm.hybrid_groups(group, 2) end
@@ -446,7 +487,8 @@ function FSDP:init(module, opts)
     local child_opts = { sharding_strategy = strategy, process_group = inter and { group, inter } or group,
       ignored_modules = opts.ignored_modules, sync_module_states = opts.sync_module_states,
       mixed_precision = opts.mixed_precision, forward_prefetch = opts.forward_prefetch,
-      backward_prefetch = opts.backward_prefetch, cpu_offload = opts.cpu_offload }
+      backward_prefetch = opts.backward_prefetch, cpu_offload = opts.cpu_offload,
+      param_init_fn = opts.param_init_fn, device_id = opts.device_id }
     module = wrap.auto_wrap(module, opts.auto_wrap_policy, function(m) return FSDP(m, child_opts) end,
       { wrapper_cls = FSDP, ignored_modules = opts.ignored_modules })
   end

@@ -14,6 +14,7 @@
 local nn = require "moonshard.nn_module"
 require "moonshard.nn_layers"
 require "moonshard.nn_containers"
+require "moonshard.nn_meta" -- nn.deferred_init, nn.materialize_module, Module:to_empty
 
 -- nn.utils: clip_grad_norm_ and clip_grad_value_ (nn_utils.lua).
 nn.utils = require "moonshard.nn_utils"

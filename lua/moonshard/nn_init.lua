@@ -156,7 +156,8 @@ function init.eye_(t)
   local _ <close> = ms.no_grad()
   t:fill_(0)
   local shape = t.shape
-  for i = 1, math.min(shape[1], shape[2]) do t[i][i] = 1 end
+  -- fill_ on each diagonal element's view (not t[i][i] = 1): a meta t records it (nn_meta.lua)
+  for i = 1, math.min(shape[1], shape[2]) do t[i][i]:fill_(1) end
   return t
 end
 

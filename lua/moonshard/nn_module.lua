@@ -575,7 +575,7 @@ function Module:to(arg)
   elseif type(arg) == "table" then
     dtype, device = arg.dtype, arg.device
   elseif type(arg) == "string" then
-    if arg == "cpu" or arg:match("^cuda") then device = arg else dtype = arg end
+    if arg == "cpu" or arg == "meta" or arg:match("^cuda") then device = arg else dtype = arg end
   elseif math.type(arg) == "integer" then
     device = "cuda:" .. arg
   else

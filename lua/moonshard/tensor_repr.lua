@@ -237,7 +237,11 @@ function M.format(t)
     suffixes[#suffixes + 1] = "device='" .. device .. "'"
   end
   local body
-  if t:numel() == 0 then
+  if t.is_meta then -- no values to show, as PyTorch: tensor(..., device='meta', size=(2, 3))
+    suffixes[#suffixes + 1] = "size=" .. size_str(t:size())
+    if dtype ~= DEFAULT_DTYPE then suffixes[#suffixes + 1] = "dtype=torch." .. dtype end
+    body = "..."
+  elseif t:numel() == 0 then
     -- nothing to infer the dtype from, so only the default dtype goes unnamed
     if t:dim() ~= 1 then suffixes[#suffixes + 1] = "size=" .. size_str(t:size()) end
     if dtype ~= DEFAULT_DTYPE then suffixes[#suffixes + 1] = "dtype=torch." .. dtype end

@@ -36,6 +36,7 @@ local SKIP = {
   repl = "reads the terminal",
   _write_atomic = "writes the file it is given (a number is a path to Lua's string checks)",
   _remove_stale_temporaries = "deletes files by design",
+  device = "sets the factories' default device until its result is closed (a scope by design)",
 }
 
 -- ---- the targets --------------------------------------------------------------------------------

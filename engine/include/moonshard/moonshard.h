@@ -11,6 +11,7 @@
 #include "moonshard/io.h"
 #include "moonshard/loader.h"
 #include "moonshard/memory.h"
+#include "moonshard/meta.h"
 #include "moonshard/nn_conv.h"
 #include "moonshard/nn_ops.h"
 #include "moonshard/nn_types.h"

@@ -13,7 +13,10 @@
 #include "moonshard/export.h"
 #include "moonshard/memory.h"
 
-typedef enum ms_device_type { MS_CPU = 0, MS_CUDA = 1 } ms_device_type;
+/* MS_META: shapes without data (PyTorch's "meta" device): its storages never hold bytes, and
+ * every op that would read or write them fails (native_kernels_for); initialisers run on them are
+ * recorded instead (moonshard/meta.h). */
+typedef enum ms_device_type { MS_CPU = 0, MS_CUDA = 1, MS_META = 2 } ms_device_type;
 typedef struct ms_device {
   ms_device_type type;
   int index; /* 0 for the CPU */
@@ -32,6 +35,10 @@ typedef struct ms_storage {
   ms_storage_deleter deleter;
   void *deleter_ctx;
   atomic_int version; /* bumped by every in-place write through any view */
+  /* A meta storage's recorded initialisers (engine/src/meta.c), or NULL, and the function that
+   * frees them, handed down by meta.c so the storage knows nothing of their form. */
+  struct ms_meta_log *meta_log;
+  void (*meta_log_free)(struct ms_meta_log *log);
 } ms_storage;
 
 /* New storage of nbytes (uninitialised) on the CPU; NULL with an error on failure. */

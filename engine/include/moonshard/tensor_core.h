@@ -70,7 +70,10 @@ static inline bool ms_device_equal(ms_device a, ms_device b) {
 /* "cpu" or "cuda:0" into buf; returns buf. */
 MS_API const char *ms_device_str(ms_device d, char *buf, size_t len);
 #define MS_DEVICE_STR_LEN 32
-/* Parses "cpu", "cuda" (the current device), "cuda:N"; false for anything else. */
+/* The error every op that would touch a meta tensor's data gives (MS_ERR_RUNTIME, naming op):
+ * said once here, raised by ms_tensor_check_data_any and native_kernels_for. */
+MS_API ms_status ms_meta_no_data(const char *op);
+/* Parses "cpu", "meta", "cuda" (the current device), "cuda:N"; false for anything else. */
 MS_API bool ms_device_parse(const char *s, ms_device *out);
 /* MS_OK when the n tensors (NULLs skipped) are on one device; otherwise PyTorch's message
  * ("Expected all tensors to be on the same device, but found at least two devices, cpu and

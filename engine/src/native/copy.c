@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "meta_log.h"
 #include "native/dispatch.h"
 #include "native/native.h"
 #include "tensor_iter.h"
@@ -42,7 +43,17 @@ ms_status native_copy_(ms_tensor *dst, ms_tensor *src) {
 }
 
 /* A new contiguous tensor of dtype dt holding t's values. */
+/* A meta t gives a meta result, as PyTorch's meta tensors (shapes only), carrying t's records
+ * when t is its whole storage (meta_log_copy): a model converted before it is materialised gets
+ * the values of one converted after. */
+static ms_tensor *meta_copy_as(ms_tensor *t, ms_dtype dt) {
+  ms_tensor *out = ms_tensor_new_empty_on(ms_tensor_device(t), t->ndim, t->shape, dt);
+  if (out && meta_log_copy(out, t) != MS_OK) ms_tensor_release(out), out = NULL;
+  return out;
+}
+
 static ms_tensor *copy_as(ms_tensor *t, ms_dtype dt) {
+  if (ms_tensor_device(t).type == MS_META) return meta_copy_as(t, dt);
   if (ms_tensor_check_data_any("copy", t) != MS_OK) return NULL;
   ms_tensor *out = ms_tensor_new_empty_on(ms_tensor_device(t), t->ndim, t->shape, dt);
   if (out && copy_same_shape(out, t) != MS_OK) ms_tensor_release(out), out = NULL;
@@ -61,8 +72,9 @@ ms_tensor *native_contiguous(ms_tensor *t) {
 
 ms_tensor *native_clone(ms_tensor *t) { return copy_as(t, t->dtype); }
 
-/* Every element = value, converted once on the host (the CPU's rounding on every device). */
+/* Every element = value, converted once (a meta t records the fill instead: meta.c) on the host (the CPU's rounding on every device). */
 ms_status native_fill_(ms_tensor *t, double value) {
+  if (ms_tensor_device(t).type == MS_META) return meta_record(t, META_FILL, value, 0, 0, 0);
   if (ms_tensor_check_data_any("fill_", t) != MS_OK) return MS_ERR_RUNTIME;
   native_kernels nk;
   if (native_kernels_for("fill_", ms_tensor_device(t), &nk) != MS_OK) return MS_ERR_RUNTIME;

@@ -33,8 +33,10 @@ ms_status native_copy_across(ms_tensor *dst, ms_tensor *src) {
   return st;
 }
 
-/* The plain move: a contiguous copy of t on `device`. */
+/* The plain move: a contiguous copy of t on `device`; to meta, the shape only (as PyTorch's
+ * .to("meta"); the records of a meta source stay with it: ms_meta_materialize). */
 static ms_tensor *move(ms_tensor *t, ms_device device) {
+  if (device.type == MS_META) return ms_tensor_new_empty_on(device, t->ndim, t->shape, t->dtype);
   if (device.type == MS_CUDA && !ms_cuda_is_available())
     return ms_error(MS_ERR_RUNTIME, "to: cannot move a tensor to cuda:%d: CUDA is not available: %s",
                     device.index, ms_cuda_unavailable_reason()), NULL;

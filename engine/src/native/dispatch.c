@@ -22,6 +22,7 @@ ms_status native_kernels_for(const char *op, ms_device dev, native_kernels *nk) 
   switch (dev.type) {
   case MS_CPU: nk->k = &ms_k_cpu_table; return MS_OK;
   case MS_CUDA: return cuda_kernels(nk, dev.index);
+  case MS_META: return ms_meta_no_data(op); /* the one rule: no op reads or writes meta data */
   }
   return ms_error(MS_ERR_ARG, "%s: unknown device type %d", op, (int)dev.type);
 }
