@@ -16,6 +16,7 @@ local gpt = require "moonshard.models.gpt"
 local td = require "moonshard.token_dataset"
 local lr_scheduler = require "moonshard.lr_scheduler"
 local nn_utils = require "moonshard.nn_utils"
+local nn = require "moonshard.nn"
 local dist = ms.distributed
 
 local parser = argparse.ArgumentParser{ description = "Train a GPT on a text, with FSDP over the ranks" }
@@ -141,12 +142,16 @@ local function cosine_with_warmup(args)
   end
 end
 
+-- Under FSDP the GPT is built on the meta device and each unit materialised as FSDP wraps it
+-- (the same values as an ordinary build from the seed): no rank ever holds the whole model.
 local function build_model(args, tok, world)
-  local plain = gpt.GPT{ n_layer = args.n_layer, n_head = args.n_head, n_embd = args.n_embd,
+  local config = { n_layer = args.n_layer, n_head = args.n_head, n_embd = args.n_embd,
     block_size = args.block_size, vocab_size = tok.vocab_size, dropout = args.dropout }
+  local wrapped = world > 1 or args.mixed_precision ~= "none"
+  local plain = wrapped and nn.deferred_init(gpt.GPT, config) or gpt.GPT(config)
   local n_params = plain:num_parameters(false)
   local decay = decays_by_name(plain)
-  if world == 1 and args.mixed_precision == "none" then return plain, decay, n_params, false end
+  if not wrapped then return plain, decay, n_params, false end
   local half = args.mixed_precision ~= "none" and args.mixed_precision or nil
   local model = fsdp.FSDP(plain, {
     auto_wrap_policy = fsdp.ModuleWrapPolicy{ gpt.Block },
