@@ -23,11 +23,32 @@ local M = {}
 local CheckpointFunction = Function:extend("CheckpointFunction")
 M.CheckpointFunction = CheckpointFunction
 
+-- The intermediates of a checkpointed forward die at its end, and so do the recomputed graph's
+-- tensors once its backward has run; only the Lua collector frees what a dead tensor holds, and
+-- its headroom (lua/l_tensor.c: a quarter of the live set) would let them pile up to a good part
+-- of what checkpointing saves. When a piece left more than DEAD_LIMIT behind, a full collection
+-- (of the Lua heap, small next to the tensors) returns it at once, as PyTorch's reference counts
+-- would; below that the collection would cost more than it gives back.
+local DEAD_LIMIT = 16 * 1024 * 1024
+
+local function engine_bytes()
+  local n = ms.memory_stats().current
+  for d = 0, ms.cuda.device_count() - 1 do n = n + ms.cuda.memory_allocated(d) end
+  return n
+end
+
+local function release_dead(before)
+  if engine_bytes() - before > DEAD_LIMIT then collectgarbage() end
+end
+
 -- moonshard draws on every device from one Philox generator (ms.cuda.get_rng_state is the same
 -- state), so the CPU generator's state is the whole random state, CUDA tensors included.
 function CheckpointFunction.forward(ctx, run, ...)
   ctx.run, ctx.args, ctx.rng = run, pack(...), ms.get_rng_state()
-  return run(...)
+  local before = engine_bytes()
+  local outs = pack(run(...))
+  release_dead(before)
+  return unpack(outs, 1, outs.n)
 end
 
 -- The inputs again, cut from the graph: tensors detached (requiring grad as the originals did).
@@ -80,6 +101,7 @@ end
 
 function CheckpointFunction.backward(ctx, ...)
   local args = ctx.args
+  local before = engine_bytes()
   local inputs = detached_inputs(args)
   backpropagate(recompute(ctx, inputs), ...)
   ctx.args = nil
@@ -88,6 +110,8 @@ function CheckpointFunction.backward(ctx, ...)
     local d = inputs[i]
     if is_tensor(d) and d.requires_grad then grads[i + 1] = d.grad end
   end
+  inputs = nil -- luacheck: ignore (dead before the collection)
+  release_dead(before)
   return unpack(grads, 1, grads.n)
 end
 
