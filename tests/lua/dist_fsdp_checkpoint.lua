@@ -3,7 +3,8 @@
 -- FSDP(CheckpointWrapper(Block))): the recompute runs in the unit's backward while its
 -- parameters are gathered. With dropout on (the recompute replays the masks), AdamW steps give
 -- the parameters of the same run without checkpointing (float32, max rel. error 1e-5), under
--- FULL_SHARD and SHARD_GRAD_OP; the state dict keeps the Block's names.
+-- FULL_SHARD and SHARD_GRAD_OP, and with bfloat16 mixed precision (the recompute uses the unit's
+-- bfloat16 compute views); the state dict keeps the Block's names.
 local ms = require "moonshard"
 local optim = require "moonshard.optim"
 local fsdp = require "moonshard.fsdp"
@@ -18,10 +19,11 @@ local CONFIG = { n_layer = 2, n_head = 2, n_embd = 16, block_size = 8, vocab_siz
 
 local function is_block(m) return m:isinstance(gpt.Block) end
 
-local function make(strategy, use_ckpt)
+local function make(strategy, use_ckpt, param_dtype)
   ms.manual_seed(1)
   local model = fsdp.FSDP(gpt.GPT(CONFIG), { sharding_strategy = strategy,
-    auto_wrap_policy = fsdp.ModuleWrapPolicy{ gpt.Block } })
+    auto_wrap_policy = fsdp.ModuleWrapPolicy{ gpt.Block },
+    mixed_precision = param_dtype and { param_dtype = param_dtype } or nil })
   if use_ckpt then fsdp.apply_activation_checkpointing(model, { check_fn = is_block }) end
   return model
 end
@@ -45,11 +47,14 @@ local function train(model)
   return losses
 end
 
-for _, strategy in ipairs({ "FULL_SHARD", "SHARD_GRAD_OP" }) do
-  case(strategy .. ": FSDP(CheckpointWrapper(Block)) trains as without checkpointing", function()
-    local plain = make(strategy, false)
+local CASES = { { "FULL_SHARD" }, { "SHARD_GRAD_OP" }, { "FULL_SHARD", "bfloat16" } }
+for _, c in ipairs(CASES) do
+  local strategy, param_dtype = c[1], c[2]
+  local what = strategy .. (param_dtype and " " .. param_dtype or "")
+  case(what .. ": FSDP(CheckpointWrapper(Block)) trains as without checkpointing", function()
+    local plain = make(strategy, false, param_dtype)
     local want_losses = train(plain)
-    local model = make(strategy, true)
+    local model = make(strategy, true, param_dtype)
     local n = 0
     for _, m in ipairs(model:modules()) do
       if m:isinstance(fsdp.CheckpointWrapper) then n = n + 1 end
@@ -57,7 +62,7 @@ for _, strategy in ipairs({ "FULL_SHARD", "SHARD_GRAD_OP" }) do
     T.eq(n, CONFIG.n_layer, "a CheckpointWrapper per Block")
     local losses = train(model)
     T.same(losses, want_losses, 1e-5)
-    D.check_state(D.state_of(model), D.state_of(plain), TOL, strategy .. " checkpointed gpt")
+    D.check_state(D.state_of(model), D.state_of(plain), TOL, what .. " checkpointed gpt")
   end)
 end
 
