@@ -44,6 +44,7 @@ int luaopen_moonshard(lua_State *L) {
   bind_open_math(L);
   bind_open_runtime(L);
   bind_open_autograd(L);
+  bind_open_function(L);
   bind_open_nn_conv(L);
   bind_open_nn_ops(L);
   bind_open_optim(L);

@@ -107,6 +107,7 @@ void bind_open_math(lua_State *L);
 void bind_open_runtime(lua_State *L);
 void bind_open_tensor(lua_State *L);
 void bind_open_autograd(lua_State *L);
+void bind_open_function(lua_State *L);  /* l_function.c: ms.autograd (custom Functions) */
 void bind_open_nn_conv(lua_State *L);   /* l_nn_conv.c: conv2d and pooling */
 void bind_open_nn_ops(lua_State *L);    /* l_nn_ops.c: activations, losses, normalization */
 void bind_open_optim(lua_State *L);     /* l_optim.c: fused optimizer steps */

@@ -442,7 +442,9 @@ end
 local function clean_name(name)
   local parts = {}
   for seg in name:gmatch("[^.]+") do
-    if seg ~= "_fsdp_wrapped_module" and seg ~= "_fpw_module" then parts[#parts + 1] = seg end
+    if seg ~= "_fsdp_wrapped_module" and seg ~= "_fpw_module" and seg ~= "_checkpoint_wrapped_module" then
+      parts[#parts + 1] = seg
+    end
   end
   return table.concat(parts, ".")
 end
@@ -816,5 +818,12 @@ function FSDP:load_state_dict(sd, opts) return state.load_state_dict(self, sd, o
 
 -- fsdp.memory_report(model [, optimizer]): see fsdp_memory.lua (tostring prints it).
 M.memory_report = memory.memory_report
+
+-- Activation checkpointing (moonshard.checkpoint) under FSDP's names too, as PyTorch exports it
+-- beside FSDP: wrap first, then fsdp.apply_activation_checkpointing(model, {check_fn = ...}).
+local checkpoint = require "moonshard.checkpoint"
+M.apply_activation_checkpointing = checkpoint.apply_activation_checkpointing
+M.checkpoint_wrapper = checkpoint.checkpoint_wrapper
+M.CheckpointWrapper = checkpoint.CheckpointWrapper
 
 return M

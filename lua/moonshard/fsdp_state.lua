@@ -34,7 +34,9 @@ local function walk(m, prefix, unit, fn)
   for _, name in ipairs(m._buffers.names) do
     if not m._non_persistent[name] then fn(prefix .. name, m._buffers.map[name], "buffer", unit) end
   end
-  for _, cname in ipairs(m._modules.names) do walk(m._modules.map[cname], prefix .. cname .. ".", unit, fn) end
+  for _, cname in ipairs(m._modules.names) do -- a CheckpointWrapper's child keeps its module's names
+    walk(m._modules.map[cname], cname == "_checkpoint_wrapped_module" and prefix or prefix .. cname .. ".", unit, fn)
+  end
 end
 
 local function shape_list(t)

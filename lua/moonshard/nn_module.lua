@@ -425,6 +425,18 @@ local function member_args(a, b)
   return a or "", b ~= false
 end
 
+-- A CheckpointWrapper's child: left out of parameter and state-dict names, as PyTorch strips it.
+local WRAPPED = "_checkpoint_wrapped_module"
+local function child_prefix(prefix, name) return name == WRAPPED and prefix or prefix .. name .. "." end
+local function unwrapped_name(path)
+  if not path:find(WRAPPED, 1, true) then return path end
+  local parts = {}
+  for seg in path:gmatch("[^.]+") do
+    if seg ~= WRAPPED then parts[#parts + 1] = seg end
+  end
+  return concat(parts, ".")
+end
+
 local function members_list(self, field, prefix, recurse)
   local out, seen = {}, {}
   local mods = recurse and modules_list(self, prefix) or { { prefix, self } }
@@ -435,7 +447,7 @@ local function members_list(self, field, prefix, recurse)
       local v = d.map[name]
       if not seen[v] then
         seen[v] = true
-        out[#out + 1] = { mprefix == "" and name or mprefix .. "." .. name, v }
+        out[#out + 1] = { unwrapped_name(mprefix == "" and name or mprefix .. "." .. name), v }
       end
     end
   end
@@ -626,7 +638,7 @@ local function save_state(m, prefix, keep_vars, sd, keys)
     end
   end
   for _, name in ipairs(m._modules.names) do
-    save_state(m._modules.map[name], prefix .. name .. ".", keep_vars, sd, keys)
+    save_state(m._modules.map[name], child_prefix(prefix, name), keep_vars, sd, keys)
   end
 end
 
@@ -743,7 +755,7 @@ end
 nn.internal = {
   describe = describe, is_module = is_module, od_new = od_new, od_set = od_set,
   od_remove = od_remove, pyval = pyval, pack = pack, ordered_pairs_of = ordered_pairs_of,
-  mark_parameter = mark_parameter,
+  mark_parameter = mark_parameter, unwrapped_name = unwrapped_name,
 }
 
 return nn

@@ -86,6 +86,7 @@ struct ms_node {
   int dependencies;          /* edges from nodes of this walk not yet run */
   ms_tensor *grad_buf[MS_NODE_MAX_OUTPUTS];
   struct ms_node *release_next; /* ms_node_release's work list */
+  char *owned_name;             /* a custom node's copy of its name (name points here) */
 };
 
 /* True when grad mode is on and any of the n inputs (NULLs allowed) requires grad. */
@@ -98,6 +99,17 @@ MS_API int ms_node_save(ms_node *node, ms_tensor *t);
 /* The saved tensor in slot i, or NULL with an error if the graph was freed or the tensor was
  * modified in place since it was saved. */
 MS_API ms_tensor *ms_node_saved(ms_node *node, int i);
+/* A node whose backward is a host's callback: a custom autograd Function (the Lua face's
+ * ms.autograd.Function, PyTorch's torch.autograd.Function). fn gets the node's grad_out (one per
+ * attached output, never NULL) and writes new references (or NULL) into grad_in, one per input,
+ * as an ms_backward_fn does. The name is copied. ctx is freed with free_ctx with the node's saved
+ * state (after a backward without retain_graph, or when the node dies); a backward through a
+ * freed node is the "backward through the graph a second time" error. fn may run a backward of
+ * its own (activation checkpointing's recompute). */
+typedef ms_status (*ms_custom_backward_fn)(void *ctx, const ms_node *node, ms_tensor *const *grad_out,
+                                           ms_tensor **grad_in);
+MS_API ms_node *ms_custom_node_new(const char *name, int n, ms_tensor *const *inputs, ms_custom_backward_fn fn,
+                                   void *ctx, ms_hook_ctx_free free_ctx);
 /* Makes `node` the grad_fn of `out` as output number k (out then requires grad; it retains the
  * node). Attach every output, then release the recording's own reference. */
 MS_API void ms_node_attach(ms_node *node, ms_tensor *out, int k);

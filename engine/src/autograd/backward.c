@@ -104,23 +104,81 @@ static ms_node *heap_pop(node_list *h) {
   return top;
 }
 
+/* ---- nested walks ------------------------------------------------------------------------------
+ * A node's walk state (walk, dependencies, grad_buf) lives on the node. A backward run from inside
+ * a node's backward (a custom Function's, as checkpointing's recompute) may reach nodes that the
+ * enclosing walk has not run yet (a parameter's AccumulateGrad used inside and outside the
+ * checkpoint): their state is set aside while the inner walk uses them and put back after, so each
+ * walk keeps its own counts and half-summed gradients, as PyTorch's per-GraphTask state. */
+
+typedef struct walk_frame {
+  uint64_t id;
+  struct walk_frame *outer;
+} walk_frame;
+
+static _Thread_local walk_frame *running_walks; /* innermost first */
+
+static bool enclosing_walk(uint64_t id) {
+  for (walk_frame *f = running_walks; f; f = f->outer)
+    if (f->id == id) return true;
+  return false;
+}
+
+typedef struct aside_list {
+  struct aside_item {
+    ms_node *node;
+    uint64_t walk;
+    int dependencies;
+    ms_tensor *grad_buf[MS_NODE_MAX_OUTPUTS];
+  } *items;
+  int64_t count, cap;
+} aside_list;
+
+static ms_status set_aside(aside_list *l, ms_node *n) {
+  if (l->count == l->cap) {
+    int64_t cap = l->cap ? 2 * l->cap : 16;
+    struct aside_item *items = realloc(l->items, (size_t)cap * sizeof *items);
+    if (!items) return ms_error(MS_ERR_MEMORY, "backward: out of memory walking the graph");
+    l->items = items, l->cap = cap;
+  }
+  struct aside_item *it = &l->items[l->count++];
+  it->node = n, it->walk = n->walk, it->dependencies = n->dependencies;
+  memcpy(it->grad_buf, n->grad_buf, sizeof it->grad_buf);
+  memset(n->grad_buf, 0, sizeof n->grad_buf);
+  return MS_OK;
+}
+
+/* After the inner walk has dropped its own buffers. */
+static void put_back(aside_list *l) {
+  for (int64_t i = l->count - 1; i >= 0; i--) {
+    struct aside_item *it = &l->items[i];
+    it->node->walk = it->walk, it->node->dependencies = it->dependencies;
+    memcpy(it->node->grad_buf, it->grad_buf, sizeof it->grad_buf);
+  }
+  free(l->items);
+}
+
+/* Claims n for this walk (its count from zero), setting an enclosing walk's state aside. */
+static ms_status claim(ms_node *n, uint64_t walk, node_list *visited, aside_list *aside) {
+  ms_status st = enclosing_walk(n->walk) ? set_aside(aside, n) : MS_OK;
+  n->walk = walk;
+  n->dependencies = 0;
+  return st == MS_OK ? list_push(visited, n) : st;
+}
+
 /* Marks every node reachable from root with this walk and counts its incoming edges. */
-static ms_status discover(ms_node *root, uint64_t walk, node_list *visited) {
+static ms_status discover(ms_node *root, uint64_t walk, node_list *visited, aside_list *aside) {
   node_list stack = {0};
-  root->walk = walk;
-  root->dependencies = 0;
-  ms_status st = list_push(&stack, root);
-  if (st == MS_OK) st = list_push(visited, root);
+  ms_status st = claim(root, walk, visited, aside);
+  if (st == MS_OK) st = list_push(&stack, root);
   while (st == MS_OK && stack.count) {
     ms_node *n = stack.items[--stack.count];
     for (int i = 0; st == MS_OK && i < n->num_inputs; i++) {
       ms_node *child = n->next[i].node;
       if (!child) continue;
       if (child->walk != walk) {
-        child->walk = walk;
-        child->dependencies = 0;
-        st = list_push(&stack, child);
-        if (st == MS_OK) st = list_push(visited, child);
+        st = claim(child, walk, visited, aside);
+        if (st == MS_OK) st = list_push(&stack, child);
       }
       child->dependencies++;
     }
@@ -219,10 +277,13 @@ ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph) {
   if (start) ms_node_retain(start);
   else start = autograd_grad_accumulator(root);
   node_list visited = {0}, ready = {0};
+  aside_list aside = {0};
   callback_list callbacks = {0}, *outer = running_callbacks;
   running_callbacks = &callbacks;
+  walk_frame frame = {atomic_fetch_add(&walk_counter, 1) + 1, running_walks};
   ms_status st = g && start ? MS_OK : MS_ERR_MEMORY;
-  if (st == MS_OK) st = discover(start, atomic_fetch_add(&walk_counter, 1) + 1, &visited);
+  if (st == MS_OK) st = discover(start, frame.id, &visited, &aside);
+  running_walks = &frame;
   if (st == MS_OK) {
     start->grad_buf[root->grad_fn ? root->output_nr : 0] = g;
     g = NULL;
@@ -238,6 +299,8 @@ ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph) {
       ms_tensor_release(visited.items[i]->grad_buf[k]);
       visited.items[i]->grad_buf[k] = NULL;
     }
+  running_walks = frame.outer;
+  put_back(&aside);
   free(visited.items);
   free(ready.items);
   ms_tensor_release(g);

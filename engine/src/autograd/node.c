@@ -71,6 +71,7 @@ void ms_node_release(ms_node *node) {
       if (child && atomic_fetch_sub(&child->refcount, 1) == 1) child->release_next = stack, stack = child;
     }
     free(node->next);
+    free(node->owned_name);
     free(node);
   }
 }
