@@ -17,6 +17,7 @@ local td = require "moonshard.token_dataset"
 local lr_scheduler = require "moonshard.lr_scheduler"
 local nn_utils = require "moonshard.nn_utils"
 local nn = require "moonshard.nn"
+local checkpoint = require "moonshard.checkpoint"
 local dist = ms.distributed
 
 local parser = argparse.ArgumentParser{ description = "Train a GPT on a text, with FSDP over the ranks" }
@@ -47,6 +48,8 @@ parser:add_argument("--mixed-precision", { choices = { "none", "bfloat16", "floa
   help = "FSDP computes and reduces in this dtype (parameters and optimizer stay float32)" })
 parser:add_argument("--sharding-strategy", { choices = { "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD" },
   default = "FULL_SHARD", help = "FSDP's sharding strategy" })
+parser:add_argument("--activation-checkpointing", { action = "store_true",
+  help = "recompute each Block's activations in backward instead of keeping them" })
 parser:add_argument("--log-interval", { type = "int", default = 50, min = 1, metavar = "N",
   help = "steps between training-loss lines" })
 parser:add_argument("--eval-interval", { type = "int", metavar = "N",
@@ -142,6 +145,15 @@ local function cosine_with_warmup(args)
   end
 end
 
+-- --activation-checkpointing: each Block (inside its FSDP unit, after wrapping) recomputes its
+-- activations in backward.
+local function with_checkpointing(model, args)
+  if args.activation_checkpointing then
+    checkpoint.apply_activation_checkpointing(model, { check_fn = function(m) return m:isinstance(gpt.Block) end })
+  end
+  return model
+end
+
 -- Under FSDP the GPT is built on the meta device and each unit materialised as FSDP wraps it
 -- (the same values as an ordinary build from the seed): no rank ever holds the whole model.
 local function build_model(args, tok, world)
@@ -151,14 +163,14 @@ local function build_model(args, tok, world)
   local plain = wrapped and nn.deferred_init(gpt.GPT, config) or gpt.GPT(config)
   local n_params = plain:num_parameters(false)
   local decay = decays_by_name(plain)
-  if not wrapped then return plain, decay, n_params, false end
+  if not wrapped then return with_checkpointing(plain, args), decay, n_params, false end
   local half = args.mixed_precision ~= "none" and args.mixed_precision or nil
   local model = fsdp.FSDP(plain, {
     auto_wrap_policy = fsdp.ModuleWrapPolicy{ gpt.Block },
     sharding_strategy = args.sharding_strategy,
     mixed_precision = half and { param_dtype = half, reduce_dtype = half, buffer_dtype = half },
   })
-  return model, decay, n_params, true
+  return with_checkpointing(model, args), decay, n_params, true
 end
 
 -- ---- measurements ------------------------------------------------------------------------------

@@ -74,6 +74,17 @@ T.test("two ranks: stopped at step 6 and resumed, the losses are those of an uni
   T.same(resumed, loss_lines(full))
 end)
 
+T.test("two ranks: --activation-checkpointing and bfloat16 train as without checkpointing", function()
+  local common = "--data " .. quote(text_path) .. " --steps 4 --log-interval 2 --sample-tokens 0 --dropout 0.1"
+    .. " --mixed-precision bfloat16"
+  local code, plain, e = run("-n 2", common)
+  T.eq(code, 0, e)
+  local code_ac, ac, e_ac = run("-n 2", common .. " --activation-checkpointing")
+  T.eq(code_ac, 0, e_ac)
+  T.eq(#loss_lines(plain), 4)
+  T.same(loss_lines(ac), loss_lines(plain))
+end)
+
 T.test("text_to_tokens.lua writes byte-level token files that --tokens trains on", function()
   local bin = dir .. "/text.bin"
   local _, _, code = os.execute(("%s scripts/text_to_tokens.lua --data %s --out %s > %s 2> %s"):format(quote(exe),
