@@ -189,7 +189,11 @@ function GPT:forward(idx, targets)
   local logits = self.lm_head(tr.ln_f(x))
   if targets == nil then return logits end
   local V = logits:size(3)
-  local loss = F.cross_entropy(logits:view(-1, V), targets:reshape(-1), { ignore_index = -1 })
+  -- the loss in float32 whatever the logits' dtype, as PyTorch's autocast computes cross_entropy
+  -- (a bfloat16 loss near 2 would be rounded to steps of 1/64)
+  local flat = logits:view(-1, V)
+  if flat.dtype ~= ms.float32 and flat.dtype ~= ms.float64 then flat = flat:float() end
+  local loss = F.cross_entropy(flat, targets:reshape(-1), { ignore_index = -1 })
   return logits, loss
 end
 
