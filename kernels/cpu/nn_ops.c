@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/activation_f32.h"
 #include "kernels/kernel_table.h"
 
 /* Every kernel's arguments in one shape, so one range function per kernel fits the pool. */
@@ -33,7 +34,11 @@ typedef struct nn_job {
 #define LOG logf
 #define ERF erff
 #define TANH tanhf
+#define FAST_ACTIVATION ms_k_activation_f32_fast /* activation_f32.h: GELU(tanh), SiLU */
+#define FAST_ACTIVATION_BACKWARD ms_k_activation_backward_f32_fast
 #include "kernels/cpu/nn_ops_body.h"
+#undef FAST_ACTIVATION
+#undef FAST_ACTIVATION_BACKWARD
 #undef T
 #undef UINT_T
 #undef SFX
@@ -49,7 +54,11 @@ typedef struct nn_job {
 #define LOG log
 #define ERF erf
 #define TANH tanh
+#define FAST_ACTIVATION(act, x, y, n) false /* float64 keeps libm's accuracy */
+#define FAST_ACTIVATION_BACKWARD(act, x, g, gx, n) false
 #include "kernels/cpu/nn_ops_body.h"
+#undef FAST_ACTIVATION
+#undef FAST_ACTIVATION_BACKWARD
 #undef T
 #undef UINT_T
 #undef SFX

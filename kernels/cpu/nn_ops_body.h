@@ -55,6 +55,7 @@ static void SFX(softmax_rows)(const nn_job *j, int64_t begin, int64_t end) {
 static void SFX(activation_range)(const nn_job *j, int64_t begin, int64_t end) {
   const T *x = j->a;
   T *y = j->out;
+  if (FAST_ACTIVATION((ms_k_act)j->flag, x + begin, y + begin, end - begin)) return;
   switch ((ms_k_act)j->flag) {
   case MS_K_ACT_GELU:
     for (int64_t i = begin; i < end; i++) y[i] = (T)0.5 * x[i] * ((T)1 + ERF(x[i] * INV_SQRT2));
@@ -78,6 +79,7 @@ static void SFX(activation_range)(const nn_job *j, int64_t begin, int64_t end) {
 static void SFX(activation_backward_range)(const nn_job *j, int64_t begin, int64_t end) {
   const T *x = j->a, *g = j->b;
   T *gx = j->out;
+  if (FAST_ACTIVATION_BACKWARD((ms_k_act)j->flag, x + begin, g + begin, gx + begin, end - begin)) return;
   switch ((ms_k_act)j->flag) {
   case MS_K_ACT_GELU:
     for (int64_t i = begin; i < end; i++) {
