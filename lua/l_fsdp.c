@@ -262,6 +262,12 @@ static int fp_set_prefetch(lua_State *L) {
   return 0;
 }
 
+/* fp:set_limit_all_gathers(on) */
+static int fp_set_limit_all_gathers(lua_State *L) {
+  bind_check_status(L, ms_fsdp_set_limit_all_gathers(check_fp(L), lua_toboolean(L, 2)));
+  return 0;
+}
+
 /* ---- communication (flat_param_comm.c, flat_param_mp.c) ------------------------------------- */
 
 /* fp:set_name(name): the unit's module path, the origin of its collectives (checked across ranks). */
@@ -297,7 +303,7 @@ static int fp_stats(lua_State *L) {
   const ms_fsdp_comm_stats *s = ms_flat_param_stats(fp);
   ms_flat_param_info info;
   ms_flat_param_get_info(fp, &info);
-  lua_createtable(L, 0, 8);
+  lua_createtable(L, 0, 11);
   lua_pushinteger(L, s->allgather_calls), lua_setfield(L, -2, "allgather_calls");
   lua_pushinteger(L, s->prefetch_calls), lua_setfield(L, -2, "prefetch_calls");
   lua_pushinteger(L, s->reduce_calls), lua_setfield(L, -2, "reduce_calls");
@@ -306,6 +312,7 @@ static int fp_stats(lua_State *L) {
   lua_pushinteger(L, s->reduce_bytes), lua_setfield(L, -2, "reduce_bytes");
   lua_pushinteger(L, s->waits), lua_setfield(L, -2, "waits");
   lua_pushnumber(L, s->wait_seconds), lua_setfield(L, -2, "wait_seconds");
+  lua_pushinteger(L, s->max_gathered), lua_setfield(L, -2, "max_gathered");
   lua_pushstring(L, ms_dtype_name(info.param_dtype)), lua_setfield(L, -2, "param_dtype");
   lua_pushstring(L, ms_dtype_name(info.reduce_dtype)), lua_setfield(L, -2, "reduce_dtype");
   if (lua_toboolean(L, 2)) ms_flat_param_stats_reset(fp);
@@ -346,7 +353,7 @@ void bind_open_fsdp(lua_State *L) {
       {"set_inter_group", fp_set_inter_group}, {"compute_views", fp_compute_views},
       {"stats", fp_stats},             {"set_name", fp_set_name},
       {"pre_forward", fp_pre_forward}, {"post_forward", fp_post_forward},
-      {"set_prefetch", fp_set_prefetch},
+      {"set_prefetch", fp_set_prefetch}, {"set_limit_all_gathers", fp_set_limit_all_gathers},
       {NULL, NULL},
   };
   static const luaL_Reg state_methods[] = {

@@ -23,7 +23,8 @@ static int l_set_num_threads(lua_State *L) {
 
 static int l_get_num_threads(lua_State *L) { return lua_pushinteger(L, ms_get_num_threads()), 1; }
 
-/* memory_stats() -> {current=, peak=, allocations=, by_category={params=, ...}}, in bytes. */
+/* memory_stats() -> {current=, peak=, allocations=, cached=, cache_bound=, by_category={params=, ...}},
+ * in bytes. */
 static int l_memory_stats(lua_State *L) {
   ms_memory_stats s = ms_memory_stats_get();
   lua_createtable(L, 0, 4);
@@ -35,6 +36,8 @@ static int l_memory_stats(lua_State *L) {
   lua_setfield(L, -2, "allocations");
   lua_pushinteger(L, s.cached);
   lua_setfield(L, -2, "cached");
+  lua_pushinteger(L, s.cache_bound);
+  lua_setfield(L, -2, "cache_bound");
   lua_createtable(L, 0, MS_MEM_CATEGORY_COUNT);
   for (int c = 0; c < MS_MEM_CATEGORY_COUNT; c++) {
     lua_pushinteger(L, s.by_category[c]);

@@ -79,6 +79,7 @@ ms_memory_stats ms_memory_stats_get(void) {
   s.peak = atomic_load(&mem_peak);
   s.allocations = atomic_load(&mem_allocations);
   s.cached = block_cache_bytes();
+  s.cache_bound = block_cache_bound();
   for (int c = 0; c < MS_MEM_CATEGORY_COUNT; c++) s.by_category[c] = atomic_load(&mem_by_category[c]);
   return s;
 }

@@ -70,7 +70,10 @@
 -- each shard and its grad live in page-locked host memory and the optimizer steps there; the
 -- shard is copied to the GPU for each all-gather and the reduce-scattered grad copied back. On
 -- a CPU-only run it is accepted and changes nothing (the shards are in host memory already).
--- limit_all_gathers is refused ("not supported yet"). Scopes and helpers:
+-- limit_all_gathers = true (PyTorch's rate limiter): a prefetch is skipped while two units' full
+-- buffers (the root's aside) are gathered; fsdp.comm_stats(model).max_gathered says the most seen
+-- (docs/fsdp-memory.md). mixed_precision.cast_forward_inputs = true: every unit, not only the
+-- root, casts its floating inputs to param_dtype. Scopes and helpers:
 -- model:no_sync() (to-be-closed: backwards accumulate locally, the first one after reduces the
 -- total), model:summon_full_params{writeback = true, recurse = true} (to-be-closed: every unit
 -- gathered, modules read full values; writeback copies changes into the shards at close),
@@ -98,7 +101,8 @@
 -- (piece:numel() elements; 0 when the rank holds none), piece the tensor itself, unit the FSDP
 -- module that owns it. Ignored parameters are not in it: they are ordinary full parameters.
 --
--- Not built yet: limit_all_gathers (refused). A parameter shared by two units (tied) is refused at wrap time.
+-- Not built yet: mixed_precision.keep_low_precision_grads. A parameter shared by two units
+-- (tied) is refused at wrap time.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
 local comm = require "moonshard.fsdp_comm"
@@ -165,13 +169,12 @@ forward_missing(FSDP, "_fsdp_wrapped_module")
 
 -- ---- options --------------------------------------------------------------------------------
 
--- Options the issue names that this version does not implement: refused, never ignored.
-local NOT_YET = { limit_all_gathers = true }
 -- validated by fsdp_comm.check_options
-local COMM_OPTIONS = { mixed_precision = true, backward_prefetch = true, forward_prefetch = true }
+local COMM_OPTIONS = { mixed_precision = true, backward_prefetch = true, forward_prefetch = true, limit_all_gathers = true }
 
 local KNOWN = "auto_wrap_policy, backward_prefetch, cpu_offload, device_id, forward_prefetch, ignored_modules, "
-  .. "mixed_precision, param_init_fn, process_group, sharding_strategy, sync_module_states, use_orig_params, verbose"
+  .. "limit_all_gathers, mixed_precision, param_init_fn, process_group, sharding_strategy, sync_module_states, "
+  .. "use_orig_params, verbose"
 
 -- cpu_offload = {offload_params = true|false} (PyTorch's CPUOffload) -> the flag.
 local function check_cpu_offload(v)
@@ -212,9 +215,7 @@ local function check_options(opts)
   if opts == nil then return {} end
   if type(opts) ~= "table" then error(fmt("FSDP: expected an options table, got %s", type(opts)), 3) end
   for k, v in pairs(opts) do
-    if NOT_YET[k] then
-      error(fmt("FSDP: option '%s' is not supported yet", tostring(k)), 3)
-    elseif k == "sync_module_states" or k == "use_orig_params" then
+    if k == "sync_module_states" or k == "use_orig_params" then
       if type(v) ~= "boolean" then
         error(fmt("FSDP: option '%s': expected a boolean, got %s", k, type(v)), 3)
       end
@@ -434,6 +435,7 @@ local function flatten(self, module, strategy, group, ignored, sync, c, inter)
   self._attrs._flat = fp
   self._attrs._device = views[1].device
   fp:set_prefetch(c.forward_prefetch, c.backward_prefetch)
+  fp:set_limit_all_gathers(c.limit_all_gathers)
 end
 
 -- ---- construction ---------------------------------------------------------------------------
@@ -490,7 +492,7 @@ function FSDP:init(module, opts)
       ignored_modules = opts.ignored_modules, sync_module_states = opts.sync_module_states,
       mixed_precision = opts.mixed_precision, forward_prefetch = opts.forward_prefetch,
       backward_prefetch = opts.backward_prefetch, cpu_offload = opts.cpu_offload,
-      param_init_fn = opts.param_init_fn, device_id = opts.device_id }
+      param_init_fn = opts.param_init_fn, device_id = opts.device_id, limit_all_gathers = opts.limit_all_gathers }
     module = wrap.auto_wrap(module, opts.auto_wrap_policy, function(m) return FSDP(m, child_opts) end,
       { wrapper_cls = FSDP, ignored_modules = opts.ignored_modules })
   end
@@ -629,9 +631,19 @@ local function root_forward(self, ...)
   return unpack(outs, 1, outs.n)
 end
 
+-- A unit below the root casts its floating inputs to param_dtype with cast_forward_inputs
+-- (PyTorch 2's MixedPrecision option; the root always casts its own).
 function FSDP:forward(...)
   if active_root == nil then return root_forward(self, ...) end
-  local outs = unit_forward(self, ...)
+  local mp = self._attrs._comm.mixed_precision
+  local outs
+  if mp and mp.param_dtype and mp.cast_forward_inputs then
+    local args = pack(...)
+    comm.cast_inputs(mp.param_dtype, args)
+    outs = unit_forward(self, unpack(args, 1, args.n))
+  else
+    outs = unit_forward(self, ...)
+  end
   return unpack(outs, 1, outs.n)
 end
 

@@ -16,7 +16,7 @@ M.progress = native.progress
 -- ---- options --------------------------------------------------------------------------------
 
 local PREFETCH = { BACKWARD_PRE = true, BACKWARD_POST = true }
-local MP_KEYS = { param_dtype = true, reduce_dtype = true, buffer_dtype = true }
+local MP_KEYS = { param_dtype = true, reduce_dtype = true, buffer_dtype = true, cast_forward_inputs = true }
 
 local function bad(opt, expected, got, level)
   error(fmt("FSDP: option '%s': expected %s, got %s", opt, expected, got), level + 1)
@@ -38,25 +38,35 @@ local function dtype_option(opt, v, level)
 end
 
 -- Checks the options this file owns; returns the normalised comm settings of a unit:
--- {forward_prefetch, backward_prefetch, mixed_precision = {param_dtype, reduce_dtype,
--- buffer_dtype} or nil}. level: the caller's error level.
+-- {forward_prefetch, backward_prefetch, limit_all_gathers, mixed_precision = {param_dtype,
+-- reduce_dtype, buffer_dtype, cast_forward_inputs} or nil}. level: the caller's error level.
 function M.check_options(opts, level)
   level = level + 1
   local fwd, bwd, mp = opts.forward_prefetch, opts.backward_prefetch, opts.mixed_precision
   if fwd ~= nil and type(fwd) ~= "boolean" then bad("forward_prefetch", "true or false", describe(fwd), level) end
+  local lag = opts.limit_all_gathers
+  if lag ~= nil and type(lag) ~= "boolean" then bad("limit_all_gathers", "true or false", describe(lag), level) end
   if bwd ~= nil and not PREFETCH[bwd] then
     bad("backward_prefetch", '"BACKWARD_PRE", "BACKWARD_POST" or nil', describe(bwd), level)
   end
-  local c = { forward_prefetch = fwd == true, backward_prefetch = bwd }
+  local c = { forward_prefetch = fwd == true, backward_prefetch = bwd, limit_all_gathers = lag == true }
   if mp ~= nil then
     if type(mp) ~= "table" then bad("mixed_precision", "a table {param_dtype=, reduce_dtype=, buffer_dtype=}", describe(mp), level) end
     for k in pairs(mp) do
-      if not MP_KEYS[k] then bad("mixed_precision", "keys param_dtype, reduce_dtype, buffer_dtype", fmt("key %s", describe(k)), level) end
+      if not MP_KEYS[k] then
+        bad("mixed_precision", "keys param_dtype, reduce_dtype, buffer_dtype, cast_forward_inputs", fmt("key %s", describe(k)), level)
+      end
+    end
+    local cfi = mp.cast_forward_inputs
+    if cfi ~= nil and type(cfi) ~= "boolean" then
+      bad("mixed_precision.cast_forward_inputs", "true or false", describe(cfi), level)
     end
     local pd = dtype_option("mixed_precision.param_dtype", mp.param_dtype, level)
     local rd = dtype_option("mixed_precision.reduce_dtype", mp.reduce_dtype, level)
     local bd = dtype_option("mixed_precision.buffer_dtype", mp.buffer_dtype, level)
-    if pd or rd or bd then c.mixed_precision = { param_dtype = pd, reduce_dtype = rd or pd, buffer_dtype = bd } end
+    if pd or rd or bd then
+      c.mixed_precision = { param_dtype = pd, reduce_dtype = rd or pd, buffer_dtype = bd, cast_forward_inputs = cfi == true }
+    end
   end
   return c
 end
@@ -185,13 +195,15 @@ end
 local FIELDS = { "allgather_calls", "prefetch_calls", "reduce_calls", "allreduce_calls", "allgather_bytes",
   "reduce_bytes", "waits", "wait_seconds" }
 
--- The sum of the units' counters; bytes = allgather_bytes + reduce_bytes. reset zeroes them after.
+-- The sum of the units' counters (max_gathered: their max); bytes = allgather_bytes + reduce_bytes.
+-- reset zeroes them after.
 function M.stats(fps, reset)
-  local r = { units = #fps }
+  local r = { units = #fps, max_gathered = 0 }
   for _, f in ipairs(FIELDS) do r[f] = 0 end
   for _, fp in ipairs(fps) do
     local s = fp:stats(reset)
     for _, f in ipairs(FIELDS) do r[f] = r[f] + s[f] end
+    r.max_gathered = math.max(r.max_gathered, s.max_gathered)
     r.param_dtype, r.reduce_dtype = s.param_dtype, s.reduce_dtype
   end
   r.bytes = r.allgather_bytes + r.reduce_bytes

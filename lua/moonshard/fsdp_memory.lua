@@ -1,6 +1,8 @@
 -- fsdp_memory.lua: fsdp.memory_report(model [, optimizer]): what FSDP keeps on this rank (sharded
--- parameters, their gradients, the optimizer's state) and the planned peak of gathered full
--- buffers, as numbers and, through tostring, as a short table (FSDP's verbose option prints it).
+-- parameters, their gradients, the optimizer's state), the planned peak of gathered full buffers
+-- and the block cache's bound, beside what was measured: the engine's peak of live bytes (since
+-- ms.reset_peak_memory_stats()) and the process's peak resident memory (VmHWM), as numbers and,
+-- through tostring, as a short table (FSDP's verbose option prints it). docs/fsdp-memory.md.
 local ms = require "moonshard"
 
 local M = {}
@@ -26,6 +28,14 @@ function Report.__tostring(r)
   end
   lines[#lines + 1] = fmt("  gathered units      %12d bytes  %s  (planned peak of full buffers)", r.peak_gathered_bytes,
     mib(r.peak_gathered_bytes))
+  lines[#lines + 1] = fmt("  reductions          %12d bytes  %s  (two in flight: packed grads and output)", r.reduce_bytes,
+    mib(r.reduce_bytes))
+  lines[#lines + 1] = fmt("  planned total       %12d bytes  %s  (the above, without activations)", r.planned_bytes,
+    mib(r.planned_bytes))
+  lines[#lines + 1] = fmt("  cache bound now     %12d bytes  %s  (cached %s)", r.cache_bound_bytes, mib(r.cache_bound_bytes),
+    mib(r.cached_bytes))
+  lines[#lines + 1] = fmt("  measured: engine peak %s (live now %s), process peak (VmHWM) %s", mib(r.engine_peak_bytes),
+    mib(r.engine_current_bytes), r.vmhwm_bytes and mib(r.vmhwm_bytes) or "n/a")
   return table.concat(lines, "\n")
 end
 
@@ -41,13 +51,32 @@ local function optimizer_bytes(opt, params)
   return n
 end
 
+-- The process's peak resident bytes (VmHWM of /proc/self/status), nil where there is none.
+local function vmhwm_bytes()
+  local f <close> = io.open("/proc/self/status")
+  local kb = f and f:read("a"):match("VmHWM:%s*(%d+)")
+  return kb and tonumber(kb) * 1024
+end
+
+-- What was measured on this rank: the engine's bytes (peak since ms.reset_peak_memory_stats()),
+-- the cache's, and the process's peak.
+local function measured(r)
+  local s = ms.memory_stats()
+  r.engine_peak_bytes, r.engine_current_bytes = s.peak, s.current
+  r.cached_bytes, r.cache_bound_bytes = s.cached, s.cache_bound
+  r.vmhwm_bytes = vmhwm_bytes()
+end
+
 -- Per rank: units; numel of the originals (full_numel), of the shards (shard_numel: what params,
 -- grads and each optimizer state take) and of the padded full buffers; units gathered now; the
 -- same in bytes (params_bytes, grads_bytes, optimizer_bytes when an optimizer is given); and
 -- peak_gathered_bytes, the most full-buffer bytes held at once in a step: FULL_SHARD frees a
 -- unit after its forward and backward, so the worst is a unit with its ancestors (gathered
 -- around it); SHARD_GRAD_OP units stay gathered from forward through backward, so all count;
--- NO_SHARD's full buffers are its shards, nothing extra.
+-- NO_SHARD's full buffers are its shards, nothing extra. reduce_bytes: the two largest units'
+-- reductions (packed grads + output; at most two are in flight). planned_bytes: params + grads +
+-- optimizer state + peak_gathered_bytes + reduce_bytes. Measured: engine_peak_bytes, engine_current_bytes, cached_bytes,
+-- cache_bound_bytes, vmhwm_bytes (nil without /proc).
 function M.memory_report(model, optimizer)
   local FSDP = fsdp_class()
   local r = setmetatable({units = 0, full_numel = 0, shard_numel = 0, padded_numel = 0, gathered = 0,
@@ -56,7 +85,7 @@ function M.memory_report(model, optimizer)
     local g = model._attrs.process_group
     r.rank, r.world = ms.distributed.get_rank(g), ms.distributed.get_world_size(g)
   end
-  local pieces, chain_max, kept = {}, 0, 0
+  local pieces, chain_max, kept, reductions = {}, 0, 0, {}
   local function visit(m, chain)
     local fp = m:isinstance(FSDP) and m._attrs._flat
     if fp then
@@ -65,6 +94,7 @@ function M.memory_report(model, optimizer)
       r.units, r.full_numel = r.units + 1, r.full_numel + i.numel
       r.shard_numel, r.padded_numel = r.shard_numel + i.shard_numel, r.padded_numel + i.padded
       r.params_bytes = r.params_bytes + i.shard_numel * elt
+      reductions[#reductions + 1] = (i.padded + i.shard_numel) * elt -- a reduction's input and output
       if fp:is_gathered() or fp:compute_gathered() then r.gathered = r.gathered + 1 end
       for _, e in ipairs(m._attrs._orig) do pieces[e.piece] = true end
       local strategy = m._attrs.sharding_strategy
@@ -81,6 +111,10 @@ function M.memory_report(model, optimizer)
   r.grads_bytes = r.params_bytes
   r.peak_gathered_bytes = chain_max + kept
   if optimizer ~= nil then r.optimizer_bytes = optimizer_bytes(optimizer, pieces) end
+  table.sort(reductions, function(a, b) return a > b end) -- at most two in flight (flat_param_comm.c)
+  r.reduce_bytes = (reductions[1] or 0) + (reductions[2] or 0)
+  r.planned_bytes = r.params_bytes + r.grads_bytes + (r.optimizer_bytes or 0) + r.peak_gathered_bytes + r.reduce_bytes
+  measured(r)
   return r
 end
 

@@ -130,7 +130,7 @@ function Optimizer:zero_grad(opts)
   if opts ~= nil and opts.set_to_none ~= nil then set_to_none = opts.set_to_none end
   for _, g in ipairs(self.param_groups) do
     for _, p in ipairs(g.params) do
-      local grad = p.grad
+      local grad <close> = p.grad -- closed: a dead box would hold the grad until a collection
       if grad ~= nil then
         if set_to_none then p.grad = nil else grad:zero_() end
       end
@@ -145,7 +145,7 @@ function Optimizer:step(closure)
   if closure ~= nil then loss = ms.enable_grad(closure) end
   for _, g in ipairs(self.param_groups) do
     for _, p in ipairs(g.params) do
-      local grad = p.grad
+      local grad <close> = p.grad
       if grad ~= nil then
         local state = self.state[p]
         if state == nil then

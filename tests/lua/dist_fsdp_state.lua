@@ -377,8 +377,9 @@ case("memory_report: the engine's byte counts, the planned gathered peak, printa
                          "gathered units", tostring(rep.peak_gathered_bytes) .. " bytes"}) do
     T.truthy(text:find(want, 1, true), ("report lacks %q:\n%s"):format(want, text))
   end
-  if R == 0 then T.eq(printed[1], tostring(fsdp.memory_report(fsdp.FSDP(fresh(Small), {auto_wrap_policy = LINEAR_UNITS}))),
-    "the verbose report") end
+  local function plan(t) return t:match("^(.-)\n  cache bound") end -- the measured lines differ by the moment
+  if R == 0 then T.eq(plan(printed[1]), plan(tostring(fsdp.memory_report(fsdp.FSDP(fresh(Small),
+    {auto_wrap_policy = LINEAR_UNITS})))), "the verbose report") end
   T.truthy(not tostring(fsdp.memory_report(model)):find("optimizer", 1, true), "no optimizer line without an optimizer")
 end)
 

@@ -32,6 +32,8 @@ typedef struct ms_fsdp_comm_stats {
   int64_t reduce_bytes;     /* bytes of the reduced gradient buffers (reduce dtype), both stages */
   int64_t waits;            /* waits that found their collective unfinished */
   double wait_seconds;      /* time blocked in those waits: the exposed communication */
+  int64_t max_gathered;     /* the most units' full buffers gathered at once (the root's aside),
+                             * seen when this unit gathered or prefetched; a model's is the max */
 } ms_fsdp_comm_stats;
 
 /* One FSDP unit's flat parameter: opaque (engine/src/fsdp/fsdp_internal.h), read through the

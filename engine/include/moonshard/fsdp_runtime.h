@@ -39,6 +39,10 @@ typedef struct ms_fsdp_state ms_fsdp_state;
 /* A unit's prefetch options: forward_prefetch issues the next unit's all-gather (forward order)
  * in this unit's pre-forward; backward as above. Call before the first forward. */
 MS_API ms_status ms_fsdp_set_prefetch(ms_flat_param *unit, bool forward_prefetch, ms_fsdp_backward_prefetch backward);
+/* PyTorch's limit_all_gathers: a prefetch this unit would issue is skipped while two units' full
+ * buffers (the root's aside: it stays gathered through the step) are already gathered; the unit
+ * it skipped then gathers in its own pre-forward or pre-backward. */
+MS_API ms_status ms_fsdp_set_limit_all_gathers(ms_flat_param *unit, bool limit);
 
 /* The root over units[0..n) (each retained; the order in which the root's end of backward
  * finishes them), of which root_unit (NULL: none) is the root module's own unit, kept gathered

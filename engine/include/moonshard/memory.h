@@ -23,6 +23,7 @@ typedef struct ms_memory_stats {
   int64_t peak;        /* most bytes ever held at once (since the last reset) */
   int64_t allocations; /* number of allocations made */
   int64_t cached;      /* freed large blocks kept for reuse (not in current) */
+  int64_t cache_bound; /* the most the cache may hold now: proportional to the work (block_cache.c) */
   int64_t by_category[MS_MEM_CATEGORY_COUNT];
 } ms_memory_stats;
 

@@ -57,6 +57,7 @@ struct ms_flat_param {
   int root_index;
   bool forward_prefetch;
   int backward_prefetch; /* ms_fsdp_backward_prefetch */
+  bool limit_all_gathers;
   ms_status (*on_grads_done)(ms_flat_param *fp);
 };
 

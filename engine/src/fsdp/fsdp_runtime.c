@@ -200,11 +200,37 @@ ms_status ms_fsdp_root_post_forward(ms_fsdp_state *root, ms_tensor *const *outs,
 
 /* ---- a unit ------------------------------------------------------------------------------------ */
 
+/* Units of fp's root whose full buffers are gathered or being gathered, the root's own aside (it
+ * stays gathered from forward through backward); NO_SHARD's are their shards. */
+static int gathered_units(const ms_flat_param *fp) {
+  const ms_fsdp_state *s = fp->root;
+  int n = 0;
+  for (int i = 0; s && i < s->n; i++) {
+    const ms_flat_param *u = s->units[i];
+    n += u != s->root_unit && u->strategy != MS_FSDP_NO_SHARD && ms_flat_param_compute_gathered(u);
+  }
+  return n;
+}
+
+static void note_gathered(ms_flat_param *fp) {
+  int64_t n = gathered_units(fp);
+  if (n > fp->stats.max_gathered) fp->stats.max_gathered = n;
+}
+
+/* Issues next's all-gather ahead of its use for fp, unless fp limits all-gathers and two units
+ * are already gathered: the rate limiter bounds the full buffers held at once to two units. */
+static ms_status prefetch(ms_flat_param *fp, ms_flat_param *next, bool backward) {
+  if (fp->limit_all_gathers && !ms_flat_param_compute_gathered(next) && gathered_units(fp) >= 2) return MS_OK;
+  ms_status st = ms_flat_param_gather_compute_async(next, true, backward);
+  note_gathered(fp);
+  return st;
+}
+
 /* BACKWARD_POST: once the unit's grads are reduced, the next unit in backward order is gathered. */
 static ms_status post_reduce_prefetch(ms_flat_param *fp) {
   ms_fsdp_state *s = fp->root;
   ms_flat_param *next = s && s->started ? next_pending(&s->bwd_prev, &s->bwd, fp) : NULL;
-  return next ? ms_flat_param_gather_compute_async(next, true, true) : MS_OK;
+  return next ? prefetch(fp, next, true) : MS_OK;
 }
 
 ms_status ms_fsdp_set_prefetch(ms_flat_param *unit, bool forward_prefetch, ms_fsdp_backward_prefetch backward) {
@@ -215,6 +241,12 @@ ms_status ms_fsdp_set_prefetch(ms_flat_param *unit, bool forward_prefetch, ms_fs
   unit->forward_prefetch = forward_prefetch;
   unit->backward_prefetch = backward;
   unit->on_grads_done = backward == MS_FSDP_BACKWARD_POST ? post_reduce_prefetch : NULL;
+  return MS_OK;
+}
+
+ms_status ms_fsdp_set_limit_all_gathers(ms_flat_param *unit, bool limit) {
+  if (check_object("ms_fsdp_set_limit_all_gathers", unit, "unit") != MS_OK) return MS_ERR_ARG;
+  unit->limit_all_gathers = limit;
   return MS_OK;
 }
 
@@ -231,7 +263,8 @@ ms_status ms_fsdp_pre_forward(ms_flat_param *unit) {
     next = next_pending(&s->fwd_prev, &s->fwd, unit);
   }
   ms_status st = ms_flat_param_gather_compute(unit, false);
-  if (st == MS_OK && unit->forward_prefetch && next) st = ms_flat_param_gather_compute_async(next, true, false);
+  note_gathered(unit);
+  if (st == MS_OK && unit->forward_prefetch && next) st = prefetch(unit, next, false);
   return st;
 }
 
@@ -244,8 +277,8 @@ static ms_status pre_backward(void *ctx, ms_tensor *grad, ms_tensor **replace) {
   ms_fsdp_progress();
   ms_status st = record_backward(fp, &next);
   if (st == MS_OK && !ms_flat_param_compute_gathered(fp)) st = ms_flat_param_gather_compute_async(fp, false, true);
-  if (st == MS_OK && fp->backward_prefetch == MS_FSDP_BACKWARD_PRE && next)
-    st = ms_flat_param_gather_compute_async(next, true, true);
+  note_gathered(fp);
+  if (st == MS_OK && fp->backward_prefetch == MS_FSDP_BACKWARD_PRE && next) st = prefetch(fp, next, true);
   return st == MS_OK ? ms_flat_param_gather_compute(fp, true) : st;
 }
 
