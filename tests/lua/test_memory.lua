@@ -125,15 +125,17 @@ T.test("a freed block evicts cached blocks of other sizes rather than being unma
   collectgarbage()
   ms.empty_cache()
   do
-    local _ <close> = ms.empty(64 * 2^20) -- 256 MB, never touched: fills the default limit
+    local _ <close> = ms.empty(64 * 2^20) -- 256 MB, never touched
   end
   T.eq(ms.memory_stats().cached, 256 * 2^20)
   do
     local _ <close> = ms.empty(1024, 1024) -- 4 MB
   end
-  T.eq(ms.memory_stats().cached, 4 * 2^20, "the 4 MB block is kept, the stale 256 MB one unmapped")
+  -- both fit within 5/4 of the high-water mark (256 MB at least); test_block_cache.c checks the
+  -- eviction of other classes when they do not
+  T.eq(ms.memory_stats().cached, 260 * 2^20, "the 4 MB block is kept")
   local again <close> = ms.empty(1024, 1024)
-  T.eq(ms.memory_stats().cached, 0, "and serves the next request")
+  T.eq(ms.memory_stats().cached, 256 * 2^20, "and serves the next request")
   ms.empty_cache()
 end)
 
