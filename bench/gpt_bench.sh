@@ -41,9 +41,17 @@ if [ -z "$text" ]; then
 fi
 "$moonshard" "$root/scripts/text_to_tokens.lua" --data "$text" --out "$tmp/corpus.bin" >/dev/null
 
+# PyTorch's float32 products go through libblas.so.3: Debian's reference BLAS there runs them at
+# ~4 GFLOP/s (its best configuration has OpenBLAS: apt-get install libopenblas0-pthread)
+blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | sed -n 's/^Value: //p')
+case "$blas" in
+  *openblas*|*blis*|*mkl*) ;;
+  *) echo "# note: libblas.so.3 is ${blas:-unknown}: PyTorch's float32 products use it (apt-get install libopenblas0-pthread)" ;;
+esac
 peak=$("$build/bench/sgemm_bench" --peak | awk '/^BENCH peak fma\/t1 / { split($4, v, "="); print v[2] }')
 echo "# gpt bench: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')," \
-  "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $ranks ranks, model: $model, fma peak $peak GFLOP/s per core"
+  "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $ranks ranks, model: $model, fma peak $peak GFLOP/s per core," \
+  "PyTorch's BLAS ${blas:-unknown}"
 
 launch=(); [ "$ranks" -gt 1 ] && launch=(-n "$ranks")
 run_config() { # name, command...
