@@ -13,8 +13,9 @@
  * polynomial on the reduced argument, scaled through the exponent bits. Finite everywhere (the
  * backward's E s products need that); below the range the tiny normal is as good as 0. */
 static inline float SFX(exp_clamped)(float x) {
-  float a = x > 88.3f ? 88.3f : x; /* two selects, not nested: GCC if-converts these for AVX2 */
+  float a = x > 88.3f ? 88.3f : x; /* single selects, not nested: GCC if-converts these for AVX2 */
   a = a < -87.3f ? -87.3f : a;
+  a = a == a ? a : 0.0f; /* NaN: computed as 0 (converting NaN to an integer is undefined), returned as NaN */
   float fn = (a * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
   float r = a - fn * 0.693359375f + fn * 2.12194440e-4f;
   float p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r +
@@ -23,7 +24,7 @@ static inline float SFX(exp_clamped)(float x) {
   int32_t bits = ((int32_t)fn + 127) << 23;
   float scale;
   memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  return x == x ? p * scale : x;
 }
 
 /* The same, inf above the range: a sigmoid of it is exactly 0 there, as tanh's formula gives

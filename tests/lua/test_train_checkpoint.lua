@@ -168,9 +168,13 @@ local function copy()
   return d, d .. "/step-00000003"
 end
 
+-- The file of d's current save (the one its index names) matching pattern: a torn save of the
+-- same step above leaves another save's files beside them, which sort first at times.
 local function file_matching(d, pattern)
+  local f <close> = assert(io.open(d .. "/index.json", "rb"))
+  local id = assert(f:read("a"):match('"save_id"%s*:%s*"([^"]+)"'), "no save_id in the index")
   for _, name in ipairs(list(d)) do
-    if name:match(pattern) then return d .. "/" .. name end
+    if name:match(pattern) and (name:match("^index") or name:find(id, 1, true)) then return d .. "/" .. name end
   end
 end
 
