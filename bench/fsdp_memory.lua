@@ -21,10 +21,7 @@ local args = parser:parse_args(arg)
 dist.init_process_group("auto")
 local R, W = dist.get_rank(), dist.get_world_size()
 
-local function vmhwm_mb()
-  local f <close> = io.open("/proc/self/status")
-  return tonumber(f:read("a"):match("VmHWM:%s*(%d+)")) / 1024
-end
+local function vmhwm_mb() return ms.memory_stats().process_peak / 2 ^ 20 end
 
 ms.manual_seed(1)
 local layers = {}

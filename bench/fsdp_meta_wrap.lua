@@ -24,12 +24,7 @@ local rank, world = dist.get_rank(), dist.get_world_size()
 local config = {n_layer = args.n_layer, n_embd = args.n_embd, n_head = args.n_head, block_size = 256,
                 vocab_size = 256, dropout = 0}
 
-local function vm_hwm_mb()
-  for line in io.lines("/proc/self/status") do
-    local kb = line:match("^VmHWM:%s+(%d+)")
-    if kb then return tonumber(kb) / 1024 end
-  end
-end
+local function vm_hwm_mb() return ms.memory_stats().process_peak / 2 ^ 20 end
 
 dist.barrier()
 local hwm0 = vm_hwm_mb()

@@ -1,6 +1,7 @@
 /* l_runtime.c: process-wide functions of the module: seeding, threads, memory statistics,
  * dtype names as constants, type tests, and launching ranks (spawn). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <sys/resource.h>
 #include <time.h>
 
 #include "ms_lua.h"
@@ -23,8 +24,9 @@ static int l_set_num_threads(lua_State *L) {
 
 static int l_get_num_threads(lua_State *L) { return lua_pushinteger(L, ms_get_num_threads()), 1; }
 
-/* memory_stats() -> {current=, peak=, allocations=, cached=, cache_bound=, by_category={params=, ...}},
- * in bytes. */
+/* memory_stats() -> {current=, peak=, allocations=, cached=, cache_bound=, process_peak=,
+ * by_category={params=, ...}}, in bytes. process_peak is the process's peak resident memory since
+ * it started (getrusage's maxrss, /proc's VmHWM), which reset_peak_memory_stats leaves alone. */
 static int l_memory_stats(lua_State *L) {
   ms_memory_stats s = ms_memory_stats_get();
   lua_createtable(L, 0, 4);
@@ -38,6 +40,9 @@ static int l_memory_stats(lua_State *L) {
   lua_setfield(L, -2, "cached");
   lua_pushinteger(L, s.cache_bound);
   lua_setfield(L, -2, "cache_bound");
+  struct rusage ru;
+  lua_pushinteger(L, getrusage(RUSAGE_SELF, &ru) == 0 ? (lua_Integer)ru.ru_maxrss * 1024 : -1);
+  lua_setfield(L, -2, "process_peak");
   lua_createtable(L, 0, MS_MEM_CATEGORY_COUNT);
   for (int c = 0; c < MS_MEM_CATEGORY_COUNT; c++) {
     lua_pushinteger(L, s.by_category[c]);

@@ -205,19 +205,11 @@ local function measured_peak(args)
   return 2 * n ^ 3 / best, "a measured 1024^3 float32 matmul"
 end
 
--- This process's peak resident memory (VmHWM) in KiB, nil where /proc is absent.
-local function vmhwm_kb()
-  local f = io.open("/proc/self/status")
-  local hwm = f and tonumber(f:read("a"):match("VmHWM:%s*(%d+)"))
-  if f then f:close() end
-  return hwm
-end
-
 -- This process's peak resident memory and the engine's peak bytes, in MiB.
 local function memory_line(rank)
-  local hwm = vmhwm_kb()
-  return ("rank %d memory: peak resident %s MiB, engine peak %.1f MiB"):format(rank,
-    hwm and ("%.1f"):format(hwm / 1024) or "n/a", ms.memory_stats().peak / 2 ^ 20)
+  local s = ms.memory_stats()
+  return ("rank %d memory: peak resident %.1f MiB, engine peak %.1f MiB"):format(rank, s.process_peak / 2 ^ 20,
+    s.peak / 2 ^ 20)
 end
 
 -- bench/gpt_bench.sh's hook: with MS_BENCH_REPORT=1 each rank prints one machine-readable line,
@@ -225,7 +217,7 @@ end
 local function bench_report(rank, world, timed)
   io.write(("BENCH-RANK moonshard_gpt rank=%d world=%d steps=%d seconds=%.4f tokens_per_s=%.1f vmhwm_kb=%d "
     .. "engine_peak_kb=%d\n"):format(rank, world, timed.steps, timed.seconds, timed.tokens / timed.seconds,
-    vmhwm_kb() or -1, ms.memory_stats().peak // 1024))
+    ms.memory_stats().process_peak // 1024, ms.memory_stats().peak // 1024))
   io.stdout:flush()
 end
 

@@ -168,11 +168,9 @@ local function comm_wait_seconds(model)
 end
 
 local function bench_report(rank, world_size, model, t)
-  local status = io.open("/proc/self/status")
-  local hwm = status and status:read("a"):match("VmHWM:%s*(%d+)") or "n/a"
-  if status then status:close() end
+  local hwm = ms.memory_stats().process_peak // 1024
   local exposed = t.train_wait and ("%.4f"):format(t.train_wait) or "n/a"
-  io.write(("BENCH-RANK fsdp rank=%d world=%d train_s=%.4f test_s=%.4f train_samples=%d test_samples=%d vmhwm_kb=%s exposed_comm_s=%s accuracy=%.2f\n"):format(
+  io.write(("BENCH-RANK fsdp rank=%d world=%d train_s=%.4f test_s=%.4f train_samples=%d test_samples=%d vmhwm_kb=%d exposed_comm_s=%s accuracy=%.2f\n"):format(
     rank, world_size, t.train_s, t.test_s, t.train_n, t.test_n, hwm, exposed, t.accuracy or 0))
   io.stdout:flush()
 end

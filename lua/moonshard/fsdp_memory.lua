@@ -51,20 +51,13 @@ local function optimizer_bytes(opt, params)
   return n
 end
 
--- The process's peak resident bytes (VmHWM of /proc/self/status), nil where there is none.
-local function vmhwm_bytes()
-  local f <close> = io.open("/proc/self/status")
-  local kb = f and f:read("a"):match("VmHWM:%s*(%d+)")
-  return kb and tonumber(kb) * 1024
-end
-
 -- What was measured on this rank: the engine's bytes (peak since ms.reset_peak_memory_stats()),
 -- the cache's, and the process's peak.
 local function measured(r)
   local s = ms.memory_stats()
   r.engine_peak_bytes, r.engine_current_bytes = s.peak, s.current
   r.cached_bytes, r.cache_bound_bytes = s.cached, s.cache_bound
-  r.vmhwm_bytes = vmhwm_bytes()
+  r.vmhwm_bytes = s.process_peak >= 0 and s.process_peak or nil
 end
 
 -- Per rank: units; numel of the originals (full_numel), of the shards (shard_numel: what params,
@@ -76,7 +69,7 @@ end
 -- NO_SHARD's full buffers are its shards, nothing extra. reduce_bytes: the two largest units'
 -- reductions (packed grads + output; at most two are in flight). planned_bytes: params + grads +
 -- optimizer state + peak_gathered_bytes + reduce_bytes. Measured: engine_peak_bytes, engine_current_bytes, cached_bytes,
--- cache_bound_bytes, vmhwm_bytes (nil without /proc).
+-- cache_bound_bytes, vmhwm_bytes (the process's peak, memory_stats().process_peak).
 function M.memory_report(model, optimizer)
   local FSDP = fsdp_class()
   local r = setmetatable({units = 0, full_numel = 0, shard_numel = 0, padded_numel = 0, gathered = 0,

@@ -65,27 +65,6 @@ local function one_process()
   return reference
 end
 
--- Every tensor within a relative error tol in the 2-norm, ||got - want|| <= tol ||want||: the
--- usual measure for a parameter (a max-norm one is ruled by single elements whose small
--- gradients Adam's normalisation makes sensitive to the summation order).
-local function check_close(got, want, tol, what)
-  local n, worst = 0, 0
-  for k, w in pairs(want) do
-    local g = rawget(got, k)
-    T.truthy(g ~= nil, what .. ": missing " .. k)
-    w, g = w:double(), g:to("cpu"):double()
-    T.eq(tostring(g.shape), tostring(w.shape), what .. ": shape of " .. k)
-    local rel = (g - w):norm():item() / math.max(w:norm():item(), 1e-12)
-    worst = math.max(worst, rel)
-    if not (rel <= tol) then error(("%s: %s differs by a relative %.3g > %g"):format(what, k, rel, tol), 2) end
-    n = n + 1
-  end
-  local m = 0
-  for _ in pairs(got) do m = m + 1 end
-  T.eq(m, n, what .. ": number of entries")
-  if os.getenv("MS_FSDP_VERBOSE") and R == 0 then print(("%s: worst relative difference %.3g"):format(what, worst)) end
-end
-
 local function wrapped(opts)
   local model = fsdp.FSDP(make(opts.meta), { sharding_strategy = opts.strategy,
     auto_wrap_policy = fsdp.ModuleWrapPolicy{ gpt.Block }, mixed_precision = opts.mixed_precision })
@@ -102,7 +81,7 @@ for _, strategy in ipairs({ "FULL_SHARD", "SHARD_GRAD_OP" }) do
       local want = one_process()
       local model = wrapped{ strategy = strategy, checkpointing = checkpointing, meta = true }
       train(model, true)
-      check_close(D.state_of(model), want.state, TOL, what)
+      D.check_state(D.state_of(model), want.state, TOL, what, "l2")
     end)
   end
 end

@@ -162,4 +162,21 @@ T.test("a freed large block serves a smaller request (within 5/4 of its size) fr
   T.eq(ms.memory_stats().cached, 0)
 end)
 
+T.test("memory_stats().process_peak is the process's peak resident memory (VmHWM)", function()
+  local function vmhwm()
+    local f <close> = assert(io.open("/proc/self/status"))
+    return tonumber(f:read("a"):match("VmHWM:%s*(%d+)")) * 1024
+  end
+  local before = ms.memory_stats().process_peak
+  T.truthy(before > 0 and before <= vmhwm(), "process_peak " .. before)
+  do
+    local t <close> = ms.ones(32 * 2^20 // 4 * 3) -- 96 MB, touched
+    T.eq(t:sum():item(), 32 * 2^20 // 4 * 3)
+  end
+  local after = ms.memory_stats().process_peak
+  T.truthy(after >= 96 * 2^20 and after >= before, ("%d -> %d"):format(before, after))
+  T.truthy(math.abs(after - vmhwm()) <= 2^20, ("process_peak %d, VmHWM %d"):format(after, vmhwm()))
+  ms.empty_cache()
+end)
+
 T.finish()
