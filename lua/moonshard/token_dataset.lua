@@ -50,7 +50,10 @@ function TokenDataset:window(start)
   if math.type(start) ~= "integer" or start < 1 or start > n then
     error(fmt("TokenDataset:window: start must be an integer in 1..%d, got %s", n, tostring(start)), 2)
   end
-  local ids = self:ids(ms.arange(start, start + self.block_size + 1))
+  if getmetatable(self.tokens) ~= TokenFile then -- views, no copy
+    return self.tokens:narrow(1, start, self.block_size), self.tokens:narrow(1, start + 1, self.block_size)
+  end
+  local ids = self.tokens:ids(ms.arange(start, start + self.block_size + 1))
   return ids:narrow(1, 1, self.block_size), ids:narrow(1, 2, self.block_size)
 end
 
