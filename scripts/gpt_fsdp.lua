@@ -213,11 +213,13 @@ local function memory_line(rank)
 end
 
 -- bench/gpt_bench.sh's hook: with MS_BENCH_REPORT=1 each rank prints one machine-readable line,
--- the rate over the training steps after the first (evaluations left out).
-local function bench_report(rank, world, timed)
+-- the rate over the training steps after the first (evaluations left out) and the time blocked on
+-- FSDP's collectives over the whole run (the exposed communication).
+local function bench_report(rank, world, timed, model, wrapped)
+  local wait = wrapped and fsdp.comm_stats(model).wait_seconds or 0
   io.write(("BENCH-RANK moonshard_gpt rank=%d world=%d steps=%d seconds=%.4f tokens_per_s=%.1f vmhwm_kb=%d "
-    .. "engine_peak_kb=%d\n"):format(rank, world, timed.steps, timed.seconds, timed.tokens / timed.seconds,
-    ms.memory_stats().process_peak // 1024, ms.memory_stats().peak // 1024))
+    .. "engine_peak_kb=%d comm_wait_s=%.3f\n"):format(rank, world, timed.steps, timed.seconds,
+    timed.tokens / timed.seconds, ms.memory_stats().process_peak // 1024, ms.memory_stats().peak // 1024, wait))
   io.stdout:flush()
 end
 
@@ -344,7 +346,7 @@ local function main()
   end
   local stopped = args.stop_after ~= nil and args.stop_after < args.steps
   print_memory(rank, world)
-  if os.getenv("MS_BENCH_REPORT") == "1" and timed.steps > 0 then bench_report(rank, world, timed) end
+  if os.getenv("MS_BENCH_REPORT") == "1" and timed.steps > 0 then bench_report(rank, world, timed, model, wrapped) end
   if args.sample_tokens > 0 and not stopped then
     ms.manual_seed(args.seed) -- every rank samples the same text (the forwards are collective)
     model:eval()
