@@ -48,6 +48,9 @@ parser:add_argument("--mixed-precision", { choices = { "none", "bfloat16", "floa
   help = "FSDP computes and reduces in this dtype (parameters and optimizer stay float32)" })
 parser:add_argument("--sharding-strategy", { choices = { "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD" },
   default = "FULL_SHARD", help = "FSDP's sharding strategy" })
+parser:add_argument("--no-forward-prefetch", { action = "store_false", dest = "forward_prefetch",
+  help = "gather each FSDP unit only when its forward starts (by default the next unit's all-gather is "
+    .. "issued ahead, so that it overlaps this unit's computation)" })
 parser:add_argument("--activation-checkpointing", { action = "store_true",
   help = "recompute each Block's activations in backward instead of keeping them" })
 parser:add_argument("--log-interval", { type = "int", default = 50, min = 1, metavar = "N",
@@ -168,6 +171,7 @@ local function build_model(args, tok, world)
   local model = fsdp.FSDP(plain, {
     auto_wrap_policy = fsdp.ModuleWrapPolicy{ gpt.Block },
     sharding_strategy = args.sharding_strategy,
+    forward_prefetch = args.forward_prefetch,
     mixed_precision = half and { param_dtype = half, reduce_dtype = half, buffer_dtype = half },
   })
   return with_checkpointing(model, args), decay, n_params, true
@@ -213,13 +217,12 @@ local function memory_line(rank)
 end
 
 -- bench/gpt_bench.sh's hook: with MS_BENCH_REPORT=1 each rank prints one machine-readable line,
--- the rate over the training steps after the first (evaluations left out) and the time blocked on
--- FSDP's collectives over the whole run (the exposed communication).
-local function bench_report(rank, world, timed, model, wrapped)
-  local wait = wrapped and fsdp.comm_stats(model).wait_seconds or 0
+-- the rate over the training steps after the first (evaluations left out) and, over the same steps,
+-- the time blocked on FSDP's collectives (the exposed communication).
+local function bench_report(rank, world, timed)
   io.write(("BENCH-RANK moonshard_gpt rank=%d world=%d steps=%d seconds=%.4f tokens_per_s=%.1f vmhwm_kb=%d "
     .. "engine_peak_kb=%d comm_wait_s=%.3f\n"):format(rank, world, timed.steps, timed.seconds,
-    timed.tokens / timed.seconds, ms.memory_stats().process_peak // 1024, ms.memory_stats().peak // 1024, wait))
+    timed.tokens / timed.seconds, ms.memory_stats().process_peak // 1024, ms.memory_stats().peak // 1024, timed.wait))
   io.stdout:flush()
 end
 
@@ -313,14 +316,15 @@ local function main()
   ms.manual_seed(args.seed + 1 + rank) -- each rank draws its own windows
   local first = resume(args, model, opt, sched, rank) + 1
   local t_log, tokens_since = ms.perf_counter(), 0
-  local timed = { steps = 0, seconds = 0, tokens = 0 } -- the steps after the first, for bench_report
+  local timed = { steps = 0, seconds = 0, tokens = 0, wait = 0 } -- the steps after the first, for bench_report
+  local function comm_wait() return wrapped and fsdp.comm_stats(model).wait_seconds or 0 end
   for step = first, args.steps do
-    local t0 = ms.perf_counter()
+    local t0, w0 = ms.perf_counter(), comm_wait()
     local loss = train_step(model, wrapped, opt, train, args)
     sched:step()
     if step > first then
       timed.steps, timed.tokens = timed.steps + 1, timed.tokens + tokens_per_step // world
-      timed.seconds = timed.seconds + ms.perf_counter() - t0
+      timed.seconds, timed.wait = timed.seconds + ms.perf_counter() - t0, timed.wait + comm_wait() - w0
     end
     tokens_since = tokens_since + tokens_per_step
     if step % args.log_interval == 0 or step == args.steps then
@@ -346,7 +350,7 @@ local function main()
   end
   local stopped = args.stop_after ~= nil and args.stop_after < args.steps
   print_memory(rank, world)
-  if os.getenv("MS_BENCH_REPORT") == "1" and timed.steps > 0 then bench_report(rank, world, timed, model, wrapped) end
+  if os.getenv("MS_BENCH_REPORT") == "1" and timed.steps > 0 then bench_report(rank, world, timed) end
   if args.sample_tokens > 0 and not stopped then
     ms.manual_seed(args.seed) -- every rank samples the same text (the forwards are collective)
     model:eval()

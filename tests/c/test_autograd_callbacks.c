@@ -1,7 +1,8 @@
 /* test_autograd_callbacks.c: ms_autograd_queue_callback, the end-of-backward primitive FSDP
  * finishes its reductions with: callbacks run once, in queue order, after the walk (so every
  * leaf gradient is there), also after a failed walk (whose error wins), a failing one becomes
- * backward's error while the rest still run, and queueing outside a backward is an error. */
+ * backward's error while the rest still run, and queueing outside a backward is an error; and
+ * ms_autograd_set_progress_fn, called between the walk's nodes (FSDP's collectives progress). */
 #include "moonshard/moonshard.h"
 #include "test.h"
 
@@ -117,7 +118,27 @@ static void test_outside_backward(void) {
   CHECK(r.count == 0);
 }
 
+static int g_progress_calls;
+static void count_progress(void) { g_progress_calls++; }
+
+/* sum(exp(a) * b) is three nodes above a's accumulator: the progress function runs before each
+ * node the walk runs, and not at all once unset. */
+static void test_progress_fn(void) {
+  ms_tensor *a = leaf(), *b = leaf();
+  for (int round = 0; round < 2; round++) {
+    ms_autograd_set_progress_fn(round == 0 ? count_progress : NULL);
+    g_progress_calls = 0;
+    ms_tensor *e = ms_unary(MS_OP_EXP, a), *p = ms_binary(MS_OP_MUL, ms_operand_tensor(e), ms_operand_tensor(b));
+    ms_tensor *s = ms_reduce(MS_RED_SUM, p, (ms_reduce_opts){.all = true});
+    CHECK(ms_backward(s, NULL, false) == MS_OK);
+    CHECK(g_progress_calls == (round == 0 ? 5 : 0)); /* sum, mul, exp, and the two accumulators */
+    ms_tensor_release(s), ms_tensor_release(p), ms_tensor_release(e);
+  }
+  ms_tensor_release(a), ms_tensor_release(b);
+}
+
 int main(void) {
+  test_progress_fn();
   test_order_and_timing();
   test_failure();
   test_failed_walk();

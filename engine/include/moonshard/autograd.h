@@ -132,6 +132,11 @@ MS_API ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph
  * for its asynchronous gradient reductions before backward returns, as PyTorch's
  * Variable._execution_engine.queue_callback. */
 MS_API ms_status ms_autograd_queue_callback(ms_status (*fn)(void *ctx), void *ctx);
+/* Sets the function every backward walk calls between two nodes (NULL: none; one per process).
+ * FSDP's: its asynchronous collectives advance only inside MPI calls, and a unit's backward is
+ * many nodes long, so testing them between nodes lets the transfers overlap the computation
+ * instead of waiting whole at the unit's end. It must be cheap when nothing is in flight. */
+MS_API void ms_autograd_set_progress_fn(void (*fn)(void));
 /* True while the callbacks of a backward whose walk failed run: a callback then only waits for
  * and releases what it holds, and starts no new collective (other ranks may not be there). */
 MS_API bool ms_autograd_walk_failed(void);

@@ -40,6 +40,10 @@ ms_status ms_autograd_queue_callback(ms_status (*fn)(void *ctx), void *ctx) {
   return MS_OK;
 }
 
+static void (*_Atomic progress_fn)(void);
+
+void ms_autograd_set_progress_fn(void (*fn)(void)) { atomic_store(&progress_fn, fn); }
+
 bool ms_autograd_walk_failed(void) { return running_callbacks && running_callbacks->walk_failed; }
 
 /* Runs every queued callback (including those queued by callbacks); keeps the first error. */
@@ -232,6 +236,13 @@ static ms_status gather_grad_out(ms_node *n, ms_tensor **grad_out) {
 }
 
 /* Runs one node and hands its input gradients on, queueing the nodes they complete. */
+/* The next ready node, after letting in-flight work (FSDP's collectives) progress. */
+static ms_node *next_node(node_list *ready) {
+  void (*fn)(void) = atomic_load_explicit(&progress_fn, memory_order_relaxed);
+  if (fn) fn();
+  return heap_pop(ready);
+}
+
 static ms_status run_node(ms_node *n, node_list *ready, bool retain_graph) {
   ms_tensor *grad_out[MS_NODE_MAX_OUTPUTS] = {0};
   ms_tensor **grad_in = n->num_inputs ? calloc((size_t)n->num_inputs, sizeof *grad_in) : NULL;
@@ -289,7 +300,7 @@ ms_status ms_backward(ms_tensor *root, ms_tensor *grad, bool retain_graph) {
     g = NULL;
     st = heap_push(&ready, start);
   }
-  while (st == MS_OK && ready.count) st = run_node(heap_pop(&ready), &ready, retain_graph);
+  while (st == MS_OK && ready.count) st = run_node(next_node(&ready), &ready, retain_graph);
   /* after a failed walk too: a queued callback may hold work (an issued collective) to finish */
   st = run_callbacks(&callbacks, st);
   running_callbacks = outer;

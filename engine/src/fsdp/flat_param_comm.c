@@ -12,7 +12,8 @@
  * testing the request every ~1 ms left 0 ms (every ~10 ms: 0-6 ms). So ms_fsdp_progress tests
  * every in-flight collective, and FSDP calls it often: at each unit's pre-forward and
  * pre-backward (fsdp_runtime.c), before each module of a unit when forward_prefetch is on
- * (fsdp.lua), and in each parameter's post-accumulate hook (flat_param.c). A progress thread
+ * (fsdp.lua), in each parameter's post-accumulate hook (flat_param.c), and between any two
+ * nodes of a backward walk (ms_autograd_set_progress_fn). A progress thread
  * was not chosen: with one compute thread per rank on 2 cores it would take cycles from the
  * computation, and it would need MPI_THREAD_MULTIPLE. End-to-end step times on this shared machine vary 3x between
  * runs (bench/fsdp_overlap.lua), too noisy to show the gain; the bench of issue 7
@@ -21,6 +22,7 @@
 #include <time.h>
 
 #include "fsdp/fsdp_internal.h"
+#include "moonshard/autograd.h"
 #include "native/native.h"
 #include "moonshard/ops.h"
 
@@ -36,6 +38,7 @@ static ms_flat_param *g_inflight; /* only the thread running the training loop i
 
 static void track(ms_flat_param *fp) {
   if (fp->inflight) return;
+  ms_autograd_set_progress_fn(ms_fsdp_progress); /* idempotent: FSDP's is the only one */
   fp->inflight = true;
   fp->inflight_next = g_inflight, g_inflight = fp;
 }
