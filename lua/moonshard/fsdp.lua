@@ -101,8 +101,9 @@
 -- (piece:numel() elements; 0 when the rank holds none), piece the tensor itself, unit the FSDP
 -- module that owns it. Ignored parameters are not in it: they are ordinary full parameters.
 --
--- Not built yet: mixed_precision.keep_low_precision_grads. A parameter shared by two units
--- (tied) is refused at wrap time.
+-- Not built yet: mixed_precision.keep_low_precision_grads. Tied parameters: an auto wrap
+-- flattens a parameter held by several modules into the innermost unit enclosing them all
+-- (PyTorch's lowest common ancestor); manual wrapping refuses one shared by two units.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
 local comm = require "moonshard.fsdp_comm"
@@ -294,9 +295,10 @@ end
 
 -- Each module keeps its piece as the registered parameter (same place in the order, so
 -- named_parameters keeps torch's order) and the full-shaped view as a plain attribute that
--- use_full_views swaps in; _fsdp_param_names keeps the order for state dicts. cviews: the
+-- use_full_views swaps in; _fsdp_param_names keeps the order for state dicts, _fsdp_param_set
+-- maps each name to the unit holding it. cviews: the
 -- param_dtype views forward computes with (mixed precision), else nil.
-local function install_views(entries, index, views, pieces, cviews)
+local function install_views(unit, entries, index, views, pieces, cviews)
   local orig = {}
   for i, e in ipairs(entries) do
     local m = e.module
@@ -307,7 +309,7 @@ local function install_views(entries, index, views, pieces, cviews)
       rawset(m, "_fsdp_param_set", {})
     end
     names[#names + 1] = e.name
-    m._fsdp_param_set[e.name] = true
+    m._fsdp_param_set[e.name] = unit -- the unit whose flat parameter holds it (a tied one's may enclose m's)
     local piece = nn.internal.mark_parameter(pieces[index[i]])
     m._parameters.map[e.name] = piece
     m._attrs[e.name] = views[index[i]]
@@ -397,9 +399,64 @@ local function materialize_unit(module, entries, buffers, c)
   return entries
 end
 
+-- Tied parameters under auto wrapping, PyTorch's rule for them (fully_shard's lowest common
+-- ancestor): while an auto wrap builds its units, wrap_users maps each parameter of the tree to
+-- the modules holding it; a unit flattens a parameter only when every holder is inside its
+-- subtree, else it leaves it, with its holders' entries, to the innermost unit enclosing them all
+-- (whose forward and backward enclose theirs, so its gathered view serves every holder). A
+-- manually wrapped tree keeps the error below, as PyTorch's manual wrapping.
+local wrap_users
+
+local function parameter_holders(root)
+  local users = {}
+  for _, m in ipairs(root:modules()) do
+    for _, name in ipairs(m._parameters.names) do
+      local t = m._parameters.map[name]
+      users[t] = users[t] or {}
+      table.insert(users[t], m)
+    end
+  end
+  return users
+end
+
+local function tied_scope(root)
+  wrap_users = parameter_holders(root)
+  return setmetatable({}, { __close = function() wrap_users = nil end })
+end
+
+-- The FSDP units nearest below m (not below those).
+local function nested_units(m, ignored, out)
+  for _, cname in ipairs(m._modules.names) do
+    local child = m._modules.map[cname]
+    if child:isinstance(FSDP) then out[#out + 1] = child
+    elseif not (ignored and ignored[child]) then nested_units(child, ignored, out) end
+  end
+  return out
+end
+
+-- The entries this unit flattens: its own and those its nested units left to it, less those
+-- with a holder outside its subtree (kept in self._attrs._left for the unit above).
+local function claim_tied(self, module, entries, ignored)
+  if not wrap_users then return entries end
+  for _, u in ipairs(nested_units(module, ignored, {})) do
+    for _, e in ipairs(u._attrs._left or {}) do entries[#entries + 1] = e end
+    u._attrs._left = nil
+  end
+  local inside, kept, left = {}, {}, {}
+  for _, m in ipairs(module:modules()) do inside[m] = true end
+  for _, e in ipairs(entries) do
+    local enclosed = true
+    for _, m in ipairs(wrap_users[e.tensor] or {}) do enclosed = enclosed and inside[m] == true end
+    local list = enclosed and kept or left
+    list[#list + 1] = e
+  end
+  self._attrs._left = left[1] and left or nil
+  return kept
+end
+
 local function flatten(self, module, strategy, group, ignored, sync, c, inter)
   local buffers = {}
-  local entries = unit_params(module, {}, ignored, buffers)
+  local entries = claim_tied(self, module, unit_params(module, {}, ignored, buffers), ignored)
   local was_meta = materialize_unit(module, entries, buffers, c)
   local uniq, index, seen = {}, {}, {}
   for i, e in ipairs(entries) do
@@ -431,7 +488,7 @@ local function flatten(self, module, strategy, group, ignored, sync, c, inter)
   -- a materialised unit's full parameters go now, not at Lua's next collection: only the shard stays
   for _, e in ipairs(was_meta) do ms._release_storage(e.tensor) end
   local cviews = fp:compute_views()
-  self._attrs._orig = install_views(entries, index, views, pieces, cviews)
+  self._attrs._orig = install_views(self, entries, index, views, pieces, cviews)
   self._attrs._flat = fp
   self._attrs._device = views[1].device
   fp:set_prefetch(c.forward_prefetch, c.backward_prefetch)
@@ -486,6 +543,8 @@ function FSDP:init(module, opts)
     error("FSDP: option 'ignored_modules': expected modules inside the wrapped module, got the wrapped "
       .. "module itself (or a module around it)", 3)
   end
+  -- the outermost auto wrap knows every holder of every parameter until its own unit is built
+  local _ <close> = opts.auto_wrap_policy ~= nil and wrap_users == nil and tied_scope(module) or nil
   if opts.auto_wrap_policy ~= nil then
     if not ok_wrap then error("FSDP: auto_wrap_policy needs moonshard.fsdp_wrap: " .. tostring(wrap), 3) end
     local child_opts = { sharding_strategy = strategy, process_group = inter and { group, inter } or group,

@@ -25,8 +25,8 @@ local function walk(m, prefix, unit, fn)
   end
   -- a unit's parameters: the full-shaped view (m._attrs) and, registered, this rank's piece
   local managed = rawget(m, "_fsdp_param_set") or {}
-  for _, name in ipairs(rawget(m, "_fsdp_param_names") or {}) do
-    fn(prefix .. name, m._attrs[name], "flat", unit, m._parameters.map[name])
+  for _, name in ipairs(rawget(m, "_fsdp_param_names") or {}) do -- a tied one's unit may enclose m's
+    fn(prefix .. name, m._attrs[name], "flat", managed[name], m._parameters.map[name])
   end
   for _, name in ipairs(m._parameters.names) do
     if not managed[name] then fn(prefix .. name, m._parameters.map[name], "param", unit) end

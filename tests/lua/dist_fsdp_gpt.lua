@@ -4,8 +4,8 @@
 -- rank on its slice of the batch: float32 FULL_SHARD and SHARD_GRAD_OP, with and without
 -- activation checkpointing, built on the meta device, to a relative 1e-5 of the parameters
 -- (issue 19's bound); bfloat16 mixed precision with the losses within 1e-2 of float32 one
--- process's. A policy that would put the token embedding in a unit of its own, apart from the
--- head, is refused.
+-- process's. A policy that puts the embeddings in units of their own leaves the tied weight to
+-- the unit enclosing both its holders (the root), and trains as one process.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
 local optim = require "moonshard.optim"
@@ -97,9 +97,13 @@ case("bfloat16 mixed precision with activation checkpointing: the losses within 
   end
 end)
 
-case("the token embedding in a unit apart from its tied head is refused", function()
-  T.raises(function() fsdp.FSDP(make(), { auto_wrap_policy = fsdp.ModuleWrapPolicy{ nn.Embedding } }) end,
-    "already in another FSDP unit")
+case("the embeddings in units of their own: the tied weight stays with the head (the root), as one process", function()
+  local want = one_process()
+  local model = fsdp.FSDP(make(true), { auto_wrap_policy = fsdp.ModuleWrapPolicy{ gpt.Block, nn.Embedding } })
+  T.eq(model:module().transformer.wte._attrs._flat, nil, "wte's unit holds nothing: its weight is the head's")
+  T.truthy(model:module().transformer.wpe._attrs._flat ~= nil, "wpe's unit holds its own weight")
+  train(model, true)
+  D.check_state(D.state_of(model), want.state, TOL, "embedding units", "l2")
 end)
 
 D.finish("dist_fsdp_gpt")

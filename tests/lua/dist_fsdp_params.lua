@@ -462,9 +462,9 @@ case("bad options name the function, the argument, what was expected and what ca
     "FSDP", "sync_module_states", "expected a boolean", "got string")
   T.raises(function() fsdp.FSDP(make(), {use_orig_params = false}) end, "FSDP", "use_orig_params", "expected true")
   local tied = make({spare = true})
-  tied.spare.weight = tied.fc2.weight -- one tensor in two units: refused, not silently untied
-  T.raises(function() fsdp.FSDP(tied, {auto_wrap_policy = POLICY}) end, "FSDP", "'weight' of Linear",
-    "already in another FSDP unit")
+  tied.spare.weight = tied.fc2.weight -- one tensor in two units: manual wrapping refuses it, not silently untied
+  tied.fc2 = fsdp.FSDP(tied.fc2)
+  T.raises(function() fsdp.FSDP(tied) end, "FSDP", "'weight' of Linear", "already in another FSDP unit")
   local tied_one = make({spare = true})
   tied_one.spare.weight = tied_one.fc2.weight -- in one unit: flattened once, given once
   local n = 0
