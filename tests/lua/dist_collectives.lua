@@ -193,6 +193,30 @@ case("reduce_scatter_tensor: random floats, odd sizes: near the exact sum, the s
   end
 end)
 
+-- 16-bit floats travel as they are and are summed in float32 on arrival, in the fixed order
+-- piece 1 + (piece 2 + (... + piece N)), then rounded once: bit for bit the float32 sum of the
+-- widened pieces, rounded (what widening the whole input before sending gave, at twice the bytes).
+case("reduce_scatter_tensor: bfloat16 and float16 sum in float32 and round once, bit for bit", function()
+  for _, dt in ipairs({"bfloat16", "float16"}) do
+    for _, n in ipairs({1, 4099, 100003}) do
+      local inputs = {}
+      for r = 0, N - 1 do
+        ms.manual_seed(2000 + r)
+        inputs[r + 1] = ms.randn(N * n):to(dt)
+      end
+      local function piece(r) return inputs[r]:narrow(1, R * n + 1, n):float() end
+      local acc = piece(N)
+      for r = N - 1, 1, -1 do acc = piece(r) + acc end
+      for _, op in ipairs({"sum", "avg"}) do
+        local out = ms.zeros(n, {dtype = dt})
+        dist.reduce_scatter_tensor(out, inputs[R + 1]:clone(), {op = op})
+        local want = (op == "avg" and acc / N or acc):to(dt)
+        T.truthy(out:equal(want), ("%s %s n=%d: the rounded float32 sum"):format(dt, op, n))
+      end
+    end
+  end
+end)
+
 case("broadcast: every dtype from every source", function()
   for _, dt in ipairs(DTYPES) do
     for src = 0, N - 1 do
