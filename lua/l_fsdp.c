@@ -65,8 +65,8 @@ static void push_list(lua_State *L, const ms_flat_param *fp, ms_tensor *(*get)(c
   }
 }
 
-/* Mixed precision from arg idx: nil, or {param_dtype, reduce_dtype} as dtype names (fsdp.lua
- * validated them and filled the defaults). */
+/* Mixed precision from arg idx: nil, or {param_dtype, reduce_dtype, keep_low_precision_grads}
+ * (dtype names and a boolean: fsdp.lua validated them and filled the defaults). */
 static ms_status apply_mixed_precision(lua_State *L, int idx, ms_flat_param *fp) {
   if (lua_isnoneornil(L, idx)) return MS_OK;
   luaL_checktype(L, idx, LUA_TTABLE);
@@ -76,7 +76,11 @@ static ms_status apply_mixed_precision(lua_State *L, int idx, ms_flat_param *fp)
   if (!ms_dtype_from_name(luaL_checkstring(L, -2), &pd) || !ms_dtype_from_name(luaL_checkstring(L, -1), &rd))
     return ms_error(MS_ERR_ARG, "fsdp: mixed_precision: unknown dtype name");
   lua_pop(L, 2);
-  return ms_flat_param_set_mixed_precision(fp, pd, rd);
+  lua_getfield(L, idx, "keep_low_precision_grads");
+  bool keep = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  ms_status st = ms_flat_param_set_mixed_precision(fp, pd, rd);
+  return st == MS_OK ? ms_flat_param_set_keep_low_precision_grads(fp, keep) : st;
 }
 
 /* _fsdp.flat_param(params, strategy, group[, mixed_precision[, offload_params]]) -> fp, shard,

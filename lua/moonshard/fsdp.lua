@@ -101,7 +101,8 @@
 -- (piece:numel() elements; 0 when the rank holds none), piece the tensor itself, unit the FSDP
 -- module that owns it. Ignored parameters are not in it: they are ordinary full parameters.
 --
--- Not built yet: mixed_precision.keep_low_precision_grads. Tied parameters: an auto wrap
+-- mixed_precision.keep_low_precision_grads = true leaves each piece's .grad in reduce_dtype (the
+-- optimizers widen it for their update). Tied parameters: an auto wrap
 -- flattens a parameter held by several modules into the innermost unit enclosing them all
 -- (PyTorch's lowest common ancestor); manual wrapping refuses one shared by two units.
 local ms = require "moonshard"

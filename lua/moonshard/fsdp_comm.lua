@@ -16,7 +16,8 @@ M.progress = native.progress
 -- ---- options --------------------------------------------------------------------------------
 
 local PREFETCH = { BACKWARD_PRE = true, BACKWARD_POST = true }
-local MP_KEYS = { param_dtype = true, reduce_dtype = true, buffer_dtype = true, cast_forward_inputs = true }
+local MP_KEYS = { param_dtype = true, reduce_dtype = true, buffer_dtype = true, cast_forward_inputs = true,
+  keep_low_precision_grads = true }
 
 local function bad(opt, expected, got, level)
   error(fmt("FSDP: option '%s': expected %s, got %s", opt, expected, got), level + 1)
@@ -39,7 +40,7 @@ end
 
 -- Checks the options this file owns; returns the normalised comm settings of a unit:
 -- {forward_prefetch, backward_prefetch, limit_all_gathers, mixed_precision = {param_dtype,
--- reduce_dtype, buffer_dtype, cast_forward_inputs} or nil}. level: the caller's error level.
+-- reduce_dtype, buffer_dtype, cast_forward_inputs, keep_low_precision_grads} or nil}. level: the caller's error level.
 function M.check_options(opts, level)
   level = level + 1
   local fwd, bwd, mp = opts.forward_prefetch, opts.backward_prefetch, opts.mixed_precision
@@ -54,18 +55,23 @@ function M.check_options(opts, level)
     if type(mp) ~= "table" then bad("mixed_precision", "a table {param_dtype=, reduce_dtype=, buffer_dtype=}", describe(mp), level) end
     for k in pairs(mp) do
       if not MP_KEYS[k] then
-        bad("mixed_precision", "keys param_dtype, reduce_dtype, buffer_dtype, cast_forward_inputs", fmt("key %s", describe(k)), level)
+        bad("mixed_precision", "keys param_dtype, reduce_dtype, buffer_dtype, cast_forward_inputs, keep_low_precision_grads",
+          fmt("key %s", describe(k)), level)
       end
     end
-    local cfi = mp.cast_forward_inputs
+    local cfi, klg = mp.cast_forward_inputs, mp.keep_low_precision_grads
     if cfi ~= nil and type(cfi) ~= "boolean" then
       bad("mixed_precision.cast_forward_inputs", "true or false", describe(cfi), level)
+    end
+    if klg ~= nil and type(klg) ~= "boolean" then
+      bad("mixed_precision.keep_low_precision_grads", "true or false", describe(klg), level)
     end
     local pd = dtype_option("mixed_precision.param_dtype", mp.param_dtype, level)
     local rd = dtype_option("mixed_precision.reduce_dtype", mp.reduce_dtype, level)
     local bd = dtype_option("mixed_precision.buffer_dtype", mp.buffer_dtype, level)
     if pd or rd or bd then
-      c.mixed_precision = { param_dtype = pd, reduce_dtype = rd or pd, buffer_dtype = bd, cast_forward_inputs = cfi == true }
+      c.mixed_precision = { param_dtype = pd, reduce_dtype = rd or pd, buffer_dtype = bd, cast_forward_inputs = cfi == true,
+        keep_low_precision_grads = klg == true }
     end
   end
   return c
@@ -75,7 +81,8 @@ end
 function M.native_mp(c, dt)
   local mp = c.mixed_precision
   if not mp or not (mp.param_dtype or mp.reduce_dtype) then return nil end
-  return { param_dtype = mp.param_dtype or dt, reduce_dtype = mp.reduce_dtype or mp.param_dtype or dt }
+  return { param_dtype = mp.param_dtype or dt, reduce_dtype = mp.reduce_dtype or mp.param_dtype or dt,
+    keep_low_precision_grads = mp.keep_low_precision_grads }
 end
 
 -- A small CPU tensor of FSDP's bookkeeping (norms, host keys) where the default group's backend

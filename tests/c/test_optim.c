@@ -90,7 +90,7 @@ static void test_errors(void) {
   CHECK(ms_optim_adadelta_step(p, g5, s, s, &o) == MS_ERR_ARG);
   CHECK_ERROR_HAS("adadelta_step: grad must have the parameter's shape (4,), got (5,)");
   CHECK(ms_optim_adadelta_step(p, g64, s, s, &o) == MS_ERR_ARG);
-  CHECK_ERROR_HAS("grad must have the parameter's dtype float32, got float64");
+  CHECK_ERROR_HAS("grad must have the parameter's dtype float32 (or bfloat16 or float16), got float64");
   CHECK(ms_optim_adadelta_step(p, p, NULL, s, &o) == MS_ERR_ARG);
   CHECK_ERROR_HAS("square_avg is required");
   ms_tensor *m = ms_tensor_new_zeros(2, shape, MS_FLOAT32), *mt = ms_tensor_transpose(m, 0, 1);
@@ -139,7 +139,33 @@ static void test_adadelta_f32_exact(const char *isa) {
   ms_k_set_num_threads(1);
 }
 
+/* A 16-bit grad (FSDP's keep_low_precision_grads) is widened for the update: the parameter ends
+ * bit for bit where the same grad widened by hand takes it. */
+static void test_low_precision_grad(void) {
+  int64_t n = 1001;
+  ms_dtype halves[] = {MS_BFLOAT16, MS_FLOAT16};
+  for (int h = 0; h < 2; h++) {
+    ms_tensor *p16 = filled(n, MS_FLOAT32, wave), *p32 = filled(n, MS_FLOAT32, wave);
+    ms_tensor *g32 = filled(n, MS_FLOAT32, wave2), *g16 = ms_tensor_to_dtype(g32, halves[h]);
+    ms_tensor *gw = ms_tensor_to_dtype(g16, MS_FLOAT32);
+    ms_tensor *m[2] = {ms_optim_state_new(p16, 0), ms_optim_state_new(p32, 0)};
+    ms_tensor *v[2] = {ms_optim_state_new(p16, 0), ms_optim_state_new(p32, 0)};
+    ms_adam_options o = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.1, .decoupled = true};
+    for (o.step = 1; o.step <= 2; o.step++) {
+      CHECK(ms_optim_adam_step(p16, g16, m[0], v[0], NULL, &o) == MS_OK);
+      CHECK(ms_optim_adam_step(p32, gw, m[1], v[1], NULL, &o) == MS_OK);
+    }
+    int same = 1;
+    for (int64_t i = 0; i < n; i++) same &= ms_tensor_get_flat(p16, i) == ms_tensor_get_flat(p32, i);
+    CHECK(same);
+    ms_tensor_release(p16), ms_tensor_release(p32), ms_tensor_release(g32), ms_tensor_release(g16);
+    ms_tensor_release(gw);
+    for (int k = 0; k < 2; k++) ms_tensor_release(m[k]), ms_tensor_release(v[k]);
+  }
+}
+
 int main(void) {
+  test_low_precision_grad();
   test_state_memory();
   test_sgd_by_hand();
   test_dtypes_and_threads();

@@ -2,7 +2,8 @@
 -- embedding, a pre-LayerNorm block with a GELU (tanh) MLP, final LayerNorm, LM head,
 -- cross_entropy) across the ranks of an mpirun launch: with param_dtype bfloat16 or float16 each
 -- unit computes in the 16-bit dtype (LayerNorm, GELU, Embedding and softmax take 16-bit inputs on
--- the CPU) and training stays within a stated tolerance of float32 in one process.
+-- the CPU) and training stays within a stated tolerance of float32 in one process;
+-- keep_low_precision_grads leaves 16-bit grads that train exactly as widened ones.
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
 local F = require "moonshard.functional"
@@ -87,5 +88,43 @@ for _, dt in ipairs({ "bfloat16", "float16" }) do
     D.check_state(model:state_dict(), ref5, MP_TOL[dt], ("mixed precision %s"):format(dt))
   end)
 end
+
+-- keep_low_precision_grads: each piece's .grad stays in reduce_dtype (half the grad bytes) and the
+-- optimizer widens it exactly for its update, so the parameters equal, bit for bit, those of the
+-- same run whose grads were widened after the reduction (no clipping: a norm over 16-bit grads
+-- would round).
+for _, dt in ipairs({ "bfloat16", "float16" }) do
+  D.case(("keep_low_precision_grads with %s: %s grads, the same parameters as widened grads"):format(dt, dt), function()
+    local states = {}
+    for _, keep in ipairs({ false, true }) do
+      ms.manual_seed(1)
+      local model = fsdp.FSDP(TinyLM(), { auto_wrap_policy = fsdp.ModuleWrapPolicy{ Block },
+        mixed_precision = { param_dtype = dt, keep_low_precision_grads = keep } })
+      local x, y = batch()
+      local b = BATCH // W
+      x, y = x:narrow(1, R * b + 1, b), y:narrow(1, R * b * CTX + 1, b * CTX)
+      local opt = optim.AdamW(model:parameters(), { lr = 1e-2 })
+      for _ = 1, 3 do
+        opt:zero_grad()
+        F.cross_entropy(model(x), y):backward()
+        for name, p in model:named_parameters() do
+          if p.grad ~= nil then
+            T.eq(p.grad.dtype, keep and dt or "float32", name .. "'s grad dtype")
+            T.eq(p.dtype, "float32", name .. " stays float32")
+          end
+        end
+        opt:step()
+      end
+      states[keep] = D.state_of(model)
+    end
+    D.check_state(states[true], states[false], 0, "keep_low_precision_grads " .. dt)
+  end)
+end
+
+D.case("keep_low_precision_grads must be a boolean", function()
+  T.raises(function()
+    fsdp.FSDP(TinyLM(), { mixed_precision = { param_dtype = "bfloat16", keep_low_precision_grads = 1 } })
+  end, "FSDP", "mixed_precision.keep_low_precision_grads", "true or false", "got 1")
+end)
 
 D.finish("dist_fsdp_lowp")

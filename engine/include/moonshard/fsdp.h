@@ -131,6 +131,11 @@ MS_API void ms_flat_param_drop_unused_grad(ms_flat_param *fp);
  * fp->dtype. Call right after create, before install_hooks. */
 MS_API ms_status ms_flat_param_set_mixed_precision(ms_flat_param *fp, ms_dtype param_dtype, ms_dtype reduce_dtype);
 MS_API bool ms_flat_param_mixed(const ms_flat_param *fp); /* compute buffer separate from `full` */
+/* keep_low_precision_grads (PyTorch's MixedPrecision option): the shard's grad, and so each
+ * piece's .grad, stays in reduce_dtype instead of being widened to the shard's dtype after the
+ * reduction (half the grad memory with bfloat16; the optimizers widen such a grad for their update).
+ * Set after ms_flat_param_set_mixed_precision, before any backward. */
+MS_API ms_status ms_flat_param_set_keep_low_precision_grads(ms_flat_param *fp, bool keep);
 
 /* ---- asynchronous communication (flat_param_comm.c) ----------------------------------------- */
 /* HYBRID_SHARD: fp->pg shards inside a node; inter (borrowed, retained) holds the ranks with the

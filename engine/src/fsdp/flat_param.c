@@ -188,7 +188,7 @@ ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
   if (st == MS_OK) st = make_pieces(fp);
   if (st != MS_OK) return ms_flat_param_free(fp), NULL;
   /* without mixed precision the modules compute with `full` itself */
-  fp->param_dtype = fp->reduce_dtype = fp->dtype;
+  fp->param_dtype = fp->reduce_dtype = fp->grad_dtype = fp->dtype;
   fp->compute = fp->full, fp->compute_flat = fp->full_flat, fp->compute_params = fp->params;
   ms_flat_param_release(fp);
   return fp;
@@ -314,7 +314,7 @@ static ms_tensor *piece_view(ms_flat_param *fp, int i, ms_tensor *base) {
   ms_tensor *p = fp->pieces[i];
   int64_t len = ms_tensor_numel(p);
   int64_t at = p->offset - fp->shard->offset; /* the piece's place in the shard */
-  return contiguous_view(base->storage, fp->dtype, 1, &len, base->offset + at);
+  return contiguous_view(base->storage, base->dtype, 1, &len, base->offset + at);
 }
 
 static bool any_piece_grad(const ms_flat_param *fp) {
@@ -334,7 +334,7 @@ ms_status fsdp_sync_shard_grad(ms_flat_param *fp) {
   if (!any_piece_grad(fp)) return MS_OK;
   ms_tensor *sg = fp->shard->grad;
   if (!sg) {
-    if (!(sg = new_shard_flat(fp, fp->shard_numel, fp->dtype, MS_MEM_GRADS)) || native_zero_(sg) != MS_OK)
+    if (!(sg = new_shard_flat(fp, fp->shard_numel, fp->grad_dtype, MS_MEM_GRADS)) || native_zero_(sg) != MS_OK)
       return ms_tensor_release(sg), MS_ERR_RUNTIME;
     fp->shard->grad = sg;
   }

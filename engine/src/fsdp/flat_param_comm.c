@@ -199,7 +199,7 @@ static ms_status accumulate_shard_grad(ms_flat_param *fp, ms_tensor *g) {
     ms_tensor_release(host);
     return st;
   }
-  sg = fsdp_new_shard_flat(fp, fp->shard_numel, fp->dtype, MS_MEM_GRADS);
+  sg = fsdp_new_shard_flat(fp, fp->shard_numel, fp->grad_dtype, MS_MEM_GRADS);
   ms_status st = sg ? native_copy_(sg, host) : MS_ERR_RUNTIME;
   ms_tensor_release(host);
   if (st == MS_OK) fp->shard->grad = sg;

@@ -39,6 +39,13 @@ ms_status ms_flat_param_set_mixed_precision(ms_flat_param *fp, ms_dtype param_dt
   return MS_OK;
 }
 
+ms_status ms_flat_param_set_keep_low_precision_grads(ms_flat_param *fp, bool keep) {
+  if (fp->shard->grad)
+    return ms_error(MS_ERR_RUNTIME, "fsdp: keep_low_precision_grads: must be set before the first backward");
+  fp->grad_dtype = keep ? fp->reduce_dtype : fp->dtype;
+  return MS_OK;
+}
+
 void fsdp_mp_free(ms_flat_param *fp) {
   if (!ms_flat_param_mixed(fp)) return;
   for (int i = 0; i < fp->nparams; i++) ms_tensor_release(fp->compute_params[i]);

@@ -46,6 +46,7 @@ struct ms_flat_param {
   /* mixed precision (flat_param_mp.c): forward and backward compute in param_dtype from a
    * separate buffer; the shard and `full` (state dicts) stay in dtype */
   ms_dtype param_dtype, reduce_dtype; /* both = dtype when mixed precision is off */
+  ms_dtype grad_dtype;                /* the shard's grad: dtype, or reduce_dtype with keep_low_precision_grads */
   ms_storage *compute;       /* the buffer modules compute with: `full`, or a param_dtype one */
   ms_tensor *compute_flat;   /* 1-D view of all of `compute` */
   ms_tensor **compute_params; /* its views: `params`, or param_dtype views (owned then) */

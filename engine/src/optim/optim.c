@@ -27,26 +27,28 @@ static bool same_shape(const ms_tensor *a, const ms_tensor *b) {
   return a->ndim == b->ndim && memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) == 0;
 }
 
-/* A tensor the step reads or writes alongside param: same shape and dtype, readable; written
- * ones must be contiguous too. */
+/* A tensor the step reads or writes alongside param: same shape and dtype (a grad may be a 16-bit
+ * float instead: `low`), readable; written ones must be contiguous too. */
 static ms_status check_like(const char *op, const char *arg, const ms_tensor *param,
-                            const ms_tensor *t, bool written) {
+                            const ms_tensor *t, bool written, bool low) {
   char want[MS_SHAPE_STR_LEN], got[MS_SHAPE_STR_LEN];
   if (!t) return ms_error(MS_ERR_ARG, "%s: %s is required by the options given", op, arg);
   if (!same_shape(param, t))
     return ms_error(MS_ERR_ARG, "%s: %s must have the parameter's shape %s, got %s", op, arg,
                     ms_shape_str(param->ndim, param->shape, want, sizeof want),
                     ms_shape_str(t->ndim, t->shape, got, sizeof got));
-  if (t->dtype != param->dtype)
-    return ms_error(MS_ERR_ARG, "%s: %s must have the parameter's dtype %s, got %s", op, arg,
-                    ms_dtype_name(param->dtype), ms_dtype_name(t->dtype));
+  if (t->dtype != param->dtype && !(low && ms_dtype_is_half(t->dtype)))
+    return ms_error(MS_ERR_ARG, "%s: %s must have the parameter's dtype %s%s, got %s", op, arg,
+                    ms_dtype_name(param->dtype), low ? " (or bfloat16 or float16)" : "", ms_dtype_name(t->dtype));
   if (written && !ms_tensor_is_contiguous(t))
     return ms_error(MS_ERR_ARG, "%s: %s must be contiguous", op, arg);
   if (ms_check_same_device(op, 2, (ms_tensor *[]){(ms_tensor *)param, (ms_tensor *)t}) != MS_OK) return MS_ERR_ARG;
   return ms_tensor_check_data_any(op, t);
 }
 
-/* The checks shared by every step; *g receives a contiguous grad (new reference). */
+/* The checks shared by every step; *g receives a contiguous grad of param's dtype (new
+ * reference): a 16-bit grad (FSDP's keep_low_precision_grads) is widened exactly here, so every
+ * update computes as it does on a grad of the parameter's dtype. */
 static ms_status check_step(const char *op, ms_tensor *param, ms_tensor *grad, ms_tensor **g) {
   *g = NULL;
   if (!param || !grad) return ms_error(MS_ERR_ARG, "%s: param and grad are required", op);
@@ -57,10 +59,10 @@ static ms_status check_step(const char *op, ms_tensor *param, ms_tensor *grad, m
     return ms_error(MS_ERR_ARG, "%s: param must be contiguous", op);
   /* every step has a CUDA kernel: param may be on any device (check_like keeps the rest on it) */
   ms_status st = ms_tensor_check_data_any(op, param);
-  if (st == MS_OK) st = check_like(op, "grad", param, grad, false);
+  if (st == MS_OK) st = check_like(op, "grad", param, grad, false, true);
   if (st != MS_OK) return st;
   /* a strided gradient (an expanded or transposed view) is packed once here */
-  *g = ms_tensor_contiguous(grad);
+  *g = grad->dtype != param->dtype ? ms_tensor_to_dtype(grad, param->dtype) : ms_tensor_contiguous(grad);
   return *g ? MS_OK : MS_ERR_MEMORY;
 }
 
@@ -69,7 +71,7 @@ static ms_status check_states(const char *op, ms_tensor *param, int n, ms_tensor
                               const char *const *names, const bool *used) {
   for (int i = 0; i < n; i++) {
     if (!used[i]) continue;
-    ms_status st = check_like(op, names[i], param, states[i], true);
+    ms_status st = check_like(op, names[i], param, states[i], true, false);
     if (st != MS_OK) return st;
   }
   return MS_OK;
