@@ -37,10 +37,7 @@ end
 -- ranks of each step.
 local function train(model, sliced)
   local x, y = data()
-  if sliced then
-    local b = BATCH // W
-    x, y = x:narrow(1, R * b + 1, b), y:narrow(1, R * b + 1, b)
-  end
+  if sliced then x, y = D.my_rows(x, y) end
   local opt = optim.AdamW(model:parameters(), { lr = 1e-3 })
   local losses = {}
   for step = 1, STEPS do

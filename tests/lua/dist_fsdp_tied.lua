@@ -48,10 +48,7 @@ end
 -- Adam on the mean squared error, on the whole batch or this rank's rows of it.
 local function train(model, sliced)
   local x, y = data()
-  if sliced then
-    local b = BATCH // W
-    x, y = x:narrow(1, R * b + 1, b), y:narrow(1, R * b + 1, b)
-  end
+  if sliced then x, y = D.my_rows(x, y) end
   local opt = optim.Adam(model:parameters(), { lr = 0.05 })
   for _ = 1, STEPS do
     opt:zero_grad()

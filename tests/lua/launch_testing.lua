@@ -40,6 +40,18 @@ function M.finish(what)
   os.exit(n == passed and 0 or 1)
 end
 
+-- This rank's equal share of the rows (first dim) of each tensor given, in rank order: the batch
+-- slice data-parallel training gives it (the row count must divide by the world size).
+function M.my_rows(...)
+  local out = table.pack(...)
+  for i = 1, out.n do
+    local t = out[i]
+    local b = t:size(1) // W
+    out[i] = t:narrow(1, R * b + 1, b)
+  end
+  return table.unpack(out, 1, out.n)
+end
+
 -- The model's state_dict as a plain table (name -> tensor), the shape check_state compares.
 function M.state_of(model)
   local out = {}
