@@ -56,7 +56,8 @@ ms_tensor **native_split_with_sizes(ms_tensor *t, const int64_t *sizes, int n, i
   for (int i = 0; i < n; i++) {
     if (sizes[i] < 0)
       return ms_error(MS_ERR_ARG, "split: split_sizes[%d] must be non-negative, got %lld", i, (long long)sizes[i]), NULL;
-    if (!ms_add_i64(total, sizes[i], &total) || total > t->shape[dim]) break;
+    if (!ms_add_i64(total, sizes[i], &total)) total = INT64_MAX;
+    if (total > t->shape[dim]) break;
   }
   if (total != t->shape[dim])
     return ms_error(MS_ERR_ARG, "split: split_sizes must sum to dim %d's size %lld, they %s", dim,
