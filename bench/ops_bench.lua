@@ -207,6 +207,23 @@ for _, batch in ipairs({ 64, 1000 }) do
     end, { bytes = 4.0 * batch * 10 * 4 }
   end)
 end
+-- The backward of the GPT attention's split of c_attn's output (B, T, 3C) into q, k, v (GPT-2
+-- small: C = 768, B = 4, T = 256), float32 and bfloat16: the three pieces' gradients written into
+-- one new gradient of the input's shape. The pieces are summed so one backward reaches all three
+-- (AddBackward0 hands its gradient on as it is); bytes: the pieces' gradients read, the input's
+-- gradient written.
+for _, dt in ipairs({ "float32", "bfloat16" }) do
+  case(("split3_bwd_%s/4x256x2304"):format(dt), function()
+    local x = ms.randn(4, 256, 2304):to(dt):requires_grad_()
+    local p = x:split(768, 3)
+    local y = p[1] + p[2] + p[3]
+    local g = ms.randn(4, 256, 768):to(dt)
+    return function()
+      x.grad = nil
+      y:backward(g, { retain_graph = true })
+    end, { bytes = 2.0 * x:numel() * x:element_size() }
+  end)
+end
 -- The fused Adadelta step over the seed Net's 8 parameters (1,199,882 floats): reads param, grad,
 -- square_avg, acc_delta, writes param, square_avg, acc_delta.
 case("adadelta_step/seed_net_1.2M", function()

@@ -198,8 +198,12 @@ static int l_split(lua_State *L) {
     ms_tensor **parts = ms_tensor_split(t, bind_check_integer(L, 2, "split", "split_size"), dim, &n);
     return push_parts(L, parts, n);
   }
-  int count = (int)lua_rawlen(L, 2);
-  int64_t total = 0;
+  lua_Unsigned len = lua_rawlen(L, 2);
+  if (len < 1 || len > INT32_MAX)
+    return luaL_error(L, "split: bad argument #2 (split_sizes): expected 1 to %d sizes, got %I", INT32_MAX,
+                      (LUAI_UACINT)len);
+  int count = (int)len;
+  int64_t total = 0, *sizes = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)count, 0); /* freed by the GC */
   for (int i = 1; i <= count; i++) {
     lua_rawgeti(L, 2, i);
     int isnum = 0;
@@ -209,21 +213,13 @@ static int l_split(lua_State *L) {
                         "integers, got %s at position %d", bind_describe(L, -1), i);
     if (!ms_add_i64(total, v, &total))
       return luaL_error(L, "split: bad argument #2 (split_sizes): the sizes' sum overflows at position %d", i);
+    sizes[i - 1] = v;
     lua_pop(L, 1);
   }
   if (t->ndim == 0 || total != t->shape[dim])
     return luaL_error(L, "split: the sizes sum to %I but dim %d has size %I", (LUAI_UACINT)total, dim + 1,
                       (LUAI_UACINT)(t->ndim ? t->shape[dim] : 0));
-  lua_createtable(L, count, 0);
-  int64_t at = 0;
-  for (int i = 1; i <= count; i++) {
-    int64_t len = (lua_rawgeti(L, 2, i), lua_tointeger(L, -1));
-    lua_pop(L, 1);
-    bind_push_result(L, ms_tensor_narrow(t, dim, at, len));
-    lua_rawseti(L, -2, i);
-    at += len;
-  }
-  return 1;
+  return push_parts(L, ms_tensor_split_with_sizes(t, sizes, count, dim), count);
 }
 
 /* The tensors of the sequence at idx into a malloc'd array (borrowed: they stay in the table). */

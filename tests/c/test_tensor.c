@@ -114,6 +114,28 @@ static void test_errors_name_op_and_shapes(void) {
   ms_tensor_release(a), ms_tensor_release(b);
 }
 
+/* split by a list of sizes: views of the sizes listed; sizes that are negative, that do not sum
+ * to the dim's size, or none at all are refused with a message naming the argument. */
+static void test_split_with_sizes(void) {
+  ms_tensor *t = ms_tensor_new_zeros(2, (int64_t[]){2, 7}, MS_FLOAT32);
+  ms_tensor **p = ms_tensor_split_with_sizes(t, (int64_t[]){3, 0, 4}, 3, -1);
+  CHECK(p && p[0]->shape[1] == 3 && p[1]->shape[1] == 0 && p[2]->shape[1] == 4);
+  CHECK(p && p[2]->offset == 3 && p[2]->storage == t->storage);
+  for (int i = 0; p && i < 3; i++) ms_tensor_release(p[i]);
+  free(p);
+  CHECK(ms_tensor_split_with_sizes(t, (int64_t[]){3, -1, 5}, 3, 1) == NULL);
+  CHECK_ERROR_HAS("split_sizes[1] must be non-negative, got -1");
+  CHECK(ms_tensor_split_with_sizes(t, (int64_t[]){3, 3}, 2, 1) == NULL);
+  CHECK_ERROR_HAS("must sum to dim 1's size 7");
+  CHECK(ms_tensor_split_with_sizes(t, (int64_t[]){5, INT64_MAX}, 2, 1) == NULL);
+  CHECK_ERROR_HAS("exceed");
+  CHECK(ms_tensor_split_with_sizes(t, (int64_t[]){7}, 0, 1) == NULL);
+  CHECK_ERROR_HAS("at least one size");
+  CHECK(ms_tensor_split_with_sizes(t, (int64_t[]){7}, 1, 2) == NULL);
+  CHECK_ERROR_HAS("dim out of range");
+  ms_tensor_release(t);
+}
+
 static void test_dtype_names(void) {
   ms_dtype dt;
   CHECK(ms_dtype_from_name("torch.float64", &dt) && dt == MS_FLOAT64);
@@ -149,6 +171,7 @@ int main(void) {
   test_refcounts();
   test_versions();
   test_errors_name_op_and_shapes();
+  test_split_with_sizes();
   test_dtype_names();
   test_float64_matmul_against_naive_loop();
   return ms_test_finish();

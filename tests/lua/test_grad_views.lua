@@ -124,6 +124,132 @@ T.test("split and chunk: every piece feeds the input", function()
   T.same(y.grad:tolist(), {0.0, 0.0, 1.0, 1.0})
 end)
 
+-- A 3-D float64 tensor whose dim d (1-based) has size n and the others 2.
+local function along(d, n)
+  local shape = {2, 2, 2}
+  shape[d] = n
+  return rand(table.unpack(shape))
+end
+
+-- The used pieces (some twice, some not at all) joined back along dim, each scaled by its
+-- place: the gradient of every slot differs, so a piece embedded at the wrong offset shows.
+local function rejoin(pieces, dim, used)
+  local outs = {}
+  for _, i in ipairs(used) do outs[#outs + 1] = pieces[i] * i end
+  return ms.cat(outs, dim)
+end
+
+T.test("split and chunk: gradcheck over dims, piece counts and unused pieces", function()
+  for d = 1, 3 do
+    for _, dim in ipairs({d, d - 4}) do -- 1-based and negative
+      for n = 1, 6 do
+        -- chunk(n) of 7: equal pieces and an uneven last one (or fewer pieces, as torch)
+        gradcheck(function(a) return rejoin(a:chunk(n, dim), dim, {1, 1}) end, {along(d, 7)})
+        local used = n >= 3 and {n, 1, 3, 3} or {1}
+        gradcheck(function(a) return rejoin(a:split(2, dim), dim, used) end, {along(d, 2 * n - 1)})
+        local sizes = {}
+        for i = 1, n do sizes[i] = i % 3 end -- zero-length pieces too
+        local total = 0
+        for _, v in ipairs(sizes) do total = total + v end
+        gradcheck(function(a) return rejoin(a:split(sizes, dim), dim, {n}) end, {along(d, total)})
+      end
+    end
+  end
+end)
+
+T.test("split and chunk: one node per up to 4 pieces, PyTorch's grad_fn names", function()
+  local x = leaf({1, 2, 3, 4, 5, 6})
+  local p = x:split(2)
+  T.eq(p[1].grad_fn, "SplitBackward0")
+  T.eq(x:chunk(3)[3].grad_fn, "SplitBackward0")
+  T.eq(x:split({1, 5})[2].grad_fn, "SplitWithSizesBackward0")
+  T.eq(x:split({1, 1, 1, 1, 1, 1})[6].grad_fn, "SplitWithSizesBackward0")
+  T.eq(x:split(1)[5].grad_fn, "SplitBackward0")
+  -- the pieces stay views of the input
+  T.eq(p[2]:storage_offset(), 2)
+  do
+    local _ <close> = ms.no_grad()
+    x[4] = 40
+  end
+  T.same(p[2]:tolist(), {3.0, 40.0})
+end)
+
+T.test("split: a piece without a gradient gets a zero slot, the others theirs", function()
+  local x = leaf({1, 2, 3, 4, 5, 6, 7})
+  local p = x:split(1)                       -- 7 pieces: three nodes
+  ;(p[5] * 3 + p[2] * p[2]):sum():backward()
+  T.same(x.grad:tolist(), {0.0, 4.0, 0.0, 0.0, 3.0, 0.0, 0.0})
+  local y = leaf({1, 2, 3, 4})
+  local q = y:split({1, 3})
+  q[1]:sum():backward()
+  T.same(y.grad:tolist(), {1.0, 0.0, 0.0, 0.0})
+  -- the input's gradient is made without zeros: the unused slots are zeroed, even in memory
+  -- that a released tensor left dirty (a block of the cache, which keeps those of 64 KiB up)
+  local big = ms.randn({128, 128}, {dtype = "float64"}):requires_grad_()
+  local pieces = big:split(32)
+  local loss2 = pieces[2]:sum()
+  do
+    local _ <close> = ms.full({128, 128}, 7, {dtype = "float64"})
+  end
+  loss2:backward()
+  T.eq(big.grad:sum():item(), 32 * 128)
+  T.eq(big.grad:narrow(1, 33, 32):min():item(), 1)
+  -- a piece used twice sums its two gradients; the graph can be walked twice
+  local z = leaf({1, 2, 3})
+  local r = z:chunk(3)
+  local loss = (r[3] * 2 + r[3] * r[1]):sum()
+  loss:backward({retain_graph = true})
+  T.same(z.grad:tolist(), {3.0, 0.0, 3.0})
+  loss:backward()
+  T.same(z.grad:tolist(), {6.0, 0.0, 6.0})
+  -- a hook on a piece sees its gradient; the unused pieces' slots stay zero
+  local w = leaf({1, 2, 3, 4})
+  local s = w:split(1)
+  local seen
+  s[2]:register_hook(function(g) seen = g:tolist() end)
+  ;(s[2] * 5):sum():backward()
+  T.same(seen, {5.0})
+  T.same(w.grad:tolist(), {0.0, 5.0, 0.0, 0.0})
+end)
+
+T.test("split and chunk: 16-bit gradients keep the input's dtype", function()
+  for _, dt in ipairs({"bfloat16", "float16"}) do
+    local x = ms.tensor({{1, 2, 3, 4, 5, 6}, {7, 8, 9, 10, 11, 12}}, {dtype = dt, requires_grad = true})
+    local q, k, v = table.unpack(x:split(2, 2))
+    ;(q * 2 + v):sum():backward()
+    T.eq(x.grad.dtype, dt)
+    T.same(x.grad:float():tolist(), {{2, 2, 0, 0, 1, 1}, {2, 2, 0, 0, 1, 1}})
+    local y = ms.tensor({1, 2, 3, 4, 5}, {dtype = dt, requires_grad = true})
+    y:chunk(5)[4]:float():sum():backward() -- float32 gradient into a 16-bit piece
+    T.eq(y.grad.dtype, dt)
+    T.same(y.grad:float():tolist(), {0, 0, 0, 1, 0})
+  end
+end)
+
+-- PyTorch refuses an in-place write into an output of a multi-output view ("Output 0 of
+-- SplitBackward0 is a view and is being modified inplace"); here the write is recorded on the
+-- pieces' base (CopySlices) and the gradients are right, checked against values by hand.
+T.test("split: an in-place write into a piece gives the right gradients", function()
+  local x = leaf({1, 2, 3, 4, 5, 6})
+  local y = x * 1
+  local p = y:split(2)
+  p[2]:mul_(3)                                  -- y = {1, 2, 9, 12, 5, 6}
+  T.same(y:tolist(), {1.0, 2.0, 9.0, 12.0, 5.0, 6.0})
+  local w = ms.tensor({1, 2, 3, 4, 5, 6}, {dtype = "float64"})
+  ;((y * w):sum() + (p[2] * p[2]):sum() + p[3]:sum()):backward()
+  -- y*w: w, times 3 in slot 2; p2^2 = (3 x)^2: 18 x there; p3: 1 in slot 3
+  T.same(x.grad:tolist(), {1.0, 2.0, 9.0 + 54.0, 12.0 + 72.0, 6.0, 7.0})
+  -- past the first node's pieces (grouped): the same
+  local a = leaf({1, 2, 3, 4, 5, 6})
+  local b = a * 1
+  local q = b:split(1)
+  q[6]:add_(q[1])                               -- b[6] = a[6] + a[1]
+  ;(b * b):sum():backward()                     -- 2 b: b = {1, 2, 3, 4, 5, 7}
+  T.same(a.grad:tolist(), {2.0 + 14.0, 4.0, 6.0, 8.0, 10.0, 14.0})
+  -- a piece of a leaf that requires grad: refused, as any view of one
+  T.raises(function() leaf({1, 2}):split(1)[1]:mul_(2) end, "mul_", "view of a leaf")
+end)
+
 T.test("matmul: 1-D, 2-D and batched with broadcasting", function()
   gradcheck(function(a, b) return a:matmul(b) end, {rand(3, 4), rand(4, 5)})
   gradcheck(function(a, b) return a:matmul(b) end, {rand(4), rand(4)})

@@ -39,9 +39,9 @@ typedef struct ms_edge {
 } ms_edge;
 
 /* Computes the gradients of the node's inputs from the gradient of its output(s).
- * grad_out[k] is the gradient of output k (never NULL: missing ones are zeros). It writes a new
- * reference (or NULL for "no gradient") into grad_in[i] for each input i whose edge has a node;
- * it may leave the others NULL. Returns MS_OK or an error (with ms_error set). */
+ * grad_out[k] is the gradient of output k (never NULL: missing ones are zeros, unless the node
+ * sets takes_missing_grads). It writes a new reference (or NULL for "no gradient") into
+ * grad_in[i] for each input i whose edge has a node; it may leave the others NULL. Returns MS_OK or an error (with ms_error set). */
 typedef ms_status (*ms_backward_fn)(ms_node *self, ms_tensor *const *grad_out, ms_tensor **grad_in);
 
 /* A hook on the gradient flowing into a node's output k (tensor hooks) or into a leaf: may
@@ -71,6 +71,9 @@ struct ms_node {
   int out_ndim[MS_NODE_MAX_OUTPUTS];
   int64_t out_shape[MS_NODE_MAX_OUTPUTS][MS_MAX_DIMS];
   ms_dtype out_dtype[MS_NODE_MAX_OUTPUTS];
+  /* the backward takes NULL for an output nobody used (and no tensor hook watches), instead of
+   * a zero tensor made for it: split's, which zeroes that slot of its result only */
+  bool takes_missing_grads;
   /* what the backward needs */
   int num_saved;
   ms_saved saved[MS_NODE_MAX_SAVED];

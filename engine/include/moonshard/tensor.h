@@ -33,6 +33,9 @@ MS_API ms_tensor *ms_tensor_clone(ms_tensor *t);
  * Returns a malloc'd array of new references that the caller frees (and releases). */
 MS_API ms_tensor **ms_tensor_split(ms_tensor *t, int64_t size, int dim, int *count);
 MS_API ms_tensor **ms_tensor_chunk(ms_tensor *t, int chunks, int dim, int *count);
+/* Splits dim into n pieces of the sizes listed (non-negative, summing to dim's size); an array
+ * of n references as ms_tensor_split's. */
+MS_API ms_tensor **ms_tensor_split_with_sizes(ms_tensor *t, const int64_t *sizes, int n, int dim);
 /* The slices idx[0], idx[1], ... of t along dim (0-based values, int64 or int32), as a new
  * tensor; differentiable. */
 MS_API ms_tensor *ms_tensor_index_select(ms_tensor *t, int dim, ms_tensor *idx);

@@ -222,12 +222,14 @@ static ms_status buffer_add(ms_node *from, int input, ms_node *to, int k, ms_ten
   return MS_OK;
 }
 
-/* Takes the node's gradient buffers as its grad_out (zeros for outputs nobody used) and runs
- * the tensor hooks registered on them. */
+/* Takes the node's gradient buffers as its grad_out (zeros for outputs nobody used, or NULL
+ * for a node that takes missing gradients and has no tensor hooks: a hook sees a tensor) and
+ * runs the tensor hooks registered on them. */
 static ms_status gather_grad_out(ms_node *n, ms_tensor **grad_out) {
   for (int k = 0; k < n->num_outputs; k++) {
     grad_out[k] = n->grad_buf[k];
     n->grad_buf[k] = NULL;
+    if (!grad_out[k] && n->takes_missing_grads && !n->pre_hooks) continue;
     if (!grad_out[k] && !(grad_out[k] = ms_tensor_new_zeros(n->out_ndim[k], n->out_shape[k], n->out_dtype[k])))
       return MS_ERR_MEMORY;
     if (autograd_run_grad_hooks(n->pre_hooks, k, &grad_out[k]) != MS_OK) return MS_ERR_RUNTIME;

@@ -1,6 +1,7 @@
 /* grad_join.c: the public joins (cat, stack) and splits (split, chunk): the native op, then the
  * nodes; a join's gradient gives each input its piece of g, in its own dtype. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "grad_util.h"
 
@@ -86,15 +87,72 @@ ms_tensor *ms_tensor_stack(ms_tensor *const *ts, int n, int dim) {
   return grad_kept(out, record_join("StackBackward0", stack_backward, ts, n, dim, out));
 }
 
-/* ---- split and chunk: each piece records its own SplitBackward0 (its gradient is embedded back
- * at its offset), piece i starting at i * step along dim ---------------------------------------- */
+/* ---- split, split with sizes and chunk: one node for the pieces, as PyTorch's SplitBackward0 --
+ * Its backward writes each piece's gradient into its slot of one new tensor of the input's
+ * shape and dtype; the slot of a piece that got no gradient is zeroed, that slot only (the node
+ * takes missing gradients as NULL: no zero tensors are made for them). The input's shape is
+ * the pieces' (out_shape) with their lengths along dim summed, so ints[0] (dim) is all it keeps.
+ *
+ * A node has at most MS_NODE_MAX_OUTPUTS outputs. More pieces are grouped, one way for any
+ * count: a node takes the first MS_NODE_MAX_OUTPUTS - 1 pieces and, as its last output, the
+ * rest of its input (a narrow view that nobody else sees), which the next node splits the
+ * same way. The rest's gradient is then one more tensor, of the rest's size, copied into its
+ * slot: up to 4 pieces (q, k, v) cost one allocation and a copy per piece. */
 
-static ms_tensor **record_pieces(ms_tensor *t, int dim, int64_t step, ms_tensor **parts, int count) {
-  if (!parts || !ms_autograd_wants(1, &t)) return parts;
+static ms_status split_backward(ms_node *n, ms_tensor *const *g, ms_tensor **gi) {
+  int dim = (int)n->ints[0], k0 = 0;
+  while (k0 < n->num_outputs && !g[k0]) k0++;
+  if (!grad_needed(n, 0) || k0 == n->num_outputs) return MS_OK; /* no piece got a gradient */
+  int64_t shape[MS_MAX_DIMS];
+  memcpy(shape, n->out_shape[0], sizeof shape);
+  shape[dim] = 0;
+  for (int k = 0; k < n->num_outputs; k++) shape[dim] += n->out_shape[k][dim];
+  ms_tensor *gin = ms_tensor_new_empty_on(ms_tensor_device(g[k0]), n->out_ndim[0], shape, n->out_dtype[0]);
+  ms_status st = gin ? MS_OK : MS_ERR_MEMORY;
+  for (int64_t k = 0, at = 0; st == MS_OK && k < n->num_outputs; at += n->out_shape[k][dim], k++) {
+    ms_tensor *slot = native_narrow(gin, dim, at, n->out_shape[k][dim]);
+    st = !slot ? MS_ERR_RUNTIME : g[k] ? native_copy_(slot, g[k]) : native_zero_(slot);
+    ms_tensor_release(slot);
+  }
+  if (st != MS_OK) ms_tensor_release(gin), gin = NULL;
+  gi[0] = gin;
+  return st;
+}
+
+/* One node over in (dim normalised) whose outputs are parts[0..count) then `rest` (NULL: none). */
+static ms_status record_group(const char *name, ms_tensor *in, int dim, ms_tensor **parts, int count,
+                              ms_tensor *rest) {
+  ms_node *n = ms_node_new(name, split_backward, 1, &in);
+  if (!n) return MS_ERR_MEMORY;
+  n->ints[0] = dim;
+  n->takes_missing_grads = true;
+  for (int k = 0; k < count; k++) ms_node_attach(n, parts[k], k), grad_view_of(in, parts[k]);
+  if (rest) ms_node_attach(n, rest, count), grad_view_of(in, rest);
+  ms_node_release(n);
+  return MS_OK;
+}
+
+/* Records the pieces of t along dim (consecutive from 0, covering it) on nodes of at most
+ * MS_NODE_MAX_OUTPUTS outputs; on failure releases them and returns NULL. */
+static ms_tensor **record_pieces(const char *name, ms_tensor *t, int dim, ms_tensor **parts, int count) {
+  if (!parts || !ms_autograd_wants(1, &t) || !ms_dtype_is_floating(t->dtype)) return parts;
   if (dim < 0) dim += t->ndim;
+  ms_tensor *in = t; /* the tensor the next node splits: t, then each rest */
+  ms_tensor_retain(in);
   ms_status st = MS_OK;
-  for (int i = 0; st == MS_OK && i < count; i++)
-    st = grad_record_narrow("SplitBackward0", t, dim, (int64_t)i * step, parts[i]->shape[dim], parts[i]);
+  for (int i = 0; st == MS_OK && i < count;) {
+    int here = count - i <= MS_NODE_MAX_OUTPUTS ? count - i : MS_NODE_MAX_OUTPUTS - 1;
+    ms_tensor *rest = NULL;
+    if (here < count - i) {
+      int64_t at = 0;
+      for (int k = i; k < i + here; k++) at += parts[k]->shape[dim];
+      rest = native_narrow(in, dim, at, in->shape[dim] - at);
+    }
+    st = here < count - i && !rest ? MS_ERR_RUNTIME : record_group(name, in, dim, parts + i, here, rest);
+    ms_tensor_release(in);
+    in = rest, i += here;
+  }
+  ms_tensor_release(in);
   if (st == MS_OK) return parts;
   for (int i = 0; i < count; i++) ms_tensor_release(parts[i]);
   free(parts);
@@ -103,13 +161,16 @@ static ms_tensor **record_pieces(ms_tensor *t, int dim, int64_t step, ms_tensor 
 
 ms_tensor **ms_tensor_split(ms_tensor *t, int64_t size, int dim, int *count) {
   ms_tensor **parts = native_split(t, size, dim, count);
-  return parts ? record_pieces(t, dim, size, parts, *count) : NULL;
+  return parts ? record_pieces("SplitBackward0", t, dim, parts, *count) : NULL;
 }
 
+ms_tensor **ms_tensor_split_with_sizes(ms_tensor *t, const int64_t *sizes, int n, int dim) {
+  ms_tensor **parts = native_split_with_sizes(t, sizes, n, dim);
+  return record_pieces("SplitWithSizesBackward0", t, dim, parts, n);
+}
+
+/* torch.chunk is a split by the first piece's size: its grad_fn is SplitBackward0 too. */
 ms_tensor **ms_tensor_chunk(ms_tensor *t, int chunks, int dim, int *count) {
   ms_tensor **parts = native_chunk(t, chunks, dim, count);
-  if (!parts) return NULL;
-  /* the pieces of a chunk are those of a split by their first one's size (all empty: at 0) */
-  int d = dim < 0 ? dim + t->ndim : dim;
-  return record_pieces(t, dim, parts[0]->shape[d], parts, *count);
+  return parts ? record_pieces("SplitBackward0", t, dim, parts, *count) : NULL;
 }

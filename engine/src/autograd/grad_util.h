@@ -64,10 +64,13 @@ bool grad_is_view_of_leaf(const ms_tensor *t);
  * nothing to record), records a node on out when the inputs require grad, and says whether
  * that worked; the public op returns grad_kept(out, status). Those shared between files: -- */
 
-/* narrow (grad_view.c), also the pieces of split and chunk (grad_join.c); dim and start are
- * already normalised (0-based, non-negative). */
+/* narrow (grad_view.c); dim and start are already normalised (0-based, non-negative). */
 ms_status grad_record_narrow(const char *name, ms_tensor *in, int dim, int64_t start,
                                int64_t length, ms_tensor *out);
+/* out, made from in by a view op and given its node, remembers the tensor it views (in's base,
+ * or in) so that an in-place write through out is recorded on that base; nothing when out
+ * shares no storage with in (a reshape that copied). */
+void grad_view_of(ms_tensor *in, ms_tensor *out);
 /* Records an in-place write of out's values through `view` (which has a grad_base) on its base
  * (CopySlices) and makes view a view of the new base. */
 ms_status grad_record_view_write(ms_tensor *view, ms_tensor *out);

@@ -42,12 +42,16 @@ static ms_node *new_unary(const char *name, ms_backward_fn fn, ms_tensor *in) {
  * that had to copy is no view: it shares no storage with its input. */
 static ms_status finish_view(ms_node *n, ms_tensor *in, ms_tensor *out) {
   ms_status st = grad_finish(n, out);
-  if (st != MS_OK || out->storage != in->storage) return st;
+  if (st == MS_OK) grad_view_of(in, out);
+  return st;
+}
+
+void grad_view_of(ms_tensor *in, ms_tensor *out) {
+  if (out->storage != in->storage) return;
   ms_tensor *base = in->grad_base ? in->grad_base : in;
   ms_tensor_retain(base);
   ms_tensor_release(out->grad_base);
   out->grad_base = base;
-  return MS_OK;
 }
 
 /* Whether out = op(in) gets a node: an op that handed back its input itself keeps in's node. */

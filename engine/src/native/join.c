@@ -7,6 +7,32 @@
 #include "moonshard/checked.h"
 #include "native/native.h"
 
+/* The narrow views of t along dim (already normalised) of the lengths len(i, arg), i < n,
+ * consecutive from 0: a malloc'ed array of n new references. */
+static ms_tensor **narrow_pieces(ms_tensor *t, int dim, int n, int64_t (*len)(int i, const void *arg),
+                                 const void *arg, const char *op) {
+  ms_tensor **parts = calloc((size_t)(n > 0 ? n : 1), sizeof *parts);
+  if (!parts) return ms_error(MS_ERR_MEMORY, "%s: out of memory", op), NULL;
+  for (int64_t i = 0, at = 0; i < n; at += parts[i]->shape[dim], i++) {
+    if (!(parts[i] = native_narrow(t, dim, at, len((int)i, arg)))) {
+      while (i--) ms_tensor_release(parts[i]);
+      free(parts);
+      return NULL;
+    }
+  }
+  return parts;
+}
+
+typedef struct even_pieces {
+  int64_t size, total;
+} even_pieces;
+
+static int64_t even_len(int i, const void *arg) {
+  const even_pieces *e = arg;
+  int64_t start = (int64_t)i * e->size;
+  return e->total - start < e->size ? e->total - start : e->size;
+}
+
 ms_tensor **native_split(ms_tensor *t, int64_t size, int dim, int *count) {
   if (ms_dim_normalize("split", "dim", dim, t->ndim, &dim) != MS_OK) return NULL;
   if (t->ndim == 0) return ms_error(MS_ERR_ARG, "split: cannot split a 0-dim tensor"), NULL;
@@ -15,19 +41,28 @@ ms_tensor **native_split(ms_tensor *t, int64_t size, int dim, int *count) {
   if (pieces > INT_MAX)
     return ms_error(MS_ERR_ARG, "split: split_size %lld makes %lld pieces of dim %d (size %lld), more than %d",
                     (long long)size, (long long)pieces, dim, (long long)total, INT_MAX), NULL;
-  int n = (int)pieces;
-  ms_tensor **parts = calloc((size_t)n, sizeof *parts);
-  if (!parts) return ms_error(MS_ERR_MEMORY, "split: out of memory"), NULL;
-  for (int i = 0; i < n; i++) {
-    int64_t start = (int64_t)i * size, len = total - start < size ? total - start : size;
-    if (!(parts[i] = native_narrow(t, dim, start, len))) {
-      while (i--) ms_tensor_release(parts[i]);
-      free(parts);
-      return NULL;
-    }
-  }
-  *count = n;
+  ms_tensor **parts = narrow_pieces(t, dim, (int)pieces, even_len, &(even_pieces){size, total}, "split");
+  if (parts) *count = (int)pieces;
   return parts;
+}
+
+static int64_t listed_len(int i, const void *arg) { return ((const int64_t *)arg)[i]; }
+
+ms_tensor **native_split_with_sizes(ms_tensor *t, const int64_t *sizes, int n, int dim) {
+  if (ms_dim_normalize("split", "dim", dim, t->ndim, &dim) != MS_OK) return NULL;
+  if (t->ndim == 0) return ms_error(MS_ERR_ARG, "split: cannot split a 0-dim tensor"), NULL;
+  if (n < 1) return ms_error(MS_ERR_ARG, "split: split_sizes must list at least one size, got %d", n), NULL;
+  int64_t total = 0;
+  for (int i = 0; i < n; i++) {
+    if (sizes[i] < 0)
+      return ms_error(MS_ERR_ARG, "split: split_sizes[%d] must be non-negative, got %lld", i, (long long)sizes[i]), NULL;
+    if (!ms_add_i64(total, sizes[i], &total)) total = INT64_MAX;
+    if (total > t->shape[dim]) break;
+  }
+  if (total != t->shape[dim])
+    return ms_error(MS_ERR_ARG, "split: split_sizes must sum to dim %d's size %lld, they %s", dim,
+                    (long long)t->shape[dim], total > t->shape[dim] ? "exceed it" : "fall short of it"), NULL;
+  return narrow_pieces(t, dim, n, listed_len, sizes, "split");
 }
 
 ms_tensor **native_chunk(ms_tensor *t, int chunks, int dim, int *count) {

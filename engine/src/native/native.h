@@ -122,5 +122,7 @@ ms_tensor *native_stack(ms_tensor *const *ts, int n, int dim);
  * new references (free the array), NULL on failure. */
 ms_tensor **native_split(ms_tensor *t, int64_t size, int dim, int *count);
 ms_tensor **native_chunk(ms_tensor *t, int chunks, int dim, int *count);
+/* Pieces of the n sizes listed (non-negative, summing to dim's size), as native_split's. */
+ms_tensor **native_split_with_sizes(ms_tensor *t, const int64_t *sizes, int n, int dim);
 
 #endif
