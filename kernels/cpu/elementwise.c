@@ -1,6 +1,7 @@
 /* elementwise.c: binary and unary maps over strided rows in the three compute dtypes (float32,
- * float64, int64), and binary ops on bfloat16 and float16 through float32 a block at a time. LOOP writes each op once: a unit-stride form the compiler vectorises, a
- * broadcast-scalar form, and the general strided form. */
+ * float64, int64), and binary ops on bfloat16 and float16 through float32 a block at a time.
+ * LOOP writes each op once: a unit-stride form the compiler vectorises, a broadcast-scalar form,
+ * and the general strided form. */
 #include <math.h>
 #include <stdbool.h>
 
@@ -62,8 +63,8 @@ COMPARE(int64_t)
 /* noipa: binary_half must run this very code (GCC otherwise specialises a copy for its unit-stride
  * output, which may order the operands of a vector add the other way: with two NaNs, the result
  * is the first's, so its sign and payload would differ from the whole-tensor path's). */
-__attribute__((noipa)) static void arith_f32(ms_k_binop op, int64_t n, float *o, int64_t so, const float *x, int64_t sa,
-                      const float *y, int64_t sb) {
+__attribute__((noipa)) static void arith_f32(ms_k_binop op, int64_t n, float *o, int64_t so, const float *x,
+                                             int64_t sa, const float *y, int64_t sb) {
   switch (op) {
   case MS_K_ADD: LOOP(X + Y); break;
   case MS_K_SUB: LOOP(X - Y); break;
@@ -127,10 +128,11 @@ static int64_t widen_block(float *buf, int64_t m, const char *p, ms_k_dtype t, i
   return s != 0;
 }
 
-static void binary_half(ms_k_binop op, ms_k_dtype dt, const ms_k_dtype in[2], int64_t n, void *out, int64_t so,
-                        const void *a, int64_t sa, const void *b, int64_t sb) {
+static void binary_half(ms_k_binop op, ms_k_dtype dt, const ms_k_dtype in[2], int64_t n, void *out,
+                        int64_t so, const void *a, int64_t sa, const void *b, int64_t sb) {
   float fa[HALF_BLOCK], fb[HALF_BLOCK], fo[HALF_BLOCK];
-  int64_t ea = (int64_t)ms_k_dtype_size(in[0]), eb = (int64_t)ms_k_dtype_size(in[1]), eo = op >= MS_K_EQ ? 1 : 2;
+  int64_t ea = (int64_t)ms_k_dtype_size(in[0]), eb = (int64_t)ms_k_dtype_size(in[1]);
+  int64_t eo = op >= MS_K_EQ ? 1 : 2; /* bool or dt */
   for (int64_t i = 0; i < n; i += HALF_BLOCK) {
     int64_t m = n - i < HALF_BLOCK ? n - i : HALF_BLOCK;
     /* block i is read whole before it is written: out may be a itself (add_) */

@@ -1,8 +1,8 @@
 /* native/elementwise.c: binary and unary elementwise ops with broadcasting and PyTorch's type
  * promotion, clamp, where and masked_fill. Operands are converted to the compute dtype (float32,
  * float64 or int64; binary ops on the CPU also take bfloat16 and float16 as they are), the kernel
- * runs over broadcast rows, and the result is cast to the result dtype if it differs. Native: nothing here records a graph (autograd/grad_elementwise.c and
- * grad_unary.c do). */
+ * runs over broadcast rows, and the result is cast to the result dtype if it differs. Native:
+ * nothing here records a graph (autograd/grad_elementwise.c and grad_unary.c do). */
 #include <math.h>
 #include <stdlib.h>
 
