@@ -1,5 +1,5 @@
 -- ops_bench.lua: per-op microbenchmarks of the engine at the seed's shapes (SGEMM, conv2d forward
--- and both backwards, max_pool2d, relu, log_softmax+nll_loss, the Adadelta step), each timed
+-- and both backwards, max_pool2d, relu, log_softmax+nll_loss, the Adadelta step, bfloat16 add/mul), each timed
 -- through the Lua face as training calls it, printed as bench/run.sh's "BENCH ops ..." lines.
 --   build/moonshard bench/ops_bench.lua [--quick] [--threads 1,2] [--only PATTERN]
 --                                       [--fma1 G] [--fma2 G] [--copy1 G] [--copy2 G]
@@ -234,6 +234,34 @@ case("adadelta_step/seed_net_1.2M", function()
   F.nll_loss(net(ms.randn(2, 1, 28, 28)), ms.randint(1, 11, { 2 })):backward()
   opt:step() -- the state exists before timing
   return function() opt:step() end, { bytes = 4.0 * 7 * numel }
+end)
+
+-- 16-bit elementwise arithmetic at the GPT's MLP activation (4, 256, 3072), as bfloat16 mixed
+-- precision runs it: out of place (residual adds, the backward's products), in place (a leaf's
+-- gradient accumulation) and the autograd walk summing two gradients of one tensor (y = x + x);
+-- bytes: two inputs read, one output written, 2 bytes each.
+local EW16 = { 4, 256, 3072 }
+local EW16_BYTES = 2.0 * 3 * 4 * 256 * 3072
+for _, op in ipairs({ "add", "mul" }) do
+  case(("binary_bf16/%s/4x256x3072"):format(op), function()
+    local a, b = ms.randn(table.unpack(EW16)):bfloat16(), ms.randn(table.unpack(EW16)):bfloat16()
+    local _ <close> = ms.no_grad()
+    return function() return a[op](a, b) end, { bytes = EW16_BYTES }
+  end)
+end
+case("binary_bf16/add_/4x256x3072", function()
+  local a, b = ms.randn(table.unpack(EW16)):bfloat16(), ms.randn(table.unpack(EW16)):bfloat16()
+  local _ <close> = ms.no_grad()
+  return function() a:add_(b) end, { bytes = EW16_BYTES }
+end)
+case("binary_bf16/grad_sum/4x256x3072", function()
+  local x = ms.randn(table.unpack(EW16)):bfloat16():requires_grad_()
+  local y = x + x
+  local gout = ms.randn(table.unpack(EW16)):bfloat16()
+  return function()
+    x.grad = nil
+    y:backward(gout, { retain_graph = true })
+  end, { bytes = EW16_BYTES }
 end)
 
 -- ---- run ------------------------------------------------------------------------------------------

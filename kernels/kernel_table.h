@@ -74,9 +74,10 @@ enum { MS_K_ERR_NO_MEMORY = -1 };
   /* operand 0 (dst_dt) = operand 1 (src_dt) converted as ms_k_cast does, bit for bit (copy_) */  \
   X(cast, (const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dst_dt, ms_k_dtype src_dt))          \
   /* operand 0 = operand 1 op operand 2 in dt (F32, F64 or I64; comparisons write bool), as       \
-   * ms_k_binary. An operand whose data is NULL is the number sa (operand 1) or sb (operand 2):    \
-   * the engine sends one for an operand on another device than the output (a 0-dim CPU tensor   \
-   * beside CUDA tensors, read once on the host); every device accepts one. */                    \
+   * ms_k_binary; the CPU also BF16 and F16: each input is dt or float32 (by its elsize), computed \
+   * in float32 and rounded once to dt. An operand whose data is NULL is the number sa (operand  \
+   * 1) or sb (operand 2): the engine sends one for an operand on another device than the output \
+   * (a 0-dim CPU tensor beside CUDA tensors, read once on the host); every device accepts one. */ \
   X(binary, (const ms_k_exec *x, const ms_k_geom *g, ms_k_binop op, ms_k_dtype dt,                 \
              const ms_k_scalar *sa, const ms_k_scalar *sb))                                        \
   /* operand 0 = op(operand 1) in dt (F32, F64, I64; the CPU also relu on BF16), as ms_k_unary */   \

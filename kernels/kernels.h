@@ -87,6 +87,7 @@ enum {
   MS_K_BINOP_COUNT = 0 MS_BINARY_OP_LIST(MS_K_X_OP_PLUS_ONE),
   MS_K_UNOP_COUNT = 0 MS_UNARY_OP_LIST(MS_K_X_OP_PLUS_ONE)
 };
+/* dt F32, F64, I64, or BF16 / F16 (computed in float32 a block at a time, rounded once). */
 void ms_k_binary(ms_k_binop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
                  int64_t sa, const void *b, int64_t sb);
 /* I64 supports NEG, ABS, RELU, LOGICAL_NOT, SIGN, FLOOR, CEIL, ROUND, SQUARE, BF16 RELU; the engine

@@ -1,6 +1,7 @@
 /* elementwise.c: binary and unary maps over strided rows in the three compute dtypes (float32,
- * float64, int64). LOOP writes each op once: a unit-stride form the compiler vectorises, a
- * broadcast-scalar form, and the general strided form. */
+ * float64, int64), and binary ops on bfloat16 and float16 through float32 a block at a time.
+ * LOOP writes each op once: a unit-stride form the compiler vectorises, a broadcast-scalar form,
+ * and the general strided form. */
 #include <math.h>
 #include <stdbool.h>
 
@@ -59,8 +60,11 @@ COMPARE(float)
 COMPARE(double)
 COMPARE(int64_t)
 
-static void arith_f32(ms_k_binop op, int64_t n, float *o, int64_t so, const float *x, int64_t sa,
-                      const float *y, int64_t sb) {
+/* noipa: binary_half must run this very code (GCC otherwise specialises a copy for its unit-stride
+ * output, which may order the operands of a vector add the other way: with two NaNs, the result
+ * is the first's, so its sign and payload would differ from the whole-tensor path's). */
+__attribute__((noipa)) static void arith_f32(ms_k_binop op, int64_t n, float *o, int64_t so, const float *x,
+                                             int64_t sa, const float *y, int64_t sb) {
   switch (op) {
   case MS_K_ADD: LOOP(X + Y); break;
   case MS_K_SUB: LOOP(X - Y); break;
@@ -105,9 +109,50 @@ static void arith_i64(ms_k_binop op, int64_t n, int64_t *o, int64_t so, const in
   }
 }
 
+static bool is_half(ms_k_dtype dt) { return dt == MS_K_BF16 || dt == MS_K_F16; }
+
+/* ---- 16-bit floats, widened a block at a time ----
+ * bfloat16 and float16 have no arithmetic here: each block of the row is widened into float32 on
+ * the stack, computed by the float32 loops above and rounded once (ms_k_cast) into the output.
+ * The values are those of widening whole tensors, computing and rounding back, bit for bit,
+ * without that way's three extra passes over memory and two temporaries (5% of a bfloat16 GPT
+ * step). Strided and broadcast rows take the same path (ms_k_cast gathers them); a broadcast
+ * input is widened once. An input may be float32 instead of dt (in[k]): a number beside a 16-bit
+ * tensor, which must not be rounded to 16 bits before the op. */
+enum { HALF_BLOCK = 512 }; /* three float32 blocks: 6 KB of stack, in L1 */
+
+/* The m elements of input p (dtype t, stride s) as float32 in buf (one when s is 0); returns the
+ * stride to read buf with. */
+static int64_t widen_block(float *buf, int64_t m, const char *p, ms_k_dtype t, int64_t s) {
+  ms_k_cast(s ? m : 1, buf, MS_K_F32, 1, p, t, s);
+  return s != 0;
+}
+
+static void binary_half(ms_k_binop op, ms_k_dtype dt, const ms_k_dtype in[2], int64_t n, void *out,
+                        int64_t so, const void *a, int64_t sa, const void *b, int64_t sb) {
+  float fa[HALF_BLOCK], fb[HALF_BLOCK], fo[HALF_BLOCK];
+  int64_t ea = (int64_t)ms_k_dtype_size(in[0]), eb = (int64_t)ms_k_dtype_size(in[1]);
+  int64_t eo = op >= MS_K_EQ ? 1 : 2; /* bool or dt */
+  for (int64_t i = 0; i < n; i += HALF_BLOCK) {
+    int64_t m = n - i < HALF_BLOCK ? n - i : HALF_BLOCK;
+    /* block i is read whole before it is written: out may be a itself (add_) */
+    int64_t ka = widen_block(fa, m, (const char *)a + i * sa * ea, in[0], sa);
+    int64_t kb = widen_block(fb, m, (const char *)b + i * sb * eb, in[1], sb);
+    char *o = (char *)out + i * so * eo;
+    if (op >= MS_K_EQ) {
+      compare_float(op, m, (uint8_t *)o, so, fa, ka, fb, kb);
+    } else {
+      arith_f32(op, m, fo, 1, fa, ka, fb, kb);
+      ms_k_cast(m, o, dt, so, fo, MS_K_F32, 1);
+    }
+  }
+}
+
 void ms_k_binary(ms_k_binop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
                  int64_t sa, const void *b, int64_t sb) {
-  if (op >= MS_K_EQ) {
+  if (is_half(dt)) {
+    binary_half(op, dt, (const ms_k_dtype[2]){dt, dt}, n, out, so, a, sa, b, sb);
+  } else if (op >= MS_K_EQ) {
     if (dt == MS_K_F32) compare_float(op, n, out, so, a, sa, b, sb);
     else if (dt == MS_K_F64) compare_double(op, n, out, so, a, sa, b, sb);
     else compare_int64_t(op, n, out, so, a, sa, b, sb);
@@ -318,7 +363,7 @@ static const ms_k_geom *bind_numbers(const ms_k_geom *g, ms_k_geom *local, int f
   for (int k = 0; k < 2; k++) {
     int op = first + k;
     if (local->data[op]) continue;
-    if (dt == MS_K_F32) num[k].f = (float)s[k]->f;
+    if (dt == MS_K_F32 || is_half(dt)) num[k].f = (float)s[k]->f; /* float32 beside 16-bit: binary_half */
     else if (dt == MS_K_F64) num[k].d = s[k]->f;
     else num[k].i = s[k]->i;
     local->data[op] = (char *)&num[k];
@@ -333,9 +378,15 @@ typedef struct op_dtype {
   ms_k_dtype dt;
 } op_dtype;
 
+typedef struct binary_dtypes {
+  ms_k_binop op;
+  ms_k_dtype dt, in[2]; /* in: the inputs' dtypes, which differ from dt only beside 16-bit dt */
+} binary_dtypes;
+
 static void binary_row(void *arg, int64_t n, char **p, const int64_t *s) {
-  const op_dtype *c = arg;
-  ms_k_binary((ms_k_binop)c->op, c->dt, n, p[0], s[0], p[1], s[1], p[2], s[2]);
+  const binary_dtypes *c = arg;
+  if (is_half(c->dt)) binary_half(c->op, c->dt, c->in, n, p[0], s[0], p[1], s[1], p[2], s[2]);
+  else ms_k_binary(c->op, c->dt, n, p[0], s[0], p[1], s[1], p[2], s[2]);
 }
 
 int ms_k_cpu_binary(const ms_k_exec *x, const ms_k_geom *g, ms_k_binop op, ms_k_dtype dt,
@@ -343,8 +394,11 @@ int ms_k_cpu_binary(const ms_k_exec *x, const ms_k_geom *g, ms_k_binop op, ms_k_
   (void)x;
   ms_k_geom local;
   number num[2];
-  op_dtype c = {(int)op, dt};
-  ms_k_geom_run(bind_numbers(g, &local, 1, dt, (const ms_k_scalar *const[2]){sa, sb}, num), binary_row, &c);
+  g = bind_numbers(g, &local, 1, dt, (const ms_k_scalar *const[2]){sa, sb}, num);
+  binary_dtypes c = {op, dt, {dt, dt}};
+  /* beside 16-bit dt an input is dt (2 bytes) or float32 (4; a bound number: 0) */
+  for (int k = 0; k < 2 && is_half(dt); k++) c.in[k] = g->elsize[1 + k] == 2 ? dt : MS_K_F32;
+  ms_k_geom_run(g, binary_row, &c);
   return 0;
 }
 

@@ -1,8 +1,8 @@
 /* native/elementwise.c: binary and unary elementwise ops with broadcasting and PyTorch's type
  * promotion, clamp, where and masked_fill. Operands are converted to the compute dtype (float32,
- * float64 or int64), the kernel runs over broadcast rows, and the result is cast to the result
- * dtype if it differs. Native: nothing here records a graph (autograd/grad_elementwise.c and
- * grad_unary.c do). */
+ * float64 or int64; binary ops on the CPU also take bfloat16 and float16 as they are), the kernel
+ * runs over broadcast rows, and the result is cast to the result dtype if it differs. Native:
+ * nothing here records a graph (autograd/grad_elementwise.c and grad_unary.c do). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -63,8 +63,14 @@ static ms_dtype common_dtype(ms_operand a, ms_operand b) {
   return ms_dtype_promote(da, ka, db, kb);
 }
 
-/* The operand as a tensor of dtype cd broadcast to (ndim, shape): a new reference. */
+static bool is_half(ms_dtype dt) { return dt == MS_BFLOAT16 || dt == MS_FLOAT16; }
+
+/* The operand as a tensor of dtype cd broadcast to (ndim, shape): a new reference. Beside a
+ * 16-bit cd (binary_compute_dtype) an operand not already of that dtype (a number, a 0-dim
+ * tensor of another dtype) is float32, as widening the whole op would make it: rounding it to 16
+ * bits first could change the result. */
 static ms_tensor *prepare_operand(ms_operand o, ms_dtype cd, int ndim, const int64_t *shape) {
+  if (is_half(cd) && !(o.tensor && o.tensor->dtype == cd)) cd = MS_FLOAT32;
   ms_tensor *t = o.tensor ? native_to_dtype(o.tensor, cd) : ms_tensor_new_scalar(o.value, cd);
   if (!t) return NULL;
   ms_tensor *b = native_expand(t, ndim, shape);
@@ -126,9 +132,13 @@ static ms_dtype binary_result_dtype(ms_binary_op op, ms_dtype common) {
   return common;
 }
 
-/* The compute dtype of op: divisions of integers compute in float32. */
-static ms_dtype binary_compute_dtype(ms_binary_op op, ms_dtype common) {
-  return compute_dtype(op == MS_OP_DIV ? ms_dtype_to_floating(common) : common);
+/* The dtype the kernel takes op's operands in: divisions of integers compute in float32. The
+ * CPU's kernel takes bfloat16 and float16 as they are and widens them a block at a time (the
+ * values of widening whole tensors, without the extra passes and temporaries); other devices'
+ * kernels compute in float32, float64 or int64. */
+static ms_dtype binary_compute_dtype(ms_binary_op op, ms_dtype common, ms_device dev) {
+  ms_dtype fl = op == MS_OP_DIV ? ms_dtype_to_floating(common) : common;
+  return dev.type == MS_CPU && is_half(fl) ? fl : compute_dtype(fl);
 }
 
 static ms_dtype operand_dtype(ms_operand o) { return o.tensor ? o.tensor->dtype : o.scalar_dtype; }
@@ -172,7 +182,7 @@ ms_tensor *native_binary(ms_binary_op op, ms_operand a, ms_operand b) {
   int64_t shape[MS_MAX_DIMS];
   const ms_tensor *ta = a.tensor ? a.tensor : b.tensor, *tb = b.tensor ? b.tensor : a.tensor;
   if (broadcast_shapes(name, ta->ndim, ta->shape, tb->ndim, tb->shape, &ndim, shape) != MS_OK) return NULL;
-  ms_dtype common = common_dtype(a, b), cd = binary_compute_dtype(op, common);
+  ms_dtype common = common_dtype(a, b), cd = binary_compute_dtype(op, common, dev);
   ms_dtype rd = binary_result_dtype(op, common);
   ms_tensor *pa = prepare_operand(a, cd, ndim, shape), *pb = prepare_operand(b, cd, ndim, shape);
   ms_dtype kernel_out = is_comparison(op) ? MS_BOOL : cd;
@@ -230,12 +240,13 @@ ms_status native_binary_check_(ms_binary_op op, ms_tensor *a, ms_operand b) {
 ms_status native_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
   const char *name = binary_info[op].name;
   if (native_binary_check_(op, a, b) != MS_OK) return MS_ERR_ARG;
-  ms_dtype common = common_dtype(ms_operand_tensor(a), b), cd = binary_compute_dtype(op, common);
+  ms_dtype common = common_dtype(ms_operand_tensor(a), b);
+  ms_device dev;
+  if (binary_device(name, a, b.tensor, &dev) != MS_OK) return MS_ERR_RUNTIME;
+  ms_dtype cd = binary_compute_dtype(op, common, dev);
   bool direct = a->dtype == cd && !is_comparison(op) && !pow_is_root(op, b, common) &&
                 (!b.tensor || b.tensor->storage != a->storage);
   if (!direct) return store_into(a, native_binary(op, ms_operand_tensor(a), b));
-  ms_device dev;
-  if (binary_device(name, a, b.tensor, &dev) != MS_OK) return MS_ERR_RUNTIME;
   if (!ms_device_equal(dev, ms_tensor_device(a))) /* a 0-dim CPU a cannot take CUDA results */
     return ms_check_same_device(name, 2, (ms_tensor *[]){a, b.tensor});
   ms_tensor *pb = prepare_operand(b, cd, a->ndim, a->shape);
