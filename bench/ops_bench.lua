@@ -219,6 +219,24 @@ case("adadelta_step/seed_net_1.2M", function()
   return function() opt:step() end, { bytes = 4.0 * 7 * numel }
 end)
 
+-- Linear's bias gradient: the sum over the batch dim of a contiguous (1024, N) output gradient (a
+-- column reduction), float32 and bfloat16 (FSDP's mixed precision); bytes: the input read.
+for _, dt in ipairs({ "float32", "bfloat16" }) do
+  for _, n in ipairs({ 768, 3072 }) do
+    case(("sum_dim1/%s/1024x%d"):format(dt, n), function()
+      local g = ms.randn(1024, n):to(dt)
+      local _ <close> = ms.no_grad()
+      return function() return g:sum(1) end, { bytes = (dt == "float32" and 4.0 or 2.0) * 1024 * n }
+    end)
+  end
+end
+-- clip_grad_norm's per-gradient 2-norm: a whole contiguous float32 tensor.
+case("norm2/f32/3072x768", function()
+  local g = ms.randn(3072, 768)
+  local _ <close> = ms.no_grad()
+  return function() return g:norm() end, { bytes = 4.0 * 3072 * 768 }
+end)
+
 -- ---- run ------------------------------------------------------------------------------------------
 
 print(("# ops_bench: %s, threads %s, %d samples of ~%g s after %d warm-up calls"):format(
