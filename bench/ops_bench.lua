@@ -263,6 +263,23 @@ case("binary_bf16/grad_sum/4x256x3072", function()
     y:backward(gout, { retain_graph = true })
   end, { bytes = EW16_BYTES }
 end)
+-- Linear's bias gradient: the sum over the batch dim of a contiguous (1024, N) output gradient (a
+-- column reduction), float32 and bfloat16 (FSDP's mixed precision); bytes: the input read.
+for _, dt in ipairs({ "float32", "bfloat16" }) do
+  for _, n in ipairs({ 768, 3072 }) do
+    case(("sum_dim1/%s/1024x%d"):format(dt, n), function()
+      local g = ms.randn(1024, n):to(dt)
+      local _ <close> = ms.no_grad()
+      return function() return g:sum(1) end, { bytes = (dt == "float32" and 4.0 or 2.0) * 1024 * n }
+    end)
+  end
+end
+-- clip_grad_norm's per-gradient 2-norm: a whole contiguous float32 tensor.
+case("norm2/f32/3072x768", function()
+  local g = ms.randn(3072, 768)
+  local _ <close> = ms.no_grad()
+  return function() return g:norm() end, { bytes = 4.0 * 3072 * 768 }
+end)
 
 -- ---- run ------------------------------------------------------------------------------------------
 

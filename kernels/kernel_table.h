@@ -108,7 +108,8 @@ typedef struct ms_k_stat {
   int root;
 } ms_k_stat;
 
-/* Reductions of rows. src is dt (F32, F64 or I64); out is contiguous, one out_dt element per row. */
+/* Reductions of rows. src is dt (F32, F64 or I64; the CPU's reduce_rows also sums BF16 and F16,
+ * in float64 as F32); out is contiguous, one out_dt element per row. */
 #define MS_K_REDUCE_KERNELS(X)                                                                     \
   /* op RSUM, RPROD, RMAX, RMIN, RARGMAX or RARGMIN with ms_k_reduce_row's semantics: out[r] the   \
    * row's value (divided by n when mean; an int64 sum, product or extreme stored from its int64,  \

@@ -1,11 +1,33 @@
-/* reduce.c: reductions of one strided row in float32, float64 or int64. Floating sums
- * accumulate in double so a float32 sum of a million elements keeps its digits. */
+/* reduce.c: reductions of one strided row in float32, float64 or int64 (sums also bfloat16 and
+ * float16, widened a run at a time). Floating sums accumulate in double so a float32 sum of a
+ * million elements keeps its digits. Sums over an outer dim go to reduce_cols.c. */
 #include <math.h>
 
+#include "kernels/cpu/reduce_cols.h"
 #include "kernels/kernel_table.h"
 
 static double load(ms_k_dtype dt, const void *src, int64_t i) {
   return dt == MS_K_F32 ? ((const float *)src)[i] : ((const double *)src)[i];
+}
+
+/* The sum of squares of n contiguous float32 or float64 (a 2-norm: clip_grad_norm's), in
+ * independent partial sums that vectorise as RSUM's do. */
+static double sum_squares(ms_k_dtype dt, int64_t n, const void *src) {
+  double acc[8] = {0}, s = 0;
+  int64_t i = 0;
+  if (dt == MS_K_F32) {
+    const float *x = src;
+    for (; i + 8 <= n; i += 8)
+      for (int k = 0; k < 8; k++) acc[k] += (double)x[i + k] * x[i + k];
+    for (; i < n; i++) s += (double)x[i] * x[i];
+  } else {
+    const double *x = src;
+    for (; i + 8 <= n; i += 8)
+      for (int k = 0; k < 8; k++) acc[k] += x[i + k] * x[i + k];
+    for (; i < n; i++) s += x[i] * x[i];
+  }
+  for (int k = 0; k < 8; k++) s += acc[k];
+  return s;
 }
 
 static void reduce_float(ms_k_redop op, ms_k_dtype dt, int64_t n, const void *src, int64_t stride,
@@ -57,6 +79,10 @@ static void reduce_float(ms_k_redop op, ms_k_dtype dt, int64_t n, const void *sr
     break;
   }
   case MS_K_RPOWSUM: {
+    if (p == 2 && stride == 1) {
+      out->f = sum_squares(dt, n, src);
+      break;
+    }
     double s = 0;
     for (int64_t i = 0; i < n; i++) {
       double v = fabs(load(dt, src, i * stride));
@@ -106,6 +132,22 @@ void ms_k_reduce_row(ms_k_redop op, ms_k_dtype dt, int64_t n, const void *src, i
                      double p, ms_k_reduce_result *out) {
   if (dt == MS_K_I64) reduce_int(op, n, src, stride, out);
   else reduce_float(op, dt, n, src, stride, p, out);
+}
+
+/* The sum of a bfloat16 or float16 row: runs widened to float32 (ms_k_cast's vector conversions),
+ * each summed as a float32 row is. */
+static void sum_half_row(ms_k_dtype dt, int64_t n, const char *src, int64_t stride, ms_k_reduce_result *out) {
+  enum { RUN = 1024 };
+  float buf[RUN];
+  double s = 0;
+  for (int64_t i = 0; i < n; i += RUN) {
+    int64_t k = n - i < RUN ? n - i : RUN;
+    ms_k_reduce_result r = {0};
+    ms_k_cast(k, buf, MS_K_F32, 1, src + i * stride * 2, dt, stride);
+    ms_k_reduce_row(MS_K_RSUM, MS_K_F32, k, buf, 1, 0, &r);
+    s += r.f;
+  }
+  out->f = s;
 }
 
 /* ---- the table's bodies: every row of a geometry, rows spread over the thread pool ---- */
@@ -162,7 +204,8 @@ static void rows_range(void *arg, int64_t begin, int64_t end) {
   bool extreme = job->op == MS_K_RMAX || job->op == MS_K_RMIN || job->op == MS_K_RARGMAX || job->op == MS_K_RARGMIN;
   for (int64_t r = begin; r < end; r++) {
     ms_k_reduce_result res = {0};
-    if (n > 0 || !extreme) ms_k_reduce_row(job->op, job->dt, n, row_start(job, r), job->g->stride,
+    if (job->dt == MS_K_BF16 || job->dt == MS_K_F16) sum_half_row(job->dt, n, row_start(job, r), job->g->stride, &res);
+    else if (n > 0 || !extreme) ms_k_reduce_row(job->op, job->dt, n, row_start(job, r), job->g->stride,
                                            job->st ? job->st->p : 0, &res);
     if (n == 0 && job->op == MS_K_RPROD) res.f = 1, res.i = 1;
     if (job->st) {
@@ -184,6 +227,7 @@ static void run_rows(rows_job *job) {
 int ms_k_cpu_reduce_rows(const ms_k_exec *x, const ms_k_rows *g, ms_k_redop op, ms_k_dtype dt,
                          const void *src, int mean, void *out, ms_k_dtype out_dt, int64_t *indices) {
   (void)x;
+  if (op == MS_K_RSUM && ms_k_reduce_cols(g, dt, src, mean, out, out_dt)) return 0;
   rows_job job = {g, op, dt, src, out, out_dt, indices, mean, NULL};
   run_rows(&job);
   return 0;

@@ -84,6 +84,14 @@ static ms_status check_reduce_input(ms_reduce_op op, const ms_tensor *a, int64_t
   return MS_OK;
 }
 
+/* The dtype the kernel reads: the compute dtype, except that the CPU sums bfloat16 and float16 as
+ * they are (a widened copy of Linear's bias gradient cost more than the sum). */
+static ms_dtype kernel_input_dtype(ms_reduce_op op, const ms_tensor *a) {
+  bool half = a->dtype == MS_BFLOAT16 || a->dtype == MS_FLOAT16;
+  if (half && (op == MS_RED_SUM || op == MS_RED_MEAN) && ms_tensor_device(a).type == MS_CPU) return a->dtype;
+  return compute_dtype(a->dtype);
+}
+
 /* Runs the reduction of `a` along `dim` (0-based, valid) into out (and indices). */
 static ms_status reduce_dim(ms_reduce_op op, ms_tensor *a, int dim, ms_reduce_opts opts,
                             ms_tensor *out, ms_tensor *indices) {
@@ -91,7 +99,7 @@ static ms_status reduce_dim(ms_reduce_op op, ms_tensor *a, int dim, ms_reduce_op
   for (int d = 0; d < a->ndim; d++)
     if (d != dim) perm[k++] = d;
   perm[k] = dim;
-  ms_tensor *in = native_to_dtype(a, compute_dtype(a->dtype));
+  ms_tensor *in = native_to_dtype(a, kernel_input_dtype(op, a));
   ms_tensor *moved = in ? native_permute(in, perm) : NULL;
   ms_tensor_release(in);
   if (!moved) return MS_ERR_MEMORY;
