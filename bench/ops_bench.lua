@@ -1,6 +1,7 @@
 -- ops_bench.lua: per-op microbenchmarks of the engine at the seed's shapes (SGEMM, conv2d forward
--- and both backwards, max_pool2d, relu, log_softmax+nll_loss, the Adadelta step, bfloat16 add/mul), each timed
--- through the Lua face as training calls it, printed as bench/run.sh's "BENCH ops ..." lines.
+-- and both backwards, max_pool2d, relu, log_softmax+nll_loss, the Adadelta step, bfloat16 add/mul,
+-- column sums, split's backward) and of the Adam(W) and SGD steps on a GPT shard (42M floats),
+-- each timed through the Lua face as training calls it, printed as bench/run.sh's "BENCH ops ..." lines.
 --   build/moonshard bench/ops_bench.lua [--quick] [--threads 1,2] [--only PATTERN]
 --                                       [--fma1 G] [--fma2 G] [--copy1 G] [--copy2 G]
 -- --only keeps the ops whose id matches the Lua pattern (e.g. "conv2d_fwd", "b64").
@@ -235,6 +236,27 @@ case("adadelta_step/seed_net_1.2M", function()
   opt:step() -- the state exists before timing
   return function() opt:step() end, { bytes = 4.0 * 7 * numel }
 end)
+-- The fused Adam(W) and SGD-with-momentum steps on one float32 shard of the GPT's size (85M
+-- parameters over 2 ranks: 42M each), state made before timing. Bytes: Adam reads param, grad,
+-- exp_avg, exp_avg_sq and writes back three (amsgrad: max_exp_avg_sq read and written too); SGD
+-- reads param, grad, momentum_buffer and writes two.
+local SHARD = 42 * 1000 * 1000
+local function optim_step(make_opt, arrays)
+  return function()
+    local p = ms.randn(SHARD):requires_grad_()
+    p.grad = ms.randn(SHARD)
+    local opt = make_opt({ p })
+    opt:step()
+    return function() opt:step() end, { bytes = 4.0 * arrays * SHARD }
+  end
+end
+case("adamw_step/shard_42M", optim_step(function(ps) return optim.AdamW(ps, { lr = 1e-3 }) end, 7))
+case("adamw_amsgrad_step/shard_42M",
+     optim_step(function(ps) return optim.AdamW(ps, { lr = 1e-3, amsgrad = true }) end, 9))
+case("adam_l2_step/shard_42M",
+     optim_step(function(ps) return optim.Adam(ps, { lr = 1e-3, weight_decay = 0.01 }) end, 7))
+case("sgd_momentum_step/shard_42M",
+     optim_step(function(ps) return optim.SGD(ps, { lr = 0.1, momentum = 0.9, nesterov = true }) end, 5))
 
 -- 16-bit elementwise arithmetic at the GPT's MLP activation (4, 256, 3072), as bfloat16 mixed
 -- precision runs it: out of place (residual adds, the backward's products), in place (a leaf's

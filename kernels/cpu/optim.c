@@ -1,7 +1,10 @@
 /* optim.c: the fused optimizer updates. Each optimizer is one loop over double arrays (its
  * "block" function); a shared driver splits the elements over the pool and, for float32, widens
  * a small block of every array into stack buffers, runs the loop and narrows the results back,
- * so each formula is written once and float32 rounds once per stored value. */
+ * so each formula is written once and float32 rounds once per stored value. Where the CPU has
+ * AVX2, the float32 steps of Adadelta, Adam/AdamW and SGD run a vector loop instead (its "vec"
+ * function, optim_*_body.h): the same double formula without the staging copies, bit for bit;
+ * the staged loop does the tail. */
 #include <math.h>
 
 #include "kernels/kernel_table.h"
@@ -16,9 +19,13 @@ enum { ARR_PARAM, ARR_GRAD, ARR_COUNT = 5 };
 #define OPTIM_GRAIN 16384
 
 typedef void (*block_fn)(const void *hp, int64_t n, double *const *a);
+/* The float32 vector loop: updates the first n rounded down to whole vectors and returns that
+ * count (run_f32 does the rest). */
+typedef int64_t (*vec_fn)(const void *hp, int64_t n, float *const *a);
 
 typedef struct {
   block_fn fn;
+  vec_fn vec; /* NULL: float32 runs staged throughout */
   const void *hp;
   ms_k_dtype dt;
   void *arr[ARR_COUNT]; /* NULL for unused state */
@@ -47,6 +54,11 @@ static void run_f32(const optim_job *j, int64_t begin, int64_t end) {
 static void run_range(void *ctx, int64_t begin, int64_t end) {
   const optim_job *j = ctx;
   if (j->dt == MS_K_F32) {
+    if (j->vec) {
+      float *a[ARR_COUNT];
+      for (int k = 0; k < ARR_COUNT; k++) a[k] = j->arr[k] ? (float *)j->arr[k] + begin : NULL;
+      begin += j->vec(j->hp, end - begin, a);
+    }
     run_f32(j, begin, end);
     return;
   }
@@ -55,11 +67,13 @@ static void run_range(void *ctx, int64_t begin, int64_t end) {
   j->fn(j->hp, end - begin, a);
 }
 
-static void run(block_fn fn, const void *hp, ms_k_dtype dt, int64_t n, void *param,
+/* vec may be NULL; it runs only on float32 where the CPU has AVX2. */
+static void run(block_fn fn, vec_fn vec, const void *hp, ms_k_dtype dt, int64_t n, void *param,
                 const void *grad, void *s0, void *s1, void *s2) {
   if (n <= 0) return;
+  if (dt != MS_K_F32 || !ms_k_cpu_avx2()) vec = NULL;
   /* the grad is cast to void * only to share the array table; it is never written */
-  optim_job j = {fn, hp, dt, {param, (void *)grad, s0, s1, s2}};
+  optim_job j = {fn, vec, hp, dt, {param, (void *)grad, s0, s1, s2}};
   ms_k_parallel_for(n, OPTIM_GRAIN, run_range, &j);
 }
 
@@ -94,9 +108,13 @@ static void sgd_block(const void *hpv, int64_t n, double *const *a) {
   else sgd_loop(hpv, n, a, 0);
 }
 
+static int64_t sgd_vec(const void *hp, int64_t n, float *const *a) {
+  return (ms_k_cpu_avx512() ? ms_k_sgd_f32_avx512 : ms_k_sgd_f32_avx2)(hp, n, a[0], a[1], a[2]);
+}
+
 void ms_k_sgd_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *momentum_buffer,
                    const ms_k_sgd_hp *hp) {
-  run(sgd_block, hp, dt, n, param, grad, momentum_buffer, NULL, NULL);
+  run(sgd_block, sgd_vec, hp, dt, n, param, grad, momentum_buffer, NULL, NULL);
 }
 
 /* ---- Adam / AdamW: a[2] exp_avg, a[3] exp_avg_sq, a[4] max_exp_avg_sq ------------------------ */
@@ -132,10 +150,17 @@ static void adam_block(const void *ctxv, int64_t n, double *const *a) {
   else adam_loop(ctxv, n, a, 0);
 }
 
+static int64_t adam_vec(const void *ctxv, int64_t n, float *const *a) {
+  const adam_ctx *c = ctxv;
+  return (ms_k_cpu_avx512() ? ms_k_adam_f32_avx512 : ms_k_adam_f32_avx2)(
+      c->hp, c->step_size, c->bias_correction2_sqrt, n, a[0], a[1], a[2], a[3], a[4]);
+}
+
 void ms_k_adam_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
                     void *exp_avg_sq, void *max_exp_avg_sq, const ms_k_adam_hp *hp) {
   adam_ctx c = {hp, hp->lr / (1 - pow(hp->beta1, hp->step)), sqrt(1 - pow(hp->beta2, hp->step))};
-  run(adam_block, &c, dt, n, param, grad, exp_avg, exp_avg_sq, hp->amsgrad ? max_exp_avg_sq : NULL);
+  run(adam_block, adam_vec, &c, dt, n, param, grad, exp_avg, exp_avg_sq,
+      hp->amsgrad ? max_exp_avg_sq : NULL);
 }
 
 /* ---- Adadelta: a[2] square_avg, a[3] acc_delta ------------------------------------------------ */
@@ -153,25 +178,14 @@ static void adadelta_block(const void *hpv, int64_t n, double *const *a) {
   }
 }
 
-/* float32 on AVX2 or AVX-512: the vector loop (same bits, no staging copies), the staged loop for
- * the tail. */
-static void adadelta_range_vec(void *ctx, int64_t begin, int64_t end) {
-  const optim_job *j = ctx;
-  float *const *a = (float *const *)j->arr;
-  int64_t (*step)(const ms_k_adadelta_hp *, int64_t, float *, const float *, float *, float *) =
-      ms_k_cpu_avx512() ? ms_k_adadelta_f32_avx512 : ms_k_adadelta_f32_avx2;
-  int64_t done = step(j->hp, end - begin, a[ARR_PARAM] + begin, a[ARR_GRAD] + begin, a[2] + begin, a[3] + begin);
-  run_f32(j, begin + done, end);
+static int64_t adadelta_vec(const void *hp, int64_t n, float *const *a) {
+  return (ms_k_cpu_avx512() ? ms_k_adadelta_f32_avx512 : ms_k_adadelta_f32_avx2)(hp, n, a[0], a[1],
+                                                                                  a[2], a[3]);
 }
 
 void ms_k_adadelta_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
                         void *acc_delta, const ms_k_adadelta_hp *hp) {
-  if (dt == MS_K_F32 && n > 0 && ms_k_cpu_avx2()) {
-    optim_job j = {adadelta_block, hp, dt, {param, (void *)grad, square_avg, acc_delta, NULL}};
-    ms_k_parallel_for(n, OPTIM_GRAIN, adadelta_range_vec, &j);
-    return;
-  }
-  run(adadelta_block, hp, dt, n, param, grad, square_avg, acc_delta, NULL);
+  run(adadelta_block, adadelta_vec, hp, dt, n, param, grad, square_avg, acc_delta, NULL);
 }
 
 /* ---- Adagrad: a[2] state_sum ------------------------------------------------------------------ */
@@ -196,7 +210,7 @@ static void adagrad_block(const void *ctxv, int64_t n, double *const *a) {
 void ms_k_adagrad_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *state_sum,
                        const ms_k_adagrad_hp *hp) {
   adagrad_ctx c = {hp, hp->lr / (1 + (hp->step - 1) * hp->lr_decay)};
-  run(adagrad_block, &c, dt, n, param, grad, state_sum, NULL, NULL);
+  run(adagrad_block, NULL, &c, dt, n, param, grad, state_sum, NULL, NULL);
 }
 
 /* ---- RMSprop: a[2] square_avg, a[3] grad_avg, a[4] momentum buffer ----------------------------- */
@@ -237,7 +251,7 @@ static void rmsprop_block(const void *hpv, int64_t n, double *const *a) {
 
 void ms_k_rmsprop_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *square_avg,
                        void *grad_avg, void *momentum_buffer, const ms_k_rmsprop_hp *hp) {
-  run(rmsprop_block, hp, dt, n, param, grad, square_avg, hp->centered ? grad_avg : NULL,
+  run(rmsprop_block, NULL, hp, dt, n, param, grad, square_avg, hp->centered ? grad_avg : NULL,
       hp->momentum > 0 ? momentum_buffer : NULL);
 }
 
