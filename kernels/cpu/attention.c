@@ -11,9 +11,14 @@
 
 #include "attention_avx512.h"
 #include "cpu_isa.h"
+#include "gemm_ukr.h"
 #include "kernels/kernel_table.h"
+#include "kernels/kernels.h"
 
-enum { BQ = 64, BK = 128 }; /* query and key rows per block: a block's scores fit the L2 cache */
+/* Query and key rows per block: a block's scores fit the L2 cache; 72 is a multiple of every
+ * micro-kernel's rows (12, 8, 6, 4) and 128 of every one's width (32, 16, 8), so blocks start on
+ * whole micro-panels (attention_f32.h). */
+enum { BQ = 72, BK = 128 };
 
 typedef struct attn_ctx {
   const ms_k_attn_geom *g;
@@ -105,27 +110,25 @@ LANES_REDUCE(double, sum_f64, 0.0, ADD)
 LANES_REDUCE(float, max_f32, -INFINITY, MAX)
 LANES_REDUCE(double, max_f64, -INFINITY, MAX)
 
+#include "attention_f32.h"
 #define T float
 #define SFX(name) name##_f32
-#define GEMM ms_k_sgemm
 #define EXP expf
 #define LOG logf
 #include "attention_body.h"
 #undef T
 #undef SFX
-#undef GEMM
 #undef EXP
 #undef LOG
 
+#include "attention_f64.h"
 #define T double
 #define SFX(name) name##_f64
-#define GEMM ms_k_dgemm
 #define EXP exp
 #define LOG log
 #include "attention_body.h"
 #undef T
 #undef SFX
-#undef GEMM
 #undef EXP
 #undef LOG
 
