@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attention_avx512.h"
+#include "cast_half.h"
 #include "cpu_isa.h"
 #include "gemm_ukr.h"
 #include "kernels/kernel_table.h"
@@ -25,7 +26,7 @@ typedef struct attn_ctx {
   const void *q, *k, *v, *mask, *out, *lse, *gout;
   void *delta, *gq, *gk, *gv;
   int64_t groups;     /* the backward's key groups per problem */
-  void *dq_parts;     /* with more than one: each group's dQ (nb, groups, L, E) */
+  void *dq_parts;     /* NULL, or each group's dQ (nb, groups, L, E) in T, summed into gq */
   atomic_int *failed;  /* a task's scratch could not be had */
 } attn_ctx;
 
@@ -110,35 +111,86 @@ LANES_REDUCE(double, sum_f64, 0.0, ADD)
 LANES_REDUCE(float, max_f32, -INFINITY, MAX)
 LANES_REDUCE(double, max_f64, -INFINITY, MAX)
 
+static void store_row_f32(float *dst, const float *src, int64_t n) { memcpy(dst, src, (size_t)n * sizeof *dst); }
+static void store_row_f64(double *dst, const double *src, int64_t n) { memcpy(dst, src, (size_t)n * sizeof *dst); }
+
 #include "attention_f32.h"
 #define T float
+#define IO float
+#define LOAD(x) (x)
 #define SFX(name) name##_f32
 #define EXP expf
 #define LOG logf
 #include "attention_body.h"
 #undef T
+#undef IO
+#undef LOAD
 #undef SFX
 #undef EXP
 #undef LOG
 
 #include "attention_f64.h"
 #define T double
+#define IO double
+#define LOAD(x) (x)
 #define SFX(name) name##_f64
 #define EXP exp
 #define LOG log
 #include "attention_body.h"
 #undef T
+#undef IO
+#undef LOAD
 #undef SFX
 #undef EXP
 #undef LOG
 
+/* bfloat16: float scores, sums, lse and delta over bf16 operands (attention_bf16.h) */
+#define exp_row_bf16 exp_row_f32
+#define sum_bf16 sum_f32
+#define max_bf16 max_f32
+#include "attention_bf16.h"
+#define T float
+#define IO uint16_t
+#define LOAD(x) bf16_load(x)
+#define SFX(name) name##_bf16
+#define EXP expf
+#define LOG logf
+#include "attention_body.h"
+#undef T
+#undef IO
+#undef LOAD
+#undef SFX
+#undef EXP
+#undef LOG
+
+/* The kernels' range functions for dt: F32, F64, or BF16 where the CPU has AVX-512 BF16 (the
+ * engine widens bfloat16 elsewhere). */
+typedef struct {
+  ms_k_range_fn forward, delta, backward, sum_dq;
+  size_t acc_size; /* the size of T: lse, delta and the dQ partials */
+} attn_fns;
+
+static bool attn_fns_for(ms_k_dtype dt, attn_fns *f) {
+  if (dt == MS_K_F64)
+    *f = (attn_fns){forward_range_f64, delta_range_f64, backward_range_f64, sum_dq_range_f64, sizeof(double)};
+  else if (dt == MS_K_F32)
+    *f = (attn_fns){forward_range_f32, delta_range_f32, backward_range_f32, sum_dq_range_f32, sizeof(float)};
+  else if (dt == MS_K_BF16 && ms_k_gemm_bf16_available())
+    *f = (attn_fns){forward_range_bf16, delta_range_bf16, backward_range_bf16, sum_dq_range_bf16, sizeof(float)};
+  else
+    return false;
+  return true;
+}
+
 int ms_k_cpu_attention(const ms_k_exec *x, ms_k_dtype dt, const ms_k_attn_geom *g, const void *q,
                        const void *k, const void *v, const void *mask, void *out, void *lse) {
   (void)x;
+  attn_fns f;
+  if (!attn_fns_for(dt, &f)) return MS_K_ERR_NO_MEMORY; /* the engine asks first: not reached */
   atomic_int failed = 0;
   attn_ctx c = {.g = g, .q = q, .k = k, .v = v, .mask = mask, .out = out, .lse = lse, .failed = &failed};
   int64_t tasks = g->nb * ((g->L + BQ - 1) / BQ);
-  ms_k_parallel_for(tasks, 1, dt == MS_K_F64 ? forward_range_f64 : forward_range_f32, &c);
+  ms_k_parallel_for(tasks, 1, f.forward, &c);
   return atomic_load(&failed) ? MS_K_ERR_NO_MEMORY : 0;
 }
 
@@ -147,18 +199,19 @@ int ms_k_cpu_attention_backward(const ms_k_exec *x, ms_k_dtype dt, const ms_k_at
                                 const void *out, const void *lse, const void *gout, void *delta,
                                 void *gq, void *gk, void *gv) {
   (void)x;
+  attn_fns f;
+  if (!attn_fns_for(dt, &f)) return MS_K_ERR_NO_MEMORY;
   atomic_int failed = 0;
   attn_ctx c = {.g = g, .q = q, .k = k, .v = v, .mask = mask, .out = out, .lse = lse, .gout = gout,
                 .delta = delta, .gq = gq, .gk = gk, .gv = gv, .failed = &failed};
-  bool f64 = dt == MS_K_F64;
-  size_t elsize = f64 ? sizeof(double) : sizeof(float);
-  ms_k_parallel_for(g->nb * g->L, 256, f64 ? delta_range_f64 : delta_range_f32, &c);
+  ms_k_parallel_for(g->nb * g->L, 256, f.delta, &c);
   c.groups = attn_key_groups(g);
-  if (c.groups > 1 && !(c.dq_parts = malloc((size_t)(g->nb * c.groups * g->L * g->E) * elsize)))
+  /* dQ is summed in float: in partials when groups share it or when gq is bfloat16 */
+  bool parts = c.groups > 1 || dt == MS_K_BF16;
+  if (parts && !(c.dq_parts = malloc((size_t)(g->nb * c.groups * g->L * g->E) * f.acc_size)))
     return MS_K_ERR_NO_MEMORY;
-  ms_k_parallel_for(g->nb * c.groups, 1, f64 ? backward_range_f64 : backward_range_f32, &c);
-  if (c.groups > 1 && !atomic_load(&failed))
-    ms_k_parallel_for(g->nb * g->L, 64, f64 ? sum_dq_range_f64 : sum_dq_range_f32, &c);
+  ms_k_parallel_for(g->nb * c.groups, 1, f.backward, &c);
+  if (parts && !atomic_load(&failed)) ms_k_parallel_for(g->nb * g->L, 64, f.sum_dq, &c);
   free(c.dq_parts);
   return atomic_load(&failed) ? MS_K_ERR_NO_MEMORY : 0;
 }

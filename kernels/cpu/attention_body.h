@@ -1,6 +1,8 @@
 /* attention_body.h: the CPU attention kernels for one element type, included by attention.c with
- * T (float or double), SFX(name), EXP and LOG defined, SFX(exp_row), SFX(sum), SFX(max) beside
- * them, and the type's block products (attention_f32.h's packed micro-kernel tiles, or the GEMM
+ * T (float or double: scores, sums, lse and delta), IO (the type of q, k, v, out, the gradients
+ * and an additive mask: T, or uint16_t for bfloat16), LOAD(x) (an IO value as T), SFX(name),
+ * EXP and LOG defined, SFX(exp_row), SFX(sum), SFX(max), SFX(store_row) (n T values into IO)
+ * beside them, and the type's block products (attention_f32.h's packed micro-kernel tiles, or the GEMM
  * for double): a workspace SFX(ws) set up per task range by SFX(ws_init), SFX(ws_problem) to
  * ready problem b's operands, and SFX(qk), SFX(pv), SFX(ov), SFX(dv), SFX(dk), SFX(dq). Work is
  * cut into blocks of BQ queries by BK keys; a block's scores live in a BQ x BK buffer, so no
@@ -23,8 +25,8 @@ static void SFX(scores)(SFX(ws) *w, const attn_ctx *c, int64_t b, int64_t i0, in
       for (int64_t t = 0; t < nk; t++)
         if (!m[t * g->msj]) row[t] = -INFINITY;
     } else if (g->mask_kind == MS_K_ATTN_MASK_ADD) {
-      const T *m = (const T *)c->mask + moff + i * g->msi + j0 * g->msj;
-      for (int64_t t = 0; t < nk; t++) row[t] += m[t * g->msj];
+      const IO *m = (const IO *)c->mask + moff + i * g->msi + j0 * g->msj;
+      for (int64_t t = 0; t < nk; t++) row[t] += LOAD(m[t * g->msj]);
     }
   }
 }
@@ -66,10 +68,12 @@ static void SFX(forward_block)(SFX(ws) *w, const attn_ctx *c, int64_t b, int64_t
     }
     SFX(pv)(w, c, b, nq, j0, nk, s, acc);
   }
-  T *out = (T *)c->out + (b * g->L + i0) * Ev, *lse = (T *)c->lse + b * g->L + i0;
+  IO *out = (IO *)c->out + (b * g->L + i0) * Ev;
+  T *lse = (T *)c->lse + b * g->L + i0;
   for (int64_t r = 0; r < nq; r++) {
     T inv = l[r] > 0 ? 1 / l[r] : 0; /* a fully masked row: 0, as PyTorch's safe softmax */
-    for (int64_t d = 0; d < Ev; d++) out[r * Ev + d] = acc[r * Ev + d] * inv;
+    for (int64_t d = 0; d < Ev; d++) acc[r * Ev + d] *= inv;
+    SFX(store_row)(out + r * Ev, acc + r * Ev, Ev);
     lse[r] = l[r] > 0 ? m[r] + LOG(l[r]) : -INFINITY;
   }
 }
@@ -124,20 +128,20 @@ static void SFX(delta_range)(void *ctx, int64_t begin, int64_t end) {
   const attn_ctx *c = ctx;
   const int64_t Ev = c->g->Ev;
   for (int64_t r = begin; r < end; r++) {
-    const T *o = (const T *)c->out + r * Ev, *go = (const T *)c->gout + r * Ev;
+    const IO *o = (const IO *)c->out + r * Ev, *go = (const IO *)c->gout + r * Ev;
     T sum = 0;
-    for (int64_t d = 0; d < Ev; d++) sum += o[d] * go[d];
+    for (int64_t d = 0; d < Ev; d++) sum += LOAD(o[d]) * LOAD(go[d]);
     ((T *)c->delta)[r] = sum;
   }
 }
 
-/* dK and dV of problem b's keys [j0, j0 + nk), summed over every query block that sees them,
- * and those blocks' share of dQ added into gq (the problem's L x E dQ rows of this task). */
+/* dK and dV of problem b's keys [j0, j0 + nk), summed in T over every query block that sees
+ * them (gk and gv: BK x E and BK x Ev scratch), then stored; those blocks' share of dQ is added
+ * into gq (the problem's L x E dQ rows of this task). */
 static void SFX(kv_block)(SFX(ws) *w, const attn_ctx *c, int64_t b, int64_t j0, int64_t nk, T *gq, T *p, T *ds,
-                          T *pd) {
+                          T *pd, T *gk, T *gv) {
   const ms_k_attn_geom *g = c->g;
   const int64_t E = g->E, Ev = g->Ev;
-  T *gk = (T *)c->gk + (b * g->S + j0) * E, *gv = (T *)c->gv + (b * g->S + j0) * Ev;
   memset(gk, 0, (size_t)(nk * E) * sizeof(T));
   memset(gv, 0, (size_t)(nk * Ev) * sizeof(T));
   /* causal: queries before j0 see none of these keys, so the query blocks start at j0 (rounded
@@ -152,17 +156,22 @@ static void SFX(kv_block)(SFX(ws) *w, const attn_ctx *c, int64_t b, int64_t j0, 
     SFX(dk)(w, c, b, i0, nq, nkb, ds, gk);
     SFX(dq)(w, c, b, nq, j0, nkb, ds, gq + i0 * E);
   }
+  IO *gko = (IO *)c->gk + (b * g->S + j0) * E, *gvo = (IO *)c->gv + (b * g->S + j0) * Ev;
+  for (int64_t r = 0; r < nk; r++) {
+    SFX(store_row)(gko + r * E, gk + r * E, E);
+    SFX(store_row)(gvo + r * Ev, gv + r * Ev, Ev);
+  }
 }
 
 /* Task w is key group w % groups of problem w / groups: its key blocks' dK and dV, and their
- * share of dQ, written straight into gq when a problem has one group, else into the group's
- * partial (summed by sum_dq_range). Groups depend on the shape only, so the sums do not depend
- * on the thread count. */
+ * share of dQ, written straight into gq when a problem has one group and IO is T, else into the
+ * group's partial (summed by sum_dq_range). Groups depend on the shape only, so the sums do not
+ * depend on the thread count. */
 static void SFX(backward_range)(void *ctx, int64_t begin, int64_t end) {
   const attn_ctx *c = ctx;
   const ms_k_attn_geom *g = c->g;
   const int64_t kb = (g->S + BK - 1) / BK, per = (kb + c->groups - 1) / c->groups;
-  T *p = malloc(sizeof(T) * (size_t)(3 * BQ * BK));
+  T *p = malloc(sizeof(T) * (size_t)(3 * BQ * BK + BK * (g->E + g->Ev)));
   SFX(ws) ws;
   if (!p || !SFX(ws_init)(&ws, c, true)) {
     free(p);
@@ -171,27 +180,28 @@ static void SFX(backward_range)(void *ctx, int64_t begin, int64_t end) {
   }
   for (int64_t t = begin; t < end; t++) {
     int64_t b = t / c->groups, grp = t % c->groups;
-    T *gq = c->groups == 1 ? (T *)c->gq + b * g->L * g->E : (T *)c->dq_parts + t * g->L * g->E;
+    T *gq = !c->dq_parts ? (T *)c->gq + b * g->L * g->E : (T *)c->dq_parts + t * g->L * g->E;
     memset(gq, 0, (size_t)(g->L * g->E) * sizeof(T));
     SFX(ws_problem)(&ws, c, b);
     for (int64_t blk = grp * per; blk < kb && blk < (grp + 1) * per; blk++) {
       int64_t j0 = blk * BK;
-      SFX(kv_block)(&ws, c, b, j0, g->S - j0 < BK ? g->S - j0 : BK, gq, p, p + BQ * BK, p + 2 * BQ * BK);
+      SFX(kv_block)(&ws, c, b, j0, g->S - j0 < BK ? g->S - j0 : BK, gq, p, p + BQ * BK, p + 2 * BQ * BK,
+                    p + 3 * BQ * BK, p + 3 * BQ * BK + BK * g->E);
     }
   }
   free(p);
 }
 
-/* gq rows [begin, end) of nb L = the sum of the groups' partials, in group order. */
+/* gq rows [begin, end) of nb L = the sum of the groups' partials, in group order (summed into
+ * the first group's, which is scratch). */
 static void SFX(sum_dq_range)(void *ctx, int64_t begin, int64_t end) {
   const attn_ctx *c = ctx;
   const int64_t L = c->g->L, E = c->g->E;
   for (int64_t r = begin; r < end; r++) {
     int64_t b = r / L, i = r % L;
-    T *dst = (T *)c->gq + r * E;
-    const T *part = (const T *)c->dq_parts + (b * c->groups * L + i) * E;
-    memcpy(dst, part, (size_t)E * sizeof(T));
+    T *part = (T *)c->dq_parts + (b * c->groups * L + i) * E;
     for (int64_t grp = 1; grp < c->groups; grp++)
-      for (int64_t d = 0; d < E; d++) dst[d] += part[grp * L * E + d];
+      for (int64_t d = 0; d < E; d++) part[d] += part[grp * L * E + d];
+    SFX(store_row)((IO *)c->gq + r * E, part, E);
   }
 }

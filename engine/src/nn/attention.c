@@ -21,7 +21,7 @@ void native_attention_saved_release(native_attention_saved *s) {
 
 static ms_status check_qkv(ms_tensor *q, ms_tensor *k, ms_tensor *v) {
   char a[MS_SHAPE_STR_LEN], b[MS_SHAPE_STR_LEN], c[MS_SHAPE_STR_LEN];
-  if (nn_check_float_any(OP, "query", q) || nn_check_param_any(OP, "key", k, q->dtype, -1) ||
+  if (nn_check_float_or_bf16_any(OP, "query", q) || nn_check_param_any(OP, "key", k, q->dtype, -1) ||
       nn_check_param_any(OP, "value", v, q->dtype, -1) || ms_check_same_device(OP, 3, (ms_tensor *[]){q, k, v}))
     return MS_ERR_ARG;
   if (q->ndim < 2 || k->ndim != q->ndim || v->ndim != q->ndim)
@@ -110,6 +110,10 @@ static ms_status fill_geom(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_sd
   return MS_OK;
 }
 
+/* The rows' logsumexp (and the backward's delta): float32 for bfloat16 inputs, whose kernel sums in
+ * float32 (kernel_table.h), else the inputs' dtype. */
+static ms_dtype lse_dtype(ms_dtype dt) { return dt == MS_BFLOAT16 ? MS_FLOAT32 : dt; }
+
 ms_tensor *native_attention(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_sdpa_options *o,
                             native_attention_saved *s) {
   memset(s, 0, sizeof *s);
@@ -124,7 +128,7 @@ ms_tensor *native_attention(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_s
   s->mask = o->attn_mask ? nn_contiguous(o->attn_mask, o->attn_mask->dtype) : NULL;
   s->out = ms_tensor_new_empty_on(dev, q->ndim, shape, q->dtype);
   int64_t rows = g->nb * g->L;
-  s->lse = ms_tensor_new_empty_on(dev, 1, &rows, q->dtype);
+  s->lse = ms_tensor_new_empty_on(dev, 1, &rows, lse_dtype(q->dtype));
   native_kernels nk;
   if (!s->q || !s->k || !s->v || (o->attn_mask && !s->mask) || !s->out || !s->lse ||
       native_kernels_for(OP, dev, &nk) != MS_OK ||
@@ -145,7 +149,7 @@ ms_status native_attention_backward(const native_attention_saved *s, ms_tensor *
   ms_device dev = ms_tensor_device(s->q);
   ms_dtype dt = s->q->dtype;
   int64_t rows = g->nb * g->L;
-  ms_tensor *go = nn_contiguous(grad_output, dt), *delta = ms_tensor_new_empty_on(dev, 1, &rows, dt);
+  ms_tensor *go = nn_contiguous(grad_output, dt), *delta = ms_tensor_new_empty_on(dev, 1, &rows, s->lse->dtype);
   ms_tensor *gq = ms_tensor_new_empty_on(dev, s->q->ndim, s->q->shape, dt);
   ms_tensor *gk = ms_tensor_new_empty_on(dev, s->k->ndim, s->k->shape, dt);
   ms_tensor *gv = ms_tensor_new_empty_on(dev, s->v->ndim, s->v->shape, dt);
