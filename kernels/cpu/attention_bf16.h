@@ -12,6 +12,7 @@ typedef struct {
   bool backward;
   uint16_t *qa, *kb, *vb, *vtb, *goa, *gob, *qb, *kn; /* as in ws_f32 */
   uint16_t *blk16, *blk; /* a block of scores rounded to bf16 (row stride BK), and packed as A */
+  const float *rounded;  /* the block blk16 holds (dS serves two products), NULL after a new one */
 } ws_bf16;
 
 /* k rounded up to whole pairs: the packed panels' depth */
@@ -116,9 +117,11 @@ static void ws_problem_bf16(ws_bf16 *w, const attn_ctx *c, int64_t b) {
   bpack_b(S, E, k, E, 1, w->kn);
 }
 
-/* The block's first nq rows of nk scores (row stride BK) rounded to bf16 into blk16. */
+/* The block's first nq rows of nk scores (row stride BK) rounded to bf16 into blk16, unless it
+ * holds them already. */
 static const uint16_t *round_block(ws_bf16 *w, int64_t nq, int64_t nk, const float *s) {
-  for (int64_t r = 0; r < nq; r++) store_row_bf16(w->blk16 + r * BK, s + r * BK, nk);
+  if (w->rounded != s) ms_k_attention_round_bf16(nq, nk, s, BK, w->blk16, BK);
+  w->rounded = s;
   return w->blk16;
 }
 
@@ -128,6 +131,7 @@ static void qk_bf16(ws_bf16 *w, const attn_ctx *c, int64_t b, int64_t i0, int64_
                     float *s) {
   (void)b;
   const int64_t E2 = pairs2(c->g->E);
+  w->rounded = NULL; /* every block starts here: its weights are new */
   mm_bf16(nq, nk, c->g->E, (float)c->g->scale, w->qa + i0 * E2, E2 * B_MR, w->kb + j0 * E2, E2 * B_NR, 0, s, BK);
 }
 

@@ -105,7 +105,7 @@ enum {
   MS_K_BUF_BCONV_COL, MS_K_BUF_BCONV_F32, MS_K_BUF_BCONV_GW, /* conv_bf16.c: columns, sums, */
   MS_K_BUF_BCONV_GB, MS_K_BUF_BCONV_GX,                      /* partials, widened input grad */
   MS_K_BUF_POOL_A, MS_K_BUF_POOL_B, /* pool.c: a bfloat16 plane's input and output in float32 */
-  MS_K_BUF_ATTN_P, MS_K_BUF_ATTN_B, /* attention_f32.h: a problem's packed panels, block scratch */
+  MS_K_BUF_ATTN_P, /* attention_f32.h, attention_bf16.h: a problem's packed panels */
   MS_K_BUF_COUNT
 };
 void *ms_k_thread_buffer(int which, size_t size);
