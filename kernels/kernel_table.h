@@ -138,6 +138,11 @@ typedef struct ms_k_attn_geom {
   int64_t bshape[MS_K_MAX_DIMS], mstride[MS_K_MAX_DIMS], msi, msj;
   double dropout_p; /* 0: no dropout */
   uint64_t seed, offset, keep_below;
+  /* The CPU reads q, k and v through strides (the GPT's are transposed views of one tensor):
+   * problem b's rows start at b unravelled over bshape times qstride (kstride, vstride), rows
+   * qrs (krs, vrs) apart, the last dim contiguous. Other devices get contiguous inputs, whose
+   * strides these are too. */
+  int64_t qstride[MS_K_MAX_DIMS], kstride[MS_K_MAX_DIMS], vstride[MS_K_MAX_DIMS], qrs, krs, vrs;
 } ms_k_attn_geom;
 
 /* NN ops (softmax, dropout, losses, pooling, activations, embedding, norms) on contiguous buffers

@@ -30,11 +30,11 @@ typedef struct attn_ctx {
   atomic_int *failed;  /* a task's scratch could not be had */
 } attn_ctx;
 
-/* The mask's element offset for problem b (its batch index unravelled over bshape). */
-static int64_t attn_mask_offset(const ms_k_attn_geom *g, int64_t b) {
+/* The element offset of problem b in a tensor of these batch strides (b unravelled over bshape). */
+static int64_t attn_batch_offset(const ms_k_attn_geom *g, int64_t b, const int64_t *stride) {
   int64_t off = 0;
   for (int d = g->nbatch - 1; d >= 0; d--) {
-    off += (b % g->bshape[d]) * g->mstride[d];
+    off += (b % g->bshape[d]) * stride[d];
     b /= g->bshape[d];
   }
   return off;

@@ -101,20 +101,22 @@ static void ws_problem_bf16(ws_bf16 *w, const attn_ctx *c, int64_t b) {
   w->b = b;
   const ms_k_attn_geom *g = c->g;
   const int64_t L = g->L, S = g->S, E = g->E, Ev = g->Ev;
-  const uint16_t *q = (const uint16_t *)c->q + b * L * E, *k = (const uint16_t *)c->k + b * S * E,
-                 *v = (const uint16_t *)c->v + b * S * Ev;
-  bpack_a(L, E, q, E, 1, w->qa);
-  bpack_b(E, S, k, 1, E, w->kb);
+  const int64_t qrs = g->qrs, krs = g->krs, vrs = g->vrs;
+  const uint16_t *q = (const uint16_t *)c->q + attn_batch_offset(g, b, g->qstride),
+                 *k = (const uint16_t *)c->k + attn_batch_offset(g, b, g->kstride),
+                 *v = (const uint16_t *)c->v + attn_batch_offset(g, b, g->vstride);
+  bpack_a(L, E, q, qrs, 1, w->qa);
+  bpack_b(E, S, k, 1, krs, w->kb);
   if (!w->backward) {
-    bpack_b(S, Ev, v, Ev, 1, w->vb);
+    bpack_b(S, Ev, v, vrs, 1, w->vb);
     return;
   }
   const uint16_t *go = (const uint16_t *)c->gout + b * L * Ev;
-  bpack_b(Ev, S, v, 1, Ev, w->vtb);
+  bpack_b(Ev, S, v, 1, vrs, w->vtb);
   bpack_a(L, Ev, go, Ev, 1, w->goa);
   bpack_b(L, Ev, go, Ev, 1, w->gob);
-  bpack_b(L, E, q, E, 1, w->qb);
-  bpack_b(S, E, k, E, 1, w->kn);
+  bpack_b(L, E, q, qrs, 1, w->qb);
+  bpack_b(S, E, k, krs, 1, w->kn);
 }
 
 /* The block's first nq rows of nk scores (row stride BK) rounded to bf16 into blk16, unless it

@@ -14,7 +14,7 @@ static void SFX(scores)(SFX(ws) *w, const attn_ctx *c, int64_t b, int64_t i0, in
                         int64_t nk, T *s) {
   const ms_k_attn_geom *g = c->g;
   SFX(qk)(w, c, b, i0, nq, j0, nk, s);
-  int64_t moff = attn_mask_offset(g, b);
+  int64_t moff = attn_batch_offset(g, b, g->mstride);
   for (int64_t r = 0; r < nq; r++) {
     T *row = s + r * BK;
     int64_t i = i0 + r;

@@ -100,20 +100,22 @@ static void ws_problem_f32(ws_f32 *w, const attn_ctx *c, int64_t b) {
   const ms_k_attn_geom *g = c->g;
   const ms_k_sgemm_tile *t = &w->t;
   const int64_t L = g->L, S = g->S, E = g->E, Ev = g->Ev;
-  const float *q = (const float *)c->q + b * L * E, *k = (const float *)c->k + b * S * E,
-              *v = (const float *)c->v + b * S * Ev;
-  pack_a(t, L, E, q, E, 1, w->qa);
-  pack_b(t, E, S, k, 1, E, w->kb);
+  const int64_t qrs = g->qrs, krs = g->krs, vrs = g->vrs;
+  const float *q = (const float *)c->q + attn_batch_offset(g, b, g->qstride),
+              *k = (const float *)c->k + attn_batch_offset(g, b, g->kstride),
+              *v = (const float *)c->v + attn_batch_offset(g, b, g->vstride);
+  pack_a(t, L, E, q, qrs, 1, w->qa);
+  pack_b(t, E, S, k, 1, krs, w->kb);
   if (!w->backward) {
-    pack_b(t, S, Ev, v, Ev, 1, w->vb);
+    pack_b(t, S, Ev, v, vrs, 1, w->vb);
     return;
   }
   const float *go = (const float *)c->gout + b * L * Ev;
-  pack_b(t, Ev, S, v, 1, Ev, w->vtb);
+  pack_b(t, Ev, S, v, 1, vrs, w->vtb);
   pack_a(t, L, Ev, go, Ev, 1, w->goa);
   pack_b(t, L, Ev, go, Ev, 1, w->gob);
-  pack_b(t, L, E, q, E, 1, w->qb);
-  pack_b(t, S, E, k, E, 1, w->kn);
+  pack_b(t, L, E, q, qrs, 1, w->qb);
+  pack_b(t, S, E, k, krs, 1, w->kn);
 }
 
 /* s (nq x nk, row stride BK) = scale q k^T; i0 is a multiple of BQ, so of mr, and j0 of BK, so of nr */

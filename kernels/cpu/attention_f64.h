@@ -19,9 +19,9 @@ static int64_t row_align_f64(const ws_f64 *w) {
 
 static void ws_problem_f64(ws_f64 *w, const attn_ctx *c, int64_t b) { (void)w, (void)c, (void)b; }
 
-#define ATTN_Q(c, b, i0) ((const double *)(c)->q + ((b) * (c)->g->L + (i0)) * (c)->g->E)
-#define ATTN_K(c, b, j0) ((const double *)(c)->k + ((b) * (c)->g->S + (j0)) * (c)->g->E)
-#define ATTN_V(c, b, j0) ((const double *)(c)->v + ((b) * (c)->g->S + (j0)) * (c)->g->Ev)
+#define ATTN_Q(c, b, i0) ((const double *)(c)->q + attn_batch_offset((c)->g, b, (c)->g->qstride) + (i0) * (c)->g->qrs)
+#define ATTN_K(c, b, j0) ((const double *)(c)->k + attn_batch_offset((c)->g, b, (c)->g->kstride) + (j0) * (c)->g->krs)
+#define ATTN_V(c, b, j0) ((const double *)(c)->v + attn_batch_offset((c)->g, b, (c)->g->vstride) + (j0) * (c)->g->vrs)
 #define ATTN_GO(c, b, i0) ((const double *)(c)->gout + ((b) * (c)->g->L + (i0)) * (c)->g->Ev)
 
 /* s (nq x nk, row stride BK) = scale q k^T */
@@ -29,7 +29,7 @@ static void qk_f64(ws_f64 *w, const attn_ctx *c, int64_t b, int64_t i0, int64_t 
                    double *s) {
   (void)w;
   const int64_t E = c->g->E;
-  ms_k_dgemm(nq, nk, E, c->g->scale, ATTN_Q(c, b, i0), E, 1, ATTN_K(c, b, j0), 1, E, 0, s, BK, 1);
+  ms_k_dgemm(nq, nk, E, c->g->scale, ATTN_Q(c, b, i0), c->g->qrs, 1, ATTN_K(c, b, j0), 1, c->g->krs, 0, s, BK, 1);
 }
 
 /* acc (nq x Ev) += s v */
@@ -37,7 +37,7 @@ static void pv_f64(ws_f64 *w, const attn_ctx *c, int64_t b, int64_t nq, int64_t 
                    double *acc) {
   (void)w;
   const int64_t Ev = c->g->Ev;
-  ms_k_dgemm(nq, Ev, nk, 1, s, BK, 1, ATTN_V(c, b, j0), Ev, 1, 1, acc, Ev, 1);
+  ms_k_dgemm(nq, Ev, nk, 1, s, BK, 1, ATTN_V(c, b, j0), c->g->vrs, 1, 1, acc, Ev, 1);
 }
 
 /* ds (nq x nk, row stride BK) = gout v^T */
@@ -45,7 +45,7 @@ static void ov_f64(ws_f64 *w, const attn_ctx *c, int64_t b, int64_t i0, int64_t 
                    double *ds) {
   (void)w;
   const int64_t Ev = c->g->Ev;
-  ms_k_dgemm(nq, nk, Ev, 1, ATTN_GO(c, b, i0), Ev, 1, ATTN_V(c, b, j0), 1, Ev, 0, ds, BK, 1);
+  ms_k_dgemm(nq, nk, Ev, 1, ATTN_GO(c, b, i0), Ev, 1, ATTN_V(c, b, j0), 1, c->g->vrs, 0, ds, BK, 1);
 }
 
 /* gv (nk x Ev) += pd^T gout */
@@ -61,7 +61,7 @@ static void dk_f64(ws_f64 *w, const attn_ctx *c, int64_t b, int64_t i0, int64_t 
                    double *gk) {
   (void)w;
   const int64_t E = c->g->E;
-  ms_k_dgemm(nk, E, nq, c->g->scale, ds, 1, BK, ATTN_Q(c, b, i0), E, 1, 1, gk, E, 1);
+  ms_k_dgemm(nk, E, nq, c->g->scale, ds, 1, BK, ATTN_Q(c, b, i0), c->g->qrs, 1, 1, gk, E, 1);
 }
 
 /* gq (nq x E) += scale ds k */
@@ -69,5 +69,5 @@ static void dq_f64(ws_f64 *w, const attn_ctx *c, int64_t b, int64_t nq, int64_t 
                    double *gq) {
   (void)w;
   const int64_t E = c->g->E;
-  ms_k_dgemm(nq, E, nk, c->g->scale, ds, BK, 1, ATTN_K(c, b, j0), E, 1, 1, gq, E, 1);
+  ms_k_dgemm(nq, E, nk, c->g->scale, ds, BK, 1, ATTN_K(c, b, j0), c->g->krs, 1, 1, gq, E, 1);
 }

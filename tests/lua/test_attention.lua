@@ -206,6 +206,29 @@ T.test("bfloat16 and float16 compute in float32 and keep their dtype, gradients 
   end
 end)
 
+T.test("q, k, v as transposed views of one tensor (the GPT's heads) equal contiguous copies, bit for bit", function()
+  for _, dt in ipairs({"float32", "float64", "bfloat16"}) do
+    ms.manual_seed(16)
+    local B, L, nh, hs = 2, 70, 3, 20
+    local qkv = ms.randn(B, L, 3 * nh * hs):to(dt)
+    local g = ms.randn(B, nh, L, hs):to(dt)
+    local function run(contiguous)
+      local h = {}
+      for i, t in ipairs(qkv:split(nh * hs, 3)) do
+        h[i] = t:reshape(B, L, nh, hs):transpose(2, 3)
+        if contiguous then h[i] = h[i]:contiguous() end
+        h[i] = h[i]:detach():requires_grad_()
+        T.eq(h[i]:is_contiguous(), contiguous == true)
+      end
+      local out = sdpa(h[1], h[2], h[3], {is_causal = true})
+      out:backward(g)
+      return {out, h[1].grad, h[2].grad, h[3].grad}
+    end
+    local views, copies = run(false), run(true)
+    for i = 1, 4 do T.eq(max_diff(views[i]:double(), copies[i]:double()), 0, dt) end
+  end
+end)
+
 -- ---- bfloat16 (native on a CPU with AVX-512 BF16: float32 sums, P and dS rounded to bf16) ----------
 
 -- max |a - b| / max |b|: the error relative to the reference's scale

@@ -110,6 +110,19 @@ static ms_status fill_geom(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_sd
   return MS_OK;
 }
 
+/* q, k or v as the kernel reads it: on the CPU the tensor itself when its last dim is contiguous
+ * (the GPT's heads are transposed views of one (B, T, 3C) tensor: reading them through strides
+ * saves copying them), else a contiguous copy; its batch strides and row stride into st and rs. */
+static ms_tensor *kernel_operand(ms_tensor *t, int64_t st[MS_K_MAX_DIMS], int64_t *rs) {
+  int nd = t->ndim;
+  bool as_is = ms_tensor_device(t).type == MS_CPU && (t->strides[nd - 1] == 1 || t->shape[nd - 1] == 1);
+  ms_tensor *u = as_is ? (ms_tensor_retain(t), t) : nn_contiguous(t, t->dtype);
+  if (!u) return NULL;
+  memcpy(st, u->strides, sizeof(int64_t) * (size_t)(nd - 2));
+  *rs = u->strides[nd - 2];
+  return u;
+}
+
 /* The rows' logsumexp (and the backward's delta): float32 for bfloat16 inputs, whose kernel sums in
  * float32 (kernel_table.h), else the inputs' dtype. */
 static ms_dtype lse_dtype(ms_dtype dt) { return dt == MS_BFLOAT16 ? MS_FLOAT32 : dt; }
@@ -124,7 +137,8 @@ ms_tensor *native_attention(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_s
   memcpy(shape, q->shape, sizeof(int64_t) * (size_t)q->ndim);
   shape[q->ndim - 1] = g->Ev;
   ms_device dev = ms_tensor_device(q);
-  s->q = nn_contiguous(q, q->dtype), s->k = nn_contiguous(k, q->dtype), s->v = nn_contiguous(v, q->dtype);
+  s->q = kernel_operand(q, g->qstride, &g->qrs), s->k = kernel_operand(k, g->kstride, &g->krs);
+  s->v = kernel_operand(v, g->vstride, &g->vrs);
   s->mask = o->attn_mask ? nn_contiguous(o->attn_mask, o->attn_mask->dtype) : NULL;
   s->out = ms_tensor_new_empty_on(dev, q->ndim, shape, q->dtype);
   int64_t rows = g->nb * g->L;
