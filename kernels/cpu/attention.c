@@ -68,29 +68,6 @@ static void attn_keep(const ms_k_attn_geom *g, int64_t first, int64_t n, uint8_t
   }
 }
 
-/* row[t] = exp(row[t] - shift) for t < n, with shift finite and every row[t] - shift <= 0 (or
- * -inf): Cephes' expf polynomial (within 2 ulp) in plain arithmetic, so GCC vectorises the loop
- * where a call to expf per score cost as much as the block products (16 lanes at a time in
- * attention_avx512.c where the CPU has AVX-512). Below -87 it is 0. */
-static void exp_row_f32(float *row, int64_t n, float shift) {
-  for (int64_t t = ms_k_cpu_avx512() ? ms_k_attention_exp_row_avx512(row, n, shift) : 0; t < n; t++) {
-    float x = row[t] - shift, xc = x > -87.0f ? x : -87.0f;
-    float fn = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
-    float r = xc - fn * 0.693359375f + fn * 2.12194440e-4f;
-    float p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r +
-               1.6666665459e-1f) * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)fn + 127) << 23; /* 2^fn, fn in [-126, 0] */
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    row[t] = x > -87.0f ? p * scale : 0.0f;
-  }
-}
-
-static void exp_row_f64(double *row, int64_t n, double shift) {
-  for (int64_t t = 0; t < n; t++) row[t] = exp(row[t] - shift);
-}
-
 /* The sum and the maximum of n values in 8 running lanes, which GCC vectorises (one running
  * value would be a chain of dependent adds). */
 #define LANES_REDUCE(T, name, init, step)                                                          \
@@ -108,8 +85,40 @@ static void exp_row_f64(double *row, int64_t n, double shift) {
 #define MAX(a, b) ((b) > (a) ? (b) : (a))
 LANES_REDUCE(float, sum_f32, 0.0f, ADD)
 LANES_REDUCE(double, sum_f64, 0.0, ADD)
-LANES_REDUCE(float, max_f32, -INFINITY, MAX)
+LANES_REDUCE(float, max_lanes_f32, -INFINITY, MAX)
 LANES_REDUCE(double, max_f64, -INFINITY, MAX)
+
+/* A row's maximum: 16 lanes at a time where the CPU has AVX-512. */
+static float max_f32(const float *x, int64_t n) {
+  return ms_k_cpu_avx512() ? ms_k_attention_max_avx512(x, n) : max_lanes_f32(x, n);
+}
+
+/* row[t] = exp(row[t] - shift) for t < n, with shift finite and every row[t] - shift <= 0 (or
+ * -inf), and their sum: Cephes' expf polynomial (within 2 ulp) in plain arithmetic, so GCC
+ * vectorises the loop where a call to expf per score cost as much as the block products (16
+ * lanes at a time, summed on the way, in attention_avx512.c where the CPU has AVX-512). Below
+ * -87 it is 0. */
+static float exp_sum_f32(float *row, int64_t n, float shift) {
+  if (ms_k_cpu_avx512()) return ms_k_attention_exp_sum_avx512(row, n, shift);
+  for (int64_t t = 0; t < n; t++) {
+    float x = row[t] - shift, xc = x > -87.0f ? x : -87.0f;
+    float fn = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+    float r = xc - fn * 0.693359375f + fn * 2.12194440e-4f;
+    float p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r +
+               1.6666665459e-1f) * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)fn + 127) << 23; /* 2^fn, fn in [-126, 0] */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    row[t] = x > -87.0f ? p * scale : 0.0f;
+  }
+  return sum_f32(row, n);
+}
+
+static double exp_sum_f64(double *row, int64_t n, double shift) {
+  for (int64_t t = 0; t < n; t++) row[t] = exp(row[t] - shift);
+  return sum_f64(row, n);
+}
 
 static void store_row_f32(float *dst, const float *src, int64_t n) { memcpy(dst, src, (size_t)n * sizeof *dst); }
 static void store_row_f64(double *dst, const double *src, int64_t n) { memcpy(dst, src, (size_t)n * sizeof *dst); }
@@ -145,8 +154,7 @@ static void store_row_f64(double *dst, const double *src, int64_t n) { memcpy(ds
 #undef LOG
 
 /* bfloat16: float scores, sums, lse and delta over bf16 operands (attention_bf16.h) */
-#define exp_row_bf16 exp_row_f32
-#define sum_bf16 sum_f32
+#define exp_sum_bf16 exp_sum_f32
 #define max_bf16 max_f32
 #include "attention_bf16.h"
 #define T float

@@ -5,9 +5,11 @@
 
 #include <stdint.h>
 
-/* row[t] = exp(row[t] - shift) for the first n rounded down to a multiple of 16 (attention.c's
- * exp_row_f32 with fused multiply-adds); returns that count (the caller does the rest). */
-int64_t ms_k_attention_exp_row_avx512(float *row, int64_t n, float shift);
+/* row[t] = exp(row[t] - shift) for t < n (attention.c's exp_sum_f32 with fused multiply-adds);
+ * returns their sum. */
+float ms_k_attention_exp_sum_avx512(float *row, int64_t n, float shift);
+/* The largest of row[0 .. n) (-inf for n = 0). */
+float ms_k_attention_max_avx512(const float *row, int64_t n);
 
 /* rows x n floats (row stride ss) rounded to bfloat16 (row stride ds) with vcvtneps2bf16
  * (attention_bf16_avx512.c: only where the CPU has AVX512_BF16); subnormals become zero. */

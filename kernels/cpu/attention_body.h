@@ -1,7 +1,7 @@
 /* attention_body.h: the CPU attention kernels for one element type, included by attention.c with
  * T (float or double: scores, sums, lse and delta), IO (the type of q, k, v, out, the gradients
  * and an additive mask: T, or uint16_t for bfloat16), LOAD(x) (an IO value as T), SFX(name),
- * EXP and LOG defined, SFX(exp_row), SFX(sum), SFX(max), SFX(store_row) (n T values into IO)
+ * EXP and LOG defined, SFX(exp_sum), SFX(max), SFX(store_row) (n T values into IO)
  * beside them, and the type's block products (attention_f32.h's packed micro-kernel tiles, or the GEMM
  * for double): a workspace SFX(ws) set up per task range by SFX(ws_init), SFX(ws_problem) to
  * ready problem b's operands, and SFX(qk), SFX(pv), SFX(ov), SFX(dv), SFX(dk), SFX(dq). Work is
@@ -57,8 +57,7 @@ static void SFX(forward_block)(SFX(ws) *w, const attn_ctx *c, int64_t b, int64_t
         continue;
       }
       T alpha = EXP(m[r] - mx); /* m = -inf gives 0: acc and l are still 0 */
-      SFX(exp_row)(row, nk, mx);
-      l[r] = l[r] * alpha + SFX(sum)(row, nk), m[r] = mx;
+      l[r] = l[r] * alpha + SFX(exp_sum)(row, nk, mx), m[r] = mx;
       if (alpha != 1)
         for (int64_t d = 0; d < Ev; d++) acc[r * Ev + d] *= alpha;
       if (g->dropout_p > 0) {
@@ -110,7 +109,7 @@ static void SFX(grad_scores)(SFX(ws) *w, const attn_ctx *c, int64_t b, int64_t i
   for (int64_t r = 0; r < nq; r++) {
     T *pr = p + r * BK, *dr = ds + r * BK;
     if (lse[r] == -INFINITY) memset(pr, 0, (size_t)nk * sizeof(T)); /* every key masked */
-    else SFX(exp_row)(pr, nk, lse[r]);
+    else SFX(exp_sum)(pr, nk, lse[r]); /* the weights; their sum is not needed */
     if (g->dropout_p > 0) {
       SFX(keep_row)(g, b, i0 + r, j0, nk, z);
       for (int64_t t = 0; t < nk; t++) dr[t] = pr[t] * (dr[t] * z[t] - delta[r]);
