@@ -97,8 +97,8 @@ static void SFX(forward_range)(void *ctx, int64_t begin, int64_t end) {
 }
 
 /* For queries [i0, i0 + nq) and keys [j0, j0 + nk) of problem b: p = the weights P (before
- * dropout) and ds = dS = P (dP - delta), with dP = (gout v^T) times dropout's factor; when pd is
- * not NULL it gets P times dropout's factor (what multiplied v). */
+ * dropout) and ds = dS = P (dP - delta), with dP = (gout v^T) times dropout's factor; with
+ * dropout, pd gets P times dropout's factor (what multiplied v; without, that is p itself). */
 static void SFX(grad_scores)(SFX(ws) *w, const attn_ctx *c, int64_t b, int64_t i0, int64_t nq, int64_t j0,
                              int64_t nk, T *p, T *ds, T *pd) {
   const ms_k_attn_geom *g = c->g;
@@ -113,11 +113,9 @@ static void SFX(grad_scores)(SFX(ws) *w, const attn_ctx *c, int64_t b, int64_t i
     if (g->dropout_p > 0) {
       SFX(keep_row)(g, b, i0 + r, j0, nk, z);
       for (int64_t t = 0; t < nk; t++) dr[t] = pr[t] * (dr[t] * z[t] - delta[r]);
-      if (pd)
-        for (int64_t t = 0; t < nk; t++) pd[r * BK + t] = pr[t] * z[t];
+      for (int64_t t = 0; t < nk; t++) pd[r * BK + t] = pr[t] * z[t];
     } else {
       for (int64_t t = 0; t < nk; t++) dr[t] = pr[t] * (dr[t] - delta[r]);
-      if (pd) memcpy(pd + r * BK, pr, (size_t)nk * sizeof(T));
     }
   }
 }
@@ -151,7 +149,7 @@ static void SFX(kv_block)(SFX(ws) *w, const attn_ctx *c, int64_t b, int64_t j0, 
     int64_t nq = g->L - i0 < BQ ? g->L - i0 : BQ, nkb = g->causal && i0 + nq - j0 < nk ? i0 + nq - j0 : nk;
     if (nkb <= 0) continue;
     SFX(grad_scores)(w, c, b, i0, nq, j0, nkb, p, ds, pd);
-    SFX(dv)(w, c, b, i0, nq, nkb, pd, gv);
+    SFX(dv)(w, c, b, i0, nq, nkb, g->dropout_p > 0 ? pd : p, gv);
     SFX(dk)(w, c, b, i0, nq, nkb, ds, gk);
     SFX(dq)(w, c, b, nq, j0, nkb, ds, gq + i0 * E);
   }
