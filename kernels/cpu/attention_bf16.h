@@ -81,8 +81,9 @@ static bool ws_init_bf16(ws_bf16 *w, const attn_ctx *c, bool backward) {
   const int64_t L = g->L, S = g->S, E2 = pairs2(g->E), Ev2 = pairs2(g->Ev), L2 = pairs2(L), S2 = pairs2(S);
   const int64_t Lm = round_up(L, B_MR), Sn = round_up(S, B_NR), En = round_up(g->E, B_NR),
                 Evn = round_up(g->Ev, B_NR);
-  int64_t sizes[10] = {Lm * E2, Sn * E2, S2 * Evn, Sn * Ev2, Lm * Ev2, L2 * Evn, L2 * En, S2 * En, BQ * BK,
-                       round_up(BK, B_MR) * BQ}, total = 0;
+  const int64_t fwd = backward ? 0 : 1, bwd = backward ? 1 : 0; /* only the direction's panels */
+  int64_t sizes[10] = {Lm * E2, Sn * E2, fwd * S2 * Evn, bwd * Sn * Ev2, bwd * Lm * Ev2, bwd * L2 * Evn, bwd * L2 * En,
+                       bwd * S2 * En, BQ * BK, round_up(BK, B_MR) * BQ}, total = 0;
   for (int i = 0; i < 10; i++) total += round_up(sizes[i], 32);
   uint16_t *at = ms_k_thread_buffer(MS_K_BUF_ATTN_P, (size_t)total * sizeof(uint16_t));
   if (!at) return false;

@@ -5,7 +5,7 @@
  * the vdpbf16ps products they feed would make of them anyway. */
 #include <immintrin.h>
 
-#include "attention_avx512.h"
+#include "attention_bf16_avx512.h"
 
 void ms_k_attention_round_bf16(int64_t rows, int64_t n, const float *src, int64_t ss, uint16_t *dst, int64_t ds) {
   const __mmask16 tail = (__mmask16)((1u << (n % 16)) - 1);

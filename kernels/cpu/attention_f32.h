@@ -80,8 +80,9 @@ static bool ws_init_f32(ws_f32 *w, const attn_ctx *c, bool backward) {
   w->t = ms_k_sgemm_tile_get(), w->b = -1, w->backward = backward;
   const int64_t mr = w->t.mr, nr = w->t.nr, L = g->L, S = g->S, E = g->E, Ev = g->Ev;
   const int64_t Lm = round_up(L, mr), Sn = round_up(S, nr), En = round_up(E, nr), Evn = round_up(Ev, nr);
-  int64_t sizes[9] = {Lm * E, Sn * E, S * Evn, Sn * Ev, Lm * Ev, L * Evn, L * En, S * En,
-                      round_up(BK, mr) * BQ}, total = 0;
+  const int64_t fwd = backward ? 0 : 1, bwd = backward ? 1 : 0; /* only the direction's panels */
+  int64_t sizes[9] = {Lm * E, Sn * E, fwd * S * Evn, bwd * Sn * Ev, bwd * Lm * Ev, bwd * L * Evn, bwd * L * En,
+                      bwd * S * En, round_up(BK, mr) * BQ}, total = 0;
   for (int i = 0; i < 9; i++) total += round_up(sizes[i], 16);
   float *at = ms_k_thread_buffer(MS_K_BUF_ATTN_P, (size_t)total * sizeof(float));
   if (!at) return false;
