@@ -303,6 +303,41 @@ case("norm2/f32/3072x768", function()
   return function() return g:norm() end, { bytes = 4.0 * 3072 * 768 }
 end)
 
+-- F.scaled_dot_product_attention at the GPT's per-rank shape (batch 4, 12 heads, T 256, head 64),
+-- causal, q, k and v the transposed (B, nh, T, hs) views of one (B, T, 3C) tensor as the model
+-- makes them. Flops: the forward's two products (q k^T, p v) over the causal half; the forward
+-- and backward also count the backward's five (scores and gout v^T recomputed, dV, dK, dQ).
+local SDPA = { B = 4, nh = 12, T = 256, hs = 64 }
+for _, dt in ipairs({ "float32", "bfloat16" }) do
+  local function heads()
+    local C = SDPA.nh * SDPA.hs
+    local qkv = ms.randn(SDPA.B, SDPA.T, 3 * C):to(dt)
+    local out = {}
+    for i, t in ipairs(qkv:split(C, 3)) do
+      out[i] = t:reshape(SDPA.B, SDPA.T, SDPA.nh, SDPA.hs):transpose(2, 3)
+    end
+    return out
+  end
+  local product = 2.0 * SDPA.B * SDPA.nh * SDPA.T * SDPA.T * SDPA.hs / 2
+  local tag = ("%s/%dx%dx%dx%d_causal"):format(dt, SDPA.B, SDPA.nh, SDPA.T, SDPA.hs)
+  local scale = dt == "bfloat16" and 2 or 1
+  case("sdpa_fwd/" .. tag, function()
+    local h = heads()
+    local _ <close> = ms.no_grad()
+    return function() return F.scaled_dot_product_attention(h[1], h[2], h[3], { is_causal = true }) end,
+      { flops = 2 * product, peak_scale = scale }
+  end)
+  case("sdpa_fwdbwd/" .. tag, function()
+    local h = heads()
+    for _, t in ipairs(h) do t:requires_grad_() end
+    local g = ms.randn(SDPA.B, SDPA.nh, SDPA.T, SDPA.hs):to(dt)
+    return function()
+      for _, t in ipairs(h) do t.grad = nil end
+      F.scaled_dot_product_attention(h[1], h[2], h[3], { is_causal = true }):backward(g)
+    end, { flops = 7 * product, peak_scale = scale }
+  end)
+end
+
 -- ---- run ------------------------------------------------------------------------------------------
 
 print(("# ops_bench: %s, threads %s, %d samples of ~%g s after %d warm-up calls"):format(

@@ -129,7 +129,9 @@ typedef struct ms_k_stat {
  * is read at b's offset plus i msi + j msj; b's offset unravels b over the batch dims bshape
  * with the mask's strides mstride (0 where it broadcasts). Dropout keeps element (b, i, j) when
  * word (b L + i) S + j of the Philox stream (seed, offset; ms_k_philox_bernoulli's layout) is
- * below keep_below, and scales kept weights by 1 / (1 - dropout_p). */
+ * below keep_below, and scales kept weights by 1 / (1 - dropout_p). dt is F32 or F64, or on the
+ * CPU BF16 where ms_k_gemm_bf16_available() (q, k, v, out, gout, the gradients and an additive
+ * mask in bfloat16; lse and delta float32; every sum in float32). */
 enum { MS_K_ATTN_MASK_NONE, MS_K_ATTN_MASK_BOOL, MS_K_ATTN_MASK_ADD };
 typedef struct ms_k_attn_geom {
   int64_t nb, L, S, E, Ev;
@@ -138,6 +140,11 @@ typedef struct ms_k_attn_geom {
   int64_t bshape[MS_K_MAX_DIMS], mstride[MS_K_MAX_DIMS], msi, msj;
   double dropout_p; /* 0: no dropout */
   uint64_t seed, offset, keep_below;
+  /* The CPU reads q, k and v through strides (the GPT's are transposed views of one tensor):
+   * problem b's rows start at b unravelled over bshape times qstride (kstride, vstride), rows
+   * qrs (krs, vrs) apart, the last dim contiguous. Other devices get contiguous inputs, whose
+   * strides these are too. */
+  int64_t qstride[MS_K_MAX_DIMS], kstride[MS_K_MAX_DIMS], vstride[MS_K_MAX_DIMS], qrs, krs, vrs;
 } ms_k_attn_geom;
 
 /* NN ops (softmax, dropout, losses, pooling, activations, embedding, norms) on contiguous buffers

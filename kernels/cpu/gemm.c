@@ -396,12 +396,13 @@ static const gemm_kernel b_avx512 = {MS_BGEMM_AVX512_MR, MS_BGEMM_AVX512_NR, 240
 
 ms_k_sgemm_tile ms_k_sgemm_tile_get(void) {
   const gemm_kernel *k = &s_kernels[ms_k_cpu_isa()];
-  return (ms_k_sgemm_tile){k->mr, k->nr, k->sukr};
+  return (ms_k_sgemm_tile){k->mr, k->nr, k->sukr, k->spack_a, k->spack_b};
 }
 
 ms_k_sgemm_tile ms_k_sgemm_tile_for_rows(int64_t m) {
   if (ms_k_cpu_avx512() && m % MS_SGEMM_AVX512_MR8 == 0 && m % MS_SGEMM_AVX512_MR != 0)
-    return (ms_k_sgemm_tile){MS_SGEMM_AVX512_MR8, MS_SGEMM_AVX512_NR, ms_k_sgemm_ukr_avx512_mr8};
+    return (ms_k_sgemm_tile){MS_SGEMM_AVX512_MR8, MS_SGEMM_AVX512_NR, ms_k_sgemm_ukr_avx512_mr8, NULL,
+                             ms_k_spack_b_avx512}; /* the A packer is the 12-row one's */
   return ms_k_sgemm_tile_get();
 }
 

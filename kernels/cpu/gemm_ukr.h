@@ -80,10 +80,12 @@ int ms_k_bpack_b_avx512(int64_t k, int64_t nn, const uint16_t *b, int64_t rs, in
 #define MS_GEMM_MAX_NR 32
 
 /* The float micro-kernel this CPU runs (gemm.c chooses it once), for callers in kernels/cpu that
- * pack their own panels (the implicit-GEMM convolution). */
+ * pack their own panels (the implicit-GEMM convolution, attention), with the driver's vectorised
+ * panel packers for it (NULL where there is none: pack in C). */
 typedef struct ms_k_sgemm_tile {
   int mr, nr;
   ms_k_sgemm_ukr ukr;
+  ms_k_spack_fn pack_a, pack_b;
 } ms_k_sgemm_tile;
 ms_k_sgemm_tile ms_k_sgemm_tile_get(void);
 /* The one for products of m rows, for callers that pack A themselves: the default, or on AVX-512
@@ -103,6 +105,7 @@ enum {
   MS_K_BUF_BCONV_COL, MS_K_BUF_BCONV_F32, MS_K_BUF_BCONV_GW, /* conv_bf16.c: columns, sums, */
   MS_K_BUF_BCONV_GB, MS_K_BUF_BCONV_GX,                      /* partials, widened input grad */
   MS_K_BUF_POOL_A, MS_K_BUF_POOL_B, /* pool.c: a bfloat16 plane's input and output in float32 */
+  MS_K_BUF_ATTN_P, /* attention_f32.h, attention_bf16.h: a problem's packed panels */
   MS_K_BUF_COUNT
 };
 void *ms_k_thread_buffer(int which, size_t size);

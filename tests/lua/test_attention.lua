@@ -206,6 +206,100 @@ T.test("bfloat16 and float16 compute in float32 and keep their dtype, gradients 
   end
 end)
 
+T.test("q, k, v as transposed views of one tensor (the GPT's heads) equal contiguous copies, bit for bit", function()
+  for _, dt in ipairs({"float32", "float64", "bfloat16"}) do
+    ms.manual_seed(16)
+    local B, L, nh, hs = 2, 70, 3, 20
+    local qkv = ms.randn(B, L, 3 * nh * hs):to(dt)
+    local g = ms.randn(B, nh, L, hs):to(dt)
+    local function run(contiguous)
+      local h = {}
+      for i, t in ipairs(qkv:split(nh * hs, 3)) do
+        h[i] = t:reshape(B, L, nh, hs):transpose(2, 3)
+        if contiguous then h[i] = h[i]:contiguous() end
+        h[i] = h[i]:detach():requires_grad_()
+        T.eq(h[i]:is_contiguous(), contiguous == true)
+      end
+      local out = sdpa(h[1], h[2], h[3], {is_causal = true})
+      out:backward(g)
+      return {out, h[1].grad, h[2].grad, h[3].grad}
+    end
+    local views, copies = run(false), run(true)
+    for i = 1, 4 do T.eq(max_diff(views[i]:double(), copies[i]:double()), 0, dt) end
+  end
+end)
+
+-- ---- bfloat16 (native on a CPU with AVX-512 BF16: float32 sums, P and dS rounded to bf16) ----------
+
+-- max |a - b| / max |b|: the error relative to the reference's scale
+local function rel_diff(a, b) return max_diff(a:float(), b:float()) / b:float():abs():max():item() end
+
+-- The op in bfloat16 against float32 on the same (bf16-rounded) inputs: output and gradients.
+-- Rounding P and dS to bf16 as the products' operands costs ~2^-8 relative per term; measured
+-- at most 4.9e-3 (outputs) and 5.6e-3 (gradients) on these shapes (the additive mask case rounds
+-- its mask too), bounded at 1e-2 and 2e-2.
+local function check_bf16(name, qs, ks, vs, o, seed)
+  ms.manual_seed(seed or 13)
+  local q, k, v = ms.randn(qs):bfloat16(), ms.randn(ks):bfloat16(), ms.randn(vs):bfloat16()
+  local g
+  local outs, grads = {}, {}
+  for i, dt in ipairs({"bfloat16", "float32"}) do
+    local function leaf(t) return t:to(dt):detach():requires_grad_() end
+    local a, b, c = leaf(q), leaf(k), leaf(v)
+    local oo = {}
+    for key, val in pairs(o) do oo[key] = val end
+    if o.attn_mask and o.attn_mask.dtype ~= "bool" then oo.attn_mask = o.attn_mask:to(dt) end
+    ms.manual_seed(21)
+    local out = sdpa(a, b, c, oo)
+    T.eq(out.dtype, dt)
+    g = i == 1 and ms.randn(out:size()):bfloat16() or g
+    ms.sum(out * g:to(dt)):backward()
+    T.eq(a.grad.dtype, dt)
+    outs[i], grads[i] = out, {a.grad, b.grad, c.grad}
+  end
+  local d = rel_diff(outs[1], outs[2])
+  T.truthy(d < 1e-2, ("%s: output relative difference %g"):format(name, d))
+  for j, which in ipairs({"q", "k", "v"}) do
+    d = rel_diff(grads[1][j], grads[2][j])
+    T.truthy(d < 2e-2, ("%s: grad %s relative difference %g"):format(name, which, d))
+  end
+end
+
+T.test("bfloat16 equals float32 within its rounding: causal or not, odd sizes, E = 1, 3, 64, 80", function()
+  check_bf16("GPT head, causal", {2, 3, 256, 64}, {2, 3, 256, 64}, {2, 3, 256, 64}, {is_causal = true})
+  check_bf16("plain, L ~= S across blocks", {2, 150, 64}, {2, 300, 64}, {2, 300, 64}, {})
+  check_bf16("causal, L > S, E 80", {1, 2, 201, 80}, {1, 2, 133, 80}, {1, 2, 133, 80}, {is_causal = true})
+  check_bf16("E 3, Ev 5, odd L and S", {3, 77, 3}, {3, 129, 3}, {3, 129, 5}, {is_causal = true})
+  check_bf16("E 1", {2, 9, 1}, {2, 11, 1}, {2, 11, 1}, {scale = 0.5})
+end)
+
+T.test("bfloat16 with masks (bool, additive in bfloat16, broadcast) and dropout's same masks", function()
+  ms.manual_seed(14)
+  local bool = ms.rand(2, 1, 100, 140):lt(0.6):logical_or(ms.arange(140):eq(3))
+  check_bf16("bool mask", {2, 2, 100, 64}, {2, 2, 140, 64}, {2, 2, 140, 64}, {attn_mask = bool})
+  check_bf16("additive mask", {2, 2, 100, 32}, {2, 2, 140, 32}, {2, 2, 140, 32}, {attn_mask = ms.randn(100, 140)})
+  check_bf16("dropout, causal", {2, 2, 90, 64}, {2, 2, 90, 64}, {2, 2, 90, 64}, {is_causal = true, dropout_p = 0.3})
+end)
+
+T.test("bfloat16 results do not depend on the thread count", function()
+  local function run(threads, shape_k)
+    ms.set_num_threads(threads)
+    ms.manual_seed(15)
+    local q = ms.randn(1, 2, 150, 64):bfloat16():requires_grad_()
+    local k = ms.randn(1, 2, shape_k, 64):bfloat16():requires_grad_()
+    local v = ms.randn(1, 2, shape_k, 48):bfloat16():requires_grad_()
+    local out = sdpa(q, k, v, {dropout_p = 0.1})
+    ms.sum(out:float() * out:float()):backward()
+    return {out, q.grad, k.grad, v.grad}
+  end
+  local before = ms.get_num_threads()
+  for _, S in ipairs({700, 130}) do -- several key groups summing dQ, and one
+    local one, two = run(1, S), run(2, S)
+    for i = 1, 4 do T.eq(max_diff(one[i]:float(), two[i]:float()), 0) end
+  end
+  ms.set_num_threads(before)
+end)
+
 -- ---- dropout -----------------------------------------------------------------------------------------
 
 T.test("dropout: the weights are ms.dropout's of the softmax on the same seed", function()

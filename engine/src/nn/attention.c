@@ -21,7 +21,7 @@ void native_attention_saved_release(native_attention_saved *s) {
 
 static ms_status check_qkv(ms_tensor *q, ms_tensor *k, ms_tensor *v) {
   char a[MS_SHAPE_STR_LEN], b[MS_SHAPE_STR_LEN], c[MS_SHAPE_STR_LEN];
-  if (nn_check_float_any(OP, "query", q) || nn_check_param_any(OP, "key", k, q->dtype, -1) ||
+  if (nn_check_float_or_bf16_any(OP, "query", q) || nn_check_param_any(OP, "key", k, q->dtype, -1) ||
       nn_check_param_any(OP, "value", v, q->dtype, -1) || ms_check_same_device(OP, 3, (ms_tensor *[]){q, k, v}))
     return MS_ERR_ARG;
   if (q->ndim < 2 || k->ndim != q->ndim || v->ndim != q->ndim)
@@ -110,6 +110,23 @@ static ms_status fill_geom(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_sd
   return MS_OK;
 }
 
+/* q, k or v as the kernel reads it: on the CPU the tensor itself when its last dim is contiguous
+ * (the GPT's heads are transposed views of one (B, T, 3C) tensor: reading them through strides
+ * saves copying them), else a contiguous copy; its batch strides and row stride into st and rs. */
+static ms_tensor *kernel_operand(ms_tensor *t, int64_t st[MS_K_MAX_DIMS], int64_t *rs) {
+  int nd = t->ndim;
+  bool as_is = ms_tensor_device(t).type == MS_CPU && (t->strides[nd - 1] == 1 || t->shape[nd - 1] == 1);
+  ms_tensor *u = as_is ? (ms_tensor_retain(t), t) : nn_contiguous(t, t->dtype);
+  if (!u) return NULL;
+  memcpy(st, u->strides, sizeof(int64_t) * (size_t)(nd - 2));
+  *rs = u->strides[nd - 2];
+  return u;
+}
+
+/* The rows' logsumexp (and the backward's delta): float32 for bfloat16 inputs, whose kernel sums in
+ * float32 (kernel_table.h), else the inputs' dtype. */
+static ms_dtype lse_dtype(ms_dtype dt) { return dt == MS_BFLOAT16 ? MS_FLOAT32 : dt; }
+
 ms_tensor *native_attention(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_sdpa_options *o,
                             native_attention_saved *s) {
   memset(s, 0, sizeof *s);
@@ -120,11 +137,12 @@ ms_tensor *native_attention(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_s
   memcpy(shape, q->shape, sizeof(int64_t) * (size_t)q->ndim);
   shape[q->ndim - 1] = g->Ev;
   ms_device dev = ms_tensor_device(q);
-  s->q = nn_contiguous(q, q->dtype), s->k = nn_contiguous(k, q->dtype), s->v = nn_contiguous(v, q->dtype);
+  s->q = kernel_operand(q, g->qstride, &g->qrs), s->k = kernel_operand(k, g->kstride, &g->krs);
+  s->v = kernel_operand(v, g->vstride, &g->vrs);
   s->mask = o->attn_mask ? nn_contiguous(o->attn_mask, o->attn_mask->dtype) : NULL;
   s->out = ms_tensor_new_empty_on(dev, q->ndim, shape, q->dtype);
   int64_t rows = g->nb * g->L;
-  s->lse = ms_tensor_new_empty_on(dev, 1, &rows, q->dtype);
+  s->lse = ms_tensor_new_empty_on(dev, 1, &rows, lse_dtype(q->dtype));
   native_kernels nk;
   if (!s->q || !s->k || !s->v || (o->attn_mask && !s->mask) || !s->out || !s->lse ||
       native_kernels_for(OP, dev, &nk) != MS_OK ||
@@ -145,7 +163,7 @@ ms_status native_attention_backward(const native_attention_saved *s, ms_tensor *
   ms_device dev = ms_tensor_device(s->q);
   ms_dtype dt = s->q->dtype;
   int64_t rows = g->nb * g->L;
-  ms_tensor *go = nn_contiguous(grad_output, dt), *delta = ms_tensor_new_empty_on(dev, 1, &rows, dt);
+  ms_tensor *go = nn_contiguous(grad_output, dt), *delta = ms_tensor_new_empty_on(dev, 1, &rows, s->lse->dtype);
   ms_tensor *gq = ms_tensor_new_empty_on(dev, s->q->ndim, s->q->shape, dt);
   ms_tensor *gk = ms_tensor_new_empty_on(dev, s->k->ndim, s->k->shape, dt);
   ms_tensor *gv = ms_tensor_new_empty_on(dev, s->v->ndim, s->v->shape, dt);
