@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpt_bench.sh: scripts/gpt_fsdp.lua's GPT against the same model and loop in PyTorch 1.13 on this
-# CPU (bench/torch_gpt.py: DDP over gloo, its best CPU configuration), run interleaved in one call
-# so both see the same load; float32 and bfloat16 (moonshard's FSDP mixed precision, PyTorch's CPU
+# CPU (bench/torch_gpt.py: DDP over gloo on the same ranks, and one process with a thread per rank
+# on the ranks' whole batch: PyTorch's two CPU configurations), run interleaved in one call so all
+# see the same load; float32 and bfloat16 (moonshard's FSDP mixed precision, PyTorch's CPU
 # autocast). Prints every rank's BENCH-RANK line, then one BENCH gpt line per configuration with
 # the median of the repeats' summed tokens/s, the largest per-rank VmHWM, and moonshard's MFU
 # against the machine's FMA peak (build/bench/sgemm_bench --peak).
@@ -25,6 +26,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 python=${MS_BENCH_PYTHON:-/usr/bin/python3}
+batch=$(echo "$model" | sed -n 's/.*--batch-size \([0-9]*\).*/\1/p')
+batch=${batch:-4}
 moonshard="$build/moonshard"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -68,6 +71,10 @@ for ((r = 1; r <= repeat; r++)); do
     # shellcheck disable=SC2086
     run_config "torch_$mp" "$python" "$here/torch_gpt.py" --ranks "$ranks" --tokens "$tmp/corpus.bin" $model \
       --steps "$steps" --autocast "$mp"
+    # PyTorch's other configuration: one process with a thread per core, the ranks' batch in one
+    # shellcheck disable=SC2086
+    run_config "torch1p_$mp" "$python" "$here/torch_gpt.py" --ranks 1 --threads "$ranks" --tokens "$tmp/corpus.bin" \
+      $model --batch-size $((batch * ranks)) --steps "$steps" --autocast "$mp"
   done
 done
 
@@ -77,10 +84,12 @@ flops=$(echo "$model" | awk '{ for (i = 1; i < NF; i++) a[$i] = $(i + 1)
   n = L * (12 * E * E + 13 * E) + V * E + T * E + 2 * E
   printf "%.0f", 6 * n + 12 * L * T * E }')
 # per run: the ranks' summed tokens/s and largest VmHWM; then per configuration the median run
+# (torch1p_*: one process with a thread per rank, so /r2 names the cores it used)
 awk -v ranks="$ranks" '
   { tps = 0; hwm = 0
     for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "tokens_per_s") tps = kv[2]; if (kv[1] == "vmhwm_kb") hwm = kv[2] }
-    run = $1 " " int((n[$1]++) / ranks); sum[run] += tps; if (hwm > mem[run]) mem[run] = hwm }
+    per = $1 ~ /^torch1p_/ ? 1 : ranks # lines a run prints: one per rank, one for a single process
+    run = $1 " " int((n[$1]++) / per); sum[run] += tps; if (hwm > mem[run]) mem[run] = hwm }
   END { for (run in sum) { split(run, k, " "); print k[1], sum[run], mem[run] } }' "$tmp/lines" |
   sort -k1,1 -k2,2n |
   awk -v ranks="$ranks" -v peak="$peak" -v flops="$flops" '

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # torch_gpt.py: scripts/gpt_fsdp.lua's model and loop in PyTorch (CPU), to compare with moonshard on
-# the same machine: DDP over gloo on N ranks (PyTorch 1.13's FSDP asks for CUDA, so DDP is its best
-# CPU configuration), or one process. The same GPT-2 (pre-LayerNorm blocks, causal attention as
+# the same machine: DDP over gloo on N ranks (PyTorch 1.13's FSDP asks for CUDA), or one process
+# with N threads (--ranks 1 --threads N: on 2 cores its faster bfloat16 configuration, the gloo
+# all-reduce of float32 gradients costing DDP a third). The same GPT-2 (pre-LayerNorm blocks, causal attention as
 # PyTorch 1.13 writes it without a fused op, GELU(tanh), tied head, GPT-2's init), byte vocabulary,
 # AdamW with nanoGPT's weight-decay groups, gradient clipping, random windows of a token file or of
 # random bytes. Each rank prints one BENCH-RANK line: tokens/s over the timed steps and VmHWM.
