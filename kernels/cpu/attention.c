@@ -131,13 +131,7 @@ static void store_row_f64(double *dst, const double *src, int64_t n) { memcpy(ds
 #define SFX(name) name##_f32
 #define EXP expf
 #define LOG logf
-#include "attention_body.h"
-#undef T
-#undef IO
-#undef LOAD
-#undef SFX
-#undef EXP
-#undef LOG
+#include "attention_body.h" /* which undefines them */
 
 #include "attention_f64.h"
 #define T double
@@ -146,13 +140,7 @@ static void store_row_f64(double *dst, const double *src, int64_t n) { memcpy(ds
 #define SFX(name) name##_f64
 #define EXP exp
 #define LOG log
-#include "attention_body.h"
-#undef T
-#undef IO
-#undef LOAD
-#undef SFX
-#undef EXP
-#undef LOG
+#include "attention_body.h" /* which undefines them */
 
 /* bfloat16: float scores, sums, lse and delta over bf16 operands (attention_bf16.h) */
 #define exp_sum_bf16 exp_sum_f32
@@ -164,13 +152,7 @@ static void store_row_f64(double *dst, const double *src, int64_t n) { memcpy(ds
 #define SFX(name) name##_bf16
 #define EXP expf
 #define LOG logf
-#include "attention_body.h"
-#undef T
-#undef IO
-#undef LOAD
-#undef SFX
-#undef EXP
-#undef LOG
+#include "attention_body.h" /* which undefines them */
 
 /* The kernels' range functions for dt: F32, F64, or BF16 where the CPU has AVX-512 BF16 (the
  * engine widens bfloat16 elsewhere). */

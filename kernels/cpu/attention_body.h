@@ -202,3 +202,11 @@ static void SFX(sum_dq_range)(void *ctx, int64_t begin, int64_t end) {
     SFX(store_row)((IO *)c->gq + r * E, part, E);
   }
 }
+
+/* the instantiation's parameters, so the next one defines its own */
+#undef T
+#undef IO
+#undef LOAD
+#undef SFX
+#undef EXP
+#undef LOG
