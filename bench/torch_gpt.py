@@ -11,17 +11,16 @@
 import argparse
 import contextlib
 import math
-import os
-import socket
 import time
 
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+from torch_launch import end_rank, spawn, vmhwm_kb
 
 
 class CausalSelfAttention(nn.Module):
@@ -91,14 +90,6 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
 
-def vmhwm_kb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return -1
-
-
 def tokens_of(args):
     if args.tokens:  # llm.c's layout: a 256 x int32 header, then uint16 tokens
         return torch.from_numpy(np.fromfile(args.tokens, dtype=np.uint16, offset=1024).astype(np.int64))
@@ -151,15 +142,7 @@ def run(rank, args):
           f"seconds={seconds:.4f} tokens_per_s={tokens / seconds:.1f} loss={loss:.4f} "
           f"vmhwm_kb={vmhwm_kb()}", flush=True)
     if world > 1:
-        # Gloo's teardown at times leaves a rank waiting once the other has gone (torch_mnist.py).
-        dist.barrier()
-        os._exit(0)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        end_rank()
 
 
 def main():
@@ -181,9 +164,7 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
     if args.ranks > 1:
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(free_port()))
-        mp.spawn(run, args=(args,), nprocs=args.ranks, join=True)
+        spawn(run, args, args.ranks)
     else:
         run(0, args)
 

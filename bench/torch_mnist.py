@@ -10,21 +10,20 @@
 import argparse
 import contextlib
 import gzip
-import os
-import socket
 import struct
 import time
 
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.optim.lr_scheduler import StepLR
 from torch.utils.data.distributed import DistributedSampler
+
+from torch_launch import end_rank, spawn, vmhwm_kb
 
 
 class Net(nn.Module):
@@ -73,14 +72,6 @@ def batches(x, y, sampler, batch_size):
     for i in range(0, len(idx), batch_size):
         b = idx[i:i + batch_size]
         yield x[b], y[b]
-
-
-def vmhwm_kb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return -1
 
 
 def run(rank, args):
@@ -154,16 +145,7 @@ def run(rank, args):
           f"train_samples={train_n} test_samples={test_n} vmhwm_kb={vmhwm_kb()} "
           f"accuracy={accuracy:.2f}", flush=True)
     if args.mode == "ddp":
-        # Gloo's teardown (destroy_process_group, or the interpreter's exit) at times leaves a rank
-        # waiting forever once the other has gone; after a barrier nothing is left to say.
-        dist.barrier()
-        os._exit(0)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        end_rank()
 
 
 def main():
@@ -183,9 +165,7 @@ def main():
                         "mixed precision, the nearest to FSDP's param_dtype=bfloat16")
     args = p.parse_args()
     if args.mode == "ddp":
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(free_port()))
-        mp.spawn(run, args=(args,), nprocs=args.ranks, join=True)
+        spawn(run, args, args.ranks)
     else:
         run(0, args)
 
