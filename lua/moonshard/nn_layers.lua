@@ -495,4 +495,36 @@ function BatchNorm2d:_check_input_dim(x)
 end
 
 
+-- ---- loss modules: PyTorch's nn.*Loss, the functional loss with the options given at
+-- construction (module attributes, as PyTorch's); a class weight is a buffer, so it follows the
+-- module's :to() and is in its state_dict ----------------------------------------------------------
+
+local REDUCTIONS = { mean = true, sum = true, none = true }
+
+local function loss_module(name, fn, keys)
+  local cls = Module:extend(name)
+  nn[name] = cls
+  function cls:init(...)
+    local a = layer_args(name, keys, ...)
+    if a.reduction ~= nil and not REDUCTIONS[a.reduction] then
+      error(fmt("%s: reduction must be 'mean', 'sum' or 'none', got %s", name, tostring(a.reduction)), 3)
+    end
+    for _, k in ipairs(keys) do
+      if k == "weight" then self:register_buffer("weight", a.weight)
+      elseif k == "reduction" then self.reduction = a.reduction or "mean"
+      else self[k] = a[k] end
+    end
+  end
+  function cls:forward(input, target)
+    local o = {}
+    for _, k in ipairs(keys) do o[k] = self[k] end
+    return fn(input, target, o)
+  end
+  return cls
+end
+
+loss_module("CrossEntropyLoss", F.cross_entropy, { "weight", "ignore_index", "reduction", "label_smoothing" })
+loss_module("NLLLoss", F.nll_loss, { "weight", "ignore_index", "reduction" })
+loss_module("MSELoss", F.mse_loss, { "reduction" })
+
 return nn
