@@ -499,16 +499,11 @@ end
 -- construction (module attributes, as PyTorch's); a class weight is a buffer, so it follows the
 -- module's :to() and is in its state_dict ----------------------------------------------------------
 
-local REDUCTIONS = { mean = true, sum = true, none = true }
-
 local function loss_module(name, fn, keys)
   local cls = Module:extend(name)
   nn[name] = cls
   function cls:init(...)
-    local a = layer_args(name, keys, ...)
-    if a.reduction ~= nil and not REDUCTIONS[a.reduction] then
-      error(fmt("%s: reduction must be 'mean', 'sum' or 'none', got %s", name, tostring(a.reduction)), 3)
-    end
+    local a = layer_args(name, keys, ...) -- the values are checked by fn at the call, as PyTorch does
     for _, k in ipairs(keys) do
       if k == "weight" then self:register_buffer("weight", a.weight)
       elseif k == "reduction" then self.reduction = a.reduction or "mean"

@@ -191,6 +191,7 @@ ms_flat_param *ms_flat_param_create(ms_tensor *const *params, int n, ms_pg *pg,
   fp->param_dtype = fp->reduce_dtype = fp->grad_dtype = fp->dtype;
   fp->compute = fp->full, fp->compute_flat = fp->full_flat, fp->compute_params = fp->params;
   ms_flat_param_release(fp);
+  ms_autograd_set_progress_fn(ms_fsdp_progress); /* backwards move its collectives between nodes */
   return fp;
 }
 

@@ -22,7 +22,6 @@
 #include <time.h>
 
 #include "fsdp/fsdp_internal.h"
-#include "moonshard/autograd.h"
 #include "native/native.h"
 #include "moonshard/ops.h"
 
@@ -38,7 +37,6 @@ static ms_flat_param *g_inflight; /* only the thread running the training loop i
 
 static void track(ms_flat_param *fp) {
   if (fp->inflight) return;
-  ms_autograd_set_progress_fn(ms_fsdp_progress); /* idempotent: FSDP's is the only one */
   fp->inflight = true;
   fp->inflight_next = g_inflight, g_inflight = fp;
 }
