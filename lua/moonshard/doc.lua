@@ -28,6 +28,7 @@ local INTERNAL = {
   ["moonshard.fsdp_state"] = true, ["moonshard.fsdp_wrap"] = true,
   ["moonshard.tensor_repr"] = true, ["moonshard.tensor_dataset"] = true,
   ["moonshard.seed_net"] = true, ["moonshard.spawn"] = true,
+  ["moonshard.repl"] = true, ["moonshard.timer"] = true, -- the REPL's machinery; ms.Timer, ms.timeit
 }
 
 -- How users name a module: its require tail, but for these.
