@@ -331,7 +331,8 @@ end
 function M.setup(env)
   env = env or _G
   local ok, doc = pcall(require, "moonshard.doc")
-  env.help = ok and doc.help or no_help
+  -- doc.help's result (the entry) would print again after the text
+  env.help = ok and function(x) doc.help(x) end or no_help
   env.ms = require "moonshard"
   env.nn = require "moonshard.nn"
   env.F = require "moonshard.functional"
