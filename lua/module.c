@@ -34,19 +34,6 @@ void bind_preload_embedded(lua_State *L) {
   lua_pop(L, 1);
 }
 
-/* ms.Timer and ms.timeit from lua/moonshard/timer.lua, which needs nothing of the module to
- * load. Stack: module, methods. */
-static void open_timer(lua_State *L) {
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "moonshard.timer");
-  lua_call(L, 1, 1);
-  lua_getfield(L, -1, "Timer");
-  lua_setfield(L, -4, "Timer");
-  lua_getfield(L, -1, "timeit");
-  lua_setfield(L, -4, "timeit");
-  lua_pop(L, 1);
-}
-
 int luaopen_moonshard(lua_State *L) {
   bind_preload_embedded(L);
   lua_newtable(L); /* the module */
@@ -73,7 +60,6 @@ int luaopen_moonshard(lua_State *L) {
   bind_open_launch(L);
   bind_open_fsdp(L);
   bind_open_cuda(L);
-  open_timer(L);
   lua_setfield(L, -2, "Tensor"); /* ms.Tensor: the method table, to extend from Lua */
   /* ms.flatten(x, start_dim) is the same function as x:flatten(start_dim): already there. */
   return 1;

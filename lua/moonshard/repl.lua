@@ -337,6 +337,8 @@ function M.setup(env)
   env.nn = require "moonshard.nn"
   env.F = require "moonshard.functional"
   env.optim = require "moonshard.optim"
+  -- ms's lazy fields, read once, stay as fields: ms.<TAB> then offers them
+  for _, k in ipairs({ "nn", "F", "optim" }) do pcall(function() return env.ms[k] end) end
 end
 
 return M
