@@ -91,16 +91,17 @@ end
 -- Private names (a leading _) come only once a _ is typed, and an in-place variant (sub_, zero_)
 -- only once the prefix covers the name before its _: x:su offers sub and sum, x:sub offers
 -- sub and sub_, and ms.ze completes to ms.zeros.
-local function offered(k, prefix)
+local function offered(k, prefix, any)
   if k:sub(1, #prefix) ~= prefix then return false end
+  if not any and (not k:match("^[%a_][%w_]*$") or KEYWORDS[k]) then return false end -- t["a b"]
   if k:sub(1, 1) == "_" then return prefix:sub(1, 1) == "_" end
   return k:sub(-1) ~= "_" or #prefix >= #k - 1
 end
 
-local function sorted_matches(names, prefix, lead)
+local function sorted_matches(names, prefix, lead, any)
   local out = {}
   for k in pairs(names) do
-    if offered(k, prefix) then out[#out + 1] = lead .. k end
+    if offered(k, prefix, any) then out[#out + 1] = lead .. k end
   end
   sort(out)
   return out
@@ -113,7 +114,7 @@ function M.complete(line, first, last, env)
   env = env or _G
   local word = line:sub(first, last)
   local before = line:sub(1, first - 1)
-  if before:match("require%s*%(?%s*[\"']$") then return sorted_matches(module_names(word), word, "") end
+  if before:match("require%s*%(?%s*[\"']$") then return sorted_matches(module_names(word), word, "", true) end
   local chain, sep, prefix = word:match("^([%a_][%w_.:]-)([.:])([%a_]?[%w_]*)$")
   if chain then
     -- only a plain chain of names (a.b.c) is evaluated: nothing is called to complete
@@ -123,9 +124,12 @@ function M.complete(line, first, last, env)
     return sorted_matches(members(v, sep == ":"), prefix, chain .. sep)
   end
   if not word:match("^[%a_]?[%w_]*$") then return {} end
-  local names = members(env, false)
-  for k in pairs(KEYWORDS) do names[k] = true end
-  return sorted_matches(names, word, "")
+  local out = sorted_matches(members(env, false), word, "")
+  for k in pairs(KEYWORDS) do
+    if k:sub(1, #word) == word then out[#out + 1] = k end
+  end
+  sort(out)
+  return out
 end
 
 -- ---- the pretty printer -------------------------------------------------------------------------
@@ -278,7 +282,7 @@ end
 -- `;`). `?x` is help(x); a leading `=` (Lua 5.1's "print this") is dropped.
 function M.rewrite(code)
   local topic = code:match("^%s*%?(.-)%s*$")
-  if topic then return "help(" .. topic .. ")", false end
+  if topic then return "help(" .. topic .. ")", true end
   code = code:gsub("^%s*=", "", 1)
   local body = code:match("^(.-);%s*$")
   return rewrite_local(body or code), body ~= nil
@@ -321,9 +325,19 @@ end
 
 -- ---- the session's globals ----------------------------------------------------------------------
 
--- help where the build has no moonshard.doc.
-local function no_help()
-  print("help: no documentation in this build (the module moonshard.doc is missing)")
+local HELP_INTRO = [[help(x) or ?x prints the documentation of x: a value (ms.zeros, x.sum, nn.Linear, a
+module) or a name ("F.relu", "Tensor:sum"). TAB completes names; docs/api/ is the reference.]]
+
+-- The REPL's help: a callable that prints, so that `help` alone says how to use it.
+local function make_help(doc)
+  local function call(_, ...)
+    if select("#", ...) == 0 then return print(HELP_INTRO) end
+    if not doc then
+      return print("help: no documentation in this build (the module moonshard.doc is missing)")
+    end
+    doc.help((...)) -- its result (the entry) would print again after the text
+  end
+  return setmetatable({}, { __call = call, __tostring = function() return HELP_INTRO end })
 end
 
 -- The REPL's globals: ms, nn, F and optim loaded, help(x) (doc.help: the documentation of a
@@ -331,8 +345,7 @@ end
 function M.setup(env)
   env = env or _G
   local ok, doc = pcall(require, "moonshard.doc")
-  -- doc.help's result (the entry) would print again after the text
-  env.help = ok and function(x) doc.help(x) end or no_help
+  env.help = make_help(ok and doc or nil)
   env.ms = require "moonshard"
   env.nn = require "moonshard.nn"
   env.F = require "moonshard.functional"

@@ -38,6 +38,8 @@ T.test("completion: globals, keywords and fields of tables, nested", function()
   T.eq(#complete("nothing.he", env), 0)
   T.eq(#complete("ms.zeros(1).su", env), 0, "a call is never evaluated")
   T.eq(#complete("ms..x", env), 0)
+  T.eq(table.concat(complete("t.a", { t = { ["a b"] = 1, ab = 2, ["and"] = 3 } }), " "), "t.ab",
+    "only names that can follow a '.'")
 end)
 
 T.test("completion: tensor methods after ':' and fields after '.'", function()
@@ -112,7 +114,8 @@ T.test("typed lines: local kept, ';' quiet, '=' and '?'", function()
     { "localx = 1", "localx = 1", false },
     { "x + 1;", "x + 1", true },
     { "=1 + 1", "1 + 1", false },
-    { "?ms.zeros", "help(ms.zeros)", false },
+    { "?ms.zeros", "help(ms.zeros)", true },
+    { "?", "help()", true },
     { "f(x) -- local y = 2", "f(x) -- local y = 2", false },
   }
   for _, c in ipairs(cases) do
@@ -167,6 +170,7 @@ T.test("setup: the REPL's globals", function()
   io.write = write
   T.eq(results.n, 0, "help prints; it returns nothing the REPL would print again")
   T.truthy(table.concat(out):find("ms.zeros(", 1, true), table.concat(out))
+  T.truthy(tostring(env.help):find("?x", 1, true), "help alone says how to use it")
   T.eq(rawget(_G, "nn"), nil, "scripts get none of them")
 end)
 
@@ -182,6 +186,12 @@ T.test("optimizers and schedulers print readably", function()
   T.truthy(text:find("^StepLR %(\n    last_lr: {0.1}\n"), text)
   T.truthy(text:find("step_size: 3", 1, true) and not text:find("optimizer", 1, true), text)
   T.eq(repl.format(opt), tostring(opt), "the REPL prints them the same way")
+end)
+
+T.test("fsdp.comm_stats's result prints its counters", function()
+  local text = tostring(require("moonshard.fsdp_comm").stats({}))
+  T.truthy(text:find("^FSDP communication over 0 units %(\n    allgather_bytes: 0\n"), text)
+  T.truthy(text:find("\n    waits: 0\n%)$"), text)
 end)
 
 T.test("ms.Timer: a stopwatch, and a <close> scope that records", function()
