@@ -161,11 +161,17 @@ static int wait_exit(pid_t pid) {
   return -1;
 }
 
-int main(void) {
-#ifndef MS_HAVE_READLINE
-  printf("skipped: the build has no readline\n");
-  return 77;
+#ifdef MS_HAVE_READLINE
+enum { HAVE_READLINE = 1 };
 #else
+enum { HAVE_READLINE = 0 };
+#endif
+
+int main(void) {
+  if (!HAVE_READLINE) {
+    printf("skipped: the build has no readline\n");
+    return 77;
+  }
   char exe[4200];
   find_exe(exe, sizeof exe);
   if (access(exe, X_OK) != 0) {
@@ -192,5 +198,4 @@ int main(void) {
   CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
   close(master);
   return ms_test_finish();
-#endif
 }
