@@ -39,7 +39,8 @@ local function collect(v, names, depth, seen)
   if type(mt) == "table" then collect(rawget(mt, "__index"), names, depth + 1, seen) end
 end
 
--- The names reachable after `v.` (fields) or `v:` (methods: callable values only).
+-- The names reachable after `v.` (fields) or `v:` (methods: functions only, not a module's
+-- callable children).
 local function members(v, is_method)
   local names = {}
   collect(v, names, 0, {})
@@ -57,8 +58,7 @@ local function members(v, is_method)
   if is_method then
     for k in pairs(names) do
       local ok, f = pcall(function() return v[k] end)
-      local mt = getmetatable(f)
-      if not ok or not (type(f) == "function" or (type(mt) == "table" and mt.__call)) then names[k] = nil end
+      if not ok or type(f) ~= "function" then names[k] = nil end
     end
   end
   return names

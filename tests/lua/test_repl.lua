@@ -61,6 +61,7 @@ T.test("completion: a module's methods through its class chain, its children and
   T.truthy(has(complete("m:forw", env), "m:forward"), "the class's own method")
   T.truthy(has(complete("m:param", env), "m:parameters"), "nn.Module's, up the chain")
   T.truthy(has(complete("m.fc", env), "m.fc1"), "a child")
+  T.truthy(not has(complete("m:fc", env), "m:fc1"), "a child is no method")
   T.truthy(has(complete("m.fc1.we", env), "m.fc1.weight"), "a parameter, through the child")
   T.truthy(not has(complete("m:_g", env), "m:init") and not has(complete("m:", env), "m:_get_name"),
     "private names only when asked for")
