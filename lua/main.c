@@ -456,6 +456,7 @@ static void completion_start(lua_State *L) {
   rl_attempted_completion_function = complete;
   /* '.' and ':' stay inside a word, so "ms.cuda.is_" and "x:su" complete as a whole */
   rl_completer_word_break_characters = " \t\n\"'`@$><=;|&{}()[],+-*/%^#~";
+  rl_completer_quote_characters = "\"'"; /* require "moonshard.opt<TAB> closes the string */
 }
 
 static void on_rl_line(char *line) {

@@ -1,5 +1,6 @@
 /* test_repl_pty.c: the REPL as a user meets it, through a terminal (a pty from forkpty): TAB
- * completes `ms.ze` to `ms.zeros` and offers `sub` and `sum` for `x:su`; help(ms.zeros) and
+ * completes `ms.ze` to `ms.zeros`, offers `sub` and `sum` for `x:su`, completes nested fields and
+ * module names in require's quotes (closing them); help(ms.zeros) and
  * ?ms.zeros print its documentation; `_` holds the last result and a trailing `;` keeps quiet;
  * a nested table prints pretty; `local y = 7` then `y` prints 7; Ctrl-D ends with status 0.
  * The executable is build/moonshard, next to this program's folder ($MS_EXE overrides). Skipped
@@ -110,6 +111,16 @@ static void session(void) {
   CHECK(wait_for("x:sub", before, sizeof before) && wait_for("x:sum", NULL, 0));
   type_keys("m()\n");
   EXPECT("tensor(0.)");
+  EXPECT("> ");
+  /* nested fields, and module names inside require's quotes */
+  type_keys("ms.cuda.is_av\t");
+  EXPECT("ms.cuda.is_available");
+  type_keys("() ~= nil\n");
+  EXPECT("true\r\n");
+  type_keys("(require \"moonshard.opt\t");
+  EXPECT("moonshard.optim\"");
+  type_keys(").SGD ~= nil\n");
+  EXPECT("true\r\n");
   EXPECT("> ");
   /* help and ? */
   type_keys("help(ms.zeros)\n");
