@@ -89,6 +89,19 @@ static int l_spawn(lua_State *L) {
 
 static int l_is_tensor(lua_State *L) { return lua_pushboolean(L, ms_lua_to_tensor(L, 1) != NULL), 1; }
 
+/* ms.Timer and ms.timeit, beside perf_counter: lua/moonshard/timer.lua, which needs nothing of
+ * the module to load. The module is on top. */
+static void open_timer(lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "moonshard.timer");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "Timer");
+  lua_setfield(L, -3, "Timer");
+  lua_getfield(L, -1, "timeit");
+  lua_setfield(L, -3, "timeit");
+  lua_pop(L, 1);
+}
+
 void bind_open_runtime(lua_State *L) {
   static const luaL_Reg fns[] = {{"manual_seed", l_manual_seed},
                                  {"initial_seed", l_initial_seed},
@@ -117,5 +130,6 @@ void bind_open_runtime(lua_State *L) {
   }
   lua_pushliteral(L, MS_VERSION_STRING);
   lua_setfield(L, -2, "__version__");
+  open_timer(L);
   lua_pop(L, 1);
 }

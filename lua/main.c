@@ -28,7 +28,6 @@
 
 #define PROGNAME "moonshard"
 #define HISTORY_MAX 1000
-#define CHUNK_STDIN "=stdin"
 
 /* Prefix of error messages; NULL inside the REPL, where the prefix would only be noise. */
 static const char *progname = PROGNAME;
@@ -350,6 +349,18 @@ static int run_stdin(lua_State *L) {
   return report(L, status);
 }
 
+/* ---- the REPL's Lua half ------------------------------------------------------------------------ */
+
+/* lua/moonshard/repl.lua (completion, what a line compiles to, printing results), referenced
+ * from the registry while the REPL runs. */
+static int repl_module = LUA_NOREF;
+
+static void push_repl_function(lua_State *L, const char *name) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, repl_module);
+  lua_getfield(L, -1, name);
+  lua_remove(L, -2);
+}
+
 /* ---- reading lines -------------------------------------------------------------------------- */
 
 /* Negative, so that they never collide with Lua's status codes. */
@@ -393,6 +404,59 @@ static void history_end(void) {
   if (history_file) history_truncate_file(history_file, HISTORY_MAX);
   free(history_file);
   history_file = NULL;
+}
+
+/* ---- completion: the candidates come from repl.complete ---- */
+
+static lua_State *completing;  /* the REPL's state, for readline's callbacks */
+static int candidates_index;    /* the stack index of repl.complete's list while completing */
+
+static int candidates_body(lua_State *L) {
+  push_repl_function(L, "complete");
+  lua_insert(L, 1);
+  lua_call(L, 3, 1);
+  return 1;
+}
+
+/* readline's generator: the next candidate (malloc'd, readline frees it), NULL after the last. */
+static char *next_candidate(const char *text, int state) {
+  static lua_Integer i;
+  (void)text;
+  if (state == 0) i = 0;
+  char *s = NULL;
+  if (lua_rawgeti(completing, candidates_index, ++i) == LUA_TSTRING) s = strdup(lua_tostring(completing, -1));
+  lua_pop(completing, 1);
+  return s;
+}
+
+static char **complete(const char *text, int start, int end) {
+  rl_attempted_completion_over = 1; /* never file names: they would only mislead in Lua code */
+  rl_completion_append_character = '\0'; /* after ms.cuda may come a '.' as well as a '(' */
+  if (text[0] == '\0' && rl_line_buffer[strspn(rl_line_buffer, " \t")] == '\0') {
+    rl_insert_text("  "); /* TAB on a blank line indents, as in Python's REPL */
+    return NULL;
+  }
+  lua_State *L = completing;
+  int top = lua_gettop(L);
+  char **matches = NULL;
+  lua_pushcfunction(L, candidates_body);
+  lua_pushstring(L, rl_line_buffer);
+  lua_pushinteger(L, start + 1);
+  lua_pushinteger(L, end);
+  if (lua_pcall(L, 3, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+    candidates_index = lua_gettop(L);
+    matches = rl_completion_matches(text, next_candidate);
+  }
+  lua_settop(L, top);
+  return matches;
+}
+
+static void completion_start(lua_State *L) {
+  completing = L;
+  rl_attempted_completion_function = complete;
+  /* '.' and ':' stay inside a word, so "ms.cuda.is_" and "x:su" complete as a whole */
+  rl_completer_word_break_characters = " \t\n\"'`@$><=;|&{}()[],+-*/%^#~";
+  rl_completer_quote_characters = "\"'"; /* require "moonshard.opt<TAB> closes the string */
 }
 
 static void on_rl_line(char *line) {
@@ -496,37 +560,28 @@ static int push_line(lua_State *L, bool first) {
 
 /* ---- the REPL --------------------------------------------------------------------------------- */
 
-/* Compiles "return <line>" so an expression prints its values. Leaves the function above the
- * line on success; leaves the stack as it was otherwise. */
-static int load_expression(lua_State *L) {
-  const char *code = lua_pushfstring(L, "return %s;", lua_tostring(L, 1));
-  int status = luaL_loadbuffer(L, code, strlen(code), CHUNK_STDIN);
-  if (status == LUA_OK) lua_remove(L, -2);
-  else lua_pop(L, 2);
-  return status;
-}
-
-/* A syntax error at the end of the input means the statement goes on in the next line. */
-static bool is_incomplete(lua_State *L, int status) {
-  static const char mark[] = "<eof>";
-  size_t len;
-  if (status != LUA_ERRSYNTAX) return false;
-  const char *msg = lua_tolstring(L, -1, &len);
-  return len >= sizeof mark - 1 && strcmp(msg + len - (sizeof mark - 1), mark) == 0;
-}
-
-/* Compiles the buffer at index 1, reading more lines while it is incomplete. Leaves the
- * function or the error message on top; READ_INTERRUPTED drops the statement. */
-static int load_statement(lua_State *L) {
+/* Compiles the buffer at index 1 through repl.load, reading more lines while the statement is
+ * incomplete. Leaves the function (and sets *quiet: a trailing ';') or the error message on top;
+ * READ_INTERRUPTED drops the statement. */
+static int load_statement(lua_State *L, bool *quiet) {
   for (;;) {
-    size_t len;
-    const char *code = lua_tolstring(L, 1, &len);
-    int status = luaL_loadbuffer(L, code, len, CHUNK_STDIN);
-    if (!is_incomplete(L, status)) return status;
+    push_repl_function(L, "load");
+    lua_pushvalue(L, 1);
+    int status = lua_pcall(L, 1, 3, 0);
+    if (status != LUA_OK) return status;
+    if (!lua_isnil(L, -3)) { /* compiled */
+      *quiet = lua_toboolean(L, -2);
+      lua_pop(L, 2);
+      return LUA_OK;
+    }
+    bool incomplete = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    lua_remove(L, -2); /* the nil: the message is on top */
+    if (!incomplete) return LUA_ERRSYNTAX;
     int r = push_line(L, false);
-    if (r == READ_EOF) return status; /* input ended mid-statement: report the syntax error */
+    if (r == READ_EOF) return LUA_ERRSYNTAX; /* input ended mid-statement: report the error */
     if (r == READ_INTERRUPTED) return r;
-    lua_remove(L, -2); /* the error message */
+    lua_remove(L, -2); /* the message */
     lua_pushliteral(L, "\n");
     lua_insert(L, -2);
     lua_concat(L, 3);
@@ -534,12 +589,11 @@ static int load_statement(lua_State *L) {
 }
 
 /* Leaves the compiled next statement (or its error message) alone on the stack. */
-static int read_statement(lua_State *L) {
+static int read_statement(lua_State *L, bool *quiet) {
   lua_settop(L, 0);
   int r = push_line(L, true);
   if (r != READ_LINE) return r;
-  int status = load_expression(L);
-  if (status != LUA_OK) status = load_statement(L);
+  int status = load_statement(L, quiet);
   if (status == READ_INTERRUPTED) {
     lua_settop(L, 0);
     return READ_INTERRUPTED;
@@ -549,22 +603,40 @@ static int read_statement(lua_State *L) {
   return status;
 }
 
-/* Prints the results on the stack with the global print (so tensors print through
- * __tostring). */
-static void print_results(lua_State *L) {
+/* Hands the results on the stack to repl.show: `_` becomes the first, and they print (tables
+ * pretty, tensors through __tostring) unless the line ended in ';'. */
+static void show_results(lua_State *L, bool quiet) {
   int n = lua_gettop(L);
-  if (n == 0) return;
   luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-  lua_getglobal(L, "print");
+  push_repl_function(L, "show");
   lua_insert(L, 1);
-  if (lua_pcall(L, n, 0, 0) != LUA_OK)
-    print_error(lua_pushfstring(L, "error calling 'print' (%s)", lua_tostring(L, -1)));
+  lua_pushboolean(L, quiet);
+  lua_insert(L, 2);
+  if (lua_pcall(L, n + 1, 0, 0) != LUA_OK)
+    print_error(lua_pushfstring(L, "error printing the result (%s)", lua_tostring(L, -1)));
+}
+
+/* Loads lua/moonshard/repl.lua and sets the session's globals (ms, nn, F, optim, help). */
+static int repl_start(lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "moonshard.repl");
+  int status = docall(L, 1, 1);
+  if (status != LUA_OK) return report(L, status);
+  lua_getfield(L, -1, "setup");
+  lua_insert(L, -2);
+  repl_module = luaL_ref(L, LUA_REGISTRYINDEX); /* pops the module; setup stays on top */
+  return report(L, docall(L, 0, 0));
 }
 
 static void repl(lua_State *L) {
   const char *saved = progname;
   progname = NULL;
-  printf("%s %s (%s)  --  type Lua; Ctrl-D exits\n", PROGNAME, MS_VERSION_STRING, LUA_RELEASE);
+  printf("%s %s (%s)  --  type Lua; help(x) or ?x documents x; Ctrl-D exits\n", PROGNAME,
+         MS_VERSION_STRING, LUA_RELEASE);
+  if (repl_start(L) != LUA_OK) {
+    progname = saved;
+    return;
+  }
 #ifdef MS_HAVE_READLINE
   use_readline = isatty(fileno(stdin));
   if (use_readline) {
@@ -572,17 +644,20 @@ static void repl(lua_State *L) {
     rl_instream = stdin;         /* NULL until readline initialises; pselect needs it first */
     rl_outstream = stdout;
     rl_catch_signals = 0;        /* Ctrl-C is ours: see read_with_readline */
-    rl_bind_key('\t', rl_insert); /* file-name completion would only mislead in Lua code */
+    completion_start(L);
     history_start();
   }
 #endif
-  for (int status; (status = read_statement(L)) != READ_EOF;) {
+  bool quiet = false;
+  for (int status; (status = read_statement(L, &quiet)) != READ_EOF;) {
     if (status == READ_INTERRUPTED) continue;
     if (status == LUA_OK) status = docall(L, 0, LUA_MULTRET);
-    if (status == LUA_OK) print_results(L);
+    if (status == LUA_OK) show_results(L, quiet);
     else report(L, status);
   }
   lua_settop(L, 0);
+  luaL_unref(L, LUA_REGISTRYINDEX, repl_module);
+  repl_module = LUA_NOREF;
   fputc('\n', stdout);
   fflush(stdout);
   history_end();

@@ -202,6 +202,15 @@ end
 local FIELDS = { "allgather_calls", "prefetch_calls", "reduce_calls", "allreduce_calls", "allgather_bytes",
   "reduce_bytes", "waits", "wait_seconds" }
 
+-- fsdp.comm_stats's result prints as its counters, one a line.
+local Stats = { __name = "CommStats" }
+function Stats.__tostring(r)
+  local lines = { ("FSDP communication over %d unit%s ("):format(r.units, r.units == 1 and "" or "s") }
+  for _, line in ipairs(require("moonshard.repl").fields(r, "    ", { units = true })) do lines[#lines + 1] = line end
+  lines[#lines + 1] = ")"
+  return table.concat(lines, "\n")
+end
+
 -- The sum of the units' counters (max_gathered: their max); bytes = allgather_bytes + reduce_bytes.
 -- reset zeroes them after.
 function M.stats(fps, reset)
@@ -214,7 +223,7 @@ function M.stats(fps, reset)
     r.param_dtype, r.reduce_dtype = s.param_dtype, s.reduce_dtype
   end
   r.bytes = r.allgather_bytes + r.reduce_bytes
-  return r
+  return setmetatable(r, Stats)
 end
 
 return M

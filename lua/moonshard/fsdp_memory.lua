@@ -14,6 +14,7 @@ local function mib(b) return fmt("%.2f MiB", b / (1024 * 1024)) end
 
 local Report = {}
 Report.__index = Report
+Report.__name = "MemoryReport"
 
 function Report.__tostring(r)
   local lines = {

@@ -8,6 +8,7 @@ local M = {}
 local function class(parent)
   local c = {}
   c.__index = c
+  c.__tostring = parent and parent.__tostring -- metamethods are not inherited through __index
   return setmetatable(c, { __index = parent, __call = function(cls, ...) return cls.new(...) end })
 end
 
@@ -38,6 +39,16 @@ end
 
 local LRScheduler = class(nil)
 M.LRScheduler = LRScheduler
+
+-- print(scheduler): its class, the last lrs and its settings (the optimizer aside).
+function LRScheduler:__tostring()
+  local lines = { self.name .. " (", "    last_lr: " .. require("moonshard.repl").format(self._last_lr) }
+  for _, line in ipairs(require("moonshard.repl").fields(self, "    ", { optimizer = true, name = true })) do
+    lines[#lines + 1] = line
+  end
+  lines[#lines + 1] = ")"
+  return table.concat(lines, "\n")
+end
 
 function LRScheduler.init(self, cname, optimizer, last_epoch)
   if type(optimizer) ~= "table" or type(optimizer.param_groups) ~= "table" then

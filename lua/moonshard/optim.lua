@@ -45,6 +45,7 @@ end
 local function class(parent)
   local c = {}
   c.__index = c
+  c.__tostring = parent and parent.__tostring -- metamethods are not inherited through __index
   return setmetatable(c, { __index = parent, __call = function(cls, ...) return cls.new(...) end })
 end
 
@@ -52,6 +53,20 @@ end
 
 local Optimizer = class(nil)
 optim.Optimizer = Optimizer
+
+-- print(optimizer): its class and each group's hyper-parameters, as PyTorch's repr (groups
+-- counted from 1, as param_groups[1]).
+function Optimizer:__tostring()
+  local fields = require("moonshard.repl").fields
+  local lines = { self.name .. " (" }
+  for i, g in ipairs(self.param_groups) do
+    lines[#lines + 1] = ("Parameter Group %d"):format(i)
+    lines[#lines + 1] = ("    params: %d tensor%s"):format(#g.params, #g.params == 1 and "" or "s")
+    for _, line in ipairs(fields(g, "    ", { params = true })) do lines[#lines + 1] = line end
+  end
+  lines[#lines + 1] = ")"
+  return table.concat(lines, "\n")
+end
 
 -- Normalises params (an array of tensors, an array of group tables, or an iterator function
 -- returning tensors) into an array of group tables.
