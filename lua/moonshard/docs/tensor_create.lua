@@ -5,9 +5,10 @@ local FACTORY_OPTS = {
   {"device", "string", "ms.get_default_device()", "where the tensor lives: \"cpu\", \"cuda\", \"cuda:1\" or \"meta\""},
   {"requires_grad", "boolean", "false", "record operations on the result for autograd (floating dtypes only)"},
 }
-local function opts(dtype_default)
+-- The factory options with another dtype default (Lua source text) and, optionally, its description.
+local function opts(dtype_default, dtype_doc)
   if not dtype_default then return FACTORY_OPTS end
-  local o = {{"dtype", "string", dtype_default, FACTORY_OPTS[1][4]}}
+  local o = {{"dtype", "string", dtype_default, dtype_doc or FACTORY_OPTS[1][4]}}
   for i = 2, #FACTORY_OPTS do o[i] = FACTORY_OPTS[i] end
   return o
 end
@@ -20,7 +21,7 @@ return {
 read from the first elements; every row must have the same length) or another tensor (a copy cut from its
 graph, as `torch.tensor(t)`). Without `dtype` the type is inferred as PyTorch does: any float gives
 float32, else integers give int64, else booleans give bool.]],
-    opts = opts("inferred"),
+    opts = opts("nil", "the element type; nil: inferred from data"),
     example = [==[
 local x = ms.tensor({{1, 2}, {3, 4}})
 print(x.dtype, x.shape)                    --> int64 torch.Size([2, 2])
@@ -92,7 +93,7 @@ print(buf:fill_(7):sum():item())           --> 42.0
     doc = [[A tensor of the given size filled with `fill_value` (the last number; the size as integers or one
 table). Without `dtype` the type follows the value, as `torch.full`: a Lua integer gives int64, a float
 float32, a boolean bool.]],
-    opts = opts("from fill_value"),
+    opts = opts("nil", "the element type; nil: int64, float32 or bool by fill_value"),
     example = [==[
 print(ms.full({2, 2}, 7))                  --> tensor([[7, 7], [7, 7]])
 print(ms.full(3, 0.5))                     --> tensor([0.5000, 0.5000, 0.5000])
@@ -102,7 +103,7 @@ print(ms.full(3, 0.5))                     --> tensor([0.5000, 0.5000, 0.5000])
     doc = [[A 1-D tensor of the values from `start` up to but excluding `end`, `step` apart (PyTorch's
 `torch.arange`: the end is excluded, unlike Lua's numeric for). int64 when every bound is a Lua integer,
 else float32.]],
-    opts = opts("int64 or float32"),
+    opts = opts("nil", "the element type; nil: int64 when every bound is an integer, else float32"),
     example = [==[
 print(ms.arange(5))                        --> tensor([0, 1, 2, 3, 4])
 print(ms.arange(1, 7, 2))                  --> tensor([1, 3, 5])
@@ -228,7 +229,7 @@ local r = ms.randint_like(ms.zeros(100, {dtype = ms.int64}), 1, 4)
 print(r:min():item() >= 1, r:max():item() <= 3) --> true true
 ]==] },
   { name = "Tensor:bernoulli", also = {"ms.bernoulli"},
-    sig = "ms.bernoulli(probs) -> Tensor; ms.bernoulli(t, p) -> Tensor",
+    sig = "probs:bernoulli() -> Tensor; t:bernoulli(p) -> Tensor; ms.bernoulli(probs | t [, p])",
     doc = [[Random 0/1 draws: each element is 1 with the probability held at its place in `probs` (a
 floating tensor of values in [0, 1]); with a number `p`, every element of a tensor shaped like `t` is 1 with
 probability p. The result has the floating dtype of the probabilities and their device.]],

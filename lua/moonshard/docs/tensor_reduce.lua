@@ -35,7 +35,8 @@ print(m:mean():item(), m:mean(-1))         --> 2.5 tensor([1.5000, 3.5000])
 ]==] },
   { name = "Tensor:prod", also = {"ms.prod"},
     sig = "t:prod([dim] [, keepdim = false]) -> Tensor",
-    doc = "The product of t's elements, or along `dim`. " .. forms("prod"),
+    doc = "The product of t's elements, or along `dim`. " .. forms("prod") ..
+      " Integer and bool tensors multiply in int64.",
     opts = DIM_OPTS,
     example = [==[
 local m = ms.tensor({{1, 2}, {3, 4}})
@@ -44,7 +45,7 @@ print(m:prod():item(), m:prod(1))          --> 24 tensor([3, 8])
   { name = "Tensor:var", also = {"ms.var"},
     sig = "t:var([dim] [, keepdim = false]) -> Tensor; t:var({dim =, keepdim =, correction = 1})",
     doc = "The variance of t's elements, or along `dim`, dividing by N - correction (by default N - 1, the " ..
-      "sample variance, as `torch.var`). " .. forms("var"),
+      "sample variance, as `torch.var`). " .. forms("var") .. " Floating tensors only.",
     opts = VAR_OPTS,
     example = [==[
 local x = ms.tensor({1.0, 2.0, 3.0, 4.0})
@@ -52,7 +53,8 @@ print(x:var():item(), x:var({correction = 0}):item()) --> 1.6666666269302 1.25
 ]==] },
   { name = "Tensor:std", also = {"ms.std"},
     sig = "t:std([dim] [, keepdim = false]) -> Tensor; t:std({dim =, keepdim =, correction = 1})",
-    doc = "The standard deviation (the square root of `var`, with the same options). " .. forms("std"),
+    doc = "The standard deviation (the square root of `var`, with the same options). " .. forms("std") ..
+      " Floating tensors only.",
     opts = VAR_OPTS,
     example = [==[
 local x = ms.tensor({2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0})
@@ -61,7 +63,8 @@ print(x:std({unbiased = false}):item())    --> 2.0
   { name = "Tensor:norm", also = {"ms.norm"},
     sig = "t:norm(p = 2 [, dim] [, keepdim = false]) -> Tensor",
     doc = [[The p-norm of t's elements (all of them: the Frobenius norm for p = 2), or along `dim`. p is a
-number, "fro" (2) or "inf" (the largest magnitude); it may also be given as the option `p`.]],
+number, "fro" (2) or "inf" (the largest magnitude); it may also be given as the option `p`. Floating tensors
+only.]],
     opts = {DIM_OPTS[1], DIM_OPTS[2], {"p", "number", "2", "the order of the norm"}},
     example = [==[
 local v = ms.tensor({3.0, -4.0})
@@ -117,8 +120,8 @@ print(a:equal(ms.tensor({1, 2})), a:equal(ms.tensor({1, 2, 3}))) --> true false
 ]==] },
   { name = "Tensor:allclose", also = {"ms.allclose"},
     sig = "t:allclose(other, {rtol = 1e-5, atol = 1e-8}) -> boolean",
-    doc = [[Whether every element satisfies |t - other| <= atol + rtol * |other| (broadcast together; NaNs
-are never close), as `torch.allclose`.]],
+    doc = [[Whether every element satisfies |t - other| <= atol + rtol * |other| (t and other of one dtype,
+broadcast together; NaNs are never close), as `torch.allclose`.]],
     opts = {{"rtol", "number", "1e-5", "the relative tolerance"}, {"atol", "number", "1e-8", "the absolute tolerance"}},
     example = [==[
 local a = ms.tensor({1.0, 2.0})
