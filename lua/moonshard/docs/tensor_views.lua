@@ -1,5 +1,7 @@
 -- Docstrings: shapes, views, indexing, joining and splitting, and the tensor's geometry.
 -- The entry format is described in lua/moonshard/doc.lua.
+local LEAF = " A leaf that requires grad (a parameter) can be written only under `ms.no_grad()`."
+
 return {
   title = "Tensors: views, indexing, shapes",
   { name = "Tensor:size", also = {"ms.size"},
@@ -246,7 +248,7 @@ print(scores:masked_fill(ms.tensor({{false, true}, {false, false}}), -math.huge)
 ]==] },
   { name = "Tensor:masked_fill_", also = {"ms.masked_fill_"},
     sig = "t:masked_fill_(mask, value) -> t",
-    doc = [[Writes `value` into t where `mask` is true, in place, and returns t.]],
+    doc = [[Writes `value` into t where `mask` is true, in place, and returns t.]] .. LEAF,
     example = [==[
 local x = ms.arange(5)
 x:masked_fill_(x:ge(3), 0)
@@ -254,20 +256,20 @@ print(x)                                   --> tensor([0, 1, 2, 0, 0])
 ]==] },
   { name = "Tensor:fill_", also = {"ms.fill_"},
     sig = "t:fill_(value) -> t",
-    doc = [[Sets every element of t to `value` (a number or a boolean), in place, and returns t.]],
+    doc = [[Sets every element of t to `value` (a number or a boolean), in place, and returns t.]] .. LEAF,
     example = [==[
 print(ms.empty(3):fill_(1.5))              --> tensor([1.5000, 1.5000, 1.5000])
 ]==] },
   { name = "Tensor:zero_", also = {"ms.zero_"},
     sig = "t:zero_() -> t",
-    doc = [[Sets every element of t to 0, in place, and returns t.]],
+    doc = [[Sets every element of t to 0, in place, and returns t.]] .. LEAF,
     example = [==[
 print(ms.ones(2):zero_())                  --> tensor([0., 0.])
 ]==] },
   { name = "Tensor:copy_", also = {"ms.copy_"},
     sig = "t:copy_(src) -> t",
     doc = [[Copies src's elements into t, in place, and returns t: src is broadcast to t's shape and converted
-to t's dtype, and may live on another device.]],
+to t's dtype, and may live on another device.]] .. LEAF,
     example = [==[
 local dst = ms.zeros(2, 3)
 dst:copy_(ms.tensor({1, 2, 3}))
