@@ -1,7 +1,7 @@
 -- Docstrings: the native neural-network functions on the module table (ms.conv2d, ms.nll_loss,
 -- ...). `F.*` (moonshard.functional) is the PyTorch-shaped face over them; these are documented
 -- for what they are: the calls F makes. The entry format is described in lua/moonshard/doc.lua.
-local SEE_F = "The native call behind `F.%s`, which also takes PyTorch's positional forms."
+local SEE_F = "`F.%s` is this op with PyTorch's signature (the one to use in models)."
 local function see(f) return SEE_F:format(f) end
 local REDUCTION = {"reduction", "string", "\"mean\"", "\"mean\", \"sum\" or \"none\" (one loss per sample)"}
 local CLASS_OPTS = {

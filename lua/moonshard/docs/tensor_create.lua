@@ -158,7 +158,8 @@ print(labels.dtype, labels:min():item() >= 1, labels:max():item() <= 10) --> int
 ]==] },
   { name = "ms.randperm",
     sig = "ms.randperm(n, {dtype =, device =, requires_grad =, seed =}) -> Tensor",
-    doc = [[A random permutation of the integers 0 .. n-1 (as `torch.randperm`; add 1 for Lua positions).
+    doc = [[A random permutation of the integers 0 .. n-1, as `torch.randperm` (add 1 for Lua positions:
+`x:index_select(1, ms.randperm(n) + 1)` shuffles the rows of x).
 With `seed` the permutation comes from a generator of its own and the global one is left untouched, so
 ranks that were seeded alike agree whatever they drew before.]],
     opts = {
