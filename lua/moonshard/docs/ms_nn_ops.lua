@@ -138,7 +138,7 @@ matrix. ]] .. see("scaled_dot_product_attention"),
     opts = {{"attn_mask", "Tensor", "nil", "bool (true takes part) or of q's dtype (added), broadcast to (..., L, S)"},
             {"is_causal", "boolean", "false", "each query attends to keys at or before its position"},
             {"dropout_p", "number", "0", "dropout on the attention weights (pass 0 in evaluation)"},
-            {"scale", "number", "1 / sqrt(E)", "the factor of q k^T"}},
+            {"scale", "number", "nil", "the factor of q k^T; nil: 1 / sqrt(E)"}},
     example = [==[
 ms.manual_seed(0)
 local q, k, v = ms.randn(1, 4, 8), ms.randn(1, 4, 8), ms.randn(1, 4, 8)

@@ -171,7 +171,7 @@ path), byte-identical to `safetensors.torch.save_file`. Nested tables (a state d
 numbers, strings, booleans) are flattened to dotted names and rebuilt by `ms.load`. `metadata` is a table of
 strings stored in the header.]],
     opts = {{"metadata", "table", "nil", "string keys to string values, stored in the file's header"},
-            {"nested", "boolean", "auto", "force or refuse the nested encoding (auto: nested when the table is not flat)"}},
+            {"nested", "boolean", "nil", "force or refuse the nested encoding; nil: nested when the table is not flat"}},
     example = [==[
 local path = os.tmpname()
 ms.save({w = ms.ones(2, 2), step = {n = 3}}, path, {metadata = {epoch = "1"}})
@@ -184,7 +184,7 @@ os.remove(path)
     doc = [[Reads a safetensors file (moonshard's or PyTorch's): a table of named tensors (or the nested table
 `ms.save` flattened) and the header's metadata table. The file is mapped, and pages are read as tensors are
 used.]],
-    opts = {{"nested", "boolean", "auto", "rebuild nested tables (auto: when the file says it was saved nested)"}},
+    opts = {{"nested", "boolean", "nil", "rebuild nested tables; nil: when the file says it was saved nested"}},
     example = [==[
 local path = os.tmpname()
 ms.save({bias = ms.tensor({1.5, 2.5})}, path)

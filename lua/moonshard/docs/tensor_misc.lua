@@ -46,7 +46,7 @@ print(x:to(ms.zeros(1, {dtype = ms.float16})).dtype) --> float16
     sig = "t:cuda([device] [, {non_blocking =}]) -> Tensor; t:cuda({device =, non_blocking =})",
     doc = [[A copy of t on a CUDA device (the current one, or `device`: an index or "cuda:N"); t itself
 when it is there already. Raises, saying why, where no GPU is usable (see `ms.cuda.is_available()`).]],
-    opts = {{"device", "string|integer", "the current device", "the CUDA device"},
+    opts = {{"device", "string|integer", "nil", "the CUDA device; nil: the current one"},
             {"non_blocking", "boolean", "false", "copy from pinned memory asynchronously"}},
     needs = "cuda",
     example = [==[
