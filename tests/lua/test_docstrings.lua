@@ -56,6 +56,12 @@ T.test("help of an instance is its class's entry", function()
   T.eq(e, doc.entry_for(nn.Linear))
 end)
 
+T.test("help of an object whose class no module exports is the entry of what makes it", function()
+  local parser = require("moonshard.argparse").ArgumentParser { prog = "p" }
+  T.eq(select(2, capture(parser)).name, "argparse.ArgumentParser")
+  T.eq(select(2, capture(parser.add_argument)).name, "argparse.ArgumentParser:add_argument")
+end)
+
 T.test("help of something undocumented says so in one line", function()
   local text, e = capture(function() end)
   T.eq(e, nil)
