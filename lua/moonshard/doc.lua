@@ -16,6 +16,8 @@
 -- option tables (tables of constants) are public names (doc.public_names). Help and coverage
 -- go by value, so an alias (ms.flatten and Tensor:flatten, nn.functional and F) needs no entry
 -- of its own.
+local ms = require "moonshard" -- also what makes the embedded files (the area files) requireable
+
 local doc = {}
 
 -- Modules that are implementation: reached through a public module, or not an API at all.
@@ -356,7 +358,6 @@ local function lookup(x)
   end
   local e = x ~= nil and doc.entry_for(x)
   if e then return e end
-  local ms = require "moonshard"
   if ms.is_tensor(x) then return doc.entry("ms.Tensor") end
   local mt = getmetatable(x)
   if type(mt) ~= "table" then return nil end
