@@ -2,6 +2,7 @@
 --
 --   build/moonshard scripts/gen_api_docs.lua           -- (re)writes docs/api/
 --   build/moonshard scripts/gen_api_docs.lua --check   -- says whether docs/api/ is up to date
+--   build/moonshard scripts/gen_api_docs.lua --self-test  -- checks the C header reader
 --
 -- docs/api/<area>.md: one page per lua/moonshard/docs/<area>.lua (title, an index, then each
 -- entry: name, signature, description, options, example); docs/api/c.md: every MS_API function
@@ -109,9 +110,12 @@ local function parse_header(text)
         block[#block + 1] = lines[i]
       end
       local c = concat(block, "\n")
-      if intro == nil then intro = comment_text(c) end
-      -- a banner may go on with text about its section's functions: that is a comment
-      if is_banner(c) then c = #block > 1 and "/*" .. concat(block, "\n", 2) or nil end
+      if intro == nil then
+        intro, c = comment_text(c), nil -- the header's own comment is about the header
+      elseif is_banner(c) then
+        -- a banner may go on with text about its section's functions: that is a comment
+        c = #block > 1 and "/*" .. concat(block, "\n", 2) or nil
+      end
       cur = c and { comment = comment_text(c), decls = {} } or nil
       groups[#groups + 1] = cur
     elseif line:find("^%s*MS_API%s") then
@@ -267,7 +271,51 @@ local function write(files)
   end
 end
 
+-- The header reader on a made-up header: which declarations count as commented.
+local function self_test()
+  local groups = parse_header(table.concat({
+    "/* h.h: the header's own comment. */",
+    "typedef struct ms_x ms_x;",
+    "MS_API void bare_after_typedef(void);",
+    "",
+    "/* ---- a banner ---- */",
+    "MS_API void bare_after_banner(void);",
+    "/* ---- a banner with text ----",
+    " * that covers the next one. */",
+    "MS_API void covered_by_banner_text(void);",
+    "/* One comment, two functions. */",
+    "MS_API int group_a(int x,",
+    "                   int y);",
+    "MS_API int group_b(void);",
+    "MS_API void trailing(void); /* its own */",
+    "",
+    "MS_API void bare_after_blank(void);",
+    "/* About the opaque type and what follows. */",
+    "typedef struct ms_y ms_y;",
+    "MS_API void covered_across_typedef(void);",
+  }, "\n"))
+  local got = {}
+  for _, g in ipairs(groups) do
+    for _, d in ipairs(g.decls) do got[#got + 1] = d:match("([%w_]+)%(") .. "=" .. (g.comment or "NONE") end
+  end
+  local want = {
+    "bare_after_typedef=NONE", "bare_after_banner=NONE", "covered_by_banner_text=that covers the next one.",
+    "group_a=One comment, two functions.", "group_b=One comment, two functions.", "trailing=its own",
+    "bare_after_blank=NONE", "covered_across_typedef=About the opaque type and what follows.",
+  }
+  local a, b = table.concat(got, "\n"), table.concat(want, "\n")
+  if a ~= b then
+    print("self-test failed: got\n" .. a .. "\nexpected\n" .. b)
+    os.exit(1)
+  end
+  print("self-test passed")
+end
+
 local mode = ...
+if mode == "--self-test" then
+  self_test()
+  os.exit(0)
+end
 local files, bare = pages()
 if mode == "--check" then
   if not check(files, bare) then os.exit(1) end
@@ -281,6 +329,6 @@ elseif mode == nil then
     print(fmt("warning: %d MS_API declaration(s) have no comment; --check lists them", #bare))
   end
 else
-  io.stderr:write("usage: build/moonshard scripts/gen_api_docs.lua [--check]\n")
+  io.stderr:write("usage: build/moonshard scripts/gen_api_docs.lua [--check | --self-test]\n")
   os.exit(2)
 end

@@ -16,6 +16,8 @@
 -- option tables (tables of constants) are public names (doc.public_names). Help and coverage
 -- go by value, so an alias (ms.flatten and Tensor:flatten, nn.functional and F) needs no entry
 -- of its own.
+local ms = require "moonshard" -- also what makes the embedded files (the area files) requireable
+
 local doc = {}
 
 -- Modules that are implementation: reached through a public module, or not an API at all.
@@ -356,11 +358,15 @@ local function lookup(x)
   end
   local e = x ~= nil and doc.entry_for(x)
   if e then return e end
+  if ms.is_tensor(x) then return doc.entry("ms.Tensor") end
   local mt = getmetatable(x)
-  if type(x) == "userdata" and type(mt) == "table" and mt.__name == "Tensor" then
-    return doc.entry("ms.Tensor")
+  if type(mt) ~= "table" then return nil end
+  if type(x) == "table" and doc.entry_for(mt) then return doc.entry_for(mt) end
+  -- an object of a class no module exports (a parser, an Event): the entry of what makes it
+  for name, methods in pairs(INSTANCES) do
+    local ok, t = pcall(methods)
+    if ok and (t == mt or t == rawget(mt, "__index")) and doc.entry(name) then return doc.entry(name) end
   end
-  if type(x) == "table" and type(mt) == "table" then return doc.entry_for(mt) end
 end
 
 -- ---- formatting ------------------------------------------------------------------------------------

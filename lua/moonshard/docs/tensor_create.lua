@@ -15,6 +15,22 @@ end
 
 return {
   title = "Tensors: creation and random",
+  { name = "ms.Tensor",
+    sig = "ms.Tensor: the tensor type (its table of methods)",
+    doc = [[A tensor is an n-dimensional array of one dtype on one device, as `torch.Tensor`. Fields:
+`t.shape` (a Size), `t.dtype`, `t.device`, `t.ndim`, `t.requires_grad` and `t.grad` (both assignable),
+`t.grad_fn`, `t.is_leaf`, `t.is_cuda`, `t.is_meta`. `t[i]` is the slice at i of dim 1 (a view; 1-based,
+negative from the end), `t[i] = v` writes it, `#t` is the size of dim 1; `+ - * / ^` and unary `-` work
+elementwise with tensors and numbers. Methods are called with `:` and most are also functions of `ms`
+(`x:sum()`, `ms.sum(x)`); a tensor's memory goes back when it is collected, or at once when it is bound
+with `<close>`.]],
+    example = [==[
+local x = ms.tensor({{1.0, 2.0}, {3.0, 4.0}})
+print(x.shape, x.dtype, x.device, #x)      --> torch.Size([2, 2]) float32 cpu 2
+print(x[2], x[-1][1]:item())               --> tensor([3., 4.]) 3.0
+print((x * 2 + 1):sum():item(), (-x)[1][1]:item()) --> 24.0 -1.0
+do local big <close> = ms.zeros(1000, 1000) end
+]==] },
   { name = "ms.tensor",
     sig = "ms.tensor(data, {dtype =, device =, requires_grad =}) -> Tensor",
     doc = [[A new tensor holding a copy of `data`: a number, a boolean, a nested table of them (the shape is
