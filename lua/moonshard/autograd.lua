@@ -23,6 +23,8 @@ local M = {}
 
 local Ctx = {}
 Ctx.__index = Ctx
+Ctx.__name = "FunctionCtx"
+M.FunctionCtx = Ctx -- public as PyTorch's torch.autograd.function.FunctionCtx: what ctx is (its docs)
 
 -- Keeps tensors for backward, read back as ctx.saved_tensors (a list, in the order given).
 function Ctx:save_for_backward(...)

@@ -16,6 +16,8 @@
 -- option tables (tables of constants) are public names (doc.public_names). Help and coverage
 -- go by value, so an alias (ms.flatten and Tensor:flatten, nn.functional and F) needs no entry
 -- of its own.
+local ms = require "moonshard" -- also what makes the embedded files (the area files) requireable
+
 local doc = {}
 
 -- Modules that are implementation: reached through a public module, or not an API at all.
@@ -44,6 +46,17 @@ local BARE = { Tensor = { "moonshard", "Tensor" }, Module = { "moonshard.nn", "M
   Optimizer = { "moonshard.optim", "Optimizer" },
   LRScheduler = { "moonshard.lr_scheduler", "LRScheduler" } }
 
+-- Objects whose class no module exports: name -> the table of their methods, found through
+-- what makes them (the registry's metatables of the C bindings; a parser argparse builds).
+local INSTANCES = {
+  ["ms.cuda.Event"] = function() return debug.getregistry()["moonshard.cuda.Event"].__index end,
+  ProcessGroup = function() return debug.getregistry()["moonshard.ProcessGroup"].__index end,
+  Work = function() return debug.getregistry()["moonshard.Work"].__index end,
+  ["argparse.ArgumentParser"] = function()
+    return getmetatable(require("moonshard.argparse").ArgumentParser { prog = "doc" })
+  end,
+}
+
 local fmt, concat = string.format, table.concat
 
 -- ---- reading values without tripping strict __index metamethods --------------------------------
@@ -53,12 +66,13 @@ local function get(t, k)
   if ok then return v end
 end
 
--- A class: callable to construct (nn.Linear), or the metatable of its instances (TokenFile,
--- made by token_dataset.open_tokens).
+-- A class: callable to construct (nn.Linear), the metatable of its instances (TokenFile, made
+-- by token_dataset.open_tokens), or a named base to extend (autograd.Function).
 local function is_class(v)
   if type(v) ~= "table" then return false end
   local mt = getmetatable(v)
-  return (type(mt) == "table" and mt.__call ~= nil) or rawget(v, "__index") == v
+  return (type(mt) == "table" and mt.__call ~= nil) or rawget(v, "__index") == v or
+      type(rawget(v, "__name")) == "string"
 end
 
 -- A table of constants (fsdp.ShardingStrategy): non-empty, every value a string, number or boolean.
@@ -80,6 +94,7 @@ local CONSTRUCTOR = { new = true, init = true }
 
 local function sorted_keys(t)
   local keys = {}
+  if type(t) ~= "table" then return keys end
   for k in pairs(t) do
     if public_key(k) then keys[#keys + 1] = k end
   end
@@ -189,6 +204,15 @@ local function enumerate()
     end
   end
 
+  for _, name in ipairs(sorted_keys(INSTANCES)) do
+    local ok, methods = pcall(INSTANCES[name])
+    if ok and type(methods) == "table" then
+      for _, k in ipairs(sorted_keys(methods)) do
+        if type(methods[k]) == "function" then add(name .. ":" .. k, methods[k], name:match("^[^.]+")) end
+      end
+    end
+  end
+
   -- Methods: those a class defines itself (an override belongs to the base that first has it)
   -- and those of an unnamed base it inherits (datasets' shared methods); `new` is the
   -- constructor, documented by the class's own entry.
@@ -257,6 +281,10 @@ function doc.resolve(name)
   for i = 2, #segs do
     if type(v) ~= "table" then return nil end
     v = get(v, segs[i])
+  end
+  if method and INSTANCES[path] then
+    local ok, methods = pcall(INSTANCES[path])
+    v = ok and methods or nil
   end
   if method then
     if type(v) ~= "table" then return nil end
@@ -331,11 +359,15 @@ local function lookup(x)
   end
   local e = x ~= nil and doc.entry_for(x)
   if e then return e end
+  if ms.is_tensor(x) then return doc.entry("ms.Tensor") end
   local mt = getmetatable(x)
-  if type(x) == "userdata" and type(mt) == "table" and mt.__name == "Tensor" then
-    return doc.entry("ms.Tensor")
+  if type(mt) ~= "table" then return nil end
+  if type(x) == "table" and doc.entry_for(mt) then return doc.entry_for(mt) end
+  -- an object of a class no module exports (a parser, an Event): the entry of what makes it
+  for name, methods in pairs(INSTANCES) do
+    local ok, t = pcall(methods)
+    if ok and (t == mt or t == rawget(mt, "__index")) and doc.entry(name) then return doc.entry(name) end
   end
-  if type(x) == "table" and type(mt) == "table" then return doc.entry_for(mt) end
 end
 
 -- ---- formatting ------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 -- docs/ and README.md).
 --
 -- Each example runs in a fresh environment holding ms, nn, F and optim, as the REPL predefines
--- them, over the real globals. Its print calls are captured, not shown; a line ending in a
+-- them, over the real globals; what it made from os.tmpname() names is removed after it. Its print calls are captured, not shown; a line ending in a
 -- `--> text` comment must print text first (whitespace runs compare as one space, and a text
 -- ending in "..." need only begin the output), so what the docs say a line prints is checked.
 local ms = require "moonshard"
@@ -51,8 +51,28 @@ local function matches(got, want)
   return got == want
 end
 
-local function new_env(printed, chunkname)
+-- os.tmpname as the example sees it: the names are kept, so that what the example made of them
+-- (name, name .. ".ckpt", ...) is removed after it.
+local function tmpname_recorder(made)
+  return setmetatable({
+    tmpname = function()
+      local name = os.tmpname()
+      made[#made + 1] = name
+      return name
+    end,
+  }, { __index = os })
+end
+
+local function remove_made(made)
+  for _, name in ipairs(made) do
+    assert(name:find("^[%w/_.-]+$"), name)
+    os.execute(("rm -rf -- '%s' '%s'.*"):format(name, name))
+  end
+end
+
+local function new_env(printed, chunkname, made)
   local env = setmetatable({}, { __index = _G })
+  env.os = tmpname_recorder(made)
   env.ms = ms
   env.nn = require "moonshard.nn"
   env.F = require "moonshard.functional"
@@ -78,13 +98,18 @@ end
 -- Runs src (an example) as chunk `chunkname`; returns true, or false and a message saying what
 -- failed: the error with its traceback, or the claim that did not hold, with what was printed.
 function M.run(src, chunkname)
-  local printed = { all = {} }
-  local env = new_env(printed, chunkname)
+  local printed, made = { all = {} }, {}
+  local env = new_env(printed, chunkname, made)
   local fn, err = load(src, "=" .. chunkname, "t", env)
   if not fn then return false, "does not compile: " .. err end
   local ok, msg = xpcall(fn, debug.traceback)
+  remove_made(made)
+  -- a process group left behind would fail the next example's init: end it, and say so
+  local left = ms.distributed.is_initialized()
+  if left then ms.distributed.destroy_process_group() end
   local output = table.concat(printed.all, "\n")
   if not ok then return false, ("%s\nprinted:\n%s"):format(msg, output) end
+  if left then return false, chunkname .. ": ends with the process group still initialized (destroy it)" end
   local lines = {}
   for n in pairs(M.claims(src)) do lines[#lines + 1] = n end
   table.sort(lines)

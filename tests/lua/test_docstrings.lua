@@ -56,6 +56,12 @@ T.test("help of an instance is its class's entry", function()
   T.eq(e, doc.entry_for(nn.Linear))
 end)
 
+T.test("help of an object whose class no module exports is the entry of what makes it", function()
+  local parser = require("moonshard.argparse").ArgumentParser { prog = "p" }
+  T.eq(select(2, capture(parser)).name, "argparse.ArgumentParser")
+  T.eq(select(2, capture(parser.add_argument)).name, "argparse.ArgumentParser:add_argument")
+end)
+
 T.test("help of something undocumented says so in one line", function()
   local text, e = capture(function() end)
   T.eq(e, nil)
@@ -169,6 +175,17 @@ T.test("the example runner catches an error, a wrong --> claim and a silent clai
   ok, msg = DT.run("local x = 1  --> 1\n", "silent")
   T.eq(ok, false)
   T.truthy(msg:find("printed nothing", 1, true), msg)
+  ok, msg = DT.run('ms.distributed.init_process_group("self")\n', "left")
+  T.eq(ok, false)
+  T.truthy(msg:find("process group still initialized", 1, true), msg)
+  T.eq(ms.distributed.is_initialized(), false)
+  -- what an example made from os.tmpname() is gone after it
+  T.truthy(DT.run('local path = os.tmpname(); local f = io.open(path .. ".x", "w"); f:write("1"); f:close()\n' ..
+    '_G.tmp_probe = path\n', "tmp"))
+  T.truthy(_G.tmp_probe)
+  T.eq(io.open(_G.tmp_probe), nil)
+  T.eq(io.open(_G.tmp_probe .. ".x"), nil)
+  _G.tmp_probe = nil
   -- each example has its own environment: a global of one is not seen by the next
   T.truthy(DT.run("leak = 1\n", "a"))
   T.truthy(DT.run("assert(leak == nil)\n", "b"))
