@@ -311,16 +311,24 @@ local function self_test()
   print("self-test passed")
 end
 
-local mode = ...
-if mode == "--self-test" then
+local parser = require("moonshard.argparse").ArgumentParser {
+  description = "Writes docs/api/ (the API reference) from lua/moonshard/docs/*.lua and the MS_API " ..
+    "declarations of the public C headers. Run from the repository's root.",
+}
+parser:add_argument("--check", { action = "store_true",
+  help = "write nothing; fail naming the pages that are out of date and the MS_API declarations without a comment" })
+parser:add_argument("--self-test", { action = "store_true", help = "check the C header reader on a made-up header" })
+local args = parser:parse_args(arg)
+
+if args.self_test then
   self_test()
   os.exit(0)
 end
 local files, bare = pages()
-if mode == "--check" then
+if args.check then
   if not check(files, bare) then os.exit(1) end
   print(fmt("%s is up to date", OUT))
-elseif mode == nil then
+else
   write(files)
   local n = 0
   for _ in pairs(files) do n = n + 1 end
@@ -328,7 +336,4 @@ elseif mode == nil then
   if #bare > 0 then
     print(fmt("warning: %d MS_API declaration(s) have no comment; --check lists them", #bare))
   end
-else
-  io.stderr:write("usage: build/moonshard scripts/gen_api_docs.lua [--check | --self-test]\n")
-  os.exit(2)
 end

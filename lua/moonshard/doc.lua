@@ -23,6 +23,8 @@ local doc = {}
 -- Modules that are implementation: reached through a public module, or not an API at all.
 local INTERNAL = {
   ["moonshard.doc"] = false, -- public (doc.help); listed to say it was considered
+  ["moonshard.plot_canvas"] = true, ["moonshard.plot_chart"] = true, -- ms.plot's raster, layout
+  ["moonshard.plot_font"] = true,                                    -- and font (issue 21's watch)
   ["moonshard.nn_module"] = true, ["moonshard.nn_layers"] = true, ["moonshard.nn_containers"] = true,
   ["moonshard.nn_init"] = true, ["moonshard.nn_meta"] = true, ["moonshard.nn_utils"] = true,
   ["moonshard.fsdp_checkpoint"] = true, ["moonshard.fsdp_comm"] = true,
@@ -135,14 +137,11 @@ end
 
 -- ---- the enumeration ------------------------------------------------------------------------------
 
--- Walks the public modules once: names[i] = { name =, value =, area = }, each distinct value
--- under its first name; aliases[value] = its other names; failed = modules that did not load.
-local function enumerate()
-  local mods = doc.public_modules()
-  local roots = {} -- module table -> prefix: a namespace reached again is not walked twice
-  local loaded = {}
-  local failed = {}
-  for _, modname in ipairs(mods) do
+-- The public modules loaded: { {modname, value}, ... }, roots (module table -> its prefix: a
+-- namespace reached again is walked once, under its own name) and the ones that failed.
+local function load_public()
+  local loaded, roots, failed = {}, {}, {}
+  for _, modname in ipairs(doc.public_modules()) do
     local m, err = load_module(modname)
     if m == nil then
       failed[#failed + 1] = fmt("%s: %s", modname, tostring(err))
@@ -151,78 +150,85 @@ local function enumerate()
       if type(m) == "table" and roots[m] == nil then roots[m] = prefix_of(modname) end
     end
   end
+  return loaded, roots, failed
+end
 
-  local names, by_value, aliases, classes = {}, {}, {}, {}
-  local function add(name, value, area)
-    if by_value[value] then
-      local a = aliases[value] or {}
+-- A list of names where each value goes once, under its first name (later ones are aliases).
+local function new_collector()
+  local c = { names = {}, by_value = {}, aliases = {}, classes = {} }
+  function c.add(name, value, area)
+    if c.by_value[value] then
+      local a = c.aliases[value] or {}
       a[#a + 1] = name
-      aliases[value] = a
+      c.aliases[value] = a
       return false
     end
-    by_value[value] = name
-    names[#names + 1] = { name = name, value = value, area = area }
+    c.by_value[value] = name
+    c.names[#c.names + 1] = { name = name, value = value, area = area }
     return true
   end
-
-  local walk
-  local function add_class(name, cls, area)
-    if add(name, cls, area) then classes[#classes + 1] = { name = name, cls = cls, area = area } end
+  function c.add_class(name, cls, area)
+    if c.add(name, cls, area) then c.classes[#c.classes + 1] = { name = name, cls = cls, area = area } end
   end
-  -- t is a namespace table named `prefix`; area groups the names of one module
-  walk = function(t, prefix, area, visiting)
-    visiting[t] = true
-    for _, k in ipairs(sorted_keys(t)) do
-      local v = rawget(t, k)
-      local name = prefix .. "." .. k
-      if type(v) == "function" then
-        add(name, v, area)
-      elseif is_class(v) then
-        add_class(name, v, area)
-      elseif is_option_table(v) then
-        add(name, v, area)
-      elseif type(v) == "table" and not visiting[v] and (roots[v] == nil or roots[v] == prefix) then
-        walk(v, name, area, visiting)
-      end
+  return c
+end
+
+-- Adds the functions, classes and option tables of namespace t (named prefix) and of its
+-- sub-namespaces (ms.cuda, nn.init), but not of another module's table (nn.functional is F).
+local function walk(c, roots, t, prefix, area, visiting)
+  visiting[t] = true
+  for _, k in ipairs(sorted_keys(t)) do
+    local v = rawget(t, k)
+    local name = prefix .. "." .. k
+    if type(v) == "function" or is_option_table(v) then
+      c.add(name, v, area)
+    elseif is_class(v) then
+      c.add_class(name, v, area)
+    elseif type(v) == "table" and not visiting[v] and (roots[v] == nil or roots[v] == prefix) then
+      walk(c, roots, v, name, area, visiting)
     end
   end
+end
 
-  for _, lm in ipairs(loaded) do
-    local modname, m = lm[1], lm[2]
-    local prefix = prefix_of(modname)
-    if modname == "moonshard" then
-      -- tensor methods first: Tensor:flatten is the name, ms.flatten the alias
-      local T = rawget(m, "Tensor")
-      for _, k in ipairs(sorted_keys(T)) do
-        if type(T[k]) == "function" then add("Tensor:" .. k, T[k], "Tensor") end
-      end
-      walk(m, prefix, prefix, { [T] = true })
-    elseif is_class(m) or type(m) == "function" then
-      if type(m) == "function" then add(prefix, m, prefix) else add_class(prefix, m, prefix) end
-    elseif type(m) == "table" and roots[m] == prefix then
-      walk(m, prefix, prefix, {})
+local function walk_module(c, roots, modname, m)
+  local prefix = prefix_of(modname)
+  if modname == "moonshard" then
+    -- tensor methods first: Tensor:flatten is the name, ms.flatten the alias
+    local T = rawget(m, "Tensor")
+    for _, k in ipairs(sorted_keys(T)) do
+      if type(T[k]) == "function" then c.add("Tensor:" .. k, T[k], "Tensor") end
     end
+    walk(c, roots, m, prefix, prefix, { [T] = true })
+  elseif type(m) == "function" then
+    c.add(prefix, m, prefix)
+  elseif is_class(m) then
+    c.add_class(prefix, m, prefix)
+  elseif type(m) == "table" and roots[m] == prefix then
+    walk(c, roots, m, prefix, prefix, {})
   end
+end
 
+local function add_instance_methods(c)
   for _, name in ipairs(sorted_keys(INSTANCES)) do
     local ok, methods = pcall(INSTANCES[name])
     if ok and type(methods) == "table" then
       for _, k in ipairs(sorted_keys(methods)) do
-        if type(methods[k]) == "function" then add(name .. ":" .. k, methods[k], name:match("^[^.]+")) end
+        if type(methods[k]) == "function" then c.add(name .. ":" .. k, methods[k], name:match("^[^.]+")) end
       end
     end
   end
+end
 
-  -- Methods: those a class defines itself (an override belongs to the base that first has it)
-  -- and those of an unnamed base it inherits (datasets' shared methods); `new` is the
-  -- constructor, documented by the class's own entry.
+local function parent(cls)
+  local p = get(getmetatable(cls), "__index")
+  if type(p) == "table" and p ~= cls then return p end
+end
+
+-- Methods: those a class defines itself (an override belongs to the public base that first has
+-- it) and those of an unnamed base it inherits (datasets' shared methods); not the constructor's.
+local function add_methods(c)
   local class_of = {}
-  for _, c in ipairs(classes) do class_of[c.cls] = c end
-  local function parent(cls)
-    local p = get(getmetatable(cls), "__index")
-    if type(p) == "table" and p ~= cls then return p end
-  end
-  -- whether a public class above cls defines k: then cls's k is an override, documented there
+  for _, cl in ipairs(c.classes) do class_of[cl.cls] = true end
   local function overrides(cls, k)
     local p = parent(cls)
     while p do
@@ -231,22 +237,30 @@ local function enumerate()
     end
     return false
   end
-  for _, c in ipairs(classes) do
-    local label = BARE[c.name:match("([^.]+)$")] and c.name:match("([^.]+)$") or c.name
-    local t = c.cls
-    while t do
+  for _, cl in ipairs(c.classes) do
+    local last = cl.name:match("([^.]+)$")
+    local label = BARE[last] and last or cl.name
+    local t = cl.cls
+    repeat
       for _, k in ipairs(sorted_keys(t)) do
         local v = rawget(t, k)
-        if type(v) == "function" and not CONSTRUCTOR[k] and not overrides(c.cls, k) and
-            (t == c.cls or rawget(c.cls, k) == nil) then
-          add(label .. ":" .. k, v, c.area)
+        if type(v) == "function" and not CONSTRUCTOR[k] and not overrides(cl.cls, k) and
+            (t == cl.cls or rawget(cl.cls, k) == nil) then
+          c.add(label .. ":" .. k, v, cl.area)
         end
       end
       t = parent(t)
-      if t and class_of[t] then break end
-    end
+    until t == nil or class_of[t]
   end
-  return names, aliases, failed
+end
+
+local function enumerate()
+  local loaded, roots, failed = load_public()
+  local c = new_collector()
+  for _, lm in ipairs(loaded) do walk_module(c, roots, lm[1], lm[2]) end
+  add_instance_methods(c)
+  add_methods(c)
+  return c.names, c.aliases, failed
 end
 
 -- Every public name: an array of { name =, value =, area = } in walk order, each distinct value
