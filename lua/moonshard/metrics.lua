@@ -8,8 +8,9 @@ local ms = require "moonshard"
 
 local M = {}
 
--- The columns of a row, in the file's order: kind is "step" or "epoch"; time is seconds since
--- the run started; test_loss and accuracy (percent) come with the epoch rows.
+-- The columns of a row, in the file's order: kind is "step" or "epoch" (or another word:
+-- gpt_fsdp.lua's "eval" rows hold the held-out loss); time is seconds since the run started;
+-- test_loss and accuracy (percent) come with the epoch rows.
 M.COLUMNS = { "kind", "step", "epoch", "loss", "test_loss", "accuracy", "lr", "samples_per_s", "time" }
 
 local function fail(level, fmt, ...) error("metrics: " .. fmt:format(...), level + 1) end
@@ -141,19 +142,19 @@ function M.read(path)
   return rows
 end
 
--- The x and y of rows of `kind` that have both fields.
+-- The x and y of rows of `kind` (any kind: nil) that have both fields.
 local function column_pairs(rows, kind, xk, yk)
   local x, y = {}, {}
   for _, r in ipairs(rows) do
-    if r.kind == kind and type(r[xk]) == "number" and type(r[yk]) == "number" then
+    if (kind == nil or r.kind == kind) and type(r[xk]) == "number" and type(r[yk]) == "number" then
       x[#x + 1], y[#y + 1] = r[xk], r[yk]
     end
   end
   return x, y
 end
 
--- The charts of a run's rows: the losses by step (per step, and per epoch: training and test),
--- and the test accuracy by epoch when there is one. Series without points are left out.
+-- The charts of a run's rows: the losses by step (training: per step and per epoch; test: every
+-- row with a test_loss), and the test accuracy by epoch when there is one. Series without points are left out.
 function M.charts(rows)
   local loss = { title = "loss", xlabel = "step", series = {} }
   local function add(chart, label, kind, xk, yk)
@@ -162,7 +163,7 @@ function M.charts(rows)
   end
   add(loss, "train loss (step)", "step", "step", "loss")
   add(loss, "train loss (epoch)", "epoch", "step", "loss")
-  add(loss, "test loss", "epoch", "step", "test_loss")
+  add(loss, "test loss", nil, "step", "test_loss")
   local accuracy = { title = "test accuracy (%)", xlabel = "epoch", series = {} }
   add(accuracy, "test accuracy", "epoch", "epoch", "accuracy")
   return #accuracy.series > 0 and { loss, accuracy } or { loss }

@@ -68,6 +68,16 @@ local function range(series, k)
   return lo, hi
 end
 
+-- Whether every value of field k is a whole number.
+local function all_integral(series, k)
+  for _, s in ipairs(series) do
+    for _, v in ipairs(s[k]) do
+      if finite(v) and v ~= math.floor(v) then return false end
+    end
+  end
+  return true
+end
+
 -- The axis k's range: the chart's xlim / ylim ({lo, hi}) when given, else the data's.
 local function limits(chart, series, k)
   local lim = chart[k .. "lim"]
@@ -81,8 +91,10 @@ end
 
 -- Ticks at round numbers (1, 2 or 5 times a power of ten) covering [lo, hi], about n of them,
 -- with the axis widened to the outer ticks; returns the ticks and the decimals they need.
-local function nice_ticks(lo, hi, n)
+-- `integral`: the values are whole numbers, so the step is too.
+local function nice_ticks(lo, hi, n, integral)
   local raw = (hi - lo) / n
+  if integral then raw = math.max(raw, 1) end -- steps, epochs: no tick between two whole numbers
   local p = 10 ^ math.floor(math.log(raw, 10))
   local step = p
   for _, m in ipairs({ 1, 2, 5, 10 }) do
@@ -105,7 +117,7 @@ local function draw_chart(cv, chart, series, ox, oy, w, h)
   local x0, y0, x1, y1 = ox + LEFT, oy + TOP, ox + w - RIGHT, oy + h - BOTTOM -- the plot area
   local xlo, xhi = limits(chart, series, "x")
   local ylo, yhi = limits(chart, series, "y")
-  local xs, xd = nice_ticks(xlo, xhi, 8)
+  local xs, xd = nice_ticks(xlo, xhi, 8, all_integral(series, "x"))
   local ys, yd = nice_ticks(ylo, yhi, 5)
   local xmin, xmax, ymin, ymax = xs[1], xs[#xs], ys[1], ys[#ys]
   local function px(v) return x0 + (v - xmin) / (xmax - xmin) * (x1 - x0) end
