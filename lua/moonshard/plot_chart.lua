@@ -36,6 +36,11 @@ end
 
 -- The chart's series as {label, x, y} with x defaulting to 1..#y, checked.
 local function series_of(chart, c)
+  for _, k in ipairs({ "title", "xlabel", "ylabel" }) do
+    if chart[k] ~= nil and type(chart[k]) ~= "string" then
+      fail("chart %d: %s must be a string, got %s", c, k, type(chart[k]))
+    end
+  end
   if type(chart.series) ~= "table" then fail("chart %d: series must be a list of {label =, x =, y =}, got %s", c,
                                             type(chart.series)) end
   local out = {}
@@ -50,7 +55,11 @@ local function series_of(chart, c)
     elseif #x ~= #y then
       fail("%s: x has %d values and y %d (they pair up)", what, #x, #y)
     end
-    out[i] = { label = tostring(s.label or ("series " .. i)), x = x, y = y, color = s.color or PALETTE[(i - 1) % #PALETTE + 1] }
+    local color = s.color or PALETTE[(i - 1) % #PALETTE + 1]
+    if math.type(color) ~= "integer" or color < 0 or color > 0xffffff then
+      fail("%s: color must be an integer 0xRRGGBB, got %s", what, tostring(color))
+    end
+    out[i] = { label = tostring(s.label or ("series " .. i)), x = x, y = y, color = color }
   end
   return out
 end
