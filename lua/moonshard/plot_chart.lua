@@ -20,6 +20,7 @@ local function fail(fmt, ...) error(setmetatable({ "plot: " .. fmt:format(...) }
 M.fail = fail
 
 local function finite(v) return v == v and v ~= math.huge and v ~= -math.huge end
+local function finite_number(v) return type(v) == "number" and finite(v) end
 
 -- A list of numbers from a table or a 1-D tensor, or an error naming `what`.
 local function numbers(v, what)
@@ -91,8 +92,8 @@ end
 local function limits(chart, series, k)
   local lim = chart[k .. "lim"]
   if lim == nil then return range(series, k) end
-  if type(lim) ~= "table" or type(lim[1]) ~= "number" or type(lim[2]) ~= "number" or not (lim[1] < lim[2]) then
-    fail("%slim must be {lo, hi} with lo < hi, got %s", k, type(lim) == "table" and
+  if type(lim) ~= "table" or not finite_number(lim[1]) or not finite_number(lim[2]) or not (lim[1] < lim[2]) then
+    fail("%slim must be {lo, hi}, finite numbers with lo < hi, got %s", k, type(lim) == "table" and
          ("{%s, %s}"):format(tostring(lim[1]), tostring(lim[2])) or tostring(lim))
   end
   return lim[1], lim[2]
@@ -121,30 +122,30 @@ local function tick_label(v, decimals)
   return s == "-0" and "0" or s
 end
 
--- One chart in the rectangle of the canvas at (ox, oy), w x h pixels.
-local function draw_chart(cv, chart, series, ox, oy, w, h)
-  local x0, y0, x1, y1 = ox + LEFT, oy + TOP, ox + w - RIGHT, oy + h - BOTTOM -- the plot area
-  local xlo, xhi = limits(chart, series, "x")
-  local ylo, yhi = limits(chart, series, "y")
-  local xs, xd = nice_ticks(xlo, xhi, 8, all_integral(series, "x"))
-  local ys, yd = nice_ticks(ylo, yhi, 5)
+-- The grid, the tick labels and the two axes of the plot area `a`; returns the functions taking
+-- data coordinates to pixels.
+local function draw_axes(cv, a, xs, xd, ys, yd)
   local xmin, xmax, ymin, ymax = xs[1], xs[#xs], ys[1], ys[#ys]
-  local function px(v) return x0 + (v - xmin) / (xmax - xmin) * (x1 - x0) end
-  local function py(v) return y1 - (v - ymin) / (ymax - ymin) * (y1 - y0) end
+  local function px(v) return a.x0 + (v - xmin) / (xmax - xmin) * (a.x1 - a.x0) end
+  local function py(v) return a.y1 - (v - ymin) / (ymax - ymin) * (a.y1 - a.y0) end
   for _, t in ipairs(xs) do
-    local x = math.floor(px(t) + 0.5)
-    cv:line(x, y0, x, y1, GRID)
-    local label = tick_label(t, xd)
-    cv:text(x - Canvas.text_width(label) // 2, y1 + 6, label, BLACK)
+    local x, label = math.floor(px(t) + 0.5), tick_label(t, xd)
+    cv:line(x, a.y0, x, a.y1, GRID)
+    cv:text(x - Canvas.text_width(label) // 2, a.y1 + 6, label, BLACK)
   end
   for _, t in ipairs(ys) do
-    local y = math.floor(py(t) + 0.5)
-    cv:line(x0, y, x1, y, GRID)
-    local label = tick_label(t, yd)
-    cv:text(x0 - 6 - Canvas.text_width(label), y - Canvas.text_height // 2, label, BLACK)
+    local y, label = math.floor(py(t) + 0.5), tick_label(t, yd)
+    cv:line(a.x0, y, a.x1, y, GRID)
+    cv:text(a.x0 - 6 - Canvas.text_width(label), y - Canvas.text_height // 2, label, BLACK)
   end
-  cv:line(x0, y0, x0, y1, AXIS)
-  cv:line(x0, y1, x1, y1, AXIS)
+  cv:line(a.x0, a.y0, a.x0, a.y1, AXIS)
+  cv:line(a.x0, a.y1, a.x1, a.y1, AXIS)
+  return px, py
+end
+
+-- Each series as a line 2 pixels wide (a gap where a value is missing), its points marked when
+-- there are few.
+local function draw_series(cv, series, px, py)
   for _, s in ipairs(series) do
     local prev
     for j = 1, #s.y do
@@ -152,30 +153,50 @@ local function draw_chart(cv, chart, series, ox, oy, w, h)
       if finite(x) and finite(y) then
         local cx, cy = px(x), py(y)
         if prev then cv:line(prev[1], prev[2], cx, cy, s.color, 2) end
-        if #s.y <= MARKED then cv:fill_rect(math.floor(cx) - 2, math.floor(cy) - 2, math.floor(cx) + 2, math.floor(cy) + 2, s.color) end
+        if #s.y <= MARKED then
+          local mx, my = math.floor(cx), math.floor(cy)
+          cv:fill_rect(mx - 2, my - 2, mx + 2, my + 2, s.color)
+        end
         prev = { cx, cy }
       else
-        prev = nil -- a gap where a value is missing
+        prev = nil
       end
     end
   end
-  if chart.title then
-    cv:text(ox + (w - Canvas.text_width(chart.title, 2)) // 2, oy + 6, chart.title, BLACK, 2)
+end
+
+-- The title above the chart, the axis labels, and the legend (a swatch and the label per series)
+-- in the top-right corner of the plot area.
+local function draw_labels(cv, chart, series, a, ox, oy, w)
+  if chart.title then cv:text(ox + (w - Canvas.text_width(chart.title, 2)) // 2, oy + 6, chart.title, BLACK, 2) end
+  if chart.xlabel then
+    cv:text(a.x0 + (a.x1 - a.x0 - Canvas.text_width(chart.xlabel)) // 2, a.y1 + 24, chart.xlabel, BLACK)
   end
-  if chart.xlabel then cv:text(x0 + (x1 - x0 - Canvas.text_width(chart.xlabel)) // 2, y1 + 24, chart.xlabel, BLACK) end
-  if chart.ylabel then cv:text_up(ox + 4, y0 + (y1 - y0 + Canvas.text_width(chart.ylabel)) // 2, chart.ylabel, BLACK) end
-  -- the legend: the top-right corner of the plot area, a swatch and the label per series
+  if chart.ylabel then
+    cv:text_up(ox + 4, a.y0 + (a.y1 - a.y0 + Canvas.text_width(chart.ylabel)) // 2, chart.ylabel, BLACK)
+  end
+  if #series == 0 then return end
   local lw = 0
   for _, s in ipairs(series) do lw = math.max(lw, Canvas.text_width(s.label)) end
-  if #series > 0 then
-    local lx, ly = x1 - lw - 36, y0 + 6
-    cv:fill_rect(lx, ly, x1 - 6, ly + 8 + 14 * #series, WHITE)
-    for i, s in ipairs(series) do
-      local y = ly + 6 + 14 * (i - 1)
-      cv:fill_rect(lx + 6, y + 2, lx + 22, y + 4, s.color)
-      cv:text(lx + 28, y, s.label, BLACK)
-    end
+  local lx, ly = a.x1 - lw - 36, a.y0 + 6
+  cv:fill_rect(lx, ly, a.x1 - 6, ly + 8 + 14 * #series, WHITE)
+  for i, s in ipairs(series) do
+    local y = ly + 6 + 14 * (i - 1)
+    cv:fill_rect(lx + 6, y + 2, lx + 22, y + 4, s.color)
+    cv:text(lx + 28, y, s.label, BLACK)
   end
+end
+
+-- One chart in the rectangle of the canvas at (ox, oy), w x h pixels.
+local function draw_chart(cv, chart, series, ox, oy, w, h)
+  local area = { x0 = ox + LEFT, y0 = oy + TOP, x1 = ox + w - RIGHT, y1 = oy + h - BOTTOM }
+  local xlo, xhi = limits(chart, series, "x")
+  local ylo, yhi = limits(chart, series, "y")
+  local xs, xd = nice_ticks(xlo, xhi, 8, all_integral(series, "x"))
+  local ys, yd = nice_ticks(ylo, yhi, 5)
+  local px, py = draw_axes(cv, area, xs, xd, ys, yd)
+  draw_series(cv, series, px, py)
+  draw_labels(cv, chart, series, area, ox, oy, w)
 end
 
 -- The charts (one {series = ...} or a list of them) drawn on a new canvas of width x (height

@@ -58,14 +58,22 @@ local KNOWN = { total = "integer", desc = "string", unit = "string", out = "file
                 every = "integer", seconds = "number", rank = "integer", clock = "function",
                 ncols = "integer", lines = "boolean", leave = "boolean" }
 
+-- Whether v is of the option's kind: a Lua type, "integer", or "file" (a Lua file, or a table
+-- with write: a test's fake terminal).
+local function of_kind(v, want)
+  if want == "file" then return io.type(v) == "file" or type(v) == "table" and v.write ~= nil end
+  if want == "integer" then return math.type(v) == "integer" end
+  return type(v) == want
+end
+
 local function check_opts(opts)
   if type(opts) ~= "table" then fail("expected an options table {total =, desc =, ...}, got %s", type(opts)) end
   for k, v in pairs(opts) do
     local want = KNOWN[k]
     if not want then fail("unknown option '%s'", tostring(k)) end
-    local ok = want == "file" and (io.type(v) == "file" or type(v) == "table" and v.write ~= nil) or want == "integer" and math.type(v) == "integer"
-      or want ~= "file" and want ~= "integer" and type(v) == want
-    if not ok then fail("option %s must be %s %s, got %s", k, want == "integer" and "an" or "a", want, tostring(v)) end
+    if not of_kind(v, want) then
+      fail("option %s must be %s %s, got %s", k, want == "integer" and "an" or "a", want, tostring(v))
+    end
   end
   if opts.total and opts.total < 0 then fail("option total must be at least 0, got %d", opts.total) end
   if opts.every and opts.every < 1 then fail("option every must be at least 1, got %d", opts.every) end
