@@ -186,7 +186,7 @@ T.test("--metrics and --plot mistakes are one line before anything runs", functi
   end
 end)
 
-local has_script = os.execute("script -qc true /dev/null > /dev/null 2>&1")
+local has_script = os.execute("script -qec true /dev/null > /dev/null 2>&1") -- util-linux script(1)
 
 -- Runs a command line on a terminal (script(1)'s pty); returns the status and what it showed.
 local function on_terminal(cmdline)
