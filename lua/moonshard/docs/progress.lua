@@ -100,7 +100,6 @@ print(bar:stats().n)   --> 1
   },
   {
     name = "progress.Bar:close",
-    also = { "progress.Bar:__close" },
     sig = "bar:close()",
     doc = [[
 Draws the bar a last time and ends its line (a terminal), or prints the final plain line
@@ -205,7 +204,6 @@ print(pcall(log.log, log, {acuracy = 1}) == false)   --> true
   },
   {
     name = "metrics.Logger:close",
-    also = { "metrics.Logger:__close" },
     sig = "logger:close()",
     doc = [[Closes the file (the rows stay in `logger.rows`). Called by `<close>`; safe twice.]],
     example = [[
