@@ -22,7 +22,8 @@
 
 /* mpirun passes the caller's environment only to local ranks: these travel explicitly */
 static const char *const forward_env[] = {"MS_NUM_THREADS", "LUA_PATH",     "LUA_CPATH", "LUA_PATH_5_4",
-                                          "LUA_CPATH_5_4",  "MOONSHARD_HISTORY", "MS_DIST_TIMEOUT"};
+                                          "LUA_CPATH_5_4",  "MOONSHARD_HISTORY", "MS_DIST_TIMEOUT",
+                                          "MS_TTY"};
 enum { NFORWARD = sizeof forward_env / sizeof forward_env[0] };
 
 static double now_s(void) {
@@ -96,6 +97,10 @@ int launch_mpirun(const char *what, long nprocs, const char *exe, int nwords, co
   if (mpirun == NULL || *mpirun == '\0') mpirun = "mpirun";
   char np[32];
   snprintf(np, sizeof np, "%ld", nprocs);
+  /* which of stdout (1) and stderr (2) are terminals here: the ranks write into mpirun's pipes,
+   * so a progress bar (lua/moonshard/progress.lua) asks this instead of its own descriptors */
+  if (!getenv("MS_TTY")) setenv("MS_TTY", isatty(STDOUT_FILENO) ? (isatty(STDERR_FILENO) ? "12" : "1")
+                                                                : (isatty(STDERR_FILENO) ? "2" : ""), 1);
   const char **argv = mpirun_argv(mpirun, np, exe, nwords, words);
   int report[2];
   if (!argv || pipe(report) != 0) {

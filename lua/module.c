@@ -59,6 +59,7 @@ int luaopen_moonshard(lua_State *L) {
   bind_open_dist(L);
   bind_open_launch(L);
   bind_open_fsdp(L);
+  bind_open_watch(L);
   bind_open_cuda(L);
   lua_setfield(L, -2, "Tensor"); /* ms.Tensor: the method table, to extend from Lua */
   /* ms.flatten(x, start_dim) is the same function as x:flatten(start_dim): already there. */

@@ -130,6 +130,7 @@ void bind_open_transforms(lua_State *L); /* l_transforms.c: ms.transform_batch *
 void bind_open_dist(lua_State *L);       /* l_dist.c: ms.distributed */
 void bind_open_launch(lua_State *L);     /* l_launch.c: ms._launch_mpirun (ms.spawn's launcher) */
 void bind_open_fsdp(lua_State *L);       /* l_fsdp.c: ms._fsdp (flat parameters) */
+void bind_open_watch(lua_State *L);       /* l_watch.c: ms.plot, ms.summary, PNG, isatty */
 void bind_open_cuda(lua_State *L);       /* l_cuda.c: ms.cuda, t:cuda(), t:cpu() */
 /* The Lua list of transform specs at idx ({kind = "to_tensor"}, {kind = "normalize", mean =,
  * std =}, as Compose:native_spec() returns; or one such spec alone, as ToTensor:native_spec()

@@ -18,6 +18,7 @@ local lr_scheduler = require "moonshard.lr_scheduler"
 local nn_utils = require "moonshard.nn_utils"
 local nn = require "moonshard.nn"
 local checkpoint = require "moonshard.checkpoint"
+local watch = require "moonshard.watch"
 local dist = ms.distributed
 
 local parser = argparse.ArgumentParser{ description = "Train a GPT on a text, with FSDP over the ranks" }
@@ -74,6 +75,7 @@ parser:add_argument("--resume", { action = "store_true",
 parser:add_argument("--stop-after", { type = "int", min = 1, metavar = "N",
   help = "end this run after step N, as an interruption would (the schedule still spans --steps)" })
 parser:add_argument("--seed", { type = "int", default = 1, metavar = "S", help = "random seed" })
+watch.add_arguments(parser) -- --no-progress, --metrics FILE, --plot FILE.png, --summary
 
 -- ---- data --------------------------------------------------------------------------------------
 
@@ -159,9 +161,13 @@ end
 
 -- Under FSDP the GPT is built on the meta device and each unit materialised as FSDP wraps it
 -- (the same values as an ordinary build from the seed): no rank ever holds the whole model.
-local function build_model(args, tok, world)
-  local config = { n_layer = args.n_layer, n_head = args.n_head, n_embd = args.n_embd,
+local function config_of(args, tok)
+  return { n_layer = args.n_layer, n_head = args.n_head, n_embd = args.n_embd,
     block_size = args.block_size, vocab_size = tok.vocab_size, dropout = args.dropout }
+end
+
+local function build_model(args, tok, world)
+  local config = config_of(args, tok)
   local wrapped = world > 1 or args.mixed_precision ~= "none"
   local plain = wrapped and nn.deferred_init(gpt.GPT, config) or gpt.GPT(config)
   local n_params = plain:num_parameters(false)
@@ -286,16 +292,17 @@ local function resume(args, model, opt, sched, rank)
   return step
 end
 
-local function save(args, model, opt, sched, step, rank)
+local function save(args, model, opt, sched, step, rank, say)
   local path = fsdp.save_checkpoint(args.checkpoint_dir, { model = model, optimizer = opt, scheduler = sched,
     step = step, keep_last = args.keep_last })
-  if rank == 0 then print(("step %d: saved %s"):format(step, path)) end
+  if rank == 0 then say(("step %d: saved %s"):format(step, path)) end
 end
 
 local function main()
   local args = parser:parse_args(arg)
   args.eval_interval = args.eval_interval or args.log_interval
   if args.resume and not args.checkpoint_dir then parser:error("--resume needs --checkpoint-dir") end
+  watch.check_arguments(parser, args)
   local world = tonumber(os.getenv("OMPI_COMM_WORLD_SIZE") or "1")
   local sharded = world > 1 or args.mixed_precision ~= "none" -- FSDP runs the mixed precision
   if sharded then dist.init_process_group("mpi") end
@@ -303,6 +310,10 @@ local function main()
   local tok, train, val = load_data(args)
   ms.manual_seed(args.seed) -- every rank builds the same model
   local model, decay, n_params, wrapped = build_model(args, tok, world)
+  local run = watch.Run(args, rank)
+  if args.summary and rank == 0 then -- an unsharded copy: a forward of the FSDP model is collective
+    run:summary(wrapped and gpt.GPT(config_of(args, tok)) or model, ms.ones(1, args.block_size, { dtype = ms.int64 }))
+  end
   local opt = optimizer_of(model, decay, args)
   local sched = lr_scheduler.LambdaLR(opt, cosine_with_warmup(args))
   local peak, peak_from = measured_peak(args)
@@ -318,6 +329,11 @@ local function main()
   local t_log, tokens_since = ms.perf_counter(), 0
   local timed = { steps = 0, seconds = 0, tokens = 0, wait = 0 } -- the steps after the first, for bench_report
   local function comm_wait() return wrapped and fsdp.comm_stats(model).wait_seconds or 0 end
+  -- the bar (rank 0, stderr) counts tokens; the step lines print through it, so they stay whole,
+  -- and off a terminal they are the progress: the bar adds only its last line
+  local bar <close> = run:bar{ total = math.max(args.steps - first + 1, 0), desc = "train", unit = "tok",
+                               every = args.steps + 1 }
+  local function say(text) bar:print(text) end
   for step = first, args.steps do
     local t0, w0 = ms.perf_counter(), comm_wait()
     local loss = train_step(model, wrapped, opt, train, args)
@@ -327,27 +343,33 @@ local function main()
       timed.seconds, timed.wait = timed.seconds + ms.perf_counter() - t0, timed.wait + comm_wait() - w0
     end
     tokens_since = tokens_since + tokens_per_step
+    bar:step(tokens_per_step, { loss = loss })
     if step % args.log_interval == 0 or step == args.steps then
       local train_loss = mean_over_ranks(loss, world)
       local seconds = ms.perf_counter() - t_log
       local tps = tokens_since / seconds
       if rank == 0 then
-        print(("step %d: train loss %.4f, lr %.3g, %.0f tokens/s, MFU %.1f%%"):format(step, train_loss,
+        say(("step %d: train loss %.4f, lr %.3g, %.0f tokens/s, MFU %.1f%%"):format(step, train_loss,
           opt.param_groups[1].lr, tps, 100 * tps * flops_per_token(args, n_params) / (peak * world)))
       end
+      run:log{ kind = "step", step = step, loss = train_loss, lr = opt.param_groups[1].lr,
+               samples_per_s = tps / args.block_size }
       if step % args.eval_interval == 0 or step == args.steps then
         local val_loss = held_out_loss(model, val, args, world)
-        if rank == 0 then print(("step %d: held-out loss %.4f"):format(step, val_loss)) end
+        if rank == 0 then say(("step %d: held-out loss %.4f"):format(step, val_loss)) end
+        run:log{ kind = "eval", step = step, test_loss = val_loss }
       end
       t_log, tokens_since = ms.perf_counter(), 0
     end
     local every, stop = args.checkpoint_every, step == args.stop_after
     if args.checkpoint_dir and (step == args.steps or stop or every > 0 and step % every == 0) then
-      save(args, model, opt, sched, step, rank)
+      save(args, model, opt, sched, step, rank, say)
       t_log = ms.perf_counter()
     end
     if stop then break end
   end
+  bar:close()
+  run:finish()
   local stopped = args.stop_after ~= nil and args.stop_after < args.steps
   print_memory(rank, world)
   if os.getenv("MS_BENCH_REPORT") == "1" and timed.steps > 0 then bench_report(rank, world, timed) end

@@ -11,6 +11,7 @@ local optim = require "moonshard.optim"
 local datasets = require "moonshard.datasets"
 local transforms = require "moonshard.transforms"
 local argparse = require "moonshard.argparse"
+local watch = require "moonshard.watch"
 
 -- ---- options: the PyTorch example's argparse options and defaults ------------------------------
 local parser = argparse.ArgumentParser{description = "PyTorch MNIST Example, in moonshard (one process)"}
@@ -29,6 +30,7 @@ parser:add_argument("--save-model", {action = "store_true", help = "save the mod
 parser:add_argument("--data", {default = "data", metavar = "DIR", help = "the directory holding MNIST/raw"})
 parser:add_argument("--download", {action = "store_true",
                                    help = "fetch missing MNIST files from torchvision's mirrors into DIR/MNIST/raw"})
+watch.add_arguments(parser) -- --no-progress, --metrics FILE, --plot FILE.png, --summary
 
 -- ---- data: the seed's pipeline (MNIST + ToTensor + Normalize, batched by native workers) ----
 
@@ -67,32 +69,41 @@ local Net = require "moonshard.seed_net"
 -- ---- train and test, as the seed's functions ---------------------------------------------------
 
 -- Every --log-interval batches (the first included) the PyTorch example's progress line, the
--- batch's mean loss; then the seed's line, the epoch's mean loss.
-local function train(args, model, loader, optimizer, epoch)
+-- batch's mean loss; then the seed's line, the epoch's mean loss. The bar (stderr, a terminal)
+-- is extra: the lines above print through it, so they stay whole.
+local function train(args, run, model, loader, optimizer, epoch)
   model:train()
   local loss_sum, count = 0, 0
   local samples, batches = #loader.dataset, #loader
+  -- off a terminal the example's lines are the progress: no plain lines of the bar's own
+  local bar <close> = run:bar{total = batches, desc = ("epoch %d"):format(epoch), every = batches + 1}
   for i, data, target in loader:iter() do
     optimizer:zero_grad()
     local loss = F.nll_loss(model(data), target, {reduction = "sum"})
     loss:backward()
     optimizer:step()
-    local n = data:size(1)
-    loss_sum, count = loss_sum + loss:item(), count + n
+    local n, value = data:size(1), loss:item()
+    loss_sum, count = loss_sum + value, count + n
+    bar:step(n, {loss = value / n})
     local batch_idx = i - 1 -- the example's 0-based enumerate()
     if batch_idx % args.log_interval == 0 then
-      print(("Train Epoch: %d [%d/%d (%.0f%%)]\tLoss: %.6f"):format(epoch, batch_idx * n, samples,
-        100 * batch_idx / batches, loss:item() / n))
+      bar:print(("Train Epoch: %d [%d/%d (%.0f%%)]\tLoss: %.6f"):format(epoch, batch_idx * n, samples,
+        100 * batch_idx / batches, value / n))
+      run:log{kind = "step", step = (epoch - 1) * batches + i, epoch = epoch, loss = value / n,
+              lr = optimizer.param_groups[1].lr, samples_per_s = bar:stats().rate}
       if args.dry_run then break end
     end
   end
+  bar:close()
   print(("Train Epoch: %d \tLoss: %.6f"):format(epoch, loss_sum / count))
+  return loss_sum / count
 end
 
-local function test(args, model, loader)
+local function test(args, run, model, loader)
   model:eval()
   local _ <close> = ms.no_grad()
   local loss_sum, correct, count = 0, 0, 0
+  local bar <close> = run:bar{total = #loader, desc = "test", every = #loader + 1}
   for _, data, target in loader:iter() do
     -- model(data), a training batch at a time: the same values, in the memory and cache of a
     -- training step instead of ~500 MB of activations for 1000 samples (nn_utils.lua)
@@ -101,30 +112,39 @@ local function test(args, model, loader)
     local pred = output:argmax(2, true) -- the index of the max log-probability
     correct = correct + pred:eq(target:view_as(pred)):sum():item()
     count = count + data:size(1)
+    bar:step(data:size(1), {accuracy = 100 * correct / count})
   end
+  bar:close()
   print(("Test set: Average loss: %.4f, Accuracy: %d/%d (%.2f%%)\n"):format(
     loss_sum / count, correct, count, 100 * correct / count))
-  return correct / count
+  return loss_sum / count, 100 * correct / count
 end
 
 local function main(argv)
   local args = parser:parse_args(argv)
+  watch.check_arguments(parser, args)
   check_data(args)
   ms.manual_seed(args.seed)
   local train_loader, test_loader = loaders(args)
   local model = Net()
+  local run = watch.Run(args, 0)
+  run:summary(model, {1, 1, 28, 28})
   local optimizer = optim.Adadelta(model:parameters(), {lr = args.lr})
   local scheduler = optim.lr_scheduler.StepLR(optimizer, {step_size = 1, gamma = args.gamma})
   local start = ms.perf_counter()
   for epoch = 1, args.epochs do
     local t0 = ms.perf_counter()
-    train(args, model, train_loader, optimizer, epoch)
-    test(args, model, test_loader)
+    local lr = optimizer.param_groups[1].lr
+    local train_loss = train(args, run, model, train_loader, optimizer, epoch)
+    local test_loss, accuracy = test(args, run, model, test_loader)
+    run:log{kind = "epoch", step = epoch * #train_loader, epoch = epoch, loss = train_loss, test_loss = test_loss,
+            accuracy = accuracy, lr = lr}
     scheduler:step()
     io.stderr:write(("epoch %d: %.1f s\n"):format(epoch, ms.perf_counter() - t0))
   end
   print(("elapsed time: %.3fsec"):format(ms.perf_counter() - start))
   print(model)
+  run:finish()
   if args.save_model then ms.save(model:state_dict(), "mnist_cnn.safetensors") end
 end
 

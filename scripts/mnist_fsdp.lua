@@ -14,6 +14,7 @@ local optim = require "moonshard.optim"
 local datasets = require "moonshard.datasets"
 local transforms = require "moonshard.transforms"
 local argparse = require "moonshard.argparse"
+local watch = require "moonshard.watch"
 local fsdp = require "moonshard.fsdp"
 local fsdp_wrap = require "moonshard.fsdp_wrap"
 local Net = require "moonshard.seed_net"
@@ -41,6 +42,10 @@ parser:add_argument("--data", {default = "data", metavar = "DIR", help = "the di
 parser:add_argument("--no-download", {action = "store_false", dest = "download",
                                       help = "never fetch missing MNIST files (the seed downloads them into DIR)"})
 parser:add_argument("--dry-run", {action = "store_true", help = "one batch per epoch, to check the pipeline quickly"})
+parser:add_argument("--log-interval", {type = "int", default = 10, min = 1, metavar = "N",
+                                       help = "batches between rows of --metrics, and between progress lines when "
+                                         .. "stderr is not a terminal"})
+watch.add_arguments(parser) -- --no-progress, --metrics FILE, --plot FILE.png, --summary
 parser:add_argument("--mixed-precision", {choices = {"none", "bfloat16", "float16"}, default = "none",
                                           help = "FSDP mixed precision: parameters, gradient reduction and "
                                             .. "buffers in this dtype (none: float32 throughout)"})
@@ -48,9 +53,10 @@ parser:add_argument("--mixed-precision", {choices = {"none", "bfloat16", "float1
 local function launched_world() return math.tointeger(tonumber(os.getenv("OMPI_COMM_WORLD_SIZE") or "")) end
 
 -- What every rank would find wrong alike, found before any rank starts (one line, no traceback):
--- --data must be a directory and, unless the seed's download may fetch them, hold the IDX files;
+-- --metrics and --plot must be files that can be written; --data must be a directory and, unless the seed's download may fetch them, hold the IDX files;
 -- --nproc must agree with a launcher's world.
 local function check_args(args)
+  watch.check_arguments(parser, args)
   local why, fetchable = datasets.MNIST:root_problem(args.data, args.download)
   if why then
     parser:error(("--data %s: %s%s"):format(args.data, why, fetchable
@@ -94,11 +100,14 @@ local NB = { non_blocking = true }
 -- sums, bit for bit), and are read once an epoch: no step waits for the device.
 local function metric(device) return ms.zeros(1, { dtype = "float64", device = device }) end
 
-local function train(args, model, rank, device, train_loader, optimizer, epoch, sampler)
+-- The bar (rank 0, stderr) shows rank 0's running loss per sample: a tensor it reads only when it
+-- redraws, so no step waits for the device on its account.
+local function train(args, run, model, rank, device, train_loader, optimizer, epoch, sampler)
   model:train()
   if sampler then sampler:set_epoch(epoch) end
   local loss_sum, count = metric(device), 0
-  for _, data, target in train_loader:iter() do
+  local bar <close> = run:bar{total = #train_loader, desc = ("epoch %d"):format(epoch)}
+  for i, data, target in train_loader:iter() do
     -- pinned batches (pin_memory) cross without the host waiting, as the seed's .to(rank)
     if device then data, target = data:to(device, NB), target:to(device, NB) end
     optimizer:zero_grad()
@@ -107,9 +116,16 @@ local function train(args, model, rank, device, train_loader, optimizer, epoch, 
     loss:backward()
     optimizer:step()
     loss_sum:add_(loss:detach())
-    count = count + data:size(1)
+    local n = data:size(1)
+    count = count + n
+    bar:step(n, { loss = loss:detach() / n })
+    if run:logging() and (i - 1) % args.log_interval == 0 then
+      run:log{ kind = "step", step = (epoch - 1) * #train_loader + i, epoch = epoch, loss = loss:item() / n,
+               lr = optimizer.param_groups[1].lr, samples_per_s = bar:stats().rate }
+    end
     if args.dry_run then break end
   end
+  bar:close()
   -- one collective for both numbers (float64 keeps the count exact), on the rank's device as
   -- the seed's ddp_loss: nccl moves CUDA tensors only
   local ddp_loss = ms.cat({ loss_sum, ms.tensor({ count }, { dtype = "float64", device = device }) })
@@ -118,13 +134,14 @@ local function train(args, model, rank, device, train_loader, optimizer, epoch, 
   if rank == 0 then
     print(("Train Epoch: %d \tLoss: %.6f"):format(epoch, total[1] / total[2]))
   end
-  return count
+  return count, total[1] / total[2]
 end
 
-local function test(args, model, rank, device, test_loader)
+local function test(args, run, model, rank, device, test_loader)
   model:eval()
   local _ <close> = ms.no_grad()
   local loss_sum, correct, count = metric(device), metric(device), 0
+  local bar <close> = run:bar{total = #test_loader, desc = "test"}
   for _, data, target in test_loader:iter() do
     if device then data, target = data:to(device, NB), target:to(device, NB) end
     -- on the CPU model(data) a training batch at a time: the same values, in the memory and
@@ -136,8 +153,10 @@ local function test(args, model, rank, device, test_loader)
     local pred = output:argmax(2, true) -- the index of the max log-probability
     correct:add_(pred:eq(target:view_as(pred)):sum())
     count = count + data:size(1)
+    bar:step(data:size(1))
     if args.dry_run then break end
   end
+  bar:close()
   local ddp_loss = ms.cat({ loss_sum, correct, ms.tensor({ count }, { dtype = "float64", device = device }) })
   dist.all_reduce(ddp_loss, { op = "sum" })
   local total = ddp_loss:tolist()
@@ -146,7 +165,7 @@ local function test(args, model, rank, device, test_loader)
       total[1] / total[3], math.tointeger(total[2]) or total[2], math.tointeger(total[3]) or total[3],
       100 * total[2] / total[3]))
   end
-  return count, 100 * total[2] / total[3]
+  return count, 100 * total[2] / total[3], total[1] / total[3]
 end
 
 -- Between training and testing the blocks one phase used sit idle in the allocator's cache while
@@ -223,6 +242,8 @@ local function fsdp_main(rank, world_size, args)
 
   local device
   local net = Net()
+  local run = watch.Run(args, rank)
+  run:summary(net, { 1, 1, 28, 28 }) -- rank 0, the whole Net before FSDP shards it
   if use_cuda then
     local local_rank = dist.get_local_rank()
     ms.cuda.set_device(local_rank)
@@ -241,12 +262,16 @@ local function fsdp_main(rank, world_size, args)
   local times = { train_s = 0, test_s = 0, train_n = 0, test_n = 0 } -- this rank's, for the bench
   for epoch = 1, args.epochs do
     local w0, t0 = comm_wait_seconds(model), ms.perf_counter()
-    times.train_n = times.train_n + train(args, model, rank, device, train_loader, optimizer, epoch, sampler1)
+    local lr = optimizer.param_groups[1].lr
+    local trained, train_loss = train(args, run, model, rank, device, train_loader, optimizer, epoch, sampler1)
+    times.train_n = times.train_n + trained
     local t1, w1 = ms.perf_counter(), comm_wait_seconds(model)
     times.train_wait = (times.train_wait or 0) + (w1 - w0)
     release_cached_blocks()
-    local tested
-    tested, times.accuracy = test(args, model, rank, device, test_loader)
+    local tested, test_loss
+    tested, times.accuracy, test_loss = test(args, run, model, rank, device, test_loader)
+    run:log{ kind = "epoch", step = epoch * #train_loader, epoch = epoch, loss = train_loss, test_loss = test_loss,
+             accuracy = times.accuracy, lr = lr }
     release_cached_blocks()
     times.test_n = times.test_n + tested
     local t2 = ms.perf_counter()
@@ -262,6 +287,7 @@ local function fsdp_main(rank, world_size, args)
     print(("elapsed time: %.3fsec"):format(elapsed))
     print(tostring(model))
   end
+  run:finish()
   if os.getenv("MS_BENCH_REPORT") == "1" then bench_report(rank, world_size, model, times) end
 
   if args.save_model then

@@ -134,6 +134,76 @@ T.test("under `moonshard -n 2`: a bad option and a wrong --nproc are one line, f
   T.truthy(not exists(empty .. "/MNIST"), "MNIST/ was created")
 end)
 
+-- ---- watching a run: --metrics, --plot, --summary, --no-progress, the bar on a terminal ----------
+
+local function png_size(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local head = f:read(24)
+  f:close()
+  if not head or head:sub(1, 8) ~= "\137PNG\r\n\26\n" then return nil end
+  return string.unpack(">I4", head, 17), string.unpack(">I4", head, 21)
+end
+
+local function text_file()
+  local path = tmp .. "/text.txt"
+  local words = {}
+  for i = 1, 400 do words[i] = ({ "the", "cat", "sat", "on", "a", "mat", "and", "slept" })[i % 8 + 1] end
+  T.write_file(path, table.concat(words, " ") .. "\n")
+  return path
+end
+
+local GPT_TINY = "--steps 4 --log-interval 2 --batch-size 4 --block-size 8 --n-layer 1 --n-embd 16 --sample-tokens 0 "
+  .. "--peak-gflops 10 --data "
+
+T.test("--metrics m.csv --plot m.png write both; --summary prints the table; --no-progress is quiet", function()
+  local csv, png = tmp .. "/m.csv", tmp .. "/m.png"
+  local code, o, e = run("", "scripts/gpt_fsdp.lua", GPT_TINY .. quote(text_file()) .. " --metrics " .. quote(csv)
+    .. " --plot " .. quote(png) .. " --summary")
+  T.eq(code, 0, e)
+  local rows = {}
+  for line in T.read_file(csv):gmatch("[^\n]+") do rows[#rows + 1] = line end
+  T.eq(rows[1], "kind,step,epoch,loss,test_loss,accuracy,lr,samples_per_s,time")
+  T.eq(#rows, 5, "a step row and an eval row every 2 of 4 steps")
+  T.truthy(rows[2]:find("^step,2,,%d"), rows[2]); T.truthy(rows[3]:find("^eval,2,,,%d"), rows[3])
+  local w, h = png_size(png)
+  T.eq(w, 800); T.eq(h, 360, "one chart: the losses")
+  T.truthy(o:find("\nTotal params: ", 1, true) and o:find("Layer (type)", 1, true), o)
+  T.truthy(e:find("train: 4/4 (100%), ", 1, true), "off a terminal, the bar's last line: " .. e)
+  code, _, e = run("", "scripts/gpt_fsdp.lua", GPT_TINY .. quote(text_file()) .. " --no-progress")
+  T.eq(code, 0, e)
+  T.eq(e, "", "--no-progress: nothing on stderr")
+end)
+
+T.test("--metrics and --plot mistakes are one line before anything runs", function()
+  for _, script in ipairs({ "scripts/mnist.lua", "scripts/mnist_fsdp.lua", "scripts/gpt_fsdp.lua" }) do
+    local name = script:match("[^/]*$")
+    local code, _, e = run("", script, "--metrics m.txt")
+    T.eq(code, 2, script)
+    one_error(e, name, "--metrics m.txt: expected a file name ending .csv, .jsonl or .json", script)
+    _, _, e = run("", script, "--plot " .. quote(tmp .. "/no/dir/m.png"))
+    one_error(e, name, ("--plot %s/no/dir/m.png: no directory %s/no/dir"):format(tmp, tmp), script)
+  end
+end)
+
+local has_script = os.execute("script -qec true /dev/null > /dev/null 2>&1") -- util-linux script(1)
+
+-- Runs a command line on a terminal (script(1)'s pty); returns the status and what it showed.
+local function on_terminal(cmdline)
+  local _, _, code = os.execute(("timeout -k 5 120 script -qec %s /dev/null > %s 2>&1"):format(quote(cmdline), quote(out)))
+  return code, T.read_file(out)
+end
+
+T.test("on a terminal the bar is live: redrawn with \\r, samples/s and ETA, from the start", function()
+  if not has_script then print("skip: no script(1) for a pty") return end
+  local code, shown = on_terminal(("%s scripts/gpt_fsdp.lua %s%s"):format(quote(exe), GPT_TINY, quote(text_file())))
+  T.eq(code, 0, shown)
+  T.truthy(shown:find("\rtrain   0%|--------------------| 0/4 [00:00<?, ? tok/s]", 1, true), shown)
+  T.truthy(shown:find("\rtrain 100%%|####################| 4/4 %[%d%d:%d%d<00:00, [%d.]+ tok/s, loss=[%d.]+%]"), shown)
+  -- the step lines printed through the bar stay whole, each on its own line
+  T.truthy(shown:find("\r\27%[Kstep 2: train loss [%d.]+, lr"), shown)
+end)
+
 -- A small MNIST (1280 training samples) made from the real one, for the training loop's printout.
 local function small_mnist()
   local root = os.getenv("MS_MNIST_ROOT") or "data"
@@ -159,6 +229,29 @@ T.test("mnist.lua prints the PyTorch example's progress line every --log-interva
   code, o, e = run("", "scripts/mnist.lua", "--epochs 1 --dry-run --data " .. quote(data))
   T.eq(code, 0, e)
   T.eq(lines_with(o, "Train Epoch: 1 ["), 1, o)
+end)
+
+T.test("mnist.lua and mnist_fsdp.lua: --metrics and --plot on a tiny run; the bar from the first moment", function()
+  local data = small_mnist()
+  if not data then print("skip: no raw MNIST under $MS_MNIST_ROOT or data/ (scripts/fetch-mnist.sh)") return end
+  local csv, jsonl, png = tmp .. "/mn.csv", tmp .. "/mf.jsonl", tmp .. "/mn.png"
+  local code, _, e = run("", "scripts/mnist.lua", "--epochs 1 --log-interval 10 --data " .. quote(data)
+    .. " --metrics " .. quote(csv) .. " --plot " .. quote(png))
+  T.eq(code, 0, e)
+  local text = T.read_file(csv)
+  T.truthy(text:find("\nstep,1,1,[%d.]+,,,1,[%d.]+,[%d.]+\nstep,11,1,"), text)
+  T.truthy(text:find("\nepoch,20,1,[%d.]+,[%d.]+,[%d.]+,1,,[%d.]+\n$"), text)
+  local w, h = png_size(png)
+  T.eq(w, 800); T.eq(h, 720, "two charts: losses and accuracy")
+  code, _, e = run("", "scripts/mnist_fsdp.lua", "--epochs 1 --nproc 1 --data " .. quote(data) .. " --metrics " .. quote(jsonl))
+  T.eq(code, 0, e)
+  T.truthy(T.read_file(jsonl):find('\n{"kind":"epoch","step":20,"epoch":1,"loss":', 1, true), T.read_file(jsonl))
+  if not has_script then print("skip: no script(1) for a pty") return end
+  local shown
+  code, shown = on_terminal(("%s scripts/mnist_fsdp.lua --epochs 1 --nproc 2 --data %s"):format(quote(exe), quote(data)))
+  T.eq(code, 0, shown)
+  T.truthy(shown:find("\repoch 1   0%|--------------------| 0/10 [00:00<?, ? samples/s]", 1, true), shown)
+  T.truthy(shown:find("\repoch 1 100%%|####################| 10/10 %[%d%d:%d%d<00:00, [%d.]+ samples/s, loss=[%d.]+%]"), shown)
 end)
 
 os.execute("rm -rf " .. quote(tmp))
