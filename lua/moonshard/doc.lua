@@ -25,6 +25,7 @@ local INTERNAL = {
   ["moonshard.doc"] = false, -- public (doc.help); listed to say it was considered
   ["moonshard.plot_canvas"] = true, ["moonshard.plot_chart"] = true, -- ms.plot's raster, layout
   ["moonshard.plot_font"] = true,                                    -- and font (issue 21's watch)
+  ["moonshard.plot"] = true, ["moonshard.summary"] = true, -- reached as ms.plot, ms.summary
   ["moonshard.nn_module"] = true, ["moonshard.nn_layers"] = true, ["moonshard.nn_containers"] = true,
   ["moonshard.nn_init"] = true, ["moonshard.nn_meta"] = true, ["moonshard.nn_utils"] = true,
   ["moonshard.fsdp_checkpoint"] = true, ["moonshard.fsdp_comm"] = true,
