@@ -149,5 +149,104 @@ T.test("command-line mistakes: the usage and one line naming the option", functi
   T.truthy(not err:find("traceback", 1, true), err)
 end)
 
+-- ---- the footguns, in this process -----------------------------------------------------------------
+
+local ms = require "moonshard"
+
+T.test("a bare ms.no_grad() is an error and changes nothing; scopes and the function form work", function()
+  local ok, err = pcall(function()
+    ms.no_grad()
+    return 1
+  end)
+  T.truthy(not ok and err:find("local _ <close> = ms.no_grad()", 1, true), tostring(err))
+  T.eq(ms.is_grad_enabled(), true)
+  ok, err = pcall(function()
+    ms.enable_grad()
+  end)
+  T.truthy(not ok and err:find("ms.enable_grad() on line", 1, true), tostring(err))
+  do
+    local _ <close> = ms.no_grad()
+    T.eq(ms.is_grad_enabled(), false)
+    do
+      local _ <close> = ms.enable_grad()
+      T.eq(ms.is_grad_enabled(), true)
+    end
+    T.eq(ms.is_grad_enabled(), false)
+  end
+  T.eq(ms.is_grad_enabled(), true)
+  for _ = 1, 3 do local _ <close> = ms.no_grad() end
+  T.eq(ms.is_grad_enabled(), true)
+  T.eq(ms.no_grad(function(a) return ms.is_grad_enabled(), a end, 7), false)
+  local function hook() end
+  debug.sethook(hook, "c")
+  do
+    local _ <close> = ms.no_grad()
+    T.eq(ms.is_grad_enabled(), false)
+  end
+  T.truthy(debug.gethook() == hook, "the user's hook is put back")
+  debug.sethook()
+end)
+
+T.test("unknown fields: the user's reads raise, with the nearest name; declared ones read nil", function()
+  local x = ms.ones(2, 3)
+  T.raises(function() return x.szie end, "Tensor has no field 'szie' (did you mean 'size'?)")
+  T.raises(function() return x.nosuchthing end, "Tensor has no field 'nosuchthing'", "called with ':'")
+  T.raises(function() return x[{1, 2}] end, "a tensor is indexed by an integer", "got table")
+  T.eq(x.shape[2], 3); T.eq(x:size(2), 3)
+  local nn = ms.nn
+  local Net = nn.Module:extend("Net")
+  function Net:init() self.fc1 = nn.Linear(2, 2); self.fc2 = nn.Linear(2, 2); self.scale = nil end
+  function Net:forward(v) return self.fc2(self.fc1(v)) * (self.scale or 1) end
+  local model = Net()
+  T.raises(function() return model.fc3 end, "Net has no field 'fc3' (did you mean 'fc1'?)")
+  T.raises(function() return model.parametrs end, "did you mean 'parameters'?")
+  T.eq(model.scale, nil)
+  T.eq(model._not_there, nil) -- private names are not checked
+  T.eq(model(ms.ones(1, 2)).shape[2], 2)
+  T.eq(model.forward(model, ms.ones(1, 2)).shape[2], 2) -- '.' with the module is fine
+  T.eq(nn.Linear(3, 4, false).bias, nil)
+  T.eq(nn.Conv2d(1, 2, 3, {bias = false}).bias, nil)
+  local bn = nn.BatchNorm1d(3, {affine = false, track_running_stats = false})
+  T.eq(bn.weight, nil); T.eq(bn.running_mean, nil)
+  T.eq(nn.LayerNorm(3, {elementwise_affine = false}).weight, nil)
+  T.raises(function() return Net:parameters() end, "Net is a class")
+end)
+
+T.test("ms.nn, ms.optim, ms.F and the other library modules resolve on first read", function()
+  for field, module in pairs({nn = "nn", optim = "optim", F = "functional", functional = "functional",
+                              data = "data", lr_scheduler = "lr_scheduler", datasets = "datasets",
+                              transforms = "transforms", samplers = "samplers", fsdp = "fsdp"}) do
+    T.truthy(rawequal(ms[field], require("moonshard." .. module)), "ms." .. field)
+  end
+  local code, out = run([[-e 'local ms = require "moonshard"; print(rawget(ms, "nn") == nil, ms.nn.Linear ~= nil, rawget(ms, "nn") ~= nil)']])
+  T.eq(code, 0); T.eq(out, "true\ttrue\ttrue\n")
+end)
+
+T.test("a stock lua5.4 loads every library module first, in any order; errors name the user's line", function()
+  local so = build .. "/moonshard.so"
+  if not os.execute("command -v lua5.4 > /dev/null 2>&1") or not io.open(so) then
+    print("skip: no lua5.4 or no moonshard.so")
+    return
+  end
+  local lib = (root:find("^/") and root or os.getenv("PWD") .. "/" .. root) .. "lua"
+  local env = ("LUA_CPATH=%s LUA_PATH=%s"):format(quote(build .. "/?.so"), quote(lib .. "/?.lua"))
+  local ls = io.popen("cd " .. quote(lib) .. " && ls moonshard/*.lua moonshard/*/*.lua")
+  local names = {}
+  for path in ls:lines() do names[#names + 1] = path:gsub("%.lua$", ""):gsub("/", ".") end
+  ls:close()
+  T.truthy(#names >= 25, "modules found: " .. #names)
+  local code, out, err
+  for _, name in ipairs(names) do
+    code, out, err = run(("-e 'io.write(type(require %q))'"):format(name))
+    T.eq(code, 0, name .. " in moonshard: " .. err)
+    local _, _, c = os.execute(("cd %s && %s lua5.4 -e 'require %q' > out 2> err"):format(quote(dir), env, name))
+    T.eq(c, 0, name .. " in lua5.4: " .. T.read_file(dir .. "/err"))
+  end
+  os.execute(("cd %s && %s lua5.4 -e 'require \"moonshard.optim\"; local ms = require \"moonshard\"; "
+    .. "local y = ms.zeros(2, {dtyp = 1})' > out 2> err"):format(quote(dir), env))
+  err = T.read_file(dir .. "/err")
+  T.truthy(err:find("(command line):1: zeros: unknown option 'dtyp'", 1, true), err)
+end)
+
 os.execute("rm -rf " .. quote(dir))
 T.finish()
