@@ -133,20 +133,26 @@ local function unknown_field(self, k)
 end
 
 -- A method read by the user's code comes checked: model.forward(x), with '.' for ':', would
--- otherwise run forward with x as the module and fail somewhere inside. One wrapper per method.
-local checked = setmetatable({}, { __mode = "k" })
-local function checked_method(self, k, fn)
-  local w = checked[fn]
-  if not w then
-    w = function(m, ...)
-      if not is_module(m) then
-        error(fmt("%s.%s: called with '.' instead of ':' (the first argument is %s, not the module): write "
-          .. "model:%s(...)%s", self:_get_name(), k, describe(m), k, k == "forward" and ", or model(...)" or ""), 2)
-      end
-      return fn(m, ...)
-    end
-    checked[fn] = w
+-- otherwise run forward with x as the module and fail somewhere inside. One wrapper per class
+-- and method (made again if the method is redefined).
+local checked = setmetatable({}, { __mode = "k" }) -- class -> name -> {method, wrapper}
+local function checked_method(cls, k, fn)
+  local by_name = checked[cls]
+  if not by_name then
+    by_name = {}
+    checked[cls] = by_name
   end
+  local c = by_name[k]
+  if c and c[1] == fn then return c[2] end
+  local cname = rawget(cls, "__name") or "Module"
+  local w = function(m, ...)
+    if not is_module(m) then
+      error(fmt("%s.%s: called with '.' instead of ':' (the first argument is %s, not the module): write "
+        .. "model:%s(...)%s", cname, k, describe(m), k, k == "forward" and ", or model(...)" or ""), 2)
+    end
+    return fn(m, ...)
+  end
+  by_name[k] = { fn, w }
   return w
 end
 
@@ -172,7 +178,7 @@ local function make_index(cls)
     -- the library's own reads are plain (its probes of optional fields, m.bias, read nil); the
     -- user's get a checked method, and an unknown public name (model.fc3) is a typo
     if ms._library_frame(2) then return v end
-    if type(v) == "function" then return checked_method(self, k, v) end
+    if type(v) == "function" then return checked_method(cls, k, v) end
     if v == nil then unknown_field(self, k) end
     return v
   end
