@@ -156,6 +156,17 @@ local function checked_method(cls, k, fn)
   return w
 end
 
+-- Whether m is a parameter of the function reading a field of it (level 3 from here: this
+-- function, the __index function, the reader).
+local function is_parameter_of_reader(m)
+  local info = debug.getinfo(3, "u")
+  for i = 1, info and info.nparams or 0 do
+    local _, v = debug.getlocal(3, i)
+    if rawequal(v, m) then return true end
+  end
+  return false
+end
+
 -- Instance reads: parameters, submodules, buffers, plain attributes, then the class chain.
 -- Numeric keys go to the class's __getitem when it has one (Sequential, ModuleList).
 local function make_index(cls)
@@ -176,10 +187,12 @@ local function make_index(cls)
     v = cls[k]
     if type(k) ~= "string" or k:sub(1, 1) == "_" or (v == nil and rawget(self, "_declared")[k]) then return v end
     -- the library's own reads are plain (its probes of optional fields, m.bias, read nil); the
-    -- user's get a checked method, and an unknown public name (model.fc3) is a typo
+    -- user's get a checked method, and an unknown public name (model.fc3) is a typo, unless the
+    -- reading function was handed the module (Net:forward's `if self.norm then`: Lua's optional
+    -- member)
     if ms._library_frame(2) then return v end
     if type(v) == "function" then return checked_method(cls, k, v) end
-    if v == nil then unknown_field(self, k) end
+    if v == nil and not is_parameter_of_reader(self) then unknown_field(self, k) end
     return v
   end
 end

@@ -201,6 +201,10 @@ T.test("unknown fields: the user's reads raise, with the nearest name; declared 
   T.raises(function() return model.fc3 end, "Net has no field 'fc3' (did you mean 'fc1'?)")
   T.raises(function() return model.parametrs end, "did you mean 'parameters'?")
   T.eq(model.scale, nil)
+  function Net:has_norm() return self.norm ~= nil end -- a method probing an optional member
+  T.eq(model:has_norm(), false)
+  local function probe(m) return m.norm end
+  T.eq(probe(model), nil)
   T.eq(model._not_there, nil) -- private names are not checked
   T.eq(model(ms.ones(1, 2)).shape[2], 2)
   T.eq(model.forward(model, ms.ones(1, 2)).shape[2], 2) -- '.' with the module is fine
