@@ -129,7 +129,8 @@ static void scope_check_hook(lua_State *L, lua_Debug *ar) {
 static void scope_watch(lua_State *L, grad_scope *s) {
   lua_Debug ar;
   if (!lua_getstack(L, 1, &ar)) return;
-  lua_getinfo(L, "l", &ar);
+  lua_getinfo(L, "Sl", &ar);
+  if (ar.what[0] == 'C') return; /* opened by C (a host, pcall(ms.no_grad)): its caller keeps it */
   s->line = ar.currentline;
   s->depth = stack_depth(L, 1) - 1; /* the frames up to the opener: all but this function */
   lua_getfield(L, LUA_REGISTRYINDEX, PENDING_SCOPE_KEY);

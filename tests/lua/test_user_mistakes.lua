@@ -175,6 +175,9 @@ T.test("a bare ms.no_grad() is an error and changes nothing; scopes and the func
   end
   T.eq(ms.is_grad_enabled(), true)
   for _ = 1, 3 do local _ <close> = ms.no_grad() end
+  local opened, scope = pcall(ms.no_grad) -- opened by C: not checked, the caller holds the scope
+  T.truthy(opened and ms.is_grad_enabled() == false)
+  getmetatable(scope).__close(scope)
   T.eq(ms.is_grad_enabled(), true)
   T.eq(ms.no_grad(function(a) return ms.is_grad_enabled(), a end, 7), false)
   local function hook() end
