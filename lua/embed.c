@@ -34,6 +34,9 @@ void ms_lua_openlibs(lua_State *L) {
 }
 
 int ms_lua_msghandler(lua_State *L) {
+  /* a mistake moonshard reported at the user's line is that line alone: the traceback would
+   * only show the library's insides (MOONSHARD_TRACEBACK=1 keeps it) */
+  if (bind_is_user_mistake(L, 1)) return 1;
   const char *msg = lua_tostring(L, 1);
   if (msg == NULL) {
     /* error objects that know how to print themselves keep their text */

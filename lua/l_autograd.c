@@ -3,6 +3,7 @@
  * Lua hooks run inside the engine's backward walk under lua_pcall, so a Lua error in a hook
  * becomes an engine error that unwinds the walk cleanly before it is raised again here. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "ms_lua.h"
 
@@ -11,10 +12,10 @@
 
 void bind_set_requires_grad(lua_State *L, ms_tensor *t, bool on, const char *fname) {
   if (on && !ms_dtype_is_floating(t->dtype))
-    luaL_error(L, "%s: only floating point tensors can require gradients, got dtype %s", fname,
+    bind_error(L, "%s: only floating point tensors can require gradients, got dtype %s", fname,
                ms_dtype_name(t->dtype));
   if (!on && t->grad_fn)
-    luaL_error(L, "%s: you can only change requires_grad of leaf tensors (this one was computed "
+    bind_error(L, "%s: you can only change requires_grad of leaf tensors (this one was computed "
                "by %s); use :detach() to get a tensor that does not require grad", fname, t->grad_fn->name);
   t->requires_grad = on;
 }
@@ -40,7 +41,7 @@ static int l_backward(lua_State *L) {
   bool retain = false, create = false;
   bind_opt_bool(o, "retain_graph", &retain);
   if (bind_opt_bool(o, "create_graph", &create) && create)
-    return luaL_error(L, "backward: create_graph (higher-order gradients) is not supported");
+    return bind_error(L, "backward: create_graph (higher-order gradients) is not supported");
   bind_check_status(L, ms_backward(t, grad, retain));
   return 0;
 }
@@ -56,12 +57,92 @@ static int l_detach(lua_State *L) {
 typedef struct grad_scope {
   bool previous;
   bool open;
+  const char *fname; /* "no_grad" or "enable_grad", for the message of a bare call */
+  int depth;         /* the stack depth of the function that opened it */
+  int line;          /* and its line there */
+  lua_Hook old_hook; /* the hook that was set before the check (restored after it) */
+  int old_mask, old_count;
 } grad_scope;
 
-static int scope_close(lua_State *L) {
-  grad_scope *s = luaL_checkudata(L, 1, MS_GRAD_MODE_MT);
+static void scope_end(grad_scope *s) {
   if (s->open) ms_grad_set_enabled(s->previous), s->open = false;
+}
+
+static int scope_close(lua_State *L) {
+  scope_end(luaL_checkudata(L, 1, MS_GRAD_MODE_MT));
   return 0;
+}
+
+/* ---- a bare ms.no_grad() ----------------------------------------------------------------------
+ * `ms.no_grad()` whose result is dropped would switch gradients off until the collector finds the
+ * scope. A C function cannot see whether its result goes to a `<close>` variable, so the check
+ * comes just after: a line and return hook, set when the scope opens, waits for the opening
+ * function's next line (or its return). By then a scope bound with `<close>` sits in one of its
+ * locals (or, at a return, was closed); a scope that is still open and in no local was dropped:
+ * it is closed (so it changed nothing) and the call is an error showing the `<close>` form. The
+ * hook runs for one line and is then removed, the previous hook put back. */
+
+#define PENDING_SCOPE_KEY "moonshard.pending_grad_scope"
+
+static int stack_depth(lua_State *L, int level) {
+  lua_Debug ar;
+  while (lua_getstack(L, level, &ar)) level++;
+  return level;
+}
+
+/* True when a local of the function at `level` holds the value on top of the stack. */
+static bool held_in_local(lua_State *L, int level) {
+  lua_Debug ar;
+  if (!lua_getstack(L, level, &ar)) return false;
+  for (int i = 1;; i++) {
+    const char *name = lua_getlocal(L, &ar, i);
+    if (!name) return false;
+    bool same = name[0] != '(' && lua_rawequal(L, -1, -2); /* "(temporary)" slots are no locals */
+    lua_pop(L, 1);
+    if (same) return true;
+  }
+}
+
+static void scope_check_hook(lua_State *L, lua_Debug *ar) {
+  lua_getfield(L, LUA_REGISTRYINDEX, PENDING_SCOPE_KEY);
+  grad_scope *s = luaL_testudata(L, -1, MS_GRAD_MODE_MT);
+  int depth = stack_depth(L, 0);
+  if (s && depth > s->depth) { /* inside a function the opener's line calls: not yet */
+    lua_pop(L, 1);
+    return;
+  }
+  bool dropped = s && s->open && (ar->event == LUA_HOOKRET || depth < s->depth || !held_in_local(L, 0));
+  lua_sethook(L, s ? s->old_hook : NULL, s ? s->old_mask : 0, s ? s->old_count : 0);
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, PENDING_SCOPE_KEY);
+  lua_pop(L, 1);
+  if (!dropped) return;
+  scope_end(s);
+  if (depth < s->depth) return; /* an error unwound the opener: nothing to point at */
+  bind_error_from(L, 0, "ms.%s() on line %d: its scope was not kept, so it would switch gradients %s "
+                  "until the collector found it; write `local _ <close> = ms.%s()` for the rest of the "
+                  "block, or ms.%s(function() ... end)", s->fname, s->line,
+                  strcmp(s->fname, "no_grad") == 0 ? "off" : "on", s->fname, s->fname);
+}
+
+/* Arms the check of the scope on top of the stack (see above). */
+static void scope_watch(lua_State *L, grad_scope *s) {
+  lua_Debug ar;
+  if (!lua_getstack(L, 1, &ar)) return;
+  lua_getinfo(L, "Sl", &ar);
+  if (ar.what[0] == 'C') return; /* opened by C (a host, pcall(ms.no_grad)): its caller keeps it */
+  s->line = ar.currentline;
+  s->depth = stack_depth(L, 1) - 1; /* the frames up to the opener: all but this function */
+  lua_getfield(L, LUA_REGISTRYINDEX, PENDING_SCOPE_KEY);
+  bool armed = !lua_isnil(L, -1); /* a check already waits: keep its hook to restore */
+  grad_scope *pending = armed ? luaL_testudata(L, -1, MS_GRAD_MODE_MT) : NULL;
+  lua_pop(L, 1);
+  s->old_hook = pending ? pending->old_hook : lua_gethook(L);
+  s->old_mask = pending ? pending->old_mask : lua_gethookmask(L);
+  s->old_count = pending ? pending->old_count : lua_gethookcount(L);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, PENDING_SCOPE_KEY);
+  lua_sethook(L, scope_check_hook, LUA_MASKLINE | LUA_MASKRET, 0);
 }
 
 /* Calls the function at index 2 with the arguments after it, grad mode set to `enabled`,
@@ -79,7 +160,9 @@ static int grad_mode(lua_State *L, bool enabled) {
   if (!lua_isnoneornil(L, 1)) return call_with_grad_mode(L, enabled);
   grad_scope *s = lua_newuserdatauv(L, sizeof *s, 0);
   s->open = false;
+  s->fname = enabled ? "enable_grad" : "no_grad";
   luaL_setmetatable(L, MS_GRAD_MODE_MT);
+  scope_watch(L, s);
   s->previous = ms_grad_set_enabled(enabled);
   s->open = true;
   return 1;
@@ -173,7 +256,7 @@ static int handle_remove(lua_State *L) {
 static lua_hook *new_lua_hook(lua_State *L, int fn_idx, const char *fname) {
   luaL_checktype(L, fn_idx, LUA_TFUNCTION);
   lua_hook *h = malloc(sizeof *h);
-  if (!h) luaL_error(L, "%s: out of memory", fname);
+  if (!h) bind_error(L, "%s: out of memory", fname);
   lua_pushvalue(L, fn_idx);
   h->L = L;
   h->ref = luaL_ref(L, LUA_REGISTRYINDEX);

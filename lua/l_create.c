@@ -19,7 +19,7 @@ typedef struct nested_info {
 static void nested_shape(lua_State *L, int idx, nested_info *info) {
   lua_pushvalue(L, idx);
   while (lua_istable(L, -1) && !ms_lua_to_tensor(L, -1)) {
-    if (info->ndim == MS_MAX_DIMS) luaL_error(L, "tensor: nested tables deeper than %d levels", MS_MAX_DIMS);
+    if (info->ndim == MS_MAX_DIMS) bind_error(L, "tensor: nested tables deeper than %d levels", MS_MAX_DIMS);
     info->shape[info->ndim++] = (int64_t)lua_rawlen(L, -1);
     if (lua_rawlen(L, -1) == 0) break;
     lua_rawgeti(L, -1, 1);
@@ -35,7 +35,7 @@ static void note_leaf_kind(lua_State *L, int idx, nested_info *info, const char 
   } else if (lua_isboolean(L, idx)) {
     info->has_bool = true;
   } else {
-    luaL_error(L, "tensor: expected a number or a boolean at %s, got %s", path, bind_describe(L, idx));
+    bind_error(L, "tensor: expected a number or a boolean at %s, got %s", path, bind_describe(L, idx));
   }
 }
 
@@ -50,7 +50,7 @@ static void nested_walk(lua_State *L, int idx, int d, nested_info *info, ms_tens
     return;
   }
   if (!lua_istable(L, idx) || (int64_t)lua_rawlen(L, idx) != info->shape[d])
-    luaL_error(L, "tensor: expected a sequence of length %I at %s (the shape so far is set by "
+    bind_error(L, "tensor: expected a sequence of length %I at %s (the shape so far is set by "
                "first elements), got %s", (LUAI_UACINT)info->shape[d], path,
                lua_istable(L, idx) ? lua_pushfstring(L, "one of length %I", (LUAI_UACINT)lua_rawlen(L, idx))
                                    : bind_describe(L, idx));
@@ -116,16 +116,16 @@ static int l_frombuffer(lua_State *L) {
   bind_opt_integer(o, "count", &count);
   size_t es = ms_dtype_size(dt);
   if (offset < 0 || (size_t)offset > len)
-    return luaL_error(L, "frombuffer: offset %I is outside the buffer of %I bytes", (LUAI_UACINT)offset,
+    return bind_error(L, "frombuffer: offset %I is outside the buffer of %I bytes", (LUAI_UACINT)offset,
                       (LUAI_UACINT)len);
   int64_t avail = (int64_t)((len - (size_t)offset) / es);
   if (count < 0) {
     if ((len - (size_t)offset) % es)
-      return luaL_error(L, "frombuffer: %I bytes after offset %I are not a whole number of %s elements",
+      return bind_error(L, "frombuffer: %I bytes after offset %I are not a whole number of %s elements",
                         (LUAI_UACINT)(len - (size_t)offset), (LUAI_UACINT)offset, ms_dtype_name(dt));
     count = avail;
   } else if (count > avail) {
-    return luaL_error(L, "frombuffer: count %I exceeds the %I %s elements the buffer holds after offset %I",
+    return bind_error(L, "frombuffer: count %I exceeds the %I %s elements the buffer holds after offset %I",
                       (LUAI_UACINT)count, (LUAI_UACINT)avail, ms_dtype_name(dt), (LUAI_UACINT)offset);
   }
   ms_tensor *t = ms_tensor_new_empty(1, &count, dt);
@@ -158,7 +158,7 @@ static int l_from_file(lua_State *L) {
 static int raise_as(lua_State *L, const char *fname) {
   const char *msg = ms_error_last(), *colon = strstr(msg, ": ");
   if (colon && strcspn(msg, " :") == (size_t)(colon - msg)) msg = colon + 2; /* "word: " */
-  return luaL_error(L, "%s: %s", fname, msg);
+  return bind_error(L, "%s: %s", fname, msg);
 }
 
 /* Sizes may hold -1 for view; a new tensor's may not. Checked here to name the factory. */
@@ -167,10 +167,10 @@ static void check_new_sizes(lua_State *L, int nd, const int64_t *shape, const ch
   int64_t n;
   for (int d = 0; d < nd; d++)
     if (shape[d] < 0)
-      luaL_error(L, "%s: bad argument (size): expected non-negative sizes, got %I at dim %d of %s",
+      bind_error(L, "%s: bad argument (size): expected non-negative sizes, got %I at dim %d of %s",
                  fname, (LUAI_UACINT)shape[d], d + 1, ms_shape_str(nd, shape, b, sizeof b));
   if (!ms_numel_i64(nd, shape, &n))
-    luaL_error(L, "%s: shape %s is too large", fname, ms_shape_str(nd, shape, b, sizeof b));
+    bind_error(L, "%s: shape %s is too large", fname, ms_shape_str(nd, shape, b, sizeof b));
 }
 
 /* A new contiguous tensor where the factory first writes it: on the CPU (moved to the asked
@@ -222,7 +222,7 @@ static int l_full(lua_State *L) {
     while (lua_type(L, top + 1) == LUA_TNUMBER || lua_isboolean(L, top + 1)) top++;
     vidx = top; /* sizes are 1 .. top-1 */
     if (vidx - 1 > MS_MAX_DIMS)
-      return luaL_error(L, "full: at most %d dimensions, got %d", MS_MAX_DIMS, vidx - 1);
+      return bind_error(L, "full: at most %d dimensions, got %d", MS_MAX_DIMS, vidx - 1);
     for (nd = 0; nd < vidx - 1; nd++) shape[nd] = bind_check_integer(L, nd + 1, "full", "size");
     if (vidx == 1) /* full(7) has no size: a 0-dim tensor is full({}, 7) */
       return bind_arg_error(L, 1, "full", "size", "sizes and a fill value");
@@ -267,7 +267,7 @@ static int l_eye(lua_State *L) {
   int64_t n = bind_check_integer(L, 1, "eye", "n"), m = -1;
   int optidx = 2;
   if (lua_type(L, 2) == LUA_TNUMBER) m = bind_check_integer(L, 2, "eye", "m"), optidx = 3;
-  if (n < 0 || (optidx == 3 && m < 0)) return luaL_error(L, "eye: sizes must be non-negative, got n=%I m=%I", (LUAI_UACINT)n,
+  if (n < 0 || (optidx == 3 && m < 0)) return bind_error(L, "eye: sizes must be non-negative, got n=%I m=%I", (LUAI_UACINT)n,
                                                         (LUAI_UACINT)m);
   check_new_sizes(L, 2, (int64_t[]){n, optidx == 3 ? m : n}, "eye");
   ms_lua_factory_opts o = bind_factory_options(L, optidx, "eye", MS_FLOAT32);
@@ -284,7 +284,7 @@ typedef enum { RANDOM_UNIFORM, RANDOM_NORMAL } random_kind;
 /* rand and randn draw floating values only; say so under the caller's name. */
 static void check_random_dtype(lua_State *L, ms_dtype dt, const char *fname) {
   if (!ms_dtype_is_floating(dt))
-    luaL_error(L, "%s: expected a floating point dtype (float32, float64, bfloat16, float16), got %s",
+    bind_error(L, "%s: expected a floating point dtype (float32, float64, bfloat16, float16), got %s",
                fname, ms_dtype_name(dt));
 }
 
@@ -340,7 +340,7 @@ static bool take_seed_option(lua_State *L, int idx, uint64_t *seed) {
   lua_getfield(L, idx, "seed");
   if (lua_isnil(L, -1)) return lua_pop(L, 1), false;
   if (!lua_isinteger(L, -1))
-    return luaL_error(L, "randperm: option 'seed': expected an integer, got %s",
+    return bind_error(L, "randperm: option 'seed': expected an integer, got %s",
                       bind_describe(L, -1)), false;
   *seed = (uint64_t)lua_tointeger(L, -1); /* as manual_seed: a negative seed wraps to 64 bits */
   lua_pop(L, 1);

@@ -115,7 +115,7 @@ typedef struct event_box {
 
 static ms_cuda_event *check_event(lua_State *L, int idx, const char *fname) {
   event_box *b = luaL_checkudata(L, idx, MS_EVENT_MT);
-  if (!b->e) luaL_error(L, "%s: the event has been released", fname);
+  if (!b->e) bind_error(L, "%s: the event has been released", fname);
   return b->e;
 }
 
@@ -126,7 +126,7 @@ static int l_event_new(lua_State *L) {
   bool timing = false, flag = false;
   bind_opt_bool(o, "enable_timing", &timing);
   if (bind_opt_bool(o, "interprocess", &flag) && flag)
-    return luaL_error(L, "Event: interprocess events are not supported");
+    return bind_error(L, "Event: interprocess events are not supported");
   bind_opt_bool(o, "blocking", &flag); /* synchronize() blocks either way */
   event_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->e = NULL;

@@ -34,7 +34,7 @@ static ms_pg *check_group(lua_State *L, int idx, const char *fname) {
 static ms_pg *group_or_world(lua_State *L, int idx, const char *fname) {
   if (!lua_isnoneornil(L, idx)) return check_group(L, idx, fname);
   ms_pg *w = ms_pg_world();
-  if (!w) luaL_error(L, "%s: %s", fname, ms_error_last());
+  if (!w) bind_error(L, "%s: %s", fname, ms_error_last());
   return w;
 }
 
@@ -80,7 +80,7 @@ static void finish_work(lua_State *L, lua_work *u) {
 
 static int work_wait(lua_State *L) {
   lua_work *u = check_work(L);
-  if (!u->w) return luaL_error(L, "wait: the work handle was freed");
+  if (!u->w) return bind_error(L, "wait: the work handle was freed");
   bind_check_status(L, ms_work_wait(u->w));
   finish_work(L, u);
   lua_pushboolean(L, 1);
@@ -126,7 +126,7 @@ static ms_dist_op check_op_name(lua_State *L, int idx, const char *fname) {
   const char *s = lua_type(L, idx) == LUA_TSTRING ? lua_tostring(L, idx) : "";
   for (int i = 0; i < MS_DIST_OP_COUNT; i++)
     if (strcmp(s, ms_dist_op_name((ms_dist_op)i)) == 0) return (ms_dist_op)i;
-  return luaL_error(L, "%s: option 'op': expected one of \"sum\", \"avg\", \"max\", \"min\", \"product\", got %s",
+  return bind_error(L, "%s: option 'op': expected one of \"sum\", \"avg\", \"max\", \"min\", \"product\", got %s",
                     fname, bind_describe(L, idx));
 }
 
@@ -141,7 +141,7 @@ static coll_opts check_coll_opts(lua_State *L, int idx, const char *fname, bool 
   coll_opts c = {NULL, MS_DIST_SUM, false, 0};
   bind_opt_bool(o, "async_op", &c.async);
   if (root_key) bind_opt_integer(o, root_key, &c.root);
-  if (c.root < 0 || c.root > 1 << 30) luaL_error(L, "%s: option '%s': bad rank %I", fname, root_key, (lua_Integer)c.root);
+  if (c.root < 0 || c.root > 1 << 30) bind_error(L, "%s: option '%s': bad rank %I", fname, root_key, (lua_Integer)c.root);
   if (o.idx && has_op) {
     lua_getfield(L, o.idx, "op");
     if (!lua_isnil(L, -1)) c.op = check_op_name(L, lua_gettop(L), fname);
@@ -172,7 +172,7 @@ static int l_init(lua_State *L) {
     ms_lua_opts o = bind_check_opts(L, 1, "init_process_group", known);
     lua_getfield(L, 1, "backend");
     if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
-      return luaL_error(L, "init_process_group: option 'backend': expected a string, got %s", bind_describe(L, -1));
+      return bind_error(L, "init_process_group: option 'backend': expected a string, got %s", bind_describe(L, -1));
     if (!lua_isnil(L, -1)) backend = lua_tostring(L, -1); /* the table keeps the string alive */
     lua_pop(L, 1);
     bind_opt_number(o, "timeout", &timeout);
@@ -236,7 +236,7 @@ static int l_get_process_group_ranks(lua_State *L) {
 
 static int l_destroy(lua_State *L) {
   if (!lua_isnoneornil(L, 1))
-    return luaL_error(L, "destroy_process_group: destroying one group is not supported (groups are freed "
+    return bind_error(L, "destroy_process_group: destroying one group is not supported (groups are freed "
                       "when collected); call it without arguments to destroy everything");
   bind_check_status(L, ms_dist_destroy());
   return 0;
@@ -258,7 +258,7 @@ static int l_new_group(lua_State *L) {
     }
     lua_rawgeti(L, 1, i + 1);
     if (!lua_isinteger(L, -1))
-      return luaL_error(L, "new_group: ranks[%d] must be an integer rank, got %s", i + 1, bind_describe(L, -1));
+      return bind_error(L, "new_group: ranks[%d] must be an integer rank, got %s", i + 1, bind_describe(L, -1));
     char what[32];
     snprintf(what, sizeof what, "ranks[%d]", i + 1);
     ranks[i] = bind_narrow_int(L, lua_tointeger(L, -1), 0, INT_MAX, "new_group", what);
@@ -330,13 +330,13 @@ static int l_barrier(lua_State *L) {
 /* Checks that list (a Lua sequence at idx) holds `size` tensors shaped like t's numel/dtype. */
 static void check_list(lua_State *L, int list, int size, const ms_tensor *t, const char *fname) {
   if ((int)lua_rawlen(L, list) != size)
-    luaL_error(L, "%s: tensor_list has %d entries, expected the group size (%d)", fname, (int)lua_rawlen(L, list), size);
+    bind_error(L, "%s: tensor_list has %d entries, expected the group size (%d)", fname, (int)lua_rawlen(L, list), size);
   for (int i = 1; i <= size; i++) {
     lua_rawgeti(L, list, i);
     ms_tensor *e = ms_lua_to_tensor(L, -1);
-    if (!e) luaL_error(L, "%s: tensor_list[%d] must be a tensor, got %s", fname, i, bind_describe(L, -1));
+    if (!e) bind_error(L, "%s: tensor_list[%d] must be a tensor, got %s", fname, i, bind_describe(L, -1));
     if (e->dtype != t->dtype || ms_tensor_numel(e) != ms_tensor_numel(t))
-      luaL_error(L, "%s: tensor_list[%d] is %s with %I elements, expected %s with %I like the input", fname, i,
+      bind_error(L, "%s: tensor_list[%d] is %s with %I elements, expected %s with %I like the input", fname, i,
                  ms_dtype_name(e->dtype), (lua_Integer)ms_tensor_numel(e), ms_dtype_name(t->dtype),
                  (lua_Integer)ms_tensor_numel(t));
     lua_pop(L, 1);
@@ -350,7 +350,7 @@ static void scatter_list(lua_State *L, int list, ms_tensor *flat, const char *fn
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, list, i + 1);
     ms_tensor *dst = ms_lua_to_tensor(L, -1);
-    if (!dst) luaL_error(L, "%s: tensor_list[%d] is no longer a tensor", fname, i + 1);
+    if (!dst) bind_error(L, "%s: tensor_list[%d] is no longer a tensor", fname, i + 1);
     ms_tensor *piece = ms_tensor_narrow(flat, 0, i * per, per);
     ms_tensor *shaped = piece ? ms_tensor_view(piece, dst->ndim, dst->shape) : NULL;
     ms_status st = shaped ? ms_tensor_copy_(dst, shaped) : MS_ERR_MEMORY;

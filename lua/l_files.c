@@ -78,7 +78,7 @@ static int l_list_dir(lua_State *L) {
   DIR **d = lua_newuserdatauv(L, sizeof *d, 0); /* the box exists before what it owns */
   *d = NULL;
   luaL_setmetatable(L, DIR_MT);
-  if (!(*d = opendir(dir))) return luaL_error(L, "list_dir: could not open '%s': %s", dir, strerror(errno));
+  if (!(*d = opendir(dir))) return bind_error(L, "list_dir: could not open '%s': %s", dir, strerror(errno));
   lua_newtable(L);
   int n = 0;
   for (struct dirent *e; (e = readdir(*d));) {

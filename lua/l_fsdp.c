@@ -23,7 +23,7 @@ typedef struct lua_flat_param {
 
 static ms_flat_param *check_fp(lua_State *L) {
   lua_flat_param *u = luaL_checkudata(L, 1, MS_FLAT_PARAM_MT);
-  if (!u->fp) luaL_error(L, "fsdp: this flat parameter was freed");
+  if (!u->fp) bind_error(L, "fsdp: this flat parameter was freed");
   return u->fp;
 }
 
@@ -32,14 +32,14 @@ static ms_fsdp_strategy check_strategy(lua_State *L, int idx) {
   const char *s = luaL_checkstring(L, idx);
   for (int i = 0; names[i]; i++)
     if (strcmp(s, names[i]) == 0) return (ms_fsdp_strategy)i;
-  return luaL_error(L, "fsdp: sharding_strategy '%s' is not supported yet (FULL_SHARD, SHARD_GRAD_OP "
+  return bind_error(L, "fsdp: sharding_strategy '%s' is not supported yet (FULL_SHARD, SHARD_GRAD_OP "
                     "or NO_SHARD)", s), MS_FSDP_FULL_SHARD;
 }
 
 static ms_pg *opt_group(lua_State *L, int idx) {
   if (lua_isnoneornil(L, idx)) {
     if (!ms_dist_is_initialized())
-      luaL_error(L, "fsdp: the default process group is not initialized: call "
+      bind_error(L, "fsdp: the default process group is not initialized: call "
                  "ms.distributed.init_process_group first");
     return ms_pg_world();
   }
@@ -216,7 +216,7 @@ static int l_state(lua_State *L) {
 
 static ms_fsdp_state *check_state(lua_State *L) {
   lua_fsdp_state *box = luaL_checkudata(L, 1, MS_FSDP_STATE_MT);
-  if (!box->s) luaL_error(L, "fsdp: this root state was freed");
+  if (!box->s) bind_error(L, "fsdp: this root state was freed");
   return box->s;
 }
 
@@ -333,7 +333,7 @@ static int l_progress(lua_State *L) {
  * default groups: the ranks with equal keys share a node. */
 static int l_host_key(lua_State *L) {
   char name[256] = "";
-  if (gethostname(name, sizeof name - 1) != 0) return luaL_error(L, "fsdp: gethostname failed");
+  if (gethostname(name, sizeof name - 1) != 0) return bind_error(L, "fsdp: gethostname failed");
   uint64_t h = 1469598103934665603u;
   for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211u;
   lua_pushinteger(L, (lua_Integer)(h >> 1));

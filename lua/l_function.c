@@ -67,7 +67,7 @@ static int l_function_node(lua_State *L) {
   luaL_checktype(L, 5, LUA_TTABLE);
   int nout = (int)luaL_len(L, 5);
   if (nout < 1 || nout > MS_NODE_MAX_OUTPUTS)
-    return luaL_error(L, "%s: %s: forward must return 1 to %d differentiable tensors, got %d", fname, name,
+    return bind_error(L, "%s: %s: forward must return 1 to %d differentiable tensors, got %d", fname, name,
                       MS_NODE_MAX_OUTPUTS, nout);
   ms_tensor **inputs = lua_newuserdatauv(L, sizeof *inputs * (size_t)(n ? n : 1), 0); /* freed by the GC */
   for (int i = 0; i < n; i++) {
@@ -76,7 +76,7 @@ static int l_function_node(lua_State *L) {
     lua_pop(L, 1);
   }
   lua_backward *b = malloc(sizeof *b);
-  if (!b) return luaL_error(L, "%s: out of memory", fname);
+  if (!b) return bind_error(L, "%s: out of memory", fname);
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   b->L = lua_tothread(L, -1);
   lua_pop(L, 1);
@@ -93,7 +93,7 @@ static int l_function_node(lua_State *L) {
     if (!d) {
       ms_node_release(node);
       if (out) return bind_raise(L);
-      return luaL_error(L, "%s: %s: output %d is not a tensor", fname, name, k + 1);
+      return bind_error(L, "%s: %s: output %d is not a tensor", fname, name, k + 1);
     }
     ms_node_attach(node, d, k);
     ms_lua_push_tensor(L, d);

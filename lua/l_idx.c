@@ -20,7 +20,7 @@ static int l_read_idx(lua_State *L) {
 ms_idx_rows *bind_check_idx_rows(lua_State *L, int idx, const char *fname) {
   rows_box *box = luaL_testudata(L, idx, IDX_ROWS_MT);
   if (!box) return bind_arg_error(L, idx, fname, "rows", "an IDX rows object (ms._idx_rows)"), NULL;
-  if (!box->rows) luaL_error(L, "%s: the IDX rows object was closed", fname);
+  if (!box->rows) bind_error(L, "%s: the IDX rows object was closed", fname);
   return box->rows;
 }
 

@@ -57,13 +57,13 @@ typedef struct save_ctx {
 
 static const char *checked_string(lua_State *L, int idx, const char *what, size_t *len) {
   const char *s = lua_tolstring(L, idx, len);
-  if (strlen(s) != *len) luaL_error(L, "save: %s '%s' contains a NUL byte", what, s);
+  if (strlen(s) != *len) bind_error(L, "save: %s '%s' contains a NUL byte", what, s);
   return s;
 }
 
 static void claim_name(save_ctx *c, const char *name) {
   if (lua_getfield(c->L, c->seen, name) != LUA_TNIL)
-    luaL_error(c->L, "save: two entries flatten to the same name '%s'", name);
+    bind_error(c->L, "save: two entries flatten to the same name '%s'", name);
   lua_pop(c->L, 1);
   lua_pushboolean(c->L, 1);
   lua_setfield(c->L, c->seen, name);
@@ -102,7 +102,7 @@ static void push_encoded_value(lua_State *L, int idx, const char *name) {
     lua_pushfstring(L, "float:%s", num);
     return;
   default:
-    luaL_error(L, "save: '%s' is %s; only tensors, numbers, strings, booleans and tables can be saved", name,
+    bind_error(L, "save: '%s' is %s; only tensors, numbers, strings, booleans and tables can be saved", name,
                bind_describe(L, idx));
   }
 }
@@ -123,7 +123,7 @@ static void walk_entry(save_ctx *c, const char *name, const char *layout, bool o
     seg = lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, -2)), kind = 'i';
     len = strlen(seg);
   } else {
-    luaL_error(L, "save: key %s under '%s' must be a string or an integer", bind_describe(L, top - 1), name);
+    bind_error(L, "save: key %s under '%s' must be a string or an integer", bind_describe(L, top - 1), name);
     return;
   }
   /* at the root the first piece has no separator before it */
@@ -146,10 +146,10 @@ static void walk_entry(save_ctx *c, const char *name, const char *layout, bool o
 
 static void walk(save_ctx *c, int idx, const char *name, const char *layout, bool override, int depth) {
   lua_State *L = c->L;
-  if (depth > MAX_DEPTH) luaL_error(L, "save: tables nested deeper than %d levels at '%s'", MAX_DEPTH, name);
+  if (depth > MAX_DEPTH) bind_error(L, "save: tables nested deeper than %d levels at '%s'", MAX_DEPTH, name);
   luaL_checkstack(L, 8, "save: nested too deep");
   lua_pushvalue(L, idx);
-  if (lua_rawget(L, c->visiting) != LUA_TNIL) luaL_error(L, "save: the table at '%s' contains itself", name);
+  if (lua_rawget(L, c->visiting) != LUA_TNIL) bind_error(L, "save: the table at '%s' contains itself", name);
   lua_pop(L, 1);
   lua_pushvalue(L, idx), lua_pushboolean(L, 1), lua_rawset(L, c->visiting);
   bool empty = true;
@@ -177,7 +177,7 @@ static void gather_flat(save_ctx *c, int idx) {
   for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
     size_t len;
     if (lua_type(L, -2) != LUA_TSTRING || !ms_lua_to_tensor(L, -1))
-      luaL_error(L, "save: with nested = false every key must be a string and every value a tensor, got %s = %s",
+      bind_error(L, "save: with nested = false every key must be a string and every value a tensor, got %s = %s",
                  bind_describe(L, lua_gettop(L) - 1), bind_describe(L, lua_gettop(L)));
     checked_string(L, -2, "tensor name", &len);
     lua_pushvalue(L, -2), lua_pushvalue(L, -2), lua_rawset(L, c->tensors);
@@ -190,11 +190,11 @@ static void gather_user_meta(save_ctx *c, int idx) {
   for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
     size_t len;
     if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-      luaL_error(L, "save: metadata must map strings to strings, got %s = %s", bind_describe(L, lua_gettop(L) - 1),
+      bind_error(L, "save: metadata must map strings to strings, got %s = %s", bind_describe(L, lua_gettop(L) - 1),
                  bind_describe(L, lua_gettop(L)));
     const char *k = checked_string(L, -2, "metadata key", &len);
     checked_string(L, -1, "metadata value", &len);
-    if (strncmp(k, "moonshard.", 10) == 0) luaL_error(L, "save: metadata key '%s' is reserved (moonshard.*)", k);
+    if (strncmp(k, "moonshard.", 10) == 0) bind_error(L, "save: metadata key '%s' is reserved (moonshard.*)", k);
     lua_pushvalue(L, -2), lua_pushvalue(L, -2), lua_rawset(L, c->meta);
   }
 }
@@ -263,7 +263,7 @@ static int l_save(lua_State *L) {
   lua_settop(L, 3);
   if (lua_istable(L, 3)) lua_getfield(L, 3, "metadata"); /* 4: user metadata or nil */
   else lua_pushnil(L);
-  if (!lua_isnil(L, 4) && !lua_istable(L, 4)) luaL_error(L, "save: option 'metadata' must be a table of strings");
+  if (!lua_isnil(L, 4) && !lua_istable(L, 4)) bind_error(L, "save: option 'metadata' must be a table of strings");
   for (int k = 0; k < 4; k++) lua_newtable(L); /* 5 tensors, 6 meta, 7 seen, 8 visiting */
   save_ctx c = {L, 5, 6, 7, 8};
   if (!lua_isnil(L, 4)) gather_user_meta(&c, 4);
@@ -316,7 +316,7 @@ static bool next_piece(lua_State *L, const char *path, const char *name, size_t 
     unsigned long n = (**lay == 's' || **lay == 'i') ? strtoul(*lay + 1, &end, 10) : (end = NULL, 0);
     if (!end || end == *lay + 1 || n > len - *pos || (*end != ',' && *end != '\0') ||
         (*end == '\0') != (*pos + n == len) || (**lay == 'i' && !is_canonical_int(p->s, n)))
-      luaL_error(L, "load '%s': corrupt key layout for '%s'", path, name);
+      bind_error(L, "load '%s': corrupt key layout for '%s'", path, name);
     p->len = n, p->integer = **lay == 'i';
     *lay = *end ? end + 1 : end;
   }
@@ -339,7 +339,7 @@ static void insert_path(lua_State *L, const char *path, int root, const char *na
     lua_pushvalue(L, -1);
     int t = lua_rawget(L, -3);
     if (!more) {
-      if (t != LUA_TNIL) luaL_error(L, "load '%s': '%s' collides with another entry", path, name);
+      if (t != LUA_TNIL) bind_error(L, "load '%s': '%s' collides with another entry", path, name);
       lua_pop(L, 1);
       lua_pushvalue(L, value);
       lua_rawset(L, -3);
@@ -349,7 +349,7 @@ static void insert_path(lua_State *L, const char *path, int root, const char *na
       lua_pop(L, 1), lua_newtable(L);
       lua_pushvalue(L, -2), lua_pushvalue(L, -2), lua_rawset(L, -5);
     } else if (t != LUA_TTABLE)
-      luaL_error(L, "load '%s': '%s' lies under a value that is not a table", path, name);
+      bind_error(L, "load '%s': '%s' lies under a value that is not a table", path, name);
     lua_remove(L, -2), lua_remove(L, -2); /* the key and the parent */
     p = next;
   }
@@ -366,10 +366,10 @@ static void push_decoded(lua_State *L, const char *path, const char *name, const
     const char *f = v + 6;
     if (strcmp(f, "nan") == 0) lua_pushnumber(L, NAN);
     else if (strcmp(f, "inf") == 0 || strcmp(f, "-inf") == 0) lua_pushnumber(L, f[0] == '-' ? -HUGE_VAL : HUGE_VAL);
-    else if (lua_stringtonumber(L, f) == 0) luaL_error(L, "load '%s': value of '%s' is not a number: %s", path, name, v);
+    else if (lua_stringtonumber(L, f) == 0) bind_error(L, "load '%s': value of '%s' is not a number: %s", path, name, v);
     else lua_pushnumber(L, lua_tonumber(L, -1)), lua_remove(L, -2); /* "1" was written for 1.0 */
   } else
-    luaL_error(L, "load '%s': value of '%s' has an unknown encoding: %s", path, name, v);
+    bind_error(L, "load '%s': value of '%s' has an unknown encoding: %s", path, name, v);
 }
 
 /* The layout for name from the raw metadata table at meta, or NULL. */
@@ -385,7 +385,7 @@ static const char *layout_of(lua_State *L, int meta, const char *name) {
 static void unflatten(lua_State *L, const char *path, ms_safetensors *st, int meta, int tree, int user) {
   lua_getfield(L, meta, NESTED_KEY);
   if (!lua_isnil(L, -1) && strcmp(lua_tostring(L, -1), "1") != 0)
-    luaL_error(L, "load '%s': nested format version %s is newer than this moonshard reads", path, lua_tostring(L, -1));
+    bind_error(L, "load '%s': nested format version %s is newer than this moonshard reads", path, lua_tostring(L, -1));
   lua_pop(L, 1);
   for (int i = 0; i < st->count; i++) {
     ms_tensor *t = st->tensors[i];

@@ -16,7 +16,7 @@ typedef struct file_box {
 
 static ms_safetensors_file *check_file(lua_State *L) {
   file_box *b = luaL_checkudata(L, 1, FILE_MT);
-  if (!b->f) luaL_error(L, "safetensors file: read after close");
+  if (!b->f) bind_error(L, "safetensors file: read after close");
   return b->f;
 }
 
@@ -93,8 +93,8 @@ static int l_json_decode(lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   char err[200];
-  if (!ms_json_utf8_valid(text, len)) return luaL_error(L, "%s: not valid UTF-8", what);
-  if (!(b->root = ms_json_parse(text, len, err, sizeof err))) return luaL_error(L, "%s: not valid JSON: %s", what, err);
+  if (!ms_json_utf8_valid(text, len)) return bind_error(L, "%s: not valid UTF-8", what);
+  if (!(b->root = ms_json_parse(text, len, err, sizeof err))) return bind_error(L, "%s: not valid JSON: %s", what, err);
   push_json(L, b->root);
   ms_json_free(b->root);
   b->root = NULL;

@@ -146,12 +146,12 @@ static int l_launch_mpirun(lua_State *L) {
   lua_Integer n = luaL_checkinteger(L, 1);
   const char *exe = luaL_checkstring(L, 2);
   luaL_checktype(L, 3, LUA_TTABLE);
-  if (n < 1 || n > 1000000) return luaL_error(L, "ms.spawn: nprocs must be in [1, 1000000], got %I", n);
+  if (n < 1 || n > 1000000) return bind_error(L, "ms.spawn: nprocs must be in [1, 1000000], got %I", n);
   int nwords = bind_narrow_int(L, luaL_len(L, 3), 0, 100000, "ms.spawn", "number of command-line words");
   const char **words = lua_newuserdatauv(L, sizeof *words * (size_t)(nwords + 1), 0); /* freed by the GC */
   for (int i = 0; i < nwords; i++) {
     lua_rawgeti(L, 3, i + 1); /* the table keeps the string alive */
-    if (!(words[i] = lua_tostring(L, -1))) return luaL_error(L, "ms.spawn: command-line word %d is not a string", i + 1);
+    if (!(words[i] = lua_tostring(L, -1))) return bind_error(L, "ms.spawn: command-line word %d is not a string", i + 1);
     lua_pop(L, 1);
   }
   char what[64];

@@ -40,7 +40,7 @@ static int64_t count_indices(lua_State *L, int batches, int64_t nbatches) {
   int64_t total = 0;
   for (int64_t k = 1; k <= nbatches; k++) {
     if (lua_geti(L, batches, k) != LUA_TTABLE)
-      luaL_error(L, "DataLoader: batch %I must be a table of indices, got %s", (lua_Integer)k,
+      bind_error(L, "DataLoader: batch %I must be a table of indices, got %s", (lua_Integer)k,
                  bind_describe(L, -1));
     total += (int64_t)luaL_len(L, -1);
     lua_pop(L, 1);
@@ -60,10 +60,10 @@ static void read_indices(lua_State *L, int batches, int64_t nbatches, int64_t ro
       int ok;
       lua_Integer v = lua_tointegerx(L, -1, &ok);
       if (!ok)
-        luaL_error(L, "DataLoader: batch %I, entry %I: expected an integer index, got %s",
+        bind_error(L, "DataLoader: batch %I, entry %I: expected an integer index, got %s",
                    (lua_Integer)k, (lua_Integer)j, bind_describe(L, -1));
       if (v < 1 || v > rows)
-        luaL_error(L, "DataLoader: batch %I, entry %I: index %I is out of range for a dataset of "
+        bind_error(L, "DataLoader: batch %I, entry %I: index %I is out of range for a dataset of "
                    "%I samples (1 to %I)", (lua_Integer)k, (lua_Integer)j, v, (lua_Integer)rows,
                    (lua_Integer)rows);
       idx[at + j - 1] = (int64_t)v - 1; /* the engine is 0-based */
@@ -90,7 +90,7 @@ static ms_tensor *apply_specs(void *ctx, ms_tensor *batch) {
 /* Reads sources[i] into src, its specs (if any) into the userdata-held *spec. */
 static void read_source(lua_State *L, int sources, int i, ms_loader_source *src, spec_ctx *spec) {
   if (lua_geti(L, sources, i) != LUA_TTABLE)
-    luaL_error(L, "DataLoader: source %d must be a table {tensor = t, transform = specs}", i);
+    bind_error(L, "DataLoader: source %d must be a table {tensor = t, transform = specs}", i);
   src->tensor = NULL, src->rows = NULL;
   if (lua_getfield(L, -1, "rows") != LUA_TNIL) src->rows = bind_check_idx_rows(L, lua_gettop(L), "DataLoader");
   else {
@@ -133,9 +133,9 @@ static ms_loader_config read_config(lua_State *L, int idx) {
   bind_opt_integer(o, "prefetch_factor", &prefetch);
   bind_opt_bool(o, "pin_memory", &pin);
   if (workers < 0 || workers > 256)
-    luaL_error(L, "DataLoader: num_workers must be in 0..256, got %I", (lua_Integer)workers);
+    bind_error(L, "DataLoader: num_workers must be in 0..256, got %I", (lua_Integer)workers);
   if (prefetch < 1 || prefetch > 1024)
-    luaL_error(L, "DataLoader: prefetch_factor must be in 1..1024, got %I", (lua_Integer)prefetch);
+    bind_error(L, "DataLoader: prefetch_factor must be in 1..1024, got %I", (lua_Integer)prefetch);
   return (ms_loader_config){.num_workers = (int)workers, .prefetch_factor = (int)prefetch,
                             .pin_memory = pin};
 }
@@ -156,7 +156,7 @@ static int l_loader_new(lua_State *L) {
   loader_box *box = lua_newuserdatauv(L, sizeof *box, 0); /* before the resource it will own */
   box->loader = NULL;
   luaL_setmetatable(L, LOADER_MT);
-  if (!attach_specs(srcs, specs, nsrc)) return luaL_error(L, "DataLoader: out of memory");
+  if (!attach_specs(srcs, specs, nsrc)) return bind_error(L, "DataLoader: out of memory");
   box->loader = ms_loader_create(srcs, nsrc, idx, off, nbatches, cfg);
   if (!box->loader) return bind_raise(L);
   return 1;
@@ -187,28 +187,6 @@ static int loader_len(lua_State *L) {
   return 1;
 }
 
-/* ms.data is lua/moonshard/data.lua, required on first use: requiring it while the module is
- * being opened would recurse, as data.lua requires "moonshard" itself. */
-static int module_index(lua_State *L) {
-  const char *key = lua_tostring(L, 2);
-  if (lua_type(L, 2) != LUA_TSTRING || strcmp(key, "data") != 0) return 0;
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "moonshard.data");
-  lua_call(L, 1, 1);
-  lua_pushvalue(L, 2);
-  lua_pushvalue(L, -2);
-  lua_rawset(L, 1); /* cached: later reads find the field itself */
-  return 1;
-}
-
-static void install_lazy_data(lua_State *L, int module) {
-  if (lua_getmetatable(L, module)) return (void)lua_pop(L, 1); /* someone else's: leave it */
-  lua_newtable(L);
-  lua_pushcfunction(L, module_index);
-  lua_setfield(L, -2, "__index");
-  lua_setmetatable(L, module);
-}
-
 void bind_open_loader(lua_State *L) {
   luaL_newmetatable(L, LOADER_MT);
   static const luaL_Reg meta[] = {{"__gc", loader_close}, {"__close", loader_close},
@@ -219,6 +197,5 @@ void bind_open_loader(lua_State *L) {
   lua_setfield(L, -2, "__index");
   lua_pop(L, 1);
   lua_pushcfunction(L, l_loader_new);
-  lua_setfield(L, -3, "_loader_new"); /* private: lua/moonshard/data.lua is the API */
-  install_lazy_data(L, lua_absindex(L, -2));
+  lua_setfield(L, -3, "_loader_new"); /* private: lua/moonshard/data.lua is the API (ms.data, module.c) */
 }

@@ -25,7 +25,7 @@ static ms_operand scale_operand(lua_State *L, ms_binary_op op, ms_operand a, ms_
   operand_type(b, &db, &kb);
   ms_dtype common = ms_dtype_promote(da, ka, db, kb);
   if (!alpha_int && !ms_dtype_is_floating(common))
-    luaL_error(L, "%s: alpha must be an integer for %s operands, got %f", fname, ms_dtype_name(common), alpha);
+    bind_error(L, "%s: alpha must be an integer for %s operands, got %f", fname, ms_dtype_name(common), alpha);
   *scaled = NULL;
   /* a bool subtraction is left unscaled for the engine to refuse */
   if (alpha == 1 || (op == MS_OP_SUB && (da == MS_BOOL || db == MS_BOOL))) return b;
@@ -160,7 +160,7 @@ static int clamp(lua_State *L, bool inplace) {
    * result float32, as torch.clamp(int_tensor, 2.0) does. */
   if (float_bound && !ms_dtype_is_floating(t->dtype)) {
     if (inplace)
-      return luaL_error(L, "%s: result type float32 can't be cast to the desired output type %s", fname,
+      return bind_error(L, "%s: result type float32 can't be cast to the desired output type %s", fname,
                         ms_dtype_name(t->dtype));
     ms_tensor *f = ms_tensor_to_dtype(t, MS_FLOAT32);
     ms_tensor *r = f ? ms_clamp(f, plo, phi) : NULL;
@@ -353,7 +353,7 @@ static int l_dot(lua_State *L) {
   ms_tensor *a, *b;
   check_two_tensors(L, "dot", &a, &b);
   if (a->ndim != 1 || b->ndim != 1 || a->shape[0] != b->shape[0])
-    return luaL_error(L, "dot: expected two 1-D tensors of the same length, got %s and %s",
+    return bind_error(L, "dot: expected two 1-D tensors of the same length, got %s and %s",
                       bind_describe(L, 1), bind_describe(L, 2));
   return bind_push_result(L, ms_matmul(a, b));
 }
@@ -444,7 +444,10 @@ static int l_to(lua_State *L) {
   } else if (lua_istable(L, 2)) {
     nb = to_table_options(L, 2, &dt, &dev);
   } else if (lua_type(L, 2) == LUA_TSTRING) {
-    if (!ms_device_parse(lua_tostring(L, 2), &dev)) dt = bind_check_dtype(L, 2, "to", "dtype_or_device");
+    if (!ms_device_parse(lua_tostring(L, 2), &dev) && !ms_dtype_from_name(lua_tostring(L, 2), &dt))
+      return bind_arg_error(L, 2, "to", "dtype_or_device",
+                            "a device (\"cpu\", \"cuda\", \"cuda:N\", \"meta\") or a dtype name (float32, "
+                            "float64, bfloat16, float16, int64, int32, uint8, bool)");
     nb = opt_non_blocking(L, 3);
   } else if (lua_isinteger(L, 2)) {
     dev = bind_check_device(L, 2, "to", "device");
@@ -492,7 +495,7 @@ static int l_tolist(lua_State *L) {
 
 /* A dim of a tensor that has at least one (a 0-dim tensor has no size or stride to ask for). */
 static int check_existing_dim(lua_State *L, const ms_tensor *t, const char *fname) {
-  if (t->ndim == 0) luaL_error(L, "%s: a 0-dim tensor has no dimensions (dim %s given)", fname, bind_describe(L, 2));
+  if (t->ndim == 0) bind_error(L, "%s: a 0-dim tensor has no dimensions (dim %s given)", fname, bind_describe(L, 2));
   return bind_check_dim(L, 2, t->ndim, fname, "dim");
 }
 

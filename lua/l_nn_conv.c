@@ -20,7 +20,7 @@ static void check_pair_at(lua_State *L, int idx, const char *fname, const char *
     lua_pop(L, 1);
   }
   if (!ok)
-    luaL_error(L, "%s: %s must be an integer or a pair {h, w} of integers, got %s", fname, what,
+    bind_error(L, "%s: %s must be an integer or a pair {h, w} of integers, got %s", fname, what,
                bind_describe(L, idx));
 }
 

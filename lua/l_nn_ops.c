@@ -27,7 +27,7 @@ static int opt_choice(ms_lua_opts o, const char *key, const char *const *choices
   }
   luaL_pushresult(&b);
   const char *list = lua_tostring(o.L, -1);
-  return luaL_error(o.L, "%s: option '%s': expected one of %s, got %s", o.fname, key, list,
+  return bind_error(o.L, "%s: option '%s': expected one of %s, got %s", o.fname, key, list,
                     bind_describe(o.L, value));
 }
 
@@ -37,7 +37,7 @@ static ms_tensor *opt_tensor(ms_lua_opts o, const char *key) {
   lua_getfield(o.L, o.idx, key);
   ms_tensor *t = ms_lua_to_tensor(o.L, -1);
   if (!t && !lua_isnil(o.L, -1))
-    luaL_error(o.L, "%s: option '%s': expected a tensor, got %s", o.fname, key, bind_describe(o.L, -1));
+    bind_error(o.L, "%s: option '%s': expected a tensor, got %s", o.fname, key, bind_describe(o.L, -1));
   lua_pop(o.L, 1);
   return t;
 }
@@ -61,7 +61,7 @@ static int softmax_common(lua_State *L, const char *fname, ms_tensor *(*fn)(ms_t
   bind_check_end(L, 3, fname);
   ms_tensor *x = ms_lua_check_tensor(L, 1, fname);
   if (lua_isnoneornil(L, 2))
-    return luaL_error(L, "%s: the dim argument is required (as in PyTorch, where an implicit dim is "
+    return bind_error(L, "%s: the dim argument is required (as in PyTorch, where an implicit dim is "
                       "deprecated)", fname);
   int dim = bind_check_dim(L, 2, x->ndim, fname, "dim");
   return bind_push_result(L, fn(x, dim));
@@ -116,7 +116,7 @@ static int64_t opt_padding_idx(ms_lua_opts o, int64_t rows) {
   int64_t p;
   if (!bind_opt_integer(o, "padding_idx", &p)) return -1;
   if (p == 0 || p < -rows || p > rows)
-    luaL_error(o.L, "embedding: padding_idx must be a row of the weight, 1..%I or -%I..-1, got %I",
+    bind_error(o.L, "embedding: padding_idx must be a row of the weight, 1..%I or -%I..-1, got %I",
                (lua_Integer)rows, (lua_Integer)rows, (lua_Integer)p);
   return p > 0 ? p - 1 : p + rows;
 }

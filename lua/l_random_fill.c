@@ -12,10 +12,10 @@
 static ms_tensor *check_fill_target(lua_State *L, const char *fname) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
   if (!ms_dtype_is_floating(t->dtype))
-    luaL_error(L, "%s: bad argument #1 (tensor): expected a floating tensor, got %s", fname,
+    bind_error(L, "%s: bad argument #1 (tensor): expected a floating tensor, got %s", fname,
                bind_describe(L, 1));
   if (t->requires_grad && ms_tensor_is_leaf(t) && ms_grad_enabled())
-    luaL_error(L, "%s: a leaf tensor that requires grad cannot be filled in place while grad "
+    bind_error(L, "%s: a leaf tensor that requires grad cannot be filled in place while grad "
                "mode is on (use it under ms.no_grad())", fname);
   return t;
 }
@@ -32,7 +32,7 @@ static int l_uniform_(lua_State *L) {
   double a = opt_number(L, 2, 0.0, "uniform_", "from");
   double b = opt_number(L, 3, 1.0, "uniform_", "to");
   if (!(a <= b))
-    return luaL_error(L, "uniform_: expected from <= to, got from=%f to=%f", a, b);
+    return bind_error(L, "uniform_: expected from <= to, got from=%f to=%f", a, b);
   bind_check_status(L, ms_tensor_uniform_(t, a, b));
   lua_settop(L, 1);
   return 1;
@@ -43,7 +43,7 @@ static int l_normal_(lua_State *L) {
   ms_tensor *t = check_fill_target(L, "normal_");
   double mean = opt_number(L, 2, 0.0, "normal_", "mean");
   double std = opt_number(L, 3, 1.0, "normal_", "std");
-  if (!(std >= 0)) return luaL_error(L, "normal_: expected std >= 0, got %f", std);
+  if (!(std >= 0)) return bind_error(L, "normal_: expected std >= 0, got %f", std);
   bind_check_status(L, ms_tensor_normal_(t, mean, std));
   lua_settop(L, 1);
   return 1;

@@ -79,7 +79,7 @@ static int l_empty_cache(lua_State *L) {
  * and calls it with every argument. */
 static int l_spawn(lua_State *L) {
   int n = lua_gettop(L);
-  if (lua_getglobal(L, "require") != LUA_TFUNCTION) return luaL_error(L, "ms.spawn: no 'require'");
+  if (lua_getglobal(L, "require") != LUA_TFUNCTION) return bind_error(L, "ms.spawn: no 'require'");
   lua_pushliteral(L, "moonshard.spawn");
   lua_call(L, 1, 1);
   lua_insert(L, 1);

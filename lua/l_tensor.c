@@ -77,7 +77,7 @@ ms_tensor *ms_lua_to_tensor(lua_State *L, int idx) {
 ms_tensor *ms_lua_check_tensor(lua_State *L, int idx, const char *fname) {
   tensor_box *box = luaL_testudata(L, idx, MS_TENSOR_MT);
   if (!box) bind_arg_error(L, idx, fname, "tensor", "a tensor");
-  if (!box->t) luaL_error(L, "%s: bad argument #%d: the tensor has been closed", fname, idx);
+  if (!box->t) bind_error(L, "%s: bad argument #%d: the tensor has been closed", fname, idx);
   return box->t;
 }
 
@@ -113,6 +113,29 @@ static int push_field(lua_State *L, ms_tensor *t, const char *key) {
   return 1;
 }
 
+/* The fields push_field answers, for "did you mean". */
+static const char *const FIELDS[] = {"shape", "dtype", "device", "is_cuda", "is_meta", "requires_grad",
+                                     "ndim", "is_leaf", "grad_fn", "grad", NULL};
+
+/* t.key where key names nothing, read by the user's code: an error rather than nil, so a typo
+ * (y.gard) or a PyTorch form that has another spelling here (x[{1, 2}]) is caught where it is
+ * written. */
+static int unknown_key(lua_State *L) {
+  if (bind_library_frame(L, 1)) return lua_pushnil(L), 1; /* the library's own probes read nil */
+  if (lua_type(L, 2) != LUA_TSTRING)
+    return bind_error(L, "index: a tensor is indexed by an integer (x[i], 1-based; x[i][j] for two dims) "
+                      "or a field or method name, got %s (for ranges use x:narrow(dim, start, length), "
+                      "for a list of indices x:index_select(dim, idx))", bind_describe(L, 2));
+  const char *key = lua_tostring(L, 2);
+  bind_suggestion s;
+  bind_suggest_init(&s, key);
+  for (int i = 0; FIELDS[i]; i++) bind_suggest_consider(&s, FIELDS[i]);
+  bind_suggest_table(&s, L, lua_upvalueindex(1));
+  if (s.best) return bind_error(L, "Tensor has no field '%s' (did you mean '%s'?)", key, s.best);
+  return bind_error(L, "Tensor has no field '%s' (its fields are shape, dtype, device, requires_grad, grad, "
+                    "grad_fn, is_leaf, ndim, is_cuda, is_meta; methods are called with ':')", key);
+}
+
 static int tensor_index(lua_State *L) {
   tensor_box *box = luaL_checkudata(L, 1, MS_TENSOR_MT);
   if (!box->t && lua_type(L, 2) == LUA_TSTRING) { /* u:sum() on a closed u: let sum say so */
@@ -121,14 +144,14 @@ static int tensor_index(lua_State *L) {
   }
   ms_tensor *t = ms_lua_check_tensor(L, 1, "index");
   if (lua_type(L, 2) == LUA_TNUMBER) {
-    if (t->ndim == 0) return luaL_error(L, "index: a 0-dim tensor cannot be indexed (use :item())");
+    if (t->ndim == 0) return bind_error(L, "index: a 0-dim tensor cannot be indexed (use :item())");
     int64_t i = bind_check_index(L, 2, t->shape[0], "index", "index");
     return bind_push_result(L, ms_tensor_select(t, 0, i));
   }
   if (lua_type(L, 2) == LUA_TSTRING && push_field(L, t, lua_tostring(L, 2))) return 1;
   lua_pushvalue(L, 2);
-  lua_rawget(L, lua_upvalueindex(1)); /* the method table */
-  return 1;
+  if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1; /* a method */
+  return unknown_key(L);
 }
 
 static void set_requires_grad(lua_State *L, ms_tensor *t, int idx) {
@@ -140,7 +163,7 @@ static void set_grad(lua_State *L, ms_tensor *t, int idx) {
   ms_tensor *g = lua_isnil(L, idx) ? NULL : ms_lua_check_tensor(L, idx, "grad");
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
   if (g && (g->ndim != t->ndim || memcmp(g->shape, t->shape, sizeof(int64_t) * t->ndim) != 0))
-    luaL_error(L, "grad: assigned grad has shape %s but the tensor has shape %s",
+    bind_error(L, "grad: assigned grad has shape %s but the tensor has shape %s",
                ms_shape_str(g->ndim, g->shape, b1, sizeof b1), ms_shape_str(t->ndim, t->shape, b2, sizeof b2));
   if (g) ms_tensor_retain(g);
   ms_tensor_release(t->grad);
@@ -159,9 +182,9 @@ static int tensor_newindex(lua_State *L) {
     return 0;
   }
   if (lua_type(L, 2) != LUA_TNUMBER)
-    return luaL_error(L, "newindex: tensors accept t[i] = value and the fields requires_grad and "
+    return bind_error(L, "newindex: tensors accept t[i] = value and the fields requires_grad and "
                       "grad, got key %s", bind_describe(L, 2));
-  if (t->ndim == 0) return luaL_error(L, "newindex: a 0-dim tensor cannot be indexed (use :fill_())");
+  if (t->ndim == 0) return bind_error(L, "newindex: a 0-dim tensor cannot be indexed (use :fill_())");
   int64_t i = bind_check_index(L, 2, t->shape[0], "newindex", "index");
   ms_tensor *src = ms_lua_to_tensor(L, 3), *v;
   if (src) {
@@ -184,7 +207,7 @@ static int tensor_newindex(lua_State *L) {
 
 static int tensor_len(lua_State *L) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, "len");
-  if (t->ndim == 0) return luaL_error(L, "len: a 0-dim tensor has no length");
+  if (t->ndim == 0) return bind_error(L, "len: a 0-dim tensor has no length");
   lua_pushinteger(L, t->shape[0]);
   return 1;
 }

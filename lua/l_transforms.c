@@ -15,17 +15,17 @@ static int check_channel_values(lua_State *L, int spec, int i, const char *key, 
   } else if (lua_istable(L, -1)) {
     lua_Integer len = luaL_len(L, -1);
     if (len < 1 || len > MS_MAX_CHANNELS)
-      luaL_error(L, "transform spec %d (normalize): '%s' must have 1 to %d entries, got %I", i, key,
+      bind_error(L, "transform spec %d (normalize): '%s' must have 1 to %d entries, got %I", i, key,
                  MS_MAX_CHANNELS, len);
     for (; n < len; n++) {
       if (lua_geti(L, -1, n + 1) != LUA_TNUMBER)
-        luaL_error(L, "transform spec %d (normalize): %s[%d]: expected a number, got %s", i, key, n + 1,
+        bind_error(L, "transform spec %d (normalize): %s[%d]: expected a number, got %s", i, key, n + 1,
                    bind_describe(L, -1));
       out[n] = (float)lua_tonumber(L, -1);
       lua_pop(L, 1);
     }
   } else {
-    luaL_error(L, "transform spec %d (normalize): '%s': expected a number or a table of numbers, got %s",
+    bind_error(L, "transform spec %d (normalize): '%s': expected a number or a table of numbers, got %s",
                i, key, bind_describe(L, -1));
   }
   lua_pop(L, 1);
@@ -36,7 +36,7 @@ static int check_channel_values(lua_State *L, int spec, int i, const char *key, 
 static void check_spec(lua_State *L, int i, ms_transform_spec *s) {
   int spec = lua_gettop(L);
   if (!lua_istable(L, spec))
-    luaL_error(L, "transform spec %d: expected a table {kind = ...}, got %s", i, bind_describe(L, spec));
+    bind_error(L, "transform spec %d: expected a table {kind = ...}, got %s", i, bind_describe(L, spec));
   lua_getfield(L, spec, "kind");
   const char *kind = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
   memset(s, 0, sizeof *s);
@@ -46,9 +46,9 @@ static void check_spec(lua_State *L, int i, ms_transform_spec *s) {
     s->kind = MS_TRANSFORM_NORMALIZE;
     s->nchan = check_channel_values(L, spec, i, "mean", s->mean);
     if (check_channel_values(L, spec, i, "std", s->std) != s->nchan)
-      luaL_error(L, "transform spec %d (normalize): mean and std must have the same number of entries", i);
+      bind_error(L, "transform spec %d (normalize): mean and std must have the same number of entries", i);
   } else {
-    luaL_error(L, "transform spec %d: 'kind': expected \"to_tensor\" or \"normalize\", got %s", i,
+    bind_error(L, "transform spec %d: 'kind': expected \"to_tensor\" or \"normalize\", got %s", i,
                bind_describe(L, -1));
   }
   lua_pop(L, 1);
@@ -70,7 +70,7 @@ void bind_check_transform_specs(lua_State *L, int idx, ms_transform_spec *specs,
   lua_pop(L, 1);
   lua_Integer len = luaL_len(L, idx);
   if (len > MS_TRANSFORM_MAX_SPECS)
-    luaL_error(L, "transform_batch: at most %d transforms can run natively, got %I",
+    bind_error(L, "transform_batch: at most %d transforms can run natively, got %I",
                MS_TRANSFORM_MAX_SPECS, len);
   for (int i = 0; i < len; i++) {
     lua_geti(L, idx, i + 1);

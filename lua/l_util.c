@@ -6,7 +6,7 @@
 
 #include "ms_lua.h"
 
-int bind_raise(lua_State *L) { return luaL_error(L, "%s", ms_error_last()); }
+int bind_raise(lua_State *L) { return bind_error(L, "%s", ms_error_last()); }
 
 void bind_check_status(lua_State *L, ms_status st) {
   if (st != MS_OK) bind_raise(L);
@@ -39,13 +39,13 @@ const char *bind_describe(lua_State *L, int idx) {
 
 int bind_arg_error(lua_State *L, int arg, const char *fname, const char *what, const char *expected) {
   const char *got = bind_describe(L, arg);
-  return luaL_error(L, "%s: bad argument #%d (%s): expected %s, got %s", fname, arg, what, expected, got);
+  return bind_error(L, "%s: bad argument #%d (%s): expected %s, got %s", fname, arg, what, expected, got);
 }
 
 void bind_check_end(lua_State *L, int idx, const char *fname) {
   for (int i = idx, top = lua_gettop(L); i <= top; i++)
     if (!lua_isnil(L, i))
-      luaL_error(L, "%s: bad argument #%d: unexpected argument, got %s (the arguments end at #%d)", fname, i,
+      bind_error(L, "%s: bad argument #%d: unexpected argument, got %s (the arguments end at #%d)", fname, i,
                  bind_describe(L, i), idx - 1);
 }
 
@@ -58,7 +58,7 @@ int64_t bind_check_integer(lua_State *L, int idx, const char *fname, const char 
 
 int bind_narrow_int(lua_State *L, lua_Integer v, int lo, int hi, const char *fname, const char *what) {
   if (v < lo || v > hi)
-    luaL_error(L, "%s: %s: expected an integer in %d..%d, got %I", fname, what, lo, hi, (LUAI_UACINT)v);
+    bind_error(L, "%s: %s: expected an integer in %d..%d, got %I", fname, what, lo, hi, (LUAI_UACINT)v);
   return (int)v;
 }
 
@@ -103,13 +103,13 @@ int bind_check_sizes(lua_State *L, int first, int64_t *shape, const char *fname,
   int nd = 0;
   if (lua_istable(L, first) && (lua_rawlen(L, first) > 0 || table_is_empty(L, first))) {
     nd = (int)lua_rawlen(L, first);
-    if (nd > MS_MAX_DIMS) luaL_error(L, "%s: at most %d dimensions, got %d", fname, MS_MAX_DIMS, nd);
+    if (nd > MS_MAX_DIMS) bind_error(L, "%s: at most %d dimensions, got %d", fname, MS_MAX_DIMS, nd);
     for (int d = 0; d < nd; d++) {
       lua_rawgeti(L, first, d + 1);
       int isnum = 0;
       lua_Integer v = lua_tointegerx(L, -1, &isnum);
       if (!isnum || v < -1 || lua_type(L, -1) != LUA_TNUMBER)
-        luaL_error(L, "%s: bad argument #%d (size): expected a sequence of non-negative integers, "
+        bind_error(L, "%s: bad argument #%d (size): expected a sequence of non-negative integers, "
                    "got %s at position %d", fname, first, bind_describe(L, -1), d + 1);
       shape[d] = v;
       lua_pop(L, 1);
@@ -119,7 +119,7 @@ int bind_check_sizes(lua_State *L, int first, int64_t *shape, const char *fname,
   }
   int idx = first;
   while (lua_type(L, idx) == LUA_TNUMBER) {
-    if (nd == MS_MAX_DIMS) luaL_error(L, "%s: at most %d dimensions", fname, MS_MAX_DIMS);
+    if (nd == MS_MAX_DIMS) bind_error(L, "%s: at most %d dimensions", fname, MS_MAX_DIMS);
     shape[nd++] = check_size_value(L, idx++, fname);
   }
   *next = idx;
@@ -152,7 +152,7 @@ static void check_known_keys(lua_State *L, int idx, const char *fname, const cha
       }
       luaL_pushresult(&b);
       lua_pushvalue(L, -3);
-      luaL_error(L, "%s: unknown option '%s' (known options: %s)", fname,
+      bind_error(L, "%s: unknown option '%s' (known options: %s)", fname,
                  luaL_tolstring(L, -1, NULL), lua_tostring(L, -2));
     }
     lua_pop(L, 1);
@@ -180,7 +180,7 @@ static bool opt_push(ms_lua_opts o, const char *key) {
 }
 
 static int opt_type_error(ms_lua_opts o, const char *key, const char *expected) {
-  return luaL_error(o.L, "%s: option '%s': expected %s, got %s", o.fname, key, expected,
+  return bind_error(o.L, "%s: option '%s': expected %s, got %s", o.fname, key, expected,
                     bind_describe(o.L, -1));
 }
 
@@ -255,13 +255,13 @@ ms_lua_factory_opts bind_factory_options(lua_State *L, int idx, const char *fnam
 ms_tensor *bind_apply_factory_options(lua_State *L, ms_tensor *t, ms_lua_factory_opts o, const char *fname) {
   if (o.requires_grad && !ms_dtype_is_floating(t->dtype)) {
     ms_tensor_release(t);
-    luaL_error(L, "%s: only floating point tensors can require gradients, got dtype %s", fname,
+    bind_error(L, "%s: only floating point tensors can require gradients, got dtype %s", fname,
                ms_dtype_name(o.dtype));
   }
   if (!ms_device_equal(ms_tensor_device(t), o.device)) {
     ms_tensor *moved = ms_tensor_to_device(t, o.device); /* t is no leaf requiring grad yet */
     ms_tensor_release(t);
-    if (!(t = moved)) luaL_error(L, "%s: option 'device': %s", fname, ms_error_last());
+    if (!(t = moved)) bind_error(L, "%s: option 'device': %s", fname, ms_error_last());
   }
   if (o.requires_grad) t->requires_grad = true;
   return t;

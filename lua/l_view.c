@@ -34,19 +34,19 @@ static int l_expand_as(lua_State *L) { return as_op(L, "expand_as", 2); }
 static int l_narrow(lua_State *L) {
   bind_check_end(L, 5, "narrow");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "narrow");
-  if (t->ndim == 0) return luaL_error(L, "narrow: a 0-dim tensor cannot be narrowed");
+  if (t->ndim == 0) return bind_error(L, "narrow: a 0-dim tensor cannot be narrowed");
   int dim = bind_check_dim(L, 2, t->ndim, "narrow", "dim");
   int64_t size = t->shape[dim];
   int64_t start = bind_check_integer(L, 3, "narrow", "start");
   int64_t length = bind_check_integer(L, 4, "narrow", "length");
   /* start may equal size + 1 for an empty slice at the end */
   if (start == 0 || start < -size || start > size + 1)
-    return luaL_error(L, "narrow: bad argument #3 (start): expected a position in 1..%I or -%I..-1 "
+    return bind_error(L, "narrow: bad argument #3 (start): expected a position in 1..%I or -%I..-1 "
                       "of dim %d (size %I), got %I", (LUAI_UACINT)size + 1, (LUAI_UACINT)size, dim + 1,
                       (LUAI_UACINT)size, (LUAI_UACINT)start);
   int64_t s0 = start > 0 ? start - 1 : start + size;
   if (length < 0 || length > size - s0)
-    return luaL_error(L, "narrow: bad argument #4 (length): start %I + length %I exceeds dim %d of "
+    return bind_error(L, "narrow: bad argument #4 (length): start %I + length %I exceeds dim %d of "
                       "size %I", (LUAI_UACINT)start, (LUAI_UACINT)length, dim + 1, (LUAI_UACINT)size);
   return bind_push_result(L, ms_tensor_narrow(t, dim, s0, length));
 }
@@ -54,7 +54,7 @@ static int l_narrow(lua_State *L) {
 static int l_select(lua_State *L) {
   bind_check_end(L, 4, "select");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "select");
-  if (t->ndim == 0) return luaL_error(L, "select: a 0-dim tensor cannot be indexed");
+  if (t->ndim == 0) return bind_error(L, "select: a 0-dim tensor cannot be indexed");
   int dim = bind_check_dim(L, 2, t->ndim, "select", "dim");
   int64_t i = bind_check_index(L, 3, t->shape[dim], "select", "index");
   return bind_push_result(L, ms_tensor_select(t, dim, i));
@@ -72,7 +72,7 @@ static int l_transpose(lua_State *L) {
 static int l_t(lua_State *L) {
   bind_check_end(L, 2, "t");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "t");
-  if (t->ndim > 2) return luaL_error(L, "t: expects a tensor with <= 2 dimensions, got %d (use transpose or permute)", t->ndim);
+  if (t->ndim > 2) return bind_error(L, "t: expects a tensor with <= 2 dimensions, got %d (use transpose or permute)", t->ndim);
   if (t->ndim < 2) return lua_settop(L, 1), 1;
   return bind_push_result(L, ms_tensor_transpose(t, 0, 1));
 }
@@ -85,7 +85,7 @@ static int l_permute(lua_State *L) {
   if (table) bind_check_end(L, 3, "permute"); /* the varargs form counts its arguments below */
   n = table ? (int)lua_rawlen(L, 2) : lua_gettop(L) - 1;
   if (n != t->ndim)
-    return luaL_error(L, "permute: expected %d dims (one per dimension of the tensor), got %d", t->ndim, n);
+    return bind_error(L, "permute: expected %d dims (one per dimension of the tensor), got %d", t->ndim, n);
   bool seen[MS_MAX_DIMS] = {false};
   for (int i = 0; i < n; i++) {
     if (table) lua_rawgeti(L, 2, i + 1);
@@ -93,7 +93,7 @@ static int l_permute(lua_State *L) {
     /* in the varargs form, errors name the argument's own position */
     dims[i] = bind_check_dim(L, table ? lua_gettop(L) : i + 2, t->ndim, "permute", "dims");
     if (seen[dims[i]]) /* here, so the message counts dims from 1 */
-      return luaL_error(L, "permute: dim %d appears more than once in dims", dims[i] + 1);
+      return bind_error(L, "permute: dim %d appears more than once in dims", dims[i] + 1);
     seen[dims[i]] = true;
     lua_pop(L, 1);
   }
@@ -129,7 +129,7 @@ static int l_flatten(lua_State *L) {
   int start = lua_isnoneornil(L, 2) ? 0 : bind_check_dim(L, 2, t->ndim, "flatten", "start_dim");
   int end = lua_isnoneornil(L, 3) ? (t->ndim ? t->ndim - 1 : 0) : bind_check_dim(L, 3, t->ndim, "flatten", "end_dim");
   if (start > end) /* here, so the message counts dims from 1 */
-    return luaL_error(L, "flatten: start_dim (%d) cannot come after end_dim (%d)", start + 1, end + 1);
+    return bind_error(L, "flatten: start_dim (%d) cannot come after end_dim (%d)", start + 1, end + 1);
   return bind_push_result(L, ms_tensor_flatten(t, start, end));
 }
 
@@ -148,7 +148,7 @@ static int l_clone(lua_State *L) {
 static int l_index_select(lua_State *L) {
   bind_check_end(L, 4, "index_select");
   ms_tensor *t = ms_lua_check_tensor(L, 1, "index_select");
-  if (t->ndim == 0) return luaL_error(L, "index_select: a 0-dim tensor cannot be indexed");
+  if (t->ndim == 0) return bind_error(L, "index_select: a 0-dim tensor cannot be indexed");
   int dim = bind_check_dim(L, 2, t->ndim, "index_select", "dim");
   ms_tensor *idx = ms_lua_check_tensor(L, 3, "index_select");
   if (idx->dtype != MS_INT64 && idx->dtype != MS_INT32)
@@ -158,7 +158,7 @@ static int l_index_select(lua_State *L) {
   ms_tensor *out = ms_tensor_index_select(t, dim, zero_based);
   ms_tensor_release(zero_based);
   if (!out) /* the engine counts from 0: say it in the user's terms */
-    return luaL_error(L, "index_select: bad argument #3 (index): expected positions in 1..%I of "
+    return bind_error(L, "index_select: bad argument #3 (index): expected positions in 1..%I of "
                       "dim %d (%s)", (LUAI_UACINT)t->shape[dim], dim + 1, ms_error_last());
   return bind_push_result(L, out);
 }
@@ -200,7 +200,7 @@ static int l_split(lua_State *L) {
   }
   lua_Unsigned len = lua_rawlen(L, 2);
   if (len < 1 || len > INT32_MAX)
-    return luaL_error(L, "split: bad argument #2 (split_sizes): expected 1 to %d sizes, got %I", INT32_MAX,
+    return bind_error(L, "split: bad argument #2 (split_sizes): expected 1 to %d sizes, got %I", INT32_MAX,
                       (LUAI_UACINT)len);
   int count = (int)len;
   int64_t total = 0, *sizes = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)count, 0); /* freed by the GC */
@@ -209,15 +209,15 @@ static int l_split(lua_State *L) {
     int isnum = 0;
     lua_Integer v = lua_tointegerx(L, -1, &isnum);
     if (!isnum || v < 0 || lua_type(L, -1) != LUA_TNUMBER)
-      return luaL_error(L, "split: bad argument #2 (split_sizes): expected a sequence of non-negative "
+      return bind_error(L, "split: bad argument #2 (split_sizes): expected a sequence of non-negative "
                         "integers, got %s at position %d", bind_describe(L, -1), i);
     if (!ms_add_i64(total, v, &total))
-      return luaL_error(L, "split: bad argument #2 (split_sizes): the sizes' sum overflows at position %d", i);
+      return bind_error(L, "split: bad argument #2 (split_sizes): the sizes' sum overflows at position %d", i);
     sizes[i - 1] = v;
     lua_pop(L, 1);
   }
   if (t->ndim == 0 || total != t->shape[dim])
-    return luaL_error(L, "split: the sizes sum to %I but dim %d has size %I", (LUAI_UACINT)total, dim + 1,
+    return bind_error(L, "split: the sizes sum to %I but dim %d has size %I", (LUAI_UACINT)total, dim + 1,
                       (LUAI_UACINT)(t->ndim ? t->shape[dim] : 0));
   return push_parts(L, ms_tensor_split_with_sizes(t, sizes, count, dim), count);
 }
@@ -226,12 +226,12 @@ static int l_split(lua_State *L) {
 static ms_tensor **check_tensor_list(lua_State *L, int idx, const char *fname, int *n) {
   if (!lua_istable(L, idx)) bind_arg_error(L, idx, fname, "tensors", "a sequence of tensors");
   *n = (int)lua_rawlen(L, idx);
-  if (*n == 0) luaL_error(L, "%s: expected a non-empty sequence of tensors", fname);
+  if (*n == 0) bind_error(L, "%s: expected a non-empty sequence of tensors", fname);
   ms_tensor **ts = lua_newuserdatauv(L, sizeof(ms_tensor *) * (size_t)*n, 0); /* freed by the GC */
   for (int i = 0; i < *n; i++) {
     lua_rawgeti(L, idx, i + 1);
     ts[i] = ms_lua_to_tensor(L, -1);
-    if (!ts[i]) luaL_error(L, "%s: element %d of the sequence is %s, expected a tensor", fname, i + 1, bind_describe(L, -1));
+    if (!ts[i]) bind_error(L, "%s: element %d of the sequence is %s, expected a tensor", fname, i + 1, bind_describe(L, -1));
     lua_pop(L, 1);
   }
   return ts;

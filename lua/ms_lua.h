@@ -16,6 +16,29 @@
 #define MS_SIZE_MT "moonshard.Size"
 
 /* ---- errors ---------------------------------------------------------------------------------- */
+/* Every binding raises through bind_error (l_errors.c): luaL_error's formatting, positioned at
+ * the first frame outside moonshard (the user's line), not at the library line that called the
+ * binding. Never returns. */
+int bind_error(lua_State *L, const char *fmt, ...);
+/* The same, looking for the user's frame from stack level `from` up (0 inside a debug hook). */
+int bind_error_from(lua_State *L, int from, const char *fmt, ...);
+/* The `error` the library's Lua chunks see (module.c): Lua's, positioned the same way. */
+int bind_lib_error(lua_State *L);
+/* True when the error value at idx is a message that bind_error or bind_lib_error raised at a
+ * user's line (and MOONSHARD_TRACEBACK is not set): the message handler then leaves it one line. */
+bool bind_is_user_mistake(lua_State *L, int idx);
+/* True when the function at stack level `level` is moonshard's library (or C, or missing). */
+bool bind_library_frame(lua_State *L, int level);
+/* "did you mean": the nearest of the candidates to name, within a few edits (NULL when none). */
+typedef struct bind_suggestion {
+  const char *name;
+  const char *best;
+  size_t distance;
+} bind_suggestion;
+void bind_suggest_init(bind_suggestion *s, const char *name);
+void bind_suggest_consider(bind_suggestion *s, const char *candidate);
+/* Considers every string key of the table at idx. */
+void bind_suggest_table(bind_suggestion *s, lua_State *L, int idx);
 /* Raises the engine's last error as a Lua error. Never returns. */
 int bind_raise(lua_State *L);
 /* Raises "fname: bad argument #arg (what): expected <expected>, got <description of value>". */
@@ -132,6 +155,7 @@ void bind_open_launch(lua_State *L);     /* l_launch.c: ms._launch_mpirun (ms.sp
 void bind_open_fsdp(lua_State *L);       /* l_fsdp.c: ms._fsdp (flat parameters) */
 void bind_open_watch(lua_State *L);       /* l_watch.c: ms.plot, ms.summary, PNG, isatty */
 void bind_open_cuda(lua_State *L);       /* l_cuda.c: ms.cuda, t:cuda(), t:cpu() */
+void bind_open_errors(lua_State *L);     /* l_errors.c: ms._did_you_mean */
 /* The Lua list of transform specs at idx ({kind = "to_tensor"}, {kind = "normalize", mean =,
  * std =}, as Compose:native_spec() returns; or one such spec alone, as ToTensor:native_spec()
  * returns) into specs (room for MS_TRANSFORM_MAX_SPECS);

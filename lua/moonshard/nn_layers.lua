@@ -73,7 +73,7 @@ function Linear:init(...)
   self.in_features = check_int("Linear", "in_features", a.in_features)
   self.out_features = check_int("Linear", "out_features", a.out_features)
   self.weight = new_param(self.out_features, self.in_features)
-  if a.bias ~= false then self.bias = new_param(self.out_features) end
+  if a.bias ~= false then self.bias = new_param(self.out_features) else self.bias = nil end -- reads nil, as torch's None
   self:reset_parameters()
 end
 
@@ -131,7 +131,7 @@ function Conv2d:init(...)
     error("Conv2d: padding='same' is not supported for strided convolutions", 3)
   end
   self.weight = new_param(out_c, in_c // groups, self.kernel_size[1], self.kernel_size[2])
-  if a.bias ~= false then self.bias = new_param(out_c) end
+  if a.bias ~= false then self.bias = new_param(out_c) else self.bias = nil end
   self:reset_parameters()
 end
 
@@ -411,6 +411,8 @@ function LayerNorm:init(...)
   if self.elementwise_affine then
     self.weight = nn.Parameter(ms.ones(shape))
     self.bias = nn.Parameter(ms.zeros(shape))
+  else
+    self.weight, self.bias = nil, nil
   end
 end
 
@@ -440,11 +442,15 @@ function BatchNorm:init(...)
   if self.affine then
     self.weight = nn.Parameter(ms.ones(n))
     self.bias = nn.Parameter(ms.zeros(n))
+  else
+    self.weight, self.bias = nil, nil
   end
   if self.track_running_stats then
     self:register_buffer("running_mean", ms.zeros(n))
     self:register_buffer("running_var", ms.ones(n))
     self:register_buffer("num_batches_tracked", ms.tensor(0, { dtype = "int64" }))
+  else
+    self.running_mean, self.running_var, self.num_batches_tracked = nil, nil, nil
   end
 end
 

@@ -117,6 +117,56 @@ local function describe(v)
   return type(v)
 end
 
+-- model.fc3 read by the user's code, where no member or method has that name.
+local function unknown_field(self, k)
+  local names = {}
+  for _, d in ipairs({self._parameters.map, self._modules.map, self._buffers.map, self._attrs}) do
+    for n in pairs(d) do names[#names + 1] = n end
+  end
+  local c = getmetatable(self)
+  while c do
+    for n in pairs(c) do names[#names + 1] = n end
+    c = rawget(c, "super")
+  end
+  local near = ms._did_you_mean(k, names)
+  error(fmt("%s has no field '%s'%s", self:_get_name(), k, near and fmt(" (did you mean '%s'?)", near) or ""), 2)
+end
+
+-- A method read by the user's code comes checked: model.forward(x), with '.' for ':', would
+-- otherwise run forward with x as the module and fail somewhere inside. One wrapper per class
+-- and method (made again if the method is redefined).
+local checked = setmetatable({}, { __mode = "k" }) -- class -> name -> {method, wrapper}
+local function checked_method(cls, k, fn)
+  local by_name = checked[cls]
+  if not by_name then
+    by_name = {}
+    checked[cls] = by_name
+  end
+  local c = by_name[k]
+  if c and c[1] == fn then return c[2] end
+  local cname = rawget(cls, "__name") or "Module"
+  local w = function(m, ...)
+    if not is_module(m) then
+      error(fmt("%s.%s: called with '.' instead of ':' (the first argument is %s, not the module): write "
+        .. "model:%s(...)%s", cname, k, describe(m), k, k == "forward" and ", or model(...)" or ""), 2)
+    end
+    return fn(m, ...)
+  end
+  by_name[k] = { fn, w }
+  return w
+end
+
+-- Whether m is a parameter of the function reading a field of it (level 3 from here: this
+-- function, the __index function, the reader).
+local function is_parameter_of_reader(m)
+  local info = debug.getinfo(3, "u")
+  for i = 1, info and info.nparams or 0 do
+    local _, v = debug.getlocal(3, i)
+    if rawequal(v, m) then return true end
+  end
+  return false
+end
+
 -- Instance reads: parameters, submodules, buffers, plain attributes, then the class chain.
 -- Numeric keys go to the class's __getitem when it has one (Sequential, ModuleList).
 local function make_index(cls)
@@ -134,7 +184,16 @@ local function make_index(cls)
     if v ~= nil then return v end
     v = self._attrs[k]
     if v ~= nil then return v end
-    return cls[k]
+    v = cls[k]
+    if type(k) ~= "string" or k:sub(1, 1) == "_" or (v == nil and rawget(self, "_declared")[k]) then return v end
+    -- the library's own reads are plain (its probes of optional fields, m.bias, read nil); the
+    -- user's get a checked method, and an unknown public name (model.fc3) is a typo, unless the
+    -- reading function was handed the module (Net:forward's `if self.norm then`: Lua's optional
+    -- member)
+    if ms._library_frame(2) then return v end
+    if type(v) == "function" then return checked_method(cls, k, v) end
+    if v == nil and not is_parameter_of_reader(self) then unknown_field(self, k) end
+    return v
   end
 end
 
@@ -147,6 +206,7 @@ local function construct(cls, ...)
   rawset(self, "_buffers", od_new())
   rawset(self, "_modules", od_new())
   rawset(self, "_attrs", {})
+  rawset(self, "_declared", {}) -- names assigned nil (self.bias = nil): read as nil, not unknown
   rawset(self, "_non_persistent", {})
   rawset(self, "_forward_pre_hooks", od_new())
   rawset(self, "_forward_hooks", od_new())
@@ -175,7 +235,19 @@ end
 
 Module.__name = "Module"
 Module.__index = make_index(Module)
+-- Net:parameters() on the class, not on an instance: the method's first read of instance state
+-- lands here (through the class chain) and says so, instead of indexing nil.
+local INSTANCE_STATE = { _parameters = true, _modules = true, _buffers = true, _attrs = true }
+local function class_index(_, k)
+  if not INSTANCE_STATE[k] then return nil end
+  local _, cls = debug.getlocal(2, 1)
+  local name = type(cls) == "table" and rawget(cls, "__name") or "Module"
+  error(fmt("%s is a class: its methods are called on an instance (local model = %s(...); model:parameters()), "
+    .. "not on the class", name, name), 2)
+end
+
 setmetatable(Module, {
+  __index = class_index,
   __call = construct,
   __tostring = function() return "class Module" end,
 })
@@ -225,6 +297,7 @@ function Module:register_parameter(name, p)
   check_name(self, "register_parameter", "parameter", name)
   if p == nil then
     od_remove(self._parameters, name)
+    self._declared[name] = true
     return
   end
   if not nn.is_parameter(p) then
@@ -242,6 +315,7 @@ function Module:register_buffer(name, t, persistent)
   if t == nil then
     od_remove(self._buffers, name)
     self._non_persistent[name] = nil
+    self._declared[name] = true
     return
   end
   if not is_tensor(t) then
@@ -258,6 +332,7 @@ function Module:add_module(name, m)
   check_name(self, "add_module", "module", name)
   if m == nil then
     od_remove(self._modules, name)
+    self._declared[name] = true
     return
   end
   if not is_module(m) then error(fmt("add_module: %s is not a Module subclass", describe(m)), 2) end
@@ -269,6 +344,7 @@ Module.register_module = Module.add_module
 -- Assignment: Modules and Parameters register (replacing any member of that name), nil
 -- removes, tensors update buffers; everything else is a plain attribute.
 function Module:__newindex(k, v)
+  if v == nil then self._declared[k] = true end
   if type(k) == "number" then
     local setitem = getmetatable(self).__setitem
     if setitem then return setitem(self, k, v) end

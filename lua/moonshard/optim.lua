@@ -77,6 +77,10 @@ local function param_groups_of(cname, params)
     params = list
   end
   if ms.is_tensor(params) then params = { params } end
+  if type(params) == "table" and rawget(params, "_parameters") ~= nil then
+    error(("%s: bad argument #1 (params): expected model:parameters(), got a Module (%s)"):format(cname,
+      params:_get_name()), 3)
+  end
   if type(params) ~= "table" or #params == 0 then
     error(("%s: optimizer got an empty parameter list"):format(cname), 3)
   end

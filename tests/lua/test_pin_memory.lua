@@ -25,7 +25,7 @@ end
 -- a Lua dataset (rows by index): the Lua path, which pins after collating
 local function lua_dataset(ds)
   return setmetatable({}, {__len = function() return #ds end,
-    __index = function(_, i) return {ds.tensors[1][i], ds.tensors[2][i]} end})
+    __index = function(_, i) if type(i) == "number" then return {ds.tensors[1][i], ds.tensors[2][i]} end end})
 end
 
 T.test("pin_memory = true: the same batches as without, on both paths and any num_workers", function()

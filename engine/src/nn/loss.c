@@ -72,9 +72,10 @@ static ms_status check_targets(const char *op, const ms_k_nll_args *a, ms_tensor
   for (int64_t p = 0, n = a->N * a->inner; p < n && st == MS_OK; p++) {
     int64_t t = tg[p];
     if (t == a->ignore_index || (t - a->base >= 0 && t - a->base < a->C)) continue;
-    st = ms_error(MS_ERR_ARG, "%s: target %lld is out of bounds for %lld classes%s", op,
+    st = ms_error(MS_ERR_ARG, "%s: target %lld is out of bounds for %lld classes%s%s", op,
                   (long long)t, (long long)a->C,
-                  a->base == 1 ? " (targets are 1-based class indices)" : "");
+                  a->base == 1 ? " (targets are 1-based class indices)" : "",
+                  a->base == 1 && t == 0 ? "; 0-based labels need + 1" : "");
   }
   return st;
 }

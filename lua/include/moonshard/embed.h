@@ -57,7 +57,9 @@ MS_API const char *ms_state_error(ms_state *S);
  * so call it protected (lua_pcall of a C function) where that matters. */
 MS_API void ms_lua_openlibs(lua_State *L);
 /* A message handler for lua_pcall: turns the error object into a string (through its
- * __tostring metamethod, or a note of its type) and appends a stack traceback. */
+ * __tostring metamethod, or a note of its type) and appends a stack traceback. A mistake that
+ * moonshard reported at the user's line ("train.lua:12: nn.Linear: ...") stays that one line,
+ * unless the environment sets MOONSHARD_TRACEBACK=1 (docs/errors.md). */
 MS_API int ms_lua_msghandler(lua_State *L);
 /* lua_pcall(L, nargs, nresults, h) with ms_lua_msghandler as h: the function and its arguments
  * are on top of the stack. On failure the message with its traceback is left on the stack. */
