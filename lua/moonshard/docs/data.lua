@@ -101,6 +101,7 @@ print(table.concat(t, " "), #s)  --> 1 2 3	3
 ]] },
 
   { name = "samplers.SequentialSampler:iter",
+    also = { "data.SequentialSampler:iter" },
     sig = "for i in sampler:iter() do ... end",
     doc = [[Iterates 1, 2, ..., #data_source.]],
     example = [[
@@ -126,6 +127,7 @@ print(#t, #s)  --> 4	4
 ]] },
 
   { name = "samplers.RandomSampler:iter",
+    also = { "data.RandomSampler:iter" },
     sig = "for i in sampler:iter() do ... end",
     doc = [[Iterates this epoch's random indices (new ones at each call).]],
     example = [[
@@ -136,6 +138,7 @@ print(seen[1] and seen[2] and seen[3])  --> true
 ]] },
 
   { name = "samplers.RandomSampler:num_samples",
+    also = { "data.RandomSampler:num_samples" },
     sig = "sampler:num_samples() -> integer",
     doc = [[The number of indices per epoch: num_samples if given, else #data_source.]],
     example = [[
@@ -157,6 +160,7 @@ print(#b, #ms.data.BatchSampler({1, 2, 3, 4, 5}, 2, true))  --> 3	2
 ]] },
 
   { name = "samplers.BatchSampler:iter",
+    also = { "data.BatchSampler:iter" },
     sig = "for batch in sampler:iter() do ... end",
     doc = [[Iterates the batches, each a new table of indices (a caller may keep them).]],
     example = [[
@@ -184,6 +188,7 @@ print(table.concat(s:indices(), " "), #s)  --> 2 4 1	3
 ]] },
 
   { name = "samplers.DistributedSampler:set_epoch",
+    also = { "data.DistributedSampler:set_epoch" },
     sig = "sampler:set_epoch(epoch)",
     doc = [[Sets the epoch that, with the seed, decides the shuffle; call it before each epoch
 with the same value on every rank.]],
@@ -195,6 +200,7 @@ print(a ~= table.concat(s:indices(), " "))  --> true
 ]] },
 
   { name = "samplers.DistributedSampler:indices",
+    also = { "data.DistributedSampler:indices" },
     sig = "sampler:indices() -> {integer, ...}",
     doc = [[This rank's indices for the current epoch, as a list.]],
     example = [[
@@ -203,6 +209,7 @@ print(table.concat(s:indices(), " "))  --> 1 3
 ]] },
 
   { name = "samplers.DistributedSampler:iter",
+    also = { "data.DistributedSampler:iter" },
     sig = "for i in sampler:iter() do ... end",
     doc = [[Iterates this rank's indices for the current epoch.]],
     example = [[
@@ -211,6 +218,7 @@ for i in ms.data.DistributedSampler({0, 0, 0}, {num_replicas = 3, rank = 2, shuf
 ]] },
 
   { name = "samplers.DistributedSampler:state_dict",
+    also = { "data.DistributedSampler:state_dict" },
     sig = "sampler:state_dict() -> {epoch =, seed =}",
     doc = [[What a resumed run needs to draw the same epochs: the epoch and the seed (the position
 inside the epoch is the caller's).]],
@@ -222,6 +230,7 @@ print(sd.epoch, sd.seed)  --> 3	7
 ]] },
 
   { name = "samplers.DistributedSampler:load_state_dict",
+    also = { "data.DistributedSampler:load_state_dict" },
     sig = "sampler:load_state_dict({epoch =, seed =})",
     doc = [[Restores the epoch and the seed of a state_dict.]],
     example = [[
@@ -284,6 +293,34 @@ transform that must run in Lua (Lambda, a Compose with a Lua member).]],
     example = [[
 local T = require "moonshard.transforms"
 print(T.ToTensor():native_spec().kind, T.Lambda(print):native_spec())  --> to_tensor	nil
+]] },
+
+  { name = "transforms.Normalize:native_spec",
+    sig = "normalize:native_spec() -> {kind = \"normalize\", mean =, std =}",
+    doc = [[Normalize's description for the native loader: its means and standard deviations as
+lists.]],
+    example = [[
+local T = require "moonshard.transforms"
+local spec = T.Normalize({0.5}, {0.25}):native_spec()
+print(spec.kind, spec.mean[1], spec.std[1])  --> normalize	0.5	0.25
+]] },
+
+  { name = "transforms.Compose:native_spec",
+    sig = "compose:native_spec() -> {spec, ...} | nil",
+    doc = [[The members' specs flattened into one list, or nil when a member runs in Lua (then a
+DataLoader reads the dataset in Lua).]],
+    example = [[
+local T = require "moonshard.transforms"
+print(#T.Compose({T.ToTensor(), T.Normalize(0.5, 0.5)}):native_spec())  --> 2
+print(T.Compose({T.ToTensor(), function(x) return x end}):native_spec())  --> nil
+]] },
+
+  { name = "transforms.Lambda:native_spec",
+    sig = "lambda:native_spec() -> nil",
+    doc = [[Always nil: a Lambda runs in Lua.]],
+    example = [[
+local T = require "moonshard.transforms"
+print(T.Lambda(function(x) return x end):native_spec())  --> nil
 ]] },
 
   -- ---- datasets ----
