@@ -117,9 +117,9 @@ print(F.conv2d(ms.ones(1, 1, 3, 3), ms.ones(1, 1, 3, 3), {padding = "same"}).sha
 
   { name = "F.max_pool2d",
     sig = "F.max_pool2d(x, kernel_size, stride = kernel_size, padding = 0, dilation = 1, ceil_mode = false, return_indices = false) -> Tensor[, Tensor]",
-    doc = [[The maximum over each window of (N, C, H, W) input (4-D only; PyTorch also takes (C, H, W)); with
-return_indices, also the positions of the maxima (int64, 1-based in each plane). Arguments after
-kernel_size may come as an options table last.]],
+    doc = [[The maximum over each window of (N, C, H, W) input (4-D only; PyTorch also takes
+(C, H, W)); with return_indices, also the positions of the maxima (int64, 1-based in each plane).
+Arguments after kernel_size may come as an options table last.]],
     opts = { { "stride", "integer|{h, w}", "kernel_size", "the step of the window" },
              { "padding", "integer|{h, w}", "0", "implicit -inf padding" },
              { "dilation", "integer|{h, w}", "1", "the spacing of the window's elements" },
@@ -133,8 +133,8 @@ print(y:flatten(), idx:flatten())  --> tensor([ 6.,  8., 14., 16.])	tensor([ 6, 
 
   { name = "F.avg_pool2d",
     sig = "F.avg_pool2d(x, kernel_size, stride = kernel_size, padding = 0, ceil_mode = false, count_include_pad = true) -> Tensor",
-    doc = [[The mean over each window of (N, C, H, W) input (4-D only; PyTorch also takes (C, H, W)); arguments after
-kernel_size may come as an options table last.]],
+    doc = [[The mean over each window of (N, C, H, W) input (4-D only; PyTorch also takes
+(C, H, W)); arguments after kernel_size may come as an options table last.]],
     opts = { { "stride", "integer|{h, w}", "kernel_size", "the step of the window" },
              { "padding", "integer|{h, w}", "0", "zeros on both sides" },
              { "ceil_mode", "boolean", "false", "round the output size up" },

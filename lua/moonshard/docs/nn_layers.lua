@@ -52,8 +52,9 @@ print(conv(ms.randn(2, 1, 28, 28)).shape)  --> torch.Size([2, 8, 28, 28])
 
   { name = "nn.MaxPool2d",
     sig = "nn.MaxPool2d(kernel_size, stride = kernel_size, padding = 0, dilation = 1, return_indices = false, ceil_mode = false) -> Module",
-    doc = [[The maximum over each window of (N, C, H, W) input (4-D only; PyTorch also takes (C, H, W)). With
-return_indices the module also returns the positions of the maxima, 1-based in each plane.]],
+    doc = [[The maximum over each window of (N, C, H, W) input (4-D only; PyTorch also takes
+(C, H, W)). With return_indices the module also returns the positions of the maxima, 1-based in
+each plane.]],
     opts = { { "stride", "integer|{h, w}", "kernel_size", "the step of the window" },
              { "padding", "integer|{h, w}", "0", "implicit -inf padding on both sides" },
              { "dilation", "integer|{h, w}", "1", "the spacing of the window's elements" },
@@ -69,7 +70,8 @@ print(pool(x))
 
   { name = "nn.AvgPool2d",
     sig = "nn.AvgPool2d(kernel_size, stride = kernel_size, padding = 0, ceil_mode = false, count_include_pad = true) -> Module",
-    doc = [[The mean over each window of (N, C, H, W) input (4-D only; PyTorch also takes (C, H, W)).]],
+    doc = [[The mean over each window of (N, C, H, W) input (4-D only; PyTorch also takes
+(C, H, W)).]],
     opts = { { "stride", "integer|{h, w}", "kernel_size", "the step of the window" },
              { "padding", "integer|{h, w}", "0", "zeros added on both sides" },
              { "ceil_mode", "boolean", "false", "round the output size up rather than down" },
