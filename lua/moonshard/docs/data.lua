@@ -285,6 +285,44 @@ local c = T.Compose({T.ToTensor(), T.Normalize(0.5, 0.5)})
 print(#c, c(ms.tensor({{0, 255}}, {dtype = "uint8"})))  --> 2	tensor([[[-1.,  1.]]])
 ]==] },
 
+  { name = "transforms.ToTensor:forward",
+    sig = "to_tensor:forward(x) -> Tensor",
+    doc = [[What calling the transform does (`t(x)` is `t:forward(x)`): uint8 (H, W) or
+(B, H, W) to float32 (1, H, W) or (B, 1, H, W) divided by 255, in one native pass.]],
+    example = [[
+local T = require "moonshard.transforms"
+print(T.ToTensor():forward(ms.zeros(2, 28, 28, {dtype = "uint8"})).shape)  --> torch.Size([2, 1, 28, 28])
+]] },
+
+  { name = "transforms.Normalize:forward",
+    sig = "normalize:forward(x) -> Tensor",
+    doc = [[What calling the transform does: (x - mean) / std with mean and std shaped (C, 1, 1) in
+x's dtype, broadcast over H, W and any batch dims. x must be floating, (C, H, W) or (B, C, H, W),
+with as many channels as entries (or one entry).]],
+    example = [==[
+local T = require "moonshard.transforms"
+print(T.Normalize({1, 2}, {1, 2}):forward(ms.full({2, 1, 1}, 4.0)):flatten())  --> tensor([3., 1.])
+]==] },
+
+  { name = "transforms.Lambda:forward",
+    sig = "lambda:forward(x) -> fn(x)",
+    doc = [[What calling the transform does: fn(x).]],
+    example = [[
+local T = require "moonshard.transforms"
+print(T.Lambda(function(x) return x + 1 end):forward(ms.zeros(1)))  --> tensor([1.])
+]] },
+
+  { name = "transforms.Compose:forward",
+    sig = "compose:forward(x) -> Tensor",
+    doc = [[What calling the Compose does: one fused native pass when every member is native and
+x is what it reads (uint8 for a leading ToTensor, float32 for Normalize), else the members one
+after the other.]],
+    example = [==[
+local T = require "moonshard.transforms"
+local c = T.Compose({T.ToTensor(), T.Lambda(function(x) return x * 2 end)})
+print(c:forward(ms.full({1, 1}, 255, {dtype = "uint8"})))  --> tensor([[[2.]]])
+]==] },
+
   { name = "transforms.ToTensor:native_spec",
     sig = "transform:native_spec() -> table | nil",
     doc = [[How the transform describes itself to the native loader: a plain table ({kind =
@@ -340,7 +378,8 @@ says which files to put where (scripts/fetch-mnist.sh DIR fetches them).]],
              { "target_transform", "function", "nil", "applied to each label" } },
     example = [[
 local datasets = require "moonshard.datasets"
-local ds = datasets.MNIST("data", {train = false})
+local root = os.getenv("MS_MNIST_ROOT") or "data"   -- the folder holding MNIST/raw
+local ds = datasets.MNIST(root, {train = false})
 local image, label = ds:get(1)
 print(#ds, image.shape, label, ds.classes[label])  --> 10000	torch.Size([28, 28])	8	7 - seven
 ]],
@@ -366,7 +405,8 @@ print(#datasets.FashionMNIST.classes, datasets.FashionMNIST.classes[1])  --> 10	
 transform when there is one) and the label (a Lua integer in 1..10, through target_transform).]],
     example = [[
 local datasets = require "moonshard.datasets"
-local ds = datasets.MNIST("data")
+local root = os.getenv("MS_MNIST_ROOT") or "data"   -- the folder holding MNIST/raw
+local ds = datasets.MNIST(root)
 local image, label = ds:get(-1)
 print(image.dtype, label >= 1 and label <= 10)  --> uint8	true
 ]],
@@ -411,7 +451,9 @@ print(ds, err:match("^MNIST: dataset not found") ~= nil)  --> nil	true
     doc = [[The folder the IDX files are read from: root .. "/MNIST/raw" (or "/FashionMNIST/raw").]],
     example = [[
 local datasets = require "moonshard.datasets"
-print(datasets.MNIST("data"):raw_folder())  --> data/MNIST/raw
+local root = os.getenv("MS_MNIST_ROOT") or "data"
+local ds = datasets.MNIST(root)
+print(ds:raw_folder() == root .. "/MNIST/raw")  --> true
 ]],
     needs = "mnist" },
 
@@ -423,7 +465,8 @@ mirrors (curl or wget) and checks its MD5; the .gz files are kept as they are. C
 constructor with {download = true}.]],
     example = [[
 local datasets = require "moonshard.datasets"
-local ds = datasets.MNIST("data")
+local root = os.getenv("MS_MNIST_ROOT") or "data"   -- the folder holding MNIST/raw
+local ds = datasets.MNIST(root)
 print(ds:download())  --> true
 ]],
     needs = "mnist" },
@@ -435,7 +478,8 @@ print(ds:download())  --> true
 holds no copy of them), or nil once ds.data was read whole (a .gz file always is).]],
     example = [[
 local datasets = require "moonshard.datasets"
-local ds = datasets.MNIST("data", {train = false})
+local root = os.getenv("MS_MNIST_ROOT") or "data"   -- the folder holding MNIST/raw
+local ds = datasets.MNIST(root, {train = false})
 local before = ds:data_rows() ~= nil
 local _ = ds.data   -- reads the images whole
 print(before, ds:data_rows() == nil)  --> true	true
