@@ -43,6 +43,17 @@ local BARE = { Tensor = { "moonshard", "Tensor" }, Module = { "moonshard.nn", "M
   Optimizer = { "moonshard.optim", "Optimizer" },
   LRScheduler = { "moonshard.lr_scheduler", "LRScheduler" } }
 
+-- Objects whose class no module exports: name -> the table of their methods, found through
+-- what makes them (the registry's metatables of the C bindings; a parser argparse builds).
+local INSTANCES = {
+  ["ms.cuda.Event"] = function() return debug.getregistry()["moonshard.cuda.Event"].__index end,
+  ProcessGroup = function() return debug.getregistry()["moonshard.ProcessGroup"].__index end,
+  Work = function() return debug.getregistry()["moonshard.Work"].__index end,
+  ["argparse.ArgumentParser"] = function()
+    return getmetatable(require("moonshard.argparse").ArgumentParser { prog = "doc" })
+  end,
+}
+
 local fmt, concat = string.format, table.concat
 
 -- ---- reading values without tripping strict __index metamethods --------------------------------
@@ -52,12 +63,13 @@ local function get(t, k)
   if ok then return v end
 end
 
--- A class: callable to construct (nn.Linear), or the metatable of its instances (TokenFile,
--- made by token_dataset.open_tokens).
+-- A class: callable to construct (nn.Linear), the metatable of its instances (TokenFile, made
+-- by token_dataset.open_tokens), or a named base to extend (autograd.Function).
 local function is_class(v)
   if type(v) ~= "table" then return false end
   local mt = getmetatable(v)
-  return (type(mt) == "table" and mt.__call ~= nil) or rawget(v, "__index") == v
+  return (type(mt) == "table" and mt.__call ~= nil) or rawget(v, "__index") == v or
+      type(rawget(v, "__name")) == "string"
 end
 
 -- A table of constants (fsdp.ShardingStrategy): non-empty, every value a string, number or boolean.
@@ -79,6 +91,7 @@ local CONSTRUCTOR = { new = true, init = true }
 
 local function sorted_keys(t)
   local keys = {}
+  if type(t) ~= "table" then return keys end
   for k in pairs(t) do
     if public_key(k) then keys[#keys + 1] = k end
   end
@@ -188,6 +201,15 @@ local function enumerate()
     end
   end
 
+  for _, name in ipairs(sorted_keys(INSTANCES)) do
+    local ok, methods = pcall(INSTANCES[name])
+    if ok and type(methods) == "table" then
+      for _, k in ipairs(sorted_keys(methods)) do
+        if type(methods[k]) == "function" then add(name .. ":" .. k, methods[k], name:match("^[^.]+")) end
+      end
+    end
+  end
+
   -- Methods: those a class defines itself (an override belongs to the base that first has it)
   -- and those of an unnamed base it inherits (datasets' shared methods); `new` is the
   -- constructor, documented by the class's own entry.
@@ -256,6 +278,10 @@ function doc.resolve(name)
   for i = 2, #segs do
     if type(v) ~= "table" then return nil end
     v = get(v, segs[i])
+  end
+  if method and INSTANCES[path] then
+    local ok, methods = pcall(INSTANCES[path])
+    v = ok and methods or nil
   end
   if method then
     if type(v) ~= "table" then return nil end

@@ -26,6 +26,7 @@
 #include "moonshard/tensor.h"
 
 /* ---- grad mode (thread-local, on by default) -------------------------------------------------- */
+/* Whether grad mode is on (on this thread). */
 MS_API bool ms_grad_enabled(void);
 /* Sets grad mode and returns the previous value, for scoped restore. */
 MS_API bool ms_grad_set_enabled(bool enabled);
@@ -111,6 +112,7 @@ MS_API ms_tensor *ms_node_saved(ms_node *node, int i);
  * its own (activation checkpointing's recompute). */
 typedef ms_status (*ms_custom_backward_fn)(void *ctx, const ms_node *node, ms_tensor *const *grad_out,
                                            ms_tensor **grad_in);
+/* The custom node described above (new reference), with edges to the n inputs' producers. */
 MS_API ms_node *ms_custom_node_new(const char *name, int n, ms_tensor *const *inputs, ms_custom_backward_fn fn,
                                    void *ctx, ms_hook_ctx_free free_ctx);
 /* Makes `node` the grad_fn of `out` as output number k (out then requires grad; it retains the

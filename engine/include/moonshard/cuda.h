@@ -46,6 +46,7 @@ typedef struct ms_cuda_memory_stats {
   int64_t reserved; /* bytes obtained from cudaMalloc and not yet returned */
   int64_t reserved_peak;
 } ms_cuda_memory_stats;
+/* The memory statistics of CUDA device index into *out; an error without CUDA or for a bad index. */
 MS_API ms_status ms_cuda_memory_stats_get(int index, ms_cuda_memory_stats *out);
 /* Bytes of live tensors on all CUDA devices together (0 without CUDA): what the Lua face adds to
  * the CPU's bytes to pace its collector, so device memory stays bounded in a loop too. */

@@ -53,6 +53,7 @@ MS_API const char *ms_dist_backend(void); /* "mpi", "self", or NULL when not ini
 MS_API int ms_dist_local_rank(void);
 
 /* ---- groups --------------------------------------------------------------------------------- */
+/* Adds a reference to pg (released with ms_pg_release). */
 MS_API void ms_pg_retain(ms_pg *pg);
 MS_API void ms_pg_release(ms_pg *pg); /* NULL is fine */
 /* This process's rank in the group, or -1 when it is not a member. */

@@ -16,6 +16,7 @@
 #define MS_X_DTYPE_ENUM(id, name, size) MS_##id,
 typedef enum ms_dtype { MS_DTYPE_LIST(MS_X_DTYPE_ENUM) MS_DTYPE_COUNT } ms_dtype;
 
+/* Bytes per element of dt. */
 MS_API size_t ms_dtype_size(ms_dtype dt);
 MS_API const char *ms_dtype_name(ms_dtype dt); /* "float32", ... */
 /* Parses "float32" and PyTorch's aliases ("float", "double", "half", "long", "int"...).

@@ -72,6 +72,7 @@ MS_API ms_flat_param *ms_flat_param_retain(ms_flat_param *fp); /* a new referenc
 MS_API ms_status ms_flat_param_set_name(ms_flat_param *fp, const char *name);
 
 /* ---- reading a unit ------------------------------------------------------------------------------ */
+/* Fills *out with the unit's sizes, group, strategy, device and dtypes. */
 MS_API void ms_flat_param_get_info(const ms_flat_param *fp, ms_flat_param_info *out);
 /* The shard: S elements, a leaf requiring grad (borrowed). */
 MS_API ms_tensor *ms_flat_param_shard(const ms_flat_param *fp);

@@ -42,6 +42,7 @@ typedef struct ms_idx_info {
   bool gzip;
 } ms_idx_info;
 
+/* Reads the header of the IDX file at path (gzip or raw) into *info, without reading the payload. */
 MS_API ms_status ms_idx_probe(const char *path, ms_idx_info *info);
 
 /* Rows of a raw (uncompressed) IDX file read on demand, where holding the whole payload in

@@ -50,7 +50,9 @@ typedef struct ms_loader ms_loader;
 MS_API ms_loader *ms_loader_create(const ms_loader_source *sources, int nsources, const int64_t *indices,
                                    const int64_t *offsets, int64_t nbatches, ms_loader_config cfg);
 
+/* How many batches the loader yields in all. */
 MS_API int64_t ms_loader_num_batches(const ms_loader *l);
+/* The nsources it was created with. */
 MS_API int ms_loader_num_sources(const ms_loader *l);
 
 /* The next batch in order: out[s] receives a new reference for each source s. Blocks until the

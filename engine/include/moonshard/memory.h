@@ -27,6 +27,7 @@ typedef struct ms_memory_stats {
   int64_t by_category[MS_MEM_CATEGORY_COUNT];
 } ms_memory_stats;
 
+/* The category's name as the statistics print it. */
 MS_API const char *ms_mem_category_name(ms_mem_category c);
 /* 64-byte aligned, counted; NULL (with an error set) when the system has no memory. */
 MS_API void *ms_mem_alloc(size_t nbytes, ms_mem_category category);

@@ -17,7 +17,9 @@
 #include "moonshard/nn_types.h"
 #include "moonshard/tensor.h"
 
+/* Softmax over dim (0-based, negative from the end); new reference. */
 MS_API ms_tensor *ms_softmax(ms_tensor *x, int dim);
+/* log(softmax(x)) over dim, computed stably; new reference. */
 MS_API ms_tensor *ms_log_softmax(ms_tensor *x, int dim);
 /* approximate_tanh: GELU's tanh approximation (PyTorch's approximate='tanh'). */
 MS_API ms_tensor *ms_gelu(ms_tensor *x, bool approximate_tanh);

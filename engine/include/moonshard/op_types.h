@@ -20,7 +20,9 @@ enum {
   MS_UNARY_OP_COUNT = 0 MS_UNARY_OP_LIST(MS_X_PLUS_ONE)
 };
 
+/* The op's name as errors spell it ("add", ...). */
 MS_API const char *ms_binary_op_name(ms_binary_op op);
+/* The op's name as errors spell it ("exp", ...). */
 MS_API const char *ms_unary_op_name(ms_unary_op op);
 
 /* A binary op's row of op_list.h as data (what the Lua face and the tests iterate). */

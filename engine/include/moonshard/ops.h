@@ -10,11 +10,15 @@
 #include "moonshard/tensor.h"
 
 /* ---- elementwise (the ops of MS_BINARY_OP_LIST and MS_UNARY_OP_LIST, moonshard/op_types.h) - */
+/* a op b with broadcasting and type promotion (either may be a scalar); new reference. */
 MS_API ms_tensor *ms_binary(ms_binary_op op, ms_operand a, ms_operand b);
 MS_API ms_status ms_binary_(ms_binary_op op, ms_tensor *a, ms_operand b); /* a = a op b */
+/* op applied to each element of a; new reference. */
 MS_API ms_tensor *ms_unary(ms_unary_op op, ms_tensor *a);
+/* a = op(a), in place. */
 MS_API ms_status ms_unary_(ms_unary_op op, ms_tensor *a);
 MS_API ms_tensor *ms_clamp(ms_tensor *a, const double *min, const double *max); /* either may be NULL */
+/* ms_clamp in place. */
 MS_API ms_status ms_clamp_(ms_tensor *a, const double *min, const double *max);
 /* cond ? a : b, broadcasting all three; cond must be bool. */
 MS_API ms_tensor *ms_where(ms_tensor *cond, ms_operand a, ms_operand b);
@@ -22,6 +26,7 @@ MS_API ms_tensor *ms_masked_fill(ms_tensor *a, ms_tensor *mask, double value);
 MS_API ms_status ms_masked_fill_(ms_tensor *a, ms_tensor *mask, double value);
 
 /* ---- reductions (the ops of MS_REDUCE_OP_LIST, moonshard/op_types.h) ----------------------- */
+/* The reduction op of a over opts.dim, or over everything with opts.all (ms_reduce_opts). */
 MS_API ms_tensor *ms_reduce(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts);
 /* max/min over a dim return values and 0-based indices (int64) together. */
 MS_API ms_status ms_reduce_with_indices(ms_reduce_op op, ms_tensor *a, int dim, bool keepdim,
@@ -29,6 +34,7 @@ MS_API ms_status ms_reduce_with_indices(ms_reduce_op op, ms_tensor *a, int dim, 
 
 /* ---- comparison of whole tensors ------------------------------------------------------------ */
 MS_API bool ms_equal(ms_tensor *a, ms_tensor *b); /* same shape and values */
+/* *out = every |a - b| <= atol + rtol * |b| (shapes broadcast), as torch.allclose. */
 MS_API ms_status ms_allclose(ms_tensor *a, ms_tensor *b, double rtol, double atol, bool *out);
 
 /* ---- matrix products (float32 and float64 through the packed GEMM) --------------------------- */

@@ -43,6 +43,7 @@ typedef struct ms_adadelta_options {
   double lr, rho, eps, weight_decay;
   bool maximize;
 } ms_adadelta_options;
+/* One Adadelta step on param in place (PyTorch's update), square_avg and acc_delta its state. */
 MS_API ms_status ms_optim_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *square_avg,
                                         ms_tensor *acc_delta, const ms_adadelta_options *o);
 
@@ -51,6 +52,7 @@ typedef struct ms_adagrad_options {
   int64_t step; /* including this step */
   bool maximize;
 } ms_adagrad_options;
+/* One Adagrad step on param in place (PyTorch's update), state_sum its state. */
 MS_API ms_status ms_optim_adagrad_step(ms_tensor *param, ms_tensor *grad, ms_tensor *state_sum,
                                        const ms_adagrad_options *o);
 

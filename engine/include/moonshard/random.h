@@ -9,7 +9,9 @@
 #include "moonshard/export.h"
 #include "moonshard/tensor_core.h"
 
+/* Seeds the default generator: the same seed replays the same numbers. */
 MS_API void ms_manual_seed(uint64_t seed);
+/* The seed the default generator was last seeded with. */
 MS_API uint64_t ms_initial_seed(void);
 /* The whole generator state, for checkpoints: setting what get returned replays the same numbers
  * on either device (there is one generator; its numbers do not depend on the device). */

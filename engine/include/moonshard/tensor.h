@@ -9,7 +9,9 @@
 #include "moonshard/tensor_core.h"
 
 /* ---- creation on a device, filled by its kernel (new references) ---------------------------- */
+/* A new tensor of shape on device, every element value. */
 MS_API ms_tensor *ms_tensor_new_full_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt, double value);
+/* A new tensor of shape on device filled with zeros. */
 MS_API ms_tensor *ms_tensor_new_zeros_on(ms_device device, int ndim, const int64_t *shape, ms_dtype dt);
 
 /* ---- views: share the storage (new references) -------------------------------------------- */

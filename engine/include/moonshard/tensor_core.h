@@ -40,6 +40,7 @@ struct ms_tensor {
 };
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
+/* Adds a reference to t (released with ms_tensor_release). */
 MS_API void ms_tensor_retain(ms_tensor *t);
 MS_API void ms_tensor_release(ms_tensor *t); /* NULL is fine */
 
@@ -81,7 +82,9 @@ MS_API bool ms_device_parse(const char *s, ms_device *out);
 MS_API ms_status ms_check_same_device(const char *op, int n, ms_tensor *const *ts);
 
 /* ---- geometry ---------------------------------------------------------------------------- */
+/* The number of elements (the product of the shape; 1 for a 0-dim tensor). */
 MS_API int64_t ms_tensor_numel(const ms_tensor *t);
+/* Whether the strides are row-major with no gaps. */
 MS_API bool ms_tensor_is_contiguous(const ms_tensor *t);
 /* Pointer to the first element (storage data + offset); NULL if the storage is released. */
 MS_API void *ms_tensor_data(const ms_tensor *t);
