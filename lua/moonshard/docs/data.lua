@@ -9,8 +9,9 @@ return {
 
   { name = "data.DataLoader",
     sig = "ms.data.DataLoader(dataset, {batch_size = 1, shuffle = false, sampler =, batch_sampler =, num_workers = 0, collate_fn =, pin_memory = false, drop_last = false, prefetch_factor = 2, persistent_workers = false}) -> DataLoader",
-    doc = [[Batches of a dataset, as torch.utils.data.DataLoader: `for batch_idx, data, target in
-loader:iter() do ... end` (batch_idx from 1), `#loader` batches. A dataset is anything with
+    doc = [[Batches of a dataset, as torch.utils.data.DataLoader. Loop over an epoch with
+`for batch_idx, data, target in loader:iter() do ... end` (batch_idx from 1); `#loader` is the
+number of batches. A dataset is anything with
 `#ds` and samples by 1-based index: `ds:get(i)` returning the sample's values when it has that
 method, else `ds[i]` (a value, or a plain table of values that is unpacked). The default collate
 stacks tensors along a new first dim and makes int64 / float64 / bool tensors of Lua integers /
@@ -172,10 +173,10 @@ print(n)  --> 3
   { name = "samplers.DistributedSampler",
     also = { "data.DistributedSampler" },
     sig = "samplers.DistributedSampler(dataset, {num_replicas = 1, rank = 0, shuffle = true, seed = 0, drop_last = false}) -> Sampler",
-    doc = [[This rank's share of the indices, as PyTorch's DistributedSampler: the list (shuffled
+    doc = [[This rank's share of the indices, as PyTorch's DistributedSampler. The list (shuffled
 with seed + epoch, the same permutation on every rank) is padded by repeating its start (or cut,
-with drop_last) to a multiple of num_replicas, and rank r (0-based, as in MPI) takes the positions
-r, r + R, ... Call set_epoch(epoch) before each epoch for a new shuffle.]],
+with drop_last) to a multiple of num_replicas R, and rank r (0-based, as in MPI) takes every R-th
+index from position r. Call set_epoch(epoch) before each epoch for a new shuffle.]],
     opts = { { "num_replicas", "integer", "1", "the number of ranks (the world size)" },
              { "rank", "integer", "0", "this rank, 0-based" },
              { "shuffle", "boolean", "true", "shuffle with seed + epoch" },

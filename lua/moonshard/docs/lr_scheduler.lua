@@ -61,8 +61,8 @@ print(sched:get_last_lr()[1])  --> 0.01
 
   { name = "LRScheduler:state_dict",
     sig = "scheduler:state_dict() -> table",
-    doc = [[Every field but the optimizer and functions (a LambdaLR's lambdas are not saved, as in
-PyTorch): last_epoch, base_lrs, the scheduler's options ...]],
+    doc = [[Every field but the optimizer and functions: last_epoch, base_lrs, the scheduler's
+options. A LambdaLR's lambdas are not saved, as in PyTorch.]],
     example = [[
 local opt = optim.SGD(nn.Linear(2, 2):parameters(), {lr = 0.1})
 local sched = optim.lr_scheduler.StepLR(opt, {step_size = 2})

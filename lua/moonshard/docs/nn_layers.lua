@@ -192,7 +192,7 @@ print(nn.Flatten()(ms.zeros(2, 3, 4, 5)).shape)  --> torch.Size([2, 60])
 
   { name = "nn.Identity",
     sig = "nn.Identity() -> Module",
-    doc = [[Returns its input (a placeholder, e.g. to remove a layer from a model).]],
+    doc = [[Returns its input: a placeholder, for instance to take a layer out of a model.]],
     example = [[
 local x = ms.ones(2)
 print(rawequal(nn.Identity()(x), x))  --> true
@@ -332,7 +332,7 @@ print(#l, l[3])  --> 3	Sigmoid()
   { name = "nn.ModuleList:insert",
     sig = "list:insert(index, module)",
     doc = [[Inserts a module before position `index` (1-based, negative from the end;
-#list + 1 appends); the children are renamed "0", "1", ... in their new order.]],
+#list + 1 appends). The children are renamed by their new positions ("0" first), as in torch.]],
     example = [[
 local l = nn.ModuleList({nn.ReLU(), nn.Tanh()})
 l:insert(1, nn.Identity())

@@ -178,8 +178,8 @@ print(w.grad)  --> nil
 
   { name = "Optimizer:add_param_group",
     sig = "optimizer:add_param_group({params = {...}, option = value, ...})",
-    doc = [[Adds a group of parameters with its own options (the others from the defaults): e.g.
-a new layer unfrozen during fine-tuning. A parameter may belong to one group only.]],
+    doc = [[Adds a group of parameters with its own options (the others from the defaults), for
+instance a layer unfrozen during fine-tuning. A parameter may belong to one group only.]],
     example = [[
 local body, head = nn.Linear(4, 4), nn.Linear(4, 2)
 local opt = optim.SGD(body:parameters(), {lr = 0.01})
