@@ -118,7 +118,7 @@ for i in ms.data.SequentialSampler({0, 0}):iter() do print(i) end
 without replacement, whole permutations of 1..n back to back cut to num_samples (PyTorch's
 order of draws); with replacement, num_samples uniform draws.]],
     opts = { { "replacement", "boolean", "false", "draw with replacement" },
-             { "num_samples", "integer", "#data_source", "how many indices per epoch" } },
+             { "num_samples", "integer", "nil", "how many indices per epoch (nil: #data_source)" } },
     example = [[
 ms.manual_seed(0)
 local s = ms.data.RandomSampler({1, 2, 3, 4, 5, 6}, {num_samples = 4})

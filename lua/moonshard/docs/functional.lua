@@ -120,7 +120,7 @@ print(F.conv2d(ms.ones(1, 1, 3, 3), ms.ones(1, 1, 3, 3), {padding = "same"}).sha
     doc = [[The maximum over each window of (N, C, H, W) input (4-D only; PyTorch also takes
 (C, H, W)); with return_indices, also the positions of the maxima (int64, 1-based in each plane).
 Arguments after kernel_size may come as an options table last.]],
-    opts = { { "stride", "integer|{h, w}", "kernel_size", "the step of the window" },
+    opts = { { "stride", "integer|{h, w}", "nil", "the step of the window (nil: kernel_size)" },
              { "padding", "integer|{h, w}", "0", "implicit -inf padding" },
              { "dilation", "integer|{h, w}", "1", "the spacing of the window's elements" },
              { "ceil_mode", "boolean", "false", "round the output size up" },
@@ -135,7 +135,7 @@ print(y:flatten(), idx:flatten())  --> tensor([ 6.,  8., 14., 16.])	tensor([ 6, 
     sig = "F.avg_pool2d(x, kernel_size, stride = kernel_size, padding = 0, ceil_mode = false, count_include_pad = true) -> Tensor",
     doc = [[The mean over each window of (N, C, H, W) input (4-D only; PyTorch also takes
 (C, H, W)); arguments after kernel_size may come as an options table last.]],
-    opts = { { "stride", "integer|{h, w}", "kernel_size", "the step of the window" },
+    opts = { { "stride", "integer|{h, w}", "nil", "the step of the window (nil: kernel_size)" },
              { "padding", "integer|{h, w}", "0", "zeros on both sides" },
              { "ceil_mode", "boolean", "false", "round the output size up" },
              { "count_include_pad", "boolean", "true", "count the padding zeros in the mean" } },
@@ -239,7 +239,7 @@ pass 0 in evaluation. Also with an options table after v.]],
     opts = { { "attn_mask", "Tensor", "nil", "bool (true takes part) or additive" },
              { "dropout_p", "number", "0", "dropout on the attention weights" },
              { "is_causal", "boolean", "false", "each position attends to itself and earlier ones only" },
-             { "scale", "number", "1 / sqrt(E)", "the factor of q k^T" } },
+             { "scale", "number", "nil", "the factor of q k^T (nil: 1 / sqrt(E))" } },
     example = [[
 ms.manual_seed(0)
 local q, k, v = ms.randn(2, 4, 5, 8), ms.randn(2, 4, 5, 8), ms.randn(2, 4, 5, 8)

@@ -87,7 +87,7 @@ print(b.last_epoch)  --> 3
   { name = "lr_scheduler.StepLR",
     sig = "lr_scheduler.StepLR(optimizer, {step_size =, gamma = 0.1, last_epoch = -1}) -> LRScheduler",
     doc = [[Multiplies each group's lr by gamma every step_size epochs.]],
-    opts = { { "step_size", "integer", "required", "the epochs between decays" },
+    opts = { { "step_size", "integer", "nil", "required: the epochs between decays" },
              { "gamma", "number", "0.1", "the decay factor" },
              { "last_epoch", "integer", "-1", "the last epoch done, when resuming" } },
     example = [[
@@ -112,7 +112,7 @@ print(s:get_lr()[1])  --> 1.0
     sig = "lr_scheduler.MultiStepLR(optimizer, {milestones =, gamma = 0.1, last_epoch = -1}) -> LRScheduler",
     doc = [[Multiplies each group's lr by gamma at each epoch of milestones (a list; a milestone
 listed twice decays twice).]],
-    opts = { { "milestones", "{integer, ...}", "required", "the epochs at which to decay" },
+    opts = { { "milestones", "{integer, ...}", "nil", "required: the epochs at which to decay" },
              { "gamma", "number", "0.1", "the decay factor" },
              { "last_epoch", "integer", "-1", "the last epoch done, when resuming" } },
     example = [[
@@ -135,7 +135,7 @@ print(optim.lr_scheduler.MultiStepLR(opt, {milestones = {3}}):get_lr()[1])  --> 
   { name = "lr_scheduler.ExponentialLR",
     sig = "lr_scheduler.ExponentialLR(optimizer, {gamma =, last_epoch = -1}) -> LRScheduler",
     doc = [[Multiplies each group's lr by gamma every epoch.]],
-    opts = { { "gamma", "number", "required", "the decay factor" },
+    opts = { { "gamma", "number", "nil", "required: the decay factor" },
              { "last_epoch", "integer", "-1", "the last epoch done, when resuming" } },
     example = [[
 local opt = optim.SGD(nn.Linear(2, 2):parameters(), {lr = 1.0})
@@ -158,7 +158,7 @@ print(optim.lr_scheduler.ExponentialLR(opt, {gamma = 0.5}):get_lr()[1])  --> 1.0
     doc = [[Anneals each group's lr from its initial value to eta_min along a half cosine over
 T_max epochs (SGDR without restarts), in PyTorch's recursive form, so a change made to a group's
 lr by hand carries on.]],
-    opts = { { "T_max", "number", "required", "the epochs of the half period" },
+    opts = { { "T_max", "number", "nil", "required: the epochs of the half period" },
              { "eta_min", "number", "0", "the lowest learning rate" },
              { "last_epoch", "integer", "-1", "the last epoch done, when resuming" } },
     example = [[
@@ -209,7 +209,7 @@ print(s:get_last_lr()[1])  --> 0.5
     doc = [[Sets each group's lr to its initial lr times lr_lambda(epoch): one function for every
 group, or a list with one per group. The function may also be given alone, as PyTorch's
 positional form.]],
-    opts = { { "lr_lambda", "function|{function, ...}", "required", "the factor as a function of the epoch (from 0)" },
+    opts = { { "lr_lambda", "function|{function, ...}", "nil", "required: the factor as a function of the epoch (from 0)" },
              { "last_epoch", "integer", "-1", "the last epoch done, when resuming" } },
     example = [[
 local opt = optim.SGD(nn.Linear(2, 2):parameters(), {lr = 1.0})
@@ -233,7 +233,7 @@ print(s:get_lr()[1])  --> 1.0
 max_lr over pct_start of the steps, then anneals to max_lr / div_factor / final_div_factor; the
 momentum (SGD's momentum or Adam's beta1) cycles the other way when cycle_momentum. Give
 total_steps, or epochs and steps_per_epoch. Stepping past total_steps raises.]],
-    opts = { { "max_lr", "number|{number, ...}", "required", "the peak lr (one per group, or one for all)" },
+    opts = { { "max_lr", "number|{number, ...}", "nil", "required: the peak lr (one per group, or one for all)" },
              { "total_steps", "integer", "nil", "the number of steps of the cycle" },
              { "epochs", "integer", "nil", "with steps_per_epoch, when total_steps is not given" },
              { "steps_per_epoch", "integer", "nil", "with epochs" },

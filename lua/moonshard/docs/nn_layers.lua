@@ -55,7 +55,7 @@ print(conv(ms.randn(2, 1, 28, 28)).shape)  --> torch.Size([2, 8, 28, 28])
     doc = [[The maximum over each window of (N, C, H, W) input (4-D only; PyTorch also takes
 (C, H, W)). With return_indices the module also returns the positions of the maxima, 1-based in
 each plane.]],
-    opts = { { "stride", "integer|{h, w}", "kernel_size", "the step of the window" },
+    opts = { { "stride", "integer|{h, w}", "nil", "the step of the window (nil: kernel_size)" },
              { "padding", "integer|{h, w}", "0", "implicit -inf padding on both sides" },
              { "dilation", "integer|{h, w}", "1", "the spacing of the window's elements" },
              { "return_indices", "boolean", "false", "also return the positions of the maxima" },
@@ -72,7 +72,7 @@ print(pool(x))
     sig = "nn.AvgPool2d(kernel_size, stride = kernel_size, padding = 0, ceil_mode = false, count_include_pad = true) -> Module",
     doc = [[The mean over each window of (N, C, H, W) input (4-D only; PyTorch also takes
 (C, H, W)).]],
-    opts = { { "stride", "integer|{h, w}", "kernel_size", "the step of the window" },
+    opts = { { "stride", "integer|{h, w}", "nil", "the step of the window (nil: kernel_size)" },
              { "padding", "integer|{h, w}", "0", "zeros added on both sides" },
              { "ceil_mode", "boolean", "false", "round the output size up rather than down" },
              { "count_include_pad", "boolean", "true", "count the padding zeros in the mean" } },

@@ -34,7 +34,7 @@ print(w.grad)  --> tensor([-1.0000,  0.5000,  1.0000])
     doc = [[`model(input)` computed on near-equal slices of at most chunk_size samples along
 dim 1 and concatenated: the same values for a model that treats samples independently (eval
 mode), with the memory of one slice's activations. For evaluating a large test batch.]],
-    opts = { { "chunk_size", "integer", "required", "the most samples per slice" } },
+    opts = { { "chunk_size", "integer", "nil", "required: the most samples per slice" } },
     example = [[
 ms.manual_seed(0)
 local model = nn.Linear(4, 2)

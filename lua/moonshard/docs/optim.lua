@@ -9,7 +9,7 @@ return {
 is an array of tensors (`model:parameters()`), an iterator of them, or an array of parameter
 groups `{{params = {...}, lr = ...}, ...}` whose options override the defaults. lr is required.
 One fused native pass per parameter.]],
-    opts = { { "lr", "number", "required", "the learning rate" },
+    opts = { { "lr", "number", "nil", "required: the learning rate" },
              { "momentum", "number", "0", "the momentum factor" },
              { "dampening", "number", "0", "dampening of the momentum" },
              { "weight_decay", "number", "0", "L2 penalty added to the gradient" },
