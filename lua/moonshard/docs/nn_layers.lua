@@ -280,8 +280,9 @@ print(bn.running_mean, bn.num_batches_tracked:item())  --> tensor([0., 0.])	0
   { name = "nn.Sequential",
     sig = "nn.Sequential(m1, m2, ...) | nn.Sequential({{name, m}, ...}) -> Module",
     doc = [[Runs its children in order, each one's output the next one's input. Children are
-named "0", "1", ... (torch's names, in state dicts) and indexed 1-based from Lua: `seq[1]` is the
-first, `seq[-1]` the last, `#seq` the count; `seq[i] = m` replaces one. The second form names
+named "0", "1" and so on (torch's names, in state dicts) and indexed 1-based from Lua: `seq[1]`
+is the first, `seq[-1]` the last, `#seq` the count, `ipairs(seq)` walks them; `seq[i] = m`
+replaces one. The second form names
 them.]],
     example = [[
 ms.manual_seed(0)
@@ -303,12 +304,12 @@ print(#net, net[2])  --> 2	ReLU()
   { name = "nn.ModuleList",
     sig = "nn.ModuleList({m1, m2, ...}) -> Module",
     doc = [[Holds modules in a list, registered (their parameters are the container's) and
-indexed 1-based (`list[1]`, `#list`, `ipairs` does not apply: use `for i = 1, #list`). It has no
-forward: call its modules yourself. Children are named "0", "1", ... as in torch.]],
+indexed 1-based: `list[1]`, `list[-1]`, `#list`, `for i, m in ipairs(list)`. It has no forward:
+call its modules yourself. The children are named "0", "1" and so on, as in torch.]],
     example = [[
 local layers = nn.ModuleList({nn.Linear(2, 2), nn.Linear(2, 2)})
 local x = ms.ones(1, 2)
-for i = 1, #layers do x = layers[i](x) end
+for _, layer in ipairs(layers) do x = layer(x) end
 print(#layers, x.shape, #layers:parameters())  --> 2	torch.Size([1, 2])	4
 ]] },
 
