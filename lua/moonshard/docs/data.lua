@@ -11,11 +11,10 @@ return {
     sig = "ms.data.DataLoader(dataset, {batch_size = 1, shuffle = false, sampler =, batch_sampler =, num_workers = 0, collate_fn =, pin_memory = false, drop_last = false, prefetch_factor = 2, persistent_workers = false}) -> DataLoader",
     doc = [[Batches of a dataset, as torch.utils.data.DataLoader. Loop over an epoch with
 `for batch_idx, data, target in loader:iter() do ... end` (batch_idx from 1); `#loader` is the
-number of batches. A dataset is anything with
-`#ds` and samples by 1-based index: `ds:get(i)` returning the sample's values when it has that
-method, else `ds[i]` (a value, or a plain table of values that is unpacked). The default collate
-stacks tensors along a new first dim and makes int64 / float64 / bool tensors of Lua integers /
-floats / booleans.
+number of batches. A dataset is anything with `#ds` and samples by 1-based index: `ds:get(i)`
+returning the sample's values when it has that method, else `ds[i]` (a value, or a plain table
+of values that is unpacked). The default collate stacks tensors along a new first dim and makes
+int64 / float64 / bool tensors of Lua integers / floats / booleans.
 
 A TensorDataset or an MNIST-like dataset (with no Lua transform, no collate_fn) is loaded by
 native worker threads (num_workers of them, prefetching prefetch_factor * num_workers batches in

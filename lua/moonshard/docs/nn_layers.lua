@@ -282,8 +282,7 @@ print(bn.running_mean, bn.num_batches_tracked:item())  --> tensor([0., 0.])	0
     doc = [[Runs its children in order, each one's output the next one's input. Children are
 named "0", "1" and so on (torch's names, in state dicts) and indexed 1-based from Lua: `seq[1]`
 is the first, `seq[-1]` the last, `#seq` the count, `ipairs(seq)` walks them; `seq[i] = m`
-replaces one. The second form names
-them.]],
+replaces one. The second form names them.]],
     example = [[
 ms.manual_seed(0)
 local net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
