@@ -196,8 +196,8 @@ print(F.batch_norm(ms.tensor({{1.0}, {3.0}}), nil, nil, {training = true}))
   { name = "F.nll_loss",
     sig = "F.nll_loss(input, target, weight = nil, ignore_index = -100, reduction = \"mean\") -> Tensor",
     doc = [[The negative log likelihood: input (N, C) log-probabilities (or (N, C, d...)), target
-(N) class indices in **1..C** (PyTorch's 0-based class plus one; a target out of range raises,
-saying so). Also with an options table: `F.nll_loss(out, target, {reduction = "sum"})`.]],
+(N) class indices in **1..C**, int64 (PyTorch's 0-based class plus one; a target out of range
+raises, saying so). Also with an options table: `F.nll_loss(out, target, {reduction = "sum"})`.]],
     opts = { { "weight", "Tensor", "nil", "a weight per class (C)" },
              { "ignore_index", "integer", "-100", "a target value that contributes nothing (compared as written)" },
              { "reduction", "string", "\"mean\"", "\"mean\", \"sum\" or \"none\"" } },
