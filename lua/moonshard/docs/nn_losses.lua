@@ -7,9 +7,9 @@ return {
     sig = "nn.CrossEntropyLoss({weight =, ignore_index = -100, reduction = \"mean\", label_smoothing = 0}) -> Module",
     doc = [[`criterion(input, target)` is F.cross_entropy with the options given at
 construction: log_softmax over the class dim then the negative log likelihood. input is (N, C)
-logits (or (N, C, d...)), target (N) class indices **1..C** (an int64 tensor: PyTorch's 0..C-1 plus one).
-A class weight is a buffer, so it follows `criterion:to()` and is in the state dict. Positional
-arguments are also accepted in that order.]],
+logits (or (N, C, d...)), target (N) class indices **1..C** (an int64 tensor: PyTorch's 0..C-1
+plus one). A class weight is a buffer, so it follows `criterion:to()` and is in the state dict.
+Positional arguments are also accepted in that order.]],
     opts = { { "weight", "Tensor", "nil", "a weight per class (C)" },
              { "ignore_index", "integer", "-100", "a target value that contributes nothing (compared as written)" },
              { "reduction", "string", "\"mean\"", "\"mean\", \"sum\" or \"none\" (one loss per sample)" },
