@@ -55,6 +55,8 @@ local INSTANCES = {
   ["ms.cuda.Event"] = function() return debug.getregistry()["moonshard.cuda.Event"].__index end,
   ProcessGroup = function() return debug.getregistry()["moonshard.ProcessGroup"].__index end,
   Work = function() return debug.getregistry()["moonshard.Work"].__index end,
+  ["metrics.Logger"] = function() return getmetatable(require("moonshard.metrics").Logger(nil)) end,
+  ["watch.Run"] = function() return getmetatable(require("moonshard.watch").Run({}, 1)) end,
   ["argparse.ArgumentParser"] = function()
     return getmetatable(require("moonshard.argparse").ArgumentParser { prog = "doc" })
   end,
