@@ -25,12 +25,36 @@ local function map_groups(opt, fn)
   return out
 end
 
--- Options: unknown keys raise, so that a typo does not pass silently.
+-- What each option may hold ("a|b": either), checked where the scheduler is made rather than
+-- failing later inside a formula.
+local OPTION_TYPES = {
+  step_size = "integer", gamma = "number", last_epoch = "integer", milestones = "table",
+  T_max = "number", eta_min = "number", start_factor = "number", end_factor = "number",
+  total_iters = "integer", lr_lambda = "function|table", max_lr = "number|table",
+  total_steps = "integer", epochs = "integer", steps_per_epoch = "integer", pct_start = "number",
+  anneal_strategy = "string", cycle_momentum = "boolean", base_momentum = "number|table",
+  max_momentum = "number|table", div_factor = "number", final_div_factor = "number",
+  three_phase = "boolean",
+}
+
+local function type_of(v) return math.type(v) == "integer" and "integer" or type(v) end
+
+local function check_type(cname, k, v)
+  local want, got = OPTION_TYPES[k], type_of(v)
+  for t in want:gmatch("[^|]+") do
+    if t == got or (t == "number" and got == "integer") then return end
+  end
+  error(("%s: option '%s' must be %s, got %s"):format(cname, k, want:gsub("|", " or "),
+    got == "string" and ("%q"):format(v) or got), 4)
+end
+
+-- Options: unknown keys raise, so that a typo does not pass silently; known ones are type-checked.
 local function options(cname, opts, known)
   opts = opts or {}
   if type(opts) ~= "table" then error(("%s: options must be a table"):format(cname), 3) end
-  for k in pairs(opts) do
+  for k, v in pairs(opts) do
     if not known[k] then error(("%s: unknown option '%s'"):format(cname, tostring(k)), 3) end
+    check_type(cname, k, v)
   end
   return opts
 end
@@ -102,6 +126,9 @@ function LRScheduler:state_dict()
 end
 
 function LRScheduler:load_state_dict(sd)
+  if type(sd) ~= "table" then
+    error(("%s:load_state_dict: expected the table state_dict() returned, got %s"):format(self.name, type(sd)), 2)
+  end
   for k, v in pairs(sd) do self[k] = copy_value(v) end
 end
 

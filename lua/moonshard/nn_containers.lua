@@ -52,7 +52,7 @@ Sequential.__len = list_len
 
 function Sequential:init(...)
   local first = ...
-  if select("#", ...) == 1 and type(first) == "table" and not is_module(first) then
+  if select("#", ...) == 1 and type(first) == "table" and not is_module(first) and getmetatable(first) == nil then
     for i, e in ipairs(first) do
       if type(e) ~= "table" or type(e[1]) ~= "string" or not is_module(e[2]) then
         error(fmt("Sequential: entry %d must be a {name, module} pair", i), 3)

@@ -111,8 +111,16 @@ local function is_module(v)
 end
 nn.is_module = is_module
 
+-- A Module class (nn.ReLU) rather than an instance (nn.ReLU()).
+local function is_module_class(v)
+  return type(v) == "table" and not is_module(v) and type(rawget(v, "__name")) == "string"
+    and rawget(v, "super") ~= nil
+end
+
 local function describe(v)
   if is_module(v) then return v:_get_name() end
+  if is_module_class(v) then return fmt("the class %s (call it to make a module: %s())", v.__name, v.__name) end
+  if v == Module then return "the class Module (extend it, or pass an instance)" end
   if is_tensor(v) then return fmt("a %s tensor", v.dtype) end
   return type(v)
 end

@@ -144,9 +144,19 @@ function Optimizer:_init_group_state(_) end
 
 -- Clears every parameter's gradient: removed (set_to_none, the default, as in PyTorch 2) or
 -- zeroed in place.
+-- zero_grad({set_to_none = true}), or PyTorch's positional zero_grad(set_to_none).
 function Optimizer:zero_grad(opts)
   local set_to_none = true
-  if opts ~= nil and opts.set_to_none ~= nil then set_to_none = opts.set_to_none end
+  if type(opts) == "boolean" then
+    set_to_none = opts
+  elseif type(opts) == "table" then
+    for k in pairs(opts) do
+      if k ~= "set_to_none" then error(("zero_grad: unknown option '%s' (known: set_to_none)"):format(tostring(k)), 2) end
+    end
+    if opts.set_to_none ~= nil then set_to_none = opts.set_to_none end
+  elseif opts ~= nil then
+    error(("zero_grad: expected an options table {set_to_none =} or a boolean, got %s"):format(type(opts)), 2)
+  end
   for _, g in ipairs(self.param_groups) do
     for _, p in ipairs(g.params) do
       local grad <close> = p.grad -- closed: a dead box would hold the grad until a collection

@@ -319,6 +319,11 @@ T.test("subclassing a layer and nested names", function()
   T.eq(#s:modules(), 2)
 end)
 
+T.test("Sequential: a class where a module was meant is an error, not an empty Sequential", function()
+  T.raises(function() nn.Sequential(nn.ReLU) end, "argument #1 is the class ReLU (call it to make a module: ReLU())")
+  T.raises(function() nn.Sequential(nn.Linear(2, 2), nn.Tanh) end, "argument #2 is the class Tanh")
+end)
+
 T.test("Sequential: names, 1-based indexing, length, iteration", function()
   local l1, r, l2 = nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1)
   local seq = nn.Sequential(l1, r, l2)

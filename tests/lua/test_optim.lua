@@ -373,6 +373,24 @@ T.test("lr_scheduler bad input", function()
   s:step()
   s:step()
   T.raises(function() s:step() end, "total steps")
+  -- option types checked at construction, not inside a formula later
+  T.raises(function() optim.lr_scheduler.LinearLR(opt, { start_factor = "a" }) end,
+    "LinearLR: option 'start_factor' must be number, got \"a\"")
+  T.raises(function() optim.lr_scheduler.StepLR(opt, { step_size = 2.5 }) end, "'step_size' must be integer")
+  T.raises(function() optim.lr_scheduler.LambdaLR(opt, { lr_lambda = 3 }) end, "function or table")
+  T.raises(function() s:load_state_dict(nil) end, "OneCycleLR:load_state_dict: expected the table")
+end)
+
+T.test("zero_grad: options table or PyTorch's positional set_to_none", function()
+  local p = ms.ones(2, { requires_grad = true })
+  local opt = optim.SGD({ p }, { lr = 0.1 })
+  p:sum():backward()
+  opt:zero_grad(false)
+  T.same(p.grad:tolist(), { 0, 0 }, 0, "set_to_none = false zeroes in place")
+  opt:zero_grad(true)
+  T.eq(p.grad, nil)
+  T.raises(function() opt:zero_grad({ set_to_non = true }) end, "unknown option 'set_to_non'")
+  T.raises(function() opt:zero_grad("yes") end, "expected an options table {set_to_none =} or a boolean, got string")
 end)
 
 -- ---- gradient clipping ------------------------------------------------------------------------
