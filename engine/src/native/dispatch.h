@@ -24,4 +24,8 @@ ms_status native_kernels_for(const char *op, ms_device dev, native_kernels *nk);
 /* MS_OK for 0; otherwise an error naming the op and what the device said. */
 ms_status native_kernel_status(const native_kernels *nk, int err);
 
+/* The rows of in's last dim as the row kernels (reduce_rows, sort_rows, scan_rows) take them:
+ * `rows` of them, one per combination of the other dims (native/reduce.c). */
+ms_k_rows native_rows_of(const ms_tensor *in, int64_t rows);
+
 #endif

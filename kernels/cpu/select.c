@@ -1,0 +1,189 @@
+/* select.c: the CPU's gather / scatter (index_move), stable sort of rows (sort_rows) and running
+ * sums and products (scan_rows). Each spreads independent lines or rows over the thread pool;
+ * the work inside one line or row runs in order, so results never depend on the threads. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernel_table.h"
+
+/* Lines or rows of n elements each: enough of them per task that a task is worth its start. */
+static int64_t grain_for(int64_t n) { return n >= 4096 ? 1 : 4096 / (n + 1) + 1; }
+
+/* ---- index_move ---------------------------------------------------------------------------- */
+
+typedef struct move_job {
+  const ms_k_index_geom *g;
+  int mode;
+  ms_k_dtype dt;
+  size_t elsize;
+  const int64_t *index;
+  char *direct, *indexed;
+} move_job;
+
+static void add_element(ms_k_dtype dt, char *dst, const char *src) {
+  if (dt == MS_K_F32) *(float *)dst += *(const float *)src;
+  else if (dt == MS_K_F64) *(double *)dst += *(const double *)src;
+  else *(int64_t *)dst = (int64_t)((uint64_t) * (int64_t *)dst + (uint64_t) * (const int64_t *)src);
+}
+
+/* Line r: the r-th combination (row-major) of the coordinates other than dim. */
+static void move_line(const move_job *job, int64_t r) {
+  const ms_k_index_geom *g = job->g;
+  int64_t io = 0, doff = 0, aoff = 0;
+  for (int d = g->ndim - 1; d >= 0; d--) {
+    if (d == g->dim) continue;
+    int64_t c = r % g->shape[d];
+    r /= g->shape[d];
+    io += c * g->istride[d], doff += c * g->dstride[d], aoff += c * g->astride[d];
+  }
+  int dim = g->dim;
+  for (int64_t j = 0; j < g->shape[dim]; j++) {
+    int64_t k = job->index[io + j * g->istride[dim]] - g->base;
+    char *dp = job->direct + (doff + j * g->dstride[dim]) * (int64_t)job->elsize;
+    char *ap = job->indexed + (aoff + k * g->astride[dim]) * (int64_t)job->elsize;
+    if (job->mode == MS_K_GATHER) memcpy(dp, ap, job->elsize);
+    else if (job->mode == MS_K_SCATTER) memcpy(ap, dp, job->elsize);
+    else add_element(job->dt, ap, dp);
+  }
+}
+
+static void move_range(void *arg, int64_t begin, int64_t end) {
+  for (int64_t r = begin; r < end; r++) move_line(arg, r);
+}
+
+int ms_k_cpu_index_move(const ms_k_exec *x, const ms_k_index_geom *g, int mode, ms_k_dtype dt,
+                        const int64_t *index, void *direct, void *indexed) {
+  (void)x;
+  int64_t lines = 1;
+  for (int d = 0; d < g->ndim; d++)
+    if (d != g->dim) lines *= g->shape[d];
+  if (lines == 0 || g->shape[g->dim] == 0) return 0;
+  move_job job = {g, mode, dt, ms_k_dtype_size(dt), index, direct, indexed};
+  ms_k_parallel_for(lines, grain_for(g->shape[g->dim]), move_range, &job);
+  return 0;
+}
+
+/* ---- sort_rows: a merge sort of positions, stable ----------------------------------------- */
+
+typedef struct sort_job {
+  const ms_k_rows *g;
+  ms_k_dtype dt;
+  const char *src;
+  int descending;
+  char *values;
+  int64_t *indices;
+  atomic_int failed; /* a task could not get its work buffer */
+} sort_job;
+
+/* Whether a comes strictly before b: ascending order with NaN above every number, or its
+ * reverse. Equal values (two NaNs included) are not ordered, so the merge keeps their order. */
+#define BEFORE_FLOAT(a, b, desc) ((desc) ? (a != a ? b == b : a > b) : (b != b ? a == a : a < b))
+#define BEFORE_INT(a, b, desc) ((desc) ? a > b : a < b)
+
+/* Merge sort of pos[0..n) by key, through tmp; the keys are read as key[pos * stride]. */
+#define DEFINE_SORT(name, T, BEFORE)                                                               \
+  static void name(int64_t *pos, int64_t *tmp, int64_t n, const T *key, int64_t stride, int desc) { \
+    for (int64_t w = 1; w < n; w *= 2) {                                                           \
+      for (int64_t lo = 0; lo < n; lo += 2 * w) {                                                  \
+        int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;               \
+        int64_t i = lo, j = mid, o = lo;                                                           \
+        while (i < mid && j < hi) {                                                                \
+          T a = key[pos[j] * stride], b = key[pos[i] * stride];                                    \
+          tmp[o++] = BEFORE(a, b, desc) ? pos[j++] : pos[i++];                                     \
+        }                                                                                          \
+        while (i < mid) tmp[o++] = pos[i++];                                                       \
+        while (j < hi) tmp[o++] = pos[j++];                                                        \
+      }                                                                                            \
+      memcpy(pos, tmp, (size_t)n * sizeof *pos);                                                   \
+    }                                                                                              \
+  }
+DEFINE_SORT(sort_f32, float, BEFORE_FLOAT)
+DEFINE_SORT(sort_f64, double, BEFORE_FLOAT)
+DEFINE_SORT(sort_i64, int64_t, BEFORE_INT)
+
+/* The first element of row r of g, in elements. */
+static int64_t row_offset(const ms_k_rows *g, int64_t r) {
+  int64_t off = 0;
+  for (int d = g->ndim - 1; d >= 0; d--) off += (r % g->shape[d]) * g->strides[d], r /= g->shape[d];
+  return off;
+}
+
+static void sort_range(void *arg, int64_t begin, int64_t end) {
+  sort_job *job = arg;
+  int64_t n = job->g->n, stride = job->g->stride;
+  size_t es = ms_k_dtype_size(job->dt);
+  int64_t *tmp = malloc((size_t)(n > 0 ? n : 1) * sizeof *tmp);
+  if (!tmp) {
+    atomic_store(&job->failed, 1); /* any task's failure fails the call */
+    return;
+  }
+  for (int64_t r = begin; r < end; r++) {
+    int64_t *pos = job->indices + r * n;
+    const char *row = job->src + row_offset(job->g, r) * (int64_t)es;
+    for (int64_t i = 0; i < n; i++) pos[i] = i;
+    if (job->dt == MS_K_F32) sort_f32(pos, tmp, n, (const float *)row, stride, job->descending);
+    else if (job->dt == MS_K_F64) sort_f64(pos, tmp, n, (const double *)row, stride, job->descending);
+    else sort_i64(pos, tmp, n, (const int64_t *)row, stride, job->descending);
+    char *out = job->values + r * n * (int64_t)es;
+    for (int64_t i = 0; i < n; i++) memcpy(out + i * (int64_t)es, row + pos[i] * stride * (int64_t)es, es);
+  }
+  free(tmp);
+}
+
+int ms_k_cpu_sort_rows(const ms_k_exec *x, const ms_k_rows *g, ms_k_dtype dt, const void *src,
+                       int descending, void *values, int64_t *indices) {
+  (void)x;
+  if (g->rows == 0 || g->n == 0) return 0;
+  sort_job job = {g, dt, src, descending, values, indices, 0};
+  /* a row's n log n compares: rows are worth a task each sooner than a reduction's */
+  ms_k_parallel_for(g->rows, g->n >= 256 ? 1 : 256 / g->n + 1, sort_range, &job);
+  return atomic_load(&job.failed) ? MS_K_ERR_NO_MEMORY : 0;
+}
+
+/* ---- scan_rows ------------------------------------------------------------------------------ */
+
+typedef struct scan_job {
+  const ms_k_rows *g;
+  int prod, reverse;
+  ms_k_dtype dt;
+  const char *src;
+  char *out;
+} scan_job;
+
+static void scan_range(void *arg, int64_t begin, int64_t end) {
+  const scan_job *job = arg;
+  int64_t n = job->g->n, stride = job->g->stride;
+  size_t es = ms_k_dtype_size(job->dt);
+  for (int64_t r = begin; r < end; r++) {
+    const char *row = job->src + row_offset(job->g, r) * (int64_t)es;
+    char *out = job->out + r * n * (int64_t)es;
+    double f = job->prod ? 1 : 0;
+    uint64_t i = job->prod ? 1 : 0; /* unsigned: int64 overflow wraps instead of being undefined */
+    for (int64_t s = 0; s < n; s++) {
+      int64_t k = job->reverse ? n - 1 - s : s;
+      const char *p = row + k * stride * (int64_t)es;
+      char *o = out + k * (int64_t)es;
+      if (job->dt == MS_K_F32) {
+        f = job->prod ? f * *(const float *)p : f + *(const float *)p;
+        *(float *)o = (float)f;
+      } else if (job->dt == MS_K_F64) {
+        f = job->prod ? f * *(const double *)p : f + *(const double *)p;
+        *(double *)o = f;
+      } else {
+        uint64_t v = (uint64_t) * (const int64_t *)p;
+        i = job->prod ? i * v : i + v;
+        *(int64_t *)o = (int64_t)i;
+      }
+    }
+  }
+}
+
+int ms_k_cpu_scan_rows(const ms_k_exec *x, const ms_k_rows *g, int prod, int reverse, ms_k_dtype dt,
+                       const void *src, void *out) {
+  (void)x;
+  if (g->rows == 0 || g->n == 0) return 0;
+  scan_job job = {g, prod, reverse, dt, src, out};
+  ms_k_parallel_for(g->rows, grain_for(g->n), scan_range, &job);
+  return 0;
+}
