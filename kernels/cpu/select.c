@@ -81,22 +81,41 @@ typedef struct sort_job {
 #define BEFORE_FLOAT(a, b, desc) ((desc) ? (a != a ? b == b : a > b) : (b != b ? a == a : a < b))
 #define BEFORE_INT(a, b, desc) ((desc) ? a > b : a < b)
 
-/* Merge sort of pos[0..n) by key, through tmp; the keys are read as key[pos * stride]. */
+/* A row's elements as (key, position) pairs, sorted by a bottom-up merge sort through tmp: runs
+ * of RUN by insertion, then merges. Both keep equal keys in their order (stable). */
+enum { RUN = 16 };
 #define DEFINE_SORT(name, T, BEFORE)                                                               \
-  static void name(int64_t *pos, int64_t *tmp, int64_t n, const T *key, int64_t stride, int desc) { \
-    for (int64_t w = 1; w < n; w *= 2) {                                                           \
+  typedef struct name##_item {                                                                     \
+    T key;                                                                                         \
+    int64_t pos;                                                                                   \
+  } name##_item;                                                                                   \
+  static void name(name##_item *a, name##_item *tmp, int64_t n, int desc) {                       \
+    for (int64_t lo = 0; lo < n; lo += RUN) {                                                      \
+      int64_t hi = lo + RUN < n ? lo + RUN : n;                                                    \
+      for (int64_t i = lo + 1; i < hi; i++) {                                                      \
+        name##_item v = a[i];                                                                      \
+        int64_t j = i;                                                                             \
+        for (; j > lo && BEFORE(v.key, a[j - 1].key, desc); j--) a[j] = a[j - 1];                 \
+        a[j] = v;                                                                                  \
+      }                                                                                            \
+    }                                                                                              \
+    for (int64_t w = RUN; w < n; w *= 2) {                                                         \
       for (int64_t lo = 0; lo < n; lo += 2 * w) {                                                  \
         int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;               \
         int64_t i = lo, j = mid, o = lo;                                                           \
-        while (i < mid && j < hi) {                                                                \
-          T a = key[pos[j] * stride], b = key[pos[i] * stride];                                    \
-          tmp[o++] = BEFORE(a, b, desc) ? pos[j++] : pos[i++];                                     \
-        }                                                                                          \
-        while (i < mid) tmp[o++] = pos[i++];                                                       \
-        while (j < hi) tmp[o++] = pos[j++];                                                        \
+        while (i < mid && j < hi) tmp[o++] = BEFORE(a[j].key, a[i].key, desc) ? a[j++] : a[i++];   \
+        while (i < mid) tmp[o++] = a[i++];                                                         \
+        while (j < hi) tmp[o++] = a[j++];                                                          \
       }                                                                                            \
-      memcpy(pos, tmp, (size_t)n * sizeof *pos);                                                   \
+      memcpy(a, tmp, (size_t)n * sizeof *a);                                                       \
     }                                                                                              \
+  }                                                                                                \
+  /* Sorts one row (n elements `stride` apart) into values and indices, with 2n items of work. */ \
+  static void name##_row(const T *row, int64_t n, int64_t stride, int desc, name##_item *work,     \
+                         T *values, int64_t *indices) {                                            \
+    for (int64_t i = 0; i < n; i++) work[i].key = row[i * stride], work[i].pos = i;                \
+    name(work, work + n, n, desc);                                                                 \
+    for (int64_t i = 0; i < n; i++) values[i] = work[i].key, indices[i] = work[i].pos;             \
   }
 DEFINE_SORT(sort_f32, float, BEFORE_FLOAT)
 DEFINE_SORT(sort_f64, double, BEFORE_FLOAT)
@@ -113,22 +132,20 @@ static void sort_range(void *arg, int64_t begin, int64_t end) {
   sort_job *job = arg;
   int64_t n = job->g->n, stride = job->g->stride;
   size_t es = ms_k_dtype_size(job->dt);
-  int64_t *tmp = malloc((size_t)(n > 0 ? n : 1) * sizeof *tmp);
-  if (!tmp) {
+  void *work = malloc((size_t)(2 * n) * 16); /* 2n items of at most 16 bytes */
+  if (!work) {
     atomic_store(&job->failed, 1); /* any task's failure fails the call */
     return;
   }
   for (int64_t r = begin; r < end; r++) {
-    int64_t *pos = job->indices + r * n;
     const char *row = job->src + row_offset(job->g, r) * (int64_t)es;
-    for (int64_t i = 0; i < n; i++) pos[i] = i;
-    if (job->dt == MS_K_F32) sort_f32(pos, tmp, n, (const float *)row, stride, job->descending);
-    else if (job->dt == MS_K_F64) sort_f64(pos, tmp, n, (const double *)row, stride, job->descending);
-    else sort_i64(pos, tmp, n, (const int64_t *)row, stride, job->descending);
-    char *out = job->values + r * n * (int64_t)es;
-    for (int64_t i = 0; i < n; i++) memcpy(out + i * (int64_t)es, row + pos[i] * stride * (int64_t)es, es);
+    char *values = job->values + r * n * (int64_t)es;
+    int64_t *indices = job->indices + r * n;
+    if (job->dt == MS_K_F32) sort_f32_row((const float *)row, n, stride, job->descending, work, (float *)values, indices);
+    else if (job->dt == MS_K_F64) sort_f64_row((const double *)row, n, stride, job->descending, work, (double *)values, indices);
+    else sort_i64_row((const int64_t *)row, n, stride, job->descending, work, (int64_t *)values, indices);
   }
-  free(tmp);
+  free(work);
 }
 
 int ms_k_cpu_sort_rows(const ms_k_exec *x, const ms_k_rows *g, ms_k_dtype dt, const void *src,
