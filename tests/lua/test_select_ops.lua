@@ -211,4 +211,20 @@ T.test("errors name the op, the argument, what was expected and what came", func
   T.raises(function() leaf:scatter_(1, ms.tensor({1}), 0) end, "scatter", "leaf")
 end)
 
+T.test("every op here has its docstring, under the names bound to it", function()
+  local docs = require "moonshard.docs.ops_select"
+  local x, documented = ms.zeros(1), {}
+  for _, e in ipairs(docs) do
+    local m = assert(e.name:match("^Tensor:(.+)$"), e.name)
+    T.eq(type(x[m]), "function", e.name)
+    for _, a in ipairs(e.also or {}) do T.truthy(rawequal(ms[a:match("^ms%.(.+)$")], x[m]), a .. " is " .. e.name) end
+    T.truthy(e.sig and e.doc and e.example, e.name .. ": sig, doc and example")
+    documented[m] = true
+  end
+  for _, op in ipairs({"gather", "scatter", "scatter_", "scatter_add", "scatter_add_", "sort", "argsort", "topk",
+                       "cumsum", "cumprod", "any", "all"}) do
+    T.truthy(documented[op], op .. " is documented")
+  end
+end)
+
 T.finish()
