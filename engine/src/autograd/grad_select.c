@@ -162,29 +162,54 @@ ms_status ms_topk(ms_tensor *t, int64_t k, int dim, bool largest, ms_tensor **va
 
 /* ---- cumsum and cumprod ----------------------------------------------------------------------- */
 
-/* cumsum: the running sum of g from the end. cumprod: the same of g * result, divided by the
- * input (PyTorch's formula where the input has no zero; an input with a zero is refused rather
- * than given a wrong gradient). */
+/* ---- combinators for cumprod's gradient: each borrows its arguments and returns a result that
+ * s owns; a NULL argument (a failed step) gives NULL ---- */
+static ms_tensor *bin(ms_grad_temps *s, ms_tensor *a, ms_binary_op op, ms_tensor *b) {
+  return a && b ? grad_temp(s, native_binary(op, ms_operand_tensor(a), ms_operand_tensor(b))) : NULL;
+}
+static ms_tensor *bin_n(ms_grad_temps *s, ms_tensor *a, ms_binary_op op, double v) {
+  return a ? grad_temp(s, native_binary(op, ms_operand_tensor(a), ms_operand_number(v, MS_INT64))) : NULL;
+}
+/* cond ? a : v and cond ? v : a */
+static ms_tensor *or_number(ms_grad_temps *s, ms_tensor *cond, ms_tensor *a, double v) {
+  return cond && a ? grad_temp(s, native_where(cond, ms_operand_tensor(a), ms_operand_number(v, MS_INT64))) : NULL;
+}
+static ms_tensor *number_or(ms_grad_temps *s, ms_tensor *cond, double v, ms_tensor *a) {
+  return cond && a ? grad_temp(s, native_where(cond, ms_operand_number(v, MS_INT64), ms_operand_tensor(a))) : NULL;
+}
+static ms_tensor *scan(ms_grad_temps *s, ms_scan_op op, ms_tensor *t, int dim, bool reverse) {
+  return t ? grad_temp(s, native_scan(op, t, dim, reverse)) : NULL;
+}
+
+/* cumprod's gradient with PyTorch's care for zeros: along a row, with z its first zero, positions
+ * before z get the running sum (from the end) of g * y, over x; z itself gets the same sum of
+ * g * P, P the running product with x[z] taken as 1; positions after z get 0. A row without a
+ * zero is the first formula throughout. */
+static ms_tensor *cumprod_grad(ms_tensor *g, ms_tensor *x, ms_tensor *y, int dim) {
+  ms_grad_temps s = {0};
+  ms_tensor *is_zero = bin_n(&s, x, MS_OP_EQ, 0);
+  ms_tensor *zeros_so_far = scan(&s, MS_SCAN_CUMSUM, is_zero, dim, false);
+  ms_tensor *before = bin_n(&s, zeros_so_far, MS_OP_EQ, 0);
+  ms_tensor *first = bin(&s, bin_n(&s, zeros_so_far, MS_OP_EQ, 1), MS_OP_LOGICAL_AND, is_zero);
+  ms_tensor *a = bin(&s, scan(&s, MS_SCAN_CUMSUM, bin(&s, g, MS_OP_MUL, y), dim, true), MS_OP_DIV,
+                     or_number(&s, before, x, 1));
+  ms_tensor *p = scan(&s, MS_SCAN_CUMPROD, number_or(&s, first, 1, x), dim, false);
+  ms_tensor *b = scan(&s, MS_SCAN_CUMSUM, bin(&s, g, MS_OP_MUL, p), dim, true);
+  ms_tensor *at_zero = or_number(&s, first, b, 0);
+  ms_tensor *r = a && at_zero ? native_where(before, ms_operand_tensor(a), ms_operand_tensor(at_zero)) : NULL;
+  grad_temps_release(&s);
+  return r;
+}
+
+/* cumsum: the running sum of g from the end; cumprod: cumprod_grad (slot 0 the input, slot 1
+ * the result). */
 static ms_status scan_backward(ms_node *n, ms_tensor *const *grad_out, ms_tensor **grad_in) {
   int dim = (int)n->ints[I_DIM];
   if (n->ints[I_MODE] == MS_SCAN_CUMSUM)
     return (grad_in[0] = native_scan(MS_SCAN_CUMSUM, grad_out[0], dim, true)) ? MS_OK : MS_ERR_MEMORY;
   ms_tensor *x = ms_node_saved(n, 0), *y = ms_node_saved(n, 1);
   if (!x || !y) return MS_ERR_RUNTIME;
-  ms_grad_temps s = {0};
-  ms_tensor *zero = grad_temp(&s, native_binary(MS_OP_EQ, ms_operand_tensor(x), ms_operand_number(0, MS_INT64)));
-  ms_tensor *any = zero ? grad_temp(&s, native_reduce(MS_RED_MAX, zero, (ms_reduce_opts){.all = true})) : NULL;
-  ms_tensor *h = any ? grad_temp(&s, native_to_device(any, (ms_device){MS_CPU, 0})) : NULL;
-  ms_status st = h ? MS_OK : MS_ERR_MEMORY;
-  if (h && ms_tensor_get_flat_int(h, 0) != 0)
-    st = ms_error(MS_ERR_ARG, "cumprod: backward: the input holds a zero, where the gradient is not supported "
-                              "(PyTorch's formula for it is not implemented here)");
-  ms_tensor *gy = st == MS_OK ? grad_temp(&s, native_binary(MS_OP_MUL, ms_operand_tensor(grad_out[0]), ms_operand_tensor(y))) : NULL;
-  ms_tensor *r = gy ? grad_temp(&s, native_scan(MS_SCAN_CUMSUM, gy, dim, true)) : NULL;
-  ms_tensor *gx = r ? native_binary(MS_OP_DIV, ms_operand_tensor(r), ms_operand_tensor(x)) : NULL;
-  grad_temps_release(&s);
-  if (st != MS_OK) return st;
-  return (grad_in[0] = gx) ? MS_OK : MS_ERR_MEMORY;
+  return (grad_in[0] = cumprod_grad(grad_out[0], x, y, dim)) ? MS_OK : MS_ERR_MEMORY;
 }
 
 /* cumprod saves its input and a detached copy of its result. */

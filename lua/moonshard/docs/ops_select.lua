@@ -132,8 +132,8 @@ print(ms.tensor({{1, 2}, {3, 4}}):cumsum(1, {dtype = "float64"}):tolist()[2][2])
   { name = "Tensor:cumprod", also = {"ms.cumprod"},
     sig = "Tensor:cumprod(dim, {dtype =}) -> Tensor",
     doc = [=[The running product along `dim`: `out[i] = x[1] * ... * x[i]`; dtypes as `cumsum`.
-Differentiable where the input holds no zero (the backward raises an error for an input with a
-zero instead of giving a wrong gradient). PyTorch's `torch.cumprod`.]=],
+Differentiable, zeros in the input included (the gradient PyTorch gives there). PyTorch's
+`torch.cumprod`.]=],
     opts = { {"dtype", "dtype", "nil", "convert the input to this dtype first"} },
     example = [=[
 print(ms.tensor({1.0, 2.0, 3.0, 4.0}):cumprod(1):tolist()[4])   --> 24.0
