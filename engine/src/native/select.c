@@ -142,8 +142,8 @@ ms_tensor *native_scatter(ms_tensor *t, int dim, ms_tensor *index, ms_operand sr
   if (s1 && check_fits(op, i1, t1, "the input", dim, true, base) == MS_OK &&
       check_fits(op, i1, s1, "src", dim, false, base) == MS_OK && check_values(op, i1, dim, t1->shape[dim], base) == MS_OK) {
     /* sums in the compute dtype (a 16-bit float or a small integer is rounded once at the end) */
-    ms_tensor *work = mode == MS_SCATTER_ADD ? native_to_dtype(t1, compute_dtype(t->dtype)) : NULL;
-    out = work && work != t1 ? (ms_tensor_retain(work), work) : native_clone(t1);
+    ms_tensor *work = mode == MS_SCATTER_ADD ? native_to_dtype(t1, compute_dtype(t->dtype)) : (ms_tensor_retain(t1), t1);
+    out = !work ? NULL : work != t1 ? (ms_tensor_retain(work), work) : native_clone(t1); /* never t's storage */
     if (out && scatter_into(op, out, dim, i1, s1, mode, base) != MS_OK) ms_tensor_release(out), out = NULL;
     ms_tensor_release(work);
     ms_tensor *shaped = out ? native_reshape(out, t->ndim, t->shape) : NULL;
