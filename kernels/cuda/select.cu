@@ -1,14 +1,14 @@
 // select.cu: gather / scatter (index_move), stable sort of rows (sort_rows) and running sums and
 // products (scan_rows) with the CPU's rules (kernels/cpu/select.c). Written to be obviously
-// right rather than fast: a thread walks one line (index_move) or one row (scan_rows) in order,
-// as the CPU does, so a repeated position keeps its last write and sums add in the CPU's order;
+// right rather than fast: a thread walks one line (scatter) or one row (scan_rows) in order,
+// as the CPU does (gather, whose writes never collide, takes a thread per element), so a repeated position keeps its last write and sums add in the CPU's order;
 // sort_rows ranks each element against its row (stable by position), n^2 compares per row.
 #include "common.cuh"
 #include "kernels/cuda/lib_error.h"
 
 using namespace mskc;
 
-// ---- index_move: one thread per line (the elements that differ only along dim) ----
+// ---- index_move: scatter one thread per line (the elements that differ only along dim) ----
 
 template <typename T> __device__ inline void add_to(char *dst, const char *src) {
   *(T *)dst = (T)(*(T *)dst + *(const T *)src);
@@ -30,12 +30,28 @@ __global__ void index_move_kernel(ms_k_index_geom g, int64_t lines, int mode, ms
       int64_t k = index[io + j * g.istride[g.dim]] - g.base;
       char *dp = direct + (doff + j * g.dstride[g.dim]) * es;
       char *ap = indexed + (aoff + k * g.astride[g.dim]) * es;
-      if (mode == MS_K_GATHER) memcpy(dp, ap, es);
-      else if (mode == MS_K_SCATTER) memcpy(ap, dp, es);
+      if (mode == MS_K_SCATTER) memcpy(ap, dp, es);
       else if (dt == MS_K_F32) add_to<float>(ap, dp);
       else if (dt == MS_K_F64) add_to<double>(ap, dp);
       else *(int64_t *)ap = (int64_t)((uint64_t) * (int64_t *)ap + (uint64_t) * (const int64_t *)dp);
     }
+  }
+}
+
+// gather: every output element is written once, so one thread per element (a 1-D gather is one
+// line, which line-per-thread would run on a single thread).
+__global__ void gather_kernel(ms_k_index_geom g, int64_t total, int es, const int64_t *index, char *direct,
+                              const char *indexed) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    int64_t r = e, io = 0, doff = 0, aoff = 0;
+    for (int d = g.ndim - 1; d >= 0; d--) {
+      int64_t c = r % g.shape[d];
+      r /= g.shape[d];
+      io += c * g.istride[d], doff += c * g.dstride[d];
+      if (d != g.dim) aoff += c * g.astride[d]; // along dim the index says where
+    }
+    int64_t k = index[io] - g.base;
+    memcpy(direct + doff * es, indexed + (aoff + k * g.astride[g.dim]) * es, es);
   }
 }
 
@@ -45,8 +61,15 @@ extern "C" int ms_k_cuda_index_move(const ms_k_exec *x, const ms_k_index_geom *g
   for (int d = 0; d < g->ndim; d++)
     if (d != g->dim) lines *= g->shape[d];
   if (lines == 0 || g->shape[g->dim] == 0) return 0;
-  index_move_kernel<<<blocks_for(lines), kThreads, 0, (cudaStream_t)x->stream>>>(
-      *g, lines, mode, dt, index, (char *)direct, (char *)indexed);
+  cudaStream_t s = (cudaStream_t)x->stream;
+  if (mode == MS_K_GATHER) {
+    int64_t total = lines * g->shape[g->dim];
+    gather_kernel<<<blocks_for(total), kThreads, 0, s>>>(*g, total, elsize(dt), index, (char *)direct,
+                                                         (const char *)indexed);
+  } else {
+    index_move_kernel<<<blocks_for(lines), kThreads, 0, s>>>(*g, lines, mode, dt, index, (char *)direct,
+                                                             (char *)indexed);
+  }
   return launch_status();
 }
 
