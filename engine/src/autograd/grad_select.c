@@ -1,7 +1,7 @@
 /* grad_select.c: the public gather, scatter, sort, topk, cumsum and cumprod (the native op, then
  * its node) and their derivatives, with the native ops: gather and scatter send the gradient
  * back through the same index (scatter_add, gather), sort and topk through the positions they
- * returned, cumsum as a running sum from the end. */
+ * returned, cumsum as a running sum from the end, cumprod as PyTorch (zeros included). */
 #include "grad_util.h"
 
 /* Node layout: ints[I_DIM] the dim (normalized), ints[I_BASE] the index base, ints[I_MODE] the
@@ -35,7 +35,8 @@ static ms_status gather_backward(ms_node *n, ms_tensor *const *grad_out, ms_tens
   return grad_in[0] ? MS_OK : MS_ERR_MEMORY;
 }
 
-/* A node of one input t that keeps the index (dim already accepted by the native op). */
+/* A node of the nin inputs (the op's input first) that keeps the index (dim already accepted by
+ * the native op). */
 static ms_node *index_node(const char *name, ms_backward_fn fn, int nin, ms_tensor *const *in, int dim,
                            ms_tensor *index, int64_t base) {
   ms_node *n = ms_node_new(name, fn, nin, in);
@@ -46,11 +47,14 @@ static ms_node *index_node(const char *name, ms_backward_fn fn, int nin, ms_tens
   return n;
 }
 
+static ms_status record_gather(ms_tensor *t, int dim, ms_tensor *index, int64_t base, ms_tensor *out) {
+  if (!out || !ms_autograd_wants(1, &t)) return MS_OK;
+  return grad_finish(index_node("GatherBackward0", gather_backward, 1, &t, dim, index, base), out);
+}
+
 ms_tensor *ms_gather(ms_tensor *t, int dim, ms_tensor *index, int64_t index_base) {
   ms_tensor *out = native_gather(t, dim, index, index_base);
-  if (!out || !ms_autograd_wants(1, &t)) return out;
-  ms_node *n = index_node("GatherBackward0", gather_backward, 1, &t, dim, index, index_base);
-  return grad_kept(out, grad_finish(n, out));
+  return grad_kept(out, record_gather(t, dim, index, index_base, out));
 }
 
 /* ---- scatter and scatter_add ------------------------------------------------------------------ */
@@ -97,21 +101,26 @@ static const char *scatter_node_name(ms_scatter_mode mode, bool number) {
   return number ? "ScatterBackward1" : "ScatterBackward0";
 }
 
-ms_tensor *ms_scatter(ms_tensor *t, int dim, ms_tensor *index, ms_operand src, ms_scatter_mode mode,
-                      int64_t index_base) {
-  ms_tensor *out = native_scatter(t, dim, index, src, mode, index_base);
+static ms_status record_scatter(ms_tensor *t, int dim, ms_tensor *index, ms_operand src, ms_scatter_mode mode,
+                                int64_t base, ms_tensor *out) {
   ms_tensor *in[2] = {t, src.tensor};
   int nin = src.tensor ? 2 : 1;
-  if (!out || !ms_autograd_wants(nin, in)) return out;
-  ms_node *n = index_node(scatter_node_name(mode, !src.tensor), scatter_backward, nin, in, dim, index, index_base);
+  if (!out || !ms_autograd_wants(nin, in)) return MS_OK;
+  ms_node *n = index_node(scatter_node_name(mode, !src.tensor), scatter_backward, nin, in, dim, index, base);
   if (n) n->ints[I_MODE] = mode;
-  if (n && src.tensor) {
+  if (n && src.tensor) { /* src_grad's shape */
     ms_tensor *s = src.tensor;
     n->ints[I_SRC_NDIM] = s->ndim > 0 ? s->ndim : 1;
     for (int d = 0; d < s->ndim; d++) n->ints[I_SRC_SHAPE + d] = s->shape[d];
     if (s->ndim == 0) n->ints[I_SRC_SHAPE] = 1;
   }
-  return grad_kept(out, grad_finish(n, out));
+  return grad_finish(n, out);
+}
+
+ms_tensor *ms_scatter(ms_tensor *t, int dim, ms_tensor *index, ms_operand src, ms_scatter_mode mode,
+                      int64_t index_base) {
+  ms_tensor *out = native_scatter(t, dim, index, src, mode, index_base);
+  return grad_kept(out, record_scatter(t, dim, index, src, mode, index_base, out));
 }
 
 ms_status ms_scatter_(ms_tensor *t, int dim, ms_tensor *index, ms_operand src, ms_scatter_mode mode,
@@ -221,14 +230,18 @@ static bool save_cumprod(ms_node *n, ms_tensor *t, ms_tensor *out) {
   return true;
 }
 
-ms_tensor *ms_scan(ms_scan_op op, ms_tensor *t, int dim) {
-  ms_tensor *out = native_scan(op, t, dim, false);
-  if (!out || !ms_autograd_wants(1, &t)) return out;
+static ms_status record_scan(ms_scan_op op, ms_tensor *t, int dim, ms_tensor *out) {
+  if (!out || !ms_autograd_wants(1, &t)) return MS_OK;
   ms_node *n = ms_node_new(op == MS_SCAN_CUMSUM ? "CumsumBackward0" : "CumprodBackward0", scan_backward, 1, &t);
   if (n) {
     int nd = t->ndim > 0 ? t->ndim : 1;
     n->ints[I_DIM] = dim < 0 ? dim + nd : dim, n->ints[I_MODE] = op;
     if (op == MS_SCAN_CUMPROD && !save_cumprod(n, t, out)) ms_node_release(n), n = NULL;
   }
-  return grad_kept(out, grad_finish(n, out));
+  return grad_finish(n, out);
+}
+
+ms_tensor *ms_scan(ms_scan_op op, ms_tensor *t, int dim) {
+  ms_tensor *out = native_scan(op, t, dim, false);
+  return grad_kept(out, record_scan(op, t, dim, out));
 }
