@@ -45,16 +45,6 @@ static ms_k_redop kernel_op(ms_reduce_op op) {
   return MS_K_RSUM; /* not an op: unreachable */
 }
 
-ms_k_rows native_rows_of(const ms_tensor *in, int64_t rows) {
-  ms_k_rows g = {0};
-  g.ndim = in->ndim - 1;
-  for (int d = 0; d < g.ndim; d++) g.shape[d] = in->shape[d], g.strides[d] = in->strides[d];
-  g.rows = rows;
-  g.n = in->ndim > 0 ? in->shape[in->ndim - 1] : 1;
-  g.stride = in->ndim > 0 ? in->strides[in->ndim - 1] : 0;
-  return g;
-}
-
 /* Reduces the last dim of in (compute dtype) into out (contiguous) and indices (may be NULL) on
  * their device. */
 static ms_status reduce_rows(ms_reduce_op op, ms_reduce_opts opts, ms_tensor *in, ms_tensor *out, ms_tensor *indices) {
