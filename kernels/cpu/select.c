@@ -21,11 +21,29 @@ typedef struct move_job {
   char *direct, *indexed;
 } move_job;
 
-static void add_element(ms_k_dtype dt, char *dst, const char *src) {
-  if (dt == MS_K_F32) *(float *)dst += *(const float *)src;
-  else if (dt == MS_K_F64) *(double *)dst += *(const double *)src;
-  else *(int64_t *)dst = (int64_t)((uint64_t) * (int64_t *)dst + (uint64_t) * (const int64_t *)src);
-}
+/* One line's loop with the element type T fixed and the move written once (OP(dp, ap) on typed
+ * pointers), so the compiler sees plain loads and stores instead of a memcpy of a runtime size. */
+#define MOVE_LOOP(T, OP)                                                                           \
+  do {                                                                                             \
+    T *dp = (T *)job->direct + doff, *ap = (T *)job->indexed + aoff;                               \
+    for (int64_t j = 0; j < n; j++) {                                                              \
+      int64_t k = ix[j * is] - base;                                                               \
+      OP(dp[j * ds], ap[k * as]);                                                                  \
+    }                                                                                              \
+  } while (0)
+#define GATHER_OP(d, a) ((d) = (a))
+#define SCATTER_OP(d, a) ((a) = (d))
+#define ADD_OP(d, a) ((a) += (d))
+#define ADD_WRAP_OP(d, a) ((a) = (int64_t)((uint64_t)(a) + (uint64_t)(d))) /* int64 wraps, never UB */
+
+/* Moves of any dtype by its size. */
+#define MOVE_BY_SIZE(OP)                                                                           \
+  do {                                                                                             \
+    if (job->elsize == 8) MOVE_LOOP(uint64_t, OP);                                                 \
+    else if (job->elsize == 4) MOVE_LOOP(uint32_t, OP);                                            \
+    else if (job->elsize == 2) MOVE_LOOP(uint16_t, OP);                                            \
+    else MOVE_LOOP(uint8_t, OP);                                                                   \
+  } while (0)
 
 /* Line r: the r-th combination (row-major) of the coordinates other than dim. */
 static void move_line(const move_job *job, int64_t r) {
@@ -38,14 +56,13 @@ static void move_line(const move_job *job, int64_t r) {
     io += c * g->istride[d], doff += c * g->dstride[d], aoff += c * g->astride[d];
   }
   int dim = g->dim;
-  for (int64_t j = 0; j < g->shape[dim]; j++) {
-    int64_t k = job->index[io + j * g->istride[dim]] - g->base;
-    char *dp = job->direct + (doff + j * g->dstride[dim]) * (int64_t)job->elsize;
-    char *ap = job->indexed + (aoff + k * g->astride[dim]) * (int64_t)job->elsize;
-    if (job->mode == MS_K_GATHER) memcpy(dp, ap, job->elsize);
-    else if (job->mode == MS_K_SCATTER) memcpy(ap, dp, job->elsize);
-    else add_element(job->dt, ap, dp);
-  }
+  const int64_t *ix = job->index + io;
+  int64_t n = g->shape[dim], is = g->istride[dim], ds = g->dstride[dim], as = g->astride[dim], base = g->base;
+  if (job->mode == MS_K_GATHER) MOVE_BY_SIZE(GATHER_OP);
+  else if (job->mode == MS_K_SCATTER) MOVE_BY_SIZE(SCATTER_OP);
+  else if (job->dt == MS_K_F32) MOVE_LOOP(float, ADD_OP);
+  else if (job->dt == MS_K_F64) MOVE_LOOP(double, ADD_OP);
+  else MOVE_LOOP(int64_t, ADD_WRAP_OP);
 }
 
 static void move_range(void *arg, int64_t begin, int64_t end) {
