@@ -306,11 +306,12 @@ enum { MS_K_GATHER, MS_K_SCATTER, MS_K_SCATTER_ADD };
   X(index_move, (const ms_k_exec *x, const ms_k_index_geom *g, int mode, ms_k_dtype dt,             \
                  const int64_t *index, void *direct, void *indexed))                               \
   /* Sorts every row of g (see ms_k_rows) of dt (F32, F64, I64) stably, ascending or descending,  \
-   * NaN above every number (last ascending, first descending, as PyTorch): values (dt) and       \
-   * indices (0-based positions in the row) are contiguous, row after row. A device may refuse    \
-   * rows it cannot sort (CUDA: longer than MS_K_CUDA_SORT_MAX) with its own error. */            \
+   * NaN above every number (last ascending, first descending, as PyTorch), and keeps the first k \
+   * (k <= n; topk's): values (dt) and indices (0-based positions in the row) are contiguous, k    \
+   * per row. A device may refuse rows it cannot sort (CUDA: longer than MS_K_CUDA_SORT_MAX)      \
+   * with its own error. */                                                                       \
   X(sort_rows, (const ms_k_exec *x, const ms_k_rows *g, ms_k_dtype dt, const void *src,            \
-                int descending, void *values, int64_t *indices))                                   \
+                int descending, int64_t k, void *values, int64_t *indices))                        \
   /* Inclusive running sum (prod 0) or product (prod 1) of every row of dt (F32, F64, I64), from  \
    * its first element (reverse 0) or from its last (reverse 1), into out (dt, contiguous rows).  \
    * Floating values accumulate in double; int64 wraps. */                                        \

@@ -88,6 +88,7 @@ typedef struct sort_job {
   ms_k_dtype dt;
   const char *src;
   int descending;
+  int64_t k;
   char *values;
   int64_t *indices;
   atomic_int failed; /* a task could not get its work buffer */
@@ -127,12 +128,25 @@ enum { RUN = 16 };
       memcpy(a, tmp, (size_t)n * sizeof *a);                                                       \
     }                                                                                              \
   }                                                                                                \
-  /* Sorts one row (n elements `stride` apart) into values and indices, with 2n items of work. */ \
-  static void name##_row(const T *row, int64_t n, int64_t stride, int desc, name##_item *work,     \
-                         T *values, int64_t *indices) {                                            \
-    for (int64_t i = 0; i < n; i++) work[i].key = row[i * stride], work[i].pos = i;                \
-    name(work, work + n, n, desc);                                                                 \
-    for (int64_t i = 0; i < n; i++) values[i] = work[i].key, indices[i] = work[i].pos;             \
+  /* The first k of one row (n elements `stride` apart) sorted, into values and indices, with 2n  \
+   * items of work. A few of many (topk) are selected instead: the best k kept in order, each    \
+   * newcomer inserted after its equals (so the result is the stable sort's first k). */         \
+  static void name##_row(const T *row, int64_t n, int64_t stride, int desc, int64_t k,             \
+                         name##_item *work, T *values, int64_t *indices) {                         \
+    if (k * 8 <= n) {                                                                              \
+      int64_t m = 0;                                                                               \
+      for (int64_t i = 0; i < n; i++) {                                                            \
+        T v = row[i * stride];                                                                     \
+        if (m == k && !BEFORE(v, work[m - 1].key, desc)) continue;                                 \
+        int64_t j = m < k ? m++ : m - 1; /* full: the last one drops out */                        \
+        for (; j > 0 && BEFORE(v, work[j - 1].key, desc); j--) work[j] = work[j - 1];              \
+        work[j].key = v, work[j].pos = i;                                                          \
+      }                                                                                            \
+    } else {                                                                                       \
+      for (int64_t i = 0; i < n; i++) work[i].key = row[i * stride], work[i].pos = i;              \
+      name(work, work + n, n, desc);                                                               \
+    }                                                                                              \
+    for (int64_t i = 0; i < k; i++) values[i] = work[i].key, indices[i] = work[i].pos;             \
   }
 DEFINE_SORT(sort_f32, float, BEFORE_FLOAT)
 DEFINE_SORT(sort_f64, double, BEFORE_FLOAT)
@@ -156,20 +170,22 @@ static void sort_range(void *arg, int64_t begin, int64_t end) {
   }
   for (int64_t r = begin; r < end; r++) {
     const char *row = job->src + row_offset(job->g, r) * (int64_t)es;
-    char *values = job->values + r * n * (int64_t)es;
-    int64_t *indices = job->indices + r * n;
-    if (job->dt == MS_K_F32) sort_f32_row((const float *)row, n, stride, job->descending, work, (float *)values, indices);
-    else if (job->dt == MS_K_F64) sort_f64_row((const double *)row, n, stride, job->descending, work, (double *)values, indices);
-    else sort_i64_row((const int64_t *)row, n, stride, job->descending, work, (int64_t *)values, indices);
+    int64_t k = job->k;
+    int desc = job->descending;
+    char *values = job->values + r * k * (int64_t)es;
+    int64_t *indices = job->indices + r * k;
+    if (job->dt == MS_K_F32) sort_f32_row((const float *)row, n, stride, desc, k, work, (float *)values, indices);
+    else if (job->dt == MS_K_F64) sort_f64_row((const double *)row, n, stride, desc, k, work, (double *)values, indices);
+    else sort_i64_row((const int64_t *)row, n, stride, desc, k, work, (int64_t *)values, indices);
   }
   free(work);
 }
 
 int ms_k_cpu_sort_rows(const ms_k_exec *x, const ms_k_rows *g, ms_k_dtype dt, const void *src,
-                       int descending, void *values, int64_t *indices) {
+                       int descending, int64_t k, void *values, int64_t *indices) {
   (void)x;
-  if (g->rows == 0 || g->n == 0) return 0;
-  sort_job job = {g, dt, src, descending, values, indices, 0};
+  if (g->rows == 0 || k == 0) return 0;
+  sort_job job = {g, dt, src, descending, k, values, indices, 0};
   /* a row's n log n compares: rows are worth a task each sooner than a reduction's */
   ms_k_parallel_for(g->rows, g->n >= 256 ? 1 : 256 / g->n + 1, sort_range, &job);
   return atomic_load(&job.failed) ? MS_K_ERR_NO_MEMORY : 0;

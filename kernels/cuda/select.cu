@@ -88,7 +88,7 @@ template <typename T> __device__ inline bool before(T a, T b, int desc) {
 }
 
 template <typename T>
-__global__ void sort_rows_kernel(ms_k_rows g, const T *src, int desc, T *values, int64_t *indices) {
+__global__ void sort_rows_kernel(ms_k_rows g, const T *src, int desc, int64_t k, T *values, int64_t *indices) {
   int64_t total = g.rows * g.n;
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
     int64_t r = e / g.n, i = e % g.n;
@@ -100,22 +100,21 @@ __global__ void sort_rows_kernel(ms_k_rows g, const T *src, int desc, T *values,
       // w goes first when it is strictly before v, or unordered with v and earlier (stability)
       rank += before(w, v, desc) || (j < i && !before(v, w, desc));
     }
-    values[r * g.n + rank] = v;
-    indices[r * g.n + rank] = i;
+    if (rank < k) values[r * k + rank] = v, indices[r * k + rank] = i;
   }
 }
 
 extern "C" int ms_k_cuda_sort_rows(const ms_k_exec *x, const ms_k_rows *g, ms_k_dtype dt, const void *src,
-                                   int descending, void *values, int64_t *indices) {
-  if (g->rows == 0 || g->n == 0) return 0;
+                                   int descending, int64_t k, void *values, int64_t *indices) {
+  if (g->rows == 0 || k == 0) return 0;
   if (g->n > MS_K_CUDA_SORT_MAX)
     return ms_kcu_fail("rows of more than %d elements cannot be sorted on CUDA (this row has %lld): "
                        "sort it on the CPU", MS_K_CUDA_SORT_MAX, (long long)g->n);
   cudaStream_t s = (cudaStream_t)x->stream;
   unsigned blocks = blocks_for(g->rows * g->n);
-  if (dt == MS_K_F32) sort_rows_kernel<float><<<blocks, kThreads, 0, s>>>(*g, (const float *)src, descending, (float *)values, indices);
-  else if (dt == MS_K_F64) sort_rows_kernel<double><<<blocks, kThreads, 0, s>>>(*g, (const double *)src, descending, (double *)values, indices);
-  else sort_rows_kernel<int64_t><<<blocks, kThreads, 0, s>>>(*g, (const int64_t *)src, descending, (int64_t *)values, indices);
+  if (dt == MS_K_F32) sort_rows_kernel<float><<<blocks, kThreads, 0, s>>>(*g, (const float *)src, descending, k, (float *)values, indices);
+  else if (dt == MS_K_F64) sort_rows_kernel<double><<<blocks, kThreads, 0, s>>>(*g, (const double *)src, descending, k, (double *)values, indices);
+  else sort_rows_kernel<int64_t><<<blocks, kThreads, 0, s>>>(*g, (const int64_t *)src, descending, k, (int64_t *)values, indices);
   return launch_status();
 }
 

@@ -144,6 +144,10 @@ for dt in FLOATS + INTS:
             case("topk", x, [3, {"opts": {"dim": dim + 1, "largest": largest}}],
                  lambda x, d=dim, l=largest: x.topk(3, dim=d, largest=l), index_out=(1,), note=dt)
     case("topk", x, [2], lambda x: x.topk(2), index_out=(1,), note=dt + " default dim")
+for dt in ("float32", "int64"):  # long rows: few of many are selected, not sorted
+    x = values_for(dt, (3, 60), distinct=True)
+    for largest in (True, False):
+        case("topk", x, [4, 2, largest], lambda x, l=largest: x.topk(4, dim=1, largest=l), index_out=(1,), note=dt + " long rows")
 x = torch.tensor([[1.0, math.nan, 2.0, -1.0]])
 case("topk", x, [2], lambda x: x.topk(2), index_out=(1,), note="NaN is the largest")
 case("topk", x, [2, 2, False], lambda x: x.topk(2, dim=1, largest=False), index_out=(1,), note="NaN is the largest")

@@ -108,6 +108,22 @@ T.test("sort is stable, NaN sorts last (first descending), 0-dim and empty tenso
   T.truthy(ms.equal(s:sum(2), big:sum(2)) or (s:sum(2) - big:sum(2)):abs():max():item() < 1e-3, "a permutation")
 end)
 
+T.test("topk of a few of many (selected, not sorted) is the stable sort's first k, ties and NaN included", function()
+  ms.manual_seed(9)
+  local x = ms.randint(0, 20, {7, 300}):float()
+  x[2][7], x[2][150], x[5][1] = 0 / 0, 0 / 0, 0 / 0
+  for _, k in ipairs({1, 5, 30, 300}) do
+    for _, largest in ipairs({true, false}) do
+      local v, i = x:topk(k, {largest = largest})
+      local sv, si = x:sort({descending = largest, stable = true})
+      T.same(v:tolist(), sv:narrow(2, 1, k):tolist(), 0, ("values k %d"):format(k))
+      T.same(i:tolist(), si:narrow(2, 1, k):tolist(), 0, ("indices k %d"):format(k))
+    end
+  end
+  local v = x:t():topk(3, 1) -- a strided row
+  T.same(v:tolist(), x:t():sort({dim = 1, descending = true}):narrow(1, 1, 3):tolist())
+end)
+
 T.test("gradients: gradcheck of each differentiable op, grad_fn names", function()
   ms.manual_seed(5)
   local idx = ms.tensor({{1, 3, 3}, {2, 1, 4}})

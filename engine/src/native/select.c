@@ -189,19 +189,22 @@ static ms_status row_dim(const char *op, ms_tensor *t, int dim, int *out) {
   return ms_dim_normalize(op, "dim", dim, t->ndim > 0 ? t->ndim : 1, out);
 }
 
-static ms_status sort_dim(const char *op, ms_tensor *t, int dim, bool descending, ms_tensor **values,
+/* The first k of t (at least 1-D) sorted along dim: values and 0-based indices, new references. */
+static ms_status sort_dim(const char *op, ms_tensor *t, int dim, bool descending, int64_t k, ms_tensor **values,
                           ms_tensor **indices) {
   int perm[MS_MAX_DIMS];
   ms_tensor *in = dim_last(t, dim, compute_dtype(t->dtype), perm);
-  ms_tensor *v = in ? ms_tensor_new_empty_on(ms_tensor_device(t), in->ndim, in->shape, in->dtype) : NULL;
-  ms_tensor *i = in ? ms_tensor_new_empty_on(ms_tensor_device(t), in->ndim, in->shape, MS_INT64) : NULL;
+  int64_t shape[MS_MAX_DIMS];
+  for (int d = 0; in && d < in->ndim; d++) shape[d] = d == in->ndim - 1 ? k : in->shape[d];
+  ms_tensor *v = in ? ms_tensor_new_empty_on(ms_tensor_device(t), in->ndim, shape, in->dtype) : NULL;
+  ms_tensor *i = in ? ms_tensor_new_empty_on(ms_tensor_device(t), in->ndim, shape, MS_INT64) : NULL;
   native_kernels nk;
   ms_status st = v && i ? native_kernels_for(op, ms_tensor_device(t), &nk) : MS_ERR_MEMORY;
   if (st == MS_OK) {
     int64_t n = in->shape[in->ndim - 1];
     ms_k_rows g = native_rows_of(in, n ? ms_tensor_numel(in) / n : 0);
-    st = native_kernel_status(&nk, nk.k->sort_rows(&nk.x, &g, (ms_k_dtype)in->dtype, ms_tensor_data(in),
-                                                   descending, ms_tensor_data(v), ms_tensor_data(i)));
+    st = native_kernel_status(&nk, nk.k->sort_rows(&nk.x, &g, (ms_k_dtype)in->dtype, ms_tensor_data(in), descending,
+                                                   k, ms_tensor_data(v), ms_tensor_data(i)));
   }
   ms_tensor_release(in);
   if (st != MS_OK) return ms_tensor_release(v), ms_tensor_release(i), st;
@@ -210,13 +213,14 @@ static ms_status sort_dim(const char *op, ms_tensor *t, int dim, bool descending
   return *values && *indices ? MS_OK : MS_ERR_MEMORY;
 }
 
-ms_status native_sort(ms_tensor *t, int dim, bool descending, ms_tensor **values, ms_tensor **indices) {
+/* sort_dim for any t: a 0-dim tensor is sorted as one element and given back 0-dim. */
+static ms_status sorted(const char *op, ms_tensor *t, int dim, bool descending, int64_t k, ms_tensor **values,
+                        ms_tensor **indices) {
   *values = *indices = NULL;
-  ms_tensor *t1 = NULL;
-  ms_status st = row_dim("sort", t, dim, &dim);
-  if (st == MS_OK) st = (t1 = at_least_1d(t)) ? sort_dim("sort", t1, dim, descending, values, indices) : MS_ERR_MEMORY;
+  ms_tensor *t1 = at_least_1d(t);
+  ms_status st = t1 ? sort_dim(op, t1, dim, descending, k, values, indices) : MS_ERR_MEMORY;
   ms_tensor_release(t1);
-  if (st == MS_OK && t->ndim == 0) { /* back to 0-dim */
+  if (st == MS_OK && t->ndim == 0) {
     ms_tensor *v = native_reshape(*values, 0, NULL), *i = native_reshape(*indices, 0, NULL);
     ms_tensor_release(*values), ms_tensor_release(*indices);
     *values = v, *indices = i;
@@ -224,6 +228,12 @@ ms_status native_sort(ms_tensor *t, int dim, bool descending, ms_tensor **values
   }
   if (st != MS_OK) ms_tensor_release(*values), ms_tensor_release(*indices), *values = *indices = NULL;
   return st;
+}
+
+ms_status native_sort(ms_tensor *t, int dim, bool descending, ms_tensor **values, ms_tensor **indices) {
+  *values = *indices = NULL;
+  if (row_dim("sort", t, dim, &dim) != MS_OK) return MS_ERR_ARG;
+  return sorted("sort", t, dim, descending, t->ndim > 0 ? t->shape[dim] : 1, values, indices);
 }
 
 ms_status native_topk(ms_tensor *t, int64_t k, int dim, bool largest, ms_tensor **values, ms_tensor **indices) {
@@ -235,17 +245,8 @@ ms_status native_topk(ms_tensor *t, int64_t k, int dim, bool largest, ms_tensor 
   if (k < 0 || k > size)
     return ms_error(MS_ERR_ARG, "topk: k (%lld) is out of range for a dim of size %lld (expected 0..%lld)",
                     (long long)k, (long long)size, (long long)size);
-  ms_tensor *sv, *si;
-  ms_status st = native_sort(t, dim, largest, &sv, &si);
-  if (st != MS_OK) return st;
-  if (t->ndim == 0) return *values = sv, *indices = si, MS_OK;
-  ms_tensor *nv = native_narrow(sv, dim, 0, k), *ni = native_narrow(si, dim, 0, k);
-  *values = nv ? native_contiguous(nv) : NULL;
-  *indices = ni ? native_contiguous(ni) : NULL;
-  ms_tensor_release(sv), ms_tensor_release(si), ms_tensor_release(nv), ms_tensor_release(ni);
-  if (*values && *indices) return MS_OK;
-  ms_tensor_release(*values), ms_tensor_release(*indices), *values = *indices = NULL;
-  return MS_ERR_MEMORY;
+  /* a 0-dim tensor is its own top element whatever k (PyTorch's answer) */
+  return sorted("topk", t, dim, largest, t->ndim > 0 ? k : 1, values, indices);
 }
 
 ms_tensor *native_scan(ms_scan_op op, ms_tensor *t, int dim, bool reverse) {
