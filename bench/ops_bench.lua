@@ -338,6 +338,48 @@ for _, dt in ipairs({ "float32", "bfloat16" }) do
   end)
 end
 
+-- Selection and scans on (1024, 1000) float32 logits (a classifier's batch over ImageNet's classes):
+-- gather of one position per row (a loss's target), scatter_add of every element (index_add
+-- style), sort and topk(5) of every row (top-5 accuracy), cumsum along rows, any over all. Bytes:
+-- what the op must read and write (indices 8 bytes each); sort and topk count the row read and
+-- the outputs written, not their compares.
+local SEL = { 1024, 1000 }
+local SEL_N = 1024 * 1000
+local function select_case(id, bytes, make)
+  case(id .. "/1024x1000", function()
+    ms.manual_seed(1)
+    local x = ms.randn(table.unpack(SEL))
+    local _ <close> = ms.no_grad()
+    return make(x), { bytes = bytes }
+  end)
+end
+select_case("gather_rows", 4.0 * 1024 * 3, function(x)
+  local idx = ms.randint(1, 1001, { 1024, 1 })
+  return function() return x:gather(2, idx) end
+end)
+select_case("scatter_add", SEL_N * (4.0 + 8 + 4 + 4), function(x)
+  local idx, z = ms.randint(1, 1001, SEL), ms.zeros(table.unpack(SEL))
+  return function() return z:scatter_add(2, idx, x) end
+end)
+select_case("sort_rows", SEL_N * (4.0 + 4 + 8), function(x)
+  return function()
+    local v, i <close> = x:sort(2)
+    return v
+  end
+end)
+select_case("topk5_rows", SEL_N * 4.0 + 1024 * 5 * 12, function(x)
+  return function()
+    local v, i <close> = x:topk(5, 2)
+    return v
+  end
+end)
+select_case("cumsum_rows", SEL_N * 8.0, function(x)
+  return function() return x:cumsum(2) end
+end)
+select_case("any", SEL_N * 4.0, function(x)
+  return function() return x:any() end
+end)
+
 -- ---- run ------------------------------------------------------------------------------------------
 
 print(("# ops_bench: %s, threads %s, %d samples of ~%g s after %d warm-up calls"):format(

@@ -282,9 +282,48 @@ typedef struct ms_k_attn_geom {
   X(conv2d_backward, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_conv2d_geom *g,                \
                       const void *xin, const void *w, const void *gy, void *gx, void *gw, void *gb))
 
+/* Gather and scatter along one dim: the elements walked are the index's (ndim dims of `shape`,
+ * row-major). The element at coordinates c reads or writes `direct` at c (strides dstride) and
+ * `indexed` at c with coordinate `dim` replaced by index[c] (strides istride for the index,
+ * astride for indexed), read as a position counted from `base` (0, or 1 from Lua). The
+ * engine has checked every index value against indexed's size. */
+typedef struct ms_k_index_geom {
+  int ndim, dim;
+  int64_t base;
+  int64_t shape[MS_K_MAX_DIMS];
+  int64_t istride[MS_K_MAX_DIMS], dstride[MS_K_MAX_DIMS], astride[MS_K_MAX_DIMS];
+} ms_k_index_geom;
+/* index_move's modes */
+enum { MS_K_GATHER, MS_K_SCATTER, MS_K_SCATTER_ADD };
+
+/* Selection and scans along one dim. */
+#define MS_K_SELECT_KERNELS(X)                                                                     \
+  /* GATHER: direct = indexed; SCATTER: indexed = direct; SCATTER_ADD: indexed += direct. GATHER  \
+   * and SCATTER move elements of dt's size whatever dt is; SCATTER_ADD adds in dt (F32, F64,    \
+   * I64). The elements that differ only along dim (a line) are done in order, one line by one   \
+   * thread, so a position repeated within a line keeps its last write, and no two lines write   \
+   * the same element: results never depend on the scheduling. */                               \
+  X(index_move, (const ms_k_exec *x, const ms_k_index_geom *g, int mode, ms_k_dtype dt,             \
+                 const int64_t *index, void *direct, void *indexed))                               \
+  /* Sorts every row of g (see ms_k_rows) of dt (F32, F64, I64) stably, ascending or descending,  \
+   * NaN above every number (last ascending, first descending, as PyTorch), and keeps the first k \
+   * (k <= n; topk's): values (dt) and indices (0-based positions in the row) are contiguous, k    \
+   * per row. A device may refuse rows it cannot sort (CUDA: longer than MS_K_CUDA_SORT_MAX)      \
+   * with its own error. */                                                                       \
+  X(sort_rows, (const ms_k_exec *x, const ms_k_rows *g, ms_k_dtype dt, const void *src,            \
+                int descending, int64_t k, void *values, int64_t *indices))                        \
+  /* Inclusive running sum (prod 0) or product (prod 1) of every row of dt (F32, F64, I64), from  \
+   * its first element (reverse 0) or from its last (reverse 1), into out (dt, contiguous rows).  \
+   * Floating values accumulate in double; int64 wraps. */                                        \
+  X(scan_rows, (const ms_k_exec *x, const ms_k_rows *g, int prod, int reverse, ms_k_dtype dt,       \
+                const void *src, void *out))
+
+/* The longest row CUDA's sort_rows takes: it ranks every element against its row (n^2 work). */
+#define MS_K_CUDA_SORT_MAX 16384
+
 #define MS_K_KERNELS(X)                                                                            \
   MS_K_ELEMENTWISE_KERNELS(X) MS_K_REDUCE_KERNELS(X) MS_K_NN_KERNELS(X) MS_K_RANDOM_KERNELS(X)     \
-  MS_K_OPTIM_KERNELS(X) MS_K_LINALG_KERNELS(X)
+  MS_K_OPTIM_KERNELS(X) MS_K_LINALG_KERNELS(X) MS_K_SELECT_KERNELS(X)
 
 #define MS_K_X_SLOT(name, params) int(*name) params;
 typedef struct ms_k_table {

@@ -273,6 +273,8 @@ static int l_mean(lua_State *L) { return reduce(L, MS_RED_MEAN, "mean"); }
 static int l_prod(lua_State *L) { return reduce(L, MS_RED_PROD, "prod"); }
 static int l_var(lua_State *L) { return reduce(L, MS_RED_VAR, "var"); }
 static int l_std(lua_State *L) { return reduce(L, MS_RED_STD, "std"); }
+static int l_any(lua_State *L) { return reduce(L, MS_RED_ANY, "any"); }
+static int l_all(lua_State *L) { return reduce(L, MS_RED_ALL, "all"); }
 
 /* norm(t, p?, dim?, keepdim?) with p first as in torch.norm ("fro" is 2, "inf" infinity). */
 static int l_norm(lua_State *L) {
@@ -294,17 +296,9 @@ static int l_norm(lua_State *L) {
   return bind_push_result(L, ms_reduce(MS_RED_NORM, t, o));
 }
 
-/* Adds 1 to an int64 tensor of 0-based positions so Lua sees 1-based ones. */
-static ms_tensor *one_based(lua_State *L, ms_tensor *indices) {
-  if (!indices) bind_raise(L);
-  ms_status st = ms_binary_(MS_OP_ADD, indices, ms_operand_number(1, MS_INT64));
-  if (st != MS_OK) ms_tensor_release(indices), bind_raise(L);
-  return indices;
-}
-
 static int arg_reduce(lua_State *L, ms_reduce_op op, const char *fname) {
   ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
-  return bind_push_result(L, one_based(L, ms_reduce(op, t, reduce_args(L, t, fname, NULL))));
+  return bind_push_result(L, bind_one_based(L, ms_reduce(op, t, reduce_args(L, t, fname, NULL))));
 }
 
 static int l_argmax(lua_State *L) { return arg_reduce(L, MS_RED_ARGMAX, "argmax"); }
@@ -319,7 +313,7 @@ static int max_min(lua_State *L, ms_reduce_op op, ms_binary_op elementwise, cons
   ms_tensor *values, *indices;
   bind_check_status(L, ms_reduce_with_indices(op, t, o.dim, o.keepdim, &values, &indices));
   ms_lua_push_tensor(L, values);
-  ms_lua_push_tensor(L, one_based(L, indices));
+  ms_lua_push_tensor(L, bind_one_based(L, indices));
   return 2;
 }
 
@@ -614,6 +608,7 @@ void bind_open_math(lua_State *L) {
       {"masked_fill_", l_masked_fill_}, {"fill_", l_fill_}, {"zero_", l_zero_}, {"copy_", l_copy_},
       {"sum", l_sum}, {"mean", l_mean}, {"prod", l_prod}, {"var", l_var}, {"std", l_std},
       {"norm", l_norm}, {"max", l_max}, {"min", l_min}, {"argmax", l_argmax}, {"argmin", l_argmin},
+      {"any", l_any}, {"all", l_all},
       {"matmul", l_matmul}, {"mm", l_mm}, {"bmm", l_bmm}, {"dot", l_dot}, {"addmm", l_addmm},
       {"equal", l_equal}, {"allclose", l_allclose}, {"float", l_float}, {"double", l_double},
       {"half", l_half}, {"bfloat16", l_bfloat16}, {"long", l_long}, {"int", l_int},

@@ -277,6 +277,13 @@ ms_operand bind_check_operand(lua_State *L, int idx, const char *fname, const ch
   return ms_operand_number(0, MS_INT64);
 }
 
+ms_tensor *bind_one_based(lua_State *L, ms_tensor *indices) {
+  if (!indices) bind_raise(L);
+  ms_status st = ms_binary_(MS_OP_ADD, indices, ms_operand_number(1, MS_INT64));
+  if (st != MS_OK) ms_tensor_release(indices), bind_raise(L);
+  return indices;
+}
+
 /* ---- values ------------------------------------------------------------------------------------ */
 
 void bind_push_element(lua_State *L, const ms_tensor *t, int64_t i) {

@@ -91,6 +91,7 @@ int luaopen_moonshard(lua_State *L) {
   bind_open_create(L);
   bind_open_view(L);
   bind_open_math(L);
+  bind_open_select(L);
   bind_open_runtime(L);
   bind_open_autograd(L);
   bind_open_function(L);

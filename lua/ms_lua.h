@@ -103,6 +103,9 @@ ms_device bind_check_device(lua_State *L, int idx, const char *fname, const char
 
 /* A binary operand: a tensor, a Lua number or a boolean. */
 ms_operand bind_check_operand(lua_State *L, int idx, const char *fname, const char *what);
+/* Adds 1 in place to an int64 tensor of 0-based positions (indices; NULL raises the engine's
+ * error) so Lua sees 1-based ones; raises on failure, releasing it. Returns indices. */
+ms_tensor *bind_one_based(lua_State *L, ms_tensor *indices);
 
 /* ---- values ---------------------------------------------------------------------------------- */
 /* Pushes a number as Lua integer or float according to dtype. */
@@ -127,6 +130,7 @@ void bind_preload_embedded(lua_State *L);
 void bind_open_create(lua_State *L);
 void bind_open_view(lua_State *L);
 void bind_open_math(lua_State *L);
+void bind_open_select(lua_State *L); /* l_select.c: gather, scatter, sort, topk, cumsum */
 void bind_open_runtime(lua_State *L);
 void bind_open_tensor(lua_State *L);
 void bind_open_autograd(lua_State *L);

@@ -355,6 +355,14 @@ T.test("extra arguments raise for the shape, autograd and nn bindings", function
     { "normal_", 4, function() a:clone():normal_(0, 1, "x") end },
     { "manual_seed", 2, function() ms.manual_seed(1, "x") end },
     { "set_num_threads", 2, function() ms.set_num_threads(ms.get_num_threads(), "x") end },
+    { "gather", 4, function() a:gather(1, i:view(2, 1), "x") end },
+    { "scatter", 5, function() a:scatter(1, i:view(2, 1), 0, "x") end },
+    { "scatter_", 5, function() a:clone():scatter_(1, i:view(2, 1), 0, "x") end },
+    { "scatter_add", 5, function() a:scatter_add(1, i:view(2, 1), a, "x") end },
+    { "scatter_add_", 5, function() a:clone():scatter_add_(1, i:view(2, 1), a, "x") end },
+    { "sort", 4, function() a:sort(1, true, "x") end }, { "argsort", 4, function() a:argsort(1, true, "x") end },
+    { "topk", 6, function() a:topk(1, 1, true, true, "x") end },
+    { "cumsum", 4, function() a:cumsum(1, nil, "x") end }, { "cumprod", 4, function() a:cumprod(1, nil, "x") end },
   }
   for _, c in ipairs(cases) do
     T.raises(c[3], c[1] .. ": bad argument #" .. c[2] .. ":", "unexpected argument", "string 'x'")

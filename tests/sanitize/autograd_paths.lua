@@ -5,7 +5,7 @@
 -- plain suite cannot see. Each test runs as its own process (they end with os.exit) under the
 -- same interpreter and sanitizer options; any failure or report fails this program.
 local TESTS = {"test_autograd", "test_grad_ops", "test_grad_views", "test_grad_buffers", "test_views",
-               "test_indexing", "test_index_select", "test_nn", "test_nn_ops", "test_nn_half", "test_nn_lowp", "test_conv",
+               "test_indexing", "test_index_select", "test_select_ops", "test_nn", "test_nn_ops", "test_nn_half", "test_nn_lowp", "test_conv",
                "test_conv_bf16", "test_matmul_half"}
 
 -- arg[-1] is the interpreter running this file: the sanitizer build under scripts/sanitize.sh.

@@ -57,6 +57,7 @@
 /* Reductions: X(ID, "name"). */
 #define MS_REDUCE_OP_LIST(X)                                                                   \
   X(SUM, "sum") X(MEAN, "mean") X(PROD, "prod") X(MAX, "max") X(MIN, "min")                      \
-  X(ARGMAX, "argmax") X(ARGMIN, "argmin") X(VAR, "var") X(STD, "std") X(NORM, "norm")
+  X(ARGMAX, "argmax") X(ARGMIN, "argmin") X(VAR, "var") X(STD, "std") X(NORM, "norm")        \
+  X(ANY, "any") X(ALL, "all")
 
 #endif

@@ -71,4 +71,9 @@ typedef struct ms_reduce_opts {
   int64_t correction; /* var/std: 1 is unbiased (PyTorch's default) */
   double p;       /* norm: the order (2 by default; INFINITY for max-abs) */
 } ms_reduce_opts;
+
+/* ---- selection and scans (moonshard/ops.h) ------------------------------------------------- */
+typedef enum ms_scatter_mode { MS_SCATTER_COPY, MS_SCATTER_ADD } ms_scatter_mode;
+typedef enum ms_scan_op { MS_SCAN_CUMSUM, MS_SCAN_CUMPROD } ms_scan_op;
+
 #endif

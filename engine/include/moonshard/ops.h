@@ -32,6 +32,32 @@ MS_API ms_tensor *ms_reduce(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts);
 MS_API ms_status ms_reduce_with_indices(ms_reduce_op op, ms_tensor *a, int dim, bool keepdim,
                                         ms_tensor **values, ms_tensor **indices);
 
+/* ---- selection along a dim, sorting, running sums (PyTorch's gather, scatter, sort, topk,
+ * cumsum) ------------------------------------------------------------------------------------
+ * dim is 0-based (negative counts from the end). An index tensor is int64 with as many dims as
+ * t; its values are positions along dim counted from index_base (C callers pass 0; the Lua face
+ * passes 1 and its messages then count dims from 1 too). */
+
+/* out[c] = t[c with dim replaced by index[c]]; out has index's shape, which may be no larger
+ * than t's except along dim. */
+MS_API ms_tensor *ms_gather(ms_tensor *t, int dim, ms_tensor *index, int64_t index_base);
+/* A copy of t with out[c with dim replaced by index[c]] = src[c] (COPY; a position repeated
+ * along dim keeps the last write) or += src[c] (ADD), for every c of index. src is a tensor of
+ * t's dtype, no smaller than index in any dim, or (COPY only) a number. */
+MS_API ms_tensor *ms_scatter(ms_tensor *t, int dim, ms_tensor *index, ms_operand src, ms_scatter_mode mode,
+                             int64_t index_base);
+MS_API ms_status ms_scatter_(ms_tensor *t, int dim, ms_tensor *index, ms_operand src, ms_scatter_mode mode,
+                             int64_t index_base);
+/* Sorts along dim, always stably (stable only names the node as PyTorch does); NaN sorts above
+ * every number. indices: int64, 0-based positions along dim. */
+MS_API ms_status ms_sort(ms_tensor *t, int dim, bool descending, bool stable, ms_tensor **values,
+                         ms_tensor **indices);
+/* The k largest (smallest) elements along dim, in order (the first of equal ones first). */
+MS_API ms_status ms_topk(ms_tensor *t, int64_t k, int dim, bool largest, ms_tensor **values,
+                         ms_tensor **indices);
+/* Running sum (product) along dim; integer and bool inputs give int64. */
+MS_API ms_tensor *ms_scan(ms_scan_op op, ms_tensor *t, int dim);
+
 /* ---- comparison of whole tensors ------------------------------------------------------------ */
 MS_API bool ms_equal(ms_tensor *a, ms_tensor *b); /* same shape and values */
 /* *out = every |a - b| <= atol + rtol * |b| (shapes broadcast), as torch.allclose. */

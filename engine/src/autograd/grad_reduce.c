@@ -159,7 +159,8 @@ static ms_tensor *reduce_grad(ms_grad_temps *s, ms_node *n, ms_tensor *g, ms_ten
   case MS_RED_VAR: return var_grad(s, n, g, x);
   case MS_RED_STD: return std_grad(s, n, g, x, out);
   case MS_RED_NORM: return norm_grad(s, n, g, x, out);
-  case MS_RED_ARGMAX: case MS_RED_ARGMIN: break; /* integer results record no node */
+  case MS_RED_ARGMAX: case MS_RED_ARGMIN: case MS_RED_ANY: case MS_RED_ALL:
+    break; /* integer and bool results record no node */
   }
   return ms_error(MS_ERR_RUNTIME, "backward: %s has no derivative", n->name), NULL;
 }
@@ -186,7 +187,8 @@ static const char *reduce_node_name(ms_reduce_op op, bool all) {
   case MS_RED_VAR: return "VarBackward0";
   case MS_RED_STD: return "StdBackward0";
   case MS_RED_NORM: return "NormBackward1";
-  case MS_RED_ARGMAX: case MS_RED_ARGMIN: break; /* integer results record no node */
+  case MS_RED_ARGMAX: case MS_RED_ARGMIN: case MS_RED_ANY: case MS_RED_ALL:
+    break; /* integer and bool results record no node */
   }
   return NULL;
 }
@@ -201,8 +203,9 @@ static bool save_result(ms_node *n, ms_tensor *out) {
 }
 
 static ms_status record_reduce(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts, ms_tensor *out) {
-  /* argmax/argmin give integer positions: nothing flows back */
-  if (!out || op == MS_RED_ARGMAX || op == MS_RED_ARGMIN || !ms_autograd_wants(1, &a)) return MS_OK;
+  /* argmax/argmin give integer positions, any/all booleans: nothing flows back */
+  bool no_grad = op == MS_RED_ARGMAX || op == MS_RED_ARGMIN || op == MS_RED_ANY || op == MS_RED_ALL;
+  if (!out || no_grad || !ms_autograd_wants(1, &a)) return MS_OK;
   bool all = opts.all || a->ndim == 0;
   int dim = 0;
   if (!all && ms_dim_normalize("backward", "dim", opts.dim, a->ndim, &dim) != MS_OK) return MS_ERR_ARG;

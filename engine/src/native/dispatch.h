@@ -24,4 +24,16 @@ ms_status native_kernels_for(const char *op, ms_device dev, native_kernels *nk);
 /* MS_OK for 0; otherwise an error naming the op and what the device said. */
 ms_status native_kernel_status(const native_kernels *nk, int err);
 
+/* The rows of in's last dim as the row kernels (reduce_rows, sort_rows, scan_rows) take them:
+ * `rows` of them, one per combination of the other dims. */
+static inline ms_k_rows native_rows_of(const ms_tensor *in, int64_t rows) {
+  ms_k_rows g = {0};
+  g.ndim = in->ndim - 1;
+  for (int d = 0; d < g.ndim; d++) g.shape[d] = in->shape[d], g.strides[d] = in->strides[d];
+  g.rows = rows;
+  g.n = in->ndim > 0 ? in->shape[in->ndim - 1] : 1;
+  g.stride = in->ndim > 0 ? in->strides[in->ndim - 1] : 0;
+  return g;
+}
+
 #endif

@@ -114,6 +114,18 @@ ms_tensor *native_index_select(ms_tensor *t, int dim, ms_tensor *idx);
 /* dst's slice idx[i] along dim += src's slice i (the gradient of index_select); idx on the host. */
 ms_status native_index_add_(ms_tensor *dst, int dim, ms_tensor *idx, ms_tensor *src);
 
+/* ---- selection along a dim and running sums (native/select.c) ------------------------------ */
+
+/* ms_gather, ms_scatter, ms_sort, ms_topk and ms_scan without their nodes (moonshard/ops.h):
+ * index positions count from base; the returned sort and topk indices are 0-based. */
+ms_tensor *native_gather(ms_tensor *t, int dim, ms_tensor *index, int64_t base);
+ms_tensor *native_scatter(ms_tensor *t, int dim, ms_tensor *index, ms_operand src, ms_scatter_mode mode,
+                          int64_t base);
+ms_status native_sort(ms_tensor *t, int dim, bool descending, ms_tensor **values, ms_tensor **indices);
+ms_status native_topk(ms_tensor *t, int64_t k, int dim, bool largest, ms_tensor **values, ms_tensor **indices);
+/* reverse: from each row's last element back (cumsum's gradient) */
+ms_tensor *native_scan(ms_scan_op op, ms_tensor *t, int dim, bool reverse);
+
 /* ---- joins (native/join.c) ----------------------------------------------------------------- */
 
 ms_tensor *native_cat(ms_tensor *const *ts, int n, int dim);

@@ -1,5 +1,5 @@
 /* native/reduce.c: reductions over all elements or one dim (sum, mean, prod, max, min, argmax,
- * argmin, var, std, norm). The input is brought to its compute dtype, every output element
+ * argmin, var, std, norm, any, all). The input is brought to its compute dtype, every output element
  * reduces one strided row with the device's reduce_rows / reduce_stat_rows kernel.
  * Native: the public ops and their derivatives are autograd/grad_reduce.c's. */
 #include "native/dispatch.h"
@@ -23,6 +23,7 @@ static ms_dtype reduce_result_dtype(ms_reduce_op op, ms_dtype in) {
   switch (op) {
   case MS_RED_SUM: case MS_RED_PROD: return ms_dtype_is_floating(in) ? in : MS_INT64;
   case MS_RED_ARGMAX: case MS_RED_ARGMIN: return MS_INT64;
+  case MS_RED_ANY: case MS_RED_ALL: return in == MS_UINT8 ? MS_UINT8 : MS_BOOL; /* PyTorch keeps uint8 */
   case MS_RED_MEAN: case MS_RED_MAX: case MS_RED_MIN: case MS_RED_VAR: case MS_RED_STD:
   case MS_RED_NORM: return in;
   }
@@ -39,19 +40,9 @@ static ms_k_redop kernel_op(ms_reduce_op op) {
   case MS_RED_ARGMIN: return MS_K_RARGMIN;
   case MS_RED_VAR: case MS_RED_STD: return MS_K_RMOMENTS;
   case MS_RED_NORM: return MS_K_RPOWSUM;
+  case MS_RED_ANY: case MS_RED_ALL: break; /* counts: any_all */
   }
   return MS_K_RSUM; /* not an op: unreachable */
-}
-
-/* Rows of in's last dim, one per element of out, as the reduce kernels take them. */
-static ms_k_rows rows_of(const ms_tensor *in, const ms_tensor *out) {
-  ms_k_rows g = {0};
-  g.ndim = in->ndim - 1;
-  for (int d = 0; d < g.ndim; d++) g.shape[d] = in->shape[d], g.strides[d] = in->strides[d];
-  g.rows = ms_tensor_numel(out);
-  g.n = in->ndim > 0 ? in->shape[in->ndim - 1] : 1;
-  g.stride = in->ndim > 0 ? in->strides[in->ndim - 1] : 0;
-  return g;
 }
 
 /* Reduces the last dim of in (compute dtype) into out (contiguous) and indices (may be NULL) on
@@ -59,7 +50,7 @@ static ms_k_rows rows_of(const ms_tensor *in, const ms_tensor *out) {
 static ms_status reduce_rows(ms_reduce_op op, ms_reduce_opts opts, ms_tensor *in, ms_tensor *out, ms_tensor *indices) {
   native_kernels nk;
   if (native_kernels_for(reduce_names[op], ms_tensor_device(out), &nk) != MS_OK) return MS_ERR_RUNTIME;
-  ms_k_rows g = rows_of(in, out);
+  ms_k_rows g = native_rows_of(in, ms_tensor_numel(out));
   ms_k_dtype dt = (ms_k_dtype)in->dtype, out_dt = (ms_k_dtype)out->dtype;
   if (op == MS_RED_VAR || op == MS_RED_STD || op == MS_RED_NORM) {
     ms_k_stat st = {kernel_op(op), opts.p, (double)opts.correction, op == MS_RED_STD};
@@ -118,7 +109,25 @@ static int reduced_shape(const ms_tensor *a, int dim, bool keepdim, int64_t *sha
   return nd;
 }
 
+/* any / all: whether the count of nonzero (zero) elements is above (equal to) 0, so empty rows
+ * give false (true) and NaN counts as nonzero, as in PyTorch. */
+static ms_tensor *any_all(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts) {
+  int dim;
+  if (ms_tensor_check_data_any(reduce_names[op], a) != MS_OK) return NULL;
+  if (!opts.all && a->ndim > 0 && ms_dim_normalize(reduce_names[op], "dim", opts.dim, a->ndim, &dim) != MS_OK) return NULL;
+  bool any = op == MS_RED_ANY;
+  ms_operand zero = ms_operand_number(0, MS_INT64);
+  ms_tensor *hit = native_binary(any ? MS_OP_NE : MS_OP_EQ, ms_operand_tensor(a), zero);
+  ms_tensor *count = hit ? native_reduce(MS_RED_SUM, hit, opts) : NULL;
+  ms_tensor *out = count ? native_binary(any ? MS_OP_GT : MS_OP_EQ, ms_operand_tensor(count), zero) : NULL;
+  ms_tensor_release(hit), ms_tensor_release(count);
+  ms_tensor *typed = out ? native_to_dtype(out, reduce_result_dtype(op, a->dtype)) : NULL;
+  ms_tensor_release(out);
+  return typed;
+}
+
 ms_tensor *native_reduce(ms_reduce_op op, ms_tensor *a, ms_reduce_opts opts) {
+  if (op == MS_RED_ANY || op == MS_RED_ALL) return any_all(op, a, opts);
   ms_dtype rd = reduce_result_dtype(op, a->dtype);
   if (opts.all || a->ndim == 0) {
     if (check_reduce_input(op, a, ms_tensor_numel(a)) != MS_OK) return NULL;
