@@ -356,8 +356,10 @@ static bool take_seed_option(lua_State *L, int idx, uint64_t *seed) {
   return true;
 }
 
-/* randperm(n, {dtype =, requires_grad =, seed =}): with a seed, the permutation comes from a
- * generator of its own and the global one is untouched (so ranks agree whatever they drew). */
+/* randperm(n, {dtype =, requires_grad =, seed =}): a permutation of 1..n, positions as Lua
+ * counts them (torch.randperm's permutation of 0..n-1, plus one, as Torch7's randperm); with a
+ * seed it comes from a generator of its own and the global one is untouched (so ranks agree
+ * whatever they drew). */
 static int l_randperm(lua_State *L) {
   int64_t n = bind_check_integer(L, 1, "randperm", "n");
   static const char *const known[] = {"dtype", "device", "requires_grad", "seed", NULL};
@@ -365,8 +367,7 @@ static int l_randperm(lua_State *L) {
   uint64_t seed = 0;
   bool seeded = take_seed_option(L, 2, &seed);
   ms_lua_factory_opts o = bind_factory_options(L, 2, "randperm", MS_INT64);
-  ms_tensor *t = seeded ? ms_tensor_new_randperm_seeded(n, o.dtype, seed)
-                        : ms_tensor_new_randperm(n, o.dtype);
+  ms_tensor *t = ms_tensor_new_randperm_from(n, 1, o.dtype, seeded ? &seed : NULL);
   if (!t) return bind_raise(L);
   t = bind_apply_factory_options(L, t, o, "randperm");
   return bind_push_result(L, t);

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "moonshard/checked.h"
 #include "moonshard/random.h"
 #include "native/dispatch.h"
 #include "native/native.h"
@@ -287,7 +288,7 @@ static int keyed_cmp(const void *a, const void *b) {
 
 /* Fills out[0..n) (int64) with the permutation drawn from Philox blocks starting at (seed,
  * offset); false if memory ran out. */
-static bool random_permutation(int64_t n, uint64_t seed, uint64_t offset, int64_t *out) {
+static bool random_permutation(int64_t n, int64_t first, uint64_t seed, uint64_t offset, int64_t *out) {
   keyed *k = malloc((size_t)(n ? n : 1) * sizeof *k);
   uint64_t *keys = malloc((size_t)(n ? n : 1) * sizeof *keys);
   if (!k || !keys) {
@@ -297,12 +298,12 @@ static bool random_permutation(int64_t n, uint64_t seed, uint64_t offset, int64_
   ms_k_philox_u64(seed, offset, n, keys);
   for (int64_t i = 0; i < n; i++) k[i] = (keyed){keys[i], i};
   qsort(k, (size_t)n, sizeof *k, keyed_cmp);
-  for (int64_t i = 0; i < n; i++) out[i] = k[i].index;
+  for (int64_t i = 0; i < n; i++) out[i] = k[i].index + first;
   free(k), free(keys);
   return true;
 }
 
-static ms_tensor *randperm(int64_t n, ms_dtype dt, bool seeded, uint64_t seed) {
+static ms_tensor *randperm(int64_t n, int64_t first, ms_dtype dt, bool seeded, uint64_t seed) {
   if (n < 0) {
     ms_error(MS_ERR_ARG, "randperm: n must be non-negative, got %lld", (long long)n);
     return NULL;
@@ -313,7 +314,8 @@ static ms_tensor *randperm(int64_t n, ms_dtype dt, bool seeded, uint64_t seed) {
     ms_error(MS_ERR_ARG, "randperm: dtype bool is not supported");
     return NULL;
   }
-  if (n - 1 > hi) {
+  int64_t last;
+  if (first < lo || !ms_add_i64(first, n - 1, &last) || last > hi) {
     ms_error(MS_ERR_ARG, "randperm: n (%lld) is too large for dtype %s (largest exact integer "
              "%lld)", (long long)n, ms_dtype_name(dt), (long long)hi);
     return NULL;
@@ -322,7 +324,7 @@ static ms_tensor *randperm(int64_t n, ms_dtype dt, bool seeded, uint64_t seed) {
   if (!idx) return NULL;
   uint64_t offset = 0;
   if (!seeded) random_reserve(ms_k_philox_blocks(n, 2), &seed, &offset);
-  if (!random_permutation(n, seed, offset, ms_tensor_data(idx))) {
+  if (!random_permutation(n, first, seed, offset, ms_tensor_data(idx))) {
     ms_tensor_release(idx);
     ms_error(MS_ERR_MEMORY, "randperm: out of memory for %lld sort keys", (long long)n);
     return NULL;
@@ -332,10 +334,14 @@ static ms_tensor *randperm(int64_t n, ms_dtype dt, bool seeded, uint64_t seed) {
   return out;
 }
 
-ms_tensor *ms_tensor_new_randperm(int64_t n, ms_dtype dt) { return randperm(n, dt, false, 0); }
+ms_tensor *ms_tensor_new_randperm(int64_t n, ms_dtype dt) { return randperm(n, 0, dt, false, 0); }
 
 ms_tensor *ms_tensor_new_randperm_seeded(int64_t n, ms_dtype dt, uint64_t seed) {
-  return randperm(n, dt, true, seed);
+  return randperm(n, 0, dt, true, seed);
+}
+
+ms_tensor *ms_tensor_new_randperm_from(int64_t n, int64_t first, ms_dtype dt, const uint64_t *seed) {
+  return randperm(n, first, dt, seed != NULL, seed ? *seed : 0);
 }
 
 /* ---- replaying a recorded draw (meta.c) -------------------------------------------------------- */

@@ -77,11 +77,9 @@ local function list_iter(list)
   end
 end
 
--- A permutation of 1..n as a Lua list, from ms.randperm (0-based) with opts passed on.
+-- A permutation of 1..n as a Lua list, from ms.randperm with opts passed on.
 local function permutation(n, opts)
-  local perm = ms.randperm(n, opts):tolist()
-  for i = 1, n do perm[i] = perm[i] + 1 end
-  return perm
+  return ms.randperm(n, opts):tolist()
 end
 
 -- ---- SequentialSampler ------------------------------------------------------------------------

@@ -338,9 +338,14 @@ T.test("randperm is a permutation", function()
   T.eq(#l, 50)
   local sorted = { table.unpack(l) }
   table.sort(sorted)
-  for i = 1, 50 do T.eq(sorted[i], i - 1) end
+  for i = 1, 50 do T.eq(sorted[i], i) end -- 1..n: Lua positions (torch's 0..n-1, plus one)
   T.same(ms.randperm(0):tolist(), {})
   T.eq(ms.randperm(4, { dtype = "float32" }).dtype, "float32")
+  T.eq(ms.randperm(255, { dtype = "uint8" }):max():item(), 255)
+  T.raises(function() ms.randperm(256, { dtype = "uint8" }) end, "randperm: n (256) is too large for dtype uint8")
+  local x = ms.arange(1, 6)
+  T.same(x:index_select(1, ms.randperm(5, { seed = 7 })):tolist(), ms.randperm(5, { seed = 7 }):tolist(),
+    0, "a permutation indexes directly")
   T.raises(function() ms.randperm(-1) end, "randperm", "non-negative")
 end)
 

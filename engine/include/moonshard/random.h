@@ -29,5 +29,8 @@ MS_API ms_tensor *ms_tensor_new_randperm(int64_t n, ms_dtype dt);
  * generator is neither read nor advanced, so every process computes the same permutation for
  * the same seed whatever it drew before (DistributedSampler's shuffle on every rank). */
 MS_API ms_tensor *ms_tensor_new_randperm_seeded(int64_t n, ms_dtype dt, uint64_t seed);
+/* The same permutations of first .. first+n-1 (the Lua face's 1-based positions: first = 1);
+ * `seed` NULL draws from the global generator, else from its own as _seeded does. */
+MS_API ms_tensor *ms_tensor_new_randperm_from(int64_t n, int64_t first, ms_dtype dt, const uint64_t *seed);
 
 #endif

@@ -174,10 +174,11 @@ print(labels.dtype, labels:min():item() >= 1, labels:max():item() <= 10) --> int
 ]==] },
   { name = "ms.randperm",
     sig = "ms.randperm(n, {dtype =, device =, requires_grad =, seed =}) -> Tensor",
-    doc = [[A random permutation of the integers 0 .. n-1, as `torch.randperm` (add 1 for Lua positions:
-`x:index_select(1, ms.randperm(n) + 1)` shuffles the rows of x).
-With `seed` the permutation comes from a generator of its own and the global one is left untouched, so
-ranks that were seeded alike agree whatever they drew before.]],
+    doc = [[A random permutation of the integers 1 .. n: positions as Lua counts them, so it indexes
+directly (`x:index_select(1, ms.randperm(x:size(1)))` shuffles the rows of x). It is `torch.randperm`'s
+permutation of 0 .. n-1 plus one, as Torch7's `randperm` counted. With `seed` the permutation comes from a
+generator of its own and the global one is left untouched, so ranks that were seeded alike agree whatever
+they drew before.]],
     opts = {
       {"dtype", "string", "ms.int64", "the element type"},
       {"device", "string", "ms.get_default_device()", "where the result lives"},
@@ -186,7 +187,7 @@ ranks that were seeded alike agree whatever they drew before.]],
     },
     example = [==[
 local p = ms.randperm(5, {seed = 1})
-print(p.dtype, p:sum():item(), p:max():item()) --> int64 10 4
+print(p.dtype, p:sum():item(), p:min():item(), p:max():item()) --> int64 15 1 5
 print(ms.randperm(5, {seed = 1}):equal(p))  --> true
 ]==] },
   { name = "ms.zeros_like",
