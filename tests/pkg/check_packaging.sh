@@ -8,6 +8,8 @@
 #                   and moonshard.nn from T. CMake's build is the one ctest runs in (a stand-in for
 #                   cmake given to luarocks installs it); MS_TEST_LUAROCKS_BUILD=1 builds for real.
 #   no_cuda_needed  no libcudart, libcudnn or libnccl among the NEEDED of the libraries and programs
+#   x86_absent_list kernels/cpu/x86_absent.h names exactly the functions the x86 bodies define (an
+#                   x86 build's archive), so a build without them (MS_X86_KERNELS=OFF) links
 set -euo pipefail
 case_name=$1 src=$(cd "$2" && pwd) build=$(cd "$3" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ms-pkg-$case_name.XXXXXX")
@@ -107,6 +109,14 @@ no_cuda_needed)
     if readelf -d "$f" | grep -E 'NEEDED.*lib(cudart|cudnn|nccl|cublas)'; then echo "$f needs the libraries above"; bad=1; fi
   done
   exit $bad
+  ;;
+x86_absent_list)
+  need nm
+  nm -A --defined-only -g "$build/libmoonshard.a" | grep -E '_(avx2|avx512|f16c)\.c\.o: *[0-9a-f]* [TDRB] ' \
+    | awk '{print $NF}' | sort -u >"$tmp/defined"
+  sed -n 's/^#pragma weak //p' "$src/kernels/cpu/x86_absent.h" | sort -u >"$tmp/listed"
+  [ -s "$tmp/defined" ] || { echo "no x86 body found in $build/libmoonshard.a"; exit 1; }
+  diff "$tmp/defined" "$tmp/listed" || { echo "x86_absent.h and the x86 bodies differ (< defined, > listed)"; exit 1; }
   ;;
 *) echo "check_packaging.sh: unknown case '$case_name'"; exit 2 ;;
 esac
