@@ -143,6 +143,7 @@ static void table_to_json(lua_State *L, int idx, ms_json *out, int depth) {
   }
   if (keys > INT_MAX) luaL_error(L, "json_encode: too many entries");
   if (strings == 0) { /* an array */
+    if (keys != len) luaL_error(L, "json_encode: a sequence with holes (nil items) has no JSON form");
     out->kind = MS_JSON_ARRAY;
     alloc_entries(L, out, (int)keys, false);
     for (int i = 0; i < out->count; i++) {

@@ -51,6 +51,7 @@ T.test("json_encode: values with no JSON form are refused, naming why", function
   T.raises(function() ms._json_encode({math.huge}) end, "json_write", "no JSON form")
   T.raises(function() ms._json_encode({1, x = 2}) end, "mixes array items and string keys")
   T.raises(function() ms._json_encode({[3] = 1}) end, "index 1..#t")
+  T.raises(function() ms._json_encode({1, nil, 3}) end, "json_encode", "holes")
   T.raises(function() ms._json_encode({"a\0b"}) end, "NUL byte")
   T.raises(function() ms._json_encode({"\xff"}) end, "not valid UTF-8")
   local cycle = {}
