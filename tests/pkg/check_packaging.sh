@@ -60,7 +60,8 @@ luarocks)
   luarocks_args=(--lua-version 5.4 make --tree "$tmp/tree" "$(basename "$rockspec")")
   if [ "${MS_TEST_LUAROCKS_BUILD:-0}" = 1 ]; then
     tar -C "$src" --exclude=./build --exclude='./build*' --exclude=./.git -cf - . | tar -C "$tmp/src" -xf -
-    (cd "$tmp/src" && luarocks "${luarocks_args[@]}")
+    # luarocks runs `cmake --build` without -j: CMake takes the level from the environment
+    (cd "$tmp/src" && CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} luarocks "${luarocks_args[@]}")
   else
     # luarocks runs "$CMAKE -H. -Bbuild.luarocks -DVAR=VALUE...", "$CMAKE --build build.luarocks"
     # and "$CMAKE --build build.luarocks --target install": the stand-in keeps the rockspec's
