@@ -26,6 +26,9 @@ build = {
   variables = {
     CMAKE_BUILD_TYPE = "Release",
     CMAKE_INSTALL_PREFIX = "$(PREFIX)",
+    -- luarocks deploys all of $(PREFIX)/lib as Lua C modules: libmoonshard, its .pc and CMake
+    -- files stay in the rock's own folder, under clib/
+    CMAKE_INSTALL_LIBDIR = "clib",
     MS_INSTALL_LUADIR = "$(LUADIR)",  -- the Lua library: the tree's share/lua/5.4 once deployed
     MS_INSTALL_CMODDIR = "$(LIBDIR)", -- moonshard.so: the tree's lib/lua/5.4 once deployed
     BUILD_TESTING = "OFF",

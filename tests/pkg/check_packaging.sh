@@ -65,7 +65,8 @@ luarocks)
   else
     # luarocks runs "$CMAKE -H. -Bbuild.luarocks -DVAR=VALUE...", "$CMAKE --build build.luarocks"
     # and "$CMAKE --build build.luarocks --target install": the stand-in keeps the rockspec's
-    # install folders, builds nothing, and installs BUILD_DIR there as CMake would with them.
+    # install folders, builds nothing, and installs BUILD_DIR there as CMake would with them
+    # (then luarocks deploys $(PREFIX)/lib, as it does after a real build).
     luadir=$(sed -n 's/^MS_INSTALL_LUADIR:[A-Z]*=//p' "$build/CMakeCache.txt")
     cmoddir=$(sed -n 's/^MS_INSTALL_CMODDIR:[A-Z]*=//p' "$build/CMakeCache.txt")
     cat >"$tmp/cmake-standin" <<STANDIN
@@ -73,16 +74,22 @@ luarocks)
 set -euo pipefail
 if [ "\$1" = -H. ]; then
   mkdir -p build.luarocks
+  echo "CMAKE_INSTALL_LIBDIR=lib" >build.luarocks/vars
   for a in "\$@"; do
-    case \$a in -DMS_INSTALL_LUADIR=*|-DMS_INSTALL_CMODDIR=*) v=\${a#-D}; echo "\${v%%=*}='\${v#*=}'" ;; esac
-  done >build.luarocks/vars
+    case \$a in -DMS_INSTALL_LUADIR=*|-DMS_INSTALL_CMODDIR=*|-DCMAKE_INSTALL_PREFIX=*|-DCMAKE_INSTALL_LIBDIR=*)
+      v=\${a#-D}; echo "\${v%%=*}='\${v#*=}'" ;; esac
+  done >>build.luarocks/vars
   grep -q MS_INSTALL_LUADIR build.luarocks/vars && grep -q MS_INSTALL_CMODDIR build.luarocks/vars
 elif [ "\$*" = "--build build.luarocks --target install --config Release" ]; then
   . build.luarocks/vars
+  # each thing where CMake, configured with the rockspec's variables, would install it
   cmake --install "$build" --prefix "$tmp/stage" >/dev/null
-  mkdir -p "\$MS_INSTALL_LUADIR" "\$MS_INSTALL_CMODDIR"
+  mkdir -p "\$MS_INSTALL_LUADIR" "\$MS_INSTALL_CMODDIR" "\$CMAKE_INSTALL_PREFIX/\$CMAKE_INSTALL_LIBDIR"
   cp -R "$tmp/stage/$luadir/." "\$MS_INSTALL_LUADIR/"
   cp "$tmp/stage/$cmoddir/moonshard.so" "\$MS_INSTALL_CMODDIR/"
+  rm -rf "$tmp/stage/$luadir" "$tmp/stage/$cmoddir"
+  cp -a "$tmp/stage/lib/." "\$CMAKE_INSTALL_PREFIX/\$CMAKE_INSTALL_LIBDIR/"
+  cp -a "$tmp/stage/include" "$tmp/stage/bin" "\$CMAKE_INSTALL_PREFIX/"
 fi
 STANDIN
     chmod +x "$tmp/cmake-standin"
