@@ -2,6 +2,7 @@
  * beyond Lua's io library, all internal:
  *   ms._write_atomic(path, text, who)       the atomic write of ms.save (atomic_file.c)
  *   ms._crc32(text), ms._file_crc32(path)   zlib's crc32 (the latter -> crc, size)
+ *   ms._md5(text)                           -> 32 lowercase hex digits (md5.c; datasets' download check)
  *   ms._file_size(path)                     -> size, or nil and why not
  *   ms._list_dir(dir)                       -> names
  *   ms._remove_stale_temporaries(dir, prefix) -> how many
@@ -11,11 +12,13 @@
 #define _DEFAULT_SOURCE /* dirent */
 #include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
 #include "moonshard/io.h"
+#include "moonshard/md5.h"
 #include "ms_lua.h"
 
 static int l_write_atomic(lua_State *L) {
@@ -38,6 +41,18 @@ static int l_crc32(lua_State *L) {
     done += k;
   }
   lua_pushinteger(L, (lua_Integer)c);
+  return 1;
+}
+
+/* ms._md5(text) -> the MD5 of text as 32 lowercase hex digits, as md5sum prints it */
+static int l_md5(lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  unsigned char d[16];
+  ms_md5(s, n, d);
+  char hex[33];
+  for (int i = 0; i < 16; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+  lua_pushlstring(L, hex, 32);
   return 1;
 }
 
@@ -112,6 +127,7 @@ void bind_open_files(lua_State *L) {
   static const luaL_Reg fns[] = {{"_write_atomic", l_write_atomic},
                                  {"_crc32", l_crc32},
                                  {"_file_crc32", l_file_crc32},
+                                 {"_md5", l_md5},
                                  {"_file_size", l_file_size},
                                  {"_list_dir", l_list_dir},
                                  {"_remove_stale_temporaries", l_remove_stale_temporaries},

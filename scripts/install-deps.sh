@@ -9,6 +9,7 @@ packages=(
   zlib1g-dev                         # gzip-compressed IDX files
   libopenmpi-dev openmpi-bin         # the process runtime and the mpi backend
   libreadline-dev                    # line editing and history in the REPL
+  luarocks                           # tests/pkg: the rockspec installs into a tree (ctest pkg.luarocks)
 )
 
 missing=()

@@ -10,6 +10,10 @@
 static const char *const isa_names[MS_K_ISA_COUNT] = {
     [MS_K_ISA_PORTABLE] = "generic", [MS_K_ISA_AVX2] = "avx2", [MS_K_ISA_AVX512] = "avx512"};
 
+#ifdef MS_NO_X86_KERNELS
+/* Built without the x86 bodies (x86_absent.h): the portable kernels, whatever the CPU. */
+static ms_k_isa detect_level(void) { return MS_K_ISA_PORTABLE; }
+#else
 static ms_k_isa detect_level(void) {
   ms_k_isa best = MS_K_ISA_PORTABLE;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = MS_K_ISA_AVX2;
@@ -24,17 +28,20 @@ static ms_k_isa detect_level(void) {
     if (strcmp(env, isa_names[i]) == 0) return (ms_k_isa)i;
   return best;
 }
+#endif
 
 /* The level in bits 0-1, the features above it, and KNOWN once detected. */
 enum { LEVEL_MASK = 3, FEATURE_SHIFT = 2, KNOWN = 1 << 8 };
 _Static_assert(MS_K_ISA_COUNT - 1 <= LEVEL_MASK, "the levels fit in LEVEL_MASK");
 
 static int detect(void) {
-  __builtin_cpu_init();
   ms_k_isa level = detect_level();
   int features = 0;
+#ifndef MS_NO_X86_KERNELS
+  __builtin_cpu_init();
   if (level >= MS_K_ISA_AVX2 && __builtin_cpu_supports("f16c")) features |= MS_K_ISA_F16C;
   if (level >= MS_K_ISA_AVX512 && __builtin_cpu_supports("avx512bf16")) features |= MS_K_ISA_AVX512_BF16;
+#endif
   return KNOWN | features << FEATURE_SHIFT | (int)level;
 }
 

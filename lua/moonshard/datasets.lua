@@ -27,42 +27,8 @@ local ms = require "moonshard"
 
 local M = {}
 
--- ---- MD5 (pure Lua, for the download check: no md5sum needed) -----------------------------------
-local MASK = 0xffffffff
-local K, SHIFT = {}, {}
-for i = 1, 64 do K[i] = math.floor(math.abs(math.sin(i)) * 2 ^ 32) end
-for r, s in ipairs({{7, 12, 17, 22}, {5, 9, 14, 20}, {4, 11, 16, 23}, {6, 10, 15, 21}}) do
-  for i = 0, 15 do SHIFT[(r - 1) * 16 + i + 1] = s[i % 4 + 1] end
-end
-local WORDS = "<" .. ("I4"):rep(16)
-
-local function md5_block(h, s, pos)
-  local m = {string.unpack(WORDS, s, pos)}
-  local a, b, c, d = h[1], h[2], h[3], h[4]
-  for i = 0, 63 do
-    local f, g
-    if i < 16 then f, g = (b & c) | (~b & d), i
-    elseif i < 32 then f, g = (d & b) | (~d & c), (5 * i + 1) % 16
-    elseif i < 48 then f, g = b ~ c ~ d, (3 * i + 5) % 16
-    else f, g = c ~ (b | ~d), (7 * i) % 16 end
-    f = (f + a + K[i + 1] + m[g + 1]) & MASK
-    local sh = SHIFT[i + 1]
-    a, d, c = d, c, b
-    b = (b + (((f << sh) | (f >> (32 - sh))) & MASK)) & MASK
-  end
-  h[1], h[2], h[3], h[4] = (h[1] + a) & MASK, (h[2] + b) & MASK, (h[3] + c) & MASK, (h[4] + d) & MASK
-end
-
--- The MD5 of a string, as 32 lowercase hex digits.
-function M._md5(s)
-  local tail = "\x80" .. ("\0"):rep((55 - #s) % 64) .. string.pack("<I8", (#s * 8) & 0xffffffffffffffff)
-  local h = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476}
-  local full = #s - #s % 64
-  for pos = 1, full, 64 do md5_block(h, s, pos) end
-  local rest = s:sub(full + 1) .. tail
-  for pos = 1, #rest, 64 do md5_block(h, rest, pos) end
-  return (string.pack("<I4I4I4I4", h[1], h[2], h[3], h[4]):gsub(".", function(ch) return ("%02x"):format(ch:byte()) end))
-end
+-- The MD5 of a string, as 32 lowercase hex digits (engine/src/io/md5.c; no md5sum needed).
+M._md5 = ms._md5
 
 -- ---- files and the outside world ----------------------------------------------------------------
 local function exists(path)

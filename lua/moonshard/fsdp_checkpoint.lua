@@ -41,12 +41,6 @@ local INDEX = "index.json"
 local FORMAT, VERSION = "moonshard.fsdp.sharded", 2
 local SAVE_ID = "^%x+%-%x+$"
 
-local function json_str(s)
-  return '"' .. s:gsub('[%c"\\]', function(c)
-    return c == '"' and '\\"' or c == "\\" and "\\\\" or fmt("\\u%04x", c:byte())
-  end) .. '"'
-end
-
 local function is_dir(path)
   local f = io.open(path .. "/.", "r")
   if f then f:close() end
@@ -82,29 +76,25 @@ local function uncovered(a, b, lower)
   return out
 end
 
-local function file_json(name, size, crc) return fmt('{"name":%s,"size":%d,"crc32":%d}', json_str(name), size, crc) end
+local function file_entry(name, size, crc) return {name = name, size = size, crc32 = crc} end
 
 -- aux: {name, size, crc32} of the files besides the shards that this save wrote (train_checkpoint.lua's
 -- training state), listed as "aux_files" so that a load checks them as it checks the shards.
+-- The text is ms._json_encode's (engine/src/io/json.c): compact, keys sorted, one line.
 local function index_json(id, world, sums, pieces, layout, aux)
   local files = {}
-  for r = 0, world - 1 do files[#files + 1] = file_json(file_name(r, world, id), sums[2 * r + 1], sums[2 * r + 2]) end
+  for r = 0, world - 1 do files[#files + 1] = file_entry(file_name(r, world, id), sums[2 * r + 1], sums[2 * r + 2]) end
   local aux_files = {}
-  for _, a in ipairs(aux) do aux_files[#aux_files + 1] = file_json(a.name, a.size, a.crc32) end
+  for _, a in ipairs(aux) do aux_files[#aux_files + 1] = file_entry(a.name, a.size, a.crc32) end
   local entries = {}
   for i, p in ipairs(pieces) do
     local parts = {}
-    for _, w in ipairs(layout[i]) do
-      parts[#parts + 1] = fmt('{"file":%d,"key":%s,"offset":%d,"numel":%d}', w.rank, json_str(w.key), w.offset, w.numel)
-    end
-    local shape = {}
-    for j, d in ipairs(p.shape) do shape[j] = tostring(d) end
-    entries[#entries + 1] = fmt('  {"name":%s,"kind":"%s","dtype":"%s","shape":[%s],"pieces":[%s]}', json_str(p.name),
-      p.kind, p.dtype, table.concat(shape, ","), table.concat(parts, ","))
+    for _, w in ipairs(layout[i]) do parts[#parts + 1] = {file = w.rank, key = w.key, offset = w.offset, numel = w.numel} end
+    entries[#entries + 1] = {name = p.name, kind = p.kind, dtype = tostring(p.dtype), shape = {table.unpack(p.shape)},
+      pieces = parts}
   end
-  return seal(fmt('{"format":"%s","version":%d,"index_crc32":"00000000","save_id":%s,"world_size":%d,\n "files":[\n  %s],'
-    .. '%s\n "entries":[\n%s\n]}\n', FORMAT, VERSION, json_str(id), world, table.concat(files, ",\n  "),
-    #aux > 0 and '\n "aux_files":[' .. table.concat(aux_files, ",") .. '],' or "", table.concat(entries, ",\n")))
+  return seal(ms._json_encode({format = FORMAT, version = VERSION, index_crc32 = "00000000", save_id = id,
+    world_size = world, files = files, aux_files = #aux > 0 and aux_files or nil, entries = entries}) .. "\n")
 end
 
 -- After the index of save `id` is in place: removes the shard files of every other generation

@@ -177,7 +177,7 @@ static void run_all(const char *isa) {
 
 int main(void) {
   ms_test_isa_in_child("generic", run_all);
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(MS_NO_X86_KERNELS) /* the x86 bodies are built */
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     ms_test_isa_in_child("avx2", run_all);

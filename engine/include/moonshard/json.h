@@ -40,6 +40,12 @@ MS_API void ms_json_free(ms_json *j); /* NULL is fine */
 /* The value under key in an object, or NULL (first match; callers reject duplicates). */
 MS_API const ms_json *ms_json_get(const ms_json *obj, const char *key);
 MS_API const char *ms_json_kind_name(ms_json_kind k);
+/* The tree j as compact JSON text (no whitespace; keys in the tree's order; numbers: is_uint
+ * ones as integers, others in the fewest digits that read back to the same double; strings
+ * escaped as serde_json does). Returns a malloc'ed NUL-terminated text (its length in *len when
+ * len is not NULL) for the caller to free(), or NULL with ms_error_last() naming what cannot be
+ * written (a non-finite number, a string that is not UTF-8, memory). */
+MS_API char *ms_json_write(const ms_json *j, size_t *len);
 /* Whether s[0..len) is well-formed UTF-8 (JSON text must be). */
 MS_API bool ms_json_utf8_valid(const char *s, size_t len);
 

@@ -1,14 +1,18 @@
 /* json.c: a strict JSON reader -- a cursor walking the text value by value, and the tree built
- * by that walk -- and a compact writer, sized for safetensors headers. The reader never trusts
+ * by that walk -- and a compact writer, sized for safetensors headers, which also writes a tree
+ * (ms_json_write: the one JSON writer, which Lua's ms._json_encode uses). The reader never trusts
  * its input: depth is bounded (no stack overflow from a hostile header), UTF-8 is validated,
  * and every failure says where. */
 #include "io/json_stream.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "moonshard/error.h"
 
 #define JSON_MAX_DEPTH 64
 
@@ -463,4 +467,59 @@ void json_buf_uint(ms_json_buf *b, uint64_t v) {
 void json_buf_free(ms_json_buf *b) {
   free(b->data);
   b->data = NULL, b->len = b->cap = 0;
+}
+
+/* ---- the tree as text ------------------------------------------------------------------------ */
+
+/* A double in the fewest significant digits (15 to 17) that strtod reads back exactly. */
+static void buf_double(ms_json_buf *b, double v) {
+  char d[32];
+  int n = 0;
+  for (int digits = 15; digits <= 17; digits++) {
+    n = snprintf(d, sizeof d, "%.*g", digits, v);
+    if (strtod(d, NULL) == v) break;
+  }
+  json_buf_raw(b, d, (size_t)n);
+}
+
+static bool write_value(ms_json_buf *b, const ms_json *j, int depth) {
+  if (depth > JSON_MAX_DEPTH) return ms_error(MS_ERR_ARG, "json_write: nested deeper than %d", JSON_MAX_DEPTH), false;
+  switch (j->kind) {
+  case MS_JSON_NULL: json_buf_raw(b, "null", 4); return true;
+  case MS_JSON_BOOL: j->boolean ? json_buf_raw(b, "true", 4) : json_buf_raw(b, "false", 5); return true;
+  case MS_JSON_NUMBER:
+    if (j->is_uint) json_buf_uint(b, j->uint);
+    else if (!isfinite(j->number)) return ms_error(MS_ERR_ARG, "json_write: %g has no JSON form", j->number), false;
+    else buf_double(b, j->number);
+    return true;
+  case MS_JSON_STRING:
+    if (!ms_json_utf8_valid(j->string, strlen(j->string)))
+      return ms_error(MS_ERR_ARG, "json_write: a string is not valid UTF-8"), false;
+    json_buf_str(b, j->string);
+    return true;
+  case MS_JSON_ARRAY:
+  case MS_JSON_OBJECT:
+    json_buf_raw(b, j->kind == MS_JSON_ARRAY ? "[" : "{", 1);
+    for (int i = 0; i < j->count; i++) {
+      if (i) json_buf_raw(b, ",", 1);
+      if (j->kind == MS_JSON_OBJECT) {
+        if (!ms_json_utf8_valid(j->keys[i], strlen(j->keys[i])))
+          return ms_error(MS_ERR_ARG, "json_write: a key is not valid UTF-8"), false;
+        json_buf_str(b, j->keys[i]);
+        json_buf_raw(b, ":", 1);
+      }
+      if (!write_value(b, &j->items[i], depth + 1)) return false;
+    }
+    json_buf_raw(b, j->kind == MS_JSON_ARRAY ? "]" : "}", 1);
+    return true;
+  }
+  return ms_error(MS_ERR_ARG, "json_write: unknown value kind %d", (int)j->kind), false;
+}
+
+char *ms_json_write(const ms_json *j, size_t *len) {
+  ms_json_buf b = {0};
+  if (!write_value(&b, j, 0)) return json_buf_free(&b), NULL;
+  if (b.failed || !b.data) return json_buf_free(&b), ms_error(MS_ERR_MEMORY, "json_write: out of memory"), NULL;
+  if (len) *len = b.len;
+  return b.data;
 }
