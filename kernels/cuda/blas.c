@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "kernels/cuda/lazy_lib.h"
 #include "kernels/cuda/lib_error.h"
 #include "kernels/kernels_cuda.h"
 
@@ -35,31 +36,24 @@ static struct cublas_api {
   const char *(*status_name)(cublasStatus_t);
 } blas;
 
-/* POSIX's way to turn dlsym's pointer into a function pointer. */
-static bool resolve(void *lib, const char *name, void *fn_slot) {
-  void *sym = dlsym(lib, name);
-  memcpy(fn_slot, &sym, sizeof sym);
-  return sym != NULL;
-}
+static const ms_kcu_lazy_lib cublas = {MS_CUBLAS_SONAME, MS_CUBLAS_FALLBACK, "cuBLAS"};
 
 /* Loads cuBLAS once (under handles_lock). */
 static int load_cublas(void) {
   if (blas.loaded) return 0;
-  void *lib = dlopen(MS_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL); /* the loader's path first */
-  if (!lib) lib = dlopen(MS_CUBLAS_FALLBACK, RTLD_NOW | RTLD_LOCAL); /* then the build's toolkit */
-  if (!lib) return ms_kcu_fail("cannot load cuBLAS (%s): %s", MS_CUBLAS_SONAME, dlerror());
-  const char *missing = NULL;
-  if (!resolve(lib, "cublasCreate_v2", &blas.create)) missing = "cublasCreate_v2";
-  else if (!resolve(lib, "cublasSetStream_v2", &blas.set_stream)) missing = "cublasSetStream_v2";
-  else if (!resolve(lib, "cublasSgemm_v2", &blas.sgemm)) missing = "cublasSgemm_v2";
-  else if (!resolve(lib, "cublasDgemm_v2", &blas.dgemm)) missing = "cublasDgemm_v2";
-  else if (!resolve(lib, "cublasGemmEx", &blas.gemm_ex)) missing = "cublasGemmEx";
-  else if (!resolve(lib, "cublasGetStatusString", &blas.status_string)) missing = "cublasGetStatusString";
-  else if (!resolve(lib, "cublasGetStatusName", &blas.status_name)) missing = "cublasGetStatusName";
-  if (missing) {
+  char why[512];
+  void *lib = ms_kcu_lazy_open(&cublas, why, sizeof why);
+  if (!lib) return ms_kcu_fail("%s", why);
+  bool ok = ms_kcu_lazy_resolve(&cublas, lib, "cublasCreate_v2", &blas.create, why, sizeof why) &&
+            ms_kcu_lazy_resolve(&cublas, lib, "cublasSetStream_v2", &blas.set_stream, why, sizeof why) &&
+            ms_kcu_lazy_resolve(&cublas, lib, "cublasSgemm_v2", &blas.sgemm, why, sizeof why) &&
+            ms_kcu_lazy_resolve(&cublas, lib, "cublasDgemm_v2", &blas.dgemm, why, sizeof why) &&
+            ms_kcu_lazy_resolve(&cublas, lib, "cublasGemmEx", &blas.gemm_ex, why, sizeof why) &&
+            ms_kcu_lazy_resolve(&cublas, lib, "cublasGetStatusString", &blas.status_string, why, sizeof why) &&
+            ms_kcu_lazy_resolve(&cublas, lib, "cublasGetStatusName", &blas.status_name, why, sizeof why);
+  if (!ok) {
     dlclose(lib);
-    return ms_kcu_fail("%s lacks %s (a cuBLAS older than the toolkit moonshard was built with?)", MS_CUBLAS_SONAME,
-                       missing);
+    return ms_kcu_fail("%s", why);
   }
   blas.loaded = true;
   return 0;

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/cuda/lazy_lib.h"
+
 /* X(name, (parameters), (arguments)): every cuDNN function used, all returning cudnnStatus_t. */
 #define CUDNN_FUNCTIONS(X)                                                                                      \
   X(cudnnCreate, (cudnnHandle_t *h), (h))                                                                      \
@@ -107,24 +109,13 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool loaded;
 static char why[512]; /* why loading failed, for cudnnGetErrorString */
 
-/* POSIX's way to turn dlsym's pointer into a function pointer. */
-static bool resolve(void *lib, const char *name, void *slot) {
-  void *sym = dlsym(lib, name);
-  memcpy(slot, &sym, sizeof sym);
-  if (!sym) snprintf(why, sizeof why, "%s lacks %s (a cuDNN older than the one moonshard was built with?)",
-                     MS_CUDNN_SONAME, name);
-  return sym != NULL;
-}
+static const ms_kcu_lazy_lib cudnn = {MS_CUDNN_SONAME, MS_CUDNN_FALLBACK, "cuDNN"};
 
 static void load(void) {
-  void *lib = dlopen(MS_CUDNN_SONAME, RTLD_NOW | RTLD_LOCAL); /* the loader's path first */
-  if (!lib) lib = dlopen(MS_CUDNN_FALLBACK, RTLD_NOW | RTLD_LOCAL); /* then where the build found it */
-  if (!lib) {
-    snprintf(why, sizeof why, "cannot load cuDNN (%s): %s", MS_CUDNN_SONAME, dlerror());
-    return;
-  }
-  bool ok = resolve(lib, "cudnnGetErrorString", &api.cudnnGetErrorString);
-#define X_RESOLVE(name, params, args) ok = ok && resolve(lib, #name, &api.name);
+  void *lib = ms_kcu_lazy_open(&cudnn, why, sizeof why);
+  if (!lib) return;
+  bool ok = ms_kcu_lazy_resolve(&cudnn, lib, "cudnnGetErrorString", &api.cudnnGetErrorString, why, sizeof why);
+#define X_RESOLVE(name, params, args) ok = ok && ms_kcu_lazy_resolve(&cudnn, lib, #name, &api.name, why, sizeof why);
   CUDNN_FUNCTIONS(X_RESOLVE)
   if (!ok) {
     dlclose(lib);
