@@ -103,6 +103,24 @@ static bool held_in_local(lua_State *L, int level) {
   }
 }
 
+/* True when the function a return hook runs for hands back the value on top of the stack. */
+static bool returns_value(lua_State *L, lua_Debug *ar) {
+  if (!lua_getinfo(L, "r", ar)) return false;
+  for (int i = 0; i < ar->ntransfer; i++) {
+    if (!lua_getlocal(L, ar, ar->ftransfer + i)) return false;
+    bool same = lua_rawequal(L, -1, -2);
+    lua_pop(L, 1);
+    if (same) return true;
+  }
+  return false;
+}
+
+/* True when the function at `level` is a Lua function (not C: pcall, a host). */
+static bool lua_frame(lua_State *L, int level) {
+  lua_Debug ar;
+  return lua_getstack(L, level, &ar) && lua_getinfo(L, "S", &ar) && ar.what[0] != 'C';
+}
+
 static void scope_check_hook(lua_State *L, lua_Debug *ar) {
   lua_getfield(L, LUA_REGISTRYINDEX, PENDING_SCOPE_KEY);
   grad_scope *s = luaL_testudata(L, -1, MS_GRAD_MODE_MT);
@@ -111,7 +129,16 @@ static void scope_check_hook(lua_State *L, lua_Debug *ar) {
     lua_pop(L, 1);
     return;
   }
-  bool dropped = s && s->open && (ar->event == LUA_HOOKRET || depth < s->depth || !held_in_local(L, 0));
+  /* `return ms.no_grad()` (a helper that opens the scope for its caller): the caller's next line
+   * decides; a C caller (pcall, a host) keeps it, as when C opens a scope */
+  bool returned = s && s->open && ar->event == LUA_HOOKRET && depth == s->depth && returns_value(L, ar);
+  if (returned && lua_frame(L, 1)) {
+    s->depth--;
+    lua_pop(L, 1);
+    return;
+  }
+  bool dropped = s && s->open && !returned &&
+                 (ar->event == LUA_HOOKRET || depth < s->depth || !held_in_local(L, 0));
   lua_sethook(L, s ? s->old_hook : NULL, s ? s->old_mask : 0, s ? s->old_count : 0);
   lua_pushnil(L);
   lua_setfield(L, LUA_REGISTRYINDEX, PENDING_SCOPE_KEY);

@@ -180,6 +180,26 @@ T.test("a bare ms.no_grad() is an error and changes nothing; scopes and the func
   getmetatable(scope).__close(scope)
   T.eq(ms.is_grad_enabled(), true)
   T.eq(ms.no_grad(function(a) return ms.is_grad_enabled(), a end, 7), false)
+  -- a helper that opens the scope for its caller: the caller's <close> keeps it
+  local function eval_scope() return ms.no_grad() end
+  local function eval_scope2() local s = ms.no_grad(); return s end
+  for _, helper in ipairs({ eval_scope, eval_scope2 }) do
+    do
+      local _ <close> = helper()
+      T.eq(ms.is_grad_enabled(), false)
+    end
+    T.eq(ms.is_grad_enabled(), true)
+  end
+  ok, err = pcall(function()
+    eval_scope() -- the helper's scope, dropped by its caller
+    return 1
+  end)
+  T.truthy(not ok and err:find("its scope was not kept", 1, true), tostring(err))
+  T.eq(ms.is_grad_enabled(), true)
+  local held, s2 = pcall(eval_scope) -- handed to C: kept
+  T.truthy(held and ms.is_grad_enabled() == false)
+  getmetatable(s2).__close(s2)
+  T.eq(ms.is_grad_enabled(), true)
   local function hook() end
   debug.sethook(hook, "c")
   do
