@@ -1,7 +1,8 @@
-/* lazy_lib.h: the CUDA libraries moonshard opens with dlopen on first use (cuBLAS in blas.c,
- * cuDNN in cudnn_lazy.c, NCCL in engine/src/dist/nccl_lazy.c), so one build starts where they are
- * missing: one way to find such a library and to fill its table of function pointers, each
- * failure written into the caller's `why` in words a user can act on. */
+/* lazy_lib.h: the CUDA libraries the kernels open with dlopen on first use (cuBLAS in blas.c,
+ * cuDNN in cudnn_lazy.c), so one build starts where they are missing: one way to find such a
+ * library and to fill its table of function pointers, each failure written into the caller's
+ * `why` in words a user can act on. (The engine's NCCL loader, engine/src/dist/nccl_lazy.c, keeps
+ * its own few lines: the layer rules let the engine see only the kernels' face.) */
 #ifndef MS_KCU_LAZY_LIB_H
 #define MS_KCU_LAZY_LIB_H
 

@@ -5,14 +5,12 @@
  * a table of pointers that dlsym fills once; the build hides these names, so a real libnccl
  * elsewhere in the process is never interposed. Unloaded, every call returns ncclSystemError and
  * ncclGetErrorString / ncclGetLastError say why. */
-#include <nccl.h>
 #include <dlfcn.h>
+#include <nccl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-
-#include "kernels/cuda/lazy_lib.h"
 
 /* X(name, (parameters), (arguments)): the NCCL functions used that return ncclResult_t. */
 #define NCCL_FUNCTIONS(X)                                                                                      \
@@ -47,14 +45,25 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool loaded;
 static char why[512]; /* why loading failed, for ncclGetErrorString */
 
-static const ms_kcu_lazy_lib nccl = {MS_NCCL_SONAME, MS_NCCL_FALLBACK, "NCCL"};
+/* POSIX's way to turn dlsym's pointer into a function pointer. */
+static bool resolve(void *lib, const char *name, void *slot) {
+  void *sym = dlsym(lib, name);
+  memcpy(slot, &sym, sizeof sym);
+  if (!sym) snprintf(why, sizeof why, "%s lacks %s (an NCCL older than the one moonshard was built with?)",
+                     MS_NCCL_SONAME, name);
+  return sym != NULL;
+}
 
 static void load(void) {
-  void *lib = ms_kcu_lazy_open(&nccl, why, sizeof why);
-  if (!lib) return;
-  bool ok = ms_kcu_lazy_resolve(&nccl, lib, "ncclGetErrorString", &api.ncclGetErrorString, why, sizeof why) &&
-            ms_kcu_lazy_resolve(&nccl, lib, "ncclGetLastError", &api.ncclGetLastError, why, sizeof why);
-#define X_RESOLVE(name, params, args) ok = ok && ms_kcu_lazy_resolve(&nccl, lib, #name, &api.name, why, sizeof why);
+  void *lib = dlopen(MS_NCCL_SONAME, RTLD_NOW | RTLD_LOCAL); /* the loader's path first */
+  if (!lib) lib = dlopen(MS_NCCL_FALLBACK, RTLD_NOW | RTLD_LOCAL); /* then where the build found it */
+  if (!lib) {
+    snprintf(why, sizeof why, "cannot load NCCL (%s): %s", MS_NCCL_SONAME, dlerror());
+    return;
+  }
+  bool ok = resolve(lib, "ncclGetErrorString", &api.ncclGetErrorString) &&
+            resolve(lib, "ncclGetLastError", &api.ncclGetLastError);
+#define X_RESOLVE(name, params, args) ok = ok && resolve(lib, #name, &api.name);
   NCCL_FUNCTIONS(X_RESOLVE)
   if (!ok) {
     dlclose(lib);
