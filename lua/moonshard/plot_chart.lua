@@ -143,17 +143,39 @@ local function draw_axes(cv, a, xs, xd, ys, yd)
   return px, py
 end
 
+-- The part of the segment (x0, y0)-(x1, y1) inside the area (Liang-Barsky), or nil: data outside
+-- an xlim / ylim stops at the axes instead of running over the margins.
+local function clip(x0, y0, x1, y1, a)
+  local t0, t1, dx, dy = 0, 1, x1 - x0, y1 - y0
+  for _, pq in ipairs({ { -dx, x0 - a.x0 }, { dx, a.x1 - x0 }, { -dy, y0 - a.y0 }, { dy, a.y1 - y0 } }) do
+    local p, q = pq[1], pq[2]
+    if p == 0 then
+      if q < 0 then return nil end
+    else
+      local t = q / p
+      if p < 0 then t0 = math.max(t0, t) else t1 = math.min(t1, t) end
+      if t0 > t1 then return nil end
+    end
+  end
+  return x0 + t0 * dx, y0 + t0 * dy, x0 + t1 * dx, y0 + t1 * dy
+end
+
+local function inside(x, y, a) return x >= a.x0 and x <= a.x1 and y >= a.y0 and y <= a.y1 end
+
 -- Each series as a line 2 pixels wide (a gap where a value is missing), its points marked when
--- there are few.
-local function draw_series(cv, series, px, py)
+-- there are few; both kept inside the plot area.
+local function draw_series(cv, series, px, py, area)
   for _, s in ipairs(series) do
     local prev
     for j = 1, #s.y do
       local x, y = s.x[j], s.y[j]
       if finite(x) and finite(y) then
         local cx, cy = px(x), py(y)
-        if prev then cv:line(prev[1], prev[2], cx, cy, s.color, 2) end
-        if #s.y <= MARKED then
+        if prev then
+          local ax, ay, bx, by = clip(prev[1], prev[2], cx, cy, area)
+          if ax then cv:line(ax, ay, bx, by, s.color, 2) end
+        end
+        if #s.y <= MARKED and inside(cx, cy, area) then
           local mx, my = math.floor(cx), math.floor(cy)
           cv:fill_rect(mx - 2, my - 2, mx + 2, my + 2, s.color)
         end
@@ -195,7 +217,7 @@ local function draw_chart(cv, chart, series, ox, oy, w, h)
   local xs, xd = nice_ticks(xlo, xhi, 8, all_integral(series, "x"))
   local ys, yd = nice_ticks(ylo, yhi, 5)
   local px, py = draw_axes(cv, area, xs, xd, ys, yd)
-  draw_series(cv, series, px, py)
+  draw_series(cv, series, px, py, area)
   draw_labels(cv, chart, series, area, ox, oy, w)
 end
 

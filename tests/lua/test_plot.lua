@@ -52,6 +52,21 @@ T.test("the lines go where the data say, over axes and a white background", func
   T.truthy(found[BLUE] and found[ORANGE] and found[BLUE] < found[ORANGE], "legend swatches in order")
 end)
 
+T.test("data beyond xlim / ylim stop at the axes, not in the margins", function()
+  -- from (-1, -1) to (2, 2) over axes fixed to [0, 1]: only the part inside is drawn
+  local cv = chart.render({ xlim = { 0, 1 }, ylim = { 0, 1 },
+    series = { { label = "long", x = { -1, 2 }, y = { -1, 2 } } } }, W, H)
+  T.truthy(near_color(cv, (X0 + X1) // 2, (Y0 + Y1) // 2, BLUE), "the inside part is drawn")
+  for yy = 0, H - 1 do
+    for xx = 0, W - 1 do
+      if cv:get(xx, yy) == BLUE and not (xx >= X0 - 1 and xx <= X1 + 1 and yy >= Y0 - 1 and yy <= Y1 + 1) then
+        -- the legend's swatch is blue too, inside the area: anything else outside is a spill
+        error(("a blue pixel at (%d, %d), outside the plot area"):format(xx, yy))
+      end
+    end
+  end
+end)
+
 T.test("an empty series, a missing value and a single point draw without error", function()
   local cv = chart.render({ series = { { label = "none", y = {} }, { y = { 1, 0 / 0, 3 } }, { y = { 5 } } } }, 200, 150)
   T.eq(cv.height, 150)
