@@ -189,15 +189,7 @@ function CheckpointWrapper:forward(...)
 end
 
 -- As PyTorch's __getattr__: a name the wrapper does not have is read from the wrapped module.
-do
-  local index = CheckpointWrapper.__index
-  CheckpointWrapper.__index = function(self, k)
-    local v = index(self, k)
-    if v ~= nil or type(k) ~= "string" then return v end
-    local inner = self._modules.map._checkpoint_wrapped_module
-    if inner ~= nil then return inner[k] end
-  end
-end
+nn.internal.forward_missing(CheckpointWrapper, "_checkpoint_wrapped_module")
 
 -- checkpoint_wrapper(module) -> a CheckpointWrapper whose forward checkpoints module's forward.
 -- Parameter and state-dict names are the module's (nn strips "_checkpoint_wrapped_module.").

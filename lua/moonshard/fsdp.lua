@@ -155,19 +155,10 @@ function FlattenParamsWrapper:forward(...) return self._fpw_module(...) end
 local FSDP = nn.Module:extend("FullyShardedDataParallel")
 M.FullyShardedDataParallel = FSDP
 
--- As PyTorch's __getattr__ on both wrappers: a name the wrapper does not have is looked up on
--- the module it wraps (model.fc1.weight reads through a nested unit).
-local function forward_missing(cls, inner_name)
-  local index = cls.__index
-  cls.__index = function(self, k)
-    local v = index(self, k)
-    if v ~= nil or type(k) ~= "string" then return v end
-    local inner = self._modules.map[inner_name]
-    if inner ~= nil then return inner[k] end
-  end
-end
-forward_missing(FlattenParamsWrapper, "_fpw_module")
-forward_missing(FSDP, "_fsdp_wrapped_module")
+-- As PyTorch's __getattr__ on both wrappers: names the wrapper lacks are read from the module it
+-- wraps (model.fc1.weight reads through a nested unit).
+nn.internal.forward_missing(FlattenParamsWrapper, "_fpw_module")
+nn.internal.forward_missing(FSDP, "_fsdp_wrapped_module")
 
 -- ---- options --------------------------------------------------------------------------------
 

@@ -835,8 +835,39 @@ function Module:__tostring()
   return s .. ")"
 end
 
+-- The module a wrapper chain ends in (FSDP -> FlattenParamsWrapper -> Net: Net).
+local function innermost(m)
+  while true do
+    local name = rawget(getmetatable(m), "_wrapped_name")
+    local inner = name and m._modules.map[name]
+    if inner == nil then return m end
+    m = inner
+  end
+end
+
+-- As PyTorch's __getattr__ on the wrappers (FSDP, checkpoint_wrapper): a name the wrapper class
+-- cls does not have is looked up on the module it holds as `inner_name` (model.fc1.weight reads
+-- through a nested unit); the user's read of a name neither has is a typo, as on a plain module.
+local function forward_missing(cls, inner_name)
+  rawset(cls, "_wrapped_name", inner_name)
+  local index = cls.__index
+  cls.__index = function(self, k)
+    local v = index(self, k)
+    if v ~= nil or type(k) ~= "string" then return v end
+    local inner = self._modules.map[inner_name]
+    if inner == nil then return nil end
+    v = inner[k]
+    if v == nil and k:sub(1, 1) ~= "_" and not ms._library_frame(2) then
+      local core = innermost(self)
+      if not rawget(core, "_declared")[k] and not is_parameter_of_reader(self) then unknown_field(core, k) end
+    end
+    return v
+  end
+end
+
 -- Helpers the layer and container files share (not part of the public API).
 nn.internal = {
+  forward_missing = forward_missing,
   describe = describe, is_module = is_module, od_new = od_new, od_set = od_set,
   od_remove = od_remove, pyval = pyval, pack = pack, ordered_pairs_of = ordered_pairs_of,
   mark_parameter = mark_parameter, unwrapped_name = unwrapped_name,

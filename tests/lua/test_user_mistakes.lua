@@ -237,6 +237,15 @@ T.test("unknown fields: the user's reads raise, with the nearest name; declared 
   T.eq(bn.weight, nil); T.eq(bn.running_mean, nil)
   T.eq(nn.LayerNorm(3, {elementwise_affine = false}).weight, nil)
   T.raises(function() return Net:parameters() end, "Net is a class")
+  -- through a wrapper (checkpoint_wrapper here; FSDP's two wrappers share the same lookup): reads
+  -- reach the wrapped module, and a typo is still one
+  local wrapped = require("moonshard.checkpoint").checkpoint_wrapper(model)
+  T.truthy(rawequal(wrapped.fc1, model.fc1))
+  T.raises(function() return wrapped.fc3 end, "Net has no field 'fc3' (did you mean 'fc1'?)")
+  T.eq(wrapped.scale, nil, "a member declared nil reads nil through the wrapper")
+  T.eq(probe(wrapped), nil, "a function handed the wrapper probes freely")
+  local plain = require("moonshard.checkpoint").checkpoint_wrapper(nn.Linear(2, 2, false))
+  T.eq(plain.bias, nil)
 end)
 
 T.test("ms.nn, ms.optim, ms.F and the other library modules resolve on first read", function()
