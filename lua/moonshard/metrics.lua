@@ -21,10 +21,10 @@ local function format_of(path)
   return nil
 end
 
--- JSON has no nan or inf: null there (null_text); CSV writes nan, inf and -inf
-local function number_text(v, null_text)
-  if v ~= v then return null_text or "nan" end
-  if v == math.huge or v == -math.huge then return null_text or (v > 0 and "inf" or "-inf") end
+-- CSV writes nan, inf and -inf (read back by SPECIAL below)
+local function number_text(v)
+  if v ~= v then return "nan" end
+  if v == math.huge or v == -math.huge then return v > 0 and "inf" or "-inf" end
   if math.type(v) == "integer" then return ("%d"):format(v) end
   return ("%.10g"):format(v)
 end
@@ -76,17 +76,21 @@ function Logger:log(row)
   end
   self.rows[#self.rows + 1] = kept
   if not self.file then return end
-  local parts = {}
-  for _, c in ipairs(self.columns) do
-    local v = kept[c]
-    if self.format == "csv" then
-      parts[#parts + 1] = v == nil and "" or type(v) == "number" and number_text(v) or v
-    elseif v ~= nil then
-      parts[#parts + 1] = ('"%s":%s'):format(c, type(v) == "number" and number_text(v, "null") or ('"' .. v .. '"'))
+  if self.format == "csv" then
+    local parts = {}
+    for i, c in ipairs(self.columns) do
+      local v = kept[c]
+      parts[i] = v == nil and "" or type(v) == "number" and number_text(v) or v
     end
+    self.file:write(table.concat(parts, ","), "\n")
+  else
+    -- JSON has no nan or inf: such a field is left out, which reads back as missing, like null
+    local object = {}
+    for k, v in pairs(kept) do
+      if type(v) ~= "number" or (v == v and v ~= math.huge and v ~= -math.huge) then object[k] = v end
+    end
+    self.file:write(ms._json_encode(object), "\n")
   end
-  if self.format == "csv" then self.file:write(table.concat(parts, ","), "\n")
-  else self.file:write("{", table.concat(parts, ","), "}\n") end
   self.file:flush()
 end
 

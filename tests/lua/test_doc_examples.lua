@@ -53,12 +53,7 @@ local function marker(src)
   return first:match("^%s*%-%-%s*needs:%s*(%w+)")
 end
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = T.read_file
 
 T.test("the block finder and the markers", function()
   local blocks = lua_blocks("text\n```lua\nprint(1)\n```\n```c\nint x;\n```\n  ```lua\n-- fragment\nx()\n  ```\n")
