@@ -527,8 +527,8 @@ static int l_is_floating_point(lua_State *L) {
 
 /* ms._op_info = {unary = {{name =, node =, dtypes =, saves =, domain =}, ...},
  * binary = {{name =, node =}, ...} (node nil: not differentiable), activation = {{name =, node =,
- * module =}, ...} (one per function)}: the engine's op tables as data, so that tests run every op
- * (on every device, with its gradient) without a hand-copied list. */
+ * module =}, ...} (one per function), reduce = {{name =}, ...}}: the engine's op tables as data,
+ * so that tests run every op (on every device, with its gradient) without a hand-copied list. */
 static void push_binary_info(lua_State *L) {
   lua_createtable(L, MS_BINARY_OP_COUNT, 0);
   for (int op = 0; op < MS_BINARY_OP_COUNT; op++) {
@@ -536,6 +536,20 @@ static void push_binary_info(lua_State *L) {
     lua_createtable(L, 0, 2);
     lua_pushstring(L, r->name), lua_setfield(L, -2, "name");
     if (r->node) lua_pushstring(L, r->node), lua_setfield(L, -2, "node");
+    lua_rawseti(L, -2, op + 1);
+  }
+}
+
+/* The rows of MS_REDUCE_OP_LIST, which the engine names nowhere else (each binding is written
+ * by hand, with its own arguments). */
+static void push_reduce_info(lua_State *L) {
+#define MS_X_RED_NAME(ID, NAME) NAME,
+  static const char *const names[] = {MS_REDUCE_OP_LIST(MS_X_RED_NAME)};
+#undef MS_X_RED_NAME
+  lua_createtable(L, MS_REDUCE_OP_COUNT, 0);
+  for (int op = 0; op < MS_REDUCE_OP_COUNT; op++) {
+    lua_createtable(L, 0, 1);
+    lua_pushstring(L, names[op]), lua_setfield(L, -2, "name");
     lua_rawseti(L, -2, op + 1);
   }
 }
@@ -577,6 +591,8 @@ static void push_op_info(lua_State *L) {
     lua_rawseti(L, -2, ++n);
   }
   lua_setfield(L, -2, "activation");
+  push_reduce_info(L);
+  lua_setfield(L, -2, "reduce");
 }
 
 /* Binds op (the closure's upvalue) under name and name_ (its in-place form), as a function and a
