@@ -159,7 +159,8 @@ else
   echo "gpu-session.sh --dry-run: the plan (step, time limit, log under $dir, command); budget $BUDGET s"
 fi
 
-step "GPU tests (ctest)" 180 ctest.log ctest --test-dir "$BUILD" --output-on-failure -j4 --timeout 170 -R 'cuda|pin|doc'
+# one test at a time: the GPU tests measure memory and share one device
+step "GPU tests (ctest)" 180 ctest.log ctest --test-dir "$BUILD" --output-on-failure -R 'cuda|pin|doc'
 if [ $have_gpu = 1 ]; then
   case "$BUILD" in /*) abs_build=$BUILD ;; *) abs_build=$root/$BUILD ;; esac
   seed_args=(--build "$abs_build" --raw "$dir/seed_raw.log")
