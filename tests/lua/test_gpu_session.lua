@@ -111,18 +111,20 @@ end)
 T.test("a fake build without a GPU: a step out of time, the rest skipped, the summary says so", function()
   local build, bin, d = tmp .. "/fakebuild", tmp .. "/bin", tmp .. "/run"
   os.execute("mkdir -p " .. quote(build) .. " " .. quote(bin))
-  -- the build's executable finds no GPU; ctest hangs (the first step must time out)
+  -- the build's executable finds no GPU, nor does python3 find torch (both at once, so that
+  -- the budget is left whole for the first step); ctest hangs: the first step must time out
   T.write_file(build .. "/moonshard", "#!/bin/sh\necho 'no usable NVIDIA driver (a fake build)'\nexit 3\n")
+  T.write_file(bin .. "/python3", "#!/bin/sh\necho 'No module named torch (a fake python3)'\nexit 1\n")
   T.write_file(bin .. "/ctest", "#!/bin/sh\nexec sleep 60\n")
-  os.execute("chmod +x " .. quote(build .. "/moonshard") .. " " .. quote(bin .. "/ctest"))
-  local out, code = sh(("PATH=%s:$PATH BUILD=%s SESSION_BUDGET_S=20 scripts/gpu-session.sh %s"):format(
+  for _, f in ipairs { build .. "/moonshard", bin .. "/python3", bin .. "/ctest" } do os.execute("chmod +x " .. quote(f)) end
+  local out, code = sh(("PATH=%s:$PATH BUILD=%s SESSION_BUDGET_S=14 scripts/gpu-session.sh %s"):format(
     quote(bin), quote(build), quote(d)))
   T.eq(code, 0, out)
   local summary = T.read_file(d .. "/summary.txt")
-  has(summary, "moonshard: no usable NVIDIA driver (a fake build)",
+  has(summary, "moonshard: no usable NVIDIA driver (a fake build)", "PyTorch: No module named torch (a fake python3)",
     "TIMEOUT  GPU tests (ctest) (after ", "-> ctest.log",
     "skipped  seed epochs (gpu_seed): no usable GPU", "skipped  step profile: no usable GPU",
-    "skipped  gpu-check --prebuilt (the session's 20 s are spent)",
+    "skipped  gpu-check --prebuilt (the session's 14 s are spent)",
     "GPU tests: n/a (see ctest.log)", "epoch float32 (train + test): n/a s")
   has(T.read_file(d .. "/ctest.log"), "== GPU tests (ctest) (", " s at most)", "== GPU tests (ctest): rc 124")
   local files = sh("ls " .. quote(d))
