@@ -111,6 +111,39 @@ T.test("a step loop reading device batches, sums kept on the GPU and read once, 
   end
 end)
 
+-- The loop never waits for the GPU: each step queues ~21 ms of matrix products (8192^3 * 2
+-- flops at ~50 TFLOP/s) and the host's side of a step (a batch from the workers, a put, a take)
+-- is tens of microseconds, so unless something in the loader synchronizes, the host reaches
+-- the end of the epoch while most of the GPU's work is still queued: an event recorded there is
+-- not complete yet. (A 100x margin: with one host wait per step the event would be complete.)
+T.test("the loop runs ahead of the GPU: nothing in the device loader waits for it", function()
+  local ds = mnist_like(512)
+  local dev = DataLoader(ds, { batch_size = 64, shuffle = true, num_workers = 2, device = DEV })
+  ms.manual_seed(2)
+  local w = ms.randn(8192, 8192):to(DEV):div_(8192)
+  local sx = ms.zeros(1, { dtype = "float64", device = DEV })
+  -- one epoch of steps; the product of the step before is freed first, so its cached block is
+  -- reused (no cudaMalloc, which may wait for the device, once warm)
+  local function run()
+    local done = ms.cuda.Event()
+    local p
+    for _, x in dev:iter() do
+      p = nil
+      collectgarbage()
+      p = w:mm(w)
+      sx:add_(x:double():sum())
+    end
+    done:record()
+    return done
+  end
+  run() -- warm: every block the loop asks for is cached
+  ms.cuda.synchronize()
+  local done = run()
+  T.eq(done:query(), false, "the GPU is still busy when the host has queued the whole epoch")
+  ms.cuda.synchronize()
+  T.truthy(sx:item() == sx:item(), "the sums are read once, at the end")
+end)
+
 T.test("breaks and many epochs leave no device memory behind", function()
   local ds = mnist_like(200)
   local dev = DataLoader(ds, { batch_size = 32, shuffle = true, num_workers = 2, device = DEV })
