@@ -104,6 +104,7 @@ T.test("a CUDA device where none is usable fails at construction, saying why", f
       T.raises(function() DataLoader(ds, { device = dev }) end, "DataLoader: option 'device' is",
         "CUDA cannot be used", ms.cuda.unavailable_reason())
     end
+    T.raises(function() ms._device_feed("cuda:0", 2) end, "DataLoader") -- the engine refuses too
   else
     local n = ms.cuda.device_count()
     T.raises(function() DataLoader(ds, { device = "cuda:" .. n }) end, ("there are %d CUDA device"):format(n))
