@@ -1,6 +1,8 @@
 -- loader_bench.lua: how fast ms.data.DataLoader feeds MNIST at batch 64 with 0, 1 and 2 workers,
 -- against the time of one training step of the seed's Net (forward, backward, Adadelta step),
--- and training steps fed by the loader, to see the workers overlap loading with compute.
+-- and training steps fed by the loader, to see the workers overlap loading with compute. With a
+-- GPU also the device loader (device = "cuda:0": copies ahead on a side stream, normalisation
+-- on the GPU) against pinned batches moved in the loop with :to(device, {non_blocking = true}).
 -- Run: build/moonshard bench/loader_bench.lua [data-root]   (default root: data)
 local ms = require "moonshard"
 local F = require "moonshard.functional"
@@ -104,3 +106,43 @@ end
 for _, w in ipairs({0, 2}) do
   print(("training fed by loader workers=%d  %.2f ms/step (best of 3 runs of 30 steps)"):format(w, fed[w] * 1000))
 end
+
+-- ---- on a GPU: the device loader against moving batches in the loop ------------------------------
+
+if not ms.cuda.is_available() then return end
+local DEV = "cuda:0"
+local gmodel = Net():to(DEV)
+local gopt = optim.Adadelta(gmodel:parameters(), {lr = 1.0})
+
+-- Seconds per step of `steps` GPU training steps (after 5 warm-up steps), the batches coming
+-- from a loader with opts; move = true copies each batch in the loop as the seed does.
+local function gpu_fed(opts, move, steps)
+  local loader = DataLoader(ds, opts)
+  local t0
+  for k, data, target in loader:iter() do
+    if move then data, target = data:to(DEV, {non_blocking = true}), target:to(DEV, {non_blocking = true}) end
+    gopt:zero_grad()
+    F.nll_loss(gmodel(data), target):backward()
+    gopt:step()
+    if k == 5 then ms.cuda.synchronize(); t0 = ms.perf_counter() end
+    if k == steps + 5 then break end
+  end
+  ms.cuda.synchronize()
+  return (ms.perf_counter() - t0) / steps
+end
+
+local base = {batch_size = BATCH, shuffle = true, num_workers = 2, pin_memory = true}
+local dev_opts = {batch_size = BATCH, shuffle = true, num_workers = 2, pin_memory = true, device = DEV}
+local moved, fed_dev = math.huge, math.huge
+for _ = 1, 3 do
+  moved = math.min(moved, gpu_fed(base, true, 200))
+  fed_dev = math.min(fed_dev, gpu_fed(dev_opts, false, 200))
+end
+print(("GPU training step fed by pinned batches moved in the loop  %.3f ms/step"):format(moved * 1000))
+print(("GPU training step fed by the device loader (device = %s)  %.3f ms/step  (%.2fx)"):format(
+  DEV, fed_dev * 1000, moved / fed_dev))
+local t0 = ms.perf_counter()
+local dl = DataLoader(ds, dev_opts)
+for _ in dl:iter() do end
+ms.cuda.synchronize()
+print(("device loader alone  %8.0f batches/s"):format(#dl / (ms.perf_counter() - t0)))

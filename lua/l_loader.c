@@ -6,10 +6,12 @@
  *   opts     {num_workers = 0, prefetch_factor = 2, pin_memory = false}
  * :next() returns one tensor per source for the next batch, or nothing after the last; an error
  * made in a worker is raised there, naming the batch. __gc and __close stop the workers, so
- * a loop left early (break, error) does not leave threads behind. */
+ * a loop left early (break, error) does not leave threads behind. Also ms._device_feed, the
+ * stage that moves batches to a device ahead of the step (below). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "moonshard/device_feed.h"
 #include "moonshard/loader.h"
 #include "moonshard/transforms.h"
 #include "ms_lua.h"
@@ -187,6 +189,107 @@ static int loader_len(lua_State *L) {
   return 1;
 }
 
+/* ---- ms._device_feed(device, depth[, transforms]): the device stage (moonshard/device_feed.h) ----
+ * transforms: {[source] = specs} for the sources normalised on the device. :put(t1, ...) queues a
+ * batch, :take() returns the oldest, :queued() counts them; __close and __gc drop the rest. */
+
+#define FEED_MT "moonshard.DeviceFeed"
+
+typedef struct feed_box {
+  ms_device_feed *feed; /* NULL once closed */
+} feed_box;
+
+static ms_device_feed *check_feed(lua_State *L, const char *fname) {
+  feed_box *box = luaL_checkudata(L, 1, FEED_MT);
+  if (!box->feed) bind_error(L, "DataLoader: %s on a closed device feed", fname);
+  return box->feed;
+}
+
+static int feed_close(lua_State *L) {
+  feed_box *box = luaL_checkudata(L, 1, FEED_MT);
+  ms_device_feed_destroy(box->feed);
+  box->feed = NULL;
+  return 0;
+}
+
+static void read_feed_transforms(lua_State *L, int idx, ms_device_feed *f) {
+  if (lua_isnoneornil(L, idx)) return;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  for (int i = 1; i <= MS_LOADER_MAX_SOURCES; i++) {
+    if (lua_geti(L, idx, i) != LUA_TNIL) {
+      ms_transform_spec specs[MS_TRANSFORM_MAX_SPECS];
+      int n = 0;
+      bind_check_transform_specs(L, lua_gettop(L), specs, &n);
+      bind_check_status(L, ms_device_feed_set_transform(f, i - 1, specs, n));
+    }
+    lua_pop(L, 1);
+  }
+}
+
+static int l_device_feed_new(lua_State *L) {
+  ms_device device = bind_check_device(L, 1, "DataLoader", "device");
+  int depth = bind_narrow_int(L, luaL_checkinteger(L, 2), 1, MS_FEED_MAX_DEPTH, "DataLoader", "device_prefetch");
+  feed_box *box = lua_newuserdatauv(L, sizeof *box, 0); /* before the feed it will own */
+  box->feed = NULL;
+  luaL_setmetatable(L, FEED_MT);
+  if (!(box->feed = ms_device_feed_create(device, depth))) return bind_raise(L);
+  read_feed_transforms(L, 3, box->feed);
+  lua_settop(L, 4);
+  return 1;
+}
+
+static int feed_put(lua_State *L) {
+  ms_device_feed *f = check_feed(L, "put");
+  int n = lua_gettop(L) - 1;
+  if (n < 1 || n > MS_LOADER_MAX_SOURCES)
+    return bind_error(L, "DataLoader: a batch of 1 to %d values moves to the device, got %d", MS_LOADER_MAX_SOURCES, n);
+  ms_tensor *batch[MS_LOADER_MAX_SOURCES];
+  for (int i = 0; i < n; i++) {
+    if (!(batch[i] = ms_lua_to_tensor(L, i + 2)))
+      return bind_error(L, "DataLoader: the device option moves tensors; batch value %d is %s", i + 1,
+                        bind_describe(L, i + 2));
+  }
+  bind_check_status(L, ms_device_feed_put(f, batch, n));
+  return 0;
+}
+
+static int feed_take(lua_State *L) {
+  ms_device_feed *f = check_feed(L, "take");
+  ms_tensor *out[MS_LOADER_MAX_SOURCES];
+  int n = 0;
+  bind_check_status(L, ms_device_feed_take(f, out, &n));
+  luaL_checkstack(L, n, "DataLoader: too many values");
+  for (int i = 0; i < n; i++) ms_lua_push_tensor(L, out[i]);
+  return n;
+}
+
+static int feed_queued(lua_State *L) {
+  feed_box *box = luaL_checkudata(L, 1, FEED_MT);
+  lua_pushinteger(L, box->feed ? ms_device_feed_queued(box->feed) : 0);
+  return 1;
+}
+
+static void open_device_feed(lua_State *L) {
+  luaL_newmetatable(L, FEED_MT);
+  static const luaL_Reg meta[] = {{"__gc", feed_close}, {"__close", feed_close}, {NULL, NULL}};
+  luaL_setfuncs(L, meta, 0);
+  static const luaL_Reg methods[] = {{"put", feed_put}, {"take", feed_take}, {"queued", feed_queued},
+                                     {"close", feed_close}, {NULL, NULL}};
+  luaL_newlib(L, methods);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+}
+
+/* ms._transform_ops(x, specs): the pipeline as the device runs it (tensor ops), on any device:
+ * the tests compare it with the fused pass on the CPU. */
+static int l_transform_ops(lua_State *L) {
+  ms_tensor *x = ms_lua_check_tensor(L, 1, "transform_batch");
+  ms_transform_spec specs[MS_TRANSFORM_MAX_SPECS];
+  int n = 0;
+  bind_check_transform_specs(L, 2, specs, &n);
+  return bind_push_result(L, ms_transform_apply_ops(x, specs, n));
+}
+
 void bind_open_loader(lua_State *L) {
   luaL_newmetatable(L, LOADER_MT);
   static const luaL_Reg meta[] = {{"__gc", loader_close}, {"__close", loader_close},
@@ -198,4 +301,9 @@ void bind_open_loader(lua_State *L) {
   lua_pop(L, 1);
   lua_pushcfunction(L, l_loader_new);
   lua_setfield(L, -3, "_loader_new"); /* private: lua/moonshard/data.lua is the API (ms.data, module.c) */
+  open_device_feed(L);
+  lua_pushcfunction(L, l_device_feed_new);
+  lua_setfield(L, -3, "_device_feed");
+  lua_pushcfunction(L, l_transform_ops);
+  lua_setfield(L, -3, "_transform_ops");
 }

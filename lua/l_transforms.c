@@ -3,6 +3,7 @@
  * mean = {...}, std = {...}}) into engine structs, shared with the DataLoader binding. */
 #include <string.h>
 
+#include "moonshard/transforms_ops.h"
 #include "ms_lua.h"
 
 /* mean or std of the spec table at `spec`: a number or a sequence of 1..MS_MAX_CHANNELS
@@ -82,13 +83,14 @@ void bind_check_transform_specs(lua_State *L, int idx, ms_transform_spec *specs,
 }
 
 /* transform_batch(x, specs): the pipeline (a list of specs, or one spec) over a sample or a batch
- * in one pass; a new tensor. */
+ * in one pass; a new tensor. On a device: the same values, as tensor ops (transforms_ops.h). */
 static int l_transform_batch(lua_State *L) {
   ms_tensor *x = ms_lua_check_tensor(L, 1, "transform_batch");
   ms_transform_spec specs[MS_TRANSFORM_MAX_SPECS];
   int n = 0;
   bind_check_transform_specs(L, 2, specs, &n);
-  return bind_push_result(L, ms_transform_apply(x, specs, n));
+  bool host = ms_tensor_device(x).type == MS_CPU;
+  return bind_push_result(L, host || n == 0 ? ms_transform_apply(x, specs, n) : ms_transform_apply_ops(x, specs, n));
 }
 
 void bind_open_transforms(lua_State *L) {

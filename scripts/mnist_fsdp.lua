@@ -108,7 +108,7 @@ local function train(args, run, model, rank, device, train_loader, optimizer, ep
   local loss_sum, count = metric(device), 0
   local bar <close> = run:bar{total = #train_loader, desc = ("epoch %d"):format(epoch)}
   for i, data, target in train_loader:iter() do
-    -- pinned batches (pin_memory) cross without the host waiting, as the seed's .to(rank)
+    -- the seed's .to(rank): the device loader's batches are there already (this returns them)
     if device then data, target = data:to(device, NB), target:to(device, NB) end
     optimizer:zero_grad()
     local output = model(data)
@@ -225,8 +225,10 @@ local function fsdp_main(rank, world_size, args)
   local sampler1 = ms.data.DistributedSampler(dataset1, { rank = rank, num_replicas = world_size, shuffle = true })
   local sampler2 = ms.data.DistributedSampler(dataset2, { rank = rank, num_replicas = world_size })
 
-  -- the sampler shuffles, so the loader does not
+  -- the sampler shuffles, so the loader does not; on a GPU the loader copies batches ahead on a
+  -- side stream and normalises the raw images there (docs/data-loading.md)
   local loader_opts = { num_workers = 2, pin_memory = true, shuffle = false }
+  if use_cuda then loader_opts.device = "cuda:" .. dist.get_local_rank() end
   local train_kwargs = { batch_size = args.batch_size, sampler = sampler1 }
   local test_kwargs = { batch_size = args.test_batch_size, sampler = sampler2 }
   for k, v in pairs(loader_opts) do

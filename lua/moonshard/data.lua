@@ -28,6 +28,14 @@
 -- without waiting; without a GPU it is a no-op, as PyTorch's. persistent_workers is
 -- accepted, and each epoch starts fresh threads (microseconds, against an epoch of batches).
 --
+-- device = "cuda:N" (ours: PyTorch leaves the move to the loop): the batches, made as above and
+-- pinned, are copied to the device ahead of the step by the engine's device feed
+-- (engine/src/data/device_feed.c): device_prefetch batches at once, counting the one in use (2:
+-- batch k + 1 crosses on a side stream while step k runs), ordered by events, never by host
+-- waits; the loop gets device tensors. A native dataset whose transform starts with ToTensor
+-- (ToTensor + Normalize) then ships its raw uint8 images and is normalised on the device, the
+-- same float32 values bit for bit (transform_on_device = false keeps it in the workers).
+--
 -- A dataset is any value with #ds and its samples by 1-based index: ds:get(i) returning the
 -- sample's values when the dataset has that method (as moonshard.datasets' MNIST does), else
 -- ds[i] (one value, or a plain table {v1, v2, ...} that is unpacked). Its string fields
@@ -54,9 +62,9 @@ local fmt, is_tensor = string.format, ms.is_tensor
 
 local defaults = {
   batch_size = 1, shuffle = false, num_workers = 0, pin_memory = false, drop_last = false,
-  prefetch_factor = 2, persistent_workers = false,
+  prefetch_factor = 2, persistent_workers = false, device_prefetch = 2, transform_on_device = true,
 }
-local optional = { sampler = true, batch_sampler = true, collate_fn = true }
+local optional = { sampler = true, batch_sampler = true, collate_fn = true, device = true }
 
 local function check_options(opts)
   if opts ~= nil and type(opts) ~= "table" then
@@ -95,9 +103,36 @@ local function check_sampling(o, explicit)
   check_integer("batch_size", o.batch_size, 1)
   check_integer("num_workers", o.num_workers, 0)
   check_integer("prefetch_factor", o.prefetch_factor, 1)
+  check_integer("device_prefetch", o.device_prefetch, 1)
+  if o.device_prefetch > 16 then
+    error(fmt("DataLoader: option 'device_prefetch' must be at most 16, got %d", o.device_prefetch), 3)
+  end
   if o.collate_fn ~= nil and type(o.collate_fn) ~= "function" then
     error(fmt("DataLoader: option 'collate_fn' must be a function, got %s", type(o.collate_fn)), 3)
   end
+end
+
+-- The device option as "cuda:N" when it names a CUDA device (nil for none or the CPU): checked
+-- here, so a loader that cannot reach its device fails where it is made, not in the loop.
+local function check_device(v)
+  if v == nil or v == "cpu" then return nil end
+  local index = math.type(v) == "integer" and v >= 0 and v
+    or type(v) == "string" and (v == "cuda" and -1 or tonumber(v:match("^cuda:(%d+)$")))
+  if not index then
+    error(fmt("DataLoader: option 'device' must be \"cpu\", \"cuda\", \"cuda:N\" or a CUDA device index, got %s",
+      type(v) == "string" and fmt("%q", v) or type(v)), 3)
+  end
+  local cuda = rawget(ms, "cuda")
+  if not (cuda and cuda.is_available()) then
+    error(fmt("DataLoader: option 'device' is %s but CUDA cannot be used: %s", tostring(v),
+      cuda and cuda.unavailable_reason() or "this moonshard has no CUDA support"), 3)
+  end
+  if index < 0 then index = cuda.current_device() end
+  if index >= cuda.device_count() then
+    error(fmt("DataLoader: option 'device' is %s but there are %d CUDA device(s) (cuda:0 to cuda:%d)",
+      tostring(v), cuda.device_count(), cuda.device_count() - 1), 3)
+  end
+  return "cuda:" .. index
 end
 
 -- ---- the DataLoader ----------------------------------------------------------------------------
@@ -112,6 +147,7 @@ function DataLoader.new(dataset, opts)
   local self = setmetatable({}, DataLoader)
   self.dataset = dataset
   for k, v in pairs(o) do self[k] = v end
+  self._feed_device = check_device(o.device) -- where iter() moves batches (nil: they stay)
   if o.batch_sampler == nil then
     self.sampler = o.sampler or (o.shuffle and samplers.RandomSampler(dataset)
       or samplers.SequentialSampler(dataset))
@@ -125,7 +161,8 @@ end
 function DataLoader:__len() return #self.batch_sampler end
 
 function DataLoader:__tostring()
-  return fmt("DataLoader(%d batches, num_workers=%d)", #self, self.num_workers)
+  local dev = self._feed_device and fmt(", device=%s", self._feed_device) or ""
+  return fmt("DataLoader(%d batches, num_workers=%d%s)", #self, self.num_workers, dev)
 end
 
 -- This epoch's batches: a list of lists of 1-based dataset indices.
@@ -170,10 +207,10 @@ local function yield(k, ...)
   return k, ...
 end
 
-local function native_iter(self, sources, batches)
+local function native_iter(self, sources, batches, pin)
   local h = ms._loader_new(sources, batches, {
     num_workers = self.num_workers, prefetch_factor = self.prefetch_factor,
-    pin_memory = self.pin_memory })
+    pin_memory = pin or self.pin_memory })
   local k = 0
   local function step()
     k = k + 1
@@ -250,9 +287,52 @@ local function lua_iter(self, batches)
   return step, nil, nil, nil
 end
 
+-- ---- the device path: the batches above, moved ahead to the device --------------------------------
+
+-- A data transform that starts with ToTensor leaves the workers for the device (raw uint8
+-- images cross: a quarter of float32's bytes); returns its specs, or nil when it stays.
+local function take_device_transform(sources)
+  local specs = sources[1].transform
+  if specs == nil then return nil end
+  local first = specs.kind and specs or specs[1]
+  if first == nil or first.kind ~= "to_tensor" then return nil end
+  sources[1].transform = nil
+  return specs
+end
+
+local function device_iter(self, batches)
+  local sources = self.collate_fn == nil and native_sources(self.dataset) or nil
+  local specs = sources and self.transform_on_device and take_device_transform(sources) or nil
+  local depth = self.device_prefetch
+  local feed = ms._device_feed(self._feed_device, depth, specs and { specs } or nil)
+  local inner, _, _, workers
+  if sources then
+    inner, _, _, workers = native_iter(self, sources, batches, true) -- pinned: copies need no host wait
+  else
+    inner = lua_iter(self, batches)
+  end
+  local ended, k = false, 0
+  local function put(i, ...)
+    if i == nil then ended = true else feed:put(...) end
+  end
+  local function step()
+    while not ended and feed:queued() < depth do put(inner()) end
+    if feed:queued() == 0 then return nil end
+    k = k + 1
+    return k, feed:take()
+  end
+  -- one to-be-closed value for both: the queued batches, then the worker threads
+  local close = setmetatable({}, { __close = function()
+    feed:close()
+    if workers then workers:close() end
+  end })
+  return step, nil, nil, close
+end
+
 -- for batch_idx, data, target in loader:iter() do ... end
 function DataLoader:iter()
   local batches = epoch_batches(self)
+  if self._feed_device then return device_iter(self, batches) end
   local sources = self.collate_fn == nil and native_sources(self.dataset) or nil
   if sources then return native_iter(self, sources, batches) end
   return lua_iter(self, batches)

@@ -82,6 +82,9 @@ MS_API void ms_cuda_event_destroy(ms_cuda_event *e); /* NULL is fine */
 /* Records e on stream s (NULL: the current stream of e's device). */
 MS_API ms_status ms_cuda_event_record(ms_cuda_event *e, ms_cuda_stream *s);
 MS_API ms_status ms_cuda_event_synchronize(ms_cuda_event *e);
+/* Makes stream s (NULL: the current stream of e's device) wait, on the device, for the work
+ * before e's last record; the host does not wait. A never-recorded e: nothing to wait for. */
+MS_API ms_status ms_cuda_stream_wait_event(ms_cuda_stream *s, ms_cuda_event *e);
 /* Whether the work before e's record has finished (true for an event never recorded). */
 MS_API ms_status ms_cuda_event_query(ms_cuda_event *e, bool *done);
 /* Milliseconds from start's record to end's; both recorded, with timing, end finished. */

@@ -54,6 +54,9 @@ ms_cuda_event *ms_cuda_event_create(bool timing) { return (void)timing, absent("
 void ms_cuda_event_destroy(ms_cuda_event *e) { (void)e; }
 ms_status ms_cuda_event_record(ms_cuda_event *e, ms_cuda_stream *s) { return (void)e, (void)s, absent("Event.record"); }
 ms_status ms_cuda_event_synchronize(ms_cuda_event *e) { return (void)e, absent("Event.synchronize"); }
+ms_status ms_cuda_stream_wait_event(ms_cuda_stream *s, ms_cuda_event *e) {
+  return (void)s, (void)e, absent("Stream.wait_event");
+}
 ms_status ms_cuda_event_query(ms_cuda_event *e, bool *done) { return (void)e, *done = true, absent("Event.query"); }
 ms_status ms_cuda_event_elapsed_ms(ms_cuda_event *a, ms_cuda_event *b, float *ms) {
   return (void)a, (void)b, (void)ms, absent("Event.elapsed_time");

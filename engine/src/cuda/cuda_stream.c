@@ -98,6 +98,16 @@ ms_status ms_cuda_event_synchronize(ms_cuda_event *e) {
   return cuda_raise_bad_values("Event.synchronize");
 }
 
+ms_status ms_cuda_stream_wait_event(ms_cuda_stream *s, ms_cuda_event *e) {
+  if (s && s->device != e->device)
+    return ms_error(MS_ERR_ARG, "Stream.wait_event: the event belongs to cuda:%d but the stream to cuda:%d",
+                    e->device, s->device);
+  if (!e->recorded) return MS_OK; /* as CUDA: nothing to wait for */
+  if (cuda_use("Stream.wait_event", e->device) != MS_OK) return MS_ERR_RUNTIME;
+  cudaStream_t raw = s ? s->raw : cuda_raw_stream(e->device);
+  return cuda_check("Stream.wait_event", cudaStreamWaitEvent(raw, e->raw, 0));
+}
+
 ms_status ms_cuda_event_query(ms_cuda_event *e, bool *done) {
   *done = true;
   if (!e->recorded) return MS_OK;

@@ -8,7 +8,7 @@ return {
   -- ---- DataLoader ----
 
   { name = "data.DataLoader",
-    sig = "ms.data.DataLoader(dataset, {batch_size = 1, shuffle = false, sampler =, batch_sampler =, num_workers = 0, collate_fn =, pin_memory = false, drop_last = false, prefetch_factor = 2, persistent_workers = false}) -> DataLoader",
+    sig = "ms.data.DataLoader(dataset, {batch_size = 1, shuffle = false, sampler =, batch_sampler =, num_workers = 0, collate_fn =, pin_memory = false, drop_last = false, prefetch_factor = 2, persistent_workers = false, device =, device_prefetch = 2, transform_on_device = true}) -> DataLoader",
     doc = [[Batches of a dataset, as torch.utils.data.DataLoader. Loop over an epoch with
 `for batch_idx, data, target in loader:iter() do ... end` (batch_idx from 1); `#loader` is the
 number of batches. A dataset is anything with `#ds` and samples by 1-based index: `ds:get(i)`
@@ -20,7 +20,14 @@ A TensorDataset or an MNIST-like dataset (with no Lua transform, no collate_fn) 
 native worker threads (num_workers of them, prefetching prefetch_factor * num_workers batches in
 order); any other dataset is read in Lua on the calling thread (num_workers is then ignored). Both
 give the same batches; the batches are drawn in Lua from the sampler, so they are the same for any
-num_workers. Leaving the loop (break or error) stops the workers.]],
+num_workers. Leaving the loop (break or error) stops the workers.
+
+device = "cuda:N" (ours; PyTorch moves batches in the loop) yields device tensors: batches are
+pinned and copied ahead on a side stream, device_prefetch at once counting the one in use (2:
+batch k + 1 crosses while step k runs), the step's stream waiting on an event, never the host. A
+native dataset whose transform starts with ToTensor (ToTensor + Normalize) then ships raw uint8
+images and is normalised on the GPU, the CPU's float32 values bit for bit. A device that cannot be
+used raises here. See docs/data-loading.md.]],
     opts = { { "batch_size", "integer", "1", "samples per batch" },
              { "shuffle", "boolean", "false", "a new random order each epoch (a RandomSampler)" },
              { "sampler", "sampler", "nil", "the order of the indices (excludes shuffle)" },
@@ -30,7 +37,10 @@ num_workers. Leaving the loop (break or error) stops the workers.]],
              { "pin_memory", "boolean", "false", "batches in page-locked memory when a GPU is usable" },
              { "drop_last", "boolean", "false", "drop the last, incomplete batch" },
              { "prefetch_factor", "integer", "2", "batches prepared ahead per worker" },
-             { "persistent_workers", "boolean", "false", "accepted, as PyTorch's" } },
+             { "persistent_workers", "boolean", "false", "accepted, as PyTorch's" },
+             { "device", "string", "nil", "\"cuda\", \"cuda:N\" or an index: batches copied there ahead of the step (nil or \"cpu\": they stay)" },
+             { "device_prefetch", "integer", "2", "with device: batches on the device at once, the one in use included (1..16)" },
+             { "transform_on_device", "boolean", "true", "with device: a ToTensor-first transform runs on the GPU after the copy of the raw images" } },
     example = [[
 local ds = ms.data.TensorDataset(ms.arange(1, 11):float():view(10, 1), ms.arange(1, 11))
 local loader = ms.data.DataLoader(ds, {batch_size = 4})
