@@ -122,7 +122,7 @@ typedef struct ms_k_stat {
    * position of max/min. An empty row: sum 0, prod 1, mean NaN (max/min have no empty rows). */   \
   X(reduce_rows, (const ms_k_exec *x, const ms_k_rows *g, ms_k_redop op, ms_k_dtype dt,            \
                   const void *src, int mean, void *out, ms_k_dtype out_dt, int64_t *indices))      \
-  /* var, std or a p-norm of every row (see ms_k_stat), dt F32 or F64 */                           \
+  /* var, std or a p-norm of every row (see ms_k_stat), dt F32 or F64 (CUDA: BF16, F16 too) */     \
   X(reduce_stat_rows, (const ms_k_exec *x, const ms_k_rows *g, const ms_k_stat *st, ms_k_dtype dt, \
                        const void *src, void *out, ms_k_dtype out_dt))
 
