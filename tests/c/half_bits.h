@@ -1,5 +1,6 @@
 /* half_bits.h: what the 16-bit CPU kernel tests share (test_half_binary.c, test_half_maps.c):
- * random bfloat16 / float16 bit patterns rich in special values, and a bit-for-bit comparison. */
+ * random bfloat16 / float16 bit patterns rich in special values, a bit-for-bit comparison, and
+ * operands widened for the references. */
 #ifndef MS_TEST_HALF_BITS_H
 #define MS_TEST_HALF_BITS_H
 
@@ -47,6 +48,12 @@ static bool same_bits(ms_tensor *got, ms_tensor *want) {
   ms_tensor_release(g);
   ms_tensor_release(w);
   return same;
+}
+
+/* The operand widened to float32 where it is a tensor of dt. New reference in o.tensor. */
+static ms_operand widened(ms_operand o, ms_dtype dt) {
+  if (o.tensor) o.tensor = o.tensor->dtype == dt ? ms_tensor_to_dtype(o.tensor, MS_FLOAT32) : (ms_tensor_retain(o.tensor), o.tensor);
+  return o;
 }
 
 #endif

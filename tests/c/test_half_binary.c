@@ -7,12 +7,6 @@
  * exactly halfway between two 16-bit values (the rounding ties). */
 #include "half_bits.h"
 
-/* The operand widened to float32 where it is a tensor of dt. New reference in o.tensor. */
-static ms_operand widened(ms_operand o, ms_dtype dt) {
-  if (o.tensor) o.tensor = o.tensor->dtype == dt ? ms_tensor_to_dtype(o.tensor, MS_FLOAT32) : (ms_tensor_retain(o.tensor), o.tensor);
-  return o;
-}
-
 /* a op b as widening both operands, computing in float32 and rounding to rd gives (comparisons:
  * their bool result). */
 static ms_tensor *reference(ms_binary_op op, ms_operand a, ms_operand b, ms_dtype dt) {

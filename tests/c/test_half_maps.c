@@ -71,12 +71,6 @@ static void check_clamp(ms_tensor *a, ms_dtype dt, const double *lo, const doubl
   ms_tensor_release(wa);
 }
 
-/* The operand widened to float32 where it is a tensor of dt. New reference in o.tensor. */
-static ms_operand widened(ms_operand o, ms_dtype dt) {
-  if (o.tensor) o.tensor = o.tensor->dtype == dt ? widen(o.tensor) : (ms_tensor_retain(o.tensor), o.tensor);
-  return o;
-}
-
 static void check_where(ms_tensor *cond, ms_operand a, ms_operand b, ms_dtype dt, const char *how) {
   ms_operand wa = widened(a, dt), wb = widened(b, dt);
   expect(ms_where(cond, a, b), rounded(ms_where(cond, wa, wb), dt), dt, "where", how);
