@@ -154,6 +154,44 @@ __global__ void binary_half_kernel(ms_k_binop op, ms_k_dtype dt, ms_k_geom g, in
 
 static bool is_half(ms_k_dtype dt) { return dt == MS_K_BF16 || dt == MS_K_F16; }
 
+// Contiguous 16-bit operands two elements at a time: one 32-bit load or store per pair instead of
+// two 16-bit ones. Element 2j is the low half of word j (little-endian).
+__device__ inline float2 unpack(uint32_t w, ms_k_dtype dt) {
+  return make_float2(half_to_f32((uint16_t)w, dt), half_to_f32((uint16_t)(w >> 16), dt));
+}
+__device__ inline uint32_t pack(float lo, float hi, ms_k_dtype dt) {
+  return (uint32_t)f32_to_half(lo, dt) | (uint32_t)f32_to_half(hi, dt) << 16;
+}
+
+// Whether pairs fit: n even and every tensor operand among the first nops one unit-stride run of
+// 16-bit elements starting 4-byte aligned (a number operand, data NULL, fits anywhere).
+static bool pairs_fit(const ms_k_geom *g, int nops, int64_t n) {
+  if (g->ndim != 1 || n % 2) return false;
+  for (int k = 0; k < nops; k++)
+    if (g->data[k] && (g->elsize[k] != 2 || g->strides[k][0] != 1 || (uintptr_t)g->data[k] % 4)) return false;
+  return true;
+}
+
+// binary_half_kernel's arithmetic (not comparisons: their output is bytes) on pairs; a NULL a or
+// b is the number va or vb.
+__global__ void binary_half_pairs(ms_k_binop op, ms_k_dtype dt, int64_t npairs, uint32_t *out, const uint32_t *a,
+                                  float va, const uint32_t *b, float vb) {
+  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < npairs; j += (int64_t)gridDim.x * blockDim.x) {
+    float2 x = a ? unpack(a[j], dt) : make_float2(va, va), y = b ? unpack(b[j], dt) : make_float2(vb, vb);
+    out[j] = pack(arith(op, x.x, y.x), arith(op, x.y, y.y), dt);
+  }
+}
+
+static void launch_binary_half(ms_k_binop op, ms_k_dtype dt, const ms_k_geom *g, int64_t n, const ms_k_scalar *sa,
+                               const ms_k_scalar *sb, cudaStream_t s) {
+  half_in a = half_input(g, 1, sa), b = half_input(g, 2, sb);
+  if (op < MS_K_EQ && pairs_fit(g, 3, n))
+    binary_half_pairs<<<blocks_for(n / 2), kThreads, 0, s>>>(op, dt, n / 2, (uint32_t *)g->data[0], (const uint32_t *)a.p,
+                                                             a.v, (const uint32_t *)b.p, b.v);
+  else
+    binary_half_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, dt, *g, n, g->data[0], a, b);
+}
+
 extern "C" int ms_k_cuda_binary(const ms_k_exec *x, const ms_k_geom *g, ms_k_binop op, ms_k_dtype dt,
                                 const ms_k_scalar *sa, const ms_k_scalar *sb) {
   void *out = g->data[0];
@@ -162,9 +200,7 @@ extern "C" int ms_k_cuda_binary(const ms_k_exec *x, const ms_k_geom *g, ms_k_bin
   if (n == 0) return 0;
   ms_k_scalar za = a ? ms_k_scalar{0, 0} : *sa, zb = b ? ms_k_scalar{0, 0} : *sb;
   cudaStream_t s = (cudaStream_t)x->stream;
-  if (is_half(dt))
-    binary_half_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, dt, *g, n, (char *)out, half_input(g, 1, sa),
-                                                           half_input(g, 2, sb));
+  if (is_half(dt)) launch_binary_half(op, dt, g, n, sa, sb, s);
   else if (dt == MS_K_F32) launch_binary<float>(op, g, n, out, a, za, b, zb, s);
   else if (dt == MS_K_F64) launch_binary<double>(op, g, n, out, a, za, b, zb, s);
   else launch_binary<int64_t>(op, g, n, out, a, za, b, zb, s);
@@ -282,13 +318,23 @@ __global__ void unary_half_kernel(ms_k_unop op, ms_k_dtype dt, ms_k_geom g, int6
   }
 }
 
+__global__ void unary_half_pairs(ms_k_unop op, ms_k_dtype dt, int64_t npairs, uint32_t *out, const uint32_t *a) {
+  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < npairs; j += (int64_t)gridDim.x * blockDim.x) {
+    float2 x = unpack(a[j], dt);
+    out[j] = pack(unary(op, x.x), unary(op, x.y), dt);
+  }
+}
+
 extern "C" int ms_k_cuda_unary(const ms_k_exec *x, const ms_k_geom *g, ms_k_unop op, ms_k_dtype dt) {
   void *out = g->data[0];
   const void *a = g->data[1];
   int64_t n = numel(g);
   if (n == 0) return 0;
   cudaStream_t s = (cudaStream_t)x->stream;
-  if (is_half(dt) && op != MS_K_LOGICAL_NOT) // the engine sends logical_not in float32
+  bool half = is_half(dt) && op != MS_K_LOGICAL_NOT; // the engine sends logical_not in float32
+  if (half && pairs_fit(g, 2, n))
+    unary_half_pairs<<<blocks_for(n / 2), kThreads, 0, s>>>(op, dt, n / 2, (uint32_t *)out, (const uint32_t *)a);
+  else if (half)
     unary_half_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, dt, *g, n, (uint16_t *)out, (const uint16_t *)a);
   else if (dt == MS_K_F32) launch_unary<float>(op, g, n, out, a, s);
   else if (dt == MS_K_F64) launch_unary<double>(op, g, n, out, a, s);

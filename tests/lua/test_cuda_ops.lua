@@ -843,6 +843,10 @@ T.test("bfloat16 and float16 elementwise ops on CUDA: the CPU's bits", function(
     for _, op in ipairs(UNARY) do
       local ulps = EXACT_UNARY[op] and 0 or 1
       compare16(op .. " " .. dt, dt, ulps, function(d) local x = data16({ 7, 9 }, dt):to(d):t(); return x[op](x) end)
+      -- contiguous: an even count goes two elements a 32-bit word on CUDA, an odd one element-wise
+      for _, n in ipairs { 64, 63 } do
+        compare16(op .. " " .. dt .. " contiguous " .. n, dt, ulps, function(d) local x = data16({ n }, dt, 3):to(d); return x[op](x) end)
+      end
       if op ~= "logical_not" then
         compare16(op .. "_ " .. dt, dt, ulps, function(d) local x = data16({ 40 }, dt):to(d); x[op .. "_"](x); return x end)
       end
@@ -854,6 +858,12 @@ T.test("bfloat16 and float16 elementwise ops on CUDA: the CPU's bits", function(
         return x[op](x, data16({ 3, 1 }, dt, 2):to(d))
       end)
       compare16(op .. " " .. dt .. " number", dt, ulps, function(d) local x = data16({ 2, 3 }, dt):to(d); return x[op](x, 0.1) end)
+      compare16(op .. " " .. dt .. " number left", dt, ulps, function(d) return ms[op](-2.7, data16({ 2, 3 }, dt):to(d)) end)
+      for _, n in ipairs { 64, 63 } do -- pairs of 32-bit words on CUDA, and the element-wise path
+        compare16(op .. " " .. dt .. " contiguous " .. n, dt, ulps, function(d)
+          return data16({ n }, dt, 1):to(d)[op](data16({ n }, dt, 1):to(d), data16({ n }, dt, 2):to(d))
+        end)
+      end
       compare16(op .. " " .. dt .. " 0-dim float32 on the CPU", dt, ulps, function(d)
         return data16({ 6 }, dt):to(d)[op](data16({ 6 }, dt):to(d), ms.tensor(1 / 3):float())
       end)
