@@ -73,20 +73,24 @@ enum { MS_K_ERR_NO_MEMORY = -1 };
   X(fill, (const ms_k_exec *x, const ms_k_geom *g, const void *value))                             \
   /* operand 0 (dst_dt) = operand 1 (src_dt) converted as ms_k_cast does, bit for bit (copy_) */  \
   X(cast, (const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dst_dt, ms_k_dtype src_dt))          \
-  /* operand 0 = operand 1 op operand 2 in dt (F32, F64 or I64; comparisons write bool), as       \
-   * ms_k_binary; the CPU also BF16 and F16: each input is dt or float32 (by its elsize), computed \
-   * in float32 and rounded once to dt. An operand whose data is NULL is the number sa (operand  \
-   * 1) or sb (operand 2): the engine sends one for an operand on another device than the output \
-   * (a 0-dim CPU tensor beside CUDA tensors, read once on the host); every device accepts one. */ \
+  /* operand 0 = operand 1 op operand 2 in dt (F32, F64, I64, BF16 or F16; comparisons write     \
+   * bool), as ms_k_binary. Beside a 16-bit dt each input is dt or float32 (by its elsize),       \
+   * computed in float32 and rounded once to dt. An operand whose data is NULL is the number sa   \
+   * (operand 1) or sb (operand 2): the engine sends one for an operand on another device than    \
+   * the output (a 0-dim CPU tensor beside CUDA tensors, read once on the host); every device     \
+   * accepts one. */                                                                              \
   X(binary, (const ms_k_exec *x, const ms_k_geom *g, ms_k_binop op, ms_k_dtype dt,                 \
              const ms_k_scalar *sa, const ms_k_scalar *sb))                                        \
-  /* operand 0 = op(operand 1) in dt (F32, F64, I64; the CPU also relu on BF16), as ms_k_unary */   \
+  /* operand 0 = op(operand 1) in dt (F32, F64, I64, BF16 or F16: 16-bit in float32, rounded     \
+   * once), as ms_k_unary */                                                                       \
   X(unary, (const ms_k_exec *x, const ms_k_geom *g, ms_k_unop op, ms_k_dtype dt))                  \
-  /* operand 0 = operand 1 clamped to [lo, hi] (either NULL: no bound) in dt, as ms_k_clamp */      \
+  /* operand 0 = operand 1 clamped to [lo, hi] (either NULL: no bound) in dt, as ms_k_clamp (the  \
+   * same dtypes as unary) */                                                                      \
   X(clamp, (const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dt, const double *lo,               \
             const double *hi))                                                                     \
-  /* operand 0 = operand 1 (bool) ? operand 2 : operand 3 in dt, as ms_k_where; operand 2 or 3     \
-   * with data NULL is the number sa or sb (as in binary) */                                       \
+  /* operand 0 = operand 1 (bool) ? operand 2 : operand 3 in dt, as ms_k_where (the same dtypes   \
+   * as binary, operands 2 and 3 dt or float32 beside 16-bit); operand 2 or 3 with data NULL is   \
+   * the number sa or sb (as in binary) */                                                         \
   X(where, (const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dt, const ms_k_scalar *sa,          \
             const ms_k_scalar *sb))
 
@@ -108,8 +112,9 @@ typedef struct ms_k_stat {
   int root;
 } ms_k_stat;
 
-/* Reductions of rows. src is dt (F32, F64 or I64; the CPU's reduce_rows also sums BF16 and F16,
- * in float64 as F32); out is contiguous, one out_dt element per row. */
+/* Reductions of rows. src is dt (F32, F64 or I64; BF16 and F16 read as their float32 values: the
+ * CPU's reduce_rows sums them, CUDA's reduce_rows and reduce_stat_rows take them for every op);
+ * floating values accumulate in float64; out is contiguous, one out_dt element per row. */
 #define MS_K_REDUCE_KERNELS(X)                                                                     \
   /* op RSUM, RPROD, RMAX, RMIN, RARGMAX or RARGMIN with ms_k_reduce_row's semantics: out[r] the   \
    * row's value (divided by n when mean; an int64 sum, product or extreme stored from its int64,  \
@@ -117,7 +122,7 @@ typedef struct ms_k_stat {
    * position of max/min. An empty row: sum 0, prod 1, mean NaN (max/min have no empty rows). */   \
   X(reduce_rows, (const ms_k_exec *x, const ms_k_rows *g, ms_k_redop op, ms_k_dtype dt,            \
                   const void *src, int mean, void *out, ms_k_dtype out_dt, int64_t *indices))      \
-  /* var, std or a p-norm of every row (see ms_k_stat), dt F32 or F64 */                           \
+  /* var, std or a p-norm of every row (see ms_k_stat), dt F32 or F64 (CUDA: BF16, F16 too) */     \
   X(reduce_stat_rows, (const ms_k_exec *x, const ms_k_rows *g, const ms_k_stat *st, ms_k_dtype dt, \
                        const void *src, void *out, ms_k_dtype out_dt))
 

@@ -90,16 +90,18 @@ enum {
 /* dt F32, F64, I64, or BF16 / F16 (computed in float32 a block at a time, rounded once). */
 void ms_k_binary(ms_k_binop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
                  int64_t sa, const void *b, int64_t sb);
-/* I64 supports NEG, ABS, RELU, LOGICAL_NOT, SIGN, FLOOR, CEIL, ROUND, SQUARE, BF16 RELU; the engine
- * sends the rest to a floating dtype. */
+/* I64 supports NEG, ABS, RELU, LOGICAL_NOT, SIGN, FLOOR, CEIL, ROUND, SQUARE; the engine sends the
+ * rest to a floating dtype. BF16 and F16: every op but LOGICAL_NOT, in float32 a block at a time,
+ * rounded once (BF16 RELU on the bits, the same values). */
 void ms_k_unary(ms_k_unop op, ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a,
                 int64_t sa);
 /* relu's gradient from its result y (contiguous, any floating dtype): gx = y > 0 ? g : 0. */
 void ms_k_relu_backward(ms_k_dtype dt, int64_t n, const void *y, const void *g, void *gx);
-/* out = min(max(a, lo), hi) with either bound optional; NaN stays NaN. */
+/* out = min(max(a, lo), hi) with either bound optional; NaN stays NaN. BF16 and F16 as unary's. */
 void ms_k_clamp(ms_k_dtype dt, int64_t n, void *out, int64_t so, const void *a, int64_t sa,
                 const double *lo, const double *hi);
-/* out = cond ? a : b, cond is bool. */
+/* out = cond ? a : b, cond is bool. BF16 and F16 as unary's (a and b both of dt here; the table's
+ * where also takes a float32 a or b beside them, as binary does). */
 void ms_k_where(ms_k_dtype dt, int64_t n, void *out, int64_t so, const uint8_t *cond, int64_t sc,
                 const void *a, int64_t sa, const void *b, int64_t sb);
 

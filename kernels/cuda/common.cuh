@@ -19,9 +19,14 @@ inline unsigned blocks_for(int64_t n) {
   return (unsigned)(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
 }
 
-// Element offsets of linear (row-major) index i in operands 0..nops-1.
+// Element offsets of linear (row-major) index i in operands 0..nops-1. One dim (every contiguous
+// tensor after the engine merges dims) needs no division: the common case takes no 64-bit one.
 template <int NOPS>
 __device__ inline void offsets(const ms_k_geom &g, int64_t i, int64_t *off) {
+  if (g.ndim == 1) {
+    for (int k = 0; k < NOPS; k++) off[k] = i * g.strides[k][0];
+    return;
+  }
   for (int k = 0; k < NOPS; k++) off[k] = 0;
   for (int d = g.ndim - 1; d >= 0; d--) {
     int64_t size = g.shape[d], idx = i % size;
@@ -93,6 +98,27 @@ __device__ inline uint16_t f32_to_f16(float f) {
   uint32_t r = abits + 0xfffu + ((abits >> 13) & 1u);
   return sign | (uint16_t)((r >> 13) - (112u << 10));
 }
+
+// A 16-bit float of dtype t (MS_K_BF16 or MS_K_F16) as float32 (exact), and a float32 rounded
+// once to t (to nearest even, a NaN quiet): ms_k_cast's rules, so 16-bit results have the CPU's
+// bits.
+__device__ inline float half_to_f32(uint16_t h, ms_k_dtype t) {
+  return t == MS_K_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+__device__ inline uint16_t f32_to_half(float f, ms_k_dtype t) {
+  return t == MS_K_BF16 ? f32_to_bf16(f) : f32_to_f16(f);
+}
+
+// bfloat16 and float16 elements for templates over the element type (reduce.cu): they read as
+// their float32 value.
+struct bf16_el {
+  uint16_t bits;
+  __device__ operator double() const { return bf16_to_f32(bits); }
+};
+struct f16_el {
+  uint16_t bits;
+  __device__ operator double() const { return f16_to_f32(bits); }
+};
 
 __device__ inline bool is_floating(ms_k_dtype t) { return t <= MS_K_F16; }
 

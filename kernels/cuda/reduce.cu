@@ -1,6 +1,10 @@
 // reduce.cu: row reductions (sum, mean, prod, max, min, argmax, argmin; var, std, norm) with the
 // CPU's rules (kernels/cpu/reduce.c): one block per output row, each thread folding a strided
-// share of the row, then a tree in shared memory that keeps the first extreme on ties.
+// share of the row, then a tree in shared memory that keeps the first extreme on ties. bfloat16
+// and float16 rows are read as they are (their float32 values) and accumulate in double, as the
+// CPU's widened rows do: a sum of 16-bit values is exact in double in any order while the span of
+// their exponents plus log2 of the row's length stays under ~45 bits, so such sums (and means)
+// match the CPU's bit for bit.
 #include "common.cuh"
 
 using namespace mskc;
@@ -101,6 +105,8 @@ extern "C" int ms_k_cuda_reduce_rows(const ms_k_exec *x, const ms_k_rows *g, ms_
   cudaStream_t s = (cudaStream_t)x->stream;
   if (dt == MS_K_F32) launch<float, double>(op, g, src, mean, out, out_dt, indices, s);
   else if (dt == MS_K_F64) launch<double, double>(op, g, src, mean, out, out_dt, indices, s);
+  else if (dt == MS_K_BF16) launch<bf16_el, double>(op, g, src, mean, out, out_dt, indices, s);
+  else if (dt == MS_K_F16) launch<f16_el, double>(op, g, src, mean, out, out_dt, indices, s);
   else launch<int64_t, int64_t>(op, g, src, mean, out, out_dt, indices, s);
   return launch_status();
 }
@@ -168,7 +174,10 @@ extern "C" int ms_k_cuda_reduce_stat_rows(const ms_k_exec *x, const ms_k_rows *g
   if (g->rows > 0x7fffffff) return (int)cudaErrorInvalidConfiguration;
   cudaStream_t s = (cudaStream_t)x->stream;
   unsigned rows = (unsigned)g->rows;
-  if (dt == MS_K_F64) reduce_stat_kernel<double><<<rows, kThreads, 0, s>>>(*st, *g, (const double *)src, (char *)out, out_dt);
-  else reduce_stat_kernel<float><<<rows, kThreads, 0, s>>>(*st, *g, (const float *)src, (char *)out, out_dt);
+  char *o = (char *)out;
+  if (dt == MS_K_F64) reduce_stat_kernel<double><<<rows, kThreads, 0, s>>>(*st, *g, (const double *)src, o, out_dt);
+  else if (dt == MS_K_BF16) reduce_stat_kernel<bf16_el><<<rows, kThreads, 0, s>>>(*st, *g, (const bf16_el *)src, o, out_dt);
+  else if (dt == MS_K_F16) reduce_stat_kernel<f16_el><<<rows, kThreads, 0, s>>>(*st, *g, (const f16_el *)src, o, out_dt);
+  else reduce_stat_kernel<float><<<rows, kThreads, 0, s>>>(*st, *g, (const float *)src, o, out_dt);
   return launch_status();
 }

@@ -875,4 +875,129 @@ T.test("one training step of the seed's Net: CUDA against the CPU", function()
   for i, p in ipairs(params.cpu) do same(params[DEV][i]:detach(), p:detach(), 10 * TOL_CHAIN.float32, "parameter " .. i) end
 end)
 
+-- ---- bfloat16 and float16 natively on CUDA (issue 20, bf16ew) ----
+-- CUDA's elementwise kernels and reductions take 16-bit tensors as they are, compute in float32
+-- (sums in float64) and round once: the CPU's widen-compute-round. Compared bit for bit (NaN
+-- payloads aside: a GPU's NaN results are canonical) wherever the float32 result is the same on
+-- both devices: IEEE arithmetic, comparisons, exact functions, selections, sums. The
+-- transcendental functions (expf, tanhf, powf, ...) are within 1-4 float32 ulps on CUDA and under
+-- 1 in glibc: their 16-bit result may then round the other way, so they get one 16-bit ulp.
+local MANT = { bfloat16 = 7, float16 = 10 }
+local SUB = { bfloat16 = 2 ^ -133, float16 = 2 ^ -24 } -- the smallest subnormal
+
+-- Whether a and b are the same 16-bit value: equal with the same sign of zero, or both NaN; or,
+-- with ulps = 1, one unit in the last place of dt apart.
+local function close16(a, b, dt, ulps)
+  if a ~= a or b ~= b then return a ~= a and b ~= b end
+  if a == b then return a ~= 0 or 1 / a == 1 / b end
+  if ulps == 0 or math.abs(b) == math.huge then return false end
+  local e = math.floor(math.log(math.abs(b), 2))
+  return math.abs(a - b) <= ulps * math.max(2 ^ (e - MANT[dt]), SUB[dt])
+end
+
+local function same16(got, want, dt, ulps, what)
+  T.eq(got.device, DEV, what .. " device")
+  T.eq(got.dtype, want.dtype, what .. " dtype")
+  T.same(got:size(), want:size(), 0, what .. " shape")
+  local g, w = got:cpu():double():reshape(-1):tolist(), want:double():reshape(-1):tolist()
+  for i = 1, #w do
+    if not close16(g[i], w[i], dt, ulps) then error(("%s[%d]: cuda %.9g, cpu %.9g"):format(what, i, g[i], w[i]), 2) end
+  end
+end
+
+local function compare16(what, dt, ulps, fn) same16(fn(DEV), fn("cpu"), dt, ulps, what) end
+
+-- randn * 3 in dt, with NaN, infinities, zeros of both signs, a subnormal and dt's largest value
+-- among the first elements (as many as fit).
+local function data16(shape, dt, seed)
+  local x = data(shape, "float32", seed):reshape(-1)
+  local special = { 0 / 0, 1 / 0, -1 / 0, 0.0, -0.0, dt == "bfloat16" and 1e-39 or 3e-6, dt == "bfloat16" and 3e38 or 65504 }
+  for i = 1, math.min(#special, x:numel()) do x[i] = special[i] end
+  return x:to(dt):reshape(shape)
+end
+
+local EXACT_UNARY = { neg = true, abs = true, sqrt = true, rsqrt = true, relu = true, sign = true, floor = true,
+  ceil = true, round = true, reciprocal = true, square = true, logical_not = true }
+
+T.test("bfloat16 and float16 elementwise ops on CUDA: the CPU's bits", function()
+  for _, dt in ipairs { "bfloat16", "float16" } do
+    for _, op in ipairs(UNARY) do
+      local ulps = EXACT_UNARY[op] and 0 or 1
+      compare16(op .. " " .. dt, dt, ulps, function(d) local x = data16({ 7, 9 }, dt):to(d):t(); return x[op](x) end)
+      -- contiguous: an even count goes two elements a 32-bit word on CUDA, an odd one element-wise
+      for _, n in ipairs { 64, 63 } do
+        compare16(op .. " " .. dt .. " contiguous " .. n, dt, ulps, function(d) local x = data16({ n }, dt, 3):to(d); return x[op](x) end)
+      end
+      if op ~= "logical_not" then
+        compare16(op .. "_ " .. dt, dt, ulps, function(d) local x = data16({ 40 }, dt):to(d); x[op .. "_"](x); return x end)
+      end
+    end
+    for _, op in ipairs(BINARY) do
+      local ulps = op == "pow" and 1 or 0
+      compare16(op .. " " .. dt .. " broadcast", dt, ulps, function(d)
+        local x = data16({ 4, 1, 5 }, dt, 1):to(d)
+        return x[op](x, data16({ 3, 1 }, dt, 2):to(d))
+      end)
+      compare16(op .. " " .. dt .. " number", dt, ulps, function(d) local x = data16({ 2, 3 }, dt):to(d); return x[op](x, 0.1) end)
+      compare16(op .. " " .. dt .. " number left", dt, ulps, function(d) return ms[op](-2.7, data16({ 2, 3 }, dt):to(d)) end)
+      for _, n in ipairs { 64, 63 } do -- pairs of 32-bit words on CUDA, and the element-wise path
+        compare16(op .. " " .. dt .. " contiguous " .. n, dt, ulps, function(d)
+          return data16({ n }, dt, 1):to(d)[op](data16({ n }, dt, 1):to(d), data16({ n }, dt, 2):to(d))
+        end)
+      end
+      compare16(op .. " " .. dt .. " 0-dim float32 on the CPU", dt, ulps, function(d)
+        return data16({ 6 }, dt):to(d)[op](data16({ 6 }, dt):to(d), ms.tensor(1 / 3):float())
+      end)
+    end
+    compare16("add_ " .. dt, dt, 0, function(d) local x = data16({ 5, 6 }, dt):to(d); x:add_(data16({ 6 }, dt, 4):to(d)); return x end)
+    compare16("clamp " .. dt, dt, 0, function(d) return data16({ 7, 9 }, dt):to(d):t():clamp(-1, 2) end)
+    compare16("clamp, bounds 16 bits cannot hold " .. dt, dt, 0, function(d) return data16({ 50 }, dt):to(d):clamp(0.1, 1 / 3) end)
+    compare16("clamp min > max " .. dt, dt, 0, function(d) return data16({ 9 }, dt):to(d):clamp(3, 1) end)
+    compare16("where " .. dt, dt, 0, function(d)
+      local x = data16({ 4, 5 }, dt):to(d)
+      return ms.where(x:gt(0), x, data16({ 5 }, dt, 2):to(d))
+    end)
+    compare16("where, a number " .. dt, dt, 0, function(d) local x = data16({ 4, 5 }, dt):to(d); return ms.where(x:gt(0), 0.1, x) end)
+    compare16("masked_fill " .. dt, dt, 0, function(d) local x = data16({ 4, 5 }, dt):to(d); return x:masked_fill(x:lt(0), 1 / 3) end)
+  end
+end)
+
+T.test("bfloat16 and float16 reductions on CUDA: float64 sums, the CPU's bits", function()
+  for _, dt in ipairs { "bfloat16", "float16" } do
+    -- sums of these 16-bit values are exact in float64 in any order; max, min and the arg ops
+    -- choose an element; prod rounds each product in float64 and var/std/norm sum in another
+    -- order (two passes on CUDA, Welford on the CPU): one 16-bit ulp
+    for _, op in ipairs { "sum", "mean", "max", "min", "argmax", "argmin", "prod", "var", "std", "norm" } do
+      local ulps = (op == "prod" or op == "var" or op == "std" or op == "norm") and 1 or 0
+      local scale = op == "prod" and 0.3 or 1 -- products of 42 values of about 3 leave dt's range
+      compare16(op .. " all " .. dt, dt, ulps, function(d) local x = (data({ 6, 7 }) * scale):to(dt):to(d); return x[op](x) end)
+      for _, dim in ipairs { 1, 2, -1 } do
+        compare16(op .. " dim " .. dim .. " " .. dt, dt, ulps, function(d)
+          local x = (data({ 6, 7, 3 }) * scale):to(dt):to(d):transpose(1, 3)
+          if op == "norm" then return x:norm(2, dim) end
+          return (x[op](x, dim))
+        end)
+      end
+    end
+    compare16("max with a NaN " .. dt, dt, 0, function(d) local x = data16({ 3, 9 }, dt):to(d); return x:max() end)
+    compare16("big sum " .. dt, dt, 0, function(d) return data({ 1 << 20 }):to(dt):to(d):sum() end)
+  end
+end)
+
+T.test("integer inputs to float ops on CUDA: the CPU's correctly rounded float32", function()
+  -- float ops of integers compute in float64 on both devices and round once to float32
+  local x = ms.tensor({ 1, -3, 0, 7, 100, -1000 }):long()
+  local want = x:sigmoid():tolist()[1] -- 0.731058598: glibc's and CUDA's float64 both round to it
+  T.eq(want, ms.tensor({ 1 / (1 + math.exp(-1)) }):float():tolist()[1], "the CPU's sigmoid(1) is correctly rounded")
+  T.eq(x:cuda():sigmoid():cpu():tolist()[1], want, "sigmoid(1) on CUDA")
+  same(x:cuda():sigmoid(), x:sigmoid(), 0, "sigmoid of int64")
+  for _, row in ipairs(ms._op_info.unary) do
+    if row.dtypes == "floating" then
+      compare("int64 " .. row.name, function(d) local t = x:to(d); return t[row.name](t) end, 0)
+      compare("int32 " .. row.name, function(d) local t = x:int():to(d); return t[row.name](t) end, 0)
+    end
+  end
+  compare("int64 / int64", function(d) return x:to(d) / ms.tensor({ 3, 7, 1, 9, 11, 13 }):long():to(d) end, 0)
+end)
+
 T.finish()

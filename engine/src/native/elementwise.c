@@ -1,7 +1,8 @@
 /* native/elementwise.c: binary and unary elementwise ops with broadcasting and PyTorch's type
  * promotion, clamp, where and masked_fill. Operands are converted to the compute dtype (float32,
- * float64 or int64; binary ops on the CPU also take bfloat16 and float16 as they are), the kernel
- * runs over broadcast rows, and the result is cast to the result dtype if it differs. Native:
+ * float64 or int64; bfloat16 and float16 stay as they are: every device's kernels compute them in
+ * float32 and round once), the kernel runs over broadcast rows, and the result is cast to the
+ * result dtype if it differs. Native:
  * nothing here records a graph (autograd/grad_elementwise.c and grad_unary.c do). */
 #include <math.h>
 #include <stdlib.h>
@@ -133,12 +134,13 @@ static ms_dtype binary_result_dtype(ms_binary_op op, ms_dtype common) {
 }
 
 /* The dtype the kernel takes op's operands in: divisions of integers compute in float32. The
- * CPU's kernel takes bfloat16 and float16 as they are and widens them a block at a time (the
- * values of widening whole tensors, without the extra passes and temporaries); other devices'
- * kernels compute in float32, float64 or int64. */
-static ms_dtype binary_compute_dtype(ms_binary_op op, ms_dtype common, ms_device dev) {
-  ms_dtype fl = op == MS_OP_DIV ? ms_dtype_to_floating(common) : common;
-  return dev.type == MS_CPU && is_half(fl) ? fl : compute_dtype(fl);
+ * kernels take bfloat16 and float16 as they are and compute them in float32 (the CPU a block at
+ * a time, CUDA per element): the values of widening whole tensors, without the extra passes and
+ * temporaries. */
+static ms_dtype half_or_compute_dtype(ms_dtype dt) { return is_half(dt) ? dt : compute_dtype(dt); }
+
+static ms_dtype binary_compute_dtype(ms_binary_op op, ms_dtype common) {
+  return half_or_compute_dtype(op == MS_OP_DIV ? ms_dtype_to_floating(common) : common);
 }
 
 static ms_dtype operand_dtype(ms_operand o) { return o.tensor ? o.tensor->dtype : o.scalar_dtype; }
@@ -182,7 +184,7 @@ ms_tensor *native_binary(ms_binary_op op, ms_operand a, ms_operand b) {
   int64_t shape[MS_MAX_DIMS];
   const ms_tensor *ta = a.tensor ? a.tensor : b.tensor, *tb = b.tensor ? b.tensor : a.tensor;
   if (broadcast_shapes(name, ta->ndim, ta->shape, tb->ndim, tb->shape, &ndim, shape) != MS_OK) return NULL;
-  ms_dtype common = common_dtype(a, b), cd = binary_compute_dtype(op, common, dev);
+  ms_dtype common = common_dtype(a, b), cd = binary_compute_dtype(op, common);
   ms_dtype rd = binary_result_dtype(op, common);
   ms_tensor *pa = prepare_operand(a, cd, ndim, shape), *pb = prepare_operand(b, cd, ndim, shape);
   ms_dtype kernel_out = is_comparison(op) ? MS_BOOL : cd;
@@ -243,7 +245,7 @@ ms_status native_binary_(ms_binary_op op, ms_tensor *a, ms_operand b) {
   ms_dtype common = common_dtype(ms_operand_tensor(a), b);
   ms_device dev;
   if (binary_device(name, a, b.tensor, &dev) != MS_OK) return MS_ERR_RUNTIME;
-  ms_dtype cd = binary_compute_dtype(op, common, dev);
+  ms_dtype cd = binary_compute_dtype(op, common);
   bool direct = a->dtype == cd && !is_comparison(op) && !pow_is_root(op, b, common) &&
                 (!b.tensor || b.tensor->storage != a->storage);
   if (!direct) return store_into(a, native_binary(op, ms_operand_tensor(a), b));
@@ -294,15 +296,15 @@ static ms_status run_unary(ms_unary_op op, ms_dtype cd, ms_tensor *out, ms_tenso
   return native_kernel_status(&nk, nk.k->unary(&nk.x, &it, kernel_unop[op], (ms_k_dtype)cd));
 }
 
-/* The dtype the kernel computes op in: relu on bfloat16 CPU tensors is exact on its bits (no
- * float32 round trip, ms_k_unary); an integer or bool input to a floating op (exp of int64) in
- * float64, rounded once to its float32 result, so that every device gives the correctly rounded
- * value (CUDA's expf and glibc's differ in the last bit; their float64 functions round alike);
- * everything else in the compute dtype of its result (of its input for logical_not, whose
- * result is bool). */
+/* The dtype the kernel computes op in: bfloat16 and float16 as they are (the kernels compute in
+ * float32 and round once; relu on bfloat16 is exact on its bits); an integer or bool input to a
+ * floating op (exp of int64) in float64, rounded once to its float32 result, so that every
+ * device gives the correctly rounded value (CUDA's expf and glibc's differ in the last bit;
+ * their float64 functions round alike); everything else in the compute dtype of its result (of
+ * its input for logical_not, whose result is bool). */
 static ms_dtype unary_compute_dtype(ms_unary_op op, const ms_tensor *a) {
-  if (op == MS_OP_RELU && a->dtype == MS_BFLOAT16 && ms_tensor_device(a).type == MS_CPU) return a->dtype;
   if (op == MS_OP_LOGICAL_NOT) return compute_dtype(a->dtype);
+  if (is_half(a->dtype)) return a->dtype;
   ms_dtype rd = unary_result_dtype(op, a->dtype);
   if (!ms_dtype_is_floating(a->dtype) && ms_dtype_is_floating(rd)) return MS_FLOAT64;
   return compute_dtype(rd);
@@ -320,7 +322,7 @@ ms_tensor *native_unary(ms_unary_op op, ms_tensor *a) {
 }
 
 /* a = op(a) by the kernel writing over a's own elements, where a is a contiguous CPU tensor that
- * the kernel computes in (float32, float64, or relu's bfloat16): nothing to allocate and copy
+ * the kernel computes in (float32, float64, bfloat16, float16): nothing to allocate and copy
  * back. False, having done nothing, where that does not hold. (CPU only is this fast path's rule,
  * not a kernel choice: the kernel comes from the table; elsewhere the general path gives the same
  * values.) */
@@ -406,7 +408,7 @@ static double bound_in(ms_dtype dt, double v) {
 ms_tensor *native_clamp(ms_tensor *a, const double *min, const double *max) {
   if (!min && !max) return ms_error(MS_ERR_ARG, "clamp: at least one of min and max must be given"), NULL;
   if (ms_tensor_check_data_any("clamp", a) != MS_OK) return NULL;
-  ms_dtype rd = clamp_result_dtype(a, min, max), cd = compute_dtype(rd);
+  ms_dtype rd = clamp_result_dtype(a, min, max), cd = half_or_compute_dtype(rd);
   double lo_v = min ? bound_in(rd, *min) : 0, hi_v = max ? bound_in(rd, *max) : 0;
   const double *lo = min ? &lo_v : NULL, *hi = max ? &hi_v : NULL;
   ms_tensor *in = native_to_dtype(a, cd);
@@ -463,7 +465,7 @@ ms_tensor *native_where(ms_tensor *cond, ms_operand a, ms_operand b) {
     for (int d = 0; d < ndim; d++) so_far[d] = shape[d];
     if (broadcast_shapes("where", ndim, so_far, both[k]->ndim, both[k]->shape, &ndim, shape)) return NULL;
   }
-  ms_dtype rd = common_dtype(a, b), cd = compute_dtype(rd);
+  ms_dtype rd = common_dtype(a, b), cd = half_or_compute_dtype(rd);
   ms_tensor *pc = native_expand(cond, ndim, shape);
   ms_tensor *pa = prepare_operand(a, cd, ndim, shape), *pb = prepare_operand(b, cd, ndim, shape);
   ms_tensor *out = pc && pa && pb ? ms_tensor_new_empty_on(ms_tensor_device(cond), ndim, shape, cd) : NULL;

@@ -75,11 +75,13 @@ static ms_status check_reduce_input(ms_reduce_op op, const ms_tensor *a, int64_t
   return MS_OK;
 }
 
-/* The dtype the kernel reads: the compute dtype, except that the CPU sums bfloat16 and float16 as
- * they are (a widened copy of Linear's bias gradient cost more than the sum). */
+/* The dtype the kernel reads: the compute dtype, except bfloat16 and float16 as they are where the
+ * device's kernel reads them (a widened copy of Linear's bias gradient cost more than the sum):
+ * every device sums them; CUDA's kernels read them for every op (the CPU's still widen them for
+ * the others). The values are the same: a kernel reads a 16-bit element as its float32 value. */
 static ms_dtype kernel_input_dtype(ms_reduce_op op, const ms_tensor *a) {
-  bool half = a->dtype == MS_BFLOAT16 || a->dtype == MS_FLOAT16;
-  if (half && (op == MS_RED_SUM || op == MS_RED_MEAN) && ms_tensor_device(a).type == MS_CPU) return a->dtype;
+  bool every_op = ms_tensor_device(a).type == MS_CUDA;
+  if (ms_dtype_is_half(a->dtype) && (op == MS_RED_SUM || op == MS_RED_MEAN || every_op)) return a->dtype;
   return compute_dtype(a->dtype);
 }
 
