@@ -1,6 +1,6 @@
 -- test_cuda_nn_lowp.lua: the nn kernels in bfloat16 and float16 on CUDA (conv2d through cuDNN,
 -- max / avg / adaptive pooling, layer and batch norm, softmax and log_softmax, the activations of
--- the table, embedding), forward and backward, against the CPU's 16-bit result on the same
+-- the table, embedding, linear), forward and backward, against the CPU's 16-bit result on the same
 -- inputs (a native 16-bit CPU kernel, or float32 rounded once where the CPU widens): both
 -- compute in float32 and round each stored value once, so they differ only where float32
 -- arithmetic in another order or libdevice's exp/erf/tanh rounds a value across a 16-bit
@@ -93,6 +93,20 @@ for _, dt in ipairs(DTYPES) do
       end, REDUCED, "ConvolutionBackward0")
     end)
   end
+
+  -- ---- linear: cuBLAS's GEMM on the 16-bit operands ----
+  -- cuBLAS accumulates in float32 but, in its default math mode, may add split-K partial sums
+  -- in the output's 16-bit dtype (each partial rounded once): a few roundings more than the
+  -- CPU's one, so 4 ulps.
+  T.test(("linear in %s on CUDA matches the CPU's (the seed's fc1 and fc2)"):format(dt), function()
+    ms.manual_seed(15)
+    for _, s in ipairs { { 8, 9216, 128 }, { 8, 128, 10 } } do
+      local x, w, b = randn(s[1], s[2]), randn(s[3], s[2]) * 0.05, randn(s[3])
+      compare(("linear %dx%d"):format(s[2], s[3]), dt, { x, w, b }, function(xi, wi, bi)
+        return F.linear(xi, wi, bi)
+      end, 4, "AddmmBackward0")
+    end
+  end)
 
   -- ---- pooling ----
   T.test(("max_pool2d in %s on CUDA: the CPU's winners and gradients"):format(dt), function()

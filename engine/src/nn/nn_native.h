@@ -48,8 +48,8 @@ ms_tensor *native_embedding_backward(ms_tensor *indices, ms_tensor *grad_output,
                                      ms_dtype dt, int64_t padding_idx, int64_t index_base);
 
 /* ---- linear.c -------------------------------------------------------------------------------- */
-/* Whether x, w, b run the native bfloat16 GEMM (else 16-bit operands must be widened). */
-bool native_linear_bf16(ms_tensor *x, ms_tensor *w, ms_tensor *b);
+/* Whether x, w, b run a native 16-bit GEMM (else 16-bit operands must be widened). */
+bool native_linear_half(ms_tensor *x, ms_tensor *w, ms_tensor *b);
 ms_tensor *native_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b);
 /* grads: input, weight, bias. */
 ms_status native_linear_backward(ms_tensor *x, ms_tensor *w, ms_tensor *grad_output, const bool need[3],
