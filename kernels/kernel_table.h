@@ -129,9 +129,9 @@ typedef struct ms_k_stat {
  * is read at b's offset plus i msi + j msj; b's offset unravels b over the batch dims bshape
  * with the mask's strides mstride (0 where it broadcasts). Dropout keeps element (b, i, j) when
  * word (b L + i) S + j of the Philox stream (seed, offset; ms_k_philox_bernoulli's layout) is
- * below keep_below, and scales kept weights by 1 / (1 - dropout_p). dt is F32 or F64, or on the
- * CPU BF16 where ms_k_gemm_bf16_available() (q, k, v, out, gout, the gradients and an additive
- * mask in bfloat16; lse and delta float32; every sum in float32). */
+ * below keep_below, and scales kept weights by 1 / (1 - dropout_p). dt is F32 or F64, or BF16 on
+ * the CPU where ms_k_gemm_bf16_available() and BF16 or F16 on CUDA (q, k, v, out, gout, the
+ * gradients and an additive mask in dt; lse and delta float32; every sum in float32). */
 enum { MS_K_ATTN_MASK_NONE, MS_K_ATTN_MASK_BOOL, MS_K_ATTN_MASK_ADD };
 typedef struct ms_k_attn_geom {
   int64_t nb, L, S, E, Ev;

@@ -140,6 +140,8 @@ typedef struct native_attention_saved {
   ms_k_attn_geom g;
 } native_attention_saved;
 void native_attention_saved_release(native_attention_saved *s);
+/* Whether 16-bit q, k, v (and mask) run a native 16-bit attention (else they are widened). */
+bool native_attention_half(const ms_tensor *q, const ms_tensor *k, const ms_tensor *v, const ms_tensor *mask);
 /* q (..., L, E), k (..., S, E), v (..., S, Ev) of one float dtype and device -> (..., L, Ev). */
 ms_tensor *native_attention(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_sdpa_options *o,
                             native_attention_saved *saved);
