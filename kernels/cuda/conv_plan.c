@@ -6,8 +6,9 @@
  * TF32 or reduce in lower precision are skipped, so results agree with the CPU as the legacy FMA
  * path's did. bfloat16 and float16 tensors compute in float32 (the convolution's compute type),
  * and there tensor-core engines are what is wanted: their inputs are already 16-bit, so nothing
- * is rounded that the CPU's 16-bit conv does not round. A shape the graph API cannot plan, or whose plan fails to run, reports
- * `planned = false` and the caller runs the legacy call (conv_cudnn.c). */
+ * is rounded that the CPU's 16-bit conv does not round. A shape the graph API cannot plan, or
+ * whose plan fails to run, reports `planned = false` and the caller runs the legacy call
+ * (conv_cudnn.c). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -127,7 +128,8 @@ static bool keeps_precision(cudnnBackendDescriptor_t cfg, bool half) {
             !cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                       CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes);
   for (int64_t i = 0; ok && i < n; i++)
-    ok = (half || notes[i] != CUDNN_NUMERICAL_NOTE_TENSOR_CORE) && notes[i] != CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS &&
+    ok = (half || notes[i] != CUDNN_NUMERICAL_NOTE_TENSOR_CORE) &&
+         notes[i] != CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS &&
          notes[i] != CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
   cudnnBackendDestroyDescriptor(engine);
   return ok;
@@ -147,7 +149,9 @@ static cudnnBackendDescriptor_t first_plan(cudnnHandle_t h, cudnnBackendDescript
   ok = ok && !cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, MAX_CONFIGS,
                                        &n, cfgs);
   for (int64_t i = 0; ok && i < n && i < MAX_CONFIGS && !plan; i++) {
-    if (!keeps_precision(cfgs[i], half) || cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan)) continue;
+    if (!keeps_precision(cfgs[i], half) ||
+        cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan))
+      continue;
     if (set_attr(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) ||
         set_attr(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]) ||
         cudnnBackendFinalize(plan) ||
@@ -164,8 +168,10 @@ static cudnnBackendDescriptor_t first_plan(cudnnHandle_t h, cudnnBackendDescript
 /* The tensors' data type for dt, and the type the convolution computes in: float32 for every
  * dtype but float64 (16-bit data: float32 products and sums, one rounding per stored value). */
 static cudnnDataType_t data_type(ms_k_dtype dt) {
-  return dt == MS_K_F64 ? CUDNN_DATA_DOUBLE : dt == MS_K_BF16 ? CUDNN_DATA_BFLOAT16 : dt == MS_K_F16 ? CUDNN_DATA_HALF
-                                                                                                      : CUDNN_DATA_FLOAT;
+  return dt == MS_K_F64    ? CUDNN_DATA_DOUBLE
+         : dt == MS_K_BF16 ? CUDNN_DATA_BFLOAT16
+         : dt == MS_K_F16  ? CUDNN_DATA_HALF
+                           : CUDNN_DATA_FLOAT;
 }
 static cudnnDataType_t compute_type(ms_k_dtype dt) { return dt == MS_K_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
 

@@ -71,7 +71,8 @@ static ms_tensor *batch_norm_half(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms
 
 ms_tensor *ms_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *w, ms_tensor *b,
                          bool training, double momentum, double eps) {
-  if (x && ms_dtype_is_half(x->dtype) && !native_batch_norm_half(x)) return batch_norm_half(x, rm, rv, w, b, training, momentum, eps);
+  if (x && ms_dtype_is_half(x->dtype) && !native_batch_norm_half(x))
+    return batch_norm_half(x, rm, rv, w, b, training, momentum, eps);
   native_norm_saved s;
   ms_tensor *out = native_batch_norm(x, rm, rv, w, b, training, momentum, eps, &s);
   out = grad_kept(out, record_norm("NativeBatchNormBackward0", batch_norm_backward, x, w, b, &s, training,

@@ -32,8 +32,9 @@ bool native_attention_half(const ms_tensor *q, const ms_tensor *k, const ms_tens
 static ms_status check_qkv(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_tensor *mask) {
   char a[MS_SHAPE_STR_LEN], b[MS_SHAPE_STR_LEN], c[MS_SHAPE_STR_LEN];
   bool half = native_attention_half(q, k, v, mask);
-  if ((half ? nn_check_float_or_half_any : nn_check_float_or_bf16_any)(OP, "query", q) || nn_check_param_any(OP, "key", k, q->dtype, -1) ||
-      nn_check_param_any(OP, "value", v, q->dtype, -1) || ms_check_same_device(OP, 3, (ms_tensor *[]){q, k, v}))
+  if ((half ? nn_check_float_or_half_any : nn_check_float_or_bf16_any)(OP, "query", q) ||
+      nn_check_param_any(OP, "key", k, q->dtype, -1) || nn_check_param_any(OP, "value", v, q->dtype, -1) ||
+      ms_check_same_device(OP, 3, (ms_tensor *[]){q, k, v}))
     return MS_ERR_ARG;
   if (q->ndim < 2 || k->ndim != q->ndim || v->ndim != q->ndim)
     return ms_error(MS_ERR_ARG, OP ": query, key and value must have the same number of dims, at least 2 "
