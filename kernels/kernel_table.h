@@ -134,9 +134,9 @@ typedef struct ms_k_stat {
  * is read at b's offset plus i msi + j msj; b's offset unravels b over the batch dims bshape
  * with the mask's strides mstride (0 where it broadcasts). Dropout keeps element (b, i, j) when
  * word (b L + i) S + j of the Philox stream (seed, offset; ms_k_philox_bernoulli's layout) is
- * below keep_below, and scales kept weights by 1 / (1 - dropout_p). dt is F32 or F64, or on the
- * CPU BF16 where ms_k_gemm_bf16_available() (q, k, v, out, gout, the gradients and an additive
- * mask in bfloat16; lse and delta float32; every sum in float32). */
+ * below keep_below, and scales kept weights by 1 / (1 - dropout_p). dt is F32 or F64, or BF16 on
+ * the CPU where ms_k_gemm_bf16_available() and BF16 or F16 on CUDA (q, k, v, out, gout, the
+ * gradients and an additive mask in dt; lse and delta float32; every sum in float32). */
 enum { MS_K_ATTN_MASK_NONE, MS_K_ATTN_MASK_BOOL, MS_K_ATTN_MASK_ADD };
 typedef struct ms_k_attn_geom {
   int64_t nb, L, S, E, Ev;
@@ -153,7 +153,10 @@ typedef struct ms_k_attn_geom {
 } ms_k_attn_geom;
 
 /* NN ops (softmax, dropout, losses, pooling, activations, embedding, norms) on contiguous buffers
- * of dtype dt (F32 or F64; max pooling on the CPU also BF16), with kernels.h's semantics for the
+ * of dtype dt (F32 or F64; BF16 and F16, computed in float32 and rounded once per stored value,
+ * for softmax, activations, embedding and layer_norm everywhere, for the pools and batch_norm on
+ * CUDA, and for max pooling on the CPU in BF16; a 16-bit norm's parameters, statistics and
+ * parameter gradients and embedding's gw are float32), with kernels.h's semantics for the
  * CPU functions of the same names; pointers are the device's, indices already checked by the
  * engine unless said otherwise. */
 #define MS_K_NN_KERNELS(X)                                                                         \
@@ -280,7 +283,7 @@ typedef struct ms_k_attn_geom {
            double alpha, const void *a, int64_t rsa, int64_t csa, const void *b, int64_t rsb,      \
            int64_t csb, double beta, void *c, int64_t rsc, int64_t csc))                           \
   /* y = conv2d(xin, w) + b (b may be NULL) on packed NCHW buffers of dtype dt (F32, F64; BF16 on  \
-   * the CPU where ms_k_conv2d_bf16_direct()); the engine has checked g. */                        \
+   * the CPU where ms_k_conv2d_bf16_direct(); BF16 and F16 on CUDA); the engine has checked g. */  \
   X(conv2d_forward, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_conv2d_geom *g,                 \
                      const void *xin, const void *w, const void *b, void *y))                      \
   /* The gradients of conv2d_forward from gy: gx, gw, gb (each NULL: not wanted). */              \

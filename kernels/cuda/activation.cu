@@ -1,6 +1,7 @@
 // activation.cu: the activations of moonshard/op_list.h (GELU exact and tanh, SiLU, ...), forward
-// and backward, one thread per element with the formulas of kernels/cpu/nn_ops_body.h.
-#include "common.cuh"
+// and backward, one thread per element with the formulas of kernels/cpu/nn_ops_body.h; bfloat16
+// and float16 (lowp.cuh) compute in float32 and round once, as kernels/cpu/nn_ops_half.h.
+#include "lowp.cuh"
 
 using namespace mskc;
 
@@ -52,19 +53,18 @@ __device__ inline T act_backward(ms_k_act act, T x, T g) {
 }
 
 // g NULL: the forward (out = act(x)); otherwise the backward (out = g * act'(x)).
-template <typename T>
-__global__ void activation_kernel(ms_k_act act, int64_t n, const T *x, const T *g, T *out) {
+template <typename S>
+__global__ void activation_kernel(ms_k_act act, int64_t n, const S *x, const S *g, S *out) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    out[i] = g ? act_backward(act, x[i], g[i]) : act_forward(act, x[i]);
+    out[i] = st<S>(g ? act_backward(act, ld(x[i]), ld(g[i])) : act_forward(act, ld(x[i])));
 }
 
 static int launch(ms_k_act act, ms_k_dtype dt, int64_t n, const void *x, const void *g, void *out, void *stream) {
   if (n <= 0) return 0;
   cudaStream_t s = (cudaStream_t)stream;
-  if (dt == MS_K_F64)
-    activation_kernel<double><<<blocks_for(n), kThreads, 0, s>>>(act, n, (const double *)x, (const double *)g, (double *)out);
-  else
-    activation_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(act, n, (const float *)x, (const float *)g, (float *)out);
+  MSKC_FLOAT_SWITCH(dt, S,
+                    activation_kernel<S><<<blocks_for(n), kThreads, 0, s>>>(act, n, (const S *)x, (const S *)g,
+                                                                            (S *)out));
   return launch_status();
 }
 

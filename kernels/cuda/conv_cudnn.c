@@ -3,7 +3,9 @@
  * graph API cannot plan, the legacy call with the algorithm of each shape chosen once (cuDNN's
  * heuristics, the first whose workspace can be had); workspaces are the exec's scratch memory
  * (the engine's caching allocator).
- * float32 runs with FMA math, not TF32, so results agree with the CPU to float32 rounding. The
+ * float32 runs with FMA math, not TF32, so results agree with the CPU to float32 rounding;
+ * bfloat16 and float16 tensors compute in float32 (cuDNN's PSEUDO_BFLOAT16 / PSEUDO_HALF
+ * configurations) with tensor-op math, and are rounded once per stored value. The
  * bias and its gradient are kernels of ours (kernels/cuda/nn_ops.cu). A CUDA build without cuDNN
  * answers with an error saying so. Every function returns 0 or an error code of the CUDA table. */
 #include <pthread.h>
@@ -88,7 +90,10 @@ static int descs_make(const ms_k_conv2d_geom *g, ms_k_dtype dt, descs *d) {
   for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
     if (dims[i] > 0x7fffffff / 4)
       return ms_kcu_fail("sizes beyond 2^29 are not supported by cuDNN's 4-D descriptors");
-  cudnnDataType_t t = dt == MS_K_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  bool half = dt == MS_K_BF16 || dt == MS_K_F16;
+  cudnnDataType_t t = dt == MS_K_F64 ? CUDNN_DATA_DOUBLE : dt == MS_K_BF16 ? CUDNN_DATA_BFLOAT16
+                      : dt == MS_K_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+  cudnnDataType_t ct = dt == MS_K_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; /* what it computes in */
   cudnnStatus_t s = cudnnCreateTensorDescriptor(&d->x);
   if (!s) s = cudnnCreateTensorDescriptor(&d->y);
   if (!s) s = cudnnCreateFilterDescriptor(&d->w);
@@ -97,9 +102,10 @@ static int descs_make(const ms_k_conv2d_geom *g, ms_k_dtype dt, descs *d) {
   if (!s) s = cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, t, (int)g->n, (int)g->o, (int)g->oh, (int)g->ow);
   if (!s) s = cudnnSetFilter4dDescriptor(d->w, t, CUDNN_TENSOR_NCHW, (int)g->o, (int)(g->c / g->groups), (int)g->kh, (int)g->kw);
   if (!s) s = cudnnSetConvolution2dDescriptor(d->conv, (int)g->ph, (int)g->pw, (int)g->sh, (int)g->sw, (int)g->dh,
-                                              (int)g->dw, CUDNN_CROSS_CORRELATION, t);
+                                              (int)g->dw, CUDNN_CROSS_CORRELATION, ct);
   if (!s) s = cudnnSetConvolutionGroupCount(d->conv, (int)g->groups);
-  if (!s) s = cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH);
+  /* tensor cores for 16-bit data (nothing to down-convert); never TF32 for float32 */
+  if (!s) s = cudnnSetConvolutionMathType(d->conv, half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH);
   if (s) descs_free(d);
   return check_dnn(s);
 }
@@ -172,7 +178,8 @@ static int cached_algo(cudnnHandle_t h, const descs *d, int dev, ms_k_dtype dt, 
   return st;
 }
 
-/* The scalars 1 and 0 as cuDNN reads them: double for double data, float otherwise. */
+/* The scalars 1 and 0 as cuDNN reads them: double for double data, float otherwise (16-bit
+ * data included). */
 static const double one = 1, zero = 0;
 static const float onef = 1, zerof = 0;
 static const void *scalar_one(ms_k_dtype dt) { return dt == MS_K_F64 ? (const void *)&one : (const void *)&onef; }

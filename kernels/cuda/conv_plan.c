@@ -4,8 +4,11 @@
  * (cudnnConvolutionForward and kin) rebuild that machinery on every call, which cost the host
  * 140-430 us a conv on an H200, more than the step's kernels. Engines that round float32 through
  * TF32 or reduce in lower precision are skipped, so results agree with the CPU as the legacy FMA
- * path's did. A shape the graph API cannot plan, or whose plan fails to run, reports
- * `planned = false` and the caller runs the legacy call (conv_cudnn.c). */
+ * path's did. bfloat16 and float16 tensors compute in float32 (the convolution's compute type),
+ * and there tensor-core engines are what is wanted: their inputs are already 16-bit, so nothing
+ * is rounded that the CPU's 16-bit conv does not round. A shape the graph API cannot plan, or
+ * whose plan fails to run, reports `planned = false` and the caller runs the legacy call
+ * (conv_cudnn.c). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -72,7 +75,8 @@ static cudnnStatus_t conv_desc(const ms_k_conv2d_geom *g, cudnnDataType_t t, cud
 }
 
 /* The operation of one direction over x, w, y (dx, w, dy for the data gradient; x, dw, dy for
- * the weight gradient): out = 1 * conv + 0 * out. */
+ * the weight gradient): out = 1 * conv + 0 * out; t is the compute type (alpha and beta are
+ * double for double, float otherwise). */
 static cudnnStatus_t conv_op(ms_cuda_conv_dir dir, cudnnDataType_t t, cudnnBackendDescriptor_t x,
                              cudnnBackendDescriptor_t w, cudnnBackendDescriptor_t y, cudnnBackendDescriptor_t conv,
                              cudnnBackendDescriptor_t *out) {
@@ -115,7 +119,7 @@ static cudnnStatus_t conv_op(ms_cuda_conv_dir dir, cudnnDataType_t t, cudnnBacke
 
 /* Whether an engine configuration keeps float32's precision: no TF32 rounding of the inputs, no
  * lower-precision reduction (the CPU backend computes in float32 with FMA). */
-static bool keeps_precision(cudnnBackendDescriptor_t cfg) {
+static bool keeps_precision(cudnnBackendDescriptor_t cfg, bool half) {
   cudnnBackendDescriptor_t engine;
   if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine)) return false;
   int64_t n = 0;
@@ -124,16 +128,17 @@ static bool keeps_precision(cudnnBackendDescriptor_t cfg) {
             !cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                       CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes);
   for (int64_t i = 0; ok && i < n; i++)
-    ok = notes[i] != CUDNN_NUMERICAL_NOTE_TENSOR_CORE && notes[i] != CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS &&
+    ok = (half || notes[i] != CUDNN_NUMERICAL_NOTE_TENSOR_CORE) &&
+         notes[i] != CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS &&
          notes[i] != CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
   cudnnBackendDestroyDescriptor(engine);
   return ok;
 }
 
-/* The first of the heuristics' ranked configurations (mode `mode`) that keeps precision and
- * finalizes into a plan; NULL if none does. */
+/* The first of the heuristics' ranked configurations (mode `mode`) that keeps precision (of
+ * 16-bit data when `half`) and finalizes into a plan; NULL if none does. */
 static cudnnBackendDescriptor_t first_plan(cudnnHandle_t h, cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode,
-                                           int64_t *workspace) {
+                                           bool half, int64_t *workspace) {
   cudnnBackendDescriptor_t heur, cfgs[MAX_CONFIGS] = {0}, plan = NULL;
   if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur)) return NULL;
   int64_t n = 0, made = 0, got = 0;
@@ -144,7 +149,9 @@ static cudnnBackendDescriptor_t first_plan(cudnnHandle_t h, cudnnBackendDescript
   ok = ok && !cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, MAX_CONFIGS,
                                        &n, cfgs);
   for (int64_t i = 0; ok && i < n && i < MAX_CONFIGS && !plan; i++) {
-    if (!keeps_precision(cfgs[i]) || cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan)) continue;
+    if (!keeps_precision(cfgs[i], half) ||
+        cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan))
+      continue;
     if (set_attr(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) ||
         set_attr(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]) ||
         cudnnBackendFinalize(plan) ||
@@ -158,25 +165,37 @@ static cudnnBackendDescriptor_t first_plan(cudnnHandle_t h, cudnnBackendDescript
   return plan;
 }
 
+/* The tensors' data type for dt, and the type the convolution computes in: float32 for every
+ * dtype but float64 (16-bit data: float32 products and sums, one rounding per stored value). */
+static cudnnDataType_t data_type(ms_k_dtype dt) {
+  return dt == MS_K_F64    ? CUDNN_DATA_DOUBLE
+         : dt == MS_K_BF16 ? CUDNN_DATA_BFLOAT16
+         : dt == MS_K_F16  ? CUDNN_DATA_HALF
+                           : CUDNN_DATA_FLOAT;
+}
+static cudnnDataType_t compute_type(ms_k_dtype dt) { return dt == MS_K_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
+
 /* Builds e's plan from its key; leaves e->plan NULL where cuDNN offers none. */
 static void build(cudnnHandle_t h, plan_entry *e) {
   const ms_k_conv2d_geom *g = &e->key.g;
-  cudnnDataType_t t = e->key.dtype == MS_K_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  ms_k_dtype dt = (ms_k_dtype)e->key.dtype;
+  cudnnDataType_t t = data_type(dt), ct = compute_type(dt);
+  bool half = dt == MS_K_BF16 || dt == MS_K_F16;
   const int64_t xd[4] = {g->n, g->c, g->h, g->w}, wd[4] = {g->o, g->c / g->groups, g->kh, g->kw},
                 yd[4] = {g->n, g->o, g->oh, g->ow};
   cudnnBackendDescriptor_t *p = e->parts;
   cudnnStatus_t s = tensor_desc(UID_X, t, xd, e->key.align, &p[0]);
   if (!s) s = tensor_desc(UID_W, t, wd, e->key.align, &p[1]);
   if (!s) s = tensor_desc(UID_Y, t, yd, e->key.align, &p[2]);
-  if (!s) s = conv_desc(g, t, &p[3]);
-  if (!s) s = conv_op((ms_cuda_conv_dir)e->key.dir, t, p[0], p[1], p[2], p[3], &p[4]);
+  if (!s) s = conv_desc(g, ct, &p[3]);
+  if (!s) s = conv_op((ms_cuda_conv_dir)e->key.dir, ct, p[0], p[1], p[2], p[3], &p[4]);
   if (!s) s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &p[5]);
   if (!s) s = set_attr(p[5], CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p[4]);
   if (!s) s = set_attr(p[5], CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
   if (!s) s = cudnnBackendFinalize(p[5]);
   if (s) return;
-  e->plan = first_plan(h, p[5], CUDNN_HEUR_MODE_INSTANT, &e->workspace);
-  if (!e->plan) e->plan = first_plan(h, p[5], CUDNN_HEUR_MODE_FALLBACK, &e->workspace);
+  e->plan = first_plan(h, p[5], CUDNN_HEUR_MODE_INSTANT, half, &e->workspace);
+  if (!e->plan) e->plan = first_plan(h, p[5], CUDNN_HEUR_MODE_FALLBACK, half, &e->workspace);
 }
 
 /* The largest power of two up to 16 that every pointer is aligned to. */

@@ -101,12 +101,28 @@ for _, c in ipairs(REF) do
   end)
 end
 
-T.test("a 16-bit activation or layer_norm on CUDA is refused, never computed wrongly", function()
-  local cuda = rawget(ms, "cuda")
-  if not (cuda and cuda.is_available()) then return end -- runs where a GPU is
-  local x = ms.randn(4, 8):bfloat16():cuda()
-  T.raises(function() F.gelu(x) end, "not implemented for CUDA bfloat16 tensors yet")
-  T.raises(function() F.layer_norm(x, {8}) end, "not implemented for CUDA bfloat16 tensors yet")
+-- (CUDA computes these natively too: test_cuda_nn_lowp.lua compares it with the CPU.)
+
+T.test("avg_pool2d and adaptive_avg_pool2d in 16 bits on the CPU: float32's pool rounded once", function()
+  for _, dt in ipairs({ "bfloat16", "float16" }) do
+    ms.manual_seed(14)
+    local x = ms.randn(2, 3, 9, 7):to(dt)
+    local pools = {
+      avg = function(t) return F.avg_pool2d(t, 3, { stride = 2, padding = 1 }) end,
+      adaptive = function(t) return F.adaptive_avg_pool2d(t, { 4, 3 }) end,
+    }
+    for name, pool in pairs(pools) do
+      local lo, hi = x:detach():requires_grad_(), x:float():requires_grad_()
+      local yl, yh = pool(lo), pool(hi)
+      T.eq(yl.dtype, dt, name)
+      T.truthy(ms.equal(yl, yh:to(dt)), name .. " " .. dt .. " output")
+      local g = ms.randn(table.unpack(yh:size())):to(dt)
+      yl:backward(g)
+      yh:backward(g:float())
+      T.eq(lo.grad.dtype, dt, name)
+      T.truthy(ms.equal(lo.grad, hi.grad:to(dt)), name .. " " .. dt .. " grad")
+    end
+  end
 end)
 
 T.test("layer_norm refuses a float64 weight on a bfloat16 input, naming both dtypes", function()

@@ -44,14 +44,6 @@ static ms_status record_attention(ms_tensor *q, ms_tensor *k, ms_tensor *v, cons
   return grad_finish(n, out);
 }
 
-/* bfloat16 on a CPU with AVX-512 BF16 runs natively (float32 sums over bfloat16 operands,
- * kernels/cpu/attention_bf16.h); other 16-bit calls compute in float32 and round back. */
-static bool native_bf16(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_tensor *mask) {
-  return q->dtype == MS_BFLOAT16 && k->dtype == MS_BFLOAT16 && v->dtype == MS_BFLOAT16 &&
-         (!mask || mask->dtype == MS_BOOL || mask->dtype == MS_BFLOAT16) && ms_tensor_device(q).type == MS_CPU &&
-         ms_k_gemm_bf16_available();
-}
-
 ms_tensor *ms_scaled_dot_product_attention(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_sdpa_options *o) {
   const ms_sdpa_options none = {0};
   if (!o) o = &none;
@@ -61,7 +53,8 @@ ms_tensor *ms_scaled_dot_product_attention(ms_tensor *q, ms_tensor *k, ms_tensor
                     "not computed (detach it, or add it to the scores yourself)"), NULL;
   ms_dtype half;
   ms_tensor *ts[4] = {q, k, v, o->attn_mask};
-  if (q && k && v && nn_half_call(4, ts, &half) && !native_bf16(q, k, v, o->attn_mask)) { /* 16-bit: computed in float32, rounded back */
+  if (q && k && v && nn_half_call(4, ts, &half) && !native_attention_half(q, k, v, o->attn_mask)) {
+    /* 16-bit without a native kernel (native_attention_half): computed in float32, rounded back */
     ms_tensor *w[4];
     if (nn_widen(4, ts, w) != MS_OK) return NULL;
     ms_sdpa_options wo = *o;

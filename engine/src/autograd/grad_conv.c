@@ -30,7 +30,7 @@ ms_tensor *ms_conv2d(ms_tensor *x, ms_tensor *w, ms_tensor *b, const int64_t str
                      const int64_t padding[2], const int64_t dilation[2], int64_t groups) {
   if (!x || !w) return ms_error(MS_ERR_ARG, "conv2d: input and weight are required"), NULL;
   ms_dtype half;
-  if (nn_half_call(3, (ms_tensor *[]){x, w, b}, &half) && !native_conv2d_bf16(x, w, b, groups)) {
+  if (nn_half_call(3, (ms_tensor *[]){x, w, b}, &half) && !native_conv2d_half(x, w, b, groups)) {
     ms_tensor *v[3];
     if (nn_widen(3, (ms_tensor *[]){x, w, b}, v) != MS_OK) return NULL;
     ms_tensor *wide = ms_conv2d(v[0], v[1], v[2], stride, padding, dilation, groups);

@@ -22,7 +22,7 @@ static ms_status record_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b, ms_tens
 
 ms_tensor *ms_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   ms_dtype half;
-  if (nn_half_call(3, (ms_tensor *[]){x, w, b}, &half) && !native_linear_bf16(x, w, b)) {
+  if (nn_half_call(3, (ms_tensor *[]){x, w, b}, &half) && !native_linear_half(x, w, b)) {
     ms_tensor *v[3];
     if (nn_widen(3, (ms_tensor *[]){x, w, b}, v) != MS_OK) return NULL;
     ms_tensor *wide = ms_linear(v[0], v[1], v[2]), *out = nn_narrow_back(wide, half);

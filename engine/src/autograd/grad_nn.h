@@ -14,7 +14,7 @@
  * 16-bit dtype as PyTorch's do. This is what FSDP's mixed precision computes with. */
 /* True (and *half = the dtype) when any of the n tensors (NULLs allowed) is bfloat16/float16. */
 bool nn_half_call(int n, ms_tensor *const *ts, ms_dtype *half);
-/* The same for a one-input op with a native bfloat16 CPU kernel (max_pool2d, dropout): true
+/* The same for a one-input op with a native bfloat16 CPU kernel (dropout): true
  * when x must still be widened, i.e. float16 anywhere, or bfloat16 off the CPU. */
 bool nn_half_call_widens(ms_tensor *x, ms_dtype *half);
 /* wide[i] = ts[i] as float32 when 16-bit (recorded), else ts[i] retained; NULL stays. */

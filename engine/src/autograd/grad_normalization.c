@@ -50,7 +50,8 @@ static ms_status batch_norm_backward(ms_node *n, ms_tensor *const *grad_out, ms_
   return native_batch_norm_backward(&s, n->ints[0], grad_out[0], need, grad_in);
 }
 
-/* A 16-bit x: x, w and b widened to float32 (recorded), 16-bit running statistics updated
+/* A 16-bit x on the CPU (no native 16-bit batch norm there; CUDA's kernels take it): x, w and b
+ * widened to float32 (recorded), 16-bit running statistics updated
  * through float32 copies written back (float32 ones, as PyTorch allows, directly), the output
  * rounded back to x's dtype. A float32 x with 16-bit parameters meets the native check. */
 static ms_tensor *batch_norm_half(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *w, ms_tensor *b,
@@ -70,7 +71,8 @@ static ms_tensor *batch_norm_half(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms
 
 ms_tensor *ms_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *w, ms_tensor *b,
                          bool training, double momentum, double eps) {
-  if (x && ms_dtype_is_half(x->dtype)) return batch_norm_half(x, rm, rv, w, b, training, momentum, eps);
+  if (x && ms_dtype_is_half(x->dtype) && !native_batch_norm_half(x))
+    return batch_norm_half(x, rm, rv, w, b, training, momentum, eps);
   native_norm_saved s;
   ms_tensor *out = native_batch_norm(x, rm, rv, w, b, training, momentum, eps, &s);
   out = grad_kept(out, record_norm("NativeBatchNormBackward0", batch_norm_backward, x, w, b, &s, training,

@@ -1,5 +1,7 @@
 /* grad_pool.c: the public max_pool2d, avg_pool2d and adaptive_avg_pool2d (nn_conv.h): the native
- * ops and their nodes, which keep the checked geometry (and max pooling's indices). */
+ * ops and their nodes, which keep the checked geometry (and max pooling's indices). A 16-bit
+ * input without a native kernel (native_pool2d_half: float16 on the CPU, and average pooling
+ * there) is pooled in float32 and rounded back, through recorded conversions. */
 #include "grad_nn.h"
 #include "moonshard/nn_conv.h"
 
@@ -44,9 +46,8 @@ static ms_status max_pool(ms_tensor *x, const int64_t kernel[2], const int64_t s
                           const int64_t dilation[2], bool ceil_mode, bool want_indices, ms_tensor **values,
                           ms_tensor **indices) {
   *values = *indices = NULL;
-  ms_dtype half;
-  /* bfloat16 on the CPU is pooled as it is */
-  if (nn_half_call_widens(x, &half)) {
+  ms_dtype half = x ? x->dtype : MS_FLOAT32;
+  if (x && ms_dtype_is_half(half) && !native_pool2d_half(x, true)) {
     ms_tensor *v, *wide;
     if (nn_widen(1, &x, &v) != MS_OK) return MS_ERR_MEMORY;
     ms_status st = max_pool(v, kernel, stride, padding, dilation, ceil_mode, want_indices, &wide, indices);
@@ -104,14 +105,34 @@ static ms_status record_avg_pool(ms_tensor *x, const ms_k_pool2d_geom *g, bool a
   return grad_finish(n, out);
 }
 
+/* *v = x as float32 (recorded) where average pooling widens x, else NULL. */
+static ms_status avg_widen(ms_tensor *x, ms_tensor **v) {
+  *v = NULL;
+  if (!x || !ms_dtype_is_half(x->dtype) || native_pool2d_half(x, false)) return MS_OK;
+  return nn_widen(1, &x, v);
+}
+
+/* The widened pool's result rounded back to dt; releases wide and v. */
+static ms_tensor *narrowed(ms_tensor *wide, ms_tensor *v, ms_dtype dt) {
+  ms_tensor *out = nn_narrow_back(wide, dt);
+  ms_tensor_release(wide), ms_tensor_release(v);
+  return out;
+}
+
 ms_tensor *ms_avg_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                          const int64_t padding[2], bool ceil_mode, bool count_include_pad) {
+  ms_tensor *v;
+  if (avg_widen(x, &v) != MS_OK) return NULL;
+  if (v) return narrowed(ms_avg_pool2d(v, kernel, stride, padding, ceil_mode, count_include_pad), v, x->dtype);
   ms_k_pool2d_geom g;
   ms_tensor *out = native_avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, &g);
   return grad_kept(out, record_avg_pool(x, &g, false, count_include_pad, out));
 }
 
 ms_tensor *ms_adaptive_avg_pool2d(ms_tensor *x, int64_t out_h, int64_t out_w) {
+  ms_tensor *v;
+  if (avg_widen(x, &v) != MS_OK) return NULL;
+  if (v) return narrowed(ms_adaptive_avg_pool2d(v, out_h, out_w), v, x->dtype);
   ms_k_pool2d_geom g;
   ms_tensor *out = native_adaptive_avg_pool2d(x, out_h, out_w, &g);
   return grad_kept(out, record_avg_pool(x, &g, true, false, out));

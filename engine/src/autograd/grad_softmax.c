@@ -23,17 +23,9 @@ static ms_status record_softmax(ms_tensor *x, int dim, bool log, ms_tensor *out)
   return grad_finish(n, out);
 }
 
-/* 16-bit floats run natively on the CPU (the kernel widens each row, output and saved output in
- * the 16-bit dtype, as PyTorch's); elsewhere they are widened to float32 around the op. */
+/* 16-bit floats run natively on every device (the kernels widen each row to float32; output and
+ * saved output in the 16-bit dtype, as PyTorch's). */
 static ms_tensor *softmax_common(ms_tensor *x, int dim, bool log) {
-  ms_dtype half;
-  if (x && nn_half_call(1, &x, &half) && ms_tensor_device(x).type != MS_CPU) {
-    ms_tensor *v;
-    if (nn_widen(1, &x, &v) != MS_OK) return NULL;
-    ms_tensor *wide = softmax_common(v, dim, log), *out = nn_narrow_back(wide, half);
-    ms_tensor_release(v), ms_tensor_release(wide);
-    return out;
-  }
   ms_tensor *out = native_softmax(x, dim, log);
   return grad_kept(out, record_softmax(x, dim, log, out));
 }

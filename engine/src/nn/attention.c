@@ -19,10 +19,22 @@ void native_attention_saved_release(native_attention_saved *s) {
   memset(s, 0, sizeof *s);
 }
 
-static ms_status check_qkv(ms_tensor *q, ms_tensor *k, ms_tensor *v) {
+/* bfloat16 on a CPU with AVX-512 BF16 (float32 sums over bfloat16 operands,
+ * kernels/cpu/attention_bf16.h), and bfloat16 or float16 on CUDA (float32 arithmetic and
+ * accumulators, kernels/cuda/attention.cu); a mask, if any, bool or of q's dtype. */
+bool native_attention_half(const ms_tensor *q, const ms_tensor *k, const ms_tensor *v, const ms_tensor *mask) {
+  if (!ms_dtype_is_half(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype) return false;
+  if (mask && mask->dtype != MS_BOOL && mask->dtype != q->dtype) return false;
+  if (ms_tensor_device(q).type == MS_CUDA) return true;
+  return q->dtype == MS_BFLOAT16 && ms_tensor_device(q).type == MS_CPU && ms_k_gemm_bf16_available();
+}
+
+static ms_status check_qkv(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_tensor *mask) {
   char a[MS_SHAPE_STR_LEN], b[MS_SHAPE_STR_LEN], c[MS_SHAPE_STR_LEN];
-  if (nn_check_float_or_bf16_any(OP, "query", q) || nn_check_param_any(OP, "key", k, q->dtype, -1) ||
-      nn_check_param_any(OP, "value", v, q->dtype, -1) || ms_check_same_device(OP, 3, (ms_tensor *[]){q, k, v}))
+  bool half = native_attention_half(q, k, v, mask);
+  if ((half ? nn_check_float_or_half_any : nn_check_float_or_bf16_any)(OP, "query", q) ||
+      nn_check_param_any(OP, "key", k, q->dtype, -1) || nn_check_param_any(OP, "value", v, q->dtype, -1) ||
+      ms_check_same_device(OP, 3, (ms_tensor *[]){q, k, v}))
     return MS_ERR_ARG;
   if (q->ndim < 2 || k->ndim != q->ndim || v->ndim != q->ndim)
     return ms_error(MS_ERR_ARG, OP ": query, key and value must have the same number of dims, at least 2 "
@@ -123,15 +135,15 @@ static ms_tensor *kernel_operand(ms_tensor *t, int64_t st[MS_K_MAX_DIMS], int64_
   return u;
 }
 
-/* The rows' logsumexp (and the backward's delta): float32 for bfloat16 inputs, whose kernel sums in
+/* The rows' logsumexp (and the backward's delta): float32 for 16-bit inputs, whose kernels sum in
  * float32 (kernel_table.h), else the inputs' dtype. */
-static ms_dtype lse_dtype(ms_dtype dt) { return dt == MS_BFLOAT16 ? MS_FLOAT32 : dt; }
+static ms_dtype lse_dtype(ms_dtype dt) { return nn_stat_dtype(dt); }
 
 ms_tensor *native_attention(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_sdpa_options *o,
                             native_attention_saved *s) {
   memset(s, 0, sizeof *s);
   if (!q || !k || !v) return ms_error(MS_ERR_ARG, OP ": query, key and value are required"), NULL;
-  if (check_qkv(q, k, v) || check_options(q, o) || fill_geom(q, k, v, o, &s->g)) return NULL;
+  if (check_qkv(q, k, v, o->attn_mask) || check_options(q, o) || fill_geom(q, k, v, o, &s->g)) return NULL;
   ms_k_attn_geom *g = &s->g;
   int64_t shape[MS_MAX_DIMS];
   memcpy(shape, q->shape, sizeof(int64_t) * (size_t)q->ndim);

@@ -27,9 +27,9 @@ ms_status nn_check_4d_any(const char *op, const char *arg, const ms_tensor *x) {
   return st == MS_OK ? nn_check_float_any(op, arg, x) : st;
 }
 
-ms_status nn_check_4d_float_or_bf16_any(const char *op, const char *arg, const ms_tensor *x) {
+ms_status nn_check_4d_float_or_half_any(const char *op, const char *arg, const ms_tensor *x) {
   ms_status st = check_4d_shape(op, arg, x);
-  return st == MS_OK ? nn_check_float_or_bf16_any(op, arg, x) : st;
+  return st == MS_OK ? nn_check_float_or_half_any(op, arg, x) : st;
 }
 
 ms_status nn_check_pair(const char *op, const char *arg, const int64_t v[2], int64_t min) {
@@ -87,8 +87,9 @@ static ms_status check_weight(const ms_tensor *x, const ms_tensor *w, const ms_t
 /* Fills the kernel geometry (output size included) after checking every argument. */
 static ms_status conv_geometry(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, const int64_t st[2],
                                const int64_t pad[2], const int64_t dil[2], int64_t groups, ms_k_conv2d_geom *g) {
-  /* bfloat16 reaches here only on its native path (ms_conv2d widens the other 16-bit cases) */
-  if (nn_check_4d_float_or_bf16_any("conv2d", "input", x) != MS_OK ||
+  /* 16-bit reaches here only on its native paths (ms_conv2d widens the other cases) */
+  bool half = native_conv2d_half(x, w, b, groups);
+  if ((half ? nn_check_4d_float_or_half_any : nn_check_4d_any)("conv2d", "input", x) != MS_OK ||
       check_weight(x, w, b, groups) != MS_OK)
     return MS_ERR_ARG;
   if (nn_check_pair("conv2d", "stride", st, 1) || nn_check_pair("conv2d", "padding", pad, 0) ||
@@ -169,10 +170,13 @@ static ms_tensor *conv_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b, const m
 }
 
 /* bfloat16 on the CPU with groups = 1 runs kernels/cpu/conv_bf16.c (vdpbf16ps GEMMs, float32
- * sums, one rounding) where the CPU has AVX-512 BF16; anything else 16-bit widens to float32. */
-bool native_conv2d_bf16(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, int64_t groups) {
-  return x->dtype == MS_BFLOAT16 && w->dtype == MS_BFLOAT16 && (!b || b->dtype == MS_BFLOAT16) &&
-         groups == 1 && ms_tensor_device(x).type == MS_CPU && ms_k_conv2d_bf16_direct();
+ * sums, one rounding) where the CPU has AVX-512 BF16; bfloat16 and float16 on CUDA run cuDNN on
+ * the 16-bit tensors (float32 compute, kernels/cuda/conv_cudnn.c); anything else 16-bit widens
+ * to float32. */
+bool native_conv2d_half(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, int64_t groups) {
+  if (!ms_dtype_is_half(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype)) return false;
+  if (ms_tensor_device(x).type != MS_CPU) return true;
+  return x->dtype == MS_BFLOAT16 && groups == 1 && ms_k_conv2d_bf16_direct();
 }
 
 ms_tensor *native_conv2d(ms_tensor *x, ms_tensor *w, ms_tensor *b, const int64_t stride[2],

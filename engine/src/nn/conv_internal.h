@@ -10,9 +10,10 @@
 ms_status nn_check_4d(const char *op, const char *arg, const ms_tensor *x);
 /* The same for ops with a CUDA kernel: x may be on any device. */
 ms_status nn_check_4d_any(const char *op, const char *arg, const ms_tensor *x);
-/* The same, bfloat16 admitted too: for the ops with a native bfloat16 CPU path (conv2d,
- * max_pool2d). */
-ms_status nn_check_4d_float_or_bf16_any(const char *op, const char *arg, const ms_tensor *x);
+/* The same, bfloat16 and float16 admitted too: for a 16-bit x that has a native path (the
+ * caller decides: conv2d and max_pool2d in bfloat16 on the CPU, every 16-bit pool and conv on
+ * CUDA). */
+ms_status nn_check_4d_float_or_half_any(const char *op, const char *arg, const ms_tensor *x);
 /* MS_OK when each of the pair is >= min; else "op: arg must be >= min, got (a, b)". */
 ms_status nn_check_pair(const char *op, const char *arg, const int64_t v[2], int64_t min);
 /* Checks a sliding window's geometry on both spatial axes: the padded input size in + 2 * pad

@@ -2,7 +2,8 @@
  * transpose and any transposed view of x are passed as strides, never copied; only a >2-D x
  * that is not contiguous is copied once, to flatten its leading dims. bfloat16 operands on a CPU with
  * AVX-512 BF16 run the bfloat16 GEMM (float32 sums, one rounding of each result), the way
- * FSDP's bfloat16 mixed precision computes; other 16-bit cases are widened to float32. */
+ * FSDP's bfloat16 mixed precision computes, and so do bfloat16 and float16 on CUDA (cuBLAS's
+ * GEMM on the 16-bit operands, float32 accumulation); other 16-bit cases are widened to float32. */
 #include "native/dispatch.h"
 #include "nn/nn_internal.h"
 #include "nn/nn_native.h"
@@ -45,11 +46,12 @@ static ms_tensor *as_matrix(ms_tensor *t) {
   return native_reshape(t, 2, shape);
 }
 
-/* Whether x, w and b (NULL allowed) run the bfloat16 GEMM: all bfloat16, on the CPU, which has
- * AVX-512 BF16. */
-bool native_linear_bf16(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
-  return x && w && x->dtype == MS_BFLOAT16 && w->dtype == MS_BFLOAT16 && (!b || b->dtype == MS_BFLOAT16) &&
-         ms_tensor_device(x).type == MS_CPU && ms_k_gemm_bf16_available();
+/* Whether x, w and b (NULL allowed) run a 16-bit GEMM: all of one 16-bit dtype, on CUDA (mm and
+ * addmm hand the 16-bit operands to cuBLAS), or bfloat16 on a CPU that has AVX-512 BF16. */
+bool native_linear_half(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
+  if (!x || !w || !ms_dtype_is_half(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype)) return false;
+  if (ms_tensor_device(x).type == MS_CUDA) return true;
+  return x->dtype == MS_BFLOAT16 && ms_tensor_device(x).type == MS_CPU && ms_k_gemm_bf16_available();
 }
 
 /* t (of acc_dtype(dt)) rounded to dt (t itself when it is already); NULL passes through. */
@@ -57,7 +59,8 @@ static ms_tensor *rounded(ms_tensor *t, ms_dtype dt) { return t ? native_to_dtyp
 
 static ms_status check_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
-  if (nn_check_float_or_bf16_any("linear", "input", x)) return MS_ERR_ARG;
+  if ((native_linear_half(x, w, b) ? nn_check_float_or_half_any : nn_check_float_any)("linear", "input", x))
+    return MS_ERR_ARG;
   if (nn_check_param_any("linear", "weight", w, x->dtype, -1)) return MS_ERR_ARG;
   if (ms_check_same_device("linear", 3, (ms_tensor *[]){x, w, b})) return MS_ERR_ARG;
   if (w->ndim != 2)

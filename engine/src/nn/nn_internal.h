@@ -20,9 +20,9 @@ ms_status nn_check_float_any(const char *op, const char *arg, const ms_tensor *t
 /* nn_check_float_any with bfloat16 accepted too, for ops whose native bfloat16 path reaches
  * the check (linear, conv2d); their other 16-bit cases are widened before it. */
 ms_status nn_check_float_or_bf16_any(const char *op, const char *arg, const ms_tensor *t);
-/* nn_check_float_any with bfloat16 and float16 accepted on the CPU, for ops whose CPU kernels
- * take 16-bit floats (softmax, the activations, embedding, layer_norm); on CUDA they are refused
- * ("not implemented for CUDA bfloat16 tensors yet"), never computed wrongly. */
+/* nn_check_float_any with bfloat16 and float16 accepted, for ops whose kernels take 16-bit
+ * floats on every device (softmax, the activations, embedding, layer_norm; float32 arithmetic,
+ * one rounding per stored value) and for the 16-bit cases that pool.c and conv.c admit. */
 ms_status nn_check_float_or_half_any(const char *op, const char *arg, const ms_tensor *t);
 /* The dtype a 16-bit op keeps statistics and parameters in: float32 for 16-bit dt (PyTorch's
  * rule), else dt itself. */

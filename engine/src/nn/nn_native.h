@@ -48,16 +48,16 @@ ms_tensor *native_embedding_backward(ms_tensor *indices, ms_tensor *grad_output,
                                      ms_dtype dt, int64_t padding_idx, int64_t index_base);
 
 /* ---- linear.c -------------------------------------------------------------------------------- */
-/* Whether x, w, b run the native bfloat16 GEMM (else 16-bit operands must be widened). */
-bool native_linear_bf16(ms_tensor *x, ms_tensor *w, ms_tensor *b);
+/* Whether x, w, b run a native 16-bit GEMM (else 16-bit operands must be widened). */
+bool native_linear_half(ms_tensor *x, ms_tensor *w, ms_tensor *b);
 ms_tensor *native_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b);
 /* grads: input, weight, bias. */
 ms_status native_linear_backward(ms_tensor *x, ms_tensor *w, ms_tensor *grad_output, const bool need[3],
                                  ms_tensor *grads[3]);
 
 /* ---- conv.c ---------------------------------------------------------------------------------- */
-/* Whether x, w, b run the native bfloat16 convolution (else 16-bit operands must be widened). */
-bool native_conv2d_bf16(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, int64_t groups);
+/* Whether x, w, b run a native 16-bit convolution (else 16-bit operands must be widened). */
+bool native_conv2d_half(const ms_tensor *x, const ms_tensor *w, const ms_tensor *b, int64_t groups);
 ms_tensor *native_conv2d(ms_tensor *x, ms_tensor *w, ms_tensor *b, const int64_t stride[2],
                          const int64_t padding[2], const int64_t dilation[2], int64_t groups);
 /* x, w: the forward's input and weight; grads: input, weight, bias. */
@@ -66,6 +66,9 @@ ms_status native_conv2d_backward(ms_tensor *x, ms_tensor *w, ms_tensor *grad_out
                                  const bool need[3], ms_tensor *grads[3]);
 
 /* ---- pool.c: *g receives the checked geometry the backward reads ----------------------------- */
+/* Whether a 16-bit x has a native kernel for max (`max`) or average pooling; false for other
+ * dtypes. grad_pool.c widens the 16-bit cases without one. */
+bool native_pool2d_half(const ms_tensor *x, bool max);
 /* *indices is made only when want_indices or on CUDA (whose kernel always writes them); else NULL. */
 ms_status native_max_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                             const int64_t padding[2], const int64_t dilation[2], bool ceil_mode,
@@ -94,7 +97,11 @@ ms_tensor *native_layer_norm(ms_tensor *x, int nshape, const int64_t *normalized
 /* grads: input, weight, bias. */
 ms_status native_layer_norm_backward(const native_norm_saved *s, int nshape, ms_tensor *grad_output,
                                      const bool need[3], ms_tensor *grads[3]);
-/* Updates running_mean and running_var in training, as PyTorch. */
+/* Whether a 16-bit x has native batch norm kernels (CUDA's: float32 parameters, statistics and
+ * parameter gradients); the CPU's 16-bit case is widened by grad_normalization.c. */
+bool native_batch_norm_half(const ms_tensor *x);
+/* Updates running_mean and running_var in training, as PyTorch (a 16-bit x may have 16-bit or
+ * float32 parameters and statistics). */
 ms_tensor *native_batch_norm(ms_tensor *x, ms_tensor *running_mean, ms_tensor *running_var, ms_tensor *w,
                              ms_tensor *b, bool training, double momentum, double eps, native_norm_saved *saved);
 ms_status native_batch_norm_backward(const native_norm_saved *s, bool training, ms_tensor *grad_output,
@@ -133,6 +140,8 @@ typedef struct native_attention_saved {
   ms_k_attn_geom g;
 } native_attention_saved;
 void native_attention_saved_release(native_attention_saved *s);
+/* Whether 16-bit q, k, v (and mask) run a native 16-bit attention (else they are widened). */
+bool native_attention_half(const ms_tensor *q, const ms_tensor *k, const ms_tensor *v, const ms_tensor *mask);
 /* q (..., L, E), k (..., S, E), v (..., S, Ev) of one float dtype and device -> (..., L, Ev). */
 ms_tensor *native_attention(ms_tensor *q, ms_tensor *k, ms_tensor *v, const ms_sdpa_options *o,
                             native_attention_saved *saved);

@@ -19,8 +19,6 @@ ms_status nn_check_float_or_half_any(const char *op, const char *arg, const ms_t
   if (!ms_dtype_is_half(t->dtype) && t->dtype != MS_FLOAT32 && t->dtype != MS_FLOAT64)
     return ms_error(MS_ERR_ARG, "%s: %s must be float32, float64, bfloat16 or float16, got %s", op, arg,
                     ms_dtype_name(t->dtype));
-  if (ms_dtype_is_half(t->dtype) && ms_tensor_device(t).type != MS_CPU)
-    return ms_error(MS_ERR_ARG, "%s: not implemented for CUDA %s tensors yet", op, ms_dtype_name(t->dtype));
   return ms_tensor_check_data_any(op, t);
 }
 

@@ -128,18 +128,27 @@ ms_status native_batch_norm_backward(const native_norm_saved *s, bool training, 
   return st;
 }
 
+bool native_batch_norm_half(const ms_tensor *x) {
+  return ms_dtype_is_half(x->dtype) && ms_tensor_device(x).type != MS_CPU;
+}
+
+/* A parameter or running statistic of a 16-bit x may be x's dtype or float32 (as layer_norm's). */
+static ms_status check_bn_param(const char *arg, const ms_tensor *p, const ms_tensor *x, int64_t C) {
+  ms_dtype want = p && ms_dtype_is_half(x->dtype) && p->dtype == MS_FLOAT32 ? MS_FLOAT32 : x->dtype;
+  return nn_check_param_any("batch_norm", arg, p, want, C);
+}
+
 static ms_status check_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tensor *w, ms_tensor *b,
                                   bool training) {
   char buf[MS_SHAPE_STR_LEN];
-  if (nn_check_float_any("batch_norm", "input", x)) return MS_ERR_ARG;
+  if ((native_batch_norm_half(x) ? nn_check_float_or_half_any : nn_check_float_any)("batch_norm", "input", x))
+    return MS_ERR_ARG;
   if (x->ndim < 2)
     return ms_error(MS_ERR_ARG, "batch_norm: input must have at least 2 dims (N, C, ...), got %s",
                     ms_shape_str(x->ndim, x->shape, buf, sizeof buf));
   int64_t C = x->shape[1];
-  if (nn_check_param_any("batch_norm", "running_mean", rm, x->dtype, C) ||
-      nn_check_param_any("batch_norm", "running_var", rv, x->dtype, C) ||
-      nn_check_param_any("batch_norm", "weight", w, x->dtype, C) ||
-      nn_check_param_any("batch_norm", "bias", b, x->dtype, C) ||
+  if (check_bn_param("running_mean", rm, x, C) || check_bn_param("running_var", rv, x, C) ||
+      check_bn_param("weight", w, x, C) || check_bn_param("bias", b, x, C) ||
       ms_check_same_device("batch_norm", 5, (ms_tensor *[]){x, rm, rv, w, b}))
     return MS_ERR_ARG;
   if (!training && (!rm || !rv))
@@ -163,30 +172,34 @@ static ms_tensor *inverse_std(ms_tensor *var, double eps) {
   return r;
 }
 
-/* running = (1 - momentum) running + momentum * batch, in place. */
+/* running = (1 - momentum) running + momentum * batch, in place; computed in batch's dtype (a
+ * 16-bit running statistic in float32, rounded once as it is stored, as a widened one is). */
 static ms_status update_running(ms_tensor *running, ms_tensor *batch, double momentum) {
-  ms_tensor *a = scaled(running, 1 - momentum), *c = a ? scaled(batch, momentum) : NULL;
+  ms_tensor *r = native_to_dtype(running, batch->dtype);
+  ms_tensor *a = r ? scaled(r, 1 - momentum) : NULL, *c = a ? scaled(batch, momentum) : NULL;
   ms_tensor *s = c ? native_binary(MS_OP_ADD, ms_operand_tensor(a), ms_operand_tensor(c)) : NULL;
   ms_status st = s ? native_copy_(running, s) : MS_ERR_MEMORY;
-  ms_tensor_release(a), ms_tensor_release(c), ms_tensor_release(s);
+  ms_tensor_release(r), ms_tensor_release(a), ms_tensor_release(c), ms_tensor_release(s);
   return st;
 }
 
-/* The statistics to normalize with (new references in *mean, *invstd). */
+/* The statistics to normalize with (new references in *mean, *invstd), in xc's statistics dtype
+ * (float32 for a 16-bit xc). */
 static ms_status batch_stats(ms_tensor *xc, ms_tensor *rm, ms_tensor *rv, bool training, double momentum,
                              double eps, ms_tensor **mean, ms_tensor **invstd) {
   int64_t N, C, inner;
   nn_split(xc, 1, &N, &C, &inner);
+  ms_dtype sdt = nn_stat_dtype(xc->dtype);
   *invstd = NULL;
   if (!training) {
-    *mean = nn_contiguous(rm, xc->dtype);
-    ms_tensor *v = *mean ? nn_contiguous(rv, xc->dtype) : NULL;
+    *mean = nn_contiguous(rm, sdt);
+    ms_tensor *v = *mean ? nn_contiguous(rv, sdt) : NULL;
     *invstd = v ? inverse_std(v, eps) : NULL;
     ms_tensor_release(v);
     return *invstd ? MS_OK : MS_ERR_MEMORY;
   }
-  *mean = ms_tensor_new_empty_on(ms_tensor_device(xc), 1, &C, xc->dtype);
-  ms_tensor *var = *mean ? ms_tensor_new_empty_on(ms_tensor_device(xc), 1, &C, xc->dtype) : NULL;
+  *mean = ms_tensor_new_empty_on(ms_tensor_device(xc), 1, &C, sdt);
+  ms_tensor *var = *mean ? ms_tensor_new_empty_on(ms_tensor_device(xc), 1, &C, sdt) : NULL;
   if (!var) return MS_ERR_MEMORY;
   native_kernels nk;
   ms_status st = native_kernels_for("batch_norm", ms_tensor_device(xc), &nk);
@@ -209,8 +222,10 @@ ms_tensor *native_batch_norm(ms_tensor *x, ms_tensor *rm, ms_tensor *rv, ms_tens
                              double momentum, double eps, native_norm_saved *saved) {
   *saved = (native_norm_saved){0};
   if (check_batch_norm(x, rm, rv, w, b, training)) return NULL;
-  ms_tensor *xc = nn_contiguous(x, x->dtype), *wc = w ? nn_contiguous(w, x->dtype) : NULL;
-  ms_tensor *bc = b ? nn_contiguous(b, x->dtype) : NULL, *mean = NULL, *invstd = NULL, *out = NULL;
+  /* 16-bit x (CUDA): the kernels read parameters and statistics in float32 */
+  ms_dtype sdt = nn_stat_dtype(x->dtype);
+  ms_tensor *xc = nn_contiguous(x, x->dtype), *wc = w ? nn_contiguous(w, sdt) : NULL;
+  ms_tensor *bc = b ? nn_contiguous(b, sdt) : NULL, *mean = NULL, *invstd = NULL, *out = NULL;
   bool ready = xc && (wc || !w) && (bc || !b);
   if (ready && batch_stats(xc, rm, rv, training, momentum, eps, &mean, &invstd) == MS_OK &&
       (out = ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype))) {

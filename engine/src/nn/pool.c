@@ -22,14 +22,24 @@ static int64_t pooled_size(int64_t in, int64_t padded, int64_t extent, int64_t s
   return out;
 }
 
-/* Checks the window and fills g (planes, sizes, window) for max and avg pooling; x may be on a
- * CUDA device when `any_device` (the op has a kernel there), and bfloat16 when `bf16`. */
+/* CUDA's pooling kernels take bfloat16 and float16 (float32 arithmetic, one rounding per stored
+ * value); the CPU's max pooling bfloat16, a plane at a time widened in cache. */
+bool native_pool2d_half(const ms_tensor *x, bool max) {
+  if (!ms_dtype_is_half(x->dtype)) return false;
+  return ms_tensor_device(x).type != MS_CPU || (max && x->dtype == MS_BFLOAT16);
+}
+
+/* The input check of either pool: 16-bit only where native_pool2d_half (grad_pool.c widens the
+ * other cases first). */
+static ms_status check_pool_input(const char *op, const ms_tensor *x, bool max) {
+  return (native_pool2d_half(x, max) ? nn_check_4d_float_or_half_any : nn_check_4d_any)(op, "input", x);
+}
+
+/* Checks the window and fills g (planes, sizes, window) for max and avg pooling. */
 static ms_status pool_geometry(const char *op, const ms_tensor *x, const int64_t k[2], const int64_t st[2],
-                               const int64_t pad[2], const int64_t dil[2], bool ceil_mode, bool any_device,
-                               bool bf16, ms_k_pool2d_geom *g) {
-  ms_status (*check)(const char *, const char *, const ms_tensor *) =
-      bf16 ? nn_check_4d_float_or_bf16_any : any_device ? nn_check_4d_any : nn_check_4d;
-  if (check(op, "input", x) != MS_OK) return MS_ERR_ARG;
+                               const int64_t pad[2], const int64_t dil[2], bool ceil_mode, bool max,
+                               ms_k_pool2d_geom *g) {
+  if (check_pool_input(op, x, max) != MS_OK) return MS_ERR_ARG;
   if (nn_check_pair(op, "kernel_size", k, 1) || nn_check_pair(op, "stride", st, 1) ||
       nn_check_pair(op, "padding", pad, 0) || nn_check_pair(op, "dilation", dil, 1))
     return MS_ERR_ARG;
@@ -76,8 +86,7 @@ ms_status native_max_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t
                             const int64_t padding[2], const int64_t dilation[2], bool ceil_mode,
                             bool want_indices, ms_tensor **values, ms_tensor **indices, ms_k_pool2d_geom *g) {
   *values = *indices = NULL;
-  /* bfloat16 reaches here on the CPU only, where pool.c widens a plane at a time, in cache */
-  if (pool_geometry("max_pool2d", x, kernel, stride, padding, dilation, ceil_mode, true, true, g) != MS_OK)
+  if (pool_geometry("max_pool2d", x, kernel, stride, padding, dilation, ceil_mode, true, g) != MS_OK)
     return MS_ERR_ARG;
   /* a rule of the slot (kernel_table.h): only the CPU's kernel may skip the indices */
   bool with_indices = want_indices || ms_tensor_device(x).type != MS_CPU;
@@ -187,13 +196,13 @@ static ms_tensor *avg_pool(ms_tensor *x, const ms_k_pool2d_geom *g, bool adaptiv
 ms_tensor *native_avg_pool2d(ms_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                              const int64_t padding[2], bool ceil_mode, bool count_include_pad, ms_k_pool2d_geom *g) {
   const int64_t one[2] = {1, 1};
-  if (pool_geometry("avg_pool2d", x, kernel, stride, padding, one, ceil_mode, true, false, g) != MS_OK) return NULL;
+  if (pool_geometry("avg_pool2d", x, kernel, stride, padding, one, ceil_mode, false, g) != MS_OK) return NULL;
   return avg_pool(x, g, false, count_include_pad);
 }
 
 ms_tensor *native_adaptive_avg_pool2d(ms_tensor *x, int64_t out_h, int64_t out_w, ms_k_pool2d_geom *g) {
   const int64_t size[2] = {out_h, out_w};
-  if (nn_check_4d_any("adaptive_avg_pool2d", "input", x) != MS_OK ||
+  if (check_pool_input("adaptive_avg_pool2d", x, false) != MS_OK ||
       nn_check_pair("adaptive_avg_pool2d", "output_size", size, 1) != MS_OK)
     return NULL;
   int64_t span; /* the windows compute (i + 1) * in + out - 1 for i < out */
