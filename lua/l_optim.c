@@ -249,6 +249,13 @@ static int l_adadelta_slots(lua_State *L) {
   return push_slots(L, v);
 }
 
+/* slots_buffer(like): ms_optim_slots_new, the hp of a captured step */
+static int l_slots_buffer(lua_State *L) {
+  ms_tensor *like = ms_lua_check_tensor(L, 1, "_optim.slots_buffer");
+  bind_check_end(L, 2, "_optim.slots_buffer");
+  return bind_push_result(L, ms_optim_slots_new(like));
+}
+
 void bind_open_optim(lua_State *L) {
   static const luaL_Reg fns[] = {
       {"state", l_state},
@@ -263,6 +270,7 @@ void bind_open_optim(lua_State *L) {
       {"sgd_slots", l_sgd_slots},
       {"adam_slots", l_adam_slots},
       {"adadelta_slots", l_adadelta_slots},
+      {"slots_buffer", l_slots_buffer},
       {NULL, NULL},
   };
   luaL_newlib(L, fns);

@@ -250,9 +250,6 @@ local function list_buckets(self, g)
   return order
 end
 
--- Slots the native steps read from a device tensor (kernel_table.h's MS_K_MAX_SLOTS).
-local HP_SLOTS = 8
-
 -- One native call over bucket b. Eagerly the states advance now; under capture they do not (the
 -- captured kernels run only at replays): a replay hook advances them and writes the numbers the
 -- kernels read (the learning rate a scheduler set, the step's bias corrections) into hp before
@@ -276,8 +273,9 @@ function Optimizer:_step_list(g, b, graph)
   local hp
   local device = b.params[1].device
   if graph ~= nil then
-    -- not filled here: a write would be captured too; the hook fills it before each replay
-    hp = ms.empty(HP_SLOTS, { dtype = "float64", device = device })
+    -- made without a kernel or a copy (either would be captured and redone at every replay,
+    -- after the hook's write) and not filled here: the hook fills it before each replay
+    hp = native.slots_buffer(b.params[1])
     local lists = self._graph_lists[graph] or {}
     self._graph_lists[graph] = lists
     lists[#lists + 1] = { group = g, params = b.params, hp = hp }

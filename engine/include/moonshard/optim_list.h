@@ -40,4 +40,10 @@ MS_API int ms_optim_sgd_slots(const ms_sgd_options *o, double *out);
 MS_API int ms_optim_adam_slots(const ms_adam_options *o, double *out);
 MS_API int ms_optim_adadelta_slots(const ms_adadelta_options *o, double *out);
 
+/* A float64 tensor of MS_OPTIM_MAX_SLOTS elements on like's device, uninitialised (counted as
+ * optimizer memory): the hp of a captured step. Made without a kernel or a copy, so that making it
+ * while a CUDA graph is captured records nothing that a replay would redo. New reference; NULL
+ * with an error. */
+MS_API ms_tensor *ms_optim_slots_new(const ms_tensor *like);
+
 #endif

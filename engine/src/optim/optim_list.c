@@ -168,3 +168,11 @@ int ms_optim_adadelta_slots(const ms_adadelta_options *o, double *out) {
   ms_k_adadelta_slots(&hp, out);
   return MS_K_ADADELTA_SLOTS;
 }
+
+ms_tensor *ms_optim_slots_new(const ms_tensor *like) {
+  ms_storage *s = ms_storage_new_on(ms_tensor_device(like), sizeof(double) * MS_OPTIM_MAX_SLOTS, MS_MEM_OPTIMIZER);
+  if (!s) return NULL;
+  ms_tensor *t = ms_tensor_new_view(s, MS_FLOAT64, 1, (int64_t[]){MS_OPTIM_MAX_SLOTS}, (int64_t[]){1}, 0);
+  ms_storage_release(s);
+  return t;
+}
