@@ -273,6 +273,9 @@ enum {
 };
 enum { MS_K_ADADELTA_LR, MS_K_ADADELTA_RHO, MS_K_ADADELTA_EPS, MS_K_ADADELTA_WEIGHT_DECAY, MS_K_ADADELTA_SLOTS };
 #define MS_K_MAX_SLOTS 8
+typedef struct ms_k_slots {
+  double v[MS_K_MAX_SLOTS];
+} ms_k_slots;
 void ms_k_sgd_slots(const ms_k_sgd_hp *hp, double s[MS_K_SGD_SLOTS]);
 void ms_k_adam_slots(const ms_k_adam_hp *hp, double s[MS_K_ADAM_SLOTS]);
 void ms_k_adadelta_slots(const ms_k_adadelta_hp *hp, double s[MS_K_ADADELTA_SLOTS]);
@@ -304,7 +307,10 @@ void ms_k_adadelta_slots(const ms_k_adadelta_hp *hp, double s[MS_K_ADADELTA_SLOT
   X(adam_step_list, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_tensor_list *l,                 \
                      const ms_k_adam_hp *hp, const double *hp_dev))                                \
   X(adadelta_step_list, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_tensor_list *l,             \
-                         const ms_k_adadelta_hp *hp, const double *hp_dev))
+                         const ms_k_adadelta_hp *hp, const double *hp_dev))                        \
+  /* dst[0 .. MS_K_MAX_SLOTS) = s->v, ordered on the stream like a kernel (CUDA: the values travel \
+   * as a kernel's arguments, so no host memory is staged, kept alive or waited for) */           \
+  X(write_slots, (const ms_k_exec *x, double *dst, const ms_k_slots *s))
 
 /* Matrix products and convolutions. */
 #define MS_K_LINALG_KERNELS(X)                                                                     \

@@ -218,35 +218,53 @@ static int l_adadelta_step_list(lua_State *L) {
   return 0;
 }
 
-/* The slots as a float64 CPU tensor of MS_OPTIM_MAX_SLOTS elements (the rest zero): what a
- * captured step's hp tensor receives. */
-static int push_slots(lua_State *L, const double *v) {
+/* The slots (MS_OPTIM_MAX_SLOTS values, the rest zero) written into hp (the argument at idx, made
+ * by slots_buffer; returned) or, without one (NULL), as a new float64 CPU tensor. */
+static int push_slots(lua_State *L, int idx, ms_tensor *hp, const double *v) {
+  if (hp) {
+    bind_check_status(L, ms_optim_slots_write(hp, v));
+    lua_pushvalue(L, idx);
+    return 1;
+  }
   ms_tensor *t = ms_tensor_new_empty(1, (int64_t[]){MS_OPTIM_MAX_SLOTS}, MS_FLOAT64);
   if (t) memcpy(ms_tensor_data(t), v, sizeof(double) * MS_OPTIM_MAX_SLOTS);
   return bind_push_result(L, t);
 }
 
-/* sgd_slots(opts), adam_slots(opts), adadelta_slots(opts): opts as their steps' */
+/* The options table of a slots call sits before its hp argument (see list_opts). */
+static ms_lua_opts slots_opts(lua_State *L, const char *fname, const char *const *known) {
+  bind_check_end(L, 3, fname);
+  return list_opts(L, 1, fname, known);
+}
+
+/* sgd_slots(opts, hp|nil), adam_slots(opts, hp|nil), adadelta_slots(opts, hp|nil): opts as
+ * their steps' */
 static int l_sgd_slots(lua_State *L) {
+  const char *fname = "_optim.sgd_slots";
+  ms_tensor *hp = opt_tensor(L, 2, fname); /* before slots_opts pushes */
   double v[MS_OPTIM_MAX_SLOTS] = {0};
   bool init;
-  ms_sgd_options so = read_sgd(bind_check_opts(L, 1, "_optim.sgd_slots", sgd_known), &init);
+  ms_sgd_options so = read_sgd(slots_opts(L, fname, sgd_known), &init);
   ms_optim_sgd_slots(&so, v);
-  return push_slots(L, v);
+  return push_slots(L, 2, hp, v);
 }
 
 static int l_adam_slots(lua_State *L) {
+  const char *fname = "_optim.adam_slots";
+  ms_tensor *hp = opt_tensor(L, 2, fname); /* before slots_opts pushes */
   double v[MS_OPTIM_MAX_SLOTS] = {0};
-  ms_adam_options ao = read_adam(bind_check_opts(L, 1, "_optim.adam_slots", adam_known));
+  ms_adam_options ao = read_adam(slots_opts(L, fname, adam_known));
   ms_optim_adam_slots(&ao, v);
-  return push_slots(L, v);
+  return push_slots(L, 2, hp, v);
 }
 
 static int l_adadelta_slots(lua_State *L) {
+  const char *fname = "_optim.adadelta_slots";
+  ms_tensor *hp = opt_tensor(L, 2, fname); /* before slots_opts pushes */
   double v[MS_OPTIM_MAX_SLOTS] = {0};
-  ms_adadelta_options ao = read_adadelta(bind_check_opts(L, 1, "_optim.adadelta_slots", adadelta_known));
+  ms_adadelta_options ao = read_adadelta(slots_opts(L, fname, adadelta_known));
   ms_optim_adadelta_slots(&ao, v);
-  return push_slots(L, v);
+  return push_slots(L, 2, hp, v);
 }
 
 /* slots_buffer(like): ms_optim_slots_new, the hp of a captured step */

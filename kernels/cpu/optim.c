@@ -378,3 +378,9 @@ int ms_k_cpu_adadelta_step_list(const ms_k_exec *x, ms_k_dtype dt, const ms_k_te
   run_list(adadelta_block, adadelta_vec, hp, dt, l);
   return 0;
 }
+
+int ms_k_cpu_write_slots(const ms_k_exec *x, double *dst, const ms_k_slots *s) {
+  (void)x;
+  for (int k = 0; k < MS_K_MAX_SLOTS; k++) dst[k] = s->v[k];
+  return 0;
+}

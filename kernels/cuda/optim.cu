@@ -194,6 +194,15 @@ extern "C" int ms_k_cuda_adadelta_step_list(const ms_k_exec *x, ms_k_dtype dt, c
   return launch_list(x, dt, l, adadelta_of(hp), hp_dev);
 }
 
+__global__ void write_slots_kernel(double *dst, ms_k_slots s) {
+  if (threadIdx.x < MS_K_MAX_SLOTS) dst[threadIdx.x] = s.v[threadIdx.x];
+}
+
+extern "C" int ms_k_cuda_write_slots(const ms_k_exec *x, double *dst, const ms_k_slots *s) {
+  write_slots_kernel<<<1, MS_K_MAX_SLOTS, 0, (cudaStream_t)x->stream>>>(dst, *s);
+  return launch_status();
+}
+
 // clr: the decayed learning rate of this step, computed on the host as on the CPU.
 template <typename T>
 __global__ void adagrad_kernel(int64_t n, T *p, const T *g, T *sum, ms_k_adagrad_hp hp, double clr) {

@@ -271,7 +271,6 @@ function Optimizer:_step_list(g, b, graph)
   local nargs = 2 + L.nstates
   local opts = L.opts(g, b, graph ~= nil)
   local hp
-  local device = b.params[1].device
   if graph ~= nil then
     -- made without a kernel or a copy (either would be captured and redone at every replay,
     -- after the hook's write) and not filled here: the hook fills it before each replay
@@ -281,10 +280,10 @@ function Optimizer:_step_list(g, b, graph)
     lists[#lists + 1] = { group = g, params = b.params, hp = hp }
     graph:add_replay_hook(function()
       for _, state in ipairs(b.states) do L.advance(state) end
-      hp:copy_(L.slots(L.opts(g, b, false)))
+      L.slots(L.opts(g, b, false), hp) -- a kernel carries the numbers: the host never waits
     end)
   elseif g.capturable and b.params[1].is_cuda then
-    hp = L.slots(opts):to(device)
+    hp = L.slots(opts, native.slots_buffer(b.params[1]))
   end
   args[nargs + 1], args[nargs + 2] = opts, hp
   L.step(table.unpack(args, 1, nargs + 2))

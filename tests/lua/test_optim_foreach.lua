@@ -254,6 +254,15 @@ T.test("list steps: bad input names the argument", function()
   T.raises(function() native.adadelta_step_list({ p }, { p }, { p }, { q }, o) end,
     "acc_deltas[1] must have the parameter's shape")
   native.adadelta_step_list({}, {}, {}, {}, o) -- an empty list is no work
+  -- the numbers of a captured step: written into a buffer that slots_buffer makes
+  local hp = native.slots_buffer(p)
+  T.eq(hp.dtype, "float64", "slots_buffer dtype")
+  T.eq(hp:numel(), 8, "slots_buffer size")
+  T.truthy(rawequal(native.sgd_slots({ lr = 0.5, momentum = 0.25 }, hp), hp), "returns hp")
+  T.same(hp:tolist(), { 0.5, 0.25, 0, 0, 0, 0, 0, 0 }, 0, "sgd slots")
+  T.raises(function() native.sgd_slots({ lr = 0.5 }, ms.zeros(8)) end,
+    "optim_slots_write", "hp must be a contiguous float64 tensor of at least 8 elements, got float32")
+  T.raises(function() native.sgd_slots({ lr = 0.5 }, hp, 3) end, "_optim.sgd_slots", "unexpected argument")
 end)
 
 T.finish()

@@ -45,5 +45,9 @@ MS_API int ms_optim_adadelta_slots(const ms_adadelta_options *o, double *out);
  * while a CUDA graph is captured records nothing that a replay would redo. New reference; NULL
  * with an error. */
 MS_API ms_tensor *ms_optim_slots_new(const ms_tensor *like);
+/* hp (as ms_optim_slots_new makes it) = values (MS_OPTIM_MAX_SLOTS of them), ordered on hp's
+ * device like a kernel: on CUDA the values travel as a kernel's arguments, so the host neither
+ * stages memory nor waits (a replay hook writes a captured step's numbers so). */
+MS_API ms_status ms_optim_slots_write(ms_tensor *hp, const double *values);
 
 #endif

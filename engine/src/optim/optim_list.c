@@ -46,17 +46,21 @@ static ms_status check_entry(const list_spec *sp, const ms_optim_list *l, int i,
   return st;
 }
 
+static ms_status check_hp(const char *op, const ms_tensor *hp) {
+  if (hp->dtype != MS_FLOAT64 || !ms_tensor_is_contiguous(hp) || ms_tensor_numel(hp) < MS_K_MAX_SLOTS)
+    return ms_error(MS_ERR_ARG, "%s: hp must be a contiguous float64 tensor of at least %d elements, got %s of %lld",
+                    op, MS_K_MAX_SLOTS, ms_dtype_name(hp->dtype), (long long)ms_tensor_numel(hp));
+  return ms_tensor_check_data_any(op, hp);
+}
+
 /* The device pointer of l->hp for the kernels: NULL without one or on the CPU (which reads the
  * options: capturable changes nothing there). */
 static ms_status hp_pointer(const char *op, const ms_optim_list *l, const double **hp_dev) {
   *hp_dev = NULL;
   ms_tensor *hp = l->hp, *p0 = l->param[0];
   if (!hp || ms_tensor_device(p0).type == MS_CPU) return MS_OK;
-  if (hp->dtype != MS_FLOAT64 || !ms_tensor_is_contiguous(hp) || ms_tensor_numel(hp) < MS_K_MAX_SLOTS)
-    return ms_error(MS_ERR_ARG, "%s: hp must be a contiguous float64 tensor of at least %d elements, got %s of %lld",
-                    op, MS_K_MAX_SLOTS, ms_dtype_name(hp->dtype), (long long)ms_tensor_numel(hp));
-  ms_status st = ms_check_same_device(op, 2, (ms_tensor *[]){p0, hp});
-  if (st == MS_OK) st = ms_tensor_check_data_any(op, hp);
+  ms_status st = check_hp(op, hp);
+  if (st == MS_OK) st = ms_check_same_device(op, 2, (ms_tensor *[]){p0, hp});
   if (st == MS_OK) *hp_dev = ms_tensor_data(hp);
   return st;
 }
@@ -175,4 +179,17 @@ ms_tensor *ms_optim_slots_new(const ms_tensor *like) {
   ms_tensor *t = ms_tensor_new_view(s, MS_FLOAT64, 1, (int64_t[]){MS_OPTIM_MAX_SLOTS}, (int64_t[]){1}, 0);
   ms_storage_release(s);
   return t;
+}
+
+ms_status ms_optim_slots_write(ms_tensor *hp, const double *values) {
+  if (!hp || !values) return ms_error(MS_ERR_ARG, "optim_slots_write: hp and values are required");
+  ms_status st = check_hp("optim_slots_write", hp);
+  native_kernels nk;
+  if (st == MS_OK) st = native_kernels_for("optim_slots_write", ms_tensor_device(hp), &nk);
+  if (st != MS_OK) return st;
+  ms_k_slots s;
+  for (int k = 0; k < MS_K_MAX_SLOTS; k++) s.v[k] = values[k];
+  st = native_kernel_status(&nk, nk.k->write_slots(&nk.x, ms_tensor_data(hp), &s));
+  if (st == MS_OK) ms_tensor_bump_version(hp);
+  return st;
 }
