@@ -237,34 +237,37 @@ static ms_lua_opts slots_opts(lua_State *L, const char *fname, const char *const
   return list_opts(L, 1, fname, known);
 }
 
-/* sgd_slots(opts, hp|nil), adam_slots(opts, hp|nil), adadelta_slots(opts, hp|nil): opts as
- * their steps' */
-static int l_sgd_slots(lua_State *L) {
-  const char *fname = "_optim.sgd_slots";
-  ms_tensor *hp = opt_tensor(L, 2, fname); /* before slots_opts pushes */
-  double v[MS_OPTIM_MAX_SLOTS] = {0};
+/* The slots of one optimizer's options: fill reads them and derives the values. */
+typedef void (*slots_fill)(ms_lua_opts o, double *v);
+
+static void sgd_fill(ms_lua_opts o, double *v) {
   bool init;
-  ms_sgd_options so = read_sgd(slots_opts(L, fname, sgd_known), &init);
+  ms_sgd_options so = read_sgd(o, &init);
   ms_optim_sgd_slots(&so, v);
-  return push_slots(L, 2, hp, v);
 }
 
-static int l_adam_slots(lua_State *L) {
-  const char *fname = "_optim.adam_slots";
-  ms_tensor *hp = opt_tensor(L, 2, fname); /* before slots_opts pushes */
-  double v[MS_OPTIM_MAX_SLOTS] = {0};
-  ms_adam_options ao = read_adam(slots_opts(L, fname, adam_known));
+static void adam_fill(ms_lua_opts o, double *v) {
+  ms_adam_options ao = read_adam(o);
   ms_optim_adam_slots(&ao, v);
+}
+
+static void adadelta_fill(ms_lua_opts o, double *v) {
+  ms_adadelta_options ao = read_adadelta(o);
+  ms_optim_adadelta_slots(&ao, v);
+}
+
+/* <name>_slots(opts, hp|nil): opts as the step's */
+static int slots_call(lua_State *L, const char *fname, const char *const *known, slots_fill fill) {
+  ms_tensor *hp = opt_tensor(L, 2, fname); /* before slots_opts pushes */
+  double v[MS_OPTIM_MAX_SLOTS] = {0};
+  fill(slots_opts(L, fname, known), v);
   return push_slots(L, 2, hp, v);
 }
 
+static int l_sgd_slots(lua_State *L) { return slots_call(L, "_optim.sgd_slots", sgd_known, sgd_fill); }
+static int l_adam_slots(lua_State *L) { return slots_call(L, "_optim.adam_slots", adam_known, adam_fill); }
 static int l_adadelta_slots(lua_State *L) {
-  const char *fname = "_optim.adadelta_slots";
-  ms_tensor *hp = opt_tensor(L, 2, fname); /* before slots_opts pushes */
-  double v[MS_OPTIM_MAX_SLOTS] = {0};
-  ms_adadelta_options ao = read_adadelta(slots_opts(L, fname, adadelta_known));
-  ms_optim_adadelta_slots(&ao, v);
-  return push_slots(L, 2, hp, v);
+  return slots_call(L, "_optim.adadelta_slots", adadelta_known, adadelta_fill);
 }
 
 /* slots_buffer(like): ms_optim_slots_new, the hp of a captured step */
