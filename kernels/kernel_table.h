@@ -252,6 +252,42 @@ typedef struct ms_k_attn_geom {
   X(masked_scale, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, const void *in,                   \
                    const uint8_t *mask, double scale, void *y))
 
+/* The tensors of one multi-tensor optimizer launch: tensor i has n[i] contiguous elements (0
+ * allowed) in the arrays arr[a][i], a = 0 the parameter, 1 its gradient (only read), 2.. the
+ * states in the single-tensor row's order (NULL where the options use none). At most
+ * MS_K_LIST_MAX tensors, so that CUDA takes the list as one kernel argument (well under the
+ * 4 KiB every GPU accepts); the engine cuts a longer list into chunks. */
+#define MS_K_LIST_MAX 48
+#define MS_K_LIST_ARRAYS 5
+typedef struct ms_k_tensor_list {
+  int count;
+  int64_t n[MS_K_LIST_MAX];
+  void *arr[MS_K_LIST_ARRAYS][MS_K_LIST_MAX];
+} ms_k_tensor_list;
+
+/* The float64 numbers a list step computes with, in device memory when captured (hp_dev): every
+ * value a schedule or the step count changes, derived on the host as the single-tensor steps
+ * derive them (Adam's step size and bias correction, AdamW's decay factor). ms_k_*_slots
+ * (kernels/cpu/optim.c) fill them from an hp struct; the flags (maximize, nesterov, amsgrad,
+ * decoupled, init_buffer) stay in hp. */
+enum { MS_K_SGD_LR, MS_K_SGD_MOMENTUM, MS_K_SGD_DAMPENING, MS_K_SGD_WEIGHT_DECAY, MS_K_SGD_SLOTS };
+enum {
+  MS_K_ADAM_BETA1, MS_K_ADAM_BETA2, MS_K_ADAM_EPS,
+  MS_K_ADAM_STEP_SIZE, /* lr / (1 - beta1^step) */
+  MS_K_ADAM_BC2_SQRT,  /* sqrt(1 - beta2^step) */
+  MS_K_ADAM_DECAY,     /* AdamW: 1 - lr weight_decay; Adam: 1 */
+  MS_K_ADAM_L2,        /* Adam: weight_decay; AdamW: 0 */
+  MS_K_ADAM_SLOTS
+};
+enum { MS_K_ADADELTA_LR, MS_K_ADADELTA_RHO, MS_K_ADADELTA_EPS, MS_K_ADADELTA_WEIGHT_DECAY, MS_K_ADADELTA_SLOTS };
+#define MS_K_MAX_SLOTS 8
+typedef struct ms_k_slots {
+  double v[MS_K_MAX_SLOTS];
+} ms_k_slots;
+void ms_k_sgd_slots(const ms_k_sgd_hp *hp, double s[MS_K_SGD_SLOTS]);
+void ms_k_adam_slots(const ms_k_adam_hp *hp, double s[MS_K_ADAM_SLOTS]);
+void ms_k_adadelta_slots(const ms_k_adadelta_hp *hp, double s[MS_K_ADADELTA_SLOTS]);
+
 /* Fused optimizer steps: one pass over n contiguous elements of a parameter (dt F32 or F64), its
  * gradient (only read) and its state, with kernels.h's ms_k_*_step formulas (PyTorch's, computed
  * in double, rounded once per stored value); a state an option does not use is NULL. */
@@ -269,7 +305,20 @@ typedef struct ms_k_attn_geom {
   /* grad_avg NULL unless centered; momentum_buffer NULL unless momentum > 0 */                    \
   X(rmsprop_step, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *param, const void *grad,    \
                    void *square_avg, void *grad_avg, void *momentum_buffer,                        \
-                   const ms_k_rmsprop_hp *hp))
+                   const ms_k_rmsprop_hp *hp))                                                     \
+  /* Multi-tensor steps (PyTorch's foreach): the step above over every tensor of l at once (one   \
+   * CUDA launch, one threaded pass on the CPU), bit for bit the single-tensor row on each. hp_dev: \
+   * NULL, or (CUDA only) device memory holding the MS_K_*_SLOTS values that replace hp's, read   \
+   * when the kernel runs (a step captured in a CUDA graph sees each replay's values). */         \
+  X(sgd_step_list, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_tensor_list *l,                  \
+                    const ms_k_sgd_hp *hp, const double *hp_dev))                                  \
+  X(adam_step_list, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_tensor_list *l,                 \
+                     const ms_k_adam_hp *hp, const double *hp_dev))                                \
+  X(adadelta_step_list, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_tensor_list *l,             \
+                         const ms_k_adadelta_hp *hp, const double *hp_dev))                        \
+  /* dst[0 .. MS_K_MAX_SLOTS) = s->v, ordered on the stream like a kernel (CUDA: the values travel \
+   * as a kernel's arguments, so no host memory is staged, kept alive or waited for) */           \
+  X(write_slots, (const ms_k_exec *x, double *dst, const ms_k_slots *s))
 
 /* Matrix products and convolutions. */
 #define MS_K_LINALG_KERNELS(X)                                                                     \

@@ -4,7 +4,8 @@
  * so each formula is written once and float32 rounds once per stored value. Where the CPU has
  * AVX2, the float32 steps of Adadelta, Adam/AdamW and SGD run a vector loop instead (its "vec"
  * function, optim_*_body.h): the same double formula without the staging copies, bit for bit;
- * the staged loop does the tail. */
+ * the staged loop does the tail. The list steps (PyTorch's foreach) run the same functions over
+ * the running count of many tensors in one parallel pass. */
 #include <math.h>
 
 #include "kernels/kernel_table.h"
@@ -75,6 +76,39 @@ static void run(block_fn fn, vec_fn vec, const void *hp, ms_k_dtype dt, int64_t 
   /* the grad is cast to void * only to share the array table; it is never written */
   optim_job j = {fn, vec, hp, dt, {param, (void *)grad, s0, s1, s2}};
   ms_k_parallel_for(n, OPTIM_GRAIN, run_range, &j);
+}
+
+/* ---- multi-tensor steps: one parallel pass over the elements of every tensor of a list ---- */
+typedef struct {
+  block_fn fn;
+  vec_fn vec;
+  const void *hp;
+  ms_k_dtype dt;
+  const ms_k_tensor_list *l;
+  int64_t first[MS_K_LIST_MAX + 1]; /* where tensor i starts in the list's running count */
+} list_job;
+
+/* The part of [begin, end) (of the running count) in each tensor, as run_range runs it on that
+ * tensor alone: elementwise updates do not care where a range is cut. */
+static void run_list_range(void *ctx, int64_t begin, int64_t end) {
+  const list_job *lj = ctx;
+  for (int t = 0; t < lj->l->count; t++) {
+    int64_t lo = begin > lj->first[t] ? begin : lj->first[t];
+    int64_t hi = end < lj->first[t + 1] ? end : lj->first[t + 1];
+    if (lo >= hi) continue;
+    optim_job j = {lj->fn, lj->vec, lj->hp, lj->dt, {NULL}};
+    for (int a = 0; a < ARR_COUNT; a++) j.arr[a] = lj->l->arr[a][t];
+    run_range(&j, lo - lj->first[t], hi - lj->first[t]);
+  }
+}
+
+/* arrays the options leave unused are NULL in l (the engine's duty), as run's s0..s2 are */
+static void run_list(block_fn fn, vec_fn vec, const void *hp, ms_k_dtype dt,
+                     const ms_k_tensor_list *l) {
+  list_job lj = {fn, vec, hp, dt, l, {0}};
+  if (dt != MS_K_F32 || !ms_k_cpu_avx2()) lj.vec = NULL;
+  for (int t = 0; t < l->count; t++) lj.first[t + 1] = lj.first[t] + (l->n[t] > 0 ? l->n[t] : 0);
+  if (lj.first[l->count] > 0) ms_k_parallel_for(lj.first[l->count], OPTIM_GRAIN, run_list_range, &lj);
 }
 
 /* The gradient as the update sees it: negated to maximize, plus L2 weight decay. */
@@ -156,9 +190,15 @@ static int64_t adam_vec(const void *ctxv, int64_t n, float *const *a) {
       c->hp, c->step_size, c->bias_correction2_sqrt, n, a[0], a[1], a[2], a[3], a[4]);
 }
 
+/* The per-step numbers, computed once as PyTorch does in Python. */
+static adam_ctx adam_ctx_of(const ms_k_adam_hp *hp) {
+  adam_ctx c = {hp, hp->lr / (1 - pow(hp->beta1, hp->step)), sqrt(1 - pow(hp->beta2, hp->step))};
+  return c;
+}
+
 void ms_k_adam_step(ms_k_dtype dt, int64_t n, void *param, const void *grad, void *exp_avg,
                     void *exp_avg_sq, void *max_exp_avg_sq, const ms_k_adam_hp *hp) {
-  adam_ctx c = {hp, hp->lr / (1 - pow(hp->beta1, hp->step)), sqrt(1 - pow(hp->beta2, hp->step))};
+  adam_ctx c = adam_ctx_of(hp);
   run(adam_block, adam_vec, &c, dt, n, param, grad, exp_avg, exp_avg_sq,
       hp->amsgrad ? max_exp_avg_sq : NULL);
 }
@@ -292,5 +332,55 @@ int ms_k_cpu_rmsprop_step(const ms_k_exec *x, ms_k_dtype dt, int64_t n, void *pa
                           void *momentum_buffer, const ms_k_rmsprop_hp *hp) {
   (void)x;
   ms_k_rmsprop_step(dt, n, param, grad, square_avg, grad_avg, momentum_buffer, hp);
+  return 0;
+}
+
+/* ---- the slots of the list steps (kernel_table.h), derived as the steps above derive them ---- */
+
+void ms_k_sgd_slots(const ms_k_sgd_hp *hp, double s[MS_K_SGD_SLOTS]) {
+  s[MS_K_SGD_LR] = hp->lr, s[MS_K_SGD_MOMENTUM] = hp->momentum;
+  s[MS_K_SGD_DAMPENING] = hp->dampening, s[MS_K_SGD_WEIGHT_DECAY] = hp->weight_decay;
+}
+
+void ms_k_adam_slots(const ms_k_adam_hp *hp, double s[MS_K_ADAM_SLOTS]) {
+  adam_ctx c = adam_ctx_of(hp);
+  s[MS_K_ADAM_BETA1] = hp->beta1, s[MS_K_ADAM_BETA2] = hp->beta2, s[MS_K_ADAM_EPS] = hp->eps;
+  s[MS_K_ADAM_STEP_SIZE] = c.step_size, s[MS_K_ADAM_BC2_SQRT] = c.bias_correction2_sqrt;
+  s[MS_K_ADAM_DECAY] = hp->decoupled ? 1 - hp->lr * hp->weight_decay : 1;
+  s[MS_K_ADAM_L2] = hp->decoupled ? 0 : hp->weight_decay;
+}
+
+void ms_k_adadelta_slots(const ms_k_adadelta_hp *hp, double s[MS_K_ADADELTA_SLOTS]) {
+  s[MS_K_ADADELTA_LR] = hp->lr, s[MS_K_ADADELTA_RHO] = hp->rho;
+  s[MS_K_ADADELTA_EPS] = hp->eps, s[MS_K_ADADELTA_WEIGHT_DECAY] = hp->weight_decay;
+}
+
+/* ---- the table's list steps: the CPU reads hp (its memory is the host's: hp_dev is never set) ---- */
+
+int ms_k_cpu_sgd_step_list(const ms_k_exec *x, ms_k_dtype dt, const ms_k_tensor_list *l,
+                           const ms_k_sgd_hp *hp, const double *hp_dev) {
+  (void)x, (void)hp_dev;
+  run_list(sgd_block, sgd_vec, hp, dt, l);
+  return 0;
+}
+
+int ms_k_cpu_adam_step_list(const ms_k_exec *x, ms_k_dtype dt, const ms_k_tensor_list *l,
+                            const ms_k_adam_hp *hp, const double *hp_dev) {
+  (void)x, (void)hp_dev;
+  adam_ctx c = adam_ctx_of(hp);
+  run_list(adam_block, adam_vec, &c, dt, l);
+  return 0;
+}
+
+int ms_k_cpu_adadelta_step_list(const ms_k_exec *x, ms_k_dtype dt, const ms_k_tensor_list *l,
+                                const ms_k_adadelta_hp *hp, const double *hp_dev) {
+  (void)x, (void)hp_dev;
+  run_list(adadelta_block, adadelta_vec, hp, dt, l);
+  return 0;
+}
+
+int ms_k_cpu_write_slots(const ms_k_exec *x, double *dst, const ms_k_slots *s) {
+  (void)x;
+  for (int k = 0; k < MS_K_MAX_SLOTS; k++) dst[k] = s->v[k];
   return 0;
 }

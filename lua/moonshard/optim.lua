@@ -1,6 +1,9 @@
 -- optim.lua: torch.optim for moonshard: SGD, Adam, AdamW, Adadelta, Adagrad and RMSprop over
--- parameter groups with per-group options, each update one fused native pass per parameter
--- (ms._optim.*_step); the learning-rate schedulers live in optim.lr_scheduler.
+-- parameter groups with per-group options, each update fused native passes: one per group for
+-- SGD, Adam, AdamW and Adadelta (foreach, the default: ms._optim.*_step_list over every
+-- parameter of one device and dtype), else one per parameter (ms._optim.*_step). capturable and
+-- CUDA graph capture: see docs/optimizers.md. The learning-rate schedulers live in
+-- optim.lr_scheduler.
 --
 --   local optim = require "moonshard.optim"
 --   local opt = optim.Adadelta(model:parameters(), {lr = 1.0})
@@ -99,6 +102,9 @@ function Optimizer.init(self, cname, params, defaults, opts)
   self.param_groups = {}
   -- the parameters already placed in a group (the same userdata twice is PyTorch's error)
   self._seen = setmetatable({}, { __mode = "k" })
+  -- by CUDA graph: the lists its capture holds ({group, params, hp}: hp the device numbers its
+  -- replay hook writes), for inspection
+  self._graph_lists = setmetatable({}, { __mode = "k" })
   for _, g in ipairs(param_groups_of(cname, params)) do self:add_param_group(g) end
   return self
 end
@@ -167,25 +173,128 @@ function Optimizer:zero_grad(opts)
   end
 end
 
+-- The CUDA graph being captured (the graphs part's ms.cuda.current_graph), or nil: also where
+-- that function is missing.
+local function current_graph()
+  local cuda = rawget(ms, "cuda") or ms.cuda
+  local f = type(cuda) == "table" and rawget(cuda, "current_graph")
+  if type(f) ~= "function" then return nil end
+  local ok, g = pcall(f)
+  return ok and g or nil
+end
+optim._current_graph = current_graph -- replaced by the tests' fake graph
+
+local function state_of(self, p)
+  local state = self.state[p]
+  if state == nil then
+    state = {}
+    self.state[p] = state
+  end
+  return state
+end
+
 -- One update of every parameter that has a gradient. closure, if given, recomputes the loss
--- (with grad mode on) and its value is returned.
+-- (with grad mode on) and its value is returned. A group whose optimizer class has a
+-- multi-tensor step (its own _list: a subclass that overrides _update keeps its _update) takes it
+-- with foreach, capturable or while a CUDA graph is captured (whose replays must read the
+-- hyper-parameters from the device); otherwise one native call per parameter.
 function Optimizer:step(closure)
   local loss
   if closure ~= nil then loss = ms.enable_grad(closure) end
+  local graph = optim._current_graph()
+  local has_list = rawget(getmetatable(self) or {}, "_list") ~= nil
   for _, g in ipairs(self.param_groups) do
-    for _, p in ipairs(g.params) do
-      local grad <close> = p.grad
-      if grad ~= nil then
-        local state = self.state[p]
-        if state == nil then
-          state = {}
-          self.state[p] = state
-        end
-        self:_update(p, grad, g, state)
+    if has_list and (g.foreach or g.capturable or graph ~= nil) then
+      self:_step_lists(g, graph)
+    else
+      if graph ~= nil then
+        error(("%s: its step cannot be captured in a CUDA graph (its hyper-parameters would be frozen "
+          .. "at their capture values); SGD, Adam, AdamW and Adadelta can be"):format(self.name), 2)
+      end
+      for _, p in ipairs(g.params) do
+        local grad <close> = p.grad
+        if grad ~= nil then self:_update(p, grad, g, state_of(self, p)) end
       end
     end
   end
   return loss
+end
+
+-- ---- multi-tensor steps (foreach, capturable) ------------------------------------------------------
+
+-- The parameters of g that have a gradient, in buckets of what one native call shares: device,
+-- dtype and the optimizer's own key (the step count the kernels use, a new momentum buffer).
+local function list_buckets(self, g)
+  local L = self._list
+  local buckets, order = {}, {}
+  local last_device, last_dtype, last_part, b -- parameters in a row mostly share a bucket
+  for _, p in ipairs(g.params) do
+    local grad = p.grad
+    if grad ~= nil then
+      local state = state_of(self, p)
+      local device, dtype, part = p.device, p.dtype, L.key(state, g)
+      if device ~= last_device or dtype ~= last_dtype or part ~= last_part then
+        local key = device .. "|" .. dtype .. "|" .. part
+        b = buckets[key]
+        if b == nil then
+          b = { part = part, n = 0, params = {}, grads = {}, states = {} }
+          buckets[key] = b
+          order[#order + 1] = b
+        end
+        last_device, last_dtype, last_part = device, dtype, part
+      end
+      local n = b.n + 1
+      b.n, b.params[n], b.grads[n], b.states[n] = n, p, grad, state
+    end
+  end
+  return order
+end
+
+-- One native call over bucket b. Eagerly the states advance now; under capture they do not (the
+-- captured kernels run only at replays): a replay hook advances them and writes the numbers the
+-- kernels read (the learning rate a scheduler set, the step's bias corrections) into hp before
+-- each replay, as an eager step would compute them.
+function Optimizer:_step_list(g, b, graph)
+  local L = self._list
+  if graph ~= nil then
+    for _, state in ipairs(b.states) do
+      if not L.ready(state, g) then
+        error(("%s: a step captured in a CUDA graph needs the optimizer's state: take one eager step "
+          .. "first (make_graphed_step's warmup does)"):format(self.name), 4)
+      end
+    end
+  else
+    for _, state in ipairs(b.states) do L.advance(state) end
+  end
+  local args = { b.params, b.grads }
+  for k, arr in ipairs(L.states(b, g)) do args[2 + k] = arr end
+  local nargs = 2 + L.nstates
+  local opts = L.opts(g, b, graph ~= nil)
+  local hp
+  if graph ~= nil then
+    -- made without a kernel or a copy (either would be captured and redone at every replay,
+    -- after the hook's write) and not filled here: the hook fills it before each replay
+    hp = native.slots_buffer(b.params[1])
+    local lists = self._graph_lists[graph] or {}
+    self._graph_lists[graph] = lists
+    lists[#lists + 1] = { group = g, params = b.params, hp = hp }
+    graph:add_replay_hook(function()
+      for _, state in ipairs(b.states) do L.advance(state) end
+      L.slots(L.opts(g, b, false), hp) -- a kernel carries the numbers: the host never waits
+    end)
+  elseif g.capturable and b.params[1].is_cuda then
+    hp = L.slots(opts, native.slots_buffer(b.params[1]))
+  end
+  args[nargs + 1], args[nargs + 2] = opts, hp
+  L.step(table.unpack(args, 1, nargs + 2))
+end
+
+function Optimizer:_step_lists(g, graph)
+  for _, b in ipairs(list_buckets(self, g)) do
+    self:_step_list(g, b, graph)
+    -- closed: a dead box would hold the grad until a collection
+    for i = 1, #b.grads do local _ <close> = b.grads[i] end
+  end
 end
 
 function Optimizer:state_dict()
@@ -291,11 +400,30 @@ local function state_tensor(state, key, p, value)
   return t
 end
 
+-- The arrays of each named state over a bucket, made where missing.
+local function state_arrays(b, names)
+  local out, params, states = {}, b.params, b.states
+  for k, name in ipairs(names) do
+    local arr = {}
+    for i = 1, b.n do arr[i] = states[i][name] or state_tensor(states[i], name, params[i]) end
+    out[k] = arr
+  end
+  return out
+end
+
 -- ---- SGD -------------------------------------------------------------------------------------
 
 local SGD = class(Optimizer)
 optim.SGD = SGD
-SGD.defaults = { momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false }
+SGD.defaults = { momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false,
+                 foreach = true, capturable = false }
+
+local function sgd_opts(g, init)
+  return {
+    lr = g.lr, momentum = g.momentum, dampening = g.dampening, weight_decay = g.weight_decay,
+    nesterov = g.nesterov, maximize = g.maximize, init = init,
+  }
+end
 
 function SGD.new(params, opts)
   local self = setmetatable({}, SGD)
@@ -317,11 +445,26 @@ function SGD:_update(p, grad, g, state)
     init = state.momentum_buffer == nil
     buf = state_tensor(state, "momentum_buffer", p)
   end
-  native.sgd_step(p, grad, buf, {
-    lr = g.lr, momentum = g.momentum, dampening = g.dampening, weight_decay = g.weight_decay,
-    nesterov = g.nesterov, maximize = g.maximize, init = init,
-  })
+  native.sgd_step(p, grad, buf, sgd_opts(g, init))
 end
+
+-- The multi-tensor step of each optimizer: key (what a bucket shares), ready (the state a
+-- captured step needs exists), advance (the state an eager step changes), states (the state
+-- arrays of a bucket, made where missing), opts (the native options; under capture those of
+-- the next step), slots and step (the native calls).
+SGD._list = {
+  nstates = 1,
+  key = function(state, g) return (g.momentum ~= 0 and state.momentum_buffer == nil) and "init" or "" end,
+  ready = function(state, g) return g.momentum == 0 or state.momentum_buffer ~= nil end,
+  advance = function() end,
+  states = function(b, g)
+    if g.momentum == 0 then return {} end
+    return state_arrays(b, { "momentum_buffer" })
+  end,
+  opts = function(g, b) return sgd_opts(g, b.part == "init") end,
+  slots = native.sgd_slots,
+  step = native.sgd_step_list,
+}
 
 -- ---- Adam and AdamW --------------------------------------------------------------------------
 
@@ -340,22 +483,47 @@ local function check_adam(cname, g)
   end
 end
 
+local function adam_opts(g, step, decoupled)
+  return {
+    lr = g.lr, beta1 = g.betas[1], beta2 = g.betas[2], eps = g.eps,
+    weight_decay = g.weight_decay, amsgrad = g.amsgrad, maximize = g.maximize,
+    decoupled = decoupled, step = step,
+  }
+end
+
 local function adam_update(p, grad, g, state, decoupled)
   state.step = (state.step or 0) + 1
   local m = state_tensor(state, "exp_avg", p)
   local v = state_tensor(state, "exp_avg_sq", p)
   local vmax = g.amsgrad and state_tensor(state, "max_exp_avg_sq", p) or nil
-  native.adam_step(p, grad, m, v, vmax, {
-    lr = g.lr, beta1 = g.betas[1], beta2 = g.betas[2], eps = g.eps,
-    weight_decay = g.weight_decay, amsgrad = g.amsgrad, maximize = g.maximize,
-    decoupled = decoupled, step = state.step,
-  })
+  native.adam_step(p, grad, m, v, vmax, adam_opts(g, state.step, decoupled))
+end
+
+local function step_advance(state) state.step = (state.step or 0) + 1 end
+
+-- Adam's and AdamW's multi-tensor step (a bucket shares its step count).
+local function adam_list(decoupled)
+  return {
+    nstates = 3,
+    key = function(state) return state.step or 0 end,
+    ready = function(state) return state.exp_avg ~= nil end,
+    advance = step_advance,
+    states = function(b, g)
+      return state_arrays(b, g.amsgrad and { "exp_avg", "exp_avg_sq", "max_exp_avg_sq" } or { "exp_avg", "exp_avg_sq" })
+    end,
+    opts = function(g, b, capturing)
+      return adam_opts(g, (b.states[1].step or 0) + (capturing and 1 or 0), decoupled)
+    end,
+    slots = native.adam_slots,
+    step = native.adam_step_list,
+  }
 end
 
 local Adam = class(Optimizer)
 optim.Adam = Adam
 Adam.defaults = { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0,
-                  amsgrad = false, maximize = false }
+                  amsgrad = false, maximize = false, foreach = true, capturable = false }
+Adam._list = adam_list(false)
 
 function Adam.new(params, opts)
   return Optimizer.init(setmetatable({}, Adam), "Adam", params, Adam.defaults, opts)
@@ -366,7 +534,8 @@ function Adam:_update(p, grad, g, state) adam_update(p, grad, g, state, false) e
 local AdamW = class(Optimizer)
 optim.AdamW = AdamW
 AdamW.defaults = { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 1e-2,
-                   amsgrad = false, maximize = false }
+                   amsgrad = false, maximize = false, foreach = true, capturable = false }
+AdamW._list = adam_list(true)
 
 function AdamW.new(params, opts)
   return Optimizer.init(setmetatable({}, AdamW), "AdamW", params, AdamW.defaults, opts)
@@ -378,7 +547,8 @@ function AdamW:_update(p, grad, g, state) adam_update(p, grad, g, state, true) e
 
 local Adadelta = class(Optimizer)
 optim.Adadelta = Adadelta
-Adadelta.defaults = { lr = 1.0, rho = 0.9, eps = 1e-6, weight_decay = 0, maximize = false }
+Adadelta.defaults = { lr = 1.0, rho = 0.9, eps = 1e-6, weight_decay = 0, maximize = false,
+                      foreach = true, capturable = false }
 
 function Adadelta.new(params, opts)
   return Optimizer.init(setmetatable({}, Adadelta), "Adadelta", params, Adadelta.defaults, opts)
@@ -393,12 +563,26 @@ function Adadelta:_check_group(g)
   end
 end
 
+local function adadelta_opts(g)
+  return { lr = g.lr, rho = g.rho, eps = g.eps, weight_decay = g.weight_decay, maximize = g.maximize }
+end
+
 function Adadelta:_update(p, grad, g, state)
   state.step = (state.step or 0) + 1
   native.adadelta_step(p, grad, state_tensor(state, "square_avg", p),
-    state_tensor(state, "acc_delta", p),
-    { lr = g.lr, rho = g.rho, eps = g.eps, weight_decay = g.weight_decay, maximize = g.maximize })
+    state_tensor(state, "acc_delta", p), adadelta_opts(g))
 end
+
+Adadelta._list = {
+  nstates = 2,
+  key = function() return "" end, -- its kernels do not use the step count
+  ready = function(state) return state.square_avg ~= nil end,
+  advance = step_advance,
+  states = function(b) return state_arrays(b, { "square_avg", "acc_delta" }) end,
+  opts = adadelta_opts,
+  slots = native.adadelta_slots,
+  step = native.adadelta_step_list,
+}
 
 -- ---- Adagrad ---------------------------------------------------------------------------------
 

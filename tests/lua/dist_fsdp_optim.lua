@@ -169,4 +169,25 @@ case("errors name the function, the argument and what came", function()
   end, "state for 'nope.weight'")
 end)
 
+case("the pieces take the multi-tensor step: one native call per group, bit for bit the single path", function()
+  local list_step, calls = optim.Adadelta._list.step, 0
+  local results = {}
+  for _, foreach in ipairs({true, false}) do
+    local model = wrapped("FULL_SHARD")
+    local opt = optimizer(model)
+    for _, g in ipairs(opt.param_groups) do g.foreach = foreach end
+    optim.Adadelta._list.step = function(...) calls = calls + 1; return list_step(...) end
+    local ok, err = pcall(train, model, opt, 2, 100, true)
+    optim.Adadelta._list.step = list_step
+    assert(ok, err)
+    local pieces = {}
+    for _, p in ipairs(model:parameters()) do pieces[#pieces + 1] = p:detach():clone() end
+    results[foreach] = pieces
+    if foreach then T.truthy(calls >= 1 and calls <= 2 * #opt.param_groups, "calls: " .. calls) end
+  end
+  for i, p in ipairs(results[true]) do
+    T.truthy(p:equal(results[false][i]), "piece " .. i .. " bit for bit")
+  end
+end)
+
 D.finish("dist_fsdp_optim")

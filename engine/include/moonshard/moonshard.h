@@ -17,6 +17,7 @@
 #include "moonshard/nn_types.h"
 #include "moonshard/ops.h"
 #include "moonshard/optim.h"
+#include "moonshard/optim_list.h"
 #include "moonshard/png.h"
 #include "moonshard/random.h"
 #include "moonshard/runtime.h"

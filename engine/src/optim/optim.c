@@ -5,6 +5,7 @@
 
 #include "moonshard/optim.h"
 #include "native/dispatch.h"
+#include "optim/optim_internal.h"
 
 ms_tensor *ms_optim_state_new(const ms_tensor *param, double value) {
   int64_t numel = ms_tensor_numel(param), strides[MS_MAX_DIMS];
@@ -29,8 +30,8 @@ static bool same_shape(const ms_tensor *a, const ms_tensor *b) {
 
 /* A tensor the step reads or writes alongside param: same shape and dtype (a grad may be a 16-bit
  * float instead: `low`), readable; written ones must be contiguous too. */
-static ms_status check_like(const char *op, const char *arg, const ms_tensor *param,
-                            const ms_tensor *t, bool written, bool low) {
+ms_status optim_check_like(const char *op, const char *arg, const ms_tensor *param,
+                           const ms_tensor *t, bool written, bool low) {
   char want[MS_SHAPE_STR_LEN], got[MS_SHAPE_STR_LEN];
   if (!t) return ms_error(MS_ERR_ARG, "%s: %s is required by the options given", op, arg);
   if (!same_shape(param, t))
@@ -49,21 +50,26 @@ static ms_status check_like(const char *op, const char *arg, const ms_tensor *pa
 /* The checks shared by every step; *g receives a contiguous grad of param's dtype (new
  * reference): a 16-bit grad (FSDP's keep_low_precision_grads) is widened exactly here, so every
  * update computes as it does on a grad of the parameter's dtype. */
-static ms_status check_step(const char *op, ms_tensor *param, ms_tensor *grad, ms_tensor **g) {
+ms_status optim_check_step_named(const char *op, const char *pname, const char *gname,
+                                 ms_tensor *param, ms_tensor *grad, ms_tensor **g) {
   *g = NULL;
-  if (!param || !grad) return ms_error(MS_ERR_ARG, "%s: param and grad are required", op);
+  if (!param || !grad) return ms_error(MS_ERR_ARG, "%s: %s and %s are required", op, pname, gname);
   if (param->dtype != MS_FLOAT32 && param->dtype != MS_FLOAT64)
-    return ms_error(MS_ERR_ARG, "%s: param must be float32 or float64, got %s", op,
+    return ms_error(MS_ERR_ARG, "%s: %s must be float32 or float64, got %s", op, pname,
                     ms_dtype_name(param->dtype));
   if (!ms_tensor_is_contiguous(param))
-    return ms_error(MS_ERR_ARG, "%s: param must be contiguous", op);
+    return ms_error(MS_ERR_ARG, "%s: %s must be contiguous", op, pname);
   /* every step has a CUDA kernel: param may be on any device (check_like keeps the rest on it) */
   ms_status st = ms_tensor_check_data_any(op, param);
-  if (st == MS_OK) st = check_like(op, "grad", param, grad, false, true);
+  if (st == MS_OK) st = optim_check_like(op, gname, param, grad, false, true);
   if (st != MS_OK) return st;
   /* a strided gradient (an expanded or transposed view) is packed once here */
   *g = grad->dtype != param->dtype ? ms_tensor_to_dtype(grad, param->dtype) : ms_tensor_contiguous(grad);
   return *g ? MS_OK : MS_ERR_MEMORY;
+}
+
+static ms_status check_step(const char *op, ms_tensor *param, ms_tensor *grad, ms_tensor **g) {
+  return optim_check_step_named(op, "param", "grad", param, grad, g);
 }
 
 /* Checks each state that the options use (NULL entries of `used` are skipped). */
@@ -71,7 +77,7 @@ static ms_status check_states(const char *op, ms_tensor *param, int n, ms_tensor
                               const char *const *names, const bool *used) {
   for (int i = 0; i < n; i++) {
     if (!used[i]) continue;
-    ms_status st = check_like(op, names[i], param, states[i], true, false);
+    ms_status st = optim_check_like(op, names[i], param, states[i], true, false);
     if (st != MS_OK) return st;
   }
   return MS_OK;
@@ -84,6 +90,20 @@ static ms_status step_kernels(const char *op, const ms_tensor *param, native_ker
   return native_kernels_for(op, ms_tensor_device(param), nk);
 }
 
+ms_k_sgd_hp optim_sgd_hp(const ms_sgd_options *o, bool init_buffer) {
+  return (ms_k_sgd_hp){o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov, o->maximize,
+                       init_buffer};
+}
+
+ms_k_adam_hp optim_adam_hp(const ms_adam_options *o) {
+  return (ms_k_adam_hp){o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, (double)o->step,
+                        o->amsgrad, o->maximize, o->decoupled};
+}
+
+ms_k_adadelta_hp optim_adadelta_hp(const ms_adadelta_options *o) {
+  return (ms_k_adadelta_hp){o->lr, o->rho, o->eps, o->weight_decay, o->maximize};
+}
+
 ms_status ms_optim_sgd_step(ms_tensor *param, ms_tensor *grad, ms_tensor *momentum_buffer,
                             bool init_buffer, const ms_sgd_options *o) {
   static const char *const names[] = {"momentum_buffer"};
@@ -92,8 +112,7 @@ ms_status ms_optim_sgd_step(ms_tensor *param, ms_tensor *grad, ms_tensor *moment
   ms_status st = check_step("sgd_step", param, grad, &g);
   if (st == MS_OK) st = check_states("sgd_step", param, 1, &momentum_buffer, names, used);
   if (st == MS_OK) {
-    ms_k_sgd_hp hp = {o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov, o->maximize,
-                      init_buffer};
+    ms_k_sgd_hp hp = optim_sgd_hp(o, init_buffer);
     native_kernels nk;
     st = step_kernels("sgd_step", param, &nk);
     if (st == MS_OK)
@@ -118,8 +137,7 @@ ms_status ms_optim_adam_step(ms_tensor *param, ms_tensor *grad, ms_tensor *exp_a
   if (st == MS_OK) st = check_states(op, param, 3, states, names, used);
   if (st == MS_OK && o->step < 1) st = ms_error(MS_ERR_ARG, "%s: step must be >= 1, got %lld", op, (long long)o->step);
   if (st == MS_OK) {
-    ms_k_adam_hp hp = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, (double)o->step,
-                       o->amsgrad, o->maximize, o->decoupled};
+    ms_k_adam_hp hp = optim_adam_hp(o);
     native_kernels nk;
     st = step_kernels(op, param, &nk);
     if (st == MS_OK)
@@ -142,7 +160,7 @@ ms_status ms_optim_adadelta_step(ms_tensor *param, ms_tensor *grad, ms_tensor *s
   ms_status st = check_step("adadelta_step", param, grad, &g);
   if (st == MS_OK) st = check_states("adadelta_step", param, 2, states, names, used);
   if (st == MS_OK) {
-    ms_k_adadelta_hp hp = {o->lr, o->rho, o->eps, o->weight_decay, o->maximize};
+    ms_k_adadelta_hp hp = optim_adadelta_hp(o);
     native_kernels nk;
     st = step_kernels("adadelta_step", param, &nk);
     if (st == MS_OK)

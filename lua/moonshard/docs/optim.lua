@@ -4,17 +4,19 @@ return {
   title = "Optimizers (optim)",
 
   { name = "optim.SGD",
-    sig = "optim.SGD(params, {lr =, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false}) -> Optimizer",
+    sig = "optim.SGD(params, {lr =, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false, foreach = true, capturable = false}) -> Optimizer",
     doc = [[Stochastic gradient descent, with momentum and Nesterov momentum as PyTorch's. params
 is an array of tensors (`model:parameters()`), an iterator of them, or an array of parameter
 groups `{{params = {...}, lr = ...}, ...}` whose options override the defaults. lr is required.
-One fused native pass per parameter.]],
+One fused native pass over all the parameters of a group (foreach), or one per parameter.]],
     opts = { { "lr", "number", "nil", "required: the learning rate" },
              { "momentum", "number", "0", "the momentum factor" },
              { "dampening", "number", "0", "dampening of the momentum" },
              { "weight_decay", "number", "0", "L2 penalty added to the gradient" },
              { "nesterov", "boolean", "false", "Nesterov momentum (needs momentum > 0, dampening 0)" },
-             { "maximize", "boolean", "false", "ascend rather than descend" } },
+             { "maximize", "boolean", "false", "ascend rather than descend" },
+             { "foreach", "boolean", "true", "one native call for all the group's parameters of one device and dtype (false: one per parameter; bit for bit the same; docs/optimizers.md)" },
+             { "capturable", "boolean", "false", "on CUDA, the kernels read the learning rate and the step's numbers from device memory, as a step captured in a CUDA graph must (automatic while one is captured; no effect on the CPU)" } },
     example = [[
 local w = nn.Parameter(ms.tensor({1.0, 2.0}))
 local opt = optim.SGD({w}, {lr = 0.1})
@@ -24,7 +26,7 @@ print(w)  --> tensor([0.9000, 1.9000], requires_grad=True)
 ]] },
 
   { name = "optim.Adam",
-    sig = "optim.Adam(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad = false, maximize = false}) -> Optimizer",
+    sig = "optim.Adam(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad = false, maximize = false, foreach = true, capturable = false}) -> Optimizer",
     doc = [[Adam, as PyTorch's (weight_decay added to the gradient, L2 style; see optim.AdamW for
 the decoupled form). params as optim.SGD. State per parameter: step, exp_avg, exp_avg_sq
 (max_exp_avg_sq with amsgrad).]],
@@ -33,7 +35,9 @@ the decoupled form). params as optim.SGD. State per parameter: step, exp_avg, ex
              { "eps", "number", "1e-8", "added to the denominator" },
              { "weight_decay", "number", "0", "L2 penalty added to the gradient" },
              { "amsgrad", "boolean", "false", "use the maximum of the second moments" },
-             { "maximize", "boolean", "false", "ascend rather than descend" } },
+             { "maximize", "boolean", "false", "ascend rather than descend" },
+             { "foreach", "boolean", "true", "one native call for all the group's parameters of one device and dtype (false: one per parameter; bit for bit the same; docs/optimizers.md)" },
+             { "capturable", "boolean", "false", "on CUDA, the kernels read the learning rate and the step's numbers from device memory, as a step captured in a CUDA graph must (automatic while one is captured; no effect on the CPU)" } },
     example = [[
 local p = nn.Parameter(ms.tensor({1.0}))
 local opt = optim.Adam({p}, {lr = 0.1})
@@ -43,7 +47,7 @@ print(p, opt.state[p].step)  --> tensor([0.9000], requires_grad=True)	1
 ]] },
 
   { name = "optim.AdamW",
-    sig = "optim.AdamW(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 1e-2, amsgrad = false, maximize = false}) -> Optimizer",
+    sig = "optim.AdamW(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 1e-2, amsgrad = false, maximize = false, foreach = true, capturable = false}) -> Optimizer",
     doc = [[Adam with decoupled weight decay (the parameter is scaled by 1 - lr * weight_decay
 before the Adam update), as PyTorch's AdamW; note the default weight_decay of 0.01.]],
     opts = { { "lr", "number", "1e-3", "the learning rate" },
@@ -51,7 +55,9 @@ before the Adam update), as PyTorch's AdamW; note the default weight_decay of 0.
              { "eps", "number", "1e-8", "added to the denominator" },
              { "weight_decay", "number", "1e-2", "decoupled weight decay" },
              { "amsgrad", "boolean", "false", "use the maximum of the second moments" },
-             { "maximize", "boolean", "false", "ascend rather than descend" } },
+             { "maximize", "boolean", "false", "ascend rather than descend" },
+             { "foreach", "boolean", "true", "one native call for all the group's parameters of one device and dtype (false: one per parameter; bit for bit the same; docs/optimizers.md)" },
+             { "capturable", "boolean", "false", "on CUDA, the kernels read the learning rate and the step's numbers from device memory, as a step captured in a CUDA graph must (automatic while one is captured; no effect on the CPU)" } },
     example = [[
 local p = nn.Parameter(ms.tensor({1.0}))
 local opt = optim.AdamW({p}, {lr = 0.1})
@@ -61,14 +67,16 @@ print(p)  --> tensor([0.8990], requires_grad=True)
 ]] },
 
   { name = "optim.Adadelta",
-    sig = "optim.Adadelta(params, {lr = 1.0, rho = 0.9, eps = 1e-6, weight_decay = 0, maximize = false}) -> Optimizer",
+    sig = "optim.Adadelta(params, {lr = 1.0, rho = 0.9, eps = 1e-6, weight_decay = 0, maximize = false, foreach = true, capturable = false}) -> Optimizer",
     doc = [[Adadelta, as PyTorch's (the seed's MNIST example trains with it, lr = 1.0 and a
 StepLR of gamma 0.7). State per parameter: step, square_avg, acc_delta.]],
     opts = { { "lr", "number", "1.0", "the coefficient of the update" },
              { "rho", "number", "0.9", "the decay of the running averages, in [0, 1]" },
              { "eps", "number", "1e-6", "added for numerical stability" },
              { "weight_decay", "number", "0", "L2 penalty added to the gradient" },
-             { "maximize", "boolean", "false", "ascend rather than descend" } },
+             { "maximize", "boolean", "false", "ascend rather than descend" },
+             { "foreach", "boolean", "true", "one native call for all the group's parameters of one device and dtype (false: one per parameter; bit for bit the same; docs/optimizers.md)" },
+             { "capturable", "boolean", "false", "on CUDA, the kernels read the learning rate and the step's numbers from device memory, as a step captured in a CUDA graph must (automatic while one is captured; no effect on the CPU)" } },
     example = [[
 local p = nn.Parameter(ms.tensor({1.0}))
 local opt = optim.Adadelta({p})
