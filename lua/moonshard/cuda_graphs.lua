@@ -75,6 +75,8 @@ local function signature(args)
       if not a.is_cuda then return nil end
       cuda = true
       parts[i] = ("%s %s [%s]"):format(a.device, a.dtype, table.concat(a.shape, ","))
+    elseif math.type(a) == "float" then
+      parts[i] = ("float %a"):format(a) -- exact: two rates that print alike are still two graphs
     else
       parts[i] = type(a) .. " " .. tostring(a)
     end

@@ -1,4 +1,4 @@
-/* cuda_graph.c: CUDA graphs (moonshard/cuda.h): capture the work a thread queues on a device,
+/* cuda_graph.c: CUDA graphs (moonshard/cuda_graph.h): capture the work a thread queues on a device,
  * replay it in one launch. A capture runs on a side stream of the graph's own (CUDA cannot
  * capture the legacy default stream), joined to the caller's stream by events, in relaxed mode
  * so the caching allocator may still cudaMalloc; the allocator serves it from the graph's
@@ -127,7 +127,9 @@ static ms_status end_capture(ms_cuda_graph *g) {
   ms_status st = cuda_check("capture_end", cudaStreamEndCapture(cuda_raw_stream(g->device), &g->graph));
   ms_status left = leave_side("capture_end", g);
   if (st != MS_OK || left != MS_OK || !g->graph) return capture_failed(g, st != MS_OK ? st : left);
-  st = cuda_check("capture_end", cudaGraphInstantiate(&g->exec, g->graph, 0));
+  /* auto-free: a library's stream-ordered allocation (cuBLAS's workspace) that the capture never
+   * freed is freed before the next launch, so replays do not fail on it (as PyTorch does) */
+  st = cuda_check("capture_end", cudaGraphInstantiate(&g->exec, g->graph, cudaGraphInstantiateFlagAutoFreeOnLaunch));
   if (st != MS_OK) g->exec = NULL;
   return st == MS_OK ? MS_OK : capture_failed(g, st);
 }
