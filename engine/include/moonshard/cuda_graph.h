@@ -10,9 +10,9 @@
 #include "moonshard/export.h"
 
 /* A graph records the work one thread queues on a device between capture_begin and capture_end
- * (a training step), and replay launches all of it again in one call. The capture runs on a
- * side stream of the graph's own, joined to the caller's stream before and after; what it
- * allocates comes from the graph's private pool, so a replay writes the same addresses; random
+ * (a training step), and replay launches all of it again in one call. The capture runs on the
+ * device's side stream (shared by all graphs), joined to the caller's stream before and after;
+ * what it allocates comes from the graph's private pool, so a replay writes the same addresses; random
  * ops draw from graph-relative offsets, and each replay reserves its blocks from the generator
  * first, so replay k draws what eager step k would. Inside a capture, anything that makes the
  * host wait for the device (a copy to the host, synchronize) or copies host bytes is refused

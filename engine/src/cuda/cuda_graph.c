@@ -1,9 +1,10 @@
 /* cuda_graph.c: CUDA graphs (moonshard/cuda_graph.h): capture the work a thread queues on a device,
- * replay it in one launch. A capture runs on a side stream of the graph's own (CUDA cannot
+ * replay it in one launch. A capture runs on the device's side stream (CUDA cannot
  * capture the legacy default stream), joined to the caller's stream by events, in relaxed mode
  * so the caching allocator may still cudaMalloc; the allocator serves it from the graph's
  * private pool (cuda_alloc.c). Random ops inside count graph-relative Philox offsets
  * (random.c); the kernels add the base that each replay writes into the graph's device slot. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,7 +14,7 @@
 
 struct ms_cuda_graph {
   int device;
-  ms_cuda_stream *side;    /* where captures run */
+  ms_cuda_stream *side;    /* where captures and warm-ups run: the device's side stream */
   ms_cuda_stream *caller;  /* the thread's current stream before capture_begin (NULL: default) */
   cudaEvent_t join;        /* orders the side stream after the caller's work, and back */
   cudaGraph_t graph;
@@ -28,6 +29,21 @@ static _Thread_local ms_cuda_graph *capturing; /* captures do not nest, and are 
 /* Graphs destroyed while another was being captured (Lua's collector runs any time): freeing
  * their memory would wait for the device and break that capture, so it waits for its end. */
 static _Thread_local ms_cuda_graph *doomed;
+
+/* One side stream per device for every graph, created on first use and kept: the warm-ups of
+ * all graphs then share the blocks the caching allocator keeps for it (a stream per graph left
+ * each one's warm-up memory to that graph alone). Captures are per thread, and only the thread
+ * running Lua captures, so sharing it is safe. */
+static ms_cuda_stream *side_streams[MS_CUDA_MAX_DEVICES];
+static pthread_mutex_t side_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static ms_cuda_stream *side_stream(int device) {
+  pthread_mutex_lock(&side_lock);
+  if (!side_streams[device]) side_streams[device] = ms_cuda_stream_create(device);
+  ms_cuda_stream *s = side_streams[device];
+  pthread_mutex_unlock(&side_lock);
+  return s;
+}
 
 ms_cuda_graph *ms_cuda_graph_capturing(void) { return capturing; }
 
@@ -46,7 +62,7 @@ ms_cuda_graph *ms_cuda_graph_create(void) {
   ms_cuda_graph *g = calloc(1, sizeof *g);
   if (!g) return ms_error(MS_ERR_MEMORY, "CUDAGraph: out of memory"), NULL;
   g->device = dev;
-  g->side = ms_cuda_stream_create(dev);
+  g->side = side_stream(dev);
   ms_status st = g->side ? cuda_check("CUDAGraph", cudaEventCreateWithFlags(&g->join, cudaEventDisableTiming))
                          : MS_ERR_RUNTIME;
   if (st == MS_OK) st = cuda_check("CUDAGraph", cudaMalloc((void **)&g->rng_slot, 2 * sizeof(uint64_t)));
@@ -197,6 +213,5 @@ void ms_cuda_graph_destroy(ms_cuda_graph *g) {
     if (g->join) cudaEventDestroy(g->join);
     if (g->rng_slot) cudaFree(g->rng_slot);
   }
-  ms_cuda_stream_destroy(g->side);
-  free(g);
+  free(g); /* its side stream is the device's, kept */
 }

@@ -309,7 +309,7 @@ print(step(ms.full(3, 2.0)):item(), step(ms.ones(3)):item())   --> 6.0 3.0
     sig = "ms.cuda.CUDAGraph() -> CUDAGraph",
     doc = [[
 A CUDA graph (PyTorch's `torch.cuda.CUDAGraph`) on the current device: `capture_begin` ...
-`capture_end` records the work queued in between (on a side stream of its own, joined to the
+`capture_end` records the work queued in between (on the device's side stream, joined to the
 current stream), `replay` launches all of it again. What the capture allocates comes from the
 graph's private memory pool, so every replay writes the same tensors. Released by
 `g:release()`, `<close>` or the collector. Raises without CUDA ("CUDA graphs need a CUDA build
