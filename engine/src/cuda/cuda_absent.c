@@ -69,4 +69,3 @@ ms_status ms_cuda_host_memcpy_async(void *dst, int dst_index, const void *src, i
   return absent("copy");
 }
 ms_status ms_cuda_host_stats(int64_t *live, int64_t *cached) { return *live = 0, *cached = 0, MS_OK; }
-
