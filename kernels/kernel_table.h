@@ -59,6 +59,11 @@ typedef struct ms_k_exec {
    * the stream: NULL when it cannot be had (a kernel may then try a plan that needs less). */
   void *(*scratch_alloc)(int device, size_t nbytes);
   void (*scratch_free)(int device, void *p, size_t nbytes);
+  /* NULL outside a CUDA graph capture. While capturing: device memory holding the Philox seed
+   * and the base offset of the graph's current replay (written before each launch), so a Philox
+   * kernel draws with seed = rng_base[0] and offset = rng_base[1] + the offset it was given
+   * (relative to the graph's start): each replay draws fresh numbers. The CPU never gets one. */
+  const uint64_t *rng_base;
 } ms_k_exec;
 
 /* What a kernel returns: 0, MS_K_ERR_NO_MEMORY (its work buffers could not be had, on any device),

@@ -172,6 +172,161 @@ static int l_event_tostring(lua_State *L) {
   return 1;
 }
 
+/* ---- CUDA graphs: ms.cuda.CUDAGraph (moonshard/cuda.h); the graph scope and make_graphed_step
+ * are Lua (lua/moonshard/cuda_graphs.lua). Each graph keeps its replay hooks in its user value
+ * (a list of functions), and the registry holds the graph being captured (current_graph). */
+
+#define MS_GRAPH_MT "moonshard.cuda.CUDAGraph"
+#define MS_GRAPH_CURRENT "moonshard.cuda.current_graph"
+
+typedef struct graph_box {
+  ms_cuda_graph *g; /* NULL once released */
+} graph_box;
+
+static graph_box *check_graph(lua_State *L, int idx, const char *fname) {
+  graph_box *b = luaL_checkudata(L, idx, MS_GRAPH_MT);
+  if (!b->g) bind_error(L, "%s: the CUDA graph has been released", fname);
+  return b;
+}
+
+/* The graph at idx's hooks: a fresh empty list (a new capture has none of the last one's). */
+static void clear_hooks(lua_State *L, int idx) {
+  lua_newtable(L);
+  lua_setiuservalue(L, idx, 1);
+}
+
+static void set_current(lua_State *L, int idx) {
+  lua_pushvalue(L, idx);
+  lua_setfield(L, LUA_REGISTRYINDEX, MS_GRAPH_CURRENT);
+}
+
+static int l_graph_new(lua_State *L) {
+  graph_box *b = lua_newuserdatauv(L, sizeof *b, 1);
+  b->g = NULL;
+  luaL_setmetatable(L, MS_GRAPH_MT);
+  clear_hooks(L, lua_gettop(L));
+  if (!(b->g = ms_cuda_graph_create())) return bind_raise(L);
+  return 1;
+}
+
+static int l_graph_capture_begin(lua_State *L) {
+  graph_box *b = check_graph(L, 1, "capture_begin");
+  bind_check_status(L, ms_cuda_graph_capture_begin(b->g));
+  clear_hooks(L, 1);
+  set_current(L, 1);
+  return 0;
+}
+
+static int l_graph_capture_end(lua_State *L) {
+  graph_box *b = check_graph(L, 1, "capture_end");
+  ms_status st = ms_cuda_graph_capture_end(b->g);
+  if (!ms_cuda_graph_capturing()) {
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, MS_GRAPH_CURRENT);
+  }
+  bind_check_status(L, st);
+  return 0;
+}
+
+/* g:replay(): every replay hook, in the order they were added, then one launch of the graph. */
+static int l_graph_replay(lua_State *L) {
+  graph_box *b = check_graph(L, 1, "replay");
+  if (!ms_cuda_graph_is_captured(b->g) || ms_cuda_graph_capturing()) /* no hook runs for nothing: */
+    bind_check_status(L, ms_cuda_graph_replay(b->g));                  /* its error says why */
+  lua_getiuservalue(L, 1, 1);
+  lua_Integer n = luaL_len(L, -1);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, -1, i);
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 0);
+  }
+  bind_check_status(L, ms_cuda_graph_replay(b->g));
+  return 0;
+}
+
+static int l_graph_reset(lua_State *L) {
+  graph_box *b = check_graph(L, 1, "reset");
+  bind_check_status(L, ms_cuda_graph_reset(b->g));
+  clear_hooks(L, 1);
+  return 0;
+}
+
+/* g:add_replay_hook(fn): fn(g) runs before each replay, to refresh host state the capture baked in. */
+static int l_graph_add_replay_hook(lua_State *L) {
+  check_graph(L, 1, "add_replay_hook");
+  if (lua_type(L, 2) != LUA_TFUNCTION) return bind_arg_error(L, 2, "add_replay_hook", "hook", "a function");
+  lua_getiuservalue(L, 1, 1);
+  lua_pushvalue(L, 2);
+  lua_seti(L, -2, luaL_len(L, -2) + 1);
+  return 0;
+}
+
+static int l_graph_is_captured(lua_State *L) {
+  lua_pushboolean(L, ms_cuda_graph_is_captured(check_graph(L, 1, "is_captured")->g));
+  return 1;
+}
+
+/* g:_side_stream(enter): make_graphed_step's warm-up runs on the graph's side stream. */
+static int l_graph_side_stream(lua_State *L) {
+  graph_box *b = check_graph(L, 1, "_side_stream");
+  bind_check_status(L, ms_cuda_graph_side_stream(b->g, lua_toboolean(L, 2)));
+  return 0;
+}
+
+static int l_graph_release(lua_State *L) {
+  graph_box *b = luaL_checkudata(L, 1, MS_GRAPH_MT);
+  ms_cuda_graph_destroy(b->g);
+  b->g = NULL;
+  return 0;
+}
+
+static int l_graph_tostring(lua_State *L) {
+  graph_box *b = luaL_checkudata(L, 1, MS_GRAPH_MT);
+  lua_pushstring(L, !b->g ? "cuda.CUDAGraph(released)"
+                 : ms_cuda_graph_is_captured(b->g) ? "cuda.CUDAGraph(captured)" : "cuda.CUDAGraph(empty)");
+  return 1;
+}
+
+static int l_is_current_stream_capturing(lua_State *L) {
+  return lua_pushboolean(L, ms_cuda_is_current_stream_capturing()), 1;
+}
+
+/* current_graph(): the graph being captured on this thread, or nil. */
+static int l_current_graph(lua_State *L) {
+  if (!ms_cuda_graph_capturing()) return lua_pushnil(L), 1;
+  lua_getfield(L, LUA_REGISTRYINDEX, MS_GRAPH_CURRENT);
+  return 1;
+}
+
+/* ms.cuda.graph, ms.cuda.make_graphed_step: Lua (moonshard.cuda_graphs), required on first read. */
+static int cuda_index(lua_State *L) {
+  const char *key = lua_tostring(L, 2);
+  if (!key || (strcmp(key, "graph") != 0 && strcmp(key, "make_graphed_step") != 0)) return 0;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "moonshard.cuda_graphs");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, key);
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, 1);
+  return 1;
+}
+
+static void open_graphs(lua_State *L) {
+  static const luaL_Reg methods[] = {
+      {"capture_begin", l_graph_capture_begin}, {"capture_end", l_graph_capture_end},
+      {"replay", l_graph_replay}, {"reset", l_graph_reset}, {"add_replay_hook", l_graph_add_replay_hook},
+      {"is_captured", l_graph_is_captured}, {"release", l_graph_release},
+      {"_side_stream", l_graph_side_stream}, {NULL, NULL}};
+  static const luaL_Reg meta[] = {
+      {"__gc", l_graph_release}, {"__close", l_graph_release}, {"__tostring", l_graph_tostring}, {NULL, NULL}};
+  luaL_newmetatable(L, MS_GRAPH_MT);
+  luaL_setfuncs(L, meta, 0);
+  luaL_newlib(L, methods);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+}
+
 /* ---- tensor methods -------------------------------------------------------------------------- */
 
 /* t:cuda([device][, {non_blocking = true}]) or t:cuda({device =, non_blocking =}): a copy on a
@@ -225,6 +380,7 @@ void bind_open_cuda(lua_State *L) {
       {"elapsed_time", l_event_elapsed_time}, {"release", l_event_release}, {NULL, NULL}};
   static const luaL_Reg event_meta[] = {
       {"__gc", l_event_release}, {"__close", l_event_release}, {"__tostring", l_event_tostring}, {NULL, NULL}};
+  open_graphs(L);
   luaL_newmetatable(L, MS_EVENT_MT);
   luaL_setfuncs(L, event_meta, 0);
   luaL_newlib(L, event_methods);
@@ -241,7 +397,13 @@ void bind_open_cuda(lua_State *L) {
       {"memory_stats", l_memory_stats}, {"reset_peak_memory_stats", l_reset_peak_memory_stats},
       {"pinned_memory_stats", l_pinned_memory_stats},
       {"get_rng_state", bind_cuda_get_rng_state}, {"set_rng_state", bind_cuda_set_rng_state},
-      {"Event", l_event_new}, {NULL, NULL}};
+      {"Event", l_event_new}, {"CUDAGraph", l_graph_new},
+      {"is_current_stream_capturing", l_is_current_stream_capturing}, {"current_graph", l_current_graph},
+      {NULL, NULL}};
   luaL_newlib(L, fns);
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, cuda_index);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
   lua_setfield(L, -3, "cuda");
 }

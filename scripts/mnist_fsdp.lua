@@ -46,6 +46,8 @@ parser:add_argument("--log-interval", {type = "int", default = 10, min = 1, meta
                                        help = "batches between rows of --metrics, and between progress lines when "
                                          .. "stderr is not a terminal"})
 watch.add_arguments(parser) -- --no-progress, --metrics FILE, --plot FILE.png, --summary
+parser:add_argument("--no-cuda-graphs", {action = "store_true",
+                                          help = "run each training step eagerly instead of replaying a CUDA graph"})
 parser:add_argument("--mixed-precision", {choices = {"none", "bfloat16", "float16"}, default = "none",
                                           help = "FSDP mixed precision: parameters, gradient reduction and "
                                             .. "buffers in this dtype (none: float32 throughout)"})
@@ -102,7 +104,7 @@ local function metric(device) return ms.zeros(1, { dtype = "float64", device = d
 
 -- The bar (rank 0, stderr) shows rank 0's running loss per sample: a tensor it reads only when it
 -- redraws, so no step waits for the device on its account.
-local function train(args, run, model, rank, device, train_loader, optimizer, epoch, sampler)
+local function train(args, run, model, rank, device, train_loader, optimizer, epoch, sampler, step)
   model:train()
   if sampler then sampler:set_epoch(epoch) end
   local loss_sum, count = metric(device), 0
@@ -110,12 +112,8 @@ local function train(args, run, model, rank, device, train_loader, optimizer, ep
   for i, data, target in train_loader:iter() do
     -- the seed's .to(rank): the device loader's batches are there already (this returns them)
     if device then data, target = data:to(device, NB), target:to(device, NB) end
-    optimizer:zero_grad()
-    local output = model(data)
-    local loss = F.nll_loss(output, target, { reduction = "sum" })
-    loss:backward()
-    optimizer:step()
-    loss_sum:add_(loss:detach())
+    local loss = step(data, target, optimizer.param_groups[1].lr)
+    loss_sum:add_(loss)
     local n = data:size(1)
     count = count + n
     bar:step(n, { loss = loss:detach() / n })
@@ -137,7 +135,7 @@ local function train(args, run, model, rank, device, train_loader, optimizer, ep
   return count, total[1] / total[2]
 end
 
-local function test(args, run, model, rank, device, test_loader)
+local function test(args, run, model, rank, device, test_loader, test_step)
   model:eval()
   local _ <close> = ms.no_grad()
   local loss_sum, correct, count = metric(device), metric(device), 0
@@ -148,10 +146,9 @@ local function test(args, run, model, rank, device, test_loader)
     -- cache of a training step instead of ~500 MB of activations for 1000 samples (nn_utils.lua);
     -- a GPU takes the batch whole (its forward is launch-bound: 16 chunks cost 16 forwards)
     local chunk = device and data:size(1) or args.batch_size
-    local output = nn_utils.forward_in_chunks(model, data, { chunk_size = chunk })
-    loss_sum:add_(F.nll_loss(output, target, { reduction = "sum" }))
-    local pred = output:argmax(2, true) -- the index of the max log-probability
-    correct:add_(pred:eq(target:view_as(pred)):sum())
+    local loss, hits = test_step(data, target, chunk)
+    loss_sum:add_(loss)
+    correct:add_(hits)
     count = count + data:size(1)
     bar:step(data:size(1))
     if args.dry_run then break end
@@ -259,19 +256,36 @@ local function fsdp_main(rank, world_size, args)
 
   local optimizer = optim.Adadelta(model:parameters(), { lr = args.lr })
   local scheduler = optim.lr_scheduler.StepLR(optimizer, { step_size = 1, gamma = args.gamma })
+  -- The training step; on CUDA captured as a CUDA graph once its shapes repeat, then replayed
+  -- in one launch (docs/cuda-graphs.md). The rate is an argument: StepLR's new rate each epoch
+  -- makes a new graph rather than replaying the old rate baked into the captured optimizer step.
+  local step = ms.cuda.make_graphed_step(function(data, target, lr)
+    optimizer:zero_grad()
+    local output = model(data)
+    local loss = F.nll_loss(output, target, { reduction = "sum" })
+    loss:backward()
+    optimizer:step()
+    return loss:detach()
+  end, { enabled = not args.no_cuda_graphs })
+  -- The test pass's forward and metrics of a batch, graphed the same way (one signature).
+  local test_step = ms.cuda.make_graphed_step(function(data, target, chunk)
+    local output = nn_utils.forward_in_chunks(model, data, { chunk_size = chunk })
+    local pred = output:argmax(2, true) -- the index of the max log-probability
+    return F.nll_loss(output, target, { reduction = "sum" }), pred:eq(target:view_as(pred)):sum()
+  end, { enabled = not args.no_cuda_graphs })
 
   local start = ms.perf_counter()
   local times = { train_s = 0, test_s = 0, train_n = 0, test_n = 0 } -- this rank's, for the bench
   for epoch = 1, args.epochs do
     local w0, t0 = comm_wait_seconds(model), ms.perf_counter()
     local lr = optimizer.param_groups[1].lr
-    local trained, train_loss = train(args, run, model, rank, device, train_loader, optimizer, epoch, sampler1)
+    local trained, train_loss = train(args, run, model, rank, device, train_loader, optimizer, epoch, sampler1, step)
     times.train_n = times.train_n + trained
     local t1, w1 = ms.perf_counter(), comm_wait_seconds(model)
     times.train_wait = (times.train_wait or 0) + (w1 - w0)
     release_cached_blocks()
     local tested, test_loss
-    tested, times.accuracy, test_loss = test(args, run, model, rank, device, test_loader)
+    tested, times.accuracy, test_loss = test(args, run, model, rank, device, test_loader, test_step)
     run:log{ kind = "epoch", step = epoch * #train_loader, epoch = epoch, loss = train_loss, test_loss = test_loss,
              accuracy = times.accuracy, lr = lr }
     release_cached_blocks()

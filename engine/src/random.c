@@ -49,12 +49,38 @@ void ms_random_set_state(uint64_t seed, uint64_t offset) {
   pthread_mutex_unlock(&g_lock);
 }
 
+/* The blocks the calling thread's CUDA graph capture has counted so far (on: capturing). A
+ * replay then reserves them all at once from the generator, as the eager ops would one by one. */
+static _Thread_local struct { bool on; uint64_t blocks; } capture;
+
+void random_capture_begin(void) { capture.on = true, capture.blocks = 0; }
+
+uint64_t random_capture_end(void) {
+  capture.on = false;
+  return capture.blocks;
+}
+
+bool random_capturing(void) { return capture.on; }
+
 void random_reserve(int64_t blocks, uint64_t *seed, uint64_t *offset) {
   pthread_mutex_lock(&g_lock);
   *seed = g_seed;
-  *offset = g_offset;
-  g_offset += (uint64_t)blocks;
+  if (capture.on) {
+    *offset = capture.blocks;
+    capture.blocks += (uint64_t)blocks;
+  } else {
+    *offset = g_offset;
+    g_offset += (uint64_t)blocks;
+  }
   pthread_mutex_unlock(&g_lock);
+}
+
+/* A draw on the CPU inside a capture would read graph-relative offsets as absolute ones: the
+ * same numbers at every step. */
+static ms_status check_not_captured(const char *op, ms_device dev) {
+  if (!random_capturing() || dev.type != MS_CPU) return MS_OK;
+  return ms_error(MS_ERR_RUNTIME, "%s: a random draw on the CPU while a CUDA graph is being captured "
+                  "(a captured step draws on the GPU only; draw on the CPU outside the step)", op);
 }
 
 /* ---- filling any tensor from a kernel that writes a contiguous buffer ----------------------- */
@@ -97,6 +123,7 @@ static ms_status fill_with(const char *op, ms_tensor *t, ms_dtype cdt, int lanes
   if (!is_meta(t)) { /* the device's error before any block is taken */
     native_kernels nk;
     if (native_kernels_for(op, ms_tensor_device(t), &nk) != MS_OK) return MS_ERR_RUNTIME;
+    if (check_not_captured(op, ms_tensor_device(t)) != MS_OK) return MS_ERR_RUNTIME;
   }
   uint64_t seed, offset;
   random_reserve(ms_k_philox_blocks(n, lanes), &seed, &offset);
@@ -250,6 +277,7 @@ static ms_tensor *probabilities(ms_tensor *p) {
 static ms_status draw_bits(ms_tensor *prob, ms_tensor *bits) {
   native_kernels nk;
   if (native_kernels_for("bernoulli", ms_tensor_device(bits), &nk) != MS_OK) return MS_ERR_RUNTIME;
+  if (check_not_captured("bernoulli", ms_tensor_device(bits)) != MS_OK) return MS_ERR_RUNTIME;
   int64_t n = ms_tensor_numel(bits);
   uint64_t seed, offset;
   random_reserve(ms_k_philox_blocks(n, 4), &seed, &offset);
@@ -323,6 +351,7 @@ static ms_tensor *randperm(int64_t n, int64_t first, ms_dtype dt, bool seeded, u
   ms_tensor *idx = ms_tensor_new_empty(1, &n, MS_INT64);
   if (!idx) return NULL;
   uint64_t offset = 0;
+  if (!seeded && check_not_captured("randperm", (ms_device){MS_CPU, 0}) != MS_OK) return ms_tensor_release(idx), NULL;
   if (!seeded) random_reserve(ms_k_philox_blocks(n, 2), &seed, &offset);
   if (!random_permutation(n, first, seed, offset, ms_tensor_data(idx))) {
     ms_tensor_release(idx);

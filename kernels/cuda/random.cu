@@ -88,8 +88,11 @@ struct bernoulli {
 };
 
 // Element i reads lane i % L of block offset + i / L, as kernels/cpu/philox.c's fill_blocks.
+// base (kernel_table.h's rng_base, inside a CUDA graph): the seed and the replay's first block
+// are read when the kernel runs, so every replay of a captured fill draws fresh numbers.
 template <int L, typename F>
-__global__ void fill_kernel(uint64_t seed, uint64_t offset, int64_t n, F f) {
+__global__ void fill_kernel(const uint64_t *base, uint64_t seed, uint64_t offset, int64_t n, F f) {
+  if (base) seed = base[0], offset += base[1];
   int64_t blocks = (n + L - 1) / L;
   for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < blocks; b += (int64_t)gridDim.x * blockDim.x) {
     uint32_t w[4];
@@ -100,9 +103,9 @@ __global__ void fill_kernel(uint64_t seed, uint64_t offset, int64_t n, F f) {
 }
 
 template <int L, typename F>
-int launch_fill(uint64_t seed, uint64_t offset, int64_t n, F f, void *stream) {
+int launch_fill(const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n, F f) {
   if (n <= 0) return 0;
-  fill_kernel<L><<<blocks_for((n + L - 1) / L), kThreads, 0, (cudaStream_t)stream>>>(seed, offset, n, f);
+  fill_kernel<L><<<blocks_for((n + L - 1) / L), kThreads, 0, (cudaStream_t)x->stream>>>(x->rng_base, seed, offset, n, f);
   return launch_status();
 }
 
@@ -127,32 +130,31 @@ extern "C" int ms_k_cuda_philox_uniform(const ms_k_exec *x, ms_k_dtype dt, uint6
   void *stream = x->stream;
   if (dt == MS_K_F64) {
     if (!(low < high)) return launch_constant(n, low, (double *)out, stream);
-    return launch_fill<2>(seed, offset, n, uniform_f64{(double *)out, low, high}, stream);
+    return launch_fill<2>(x, seed, offset, n, uniform_f64{(double *)out, low, high});
   }
   float lo = (float)low, hi = (float)high; /* the CPU's f32 fill takes float bounds */
   if (!(lo < hi)) return launch_constant(n, lo, (float *)out, stream);
-  return launch_fill<4>(seed, offset, n, uniform_f32{(float *)out, lo, hi}, stream);
+  return launch_fill<4>(x, seed, offset, n, uniform_f32{(float *)out, lo, hi});
 }
 
 extern "C" int ms_k_cuda_philox_normal(const ms_k_exec *x, ms_k_dtype dt, uint64_t seed, uint64_t offset,
                                        int64_t n, void *out, double mean, double std) {
-  void *stream = x->stream;
-  if (dt == MS_K_F64) return launch_fill<2>(seed, offset, n, normal_f64{(double *)out, mean, std}, stream);
-  return launch_fill<4>(seed, offset, n, normal_f32{(float *)out, mean, std}, stream);
+  if (dt == MS_K_F64) return launch_fill<2>(x, seed, offset, n, normal_f64{(double *)out, mean, std});
+  return launch_fill<4>(x, seed, offset, n, normal_f32{(float *)out, mean, std});
 }
 
 extern "C" int ms_k_cuda_philox_randint(const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n,
                                         int64_t *out, int64_t low, int64_t high) {
   randint_i64 f{out, low, (uint64_t)high - (uint64_t)low};
-  return launch_fill<2>(seed, offset, n, f, x->stream);
+  return launch_fill<2>(x, seed, offset, n, f);
 }
 
 extern "C" int ms_k_cuda_philox_bernoulli(const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n,
                                           double p, uint8_t *out) {
-  return launch_fill<4>(seed, offset, n, bernoulli{nullptr, p, 0, out}, x->stream);
+  return launch_fill<4>(x, seed, offset, n, bernoulli{nullptr, p, 0, out});
 }
 
 extern "C" int ms_k_cuda_philox_bernoulli_p(const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n,
                                             const double *p, int64_t ps, uint8_t *out) {
-  return launch_fill<4>(seed, offset, n, bernoulli{p, 0.0, ps, out}, x->stream);
+  return launch_fill<4>(x, seed, offset, n, bernoulli{p, 0.0, ps, out});
 }

@@ -34,6 +34,7 @@ local INTERNAL = {
   ["moonshard.tensor_repr"] = true, ["moonshard.tensor_dataset"] = true,
   ["moonshard.seed_net"] = true, ["moonshard.spawn"] = true,
   ["moonshard.repl"] = true, ["moonshard.timer"] = true, -- the REPL's machinery; ms.Timer, ms.timeit
+  ["moonshard.cuda_graphs"] = true, -- reached as ms.cuda.graph, ms.cuda.make_graphed_step
 }
 
 -- How users name a module: its require tail, but for these.
@@ -53,6 +54,7 @@ local BARE = { Tensor = { "moonshard", "Tensor" }, Module = { "moonshard.nn", "M
 -- what makes them (the registry's metatables of the C bindings; a parser argparse builds).
 local INSTANCES = {
   ["ms.cuda.Event"] = function() return debug.getregistry()["moonshard.cuda.Event"].__index end,
+  ["ms.cuda.CUDAGraph"] = function() return debug.getregistry()["moonshard.cuda.CUDAGraph"].__index end,
   ProcessGroup = function() return debug.getregistry()["moonshard.ProcessGroup"].__index end,
   Work = function() return debug.getregistry()["moonshard.Work"].__index end,
   ["metrics.Logger"] = function() return getmetatable(require("moonshard.metrics").Logger(nil)) end,

@@ -5,6 +5,7 @@
 #include "moonshard/autograd.h"
 #include "moonshard/checked.h"
 #include "moonshard/cuda.h"
+#include "moonshard/cuda_graph.h"
 #include "moonshard/dtype.h"
 #include "moonshard/error.h"
 #include "moonshard/idx.h"

@@ -4,6 +4,7 @@
  * after the first one: both synchronize the device and cost milliseconds. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -17,9 +18,28 @@ typedef struct cached_block {
   struct cached_block *next;
 } cached_block;
 
+/* A block of a graph's private pool: live while a tensor holds it, else free for the same
+ * graph's next capture-time allocation only. */
+typedef struct graph_block {
+  void *ptr;
+  size_t size;
+  bool live;
+} graph_block;
+
+/* A CUDA graph's private pool (cuda_internal.h): every block cudaMalloc'd while the graph was
+ * captured, so that none is handed to eager code while a replay may still write it. */
+struct cuda_graph_pool {
+  int device;
+  bool released; /* the graph is gone: blocks freed from now on go to the eager cache */
+  graph_block *b;
+  size_t n, cap;
+  struct cuda_graph_pool *next;
+};
+
 typedef struct device_pool {
   pthread_mutex_t lock;
   cached_block *blocks; /* every cached block; short in practice: the step's distinct sizes */
+  cuda_graph_pool *graphs; /* the private pools of live graphs, and released ones with live blocks */
   int64_t current, peak, allocations, cached, reserved, reserved_peak;
   int64_t by_category[MS_MEM_CATEGORY_COUNT];
 } device_pool;
@@ -56,6 +76,78 @@ static void *take_cached(device_pool *p, size_t size, cudaStream_t stream) {
   return NULL;
 }
 
+/* ---- graph pools: their blocks are few (one step's), so plain scans do ------------------------ */
+
+/* A free block of exactly `size` in the pool, marked live; NULL if none. */
+static void *graph_take(cuda_graph_pool *g, size_t size) {
+  for (size_t i = 0; i < g->n; i++)
+    if (!g->b[i].live && g->b[i].size == size) return g->b[i].live = true, g->b[i].ptr;
+  return NULL;
+}
+
+/* Room for one more block, made before cudaMalloc: a capture may not cudaFree a block it
+ * could not remember. */
+static bool graph_room(cuda_graph_pool *g) {
+  if (g->n < g->cap) return true;
+  size_t cap = g->cap ? 2 * g->cap : 64;
+  graph_block *b = realloc(g->b, cap * sizeof *b);
+  if (!b) return false;
+  g->b = b, g->cap = cap;
+  return true;
+}
+
+/* The pool owning ptr and its index there; NULL if no graph's. */
+static cuda_graph_pool *graph_owner(device_pool *p, void *ptr, size_t *at) {
+  for (cuda_graph_pool *g = p->graphs; g; g = g->next)
+    for (size_t i = 0; i < g->n; i++)
+      if (g->b[i].ptr == ptr) return *at = i, g;
+  return NULL;
+}
+
+/* Takes g out of the device's list and frees it: released, with no block left. */
+static void graph_unlink(device_pool *p, cuda_graph_pool *g) {
+  for (cuda_graph_pool **q = &p->graphs; *q; q = &(*q)->next)
+    if (*q == g) {
+      *q = g->next;
+      break;
+    }
+  free(g->b);
+  free(g);
+}
+
+/* Forgets block i of g (its memory now belongs elsewhere); frees g once released and empty. */
+static void graph_drop(device_pool *p, cuda_graph_pool *g, size_t i) {
+  g->b[i] = g->b[--g->n];
+  if (g->released && g->n == 0) graph_unlink(p, g);
+}
+
+cuda_graph_pool *cuda_graph_pool_new(int index) {
+  pthread_once(&pools_once, pools_init);
+  cuda_graph_pool *g = calloc(1, sizeof *g);
+  if (!g) return ms_error(MS_ERR_MEMORY, "CUDAGraph: out of memory"), NULL;
+  g->device = index;
+  device_pool *p = &pools[index];
+  pthread_mutex_lock(&p->lock);
+  g->next = p->graphs, p->graphs = g;
+  pthread_mutex_unlock(&p->lock);
+  return g;
+}
+
+void cuda_graph_pool_release(cuda_graph_pool *g) {
+  if (!g) return;
+  device_pool *p = &pools[g->device];
+  pthread_mutex_lock(&p->lock);
+  g->released = true;
+  for (size_t i = g->n; i-- > 0;) /* backwards: the last entry moves into a freed slot */
+    if (!g->b[i].live) {
+      cudaFree(g->b[i].ptr); /* waits for replays still running */
+      p->reserved -= (int64_t)g->b[i].size;
+      g->b[i] = g->b[--g->n];
+    }
+  if (g->n == 0) graph_unlink(p, g);
+  pthread_mutex_unlock(&p->lock);
+}
+
 /* Frees every cached block of device `index` to the driver; caller holds the lock. */
 static void release_cached(device_pool *p) {
   cudaDeviceSynchronize(); /* a cached block may still be read by queued work */
@@ -82,11 +174,17 @@ void *ms_cuda_alloc(int index, size_t nbytes, ms_mem_category category) {
   device_pool *p = &pools[index];
   size_t size = size_class(nbytes);
   cudaStream_t stream = cuda_raw_stream(index);
+  cuda_graph_pool *graph = cuda_capture_pool(index); /* capturing: the graph's blocks only */
   pthread_mutex_lock(&p->lock);
-  void *ptr = take_cached(p, size, stream);
+  void *ptr = graph ? graph_take(graph, size) : take_cached(p, size, stream);
+  if (!ptr && graph && !graph_room(graph)) {
+    pthread_mutex_unlock(&p->lock);
+    return ms_error(MS_ERR_MEMORY, "CUDA graph capture: out of host memory for the graph's block list"), NULL;
+  }
   if (!ptr) {
-    cudaError_t err = cudaMalloc(&ptr, size);
-    if (err == cudaErrorMemoryAllocation && p->blocks) { /* give the cache back, try once more */
+    cudaError_t err = cudaMalloc(&ptr, size); /* allowed in a capture (relaxed mode) */
+    /* give the cache back and try once more; not in a capture, where cudaFree cannot run */
+    if (err == cudaErrorMemoryAllocation && p->blocks && !graph) {
       (void)cudaGetLastError();
       release_cached(p);
       err = cudaMalloc(&ptr, size);
@@ -105,6 +203,7 @@ void *ms_cuda_alloc(int index, size_t nbytes, ms_mem_category category) {
     }
     p->reserved += (int64_t)size;
     if (p->reserved > p->reserved_peak) p->reserved_peak = p->reserved;
+    if (graph) graph->b[graph->n++] = (graph_block){ptr, size, true};
   }
   account(p, (int64_t)nbytes, category);
   p->allocations++;
@@ -118,6 +217,15 @@ void ms_cuda_free(int index, void *ptr, size_t nbytes, ms_mem_category category)
   cached_block *b = malloc(sizeof *b);
   pthread_mutex_lock(&p->lock);
   account(p, -(int64_t)nbytes, category);
+  size_t at = 0;
+  cuda_graph_pool *graph = p->graphs ? graph_owner(p, ptr, &at) : NULL;
+  if (graph && !graph->released) { /* stays the graph's: a replay writes it again */
+    graph->b[at].live = false;
+    pthread_mutex_unlock(&p->lock);
+    free(b);
+    return;
+  }
+  if (graph) graph_drop(p, graph, at); /* the graph is gone: an ordinary block from now on */
   if (b) {
     /* Stream order makes the reuse safe: the next user of this block on the same stream runs
      * after every kernel already queued there that reads it. */
@@ -164,6 +272,7 @@ ms_status ms_cuda_empty_cache(void) {
   int n = ms_cuda_device_count(); /* nothing was ever allocated without a device */
   pthread_once(&pools_once, pools_init);
   int prev = ms_cuda_current_device();
+  if (n > 0 && cuda_refuse_in_capture("empty_cache", "it waits for the device") != MS_OK) return MS_ERR_RUNTIME;
   for (int i = 0; i < n; i++) {
     if (cuda_use("empty_cache", i) != MS_OK) return MS_ERR_RUNTIME;
     pthread_mutex_lock(&pools[i].lock);
@@ -274,6 +383,7 @@ ms_status ms_cuda_host_memcpy_async(void *dst, int dst_index, const void *src, i
   if (kind == MS_CUDA_D2D) return ms_error(MS_ERR_ARG, "copy: a non-blocking copy goes between the host and a device");
   int dev = kind == MS_CUDA_H2D ? dst_index : src_index;
   if (nbytes == 0) return MS_OK;
+  if (cuda_refuse_in_capture("copy", HOST_COPY_IN_CAPTURE) != MS_OK) return MS_ERR_RUNTIME;
   if (cuda_use("copy", dev) != MS_OK) return MS_ERR_RUNTIME;
   enum cudaMemcpyKind k = kind == MS_CUDA_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
   return cuda_check("copy", cudaMemcpyAsync(dst, src, nbytes, k, cuda_raw_stream(dev)));

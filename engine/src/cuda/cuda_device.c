@@ -85,6 +85,7 @@ int ms_cuda_current_device(void) { return current_device; }
 
 ms_status ms_cuda_synchronize(int index) {
   if (index < 0) index = current_device;
+  if (cuda_refuse_in_capture("synchronize", "it waits for the device") != MS_OK) return MS_ERR_RUNTIME;
   if (cuda_use("synchronize", index) != MS_OK) return MS_ERR_RUNTIME;
   if (cuda_check("synchronize", cudaDeviceSynchronize()) != MS_OK) return MS_ERR_RUNTIME;
   return cuda_raise_bad_values("synchronize");
@@ -105,6 +106,10 @@ ms_status ms_cuda_memcpy(void *dst, int dst_index, const void *src, int src_inde
                          ms_cuda_copy_kind kind) {
   if (nbytes == 0) return MS_OK;
   int dev = kind == MS_CUDA_H2D ? dst_index : src_index;
+  bool host = kind != MS_CUDA_D2D, peer_copy = !host && dst_index != src_index;
+  if ((host || peer_copy) &&
+      cuda_refuse_in_capture("copy", host ? HOST_COPY_IN_CAPTURE : "a copy between two devices waits for them") != MS_OK)
+    return MS_ERR_RUNTIME;
   if (cuda_use("copy", dev) != MS_OK) return MS_ERR_RUNTIME;
   cudaStream_t s = cuda_raw_stream(dev);
   cudaError_t err;

@@ -46,6 +46,7 @@ void ms_cuda_stream_destroy(ms_cuda_stream *s) {
 }
 
 ms_status ms_cuda_stream_synchronize(ms_cuda_stream *s) {
+  if (cuda_refuse_in_capture("Stream.synchronize", "it waits for the device") != MS_OK) return MS_ERR_RUNTIME;
   if (cuda_use("Stream.synchronize", s->device) != MS_OK) return MS_ERR_RUNTIME;
   if (cuda_check("Stream.synchronize", cudaStreamSynchronize(s->raw)) != MS_OK) return MS_ERR_RUNTIME;
   return cuda_raise_bad_values("Stream.synchronize");
@@ -93,6 +94,7 @@ ms_status ms_cuda_event_record(ms_cuda_event *e, ms_cuda_stream *s) {
 
 ms_status ms_cuda_event_synchronize(ms_cuda_event *e) {
   if (!e->recorded) return MS_OK; /* as CUDA: nothing to wait for */
+  if (cuda_refuse_in_capture("Event.synchronize", "it waits for the device") != MS_OK) return MS_ERR_RUNTIME;
   if (cuda_use("Event.synchronize", e->device) != MS_OK) return MS_ERR_RUNTIME;
   if (cuda_check("Event.synchronize", cudaEventSynchronize(e->raw)) != MS_OK) return MS_ERR_RUNTIME;
   return cuda_raise_bad_values("Event.synchronize");
@@ -140,6 +142,7 @@ ms_status cuda_exec_for(const char *op, int index, ms_k_exec *x) {
   ms_k_bad_value *bad = cuda_bad_value_slot();
   if (!bad) return MS_ERR_RUNTIME;
   *x = (ms_k_exec){.device = index, .stream = cuda_raw_stream(index), .bad = bad,
-                   .scratch_alloc = scratch_alloc, .scratch_free = scratch_free};
+                   .scratch_alloc = scratch_alloc, .scratch_free = scratch_free,
+                   .rng_base = cuda_capture_rng_base(index)};
   return MS_OK;
 }

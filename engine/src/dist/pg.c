@@ -284,6 +284,7 @@ static void work_finish(ms_work *w, ms_status st) {
  * left the job. On either failure the request stays pending (MPI cannot cancel a collective): the
  * caller must end the process, which a Lua error does on a rank (main.c). */
 ms_status ms_work_wait(ms_work *w) {
+  if (w->ops && w->ops->stream_ordered) work_finish(w, w->ops->complete(w->impl));
   double start = dist_now();
   for (int polls = 0; w->ops; polls++) {
     int r = w->ops->test(w->impl);

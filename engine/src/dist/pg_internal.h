@@ -5,6 +5,7 @@
 #define MS_DIST_PG_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "moonshard/dist.h"
 
@@ -35,6 +36,11 @@ typedef struct ms_work_ops {
   /* After test said done: finishing touches (averaging, converting back). */
   ms_status (*complete)(void *impl);
   void (*free)(void *impl);
+  /* complete() alone makes later device work wait for the collective (nccl: the compute stream
+   * waits for its event): a wait then queues that and returns, never polling test() from the
+   * host, so a step's collectives leave the host free to run ahead (and can be graph-captured,
+   * where test()'s event query is not allowed). Hangs then surface at the next host wait. */
+  bool stream_ordered;
 } ms_work_ops;
 
 struct ms_pg_ops {

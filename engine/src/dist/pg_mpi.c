@@ -200,7 +200,7 @@ static void mpi_work_free(void *impl) {
   free(w);
 }
 
-static const ms_work_ops mpi_work_ops = {mpi_work_test, mpi_work_complete, mpi_work_free};
+static const ms_work_ops mpi_work_ops = {mpi_work_test, mpi_work_complete, mpi_work_free, false};
 
 static mpi_work *work_alloc(const char *fname, ms_tensor *target) {
   mpi_work *w = calloc(1, sizeof *w);

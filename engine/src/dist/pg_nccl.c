@@ -81,7 +81,7 @@ static void work_free(void *impl) {
   free(w);
 }
 
-static const ms_work_ops nccl_work_ops = {work_test, work_complete, work_free};
+static const ms_work_ops nccl_work_ops = {work_test, work_complete, work_free, true};
 
 /* Synchronizes this rank's GPU work, then every rank meets on MPI. */
 static ms_status barrier(ms_pg *pg, ms_work **work) {

@@ -1,9 +1,9 @@
--- cuda.lua: the docstrings of ms.cuda (devices, memory statistics, events). Device indices are
+-- cuda.lua: the docstrings of ms.cuda (devices, memory statistics, events, CUDA graphs). Device indices are
 -- CUDA's own, 0-based as in PyTorch: they name devices, they are not positions in a list.
 local DEV = [[`device` is nil (the current device), an index, `"cuda:N"` or a CUDA tensor's device.]]
 
 return {
-  title = "CUDA: devices, memory, events (ms.cuda)",
+  title = "CUDA: devices, memory, events, graphs (ms.cuda)",
   {
     name = "ms.cuda.is_available",
     sig = "ms.cuda.is_available() -> boolean",
@@ -272,5 +272,180 @@ ev:record()
 print(tostring(ev):find("Event") ~= nil)   --> true
 ]],
     needs = "cuda",
+  },
+
+  -- ---- CUDA graphs (docs/cuda-graphs.md) ----
+  {
+    name = "ms.cuda.make_graphed_step",
+    sig = "ms.cuda.make_graphed_step(fn, {warmup = 3, enabled = true, max_graphs = 8}) -> step",
+    doc = [[
+A function that runs `fn` (a training step) as a CUDA graph (in the spirit of PyTorch's
+`make_graphed_callables`): calls whose arguments have the same signature (each tensor's device,
+dtype and shape; every other argument's value) run `fn` eagerly `warmup` times on the graph's
+side stream, then capture `fn` once into a graph and replay it from then on, one launch a step.
+A replay copies the call's tensors into the step's static inputs and returns the outputs of the
+capture: the same tensors each call, overwritten by the next replay (clone one to keep it).
+A new signature (another batch size, another learning rate passed as an argument) warms up and
+is captured on its own; at most `max_graphs` signatures are kept, the least recently used one
+giving its memory back. Host code inside `fn` runs only while capturing: what changes between
+steps must be a tensor argument or a replay hook (`ms.cuda.current_graph():add_replay_hook`).
+Dropout draws fresh masks each replay, the ones the eager steps would draw. A copy to the host
+(`item()`, `tolist()`, printing) or a synchronize inside `fn` fails the capture with an error
+naming it. On CPU tensors, without a GPU or with `enabled = false`, `fn` runs eagerly at every
+call, with exactly the eager results.]],
+    opts = {
+      { "warmup", "integer", "3", "eager calls of a signature before it is captured (0: capture at once)" },
+      { "enabled", "boolean", "true", "false: always eager (scripts' --no-cuda-graphs)" },
+      { "max_graphs", "integer", "8", "signatures (graphs) kept at once" },
+    },
+    example = [[
+local w = ms.ones(3)
+local step = ms.cuda.make_graphed_step(function(x) return (x * w):sum() end, {warmup = 1})
+print(step(ms.full(3, 2.0)):item(), step(ms.ones(3)):item())   --> 6.0 3.0
+]],
+  },
+  {
+    name = "ms.cuda.CUDAGraph",
+    sig = "ms.cuda.CUDAGraph() -> CUDAGraph",
+    doc = [[
+A CUDA graph (PyTorch's `torch.cuda.CUDAGraph`) on the current device: `capture_begin` ...
+`capture_end` records the work queued in between (on the device's side stream, joined to the
+current stream), `replay` launches all of it again. What the capture allocates comes from the
+graph's private memory pool, so every replay writes the same tensors. Released by
+`g:release()`, `<close>` or the collector. Raises without CUDA ("CUDA graphs need a CUDA build
+and a CUDA device").]],
+    example = [[
+local x = ms.ones(4, {device = "cuda"})
+local g = ms.cuda.CUDAGraph()
+g:capture_begin(); local y = x * 2; g:capture_end()
+x:fill_(5); g:replay()
+print(y:sum():item())   --> 40.0
+]],
+    needs = "cuda",
+  },
+  {
+    name = "ms.cuda.CUDAGraph:capture_begin",
+    sig = "g:capture_begin()",
+    doc = [[
+Starts capturing this thread's work on g's device into g (which must be empty: `reset` it
+first). Captures do not nest. Until `capture_end`, nothing runs: the work is recorded; a copy to
+the host or a synchronize raises instead.]],
+    example = [[
+local g = ms.cuda.CUDAGraph()
+g:capture_begin(); print(ms.cuda.is_current_stream_capturing()); g:capture_end()   --> true
+]],
+    needs = "cuda",
+  },
+  {
+    name = "ms.cuda.CUDAGraph:capture_end",
+    sig = "g:capture_end()",
+    doc = [[
+Ends g's capture and makes it replayable. A capture that failed (an operation CUDA cannot record)
+raises saying why and leaves g empty; the thread's stream is restored either way.]],
+    example = [[
+local g = ms.cuda.CUDAGraph()
+g:capture_begin(); g:capture_end()
+print(g:is_captured())   --> true
+]],
+    needs = "cuda",
+  },
+  {
+    name = "ms.cuda.CUDAGraph:replay",
+    sig = "g:replay()",
+    doc = [[
+Runs g's replay hooks in the order they were added, then queues one launch of the captured work
+on the current stream. Random ops inside draw from the generator as the eager work would: each
+replay reserves the numbers of one step.]],
+    example = [[
+local x = ms.zeros(2, {device = "cuda"})
+local g = ms.cuda.CUDAGraph()
+g:capture_begin(); x:add_(1); g:capture_end()
+g:replay(); g:replay()
+print(x:sum():item())   --> 4.0
+]],
+    needs = "cuda",
+  },
+  {
+    name = "ms.cuda.CUDAGraph:reset",
+    sig = "g:reset()",
+    doc = [[Empties g: the capture and its replay hooks are dropped and its memory pool given back.]],
+    example = [[
+local g = ms.cuda.CUDAGraph()
+g:capture_begin(); g:capture_end(); g:reset()
+print(g:is_captured())   --> false
+]],
+    needs = "cuda",
+  },
+  {
+    name = "ms.cuda.CUDAGraph:add_replay_hook",
+    sig = "g:add_replay_hook(fn)",
+    doc = [[
+Registers fn(g), called by every `g:replay()` before the launch, in registration order: how host
+state that a capture would bake in (an optimizer's step count, learning rate) is refreshed, by
+uploading the new values into device memory the captured kernels read. Code being captured finds
+its graph through `ms.cuda.current_graph()`. A new capture starts with no hooks.]],
+    example = [[
+local g, n = ms.cuda.CUDAGraph(), 0
+g:capture_begin(); g:capture_end()
+g:add_replay_hook(function() n = n + 1 end)
+g:replay(); g:replay()
+print(n)   --> 2
+]],
+    needs = "cuda",
+  },
+  {
+    name = "ms.cuda.CUDAGraph:is_captured",
+    sig = "g:is_captured() -> boolean",
+    doc = [[Whether g holds a capture to replay.]],
+    example = [[
+print(ms.cuda.CUDAGraph():is_captured())   --> false
+]],
+    needs = "cuda",
+  },
+  {
+    name = "ms.cuda.CUDAGraph:release",
+    sig = "g:release()",
+    doc = [[Frees g now (its capture, side stream and memory pool) rather than at collection.]],
+    example = [[
+local g = ms.cuda.CUDAGraph()
+g:release()
+print(tostring(g))   --> cuda.CUDAGraph(released)
+]],
+    needs = "cuda",
+  },
+  {
+    name = "ms.cuda.graph",
+    sig = "ms.cuda.graph(g) -> scope",
+    doc = [[
+Captures a scope into g (PyTorch's `with torch.cuda.graph(g)`): `local _ <close> = ms.cuda.graph(g)`
+begins the capture, leaving the scope ends it. Left by an error, the capture is dropped and the
+error is the scope's own.]],
+    example = [[
+local x, g = ms.ones(2, {device = "cuda"}), ms.cuda.CUDAGraph()
+local y
+do
+  local _ <close> = ms.cuda.graph(g)
+  y = x + 1
+end
+g:replay()
+print(y:sum():item())   --> 4.0
+]],
+    needs = "cuda",
+  },
+  {
+    name = "ms.cuda.is_current_stream_capturing",
+    sig = "ms.cuda.is_current_stream_capturing() -> boolean",
+    doc = [[Whether this thread is capturing a CUDA graph on the current device; false without CUDA.]],
+    example = [[
+print(ms.cuda.is_current_stream_capturing())   --> false
+]],
+  },
+  {
+    name = "ms.cuda.current_graph",
+    sig = "ms.cuda.current_graph() -> CUDAGraph or nil",
+    doc = [[The graph this thread is capturing, or nil: where captured code registers replay hooks.]],
+    example = [[
+print(ms.cuda.current_graph())   --> nil
+]],
   },
 }

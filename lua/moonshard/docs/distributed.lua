@@ -248,7 +248,10 @@ print(ms.distributed.new_group({0}):size())   --> 1
     sig = "work:wait()",
     doc = [[
 Waits for a collective issued with `async_op = true` to finish; its tensors then hold the result.
-A rank that never arrives fails it (the timeout), naming the rank.]],
+A rank that never arrives fails it (the timeout), naming the rank. On the nccl backend, as in
+PyTorch, the wait is on the device: work queued after it (on the current stream) runs after the
+collective, and the host does not block, so a training step runs ahead of the GPU and can be
+captured in a CUDA graph; a hang then shows at the next host wait (a copy to the host).]],
     example = example([[
 local t = ms.tensor({1.0, 2.0})
 local work = ms.distributed.all_reduce(t, {async_op = true})
