@@ -112,7 +112,7 @@ local function train(args, run, model, rank, device, train_loader, optimizer, ep
   for i, data, target in train_loader:iter() do
     -- the seed's .to(rank): the device loader's batches are there already (this returns them)
     if device then data, target = data:to(device, NB), target:to(device, NB) end
-    local loss = step(data, target, optimizer.param_groups[1].lr)
+    local loss = step(data, target)
     loss_sum:add_(loss)
     local n = data:size(1)
     count = count + n
@@ -257,9 +257,9 @@ local function fsdp_main(rank, world_size, args)
   local optimizer = optim.Adadelta(model:parameters(), { lr = args.lr })
   local scheduler = optim.lr_scheduler.StepLR(optimizer, { step_size = 1, gamma = args.gamma })
   -- The training step; on CUDA captured as a CUDA graph once its shapes repeat, then replayed
-  -- in one launch (docs/cuda-graphs.md). The rate is an argument: StepLR's new rate each epoch
-  -- makes a new graph rather than replaying the old rate baked into the captured optimizer step.
-  local step = ms.cuda.make_graphed_step(function(data, target, lr)
+  -- in one launch (docs/cuda-graphs.md). Captured, Adadelta reads its rate from the device, and
+  -- its replay hook writes StepLR's current rate there before each replay (docs/optimizers.md).
+  local step = ms.cuda.make_graphed_step(function(data, target)
     optimizer:zero_grad()
     local output = model(data)
     local loss = F.nll_loss(output, target, { reduction = "sum" })
