@@ -59,6 +59,10 @@ typedef struct ms_k_exec {
    * the stream: NULL when it cannot be had (a kernel may then try a plan that needs less). */
   void *(*scratch_alloc)(int device, size_t nbytes);
   void (*scratch_free)(int device, void *p, size_t nbytes);
+  /* NULL outside a CUDA graph's capture; during one, a device slot {seed, base offset} that a
+   * Philox kernel reads instead of its seed, adding the base to its offset (graph replays draw
+   * fresh numbers as eager steps would) */
+  const uint64_t *rng_base;
 } ms_k_exec;
 
 /* What a kernel returns: 0, MS_K_ERR_NO_MEMORY (its work buffers could not be had, on any device),
@@ -167,10 +171,17 @@ typedef struct ms_k_attn_geom {
    * = sum(wt); sums in double; smooth may be NULL */                                              \
   X(nll_reduce, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, const void *nll, const void *wt,    \
                  const void *smooth, double s, int64_t C, int mean, void *out, double *sw))        \
-  /* all of gx: the gradient of the nll term (logp NULL) or of cross entropy's logits */          \
+  /* nll_rows then nll_reduce without smoothing, in one pass (one launch): out[0] (dt) = sum(nll), \
+   * over sum(wt) when mean; *sw (float64) = sum(wt); the same sums, bit for bit, as the two      \
+   * slots give (bad targets reported as nll_rows does) */                                         \
+  X(nll_loss, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_nll_args *a, const void *logp,        \
+               int mean, void *out, double *sw))                                                   \
+  /* all of gx: the gradient of the nll term (logp NULL) or of cross entropy's logits; sw (a      \
+   * float64 on the device, or NULL) divides the one incoming gradient g[0] (gs 0) first, in      \
+   * float64 rounded to dt: a device mean's weight sum, never read back by the host */            \
   X(nll_backward, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_nll_args *a, const void *logp,    \
-                   const void *g, int64_t gs, double nll_scale, double smooth_scale,               \
-                   double smoothing, void *gx))                                                    \
+                   const void *g, int64_t gs, const double *sw, double nll_scale,                  \
+                   double smooth_scale, double smoothing, void *gx))                               \
   /* indices may be NULL on the CPU (evaluation); the CUDA body always writes them */             \
   X(max_pool2d, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *in,     \
                  void *out, int64_t *indices))                                                     \
@@ -186,6 +197,10 @@ typedef struct ms_k_attn_geom {
                  void *y))                                                                         \
   X(activation_backward, (const ms_k_exec *x, ms_k_act act, ms_k_dtype dt, int64_t n,              \
                           const void *in, const void *g, void *gx))                                \
+  /* relu's gradient in one pass over n contiguous elements (gx may be g): gx = y > 0 ? g : 0,   \
+   * g's bits where kept (an infinite g stays, never a NaN at 0); dt F32, F64, BF16, F16 */     \
+  X(relu_backward, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, const void *y, const void *g,    \
+                    void *gx))                                                                     \
   /* out row r = w row (idx[r] - base); the backward adds g rows into gw (zeroed by the caller),  \
    * none into padding_idx (0-based; -1: none), deterministically */                               \
   X(embedding, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx,       \
@@ -240,9 +255,13 @@ typedef struct ms_k_attn_geom {
   X(philox_bernoulli_p, (const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n,            \
                          const double *p, int64_t ps, uint8_t *out))                               \
   /* dropout's y = mask ? in * scale : 0 over n contiguous elements (mask bytes 0 or 1); dt F32,   \
-   * F64, or BF16 on the CPU only (the product in float32, rounded once) */                        \
+   * F64, BF16 (the product in float32, rounded once), on CUDA also F16 */                          \
   X(masked_scale, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, const void *in,                   \
-                   const uint8_t *mask, double scale, void *y))
+                   const uint8_t *mask, double scale, void *y))                                    \
+  /* dropout's forward in one pass: mask as philox_bernoulli(keep) draws it, y as masked_scale     \
+   * writes it, bit for bit (dt as masked_scale's) */                                              \
+  X(dropout, (const ms_k_exec *x, ms_k_dtype dt, uint64_t seed, uint64_t offset, int64_t n,        \
+              double keep, const void *in, double scale, uint8_t *mask, void *y))
 
 /* Fused optimizer steps: one pass over n contiguous elements of a parameter (dt F32 or F64), its
  * gradient (only read) and its state, with kernels.h's ms_k_*_step formulas (PyTorch's, computed
