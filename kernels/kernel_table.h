@@ -289,10 +289,13 @@ typedef struct ms_k_attn_geom {
    * of cdt. Every device: F32 and F64 (cdt = dt). The CPU: integers too (cdt = dt, exact,        \
    * wrapping), and BF16 with a float32 C (float32 sums; the engine rounds). CUDA: BF16 and F16   \
    * with cdt = dt (float32 sums rounded once into C); a matrix with no unit stride is copied.    \
-   * beta = 0 never reads C. */                                                                    \
+   * beta = 0 never reads C. bias (NULL: none; floating dt only, with beta 0): N contiguous      \
+   * elements of dt, one per column, added to every row of C as the GEMM stores it (Linear's      \
+   * bias: no pass that fills C first). The CPU: the bits of C filled with the bias then beta 1;  \
+   * CUDA: cuBLASLt's bias epilogue where it takes the case, else that fill and beta 1. */        \
   X(gemm, (const ms_k_exec *x, ms_k_dtype dt, ms_k_dtype cdt, int64_t M, int64_t N, int64_t K,      \
            double alpha, const void *a, int64_t rsa, int64_t csa, const void *b, int64_t rsb,      \
-           int64_t csb, double beta, void *c, int64_t rsc, int64_t csc))                           \
+           int64_t csb, double beta, void *c, int64_t rsc, int64_t csc, const void *bias))         \
   /* y = conv2d(xin, w) + b (b may be NULL) on packed NCHW buffers of dtype dt (F32, F64; BF16 on  \
    * the CPU where ms_k_conv2d_bf16_direct()); the engine has checked g. */                        \
   X(conv2d_forward, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_conv2d_geom *g,                 \

@@ -2,8 +2,8 @@
 -- one-pass forward (the CPU's mask and values bit for bit, in float32 and float64; bfloat16 and
 -- float16 scaled as they are, equal to the CPU's float32 dropout rounded once), nll_loss's
 -- one-launch forward and its backward (a mean's weight sum divided on the device), 16-bit
--- log-probabilities native, and the seed step's launches counted on the GPU. Exits 77 (skipped)
--- where no GPU is usable.
+-- log-probabilities native, Linear's bias in the GEMM, and the seed step's launches counted on
+-- the GPU. Exits 77 (skipped) where no GPU is usable.
 local T = require "testing"
 local ms = require "moonshard"
 local F = require "moonshard.functional"
@@ -113,6 +113,28 @@ T.test("nll_loss: one launch forward, backward dividing a mean on the device; 16
       local tol = dt == "bfloat16" and 2 ^ -7 or 2 ^ -10
       same(lg, lc, tol, "nll_loss " .. what .. " " .. dt)
       same(gg, gc, tol, "nll_loss backward " .. what .. " " .. dt)
+    end
+  end
+end)
+
+T.test("linear: the bias added by the GEMM (cuBLASLt's epilogue) as the CPU's", function()
+  -- the seed's fc1 and fc2, the GPT's MLP up-projection, a transposed input (a column-major
+  -- operand), odd sizes (alignments cuBLASLt may decline: the fill-then-beta-1 path)
+  local cases = { { 64, 9216, 128 }, { 64, 128, 10 }, { 1024, 768, 3072 }, { 7, 13, 5 } }
+  for _, c in ipairs(cases) do
+    local M, K, N = c[1], c[2], c[3]
+    for _, dt in ipairs { "float32", "float64", "bfloat16", "float16" } do
+      local x, w, b = data({ M, K }, 11):to(dt), data({ N, K }, 12):div(math.sqrt(K)):to(dt), data({ N }, 13):to(dt)
+      local half = dt == "bfloat16" or dt == "float16"
+      -- 16-bit: float32 sums of the 16-bit values, rounded once (the CPU's widened product)
+      local want = half and F.linear(x:float(), w:float(), b:float()):to(dt) or F.linear(x, w, b)
+      local got = F.linear(x:to(DEV), w:to(DEV), b:to(DEV))
+      -- float32 and float64 sum in another order than the CPU (relative to max(1, |y|), y ~ 1);
+      -- 16-bit may round to the neighbouring value
+      local tol = ({ float32 = 1e-4, float64 = 1e-12, bfloat16 = 2 ^ -7, float16 = 2 ^ -10 })[dt]
+      same(got, want, tol, ("linear %dx%dx%d %s"):format(M, K, N, dt))
+      local xt = x:t():contiguous():t() -- the same values, column-major
+      same(F.linear(xt:to(DEV), w:to(DEV), b:to(DEV)), want, tol, ("linear column-major x %d %s"):format(M, dt))
     end
   end
 end)

@@ -10,12 +10,12 @@ local optim = require "moonshard.optim"
 local Net = require "moonshard.seed_net"
 
 -- The seed step's calls (Adadelta, nll_loss with reduction "sum", as scripts/mnist_fsdp.lua):
--- forward 13, loss 1, backward 16, optimizer 8 (one adadelta_step per parameter). Before the
--- fusions of issue 20 the same step made 44 (dropout forward 2 -> 1 each, nll_loss forward
--- 2 -> 1, relu backward 2 -> 1 each: a comparison and a where, which the CPU took through a
--- shortcut the counter did not see). A GPU launches one more: the loss's seed gradient (ones),
--- which the CPU fills on the host.
-local SEED_STEP_CALLS = 38
+-- forward 11, loss 1, backward 16, optimizer 8 (one adadelta_step per parameter). Before the
+-- fusions of issue 20 the same step made 44: dropout's forward 2 -> 1 each, Linear's forward
+-- 2 -> 1 each (the bias added by the GEMM), nll_loss's forward 2 -> 1, relu's backward 2 -> 1
+-- each (a comparison and a where, which the CPU took through a shortcut the counter did not
+-- see). A GPU launches one more: the loss's seed gradient (ones), which the CPU fills on the host.
+local SEED_STEP_CALLS = 36
 
 local function cpu_calls() return ms._kernel_calls().cpu end
 
@@ -49,6 +49,13 @@ end)
 T.test("dropout's forward is one call (mask drawn and applied in one pass)", function()
   local x = ms.randn(4, 5)
   T.eq(count(function() return F.dropout(x, 0.5) end), 1)
+end)
+
+T.test("Linear's forward with a bias is one call", function()
+  local x, w, b = ms.randn(4, 6), ms.randn(3, 6), ms.randn(3)
+  local y
+  T.eq(count(function() y = F.linear(x, w, b) end), 1)
+  T.truthy(ms.allclose(y, x:mm(w:t()) + b, { rtol = 1e-5, atol = 1e-6 }))
 end)
 
 T.test("nll_loss's reduced forward is one call", function()
