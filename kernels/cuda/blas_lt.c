@@ -136,7 +136,10 @@ int ms_kcu_lt_gemm_bias(const ms_kcu_lt_gemm *g, int device, void *stream) {
                    g->c, p.lc, g->c, p.lc, &best.algo, NULL, 0, (cudaStream_t)stream);
   }
   plan_destroy(&p);
-  if (!ok || st == CUBLAS_STATUS_NOT_SUPPORTED) return MS_KCU_LT_DECLINED;
+  /* refusals that launch nothing: blas.c's path computes the product instead */
+  if (!ok || st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
+      st == CUBLAS_STATUS_ARCH_MISMATCH)
+    return MS_KCU_LT_DECLINED;
   if (st != CUBLAS_STATUS_SUCCESS) return ms_kcu_fail("cuBLASLt error: status %d", (int)st);
   return 0;
 }
