@@ -131,6 +131,16 @@ case("linear_bf16/fc1_fwd_b64/64x9216x128", function()
   local _ <close> = ms.no_grad()
   return function() return F.linear(x, w, b) end, { flops = 2.0 * 64 * 9216 * 128, peak_scale = 2 }
 end)
+-- the 85M GPT's MLP up-projection, Linear(768, 3072) over 4 x 256 tokens, as training runs it in
+-- float32 and in bfloat16 (its bias added in the GEMM's store, issue 20)
+for _, dt in ipairs({ "float32", "bfloat16" }) do
+  case(("linear_%s/gpt_fc_fwd/1024x768x3072"):format(dt == "float32" and "f32" or "bf16"), function()
+    local x, w, b = ms.randn(1024, 768):to(dt), ms.randn(3072, 768):to(dt), ms.randn(3072):to(dt)
+    local _ <close> = ms.no_grad()
+    return function() return F.linear(x, w, b) end,
+      { flops = 2.0 * 1024 * 768 * 3072, peak_scale = dt == "bfloat16" and 2 or 1 }
+  end)
+end
 
 -- conv2d at the seed's layers: conv1 1->32 on 28x28, conv2 32->64 on 26x26, 3x3, stride 1.
 -- The seed's passes are those at batch 64: the forward, the weight gradient with the bias's

@@ -180,10 +180,17 @@ typedef struct ms_k_attn_geom {
    * = sum(wt); sums in double; smooth may be NULL */                                              \
   X(nll_reduce, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, const void *nll, const void *wt,    \
                  const void *smooth, double s, int64_t C, int mean, void *out, double *sw))        \
-  /* all of gx: the gradient of the nll term (logp NULL) or of cross entropy's logits */          \
+  /* nll_rows then nll_reduce without smoothing, in one pass (one launch): out[0] (dt) = sum(nll), \
+   * over sum(wt) when mean; *sw (float64) = sum(wt); the same sums, bit for bit, as the two      \
+   * slots give (bad targets reported as nll_rows does) */                                         \
+  X(nll_loss, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_nll_args *a, const void *logp,        \
+               int mean, void *out, double *sw))                                                   \
+  /* all of gx: the gradient of the nll term (logp NULL) or of cross entropy's logits; sw (a      \
+   * float64 on the device, or NULL) divides the one incoming gradient g[0] (gs 0) first, in      \
+   * float64 rounded to dt: a device mean's weight sum, never read back by the host */            \
   X(nll_backward, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_nll_args *a, const void *logp,    \
-                   const void *g, int64_t gs, double nll_scale, double smooth_scale,               \
-                   double smoothing, void *gx))                                                    \
+                   const void *g, int64_t gs, const double *sw, double nll_scale,                  \
+                   double smooth_scale, double smoothing, void *gx))                               \
   /* indices may be NULL on the CPU (evaluation); the CUDA body always writes them */             \
   X(max_pool2d, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_pool2d_geom *g, const void *in,     \
                  void *out, int64_t *indices))                                                     \
@@ -199,6 +206,10 @@ typedef struct ms_k_attn_geom {
                  void *y))                                                                         \
   X(activation_backward, (const ms_k_exec *x, ms_k_act act, ms_k_dtype dt, int64_t n,              \
                           const void *in, const void *g, void *gx))                                \
+  /* relu's gradient in one pass over n contiguous elements (gx may be g): gx = y > 0 ? g : 0,   \
+   * g's bits where kept (an infinite g stays, never a NaN at 0); dt F32, F64, BF16, F16 */     \
+  X(relu_backward, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, const void *y, const void *g,    \
+                    void *gx))                                                                     \
   /* out row r = w row (idx[r] - base); the backward adds g rows into gw (zeroed by the caller),  \
    * none into padding_idx (0-based; -1: none), deterministically */                               \
   X(embedding, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, int64_t D, const int64_t *idx,       \
@@ -253,9 +264,13 @@ typedef struct ms_k_attn_geom {
   X(philox_bernoulli_p, (const ms_k_exec *x, uint64_t seed, uint64_t offset, int64_t n,            \
                          const double *p, int64_t ps, uint8_t *out))                               \
   /* dropout's y = mask ? in * scale : 0 over n contiguous elements (mask bytes 0 or 1); dt F32,   \
-   * F64, or BF16 on the CPU only (the product in float32, rounded once) */                        \
+   * F64, BF16 (the product in float32, rounded once), on CUDA also F16 */                          \
   X(masked_scale, (const ms_k_exec *x, ms_k_dtype dt, int64_t n, const void *in,                   \
-                   const uint8_t *mask, double scale, void *y))
+                   const uint8_t *mask, double scale, void *y))                                    \
+  /* dropout's forward in one pass: mask as philox_bernoulli(keep) draws it, y as masked_scale     \
+   * writes it, bit for bit (dt as masked_scale's) */                                              \
+  X(dropout, (const ms_k_exec *x, ms_k_dtype dt, uint64_t seed, uint64_t offset, int64_t n,        \
+              double keep, const void *in, double scale, uint8_t *mask, void *y))
 
 /* The tensors of one multi-tensor optimizer launch: tensor i has n[i] contiguous elements (0
  * allowed) in the arrays arr[a][i], a = 0 the parameter, 1 its gradient (only read), 2.. the
@@ -332,10 +347,13 @@ void ms_k_adadelta_slots(const ms_k_adadelta_hp *hp, double s[MS_K_ADADELTA_SLOT
    * of cdt. Every device: F32 and F64 (cdt = dt). The CPU: integers too (cdt = dt, exact,        \
    * wrapping), and BF16 with a float32 C (float32 sums; the engine rounds). CUDA: BF16 and F16   \
    * with cdt = dt (float32 sums rounded once into C); a matrix with no unit stride is copied.    \
-   * beta = 0 never reads C. */                                                                    \
+   * beta = 0 never reads C. bias (NULL: none; floating dt only, with beta 0): N contiguous      \
+   * elements of dt, one per column, added to every row of C as the GEMM stores it (Linear's      \
+   * bias: no pass that fills C first). The CPU: the bits of C filled with the bias then beta 1;  \
+   * CUDA: cuBLASLt's bias epilogue where it takes the case, else that fill and beta 1. */        \
   X(gemm, (const ms_k_exec *x, ms_k_dtype dt, ms_k_dtype cdt, int64_t M, int64_t N, int64_t K,      \
            double alpha, const void *a, int64_t rsa, int64_t csa, const void *b, int64_t rsb,      \
-           int64_t csb, double beta, void *c, int64_t rsc, int64_t csc))                           \
+           int64_t csb, double beta, void *c, int64_t rsc, int64_t csc, const void *bias))         \
   /* y = conv2d(xin, w) + b (b may be NULL) on packed NCHW buffers of dtype dt (F32, F64; BF16 on  \
    * the CPU where ms_k_conv2d_bf16_direct(); BF16 and F16 on CUDA); the engine has checked g. */  \
   X(conv2d_forward, (const ms_k_exec *x, ms_k_dtype dt, const ms_k_conv2d_geom *g,                 \

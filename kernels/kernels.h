@@ -57,6 +57,13 @@ bool ms_k_gemm_bf16_available(void);
 #define MS_K_DTYPE_LIST(X) X(F32) X(F64) X(BF16) X(F16) X(I64) X(I32) X(U8) X(BOOL)
 typedef enum ms_k_dtype { MS_K_DTYPE_LIST(MS_K_X_ENUM) } ms_k_dtype;
 enum { MS_K_DTYPE_COUNT = 0 MS_K_DTYPE_LIST(MS_K_X_PLUS_ONE) }; /* engine/src/dtype.c pins the order */
+/* C = alpha A B + bias through the GEMMs above (dt F32 or F64 with C of dt, BF16 with a float32
+ * C): bias holds N contiguous elements of dt, one per column of C, added in the store of the
+ * first K block: each tile of C is set to the bias just before the micro-kernel adds the product
+ * with beta 1, the bits of a C filled with the bias before a beta-1 GEMM, without that pass. */
+void ms_k_gemm_bias(ms_k_dtype dt, int64_t M, int64_t N, int64_t K, double alpha, const void *A,
+                    int64_t rsA, int64_t csA, const void *B, int64_t rsB, int64_t csB, void *C,
+                    int64_t rsC, int64_t csC, const void *bias);
 
 /* ---- conversions (kernels/cpu/cast.c) ------------------------------------------------------ */
 float ms_k_bf16_to_f32(uint16_t h);

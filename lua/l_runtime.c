@@ -87,6 +87,18 @@ static int l_spawn(lua_State *L) {
   return lua_gettop(L);
 }
 
+/* ms._kernel_calls() -> {cpu = n, cuda = n}: the engine's kernel-table calls so far per device
+ * type (private: tests and benches count a step's launches as the difference of two readings). */
+static int l_kernel_calls(lua_State *L) {
+  bind_check_end(L, 1, "_kernel_calls");
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, (lua_Integer)ms_kernel_calls(MS_CPU));
+  lua_setfield(L, -2, "cpu");
+  lua_pushinteger(L, (lua_Integer)ms_kernel_calls(MS_CUDA));
+  lua_setfield(L, -2, "cuda");
+  return 1;
+}
+
 static int l_is_tensor(lua_State *L) { return lua_pushboolean(L, ms_lua_to_tensor(L, 1) != NULL), 1; }
 
 /* ms.Timer and ms.timeit, beside perf_counter: lua/moonshard/timer.lua, which needs nothing of
@@ -113,6 +125,7 @@ void bind_open_runtime(lua_State *L) {
                                  {"empty_cache", l_empty_cache},
                                  {"perf_counter", l_perf_counter},
                                  {"spawn", l_spawn},
+                                 {"_kernel_calls", l_kernel_calls},
                                  {NULL, NULL}};
   lua_pushvalue(L, -2);
   luaL_setfuncs(L, fns, 0);

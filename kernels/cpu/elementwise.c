@@ -403,6 +403,12 @@ void ms_k_relu_backward(ms_k_dtype dt, int64_t n, const void *y, const void *g, 
   ms_k_parallel_for(n, 1 << 16, relu_bw_range, &j);
 }
 
+int ms_k_cpu_relu_backward(const ms_k_exec *x, ms_k_dtype dt, int64_t n, const void *y, const void *g, void *gx) {
+  (void)x;
+  ms_k_relu_backward(dt, n, y, g, gx);
+  return 0;
+}
+
 /* ---- the table's bodies: the kernels above over the rows of a geometry ---- */
 
 /* A number operand's value as the compute dtype holds it (F32, F64 or I64). */

@@ -52,6 +52,8 @@ struct gemm_plan {
   char *C;
   int64_t rsA, csA, rsB, csB, rsC, csC;
   double alpha, beta; /* exact for float too: float -> double -> float round-trips */
+  const char *bias;   /* NULL, or one element of A's type per column of C (beta is 0) */
+  int bias_on_rows;   /* after the column-major transpose, the bias runs along C's rows */
   const gemm_kernel *kern;
   char *bpack;        /* the shared packed B panel, owned by the calling thread */
   int jit_b;          /* M fits one row block: B is packed per micro-panel (macro_jit_b) */
@@ -62,6 +64,41 @@ struct gemm_plan {
 /* The length of k once packed: whole groups of kstep. Sizes and offsets of packed panels use it. */
 static int64_t packed_k(const gemm_kernel *kr, int64_t k) {
   return (k + kr->kstep - 1) / kr->kstep * kr->kstep;
+}
+
+/* ---- the bias epilogue (ms_k_gemm_bias) ------------------------------------------------------ */
+
+/* The bias of C's element (i, j) as its C type holds it: float from float or bfloat16 (es 2). */
+static float bias_f32(const gemm_plan *p, int64_t i, int64_t j) {
+  int64_t k = p->bias_on_rows ? i : j;
+  if (p->kern->es == sizeof(float)) return ((const float *)p->bias)[k];
+  return ms_k_bf16_to_f32(((const uint16_t *)p->bias)[k]);
+}
+static double bias_f64(const gemm_plan *p, int64_t i, int64_t j) {
+  return ((const double *)p->bias)[p->bias_on_rows ? i : j];
+}
+
+/* The first K block of a tile at C's (i, j) with a bias: the tile is set to the bias so that the
+ * micro-kernel's beta-1 store adds the product to it (what a C filled with the bias before the
+ * GEMM gives, bit for bit); *beta becomes 1. The tile's few bias values are read (and widened
+ * from bfloat16) once, then copied over its rows. */
+static void bias_tile_f32(const gemm_plan *p, float *c, int64_t i, int64_t j, int mr, int nr, float *beta) {
+  float v[MS_GEMM_MAX_TILE];
+  int n = p->bias_on_rows ? mr : nr;
+  for (int k = 0; k < n; k++) v[k] = p->bias_on_rows ? bias_f32(p, i + k, j) : bias_f32(p, i, j + k);
+  for (int r = 0; r < mr; r++)
+    if (!p->bias_on_rows && p->csC == 1) memcpy(c + r * p->rsC, v, (size_t)nr * sizeof *v); /* Linear's case */
+    else
+      for (int q = 0; q < nr; q++) c[r * p->rsC + q * p->csC] = v[p->bias_on_rows ? r : q];
+  *beta = 1.0f;
+}
+static void bias_tile_f64(const gemm_plan *p, double *c, int64_t i, int64_t j, int mr, int nr, double *beta) {
+  const double *v = (const double *)p->bias + (p->bias_on_rows ? i : j);
+  for (int r = 0; r < mr; r++)
+    if (!p->bias_on_rows && p->csC == 1) memcpy(c + r * p->rsC, v, (size_t)nr * sizeof *v);
+    else
+      for (int q = 0; q < nr; q++) c[r * p->rsC + q * p->csC] = v[p->bias_on_rows ? r : q];
+  *beta = 1.0;
 }
 
 /* ---- portable C micro-kernels ---------------------------------------------------------------- */
@@ -276,7 +313,9 @@ static void macro_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
       const char *a = (const char *)pa + i * panel;
       float *c = C + i * p->rsC + j * p->csC;
       if (m - i >= mr && n - j >= nr) {
-        ukr_f32(kr, packed_k(kr, k), &alpha, a, b, &beta, c, p->rsC, p->csC);
+        float tb = beta;
+        if (first && p->bias) bias_tile_f32(p, c, i0 + i, j0 + j, mr, nr, &tb);
+        ukr_f32(kr, packed_k(kr, k), &alpha, a, b, &tb, c, p->rsC, p->csC);
         continue;
       }
       int64_t mm = m - i < mr ? m - i : mr, nn = n - j < nr ? n - j : nr;
@@ -284,7 +323,8 @@ static void macro_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
       for (int64_t r = 0; r < mm; r++)
         for (int64_t q = 0; q < nn; q++) {
           float *cij = c + r * p->rsC + q * p->csC;
-          *cij = beta == 0.0f ? alpha * t[r * nr + q] : alpha * t[r * nr + q] + beta * *cij;
+          if (first && p->bias) *cij = alpha * t[r * nr + q] + bias_f32(p, i0 + i + r, j0 + j + q);
+          else *cij = beta == 0.0f ? alpha * t[r * nr + q] : alpha * t[r * nr + q] + beta * *cij;
         }
     }
   }
@@ -302,7 +342,9 @@ static void macro_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
       const double *a = (const double *)pa + i * k;
       double *c = C + i * p->rsC + j * p->csC;
       if (m - i >= mr && n - j >= nr) {
-        p->kern->dukr(k, &alpha, a, b, &beta, c, p->rsC, p->csC);
+        double tb = beta;
+        if (first && p->bias) bias_tile_f64(p, c, i0 + i, j0 + j, mr, nr, &tb);
+        p->kern->dukr(k, &alpha, a, b, &tb, c, p->rsC, p->csC);
         continue;
       }
       int64_t mm = m - i < mr ? m - i : mr, nn = n - j < nr ? n - j : nr;
@@ -310,7 +352,8 @@ static void macro_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
       for (int64_t r = 0; r < mm; r++)
         for (int64_t q = 0; q < nn; q++) {
           double *cij = c + r * p->rsC + q * p->csC;
-          *cij = beta == 0.0 ? alpha * t[r * nr + q] : alpha * t[r * nr + q] + beta * *cij;
+          if (first && p->bias) *cij = alpha * t[r * nr + q] + bias_f64(p, i0 + i + r, j0 + j + q);
+          else *cij = beta == 0.0 ? alpha * t[r * nr + q] : alpha * t[r * nr + q] + beta * *cij;
         }
     }
   }
@@ -336,7 +379,8 @@ static void naive_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
         s += load_f32(kr, p->A, i * p->rsA + q * p->csA) *
              load_f32(kr, p->B, q * p->rsB + j * p->csB);
       float *cij = C + i * p->rsC + j * p->csC;
-      *cij = beta == 0.0f ? alpha * s : alpha * s + beta * *cij;
+      if (first && p->bias) *cij = alpha * s + bias_f32(p, i, j);
+      else *cij = beta == 0.0f ? alpha * s : alpha * s + beta * *cij;
     }
 }
 
@@ -351,7 +395,8 @@ static void naive_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
       for (int64_t q = p0; q < p0 + k; q++)
         s += A[i * p->rsA + q * p->csA] * B[q * p->rsB + j * p->csB];
       double *cij = C + i * p->rsC + j * p->csC;
-      *cij = beta == 0.0 ? p->alpha * s : p->alpha * s + beta * *cij;
+      if (first && p->bias) *cij = p->alpha * s + bias_f64(p, i, j);
+      else *cij = beta == 0.0 ? p->alpha * s : p->alpha * s + beta * *cij;
     }
 }
 
@@ -589,16 +634,17 @@ static void gemm_member(void *ctx, int t, int nt) {
   }
 }
 
-/* C = beta * C alone (K == 0 or alpha == 0): BLAS semantics, A and B are not read. */
+/* C = beta * C alone (K == 0 or alpha == 0): BLAS semantics, A and B are not read; with a bias,
+ * C = the bias. */
 static void scale_c(const gemm_plan *p) {
   for (int64_t i = 0; i < p->M; i++)
     for (int64_t j = 0; j < p->N; j++) {
       if (p->kern->ces == sizeof(float)) {
         float *c = (float *)p->C + i * p->rsC + j * p->csC;
-        *c = p->beta == 0.0 ? 0.0f : (float)p->beta * *c;
+        *c = p->bias ? bias_f32(p, i, j) : p->beta == 0.0 ? 0.0f : (float)p->beta * *c;
       } else {
         double *c = (double *)p->C + i * p->rsC + j * p->csC;
-        *c = p->beta == 0.0 ? 0.0 : p->beta * *c;
+        *c = p->bias ? bias_f64(p, i, j) : p->beta == 0.0 ? 0.0 : p->beta * *c;
       }
     }
 }
@@ -624,6 +670,7 @@ static void gemm_run(gemm_plan *p) {
     p->csB = rsA;
     p->rsC = p->csC;
     p->csC = 1;
+    p->bias_on_rows = 1;
   }
   const gemm_kernel *kr = p->kern;
   double work = (double)p->M * (double)p->N * (double)p->K;
@@ -666,6 +713,19 @@ void ms_k_dgemm(int64_t M, int64_t N, int64_t K, double alpha, const double *A, 
 }
 
 bool ms_k_gemm_bf16_available(void) { return ms_k_cpu_avx512_bf16(); }
+
+void ms_k_gemm_bias(ms_k_dtype dt, int64_t M, int64_t N, int64_t K, double alpha, const void *A, int64_t rsA,
+                    int64_t csA, const void *B, int64_t rsB, int64_t csB, void *C, int64_t rsC, int64_t csC,
+                    const void *bias) {
+  const gemm_kernel *kern = dt == MS_K_F64 ? &d_kernels[ms_k_cpu_isa()]
+                            : dt == MS_K_F32 ? &s_kernels[ms_k_cpu_isa()]
+                            : ms_k_gemm_bf16_available() ? &b_avx512 : &b_generic;
+  /* alpha as its C type holds it, as the typed entry points pass it */
+  double a = dt == MS_K_F64 ? alpha : (double)(float)alpha;
+  gemm_plan p = {.M = M, .N = N, .K = K, .A = A, .B = B, .C = C, .rsA = rsA, .csA = csA, .rsB = rsB, .csB = csB,
+                 .rsC = rsC, .csC = csC, .alpha = a, .beta = 0, .bias = bias, .kern = kern};
+  gemm_run(&p);
+}
 
 void ms_k_gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A, int64_t rsA,
                     int64_t csA, const uint16_t *B, int64_t rsB, int64_t csB, float beta,

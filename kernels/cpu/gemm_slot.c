@@ -41,9 +41,14 @@ static void int_gemm(ms_k_dtype dt, int64_t M, int64_t N, int64_t K, double alph
 
 int ms_k_cpu_gemm(const ms_k_exec *x, ms_k_dtype dt, ms_k_dtype cdt, int64_t M, int64_t N, int64_t K, double alpha,
                   const void *a, int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta,
-                  void *c, int64_t rsc, int64_t csc) {
+                  void *c, int64_t rsc, int64_t csc, const void *bias) {
   (void)x;
-  if (dt == MS_K_F32 && cdt == MS_K_F32)
+  bool floating = (dt == MS_K_F32 && cdt == MS_K_F32) || (dt == MS_K_F64 && cdt == MS_K_F64) ||
+                  (dt == MS_K_BF16 && cdt == MS_K_F32);
+  if (bias && (!floating || beta != 0)) return 1; /* a case the engine never asks of the CPU */
+  if (bias)
+    ms_k_gemm_bias(dt, M, N, K, alpha, a, rsa, csa, b, rsb, csb, c, rsc, csc, bias);
+  else if (dt == MS_K_F32 && cdt == MS_K_F32)
     ms_k_sgemm(M, N, K, (float)alpha, a, rsa, csa, b, rsb, csb, (float)beta, c, rsc, csc);
   else if (dt == MS_K_F64 && cdt == MS_K_F64)
     ms_k_dgemm(M, N, K, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);

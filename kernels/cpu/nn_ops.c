@@ -287,10 +287,28 @@ int ms_k_cpu_nll_reduce(const ms_k_exec *x, ms_k_dtype dt, int64_t n, const void
   return 0;
 }
 
+/* nll_rows into work buffers, then nll_reduce's sums: one call, the same bits as the two. */
+int ms_k_cpu_nll_loss(const ms_k_exec *x, ms_k_dtype dt, const ms_k_nll_args *a, const void *logp,
+                      int mean, void *out, double *sw) {
+  int64_t n = a->N * a->inner;
+  size_t es = ms_k_dtype_size(dt);
+  void *nll = malloc((size_t)(n > 0 ? n : 1) * es), *wt = malloc((size_t)(n > 0 ? n : 1) * es);
+  int err = nll && wt ? 0 : MS_K_ERR_NO_MEMORY;
+  if (!err) ms_k_nll_rows(dt, a, logp, nll, wt, NULL);
+  if (!err) err = ms_k_cpu_nll_reduce(x, dt, n, nll, wt, NULL, 0, a->C, mean, out, sw);
+  free(nll), free(wt);
+  return err;
+}
+
 int ms_k_cpu_nll_backward(const ms_k_exec *x, ms_k_dtype dt, const ms_k_nll_args *a,
-                          const void *logp, const void *g, int64_t gs, double nll_scale,
-                          double smooth_scale, double smoothing, void *gx) {
+                          const void *logp, const void *g, int64_t gs, const double *sw,
+                          double nll_scale, double smooth_scale, double smoothing, void *gx) {
   (void)x;
+  /* g[0] / *sw in float64, rounded to dt once: what a float64 division then a cast gives */
+  float g32;
+  double g64;
+  if (sw && dt == MS_K_F64) g64 = *(const double *)g / *sw, g = &g64;
+  else if (sw) g32 = (float)((double)*(const float *)g / *sw), g = &g32;
   ms_k_nll_backward(dt, a, logp, g, gs, nll_scale, smooth_scale, smoothing, gx);
   return 0;
 }

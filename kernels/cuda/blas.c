@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "kernels/cuda/blas_lt.h"
 #include "kernels/cuda/lazy_lib.h"
 #include "kernels/cuda/lib_error.h"
 #include "kernels/kernels_cuda.h"
@@ -172,20 +173,46 @@ static int usable(const ms_k_exec *x, ms_k_dtype dt, size_t es, matrix *m, bool 
 
 static size_t elsize(ms_k_dtype dt) { return dt == MS_K_F64 ? 8 : dt == MS_K_F32 ? 4 : 2; }
 
+/* c = alpha a b + bias in one cuBLASLt kernel (blas_lt.c) where c is row-major and a and b lie as
+ * cuBLAS reads them (no copies) and K > 0; MS_KCU_LT_DECLINED, having launched nothing, else. */
+static int gemm_bias_lt(const ms_k_exec *x, ms_k_dtype dt, int64_t K, double alpha, const matrix *a,
+                        const matrix *b, const matrix *c, const void *bias) {
+  layout la, lb, lc;
+  if (K == 0 || !layout_of(a->rows, a->cols, a->rs, a->cs, &la) || !layout_of(b->rows, b->cols, b->rs, b->cs, &lb) ||
+      !layout_of(c->rows, c->cols, c->rs, c->cs, &lc) || lc.col_major)
+    return MS_KCU_LT_DECLINED;
+  /* C^T (N x M, column-major) = B^T A^T, as gemm_raw computes it: the bias runs along its rows */
+  ms_kcu_lt_gemm g = {dt, lb.col_major ? CUBLAS_OP_T : CUBLAS_OP_N, la.col_major ? CUBLAS_OP_T : CUBLAS_OP_N,
+                      c->cols, c->rows, K, lb.ld, la.ld, lc.ld, b->p, a->p, bias, c->p, alpha};
+  return ms_kcu_lt_gemm_bias(&g, x->device, x->stream);
+}
+
+/* c = the bias broadcast over its rows (the copy kernel, a stride-0 source), for a beta-1 product. */
+static int fill_bias(const ms_k_exec *x, ms_k_dtype dt, const matrix *c, const void *bias, size_t es) {
+  matrix src = {c->rows, c->cols, 0, 1, (char *)bias};
+  return copy_matrix(x, dt, c, &src, es);
+}
+
 int ms_k_cuda_gemm(const ms_k_exec *x, ms_k_dtype dt, ms_k_dtype cdt, int64_t M, int64_t N, int64_t K, double alpha,
                    const void *a, int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta,
-                   void *c, int64_t rsc, int64_t csc) {
+                   void *c, int64_t rsc, int64_t csc, const void *bias) {
   if (cdt != dt || (dt != MS_K_F32 && dt != MS_K_F64 && dt != MS_K_BF16 && dt != MS_K_F16))
     return ms_kcu_fail("%s matrices are not implemented for CUDA tensors yet (float32, float64, bfloat16 and "
                        "float16 are)", dt == MS_K_I64 ? "int64" : dt == MS_K_I32 ? "int32" : dt == MS_K_U8 ? "uint8"
                        : dt == MS_K_BOOL ? "bool" : "mixed-dtype");
+  if (bias && beta != 0) return ms_kcu_fail("gemm: a bias is added with beta 0, got beta %g", beta);
   if (M == 0 || N == 0) return 0;
-  cublasHandle_t h;
-  int err = handle_for(x, &h);
-  if (err) return err;
   size_t es = elsize(dt);
   matrix ma = {M, K, rsa, csa, (char *)a}, mb = {K, N, rsb, csb, (char *)b}, mc = {M, N, rsc, csc, c};
   const matrix c_orig = mc;
+  int err = 0;
+  if (bias) { /* the epilogue where cuBLASLt takes it; else c starts as the bias, then beta 1 */
+    if ((err = gemm_bias_lt(x, dt, K, alpha, &ma, &mb, &mc, bias)) != MS_KCU_LT_DECLINED) return err;
+    if ((err = fill_bias(x, dt, &mc, bias, es)) != 0) return err;
+    beta = 1;
+  }
+  cublasHandle_t h;
+  if ((err = handle_for(x, &h)) != 0) return err;
   /* operands with no unit stride are copied packed; so is c, written back afterwards */
   void *sa = NULL, *sb = NULL, *sc = NULL;
   layout la, lb, lc;

@@ -18,7 +18,7 @@ static void test_f32_same_as_sgemm(void) {
   for (int i = 0; i < M * N; i++) c1[i] = c2[i] = (float)ms_test_uniform();
   /* a is stored K x M and read transposed (strides 1, M) */
   ms_k_sgemm(M, N, K, 0.5f, a, 1, M, b, N, 1, 2.0f, c1, N, 1);
-  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_F32, MS_K_F32, M, N, K, 0.5, a, 1, M, b, N, 1, 2.0, c2, N, 1) == 0);
+  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_F32, MS_K_F32, M, N, K, 0.5, a, 1, M, b, N, 1, 2.0, c2, N, 1, NULL) == 0);
   CHECK(memcmp(c1, c2, sizeof c1) == 0);
 }
 
@@ -29,7 +29,7 @@ static void test_bf16_into_f32(void) {
   for (int i = 0; i < M * K; i++) a[i] = ms_k_f32_to_bf16((float)ms_test_uniform());
   for (int i = 0; i < K * N; i++) b[i] = ms_k_f32_to_bf16((float)ms_test_uniform());
   ms_k_gemm_bf16(M, N, K, 1.0f, a, K, 1, b, N, 1, 0.0f, c1, N, 1);
-  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_BF16, MS_K_F32, M, N, K, 1.0, a, K, 1, b, N, 1, 0.0, c2, N, 1) == 0);
+  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_BF16, MS_K_F32, M, N, K, 1.0, a, K, 1, b, N, 1, 0.0, c2, N, 1, NULL) == 0);
   CHECK(memcmp(c1, c2, sizeof c1) == 0);
 }
 
@@ -46,7 +46,7 @@ static void test_int64_exact_strided(void) {
       for (int k = 0; k < K; k++) acc += (uint64_t)a[k * M + i] * (uint64_t)b[k * N + j];
       want[i * N + j] = (int64_t)(2 * acc + 3 * (uint64_t)c[i * N + j]);
     }
-  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_I64, MS_K_I64, M, N, K, 2, a, 1, M, b, N, 1, 3, c, N, 1) == 0);
+  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_I64, MS_K_I64, M, N, K, 2, a, 1, M, b, N, 1, 3, c, N, 1, NULL) == 0);
   CHECK(memcmp(c, want, sizeof c) == 0);
 }
 
@@ -54,16 +54,16 @@ static void test_int64_exact_strided(void) {
 static void test_int32_column_major_c(void) {
   int32_t a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, c[4] = {-1, -1, -1, -1};
   /* a @ b = {{19, 22}, {43, 50}}, C stored column-major; beta 0 ignores C's -1s */
-  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_I32, MS_K_I32, 2, 2, 2, 1, a, 2, 1, b, 2, 1, 0, c, 1, 2) == 0);
+  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_I32, MS_K_I32, 2, 2, 2, 1, a, 2, 1, b, 2, 1, 0, c, 1, 2, NULL) == 0);
   CHECK(c[0] == 19 && c[1] == 43 && c[2] == 22 && c[3] == 50);
 }
 
 static void test_refuses_what_no_cpu_kernel_serves(void) {
   uint16_t a[1] = {0}, b[1] = {0}, c[1] = {0};
   float f[1] = {0};
-  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_F16, MS_K_F16, 1, 1, 1, 1, a, 1, 1, b, 1, 1, 0, c, 1, 1) != 0);
-  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_BF16, MS_K_BF16, 1, 1, 1, 1, a, 1, 1, b, 1, 1, 0, c, 1, 1) != 0);
-  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_F32, MS_K_F64, 1, 1, 1, 1, f, 1, 1, f, 1, 1, 0, c, 1, 1) != 0);
+  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_F16, MS_K_F16, 1, 1, 1, 1, a, 1, 1, b, 1, 1, 0, c, 1, 1, NULL) != 0);
+  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_BF16, MS_K_BF16, 1, 1, 1, 1, a, 1, 1, b, 1, 1, 0, c, 1, 1, NULL) != 0);
+  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_F32, MS_K_F64, 1, 1, 1, 1, f, 1, 1, f, 1, 1, 0, c, 1, 1, NULL) != 0);
 }
 
 static void test_conv2d_same_as_kernel(void) {

@@ -10,6 +10,7 @@
 #include "moonshard/error.h"
 #include "moonshard/idx.h"
 #include "moonshard/io.h"
+#include "moonshard/kernel_calls.h"
 #include "moonshard/loader.h"
 #include "moonshard/memory.h"
 #include "moonshard/meta.h"

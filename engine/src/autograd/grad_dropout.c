@@ -27,8 +27,10 @@ static ms_status record_dropout(ms_tensor *x, ms_tensor *mask, double scale, ms_
 ms_tensor *ms_dropout(ms_tensor *x, double p, bool training) {
   ms_dtype half;
   /* 16-bit inputs that will be dropped are widened: the same mask as in float32 (drawn per
-   * element); bfloat16 on the CPU is scaled as it is */
-  if (training && p > 0 && p <= 1 && nn_half_call_widens(x, &half)) {
+   * element); bfloat16 on the CPU and both 16-bit dtypes on CUDA are scaled as they are (their
+   * kernels compute in float32 and round once: the widened values) */
+  bool native_half = x && ms_dtype_is_half(x->dtype) && ms_tensor_device(x).type == MS_CUDA;
+  if (training && p > 0 && p <= 1 && !native_half && nn_half_call_widens(x, &half)) {
     ms_tensor *v;
     if (nn_widen(1, &x, &v) != MS_OK) return NULL;
     ms_tensor *wide = ms_dropout(v, p, training), *out = nn_narrow_back(wide, half);

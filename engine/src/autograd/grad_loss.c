@@ -41,7 +41,11 @@ static ms_status record_nll(ms_tensor *input, const native_nll_saved *s, ms_tens
 ms_tensor *ms_nll_loss(ms_tensor *input, ms_tensor *target, ms_tensor *weight, int64_t ignore_index,
                        ms_reduction reduction, int64_t index_base) {
   ms_dtype half;
-  if (input && nn_half_call(2, (ms_tensor *[]){input, weight}, &half)) {
+  /* 16-bit inputs are widened, except on CUDA (with a weight of their dtype), whose nll kernels
+   * compute in float32 and round once: the widened values */
+  bool native = input && ms_tensor_device(input).type == MS_CUDA && ms_dtype_is_half(input->dtype) &&
+                (!weight || weight->dtype == input->dtype);
+  if (input && !native && nn_half_call(2, (ms_tensor *[]){input, weight}, &half)) {
     ms_tensor *v[2];
     if (nn_widen(2, (ms_tensor *[]){input, weight}, v) != MS_OK) return NULL;
     ms_tensor *wide = ms_nll_loss(v[0], target, v[1], ignore_index, reduction, index_base);

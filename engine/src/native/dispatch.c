@@ -1,5 +1,8 @@
 /* dispatch.c: a device's kernel table and execution context. The CUDA table exists only where
  * CUDA is built; elsewhere asking for it is the error that says so. */
+#include <stdatomic.h>
+
+#include "moonshard/kernel_calls.h"
 #include "native/dispatch.h"
 
 #ifdef MS_HAVE_CUDA
@@ -27,7 +30,16 @@ ms_status native_kernels_for(const char *op, ms_device dev, native_kernels *nk) 
   return ms_error(MS_ERR_ARG, "%s: unknown device type %d", op, (int)dev.type);
 }
 
+/* Kernel-table calls per device type (ms_kernel_calls): relaxed atomics, as a loader thread may
+ * call kernels beside the main one and only the totals matter. */
+static _Atomic int64_t kernel_calls[2];
+
+int64_t ms_kernel_calls(ms_device_type type) {
+  return type == MS_CPU || type == MS_CUDA ? atomic_load_explicit(&kernel_calls[type], memory_order_relaxed) : 0;
+}
+
 ms_status native_kernel_status(const native_kernels *nk, int err) {
+  atomic_fetch_add_explicit(&kernel_calls[nk->k == &ms_k_cpu_table ? MS_CPU : MS_CUDA], 1, memory_order_relaxed);
   if (err == 0) return MS_OK;
   if (err == MS_K_ERR_NO_MEMORY)
     return ms_error(MS_ERR_MEMORY, "%s: %s", nk->op, nk->k->error_string(err));

@@ -348,22 +348,26 @@ ms_status native_unary_(ms_unary_op op, ms_tensor *a) {
   return store_into(a, native_unary(op, a));
 }
 
-/* The one-pass relu gradient where g and y are contiguous CPU floats of one shape and dtype (the
- * training loop's case, in float32 or mixed precision's 16-bit floats); NULL otherwise, with no
- * error set, and the caller takes the general path. */
+/* The one-pass relu gradient (the relu_backward slot) where g and y are contiguous floats of one
+ * shape, dtype and device (the training loop's case, in float32 or mixed precision's 16-bit
+ * floats): one kernel where the general path launches two; NULL otherwise, with no error set,
+ * and the caller takes the general path. */
 static ms_tensor *relu_backward_contiguous(ms_tensor *g, ms_tensor *y, bool may_overwrite_g) {
-  if (ms_tensor_device(g).type != MS_CPU || ms_tensor_device(y).type != MS_CPU || g->dtype != y->dtype ||
+  ms_device dev = ms_tensor_device(g);
+  if (!ms_device_equal(dev, ms_tensor_device(y)) || dev.type == MS_META || g->dtype != y->dtype ||
       !ms_dtype_is_floating(g->dtype) || g->ndim != y->ndim ||
       !ms_tensor_is_contiguous(g) || !ms_tensor_is_contiguous(y))
     return NULL;
   for (int d = 0; d < g->ndim; d++)
     if (g->shape[d] != y->shape[d]) return NULL;
-  ms_tensor *gx = may_overwrite_g ? (ms_tensor_retain(g), g) : ms_tensor_new_empty(g->ndim, g->shape, g->dtype);
-  if (gx)
-    ms_k_relu_backward((ms_k_dtype)g->dtype, ms_tensor_numel(g), ms_tensor_data(y), ms_tensor_data(g),
-                       ms_tensor_data(gx));
-  else
-    ms_error_clear();
+  native_kernels nk;
+  ms_tensor *gx = may_overwrite_g ? (ms_tensor_retain(g), g) : ms_tensor_new_empty_on(dev, g->ndim, g->shape, g->dtype);
+  if (gx && (native_kernels_for("relu backward", dev, &nk) != MS_OK ||
+             native_kernel_status(&nk, nk.k->relu_backward(&nk.x, (ms_k_dtype)g->dtype, ms_tensor_numel(g),
+                                                           ms_tensor_data(y), ms_tensor_data(g),
+                                                           ms_tensor_data(gx))) != MS_OK))
+    ms_tensor_release(gx), gx = NULL;
+  if (!gx) ms_error_clear();
   return gx;
 }
 

@@ -36,7 +36,7 @@ static ms_status gemm2d(double alpha, ms_tensor *a, ms_tensor *b, double beta, m
   return native_kernel_status(&nk, nk.k->gemm(&nk.x, (ms_k_dtype)a->dtype, (ms_k_dtype)c->dtype, a->shape[0],
                                                b->shape[1], a->shape[1], alpha, ms_tensor_data(a), a->strides[0],
                                                a->strides[1], ms_tensor_data(b), b->strides[0], b->strides[1], beta,
-                                               ms_tensor_data(c), c->strides[0], c->strides[1]));
+                                               ms_tensor_data(c), c->strides[0], c->strides[1], NULL));
 }
 
 /* bfloat16 on the CPU's bf16 GEMM: a and b are read in place, with their strides; the float32

@@ -28,19 +28,16 @@ ms_tensor *native_dropout_backward(ms_tensor *grad_output, ms_tensor *mask, doub
   return gx;
 }
 
-/* A uint8 mask of x's shape on x's device: each element 1 with probability 1 - p, the same
- * draws on either device. */
-static ms_tensor *draw_mask(const ms_tensor *x, double p) {
-  ms_tensor *mask = ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, MS_UINT8);
-  if (!mask) return NULL;
+/* y = dropout(xc) with scale k, and its uint8 mask (1 with probability 1 - p), both of xc's shape
+ * on its device, in one kernel: the same draws on either device. */
+static ms_status dropout_forward(ms_tensor *xc, double p, double k, ms_tensor *mask, ms_tensor *y) {
   int64_t n = ms_tensor_numel(mask);
   uint64_t seed, offset;
   native_kernels nk;
-  if (native_kernels_for("dropout", ms_tensor_device(x), &nk) != MS_OK) return ms_tensor_release(mask), NULL;
+  if (native_kernels_for("dropout", ms_tensor_device(xc), &nk) != MS_OK) return MS_ERR_RUNTIME;
   random_reserve(ms_k_philox_blocks(n, 4), &seed, &offset);
-  int err = nk.k->philox_bernoulli(&nk.x, seed, offset, n, 1 - p, ms_tensor_data(mask));
-  if (native_kernel_status(&nk, err) != MS_OK) ms_tensor_release(mask), mask = NULL;
-  return mask;
+  return native_kernel_status(&nk, nk.k->dropout(&nk.x, nn_kdtype(y->dtype), seed, offset, n, 1 - p,
+                                                 ms_tensor_data(xc), k, ms_tensor_data(mask), ms_tensor_data(y)));
 }
 
 ms_tensor *native_dropout(ms_tensor *x, double p, bool training, ms_tensor **mask, double *scale) {
@@ -51,12 +48,16 @@ ms_tensor *native_dropout(ms_tensor *x, double p, bool training, ms_tensor **mas
     if (!x || (!ms_dtype_is_floating(x->dtype) && nn_check_float_any("dropout", "input", x))) return NULL;
     return ms_tensor_retain(x), x;
   }
-  /* bfloat16 reaches here on the CPU only, where it is scaled as it is */
-  if (nn_check_float_or_bf16_any("dropout", "input", x)) return NULL;
-  ms_tensor *xc = nn_contiguous(x, x->dtype), *m = xc ? draw_mask(x, p) : NULL;
+  /* 16-bit tensors reach here as bfloat16 on the CPU and either 16-bit dtype on CUDA, whose
+   * kernels scale them as they are (ms_dropout widens the others) */
+  bool cuda_half = ms_dtype_is_half(x->dtype) && ms_tensor_device(x).type == MS_CUDA;
+  if (cuda_half ? ms_tensor_check_data_any("dropout", x) : nn_check_float_or_bf16_any("dropout", "input", x))
+    return NULL;
+  ms_tensor *xc = nn_contiguous(x, x->dtype);
+  ms_tensor *m = xc ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, MS_UINT8) : NULL;
   ms_tensor *out = m ? ms_tensor_new_empty_on(ms_tensor_device(x), x->ndim, x->shape, x->dtype) : NULL;
   double k = p == 1 ? 0 : 1 / (1 - p); /* p = 1 drops everything: the scale is never used */
-  if (out && masked_scale("dropout", xc, m, k, out) != MS_OK) ms_tensor_release(out), out = NULL;
+  if (out && dropout_forward(xc, p, k, m, out) != MS_OK) ms_tensor_release(out), out = NULL;
   ms_tensor_release(xc);
   if (!out) return ms_tensor_release(m), NULL;
   *mask = m, *scale = k;

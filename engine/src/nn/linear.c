@@ -20,13 +20,14 @@ static mat mat_t(const ms_tensor *t) { return (mat){ms_tensor_data(t), t->stride
 /* The dtype the GEMM sums and writes in for operands of dtype dt. */
 static ms_dtype acc_dtype(ms_dtype dt) { return dt == MS_BFLOAT16 ? MS_FLOAT32 : dt; }
 
-/* C = A B + beta C through the gemm slot of dev; c is of acc_dtype(dt). */
-static ms_status gemm(ms_device dev, ms_dtype dt, int64_t M, int64_t N, int64_t K, mat a, mat b, double beta,
-                      mat c) {
+/* C (of cdt) = A B + bias through the gemm slot of dev; bias (NULL: none) holds N contiguous
+ * elements of dt, added as the GEMM stores C. */
+static ms_status gemm(ms_device dev, ms_dtype dt, ms_dtype cdt, int64_t M, int64_t N, int64_t K, mat a, mat b,
+                      const void *bias, mat c) {
   native_kernels nk;
   if (native_kernels_for("linear", dev, &nk) != MS_OK) return MS_ERR_RUNTIME;
-  return native_kernel_status(&nk, nk.k->gemm(&nk.x, (ms_k_dtype)dt, (ms_k_dtype)acc_dtype(dt), M, N, K, 1.0, a.p,
-                                               a.rs, a.cs, b.p, b.rs, b.cs, beta, c.p, c.rs, c.cs));
+  return native_kernel_status(&nk, nk.k->gemm(&nk.x, (ms_k_dtype)dt, (ms_k_dtype)cdt, M, N, K, 1.0, a.p, a.rs, a.cs,
+                                               b.p, b.rs, b.cs, 0, c.p, c.rs, c.cs, bias));
 }
 
 /* a @ b, with either transposed (as a view), through the device-dispatching mm: the CUDA path,
@@ -86,7 +87,7 @@ ms_status native_linear_backward(ms_tensor *x, ms_tensor *w, ms_tensor *grad_out
   bool cuda = ms_tensor_device(w).type == MS_CUDA;
   if (st == MS_OK && need[0]) {
     ms_tensor *gx = cuda ? mm_t(g2, false, w, false) : ms_tensor_new_empty(2, (int64_t[]){M, in}, acc_dtype(dt));
-    if (gx && !cuda && gemm(ms_tensor_device(w), dt, M, in, out, mat_of(g2), mat_of(w), 0, mat_of(gx)) != MS_OK)
+    if (gx && !cuda && gemm(ms_tensor_device(w), dt, acc_dtype(dt), M, in, out, mat_of(g2), mat_of(w), NULL, mat_of(gx)) != MS_OK)
       ms_tensor_release(gx), gx = NULL;
     ms_tensor *gr = rounded(gx, dt);
     grad_in[0] = gr ? native_reshape(gr, x->ndim, x->shape) : NULL;
@@ -95,7 +96,7 @@ ms_status native_linear_backward(ms_tensor *x, ms_tensor *w, ms_tensor *grad_out
   }
   if (st == MS_OK && need[1]) {
     ms_tensor *gw = cuda ? mm_t(g2, true, x2, false) : ms_tensor_new_empty(2, w->shape, acc_dtype(dt));
-    if (gw && !cuda && gemm(ms_tensor_device(w), dt, out, in, M, mat_t(g2), mat_of(x2), 0, mat_of(gw)) != MS_OK)
+    if (gw && !cuda && gemm(ms_tensor_device(w), dt, acc_dtype(dt), out, in, M, mat_t(g2), mat_of(x2), NULL, mat_of(gw)) != MS_OK)
       ms_tensor_release(gw), gw = NULL;
     grad_in[1] = rounded(gw, dt);
     ms_tensor_release(gw);
@@ -109,30 +110,23 @@ ms_status native_linear_backward(ms_tensor *x, ms_tensor *w, ms_tensor *grad_out
   return st;
 }
 
-/* The forward: (M, out) then viewed as (..., out). */
+/* The forward: (M, out) then viewed as (..., out), the bias added by the GEMM as it stores y (one
+ * kernel, no pass that copies the bias in first). The RULE of native_linear_backward: CUDA's GEMM
+ * writes the operands' dtype itself, the CPU's an acc_dtype buffer, rounded after. */
 static ms_tensor *linear_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
-  ms_tensor *x2 = as_matrix(x);
+  ms_device dev = ms_tensor_device(x);
+  ms_dtype cdt = dev.type == MS_CUDA ? x->dtype : acc_dtype(x->dtype);
+  ms_tensor *x2 = as_matrix(x), *bc = x2 && b ? nn_contiguous(b, b->dtype) : NULL;
   int64_t M = x2 ? x2->shape[0] : 0, shape[MS_MAX_DIMS];
-  ms_tensor *y = NULL;
-  ms_status st = MS_OK;
-  /* The RULE of native_linear_backward: CUDA through addmm / mm, the CPU into an acc_dtype buffer. */
-  if (x2 && ms_tensor_device(x).type == MS_CUDA) { /* b + x2 @ w^T on the device */
-    ms_tensor *wt = native_transpose(w, 0, 1);
-    y = !wt ? NULL : b ? native_addmm(b, x2, wt, 1, 1) : native_mm(x2, wt);
-    ms_tensor_release(wt);
-    if (!y) st = MS_ERR_RUNTIME;
-  } else {
-    y = x2 ? ms_tensor_new_empty(2, (int64_t[]){M, w->shape[0]}, acc_dtype(x->dtype)) : NULL;
-    st = y ? MS_OK : MS_ERR_MEMORY;
-    if (st == MS_OK && b) st = native_copy_(y, b); /* each row starts as the bias: beta = 1 */
-  }
-  if (st == MS_OK && ms_tensor_device(x).type == MS_CPU)
-    st = gemm(ms_tensor_device(x), x->dtype, M, w->shape[0], w->shape[1], mat_of(x2), mat_t(w), b ? 1 : 0, mat_of(y));
+  ms_tensor *y = x2 && (!b || bc) ? ms_tensor_new_empty_on(dev, 2, (int64_t[]){M, w->shape[0]}, cdt) : NULL;
+  ms_status st = y ? gemm(dev, x->dtype, cdt, M, w->shape[0], w->shape[1], mat_of(x2), mat_t(w),
+                          bc ? ms_tensor_data(bc) : NULL, mat_of(y))
+                   : MS_ERR_MEMORY;
   ms_tensor *yr = st == MS_OK ? rounded(y, x->dtype) : NULL;
   for (int d = 0; d < x->ndim - 1; d++) shape[d] = x->shape[d];
   shape[x->ndim - 1] = w->shape[0];
   ms_tensor *out = yr ? native_view(yr, x->ndim, shape) : NULL;
-  ms_tensor_release(x2), ms_tensor_release(y), ms_tensor_release(yr);
+  ms_tensor_release(x2), ms_tensor_release(bc), ms_tensor_release(y), ms_tensor_release(yr);
   return out;
 }
 

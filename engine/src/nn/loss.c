@@ -21,12 +21,6 @@ ms_tensor *native_nll_backward(const native_nll_saved *s, ms_tensor *grad_output
   /* the input's device is its target's: a reduced loss's gradient may arrive as a CPU number */
   ms_tensor *gdev = g ? native_to_device(g, ms_tensor_device(s->target)) : NULL;
   ms_tensor_release(g), g = gdev;
-  if (g && s->weight_sum) { /* a GPU mean: the scale 1 / sw never left the device */
-    ms_tensor *gs = native_binary(MS_OP_DIV, ms_operand_tensor(g), ms_operand_tensor(s->weight_sum));
-    ms_tensor_release(g);
-    g = gs ? nn_contiguous(gs, dt) : NULL;
-    ms_tensor_release(gs);
-  }
   ms_tensor *gx = g ? ms_tensor_new_empty_on(ms_tensor_device(s->target), in_ndim, in_shape, dt) : NULL;
   if (gx) {
     ms_k_nll_args a = {s->N, s->C, s->inner, ms_tensor_data(s->target), s->base, s->ignore_index,
@@ -35,9 +29,11 @@ ms_tensor *native_nll_backward(const native_nll_saved *s, ms_tensor *grad_output
     native_kernels nk;
     const char *op = s->logp ? "cross_entropy backward" : "nll_loss backward";
     if (native_kernels_for(op, ms_tensor_device(gx), &nk) != MS_OK ||
+        /* a GPU mean: the kernel divides by the weight sum, which never left the device */
         native_kernel_status(&nk, nk.k->nll_backward(&nk.x, nn_kdtype(dt), &a,
                                                      s->logp ? ms_tensor_data(s->logp) : NULL, ms_tensor_data(g),
-                                                     gs, s->nll_scale, s->smooth_scale, s->smoothing,
+                                                     gs, s->weight_sum ? ms_tensor_data(s->weight_sum) : NULL,
+                                                     s->nll_scale, s->smooth_scale, s->smoothing,
                                                      ms_tensor_data(gx))) != MS_OK)
       ms_tensor_release(gx), gx = NULL;
   }
@@ -82,7 +78,9 @@ static ms_status check_targets(const char *op, const ms_k_nll_args *a, ms_tensor
 
 static ms_status check_loss(const char *op, ms_tensor *input, ms_tensor *target, ms_tensor *weight,
                             ms_k_nll_args *a) {
-  if (nn_check_float_any(op, "input", input)) return MS_ERR_ARG;
+  /* CUDA's nll kernels take 16-bit log-probabilities (ms_nll_loss widens them elsewhere) */
+  bool cuda_half = ms_dtype_is_half(input->dtype) && ms_tensor_device(input).type == MS_CUDA;
+  if (cuda_half ? ms_tensor_check_data_any(op, input) : nn_check_float_any(op, "input", input)) return MS_ERR_ARG;
   if (nn_check_index_tensor_any(op, "target", target)) return MS_ERR_ARG;
   if (ms_check_same_device(op, 3, (ms_tensor *[]){input, target, weight})) return MS_ERR_ARG;
   if (check_shapes(op, input, target, a)) return MS_ERR_ARG;
@@ -113,13 +111,28 @@ static ms_tensor *reduce_terms(const char *op, const loss_terms *t, bool mean, d
   return out;
 }
 
-/* A reduced loss. A rule, not a choice of kernels: the host never waits for a device, so a mean
- * on a device keeps its weight sum there in *sw (the backward divides its incoming gradient by
- * it); on the CPU the sum is read at no cost and the backward scales by its inverse. */
-static ms_tensor *combine_reduced(const char *op, const loss_terms *t, ms_reduction red, double s, int64_t C,
-                                  double *nll_scale, double *smooth_scale, ms_tensor **sw) {
-  bool mean = red == MS_REDUCTION_MEAN;
-  ms_tensor *w, *out = reduce_terms(op, t, mean, s, C, &w);
+/* A reduced loss without smoothing straight from the log-probabilities: the nll_loss slot, one
+ * kernel for nll_rows and nll_reduce (the same sums); *sw as reduce_terms'. */
+static ms_tensor *reduce_direct(const char *op, const ms_k_nll_args *a, ms_tensor *logp, bool mean, ms_tensor **sw) {
+  ms_device dev = ms_tensor_device(logp);
+  ms_tensor *out = ms_tensor_new_empty_on(dev, 0, NULL, logp->dtype);
+  *sw = out ? ms_tensor_new_empty_on(dev, 0, NULL, MS_FLOAT64) : NULL;
+  native_kernels nk;
+  if (!*sw || native_kernels_for(op, dev, &nk) != MS_OK ||
+      native_kernel_status(&nk, nk.k->nll_loss(&nk.x, nn_kdtype(logp->dtype), a, ms_tensor_data(logp), mean,
+                                               ms_tensor_data(out), ms_tensor_data(*sw))) != MS_OK) {
+    ms_tensor_release(out), ms_tensor_release(*sw), *sw = NULL;
+    return NULL;
+  }
+  return out;
+}
+
+/* A reduced loss out with its weight sum w. A rule, not a choice of kernels: the host never waits
+ * for a device, so a mean on a device keeps its weight sum there in *sw (the backward divides its
+ * incoming gradient by it); on the CPU the sum is read at no cost and the backward scales by its
+ * inverse. */
+static ms_tensor *finish_reduced(ms_tensor *out, ms_tensor *w, bool mean, double *nll_scale, double *smooth_scale,
+                                 ms_tensor **sw) {
   if (!out) return NULL;
   if (ms_tensor_device(w).type != MS_CPU) {
     if (mean) *sw = w;
@@ -137,7 +150,11 @@ static ms_tensor *combine_reduced(const char *op, const loss_terms *t, ms_reduct
 static ms_tensor *combine(const char *op, const loss_terms *t, ms_reduction red, double s, int64_t C,
                           double *nll_scale, double *smooth_scale, ms_tensor **sw) {
   *nll_scale = *smooth_scale = 1;
-  if (red != MS_REDUCTION_NONE) return combine_reduced(op, t, red, s, C, nll_scale, smooth_scale, sw);
+  if (red != MS_REDUCTION_NONE) {
+    bool mean = red == MS_REDUCTION_MEAN;
+    ms_tensor *w, *out = reduce_terms(op, t, mean, s, C, &w);
+    return finish_reduced(out, w, mean, nll_scale, smooth_scale, sw);
+  }
   if (!t->smooth) return ms_tensor_retain(t->nll), t->nll;
   ms_tensor *a = scaled(t->nll, 1 - s), *b = a ? scaled(t->smooth, s / (double)C) : NULL;
   ms_tensor *out = b ? native_binary(MS_OP_ADD, ms_operand_tensor(a), ms_operand_tensor(b)) : NULL;
@@ -153,6 +170,12 @@ static void terms_release(loss_terms *t) {
  * scales[] receives the backward's nll scale, smooth scale and the smoothing. */
 static ms_tensor *loss_forward(const char *op, const ms_k_nll_args *a, ms_tensor *logp, ms_tensor *target,
                                ms_reduction red, double s, double scales[3], ms_tensor **sw) {
+  scales[0] = scales[1] = 1, scales[2] = s;
+  if (red != MS_REDUCTION_NONE && s == 0) { /* the common case in one kernel */
+    bool mean = red == MS_REDUCTION_MEAN;
+    ms_tensor *w, *out = reduce_direct(op, a, logp, mean, &w);
+    return finish_reduced(out, w, mean, &scales[0], &scales[1], sw);
+  }
   ms_dtype dt = logp->dtype;
   ms_device dev = ms_tensor_device(logp);
   loss_terms t = {ms_tensor_new_empty_on(dev, target->ndim, target->shape, dt),
