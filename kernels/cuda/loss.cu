@@ -1,9 +1,9 @@
 // loss.cu: the negative log likelihood's kernels with the formulas of kernels/cpu/nn_ops_body.h:
 // per-position terms (nll_rows), their sums (nll_reduce), both in one launch where no smoothing
 // is asked (nll_loss: the seed's loss), and the gradient (nll_backward). One thread per position:
-// the rows of the models this serves are short (classes). Four floating dtypes (storage.cuh);
+// the rows of the models this serves are short (classes). Four floating dtypes (lowp.cuh);
 // 16-bit terms are computed in float32 and rounded once where stored.
-#include "storage.cuh"
+#include "lowp.cuh"
 
 using namespace mskc;
 
@@ -23,8 +23,8 @@ __device__ void report_bad_target(ms_k_bad_value *bad, int64_t t, const ms_k_nll
 // out of range, reported).
 template <typename S>
 __device__ inline void nll_term(const ms_k_nll_args &a, const S *logp, int64_t p, ms_k_bad_value *bad,
-                                typename elem<S>::acc *nll, typename elem<S>::acc *wt) {
-  using A = typename elem<S>::acc;
+                                acc_t<S> *nll, acc_t<S> *wt) {
+  using A = acc_t<S>;
   int64_t n = p / a.inner, i = p % a.inner, t = a.target[p], k = t - a.base;
   *nll = 0, *wt = 0;
   if (t == a.ignore_index) return;
@@ -33,29 +33,29 @@ __device__ inline void nll_term(const ms_k_nll_args &a, const S *logp, int64_t p
     *nll = (A)NAN;
     return;
   }
-  A wk = a.weight ? elem<S>::load((const S *)a.weight + k) : (A)1;
-  *nll = -wk * elem<S>::load(logp + n * a.C * a.inner + i + k * a.inner), *wt = wk;
+  A wk = a.weight ? ld(*((const S *)a.weight + k)) : (A)1;
+  *nll = -wk * ld(logp[n * a.C * a.inner + i + k * a.inner]), *wt = wk;
 }
 
 template <typename S>
 __global__ void nll_rows_kernel(ms_k_nll_args a, const S *logp, S *nll, S *wt, S *smooth, ms_k_bad_value *bad) {
-  using A = typename elem<S>::acc;
+  using A = acc_t<S>;
   const S *w = (const S *)a.weight;
   int64_t positions = a.N * a.inner;
   for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < positions; p += (int64_t)gridDim.x * blockDim.x) {
     A tn, tw;
     nll_term(a, logp, p, bad, &tn, &tw);
-    elem<S>::store(nll + p, tn), elem<S>::store(wt + p, tw);
+    nll[p] = st<S>(tn), wt[p] = st<S>(tw);
     if (!smooth) continue;
     int64_t t = a.target[p], k = t - a.base;
     if (t == a.ignore_index || k < 0 || k >= a.C) {
-      elem<S>::store(smooth + p, t == a.ignore_index ? (A)0 : (A)NAN);
+      smooth[p] = st<S>(t == a.ignore_index ? (A)0 : (A)NAN);
       continue;
     }
     const S *row = logp + (p / a.inner) * a.C * a.inner + p % a.inner;
     double s = 0;
-    for (int64_t c = 0; c < a.C; c++) s -= (double)(w ? elem<S>::load(w + c) : (A)1) * elem<S>::load(row + c * a.inner);
-    elem<S>::store(smooth + p, (A)s);
+    for (int64_t c = 0; c < a.C; c++) s -= (double)(w ? ld(w[c]) : (A)1) * ld(row[c * a.inner]);
+    smooth[p] = st<S>((A)s);
   }
 }
 
@@ -75,9 +75,9 @@ __device__ inline void block_sums3(double v[3]) {
 
 template <typename S>
 __device__ inline void write_loss(const double v[3], double s, int64_t C, int mean, S *out, double *sw) {
-  using A = typename elem<S>::acc;
+  using A = acc_t<S>;
   double r = (1 - s) * v[0] + s / (double)C * v[2];
-  elem<S>::store(out, (A)(mean ? r / v[1] : r));
+  *out = st<S>((A)(mean ? r / v[1] : r));
   *sw = v[1];
 }
 
@@ -86,8 +86,8 @@ __global__ void nll_reduce_kernel(int64_t n, const S *nll, const S *wt, const S 
                                   int mean, S *out, double *sw) {
   double v[3] = {0, 0, 0};
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    v[0] += (double)elem<S>::load(nll + i), v[1] += (double)elem<S>::load(wt + i);
-    if (smooth) v[2] += (double)elem<S>::load(smooth + i);
+    v[0] += (double)ld(nll[i]), v[1] += (double)ld(wt[i]);
+    if (smooth) v[2] += (double)ld(smooth[i]);
   }
   block_sums3(v);
   if (threadIdx.x == 0) write_loss(v, s, C, mean, out, sw);
@@ -97,7 +97,7 @@ __global__ void nll_reduce_kernel(int64_t n, const S *nll, const S *wt, const S 
 // one block serves any batch; the terms are summed as nll_reduce sums the stored ones.
 template <typename S>
 __global__ void nll_loss_kernel(ms_k_nll_args a, const S *logp, int mean, S *out, double *sw, ms_k_bad_value *bad) {
-  using A = typename elem<S>::acc;
+  using A = acc_t<S>;
   double v[3] = {0, 0, 0};
   for (int64_t p = threadIdx.x; p < a.N * a.inner; p += blockDim.x) {
     A tn, tw;
@@ -111,36 +111,36 @@ __global__ void nll_loss_kernel(ms_k_nll_args a, const S *logp, int mean, S *out
 // Cross entropy's gradient term of class c before the softmax part: the nll term (at the target)
 // less the smoothing term.
 template <typename S>
-__device__ inline typename elem<S>::acc smoothed_q(typename elem<S>::acc at, typename elem<S>::acc bv, const S *w,
+__device__ inline acc_t<S> smoothed_q(acc_t<S> at, acc_t<S> bv, const S *w,
                                                    int64_t c) {
-  using A = typename elem<S>::acc;
-  return at - bv * (w ? elem<S>::load(w + c) : (A)1);
+  using A = acc_t<S>;
+  return at - bv * (w ? ld(w[c]) : (A)1);
 }
 
 template <typename S>
 __global__ void nll_backward_kernel(ms_k_nll_args a, const S *logp, const S *g, int64_t gs, const double *sw,
                                     double s0, double s1, double s2, S *gx) {
-  using A = typename elem<S>::acc;
+  using A = acc_t<S>;
   const S *w = (const S *)a.weight;
   int64_t positions = a.N * a.inner;
   for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < positions; p += (int64_t)gridDim.x * blockDim.x) {
     int64_t n = p / a.inner, i = p % a.inner, t = a.target[p], s = a.inner;
     S *row = gx + n * a.C * s + i;
-    for (int64_t c = 0; c < a.C; c++) elem<S>::store(row + c * s, (A)0);
+    for (int64_t c = 0; c < a.C; c++) row[c * s] = st<S>((A)0);
     if (t == a.ignore_index) continue;
     int64_t k = t - a.base;
     if (k < 0 || k >= a.C) { /* the forward reported it; never write outside the row */
-      for (int64_t c = 0; c < a.C; c++) elem<S>::store(row + c * s, (A)NAN);
+      for (int64_t c = 0; c < a.C; c++) row[c * s] = st<S>((A)NAN);
       continue;
     }
     // a device mean: g / sw in float64, rounded to the dtype once
     S g16;
     const S *gp_at = g + p * gs;
-    if (sw) elem<S>::store(&g16, (A)((double)elem<S>::load(g) / *sw)), gp_at = &g16;
-    A gp = elem<S>::load(gp_at), av = gp * (A)s0 * (A)(1 - s2), bv = gp * (A)s1 * (A)(s2 / (double)a.C);
-    A first = -av * (w ? elem<S>::load(w + k) : (A)1);
+    if (sw) g16 = st<S>((A)((double)ld(*g) / *sw)), gp_at = &g16;
+    A gp = ld(*gp_at), av = gp * (A)s0 * (A)(1 - s2), bv = gp * (A)s1 * (A)(s2 / (double)a.C);
+    A first = -av * (w ? ld(w[k]) : (A)1);
     if (!logp) {
-      elem<S>::store(row + k * s, first);
+      row[k * s] = st<S>(first);
       continue;
     }
     // cross entropy: q_c is computed twice (for the sum, then for the result) rather than stored
@@ -149,7 +149,7 @@ __global__ void nll_backward_kernel(ms_k_nll_args a, const S *logp, const S *g, 
     for (int64_t c = 0; c < a.C; c++) sum += smoothed_q(c == k ? first : (A)0, bv, w, c);
     const S *lp = logp + n * a.C * s + i;
     for (int64_t c = 0; c < a.C; c++)
-      elem<S>::store(row + c * s, smoothed_q(c == k ? first : (A)0, bv, w, c) - dexp(elem<S>::load(lp + c * s)) * (A)sum);
+      row[c * s] = st<S>(smoothed_q(c == k ? first : (A)0, bv, w, c) - dexp(ld(lp[c * s])) * (A)sum);
   }
 }
 

@@ -12,13 +12,10 @@
 
 namespace mskc {
 
-// The 16-bit storage types: distinct types so that templates tell them apart (both are bits).
-struct bf16 {
-  uint16_t bits;
-};
-struct f16 {
-  uint16_t bits;
-};
+// The 16-bit storage types: distinct types so that templates tell them apart (both are bits);
+// common.cuh's, which reduce.cu's templates read through their conversion to double.
+typedef bf16_el bf16;
+typedef f16_el f16;
 
 template <typename S> struct acc_of { typedef S type; };
 template <> struct acc_of<bf16> { typedef float type; };
@@ -57,5 +54,12 @@ template <> __device__ inline f16 st<f16>(float v) { return f16{f32_to_f16(v)}; 
     __VA_ARGS__;                                                                                   \
   } break;                                                                                         \
   }
+
+// FN<S>(args...) for the storage type S of dt, as an expression (MSKC_FLOAT_SWITCH's choice of S).
+#define MSKC_BY_DTYPE(dt, FN, ...)                                                                 \
+  ((dt) == MS_K_F64    ? FN<double>(__VA_ARGS__)                                                   \
+   : (dt) == MS_K_BF16 ? FN<mskc::bf16>(__VA_ARGS__)                                               \
+   : (dt) == MS_K_F16  ? FN<mskc::f16>(__VA_ARGS__)                                                \
+                       : FN<float>(__VA_ARGS__))
 
 #endif

@@ -1,8 +1,8 @@
 // relu_backward.cu: relu's gradient in one launch (the general path is a comparison, then a
 // where: two launches and a bool tensor), gx = y > 0 ? g : 0, the kept element's bits copied
 // (an infinite gradient stays; a NaN y drops it), as kernels/cpu/elementwise.c's
-// ms_k_relu_backward. Four floating dtypes (storage.cuh).
-#include "storage.cuh"
+// ms_k_relu_backward. Four floating dtypes (lowp.cuh).
+#include "lowp.cuh"
 
 using namespace mskc;
 
@@ -12,7 +12,7 @@ template <typename S>
 __global__ void relu_backward_kernel(int64_t n, const S *y, const S *g, S *gx) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     S gi = g[i], zero{}; // zero{}: +0 in every dtype
-    gx[i] = elem<S>::load(y + i) > 0 ? gi : zero;
+    gx[i] = ld(y[i]) > 0 ? gi : zero;
   }
 }
 
