@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "moonshard/cuda.h"
 #include "ms_lua.h"
 
 /* ---- ms.tensor(nested_table) ------------------------------------------------------------------- */
@@ -173,12 +174,25 @@ static void check_new_sizes(lua_State *L, int nd, const int64_t *shape, const ch
     bind_error(L, "%s: shape %s is too large", fname, ms_shape_str(nd, shape, b, sizeof b));
 }
 
-/* A new contiguous tensor where the factory first writes it: on the CPU (moved to the asked
- * device afterwards), or straight on meta, so that the fill or draw that follows is recorded
- * there (moonshard/meta.h) rather than made on the CPU and dropped by the move. */
-static ms_tensor *new_for_factory(ms_lua_factory_opts o, int nd, const int64_t *shape) {
-  ms_device d = o.device.type == MS_META ? o.device : (ms_device){MS_CPU, 0};
+/* A new contiguous tensor where the factory first writes it. A constant fill is made on the asked
+ * device itself: on a GPU one fill kernel, queued like any op, instead of a fill on the CPU and a
+ * copy from the host (which a CUDA graph's capture refuses). A random draw is made on the CPU and
+ * moved afterwards, so a seed gives the CPU's numbers on any device; on meta it is recorded there
+ * (moonshard/meta.h) rather than made on the CPU and dropped by the move. */
+static ms_tensor *new_for_factory(ms_lua_factory_opts o, int nd, const int64_t *shape, bool constant) {
+  ms_device d = constant || o.device.type == MS_META ? o.device : (ms_device){MS_CPU, 0};
   return ms_tensor_new_empty_on(d, nd, shape, o.dtype);
+}
+
+/* A CUDA device the factory would write on must be usable: the error names the option, as
+ * moving a CPU-made tensor there would (bind_apply_factory_options). */
+static void check_device_option(lua_State *L, ms_device d, const char *fname) {
+  if (d.type != MS_CUDA || ms_cuda_check_device(fname, d.index) == MS_OK) return;
+  const char *msg = ms_error_last(), *colon = strstr(msg, ": ");
+  size_t n = strlen(fname);
+  if (colon && (size_t)(colon - msg) == n && strncmp(msg, fname, n) == 0) msg = colon + 2;
+  char dev[32];
+  bind_error(L, "%s: option 'device' is %s, which cannot be used: %s", fname, ms_device_str(d, dev, sizeof dev), msg);
 }
 
 static int fill_factory(lua_State *L, const char *fname, double value, bool uninitialised) {
@@ -187,7 +201,8 @@ static int fill_factory(lua_State *L, const char *fname, double value, bool unin
   int nd = bind_check_sizes(L, 1, shape, fname, &next);
   check_new_sizes(L, nd, shape, fname);
   ms_lua_factory_opts o = bind_factory_options(L, next, fname, MS_FLOAT32);
-  ms_tensor *t = new_for_factory(o, nd, shape);
+  check_device_option(L, o.device, fname);
+  ms_tensor *t = new_for_factory(o, nd, shape, true);
   if (t && !uninitialised && ms_tensor_fill_(t, value) != MS_OK) ms_tensor_release(t), t = NULL;
   if (!t) return raise_as(L, fname);
   t = bind_apply_factory_options(L, t, o, fname);
@@ -230,8 +245,9 @@ static int l_full(lua_State *L) {
   check_new_sizes(L, nd, shape, "full");
   double v = check_fill_value(L, vidx, "full");
   ms_lua_factory_opts o = bind_factory_options(L, vidx + 1, "full", value_dtype(L, vidx));
-  ms_tensor *t = ms_tensor_new_full(nd, shape, o.dtype, v);
-  if (!t) return bind_raise(L);
+  check_device_option(L, o.device, "full");
+  ms_tensor *t = ms_tensor_new_full_on(o.device, nd, shape, o.dtype, v);
+  if (!t) return raise_as(L, "full");
   t = bind_apply_factory_options(L, t, o, "full");
   return bind_push_result(L, t);
 }
@@ -301,7 +317,7 @@ static int random_factory(lua_State *L, const char *fname, random_kind kind) {
   check_new_sizes(L, nd, shape, fname);
   ms_lua_factory_opts o = bind_factory_options(L, next, fname, MS_FLOAT32);
   check_random_dtype(L, o.dtype, fname);
-  ms_tensor *t = new_for_factory(o, nd, shape);
+  ms_tensor *t = new_for_factory(o, nd, shape, false);
   if (!t) return raise_as(L, fname);
   random_fill(L, t, kind);
   t = bind_apply_factory_options(L, t, o, fname);
@@ -397,7 +413,8 @@ static int like_factory(lua_State *L, const char *fname, int kind, int optidx) {
   if (!o.has_device) o.device = ms_tensor_device(src); /* *_like keeps the source's device */
   double value = kind == 2 ? check_fill_value(L, 2, fname) : 0; /* may raise: before t exists */
   if (kind >= 4) check_random_dtype(L, o.dtype, fname);
-  ms_tensor *t = new_for_factory(o, src->ndim, src->shape);
+  check_device_option(L, o.device, fname);
+  ms_tensor *t = new_for_factory(o, src->ndim, src->shape, kind < 4);
   if (!t) return bind_raise(L);
   ms_status st = MS_OK;
   switch (kind) {

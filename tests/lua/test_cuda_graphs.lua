@@ -73,6 +73,18 @@ T.test("ms.cuda.graph captures a scope", function()
   T.same(y:cpu():tolist(), { 25, 25, 25 })
 end)
 
+T.test("constant factories on the device may be captured (a fill kernel, no copy from the host)", function()
+  local g, x = ms.cuda.CUDAGraph(), ms.full(3, 2.0, { device = DEV })
+  local y
+  do
+    local _ <close> = ms.cuda.graph(g)
+    y = x + ms.ones(3, { device = DEV }) + ms.zeros_like(x) + ms.full({ 3 }, 0.5, { device = DEV })
+  end
+  x:fill_(4)
+  g:replay()
+  T.same(y:cpu():tolist(), { 5.5, 5.5, 5.5 })
+end)
+
 T.test("a copy to the host inside a capture is an error naming it; the device stays usable", function()
   local step = ms.cuda.make_graphed_step(function(t) return t * t:sum():item() end, { warmup = 0 })
   T.raises(function() step(ms.ones(3, { device = DEV })) end, "capturing the step failed", "copy",
