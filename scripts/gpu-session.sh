@@ -9,8 +9,10 @@
 #                                    seed and tuned variants (medians of epochs 2..4)
 #   bench/gpu_step_profile.lua       one training step: host enqueue beside wall time
 #   bench/torch_step_profile.py      the same step in PyTorch
-#   scripts/gpu-check.sh --prebuilt  the whole GPU check (under 5 minutes)
-#   bench/cuda_lowp_bench.lua        bf16/f16 kernels against float32 (when the file exists)
+#   bench/gpu_graph_step.lua         the step eager and replayed as a CUDA graph
+#   bench/cuda_lowp_bench.lua        bf16/f16 nn kernels against float32 (when the file exists),
+#   bench/cuda_half_ops.lua          and the elementwise ops
+#   scripts/gpu-check.sh --prebuilt  the whole GPU check, in what is left of the budget
 # then summary.txt: issue 20's done-when figures read from those logs, each with its verdict.
 # At most 8 files are written (the device tool brings back no more): summary.txt ctest.log
 # seed.log seed_raw.log profile.log gpu_check.log lowp.log.
@@ -117,6 +119,7 @@ write_summary() {
   echo "epoch bf16: ${b_ep:-n/a} s; bf16 / float32 ${ratio}; target < 1: $(verdict "$ratio" lt 1)"
   echo "training step B=64: plain ${step64} ms, fsdp $(step_ms fsdp ms) ms; target <= 0.5: $(verdict "$step64" le 0.5)"
   echo "  PyTorch's step B=64: plain $(step_ms plain torch) ms, fsdp $(step_ms fsdp torch) ms"
+  echo "  as a CUDA graph (gpu_graph_step.lua; the target is the graphed step): $(grep -E '^(plain|fsdp) +B= +64 ' "$dir/profile.log" 2>/dev/null | tr -s ' ' | paste -sd ';' -)"
   echo "accuracy float32 after epoch 1: ${acc1}; target >= 98.5%: $(verdict "${acc1%\%}" ge 98.5); after epoch 4: $(accuracy last)"
   echo "PyTorch's epochs: tuned ${t_ep:-n/a} s, the seed's program ${s_ep:-n/a} s"
   grep -E '^ratio|^bf16 / fp32' "$dir/seed.log" 2>/dev/null
@@ -172,23 +175,27 @@ if [ $have_gpu = 1 ]; then
   else
     skip "step profile (torch)" profile.log "no PyTorch with a GPU here: $(echo "$tv" | tail -1)"
   fi
+  # the step replayed as a CUDA graph (what mnist_fsdp.lua does), beside the eager one
+  step "graphed step" 60 profile.log "$BUILD/moonshard" bench/gpu_graph_step.lua
 else
-  for s in "seed epochs (gpu_seed):seed.log" "step profile:profile.log" "step profile (torch):profile.log"; do
+  for s in "seed epochs (gpu_seed):seed.log" "step profile:profile.log" "step profile (torch):profile.log" \
+           "graphed step:profile.log"; do
     skip "${s%%:*}" "${s##*:}" "no usable GPU ($gpu)"
   done
+fi
+if [ ! -f bench/cuda_lowp_bench.lua ]; then
+  skip "bf16/f16 kernels (lowp bench)" lowp.log "bench/cuda_lowp_bench.lua is not in this checkout"
+elif [ $have_gpu = 1 ]; then
+  step "bf16/f16 kernels (lowp bench)" 60 lowp.log "$BUILD/moonshard" bench/cuda_lowp_bench.lua
+  step "bf16/f16 elementwise (half ops)" 40 lowp.log "$BUILD/moonshard" bench/cuda_half_ops.lua
+else
+  skip "bf16/f16 kernels (lowp bench)" lowp.log "no usable GPU"
 fi
 # gpu-check.sh says for itself when there is no GPU (exit 2, its reason in the log); its budget
 # is what is left but 30 s
 left=$((deadline - $(date +%s) - 30))
 step "gpu-check --prebuilt" 290 gpu_check.log env BUILD="$BUILD" BUDGET_S=$((left < 290 ? left : 290)) \
   scripts/gpu-check.sh --prebuilt
-if [ ! -f bench/cuda_lowp_bench.lua ]; then
-  skip "bf16/f16 kernels (lowp bench)" lowp.log "bench/cuda_lowp_bench.lua is not in this checkout"
-elif [ $have_gpu = 1 ]; then
-  step "bf16/f16 kernels (lowp bench)" 60 lowp.log "$BUILD/moonshard" bench/cuda_lowp_bench.lua
-else
-  skip "bf16/f16 kernels (lowp bench)" lowp.log "no usable GPU"
-fi
 [ $mode = dry ] && { echo "then summary.txt: the done-when figures of issue 20 from these logs"; exit 0; }
 
 echo "($(( $(date +%s) - t0 )) s in all)" >> "$head"
