@@ -10,12 +10,13 @@ local optim = require "moonshard.optim"
 local Net = require "moonshard.seed_net"
 
 -- The seed step's calls (Adadelta, nll_loss with reduction "sum", as scripts/mnist_fsdp.lua):
--- forward 11, loss 1, backward 16, optimizer 8 (one adadelta_step per parameter). Before the
--- fusions of issue 20 the same step made 44: dropout's forward 2 -> 1 each, Linear's forward
+-- forward 11, loss 1, backward 16, optimizer 1 (Adadelta's foreach step: one adadelta_step_list
+-- for the 8 parameters, docs/optimizers.md). Before the fusions of issue 20 the same step made 44:
+-- the optimizer 8 -> 1, dropout's forward 2 -> 1 each, Linear's forward
 -- 2 -> 1 each (the bias added by the GEMM), nll_loss's forward 2 -> 1, relu's backward 2 -> 1
 -- each (a comparison and a where, which the CPU took through a shortcut the counter did not
 -- see). A GPU launches one more: the loss's seed gradient (ones), which the CPU fills on the host.
-local SEED_STEP_CALLS = 36
+local SEED_STEP_CALLS = 29
 
 local function cpu_calls() return ms._kernel_calls().cpu end
 
