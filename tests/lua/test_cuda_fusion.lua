@@ -10,10 +10,7 @@ local F = require "moonshard.functional"
 local optim = require "moonshard.optim"
 local Net = require "moonshard.seed_net"
 
-if not ms.cuda.is_available() then
-  print("skipped: " .. tostring(ms.cuda.unavailable_reason()))
-  os.exit(77)
-end
+T.need_cuda()
 
 local DEV = "cuda:0"
 

@@ -6,10 +6,7 @@
 local T = require "testing"
 local ms = require "moonshard"
 
-if not ms.cuda.is_available() then
-  print("skipped: " .. tostring(ms.cuda.unavailable_reason()))
-  os.exit(77)
-end
+T.need_cuda()
 
 local F = require "moonshard.functional"
 local optim = require "moonshard.optim"

@@ -9,10 +9,7 @@ local ms = require "moonshard"
 local data = require "moonshard.data"
 local transforms = require "moonshard.transforms"
 
-if not ms.cuda.is_available() then
-  print("skipped: " .. tostring(ms.cuda.unavailable_reason()))
-  os.exit(77)
-end
+T.need_cuda()
 
 local DEV = "cuda:0"
 local DataLoader, TensorDataset = data.DataLoader, data.TensorDataset

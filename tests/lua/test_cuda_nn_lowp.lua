@@ -11,10 +11,7 @@ local T = require "testing"
 local ms = require "moonshard"
 local F = require "moonshard.functional"
 
-if not ms.cuda.is_available() then
-  print("skipped: " .. tostring(ms.cuda.unavailable_reason()))
-  os.exit(77)
-end
+T.need_cuda()
 
 local DEV = "cuda:0"
 local DTYPES = { "bfloat16", "float16" }

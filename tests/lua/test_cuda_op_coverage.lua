@@ -7,10 +7,7 @@ local T = require "testing"
 local ms = require "moonshard"
 local cov = require "op_coverage"
 
-if not ms.cuda.is_available() then
-  print("skipped: " .. tostring(ms.cuda.unavailable_reason()))
-  os.exit(77)
-end
+T.need_cuda()
 
 local DEV = "cuda:0"
 

@@ -5,10 +5,7 @@
 local T = require "testing"
 local ms = require "moonshard"
 
-if not ms.cuda.is_available() then
-  print("skipped: " .. tostring(ms.cuda.unavailable_reason()))
-  os.exit(77)
-end
+T.need_cuda()
 
 local DEV = "cuda:0"
 -- Every tolerance is relative to max(1, |CPU value|) (same() below) and says why; a wrong kernel

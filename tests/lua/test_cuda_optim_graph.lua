@@ -8,10 +8,7 @@ local T = require "testing"
 local ms = require "moonshard"
 local optim = require "moonshard.optim"
 
-if not ms.cuda.is_available() then
-  print("skipped: " .. tostring(ms.cuda.unavailable_reason()))
-  os.exit(77)
-end
+T.need_cuda()
 
 local DEV = "cuda:0"
 local SIZES = { 70000, 0, 1, 5000 }

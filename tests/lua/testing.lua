@@ -84,6 +84,14 @@ function T.read_file(path)
   return text
 end
 
+-- Exits 77 (skipped), saying why, where no GPU is usable: the first line of a GPU test.
+function T.need_cuda()
+  local ms = require "moonshard"
+  if ms.cuda.is_available() then return end
+  print("skipped: " .. tostring(ms.cuda.unavailable_reason()))
+  os.exit(77)
+end
+
 -- The build's executable, for a test that launches ranks itself (mpirun, moonshard -n,
 -- ms.spawn): exits 77 (skipped) when the test itself runs under mpirun or a tool it needs
 -- (mpirun first, then each of `tools`) is missing.
