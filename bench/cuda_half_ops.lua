@@ -6,6 +6,7 @@
 --   build/moonshard bench/cuda_half_ops.lua [--seconds S] [--shape 4,256,3072]
 local ms = require "moonshard"
 local argparse = require "moonshard.argparse"
+local timing = require "bench.cuda_timing"
 
 -- "4,256,3072" -> {4, 256, 3072}
 local function shape_list(s)
@@ -29,23 +30,7 @@ if not ms.cuda.is_available() then
   os.exit(0)
 end
 
--- Mean milliseconds per call of fn over about `seconds` of GPU time (results released at once,
--- as a training loop's are).
-local function time_ms(fn)
-  do local _ <close> = fn() end
-  ms.cuda.synchronize()
-  local start, stop = ms.cuda.Event({ enable_timing = true }), ms.cuda.Event({ enable_timing = true })
-  local iters, total = 0, 0
-  while total < args.seconds * 1000 and iters < 100000 do
-    local n = math.max(1, iters)
-    start:record()
-    for _ = 1, n do local _ <close> = fn() end
-    stop:record()
-    stop:synchronize()
-    total, iters = total + start:elapsed_time(stop), iters + n
-  end
-  return total / iters
-end
+local function time_ms(fn) return timing.time_ms(fn, { seconds = args.seconds, close = true }) end
 
 -- name, bytes read and written per element for an element size es, the op
 local OPS = {

@@ -8,6 +8,7 @@
 local ms = require "moonshard"
 local F = require "moonshard.functional"
 local argparse = require "moonshard.argparse"
+local timing = require "bench.cuda_timing"
 
 local parser = argparse.ArgumentParser{description = "nn ops and the seed's step in float32 and 16-bit on cuda:0"}
 parser:add_argument("--seconds", {type = "float", default = 0.5, min = 0, metavar = "S",
@@ -103,22 +104,8 @@ if not ms.cuda.is_available() then
   os.exit(0)
 end
 
--- Mean milliseconds of GPU time per call of fn, over about args.seconds after a warm-up.
-local function time_ms(fn)
-  for _ = 1, 3 do fn() end -- cuDNN plans, the allocator's blocks
-  ms.cuda.synchronize()
-  local start, stop = ms.cuda.Event({ enable_timing = true }), ms.cuda.Event({ enable_timing = true })
-  local iters, total = 0, 0
-  while total < args.seconds * 1000 and iters < 100000 do
-    local n = math.max(1, iters)
-    start:record()
-    for _ = 1, n do fn() end
-    stop:record()
-    stop:synchronize()
-    total, iters = total + start:elapsed_time(stop), iters + n
-  end
-  return total / iters
-end
+-- cuDNN's plans and the allocator's blocks settle in the first calls
+local function time_ms(fn) return timing.time_ms(fn, { seconds = args.seconds, warmup = 3 }) end
 
 local function timed(case, dt)
   ms.manual_seed(1)

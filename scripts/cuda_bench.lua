@@ -3,6 +3,7 @@
 -- whose op has no CUDA kernel yet says so and the others still run.
 --   build/moonshard scripts/cuda_bench.lua [seconds per case, default 1]
 local ms = require "moonshard"
+local timing = require "bench.cuda_timing"
 local F = require "moonshard.functional"
 local argparse = require "moonshard.argparse"
 
@@ -17,22 +18,7 @@ if not ms.cuda.is_available() then
 end
 print(("cuda_bench on %s (%d device(s))"):format(ms.cuda.get_device_name(0), ms.cuda.device_count()))
 
--- Runs fn until `budget` seconds of GPU time, returns the mean milliseconds per call.
-local function time_ms(fn)
-  fn() -- warm-up: cuBLAS/cuDNN handles, algorithm choice, allocator
-  ms.cuda.synchronize()
-  local start, stop = ms.cuda.Event({ enable_timing = true }), ms.cuda.Event({ enable_timing = true })
-  local iters, total = 0, 0
-  while total < budget * 1000 and iters < 10000 do
-    local n = math.max(1, iters)
-    start:record()
-    for _ = 1, n do fn() end
-    stop:record()
-    stop:synchronize()
-    total, iters = total + start:elapsed_time(stop), iters + n
-  end
-  return total / iters
-end
+local function time_ms(fn) return timing.time_ms(fn, { seconds = budget, max_calls = 10000 }) end
 
 local function case(name, flops, fn)
   local ok, res = pcall(time_ms, fn)

@@ -1,5 +1,14 @@
 -- docs/optim.lua: the docstrings of `local optim = require "moonshard.optim"` (torch.optim):
 -- the optimizers with their options tables and the methods of optim.Optimizer.
+-- Option rows several optimizers share.
+local MAXIMIZE = { "maximize", "boolean", "false", "ascend rather than descend" }
+local L2_DECAY = { "weight_decay", "number", "0", "L2 penalty added to the gradient" }
+local FOREACH = { "foreach", "boolean", "true", "one native call for all the group's parameters of one "
+  .. "device and dtype (false: one per parameter; bit for bit the same; docs/optimizers.md)" }
+local CAPTURABLE = { "capturable", "boolean", "false", "on CUDA, the kernels read the learning rate and the "
+  .. "step's numbers from device memory, as a step captured in a CUDA graph must (automatic while one is captured; "
+  .. "no effect on the CPU)" }
+
 return {
   title = "Optimizers (optim)",
 
@@ -12,11 +21,11 @@ One fused native pass over all the parameters of a group (foreach), or one per p
     opts = { { "lr", "number", "nil", "required: the learning rate" },
              { "momentum", "number", "0", "the momentum factor" },
              { "dampening", "number", "0", "dampening of the momentum" },
-             { "weight_decay", "number", "0", "L2 penalty added to the gradient" },
+             L2_DECAY,
              { "nesterov", "boolean", "false", "Nesterov momentum (needs momentum > 0, dampening 0)" },
-             { "maximize", "boolean", "false", "ascend rather than descend" },
-             { "foreach", "boolean", "true", "one native call for all the group's parameters of one device and dtype (false: one per parameter; bit for bit the same; docs/optimizers.md)" },
-             { "capturable", "boolean", "false", "on CUDA, the kernels read the learning rate and the step's numbers from device memory, as a step captured in a CUDA graph must (automatic while one is captured; no effect on the CPU)" } },
+             MAXIMIZE,
+             FOREACH,
+             CAPTURABLE },
     example = [[
 local w = nn.Parameter(ms.tensor({1.0, 2.0}))
 local opt = optim.SGD({w}, {lr = 0.1})
@@ -33,11 +42,11 @@ the decoupled form). params as optim.SGD. State per parameter: step, exp_avg, ex
     opts = { { "lr", "number", "1e-3", "the learning rate" },
              { "betas", "{number, number}", "{0.9, 0.999}", "the decay rates of the first and second moments" },
              { "eps", "number", "1e-8", "added to the denominator" },
-             { "weight_decay", "number", "0", "L2 penalty added to the gradient" },
+             L2_DECAY,
              { "amsgrad", "boolean", "false", "use the maximum of the second moments" },
-             { "maximize", "boolean", "false", "ascend rather than descend" },
-             { "foreach", "boolean", "true", "one native call for all the group's parameters of one device and dtype (false: one per parameter; bit for bit the same; docs/optimizers.md)" },
-             { "capturable", "boolean", "false", "on CUDA, the kernels read the learning rate and the step's numbers from device memory, as a step captured in a CUDA graph must (automatic while one is captured; no effect on the CPU)" } },
+             MAXIMIZE,
+             FOREACH,
+             CAPTURABLE },
     example = [[
 local p = nn.Parameter(ms.tensor({1.0}))
 local opt = optim.Adam({p}, {lr = 0.1})
@@ -55,9 +64,9 @@ before the Adam update), as PyTorch's AdamW; note the default weight_decay of 0.
              { "eps", "number", "1e-8", "added to the denominator" },
              { "weight_decay", "number", "1e-2", "decoupled weight decay" },
              { "amsgrad", "boolean", "false", "use the maximum of the second moments" },
-             { "maximize", "boolean", "false", "ascend rather than descend" },
-             { "foreach", "boolean", "true", "one native call for all the group's parameters of one device and dtype (false: one per parameter; bit for bit the same; docs/optimizers.md)" },
-             { "capturable", "boolean", "false", "on CUDA, the kernels read the learning rate and the step's numbers from device memory, as a step captured in a CUDA graph must (automatic while one is captured; no effect on the CPU)" } },
+             MAXIMIZE,
+             FOREACH,
+             CAPTURABLE },
     example = [[
 local p = nn.Parameter(ms.tensor({1.0}))
 local opt = optim.AdamW({p}, {lr = 0.1})
@@ -73,10 +82,10 @@ StepLR of gamma 0.7). State per parameter: step, square_avg, acc_delta.]],
     opts = { { "lr", "number", "1.0", "the coefficient of the update" },
              { "rho", "number", "0.9", "the decay of the running averages, in [0, 1]" },
              { "eps", "number", "1e-6", "added for numerical stability" },
-             { "weight_decay", "number", "0", "L2 penalty added to the gradient" },
-             { "maximize", "boolean", "false", "ascend rather than descend" },
-             { "foreach", "boolean", "true", "one native call for all the group's parameters of one device and dtype (false: one per parameter; bit for bit the same; docs/optimizers.md)" },
-             { "capturable", "boolean", "false", "on CUDA, the kernels read the learning rate and the step's numbers from device memory, as a step captured in a CUDA graph must (automatic while one is captured; no effect on the CPU)" } },
+             L2_DECAY,
+             MAXIMIZE,
+             FOREACH,
+             CAPTURABLE },
     example = [[
 local p = nn.Parameter(ms.tensor({1.0}))
 local opt = optim.Adadelta({p})
@@ -91,10 +100,10 @@ print(p)  --> tensor([0.9968], requires_grad=True)
 not at the first step.]],
     opts = { { "lr", "number", "1e-2", "the learning rate" },
              { "lr_decay", "number", "0", "the learning rate's decay per step" },
-             { "weight_decay", "number", "0", "L2 penalty added to the gradient" },
+             L2_DECAY,
              { "initial_accumulator_value", "number", "0", "the starting value of the sum of squares" },
              { "eps", "number", "1e-10", "added to the denominator" },
-             { "maximize", "boolean", "false", "ascend rather than descend" } },
+             MAXIMIZE },
     example = [[
 local p = nn.Parameter(ms.tensor({1.0}))
 local opt = optim.Adagrad({p}, {lr = 0.1})
@@ -110,10 +119,10 @@ momentum, grad_avg when centered).]],
     opts = { { "lr", "number", "1e-2", "the learning rate" },
              { "alpha", "number", "0.99", "the smoothing constant" },
              { "eps", "number", "1e-8", "added to the denominator" },
-             { "weight_decay", "number", "0", "L2 penalty added to the gradient" },
+             L2_DECAY,
              { "momentum", "number", "0", "the momentum factor" },
              { "centered", "boolean", "false", "normalize by the estimated variance of the gradient" },
-             { "maximize", "boolean", "false", "ascend rather than descend" } },
+             MAXIMIZE },
     example = [[
 local p = nn.Parameter(ms.tensor({1.0}))
 local opt = optim.RMSprop({p}, {lr = 0.01})
