@@ -872,7 +872,7 @@ T.test("one training step of the seed's Net: CUDA against the CPU", function()
   for i, p in ipairs(params.cpu) do same(params[DEV][i]:detach(), p:detach(), 10 * TOL_CHAIN.float32, "parameter " .. i) end
 end)
 
--- ---- bfloat16 and float16 natively on CUDA (issue 20, bf16ew) ----
+-- ---- bfloat16 and float16 natively on CUDA (issue 20) ----
 -- CUDA's elementwise kernels and reductions take 16-bit tensors as they are, compute in float32
 -- (sums in float64) and round once: the CPU's widen-compute-round. Compared bit for bit (NaN
 -- payloads aside: a GPU's NaN results are canonical) wherever the float32 result is the same on

@@ -94,15 +94,9 @@ for _, case in ipairs(CASES) do
   end
 end
 
-local CUDAGraph = rawget(ms.cuda, "CUDAGraph")
-
 for _, case in ipairs(CASES) do
   local name, ctor, opts = case[1], case[2], case[3]
   T.test(name .. ": a captured step replayed under a schedule = the eager steps", function()
-    if not CUDAGraph then
-      print("note: ms.cuda.CUDAGraph absent (the graphs part is not in this build): capture not run")
-      return
-    end
     local steps = 6
     local want = eager(ctor, opts, "float32", DEV, steps)
     local ps = params("float32", DEV)
@@ -112,7 +106,7 @@ for _, case in ipairs(CASES) do
     opt:step() -- warm-up: makes the state
     sched:step()
     set_grads(ps, 2)
-    local g = CUDAGraph()
+    local g = ms.cuda.CUDAGraph()
     g:capture_begin()
     opt:step()
     g:capture_end()
@@ -128,11 +122,7 @@ for _, case in ipairs(CASES) do
 end
 
 T.test("make_graphed_step: a training step with Adam under StepLR = the eager steps", function()
-  local graphed_step = rawget(ms.cuda, "make_graphed_step")
-  if not graphed_step then
-    print("note: ms.cuda.make_graphed_step absent (the graphs part is not in this build): not run")
-    return
-  end
+  local graphed_step = ms.cuda.make_graphed_step
   local nn = require "moonshard.nn"
   local F = require "moonshard.functional"
   local function train(graphed)
