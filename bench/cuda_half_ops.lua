@@ -6,7 +6,7 @@
 --   build/moonshard bench/cuda_half_ops.lua [--seconds S] [--shape 4,256,3072]
 local ms = require "moonshard"
 local argparse = require "moonshard.argparse"
-local timing = require "bench.cuda_timing"
+local timing = require "bench.lib.cuda_timing"
 
 -- "4,256,3072" -> {4, 256, 3072}
 local function shape_list(s)

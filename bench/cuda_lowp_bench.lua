@@ -8,7 +8,7 @@
 local ms = require "moonshard"
 local F = require "moonshard.functional"
 local argparse = require "moonshard.argparse"
-local timing = require "bench.cuda_timing"
+local timing = require "bench.lib.cuda_timing"
 
 local parser = argparse.ArgumentParser{description = "nn ops and the seed's step in float32 and 16-bit on cuda:0"}
 parser:add_argument("--seconds", {type = "float", default = 0.5, min = 0, metavar = "S",

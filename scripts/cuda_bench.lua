@@ -3,7 +3,7 @@
 -- whose op has no CUDA kernel yet says so and the others still run.
 --   build/moonshard scripts/cuda_bench.lua [seconds per case, default 1]
 local ms = require "moonshard"
-local timing = require "bench.cuda_timing"
+local timing = require "bench.lib.cuda_timing"
 local F = require "moonshard.functional"
 local argparse = require "moonshard.argparse"
 

@@ -1,6 +1,6 @@
--- cuda_timing.lua: the GPU benchmarks' one timer (bench/cuda_half_ops.lua, bench/cuda_lowp_bench.lua,
+-- lib/cuda_timing.lua: the GPU benchmarks' one timer (bench/cuda_half_ops.lua, bench/cuda_lowp_bench.lua,
 -- scripts/cuda_bench.lua, each run from the repository root, where Lua's ./?.lua path finds it as
--- "bench.cuda_timing"): the mean milliseconds of GPU time per call of fn, from CUDA events around
+-- "bench.lib.cuda_timing"): the mean milliseconds of GPU time per call of fn, from CUDA events around
 -- doubling batches of calls, until about `seconds` of GPU time have passed.
 local ms = require "moonshard"
 
