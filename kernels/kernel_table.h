@@ -345,8 +345,9 @@ void ms_k_adadelta_slots(const ms_k_adadelta_hp *hp, double s[MS_K_ADADELTA_SLOT
   /* C (M x N) = alpha A (M x K) B (K x N) + beta C; each matrix (pointer, row stride, column     \
    * stride in elements; a transposed view is just swapped strides). A and B are of dtype dt, C   \
    * of cdt. Every device: F32 and F64 (cdt = dt). The CPU: integers too (cdt = dt, exact,        \
-   * wrapping), and BF16 with a float32 C (float32 sums; the engine rounds). CUDA: BF16 and F16   \
-   * with cdt = dt (float32 sums rounded once into C); a matrix with no unit stride is copied.    \
+   * wrapping), and BF16 with a float32 C or cdt = dt (float32 sums rounded once into C as each  \
+   * tile is stored). CUDA: BF16 and F16 with cdt = dt (float32 sums rounded once into C); a      \
+   * matrix with no unit stride is copied.                                                        \
    * beta = 0 never reads C. bias (NULL: none; floating dt only, with beta 0): N contiguous      \
    * elements of dt, one per column, added to every row of C as the GEMM stores it (Linear's      \
    * bias: no pass that fills C first). The CPU: the bits of C filled with the bias then beta 1;  \

@@ -45,6 +45,13 @@ const char *ms_k_gemm_isa(void);
 void ms_k_gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A, int64_t rsA,
                     int64_t csA, const uint16_t *B, int64_t rsB, int64_t csB, float beta,
                     float *C, int64_t rsC, int64_t csC);
+/* The same with C bfloat16 too: the float32 sums of each tile are rounded once into C as the
+ * last K block stores them (ms_k_f32_to_bf16's rounding), bits equal to ms_k_gemm_bf16 into a
+ * float32 C then rounded, or ms_k_gemm_bias with a bias (NULL: none; N bfloat16, beta ignored
+ * as 0). The sums live in a float32 work buffer of M x N; false when it cannot be had. */
+bool ms_k_gemm_bf16_rounded(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A, int64_t rsA,
+                            int64_t csA, const uint16_t *B, int64_t rsB, int64_t csB, float beta, uint16_t *C,
+                            int64_t rsC, int64_t csC, const uint16_t *bias);
 /* Whether the CPU has AVX-512 BF16 (and the OS enables the zmm state), and MS_GEMM_ISA does not
  * force a path below AVX-512. */
 bool ms_k_gemm_bf16_available(void);

@@ -136,6 +136,18 @@ static void f32_to_half(int64_t n, uint16_t *d, int64_t ds, ms_k_dtype dt, const
     for (; i < n; i++) d[i * ds] = ms_k_f32_to_f16(s[i * ss]);
 }
 
+void ms_k_f32_to_bf16_block(int64_t m, int64_t n, uint16_t *dst, int64_t ds, int64_t dcs, const float *src,
+                            int64_t ss) {
+  int64_t (*run)(int64_t, uint16_t *, const float *) =
+      dcs != 1 ? NULL : ms_k_cpu_avx512() ? ms_k_f32_to_bf16_avx512 : ms_k_cpu_avx2() ? ms_k_f32_to_bf16_avx2 : NULL;
+  for (int64_t i = 0; i < m; i++) {
+    uint16_t *d = dst + i * ds;
+    const float *s = src + i * ss;
+    int64_t j = run ? run(n, d, s) : 0;
+    for (; j < n; j++) d[j * dcs] = ms_k_f32_to_bf16(s[j]);
+  }
+}
+
 static int is_half(ms_k_dtype t) { return t == MS_K_BF16 || t == MS_K_F16; }
 
 static const size_t elsize[] = {[MS_K_F32] = 4, [MS_K_F64] = 8, [MS_K_BF16] = 2, [MS_K_F16] = 2,

@@ -4,6 +4,7 @@
  * (gemm_ukr.h). */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
+#include "kernels/cpu/cast_half.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/gemm_ukr.h"
 
@@ -40,9 +41,9 @@ typedef struct {
   void (*pack_a)(const gemm_plan *p, int64_t i0, int64_t m, int64_t p0, int64_t k, void *dst);
   void (*pack_b)(const gemm_plan *p, int64_t p0, int64_t k, int64_t j0, int64_t n, void *dst);
   void (*macro)(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t k,
-                const void *pa, const void *pb, int first);
+                const void *pa, const void *pb, int first, int last);
   void (*naive)(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t p0,
-                int64_t k, int first);
+                int64_t k, int first, int last);
 } gemm_kernel;
 
 /* One call, after the column-major-C transpose (so csC is 1 whenever either C stride is). */
@@ -54,6 +55,11 @@ struct gemm_plan {
   double alpha, beta; /* exact for float too: float -> double -> float round-trips */
   const char *bias;   /* NULL, or one element of A's type per column of C (beta is 0) */
   int bias_on_rows;   /* after the column-major transpose, the bias runs along C's rows */
+  /* A bfloat16 C (ms_k_gemm_bf16_rounded): C above is then a row-major float32 work buffer that
+   * the K blocks sum into, and each tile is rounded into C16 as its last K block stores it,
+   * while it is still in L1 (no pass over a float32 C afterwards). */
+  uint16_t *C16;
+  int64_t rsC16, csC16;
   const gemm_kernel *kern;
   char *bpack;        /* the shared packed B panel, owned by the calling thread */
   int jit_b;          /* M fits one row block: B is packed per micro-panel (macro_jit_b) */
@@ -64,6 +70,12 @@ struct gemm_plan {
 /* The length of k once packed: whole groups of kstep. Sizes and offsets of packed panels use it. */
 static int64_t packed_k(const gemm_kernel *kr, int64_t k) {
   return (k + kr->kstep - 1) / kr->kstep * kr->kstep;
+}
+
+/* C's m x n block at (i, j), summed in full in the float32 work buffer, rounded into C16. */
+static void round_block(const gemm_plan *p, int64_t i, int64_t j, int64_t m, int64_t n) {
+  ms_k_f32_to_bf16_block(m, n, p->C16 + i * p->rsC16 + j * p->csC16, p->rsC16, p->csC16,
+                         (const float *)p->C + i * p->rsC + j, p->rsC);
 }
 
 /* ---- the bias epilogue (ms_k_gemm_bias) ------------------------------------------------------ */
@@ -296,10 +308,11 @@ static void ukr_f32(const gemm_kernel *kr, int64_t kp, const float *alpha, const
 }
 
 /* Partial tiles run the full kernel into a scratch tile, then merge the valid part; beta == 0
- * still never reads C. `first` is whether this is the first KC block (later blocks add: beta 1).
- * A float C: float or bf16 operands. */
+ * still never reads C. `first` is whether this is the first KC block (later blocks add: beta 1),
+ * `last` whether it is the last (a bfloat16 C's tiles are rounded then). A float C: float or
+ * bf16 operands. */
 static void macro_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t k,
-                      const void *pa, const void *pb, int first) {
+                      const void *pa, const void *pb, int first, int last) {
   const gemm_kernel *kr = p->kern;
   const int mr = kr->mr, nr = kr->nr;
   const size_t panel = (size_t)packed_k(kr, k) * kr->es; /* bytes of one row or column, packed */
@@ -312,26 +325,28 @@ static void macro_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
     for (int64_t i = 0; i < m; i += mr) {
       const char *a = (const char *)pa + i * panel;
       float *c = C + i * p->rsC + j * p->csC;
-      if (m - i >= mr && n - j >= nr) {
+      int64_t mm = m - i < mr ? m - i : mr, nn = n - j < nr ? n - j : nr;
+      if (mm == mr && nn == nr) {
         float tb = beta;
         if (first && p->bias) bias_tile_f32(p, c, i0 + i, j0 + j, mr, nr, &tb);
         ukr_f32(kr, packed_k(kr, k), &alpha, a, b, &tb, c, p->rsC, p->csC);
-        continue;
+      } else {
+        ukr_f32(kr, packed_k(kr, k), &one, a, b, &zero, t, nr, 1);
+        for (int64_t r = 0; r < mm; r++)
+          for (int64_t q = 0; q < nn; q++) {
+            float *cij = c + r * p->rsC + q * p->csC;
+            if (first && p->bias) *cij = alpha * t[r * nr + q] + bias_f32(p, i0 + i + r, j0 + j + q);
+            else *cij = beta == 0.0f ? alpha * t[r * nr + q] : alpha * t[r * nr + q] + beta * *cij;
+          }
       }
-      int64_t mm = m - i < mr ? m - i : mr, nn = n - j < nr ? n - j : nr;
-      ukr_f32(kr, packed_k(kr, k), &one, a, b, &zero, t, nr, 1);
-      for (int64_t r = 0; r < mm; r++)
-        for (int64_t q = 0; q < nn; q++) {
-          float *cij = c + r * p->rsC + q * p->csC;
-          if (first && p->bias) *cij = alpha * t[r * nr + q] + bias_f32(p, i0 + i + r, j0 + j + q);
-          else *cij = beta == 0.0f ? alpha * t[r * nr + q] : alpha * t[r * nr + q] + beta * *cij;
-        }
+      if (last && p->C16) round_block(p, i0 + i, j0 + j, mm, nn);
     }
   }
 }
 
 static void macro_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t k,
-                      const void *pa, const void *pb, int first) {
+                      const void *pa, const void *pb, int first, int last) {
+  (void)last;
   const int mr = p->kern->mr, nr = p->kern->nr;
   const double alpha = p->alpha, beta = first ? p->beta : 1.0, one = 1.0, zero = 0.0;
   double *C = (double *)p->C + i0 * p->rsC + j0 * p->csC;
@@ -368,7 +383,7 @@ static float load_f32(const gemm_kernel *kr, const char *base, int64_t x) {
 }
 
 static void naive_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t p0,
-                      int64_t k, int first) {
+                      int64_t k, int first, int last) {
   const gemm_kernel *kr = p->kern;
   float *C = (float *)p->C;
   const float alpha = (float)p->alpha, beta = first ? (float)p->beta : 1.0f;
@@ -382,10 +397,12 @@ static void naive_f32(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int
       if (first && p->bias) *cij = alpha * s + bias_f32(p, i, j);
       else *cij = beta == 0.0f ? alpha * s : alpha * s + beta * *cij;
     }
+  if (last && p->C16) round_block(p, i0, j0, m, n);
 }
 
 static void naive_f64(const gemm_plan *p, int64_t i0, int64_t m, int64_t j0, int64_t n, int64_t p0,
-                      int64_t k, int first) {
+                      int64_t k, int first, int last) {
+  (void)last;
   const double *A = (const double *)p->A, *B = (const double *)p->B;
   double *C = (double *)p->C;
   const double beta = first ? p->beta : 1.0;
@@ -556,7 +573,7 @@ static void macro_jit_b(const gemm_plan *p, int64_t m, int64_t j0, int64_t n, in
   for (int64_t j = 0; j < n; j += kr->nr) {
     int64_t nn = n - j < kr->nr ? n - j : kr->nr;
     kr->pack_b(p, pc, kc, j0 + j, nn, bbuf);
-    kr->macro(p, 0, m, j0 + j, nn, kc, apack, bbuf, pc == 0);
+    kr->macro(p, 0, m, j0 + j, nn, kc, apack, bbuf, pc == 0, pc + kc == p->K);
   }
 }
 
@@ -577,7 +594,7 @@ static void gemm_member_jit(gemm_plan *p, int t, int nt) {
   for (int64_t pc = 0; pc < p->K; pc += kr->kc) {
     int64_t kc = p->K - pc < kr->kc ? p->K - pc : kr->kc;
     if (!bbuf) {
-      kr->naive(p, 0, p->M, j0, j1 - j0, pc, kc, pc == 0);
+      kr->naive(p, 0, p->M, j0, j1 - j0, pc, kc, pc == 0, pc + kc == p->K);
       continue;
     }
     kr->pack_a(p, 0, p->M, pc, kc, apack);
@@ -622,13 +639,13 @@ static void gemm_member(void *ctx, int t, int nt) {
         int64_t j0 = c0 * kr->nr, j1 = c1 * kr->nr < nc ? c1 * kr->nr : nc;
         if (!apack) apack = ms_k_thread_buffer(BUF_A, a_size);
         if (!apack) {
-          kr->naive(p, ic, m, jc + j0, j1 - j0, pc, kc, pc == 0);
+          kr->naive(p, ic, m, jc + j0, j1 - j0, pc, kc, pc == 0, pc + kc == p->K);
           continue;
         }
         if (ic != packed_ic) kr->pack_a(p, ic, m, pc, kc, apack);
         packed_ic = ic;
         kr->macro(p, ic, m, jc + j0, j1 - j0, kc, apack,
-                  p->bpack + (size_t)(j0 * packed_k(kr, kc)) * kr->es, pc == 0);
+                  p->bpack + (size_t)(j0 * packed_k(kr, kc)) * kr->es, pc == 0, pc + kc == p->K);
       }
     }
   }
@@ -647,6 +664,7 @@ static void scale_c(const gemm_plan *p) {
         *c = p->bias ? bias_f64(p, i, j) : p->beta == 0.0 ? 0.0 : p->beta * *c;
       }
     }
+  if (p->C16) round_block(p, 0, 0, p->M, p->N);
 }
 
 static void gemm_run(gemm_plan *p) {
@@ -684,7 +702,7 @@ static void gemm_run(gemm_plan *p) {
   int64_t nc_cap = p->N < kr->nc ? (p->N + kr->nr - 1) / kr->nr * kr->nr : kr->nc;
   if (!p->jit_b) p->bpack = ms_k_thread_buffer(BUF_B, (size_t)(kc_cap * nc_cap) * kr->es);
   if (!p->jit_b && !p->bpack) {
-    kr->naive(p, 0, p->M, 0, p->N, 0, p->K, 1);
+    kr->naive(p, 0, p->M, 0, p->N, 0, p->K, 1, 1);
     return;
   }
   atomic_init(&p->bar_count, 0);
@@ -725,6 +743,29 @@ void ms_k_gemm_bias(ms_k_dtype dt, int64_t M, int64_t N, int64_t K, double alpha
   gemm_plan p = {.M = M, .N = N, .K = K, .A = A, .B = B, .C = C, .rsA = rsA, .csA = csA, .rsB = rsB, .csB = csB,
                  .rsC = rsC, .csC = csC, .alpha = a, .beta = 0, .bias = bias, .kern = kern};
   gemm_run(&p);
+}
+
+/* Work buffers up to this size are kept by the calling thread between calls; larger ones are
+ * allocated for the call alone, so one huge product does not pin its buffer for good. */
+#define KEPT_WORK_BYTES ((size_t)64 << 20)
+
+bool ms_k_gemm_bf16_rounded(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A, int64_t rsA,
+                            int64_t csA, const uint16_t *B, int64_t rsB, int64_t csB, float beta, uint16_t *C,
+                            int64_t rsC, int64_t csC, const uint16_t *bias) {
+  if (M <= 0 || N <= 0) return true;
+  size_t bytes = ((size_t)M * (size_t)N * sizeof(float) + 63) & ~(size_t)63;
+  bool kept = bytes <= KEPT_WORK_BYTES;
+  float *w = kept ? ms_k_thread_buffer(MS_K_BUF_GEMM_C, bytes) : aligned_alloc(64, bytes);
+  if (!w) return false;
+  if (beta != 0.0f)
+    for (int64_t i = 0; i < M; i++) ms_k_cast(N, w + i * N, MS_K_F32, 1, C + i * rsC, MS_K_BF16, csC);
+  gemm_plan p = {.M = M, .N = N, .K = K, .A = (const char *)A, .B = (const char *)B, .C = (char *)w,
+                 .rsA = rsA, .csA = csA, .rsB = rsB, .csB = csB, .rsC = N, .csC = 1, .alpha = alpha,
+                 .beta = bias ? 0.0f : beta, .bias = (const char *)bias, .C16 = C, .rsC16 = rsC, .csC16 = csC,
+                 .kern = ms_k_gemm_bf16_available() ? &b_avx512 : &b_generic};
+  gemm_run(&p);
+  if (!kept) free(w);
+  return true;
 }
 
 void ms_k_gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t *A, int64_t rsA,

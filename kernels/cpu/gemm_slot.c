@@ -1,5 +1,5 @@
 /* gemm_slot.c: the CPU body of the kernel table's gemm slot: float32 and float64 on the packed
- * GEMM, bfloat16 (float32 C) on the bfloat16 GEMM, integers on an exact loop. The engine has
+ * GEMM, bfloat16 (float32 or bfloat16 C) on the bfloat16 GEMM, integers on an exact loop. The engine has
  * settled the dtypes, so the body only routes. */
 #include "kernels/kernel_table.h"
 
@@ -44,8 +44,11 @@ int ms_k_cpu_gemm(const ms_k_exec *x, ms_k_dtype dt, ms_k_dtype cdt, int64_t M, 
                   void *c, int64_t rsc, int64_t csc, const void *bias) {
   (void)x;
   bool floating = (dt == MS_K_F32 && cdt == MS_K_F32) || (dt == MS_K_F64 && cdt == MS_K_F64) ||
-                  (dt == MS_K_BF16 && cdt == MS_K_F32);
+                  (dt == MS_K_BF16 && (cdt == MS_K_F32 || cdt == MS_K_BF16));
   if (bias && (!floating || beta != 0)) return 1; /* a case the engine never asks of the CPU */
+  if (dt == MS_K_BF16 && cdt == MS_K_BF16)
+    return ms_k_gemm_bf16_rounded(M, N, K, (float)alpha, a, rsa, csa, b, rsb, csb, (float)beta, c, rsc, csc, bias)
+               ? 0 : MS_K_ERR_NO_MEMORY;
   if (bias)
     ms_k_gemm_bias(dt, M, N, K, alpha, a, rsa, csa, b, rsb, csb, c, rsc, csc, bias);
   else if (dt == MS_K_F32 && cdt == MS_K_F32)

@@ -97,7 +97,8 @@ ms_k_sgemm_tile ms_k_sgemm_tile_for_rows(int64_t m);
  * `which`, or NULL when out of memory. A slot's contents do not survive the next call for the
  * same slot on the same thread. */
 enum {
-  MS_K_BUF_GEMM_A, MS_K_BUF_GEMM_B, /* the GEMM driver's packed blocks */
+  MS_K_BUF_GEMM_A, MS_K_BUF_GEMM_B, /* the GEMM driver's packed blocks, */
+  MS_K_BUF_GEMM_C,                  /* and a bfloat16 C's float32 sums (the calling thread's) */
   MS_K_BUF_CONV_W, MS_K_BUF_CONV_B, MS_K_BUF_CONV_T, MS_K_BUF_CONV_A, /* conv_gemm.c, conv_wide.c */
   MS_K_BUF_CONV_K, /* the convolutions' column-matrix row offsets (the calling thread's) */
   MS_K_BUF_WGRAD_A, MS_K_BUF_WGRAD_B, MS_K_BUF_WGRAD_M, /* conv_winograd_wgrad.c: panels, sums, */

@@ -4,7 +4,8 @@
  * strided operand (through strides), row-, column-major and strided C, alpha/beta (beta 0 over
  * NaN), 1 and 2 threads. A and B lie in buffers padded with NaN, so a packer that reads past K
  * (an odd K's pad) or past a tile's edge turns the result into NaN. The AVX-512 BF16 kernel runs
- * in one forked child (skipped where the CPU lacks it), the portable one in another. */
+ * in one forked child (skipped where the CPU lacks it), the portable one in another. The bfloat16-C
+ * form (ms_k_gemm_bf16_rounded) must give the float form's bits, rounded. */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
 #include "test.h"
@@ -151,6 +152,60 @@ static void test_alpha_zero(void) {
   CHECK(Cz[0] == 0 && Cz[1] == 0 && Cz[2] == 0 && Cz[3] == 0);
 }
 
+/* ms_k_gemm_bf16_rounded: a bfloat16 C (row-, column-major or strided, SENTINEL16 around it)
+ * holds the bits of ms_k_gemm_bf16 (ms_k_gemm_bias with a bias) into a row-major float C, each
+ * rounded by ms_k_f32_to_bf16; beta 0 never reads C (NaN there). */
+#define SENTINEL16 0x1234
+static int run_rounded(int64_t M, int64_t N, int64_t K, int lc, float alpha, float beta, int with_bias) {
+  bview A = make_bview(M, K, 0), B = make_bview(K, N, 1), C = make_bview(M, N, lc);
+  uint16_t *bias = malloc((size_t)(N + 1) * sizeof *bias);
+  float *ref = malloc((size_t)(M * N + 1) * sizeof *ref);
+  for (int64_t j = 0; j < N; j++) bias[j] = ms_k_f32_to_bf16((float)(4 * ms_test_uniform() - 2));
+  for (int64_t x = 0; x < C.len; x++) C.h[x] = SENTINEL16;
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      float v = beta == 0.0f ? NAN : (float)ms_test_uniform();
+      C.h[i * C.rs + j * C.cs] = ms_k_f32_to_bf16(v);
+      ref[i * N + j] = ms_k_bf16_to_f32(C.h[i * C.rs + j * C.cs]);
+    }
+  if (with_bias)
+    ms_k_gemm_bias(MS_K_BF16, M, N, K, alpha, A.h, A.rs, A.cs, B.h, B.rs, B.cs, ref, N, 1, bias);
+  else
+    ms_k_gemm_bf16(M, N, K, alpha, A.h, A.rs, A.cs, B.h, B.rs, B.cs, beta, ref, N, 1);
+  int ok = ms_k_gemm_bf16_rounded(M, N, K, alpha, A.h, A.rs, A.cs, B.h, B.rs, B.cs, beta, C.h, C.rs, C.cs,
+                                  with_bias ? bias : NULL);
+  for (int64_t i = 0; i < M && ok; i++)
+    for (int64_t j = 0; j < N && ok; j++) {
+      uint16_t got = C.h[i * C.rs + j * C.cs], want = ms_k_f32_to_bf16(ref[i * N + j]);
+      if (got != want) {
+        fprintf(stderr, "  C[%lld,%lld] = 0x%04x, want 0x%04x\n", (long long)i, (long long)j, got, want);
+        ok = 0;
+      }
+      C.h[i * C.rs + j * C.cs] = SENTINEL16;
+    }
+  for (int64_t x = 0; x < C.len && ok; x++)
+    if (C.h[x] != SENTINEL16) {
+      fprintf(stderr, "  padding at %lld overwritten\n", (long long)x);
+      ok = 0;
+    }
+  if (!ok)
+    fprintf(stderr, "  rounded failed: M=%lld N=%lld K=%lld C layout %d alpha=%g beta=%g bias %d threads=%d\n",
+            (long long)M, (long long)N, (long long)K, lc, alpha, beta, with_bias, ms_k_get_num_threads());
+  free(A.h), free(A.f), free(B.h), free(B.f), free(C.h), free(C.f), free(bias), free(ref);
+  return ok;
+}
+
+static void test_rounded(void) {
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int lc = 0; lc < 3; lc++)
+      for (int ab = 0; ab < 4; ab++)
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+          if (with_bias && alphabeta[ab][1] != 0.0f) continue; /* a bias comes with beta 0 */
+          CHECK(run_rounded(shapes[s][0], shapes[s][1], shapes[s][2], lc, alphabeta[ab][0], alphabeta[ab][1],
+                            with_bias));
+        }
+}
+
 static void run_all(const char *isa) {
   CHECK(strcmp(ms_k_gemm_isa(), isa) == 0);
   CHECK(ms_k_gemm_bf16_available() == (strcmp(isa, "avx512") == 0));
@@ -158,6 +213,7 @@ static void run_all(const char *isa) {
   for (int t = 1; t <= 2; t++) {
     ms_k_set_num_threads(t);
     test_shapes();
+    test_rounded();
   }
 }
 

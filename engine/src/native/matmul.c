@@ -1,6 +1,7 @@
 /* native/matmul.c: mm, bmm, matmul and addmm. float32 and float64 run on the packed GEMM with
  * the operands' own strides (a transposed view costs no copy); bfloat16 too where the CPU has
- * AVX-512 BF16 (float32 sums, rounded once); other 16-bit products compute in float32 copies;
+ * AVX-512 BF16 (float32 sums, rounded once as each tile is stored); other 16-bit products on the
+ * CPU compute in float32 copies;
  * integer dtypes use a plain exact loop (the CPU's gemm body). Every product goes through the
  * gemm slot of the operands' device. matmul is composed of steps (unsqueeze, expand,
  * reshape, mm, bmm, view, squeeze) handed in by its caller: the native ones here, the public
@@ -28,8 +29,8 @@ static ms_status check_operands(const char *op, ms_tensor *a, ms_tensor *b, ms_t
   return MS_OK;
 }
 
-/* c = alpha * a @ b + beta * c on 2-D operands through the gemm slot of c's device; a and b of
- * one dtype, c of that dtype or (the CPU's bfloat16 GEMM) float32; c already has shape (M, N). */
+/* c = alpha * a @ b + beta * c on 2-D operands through the gemm slot of c's device; a, b and c of
+ * one dtype; c already has shape (M, N). */
 static ms_status gemm2d(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
   native_kernels nk;
   if (native_kernels_for("mm", ms_tensor_device(c), &nk) != MS_OK) return MS_ERR_RUNTIME;
@@ -39,27 +40,13 @@ static ms_status gemm2d(double alpha, ms_tensor *a, ms_tensor *b, double beta, m
                                                ms_tensor_data(c), c->strides[0], c->strides[1], NULL));
 }
 
-/* bfloat16 on the CPU's bf16 GEMM: a and b are read in place, with their strides; the float32
- * sums go to a float32 C (a copy of c only when beta reads it) and are rounded once into c. */
-static ms_status gemm2d_bf16(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
-  ms_tensor *fc = beta != 0 ? native_to_dtype(c, MS_FLOAT32)
-                            : ms_tensor_new_empty(2, c->shape, MS_FLOAT32);
-  if (!fc) return MS_ERR_MEMORY;
-  ms_status st = gemm2d(alpha, a, b, beta, fc);
-  if (st == MS_OK) st = native_copy_(c, fc);
-  ms_tensor_release(fc);
-  return st;
-}
-
-/* Runs gemm2d in float32 for 16-bit floats, which have no arithmetic of their own (cuBLAS
- * does the same inside one call: float32 accumulation, rounded once into c); bfloat16 skips the
- * widened copies of a and b where the CPU multiplies bf16 itself. A RULE, not a kernel choice:
- * CUDA's gemm takes 16-bit operands and C itself, the CPU's needs these float32 buffers. */
+/* Runs gemm2d in float32 copies for 16-bit floats the device's GEMM does not take (cuBLAS takes
+ * both, the CPU bfloat16 where it has AVX-512 BF16: float32 sums rounded once into c either way).
+ * A RULE, not a kernel choice. */
 static ms_status gemm2d_any(double alpha, ms_tensor *a, ms_tensor *b, double beta, ms_tensor *c) {
   bool half = ms_dtype_is_half(a->dtype);
-  if (!half || ms_tensor_device(c).type == MS_CUDA) return gemm2d(alpha, a, b, beta, c);
-  if (a->dtype == MS_BFLOAT16 && ms_k_gemm_bf16_available())
-    return gemm2d_bf16(alpha, a, b, beta, c);
+  if (!half || ms_tensor_device(c).type == MS_CUDA || (a->dtype == MS_BFLOAT16 && ms_k_gemm_bf16_available()))
+    return gemm2d(alpha, a, b, beta, c);
   ms_tensor *fa = native_to_dtype(a, MS_FLOAT32), *fb = native_to_dtype(b, MS_FLOAT32);
   ms_tensor *fc = fa && fb ? native_to_dtype(c, MS_FLOAT32) : NULL;
   ms_status st = fc ? MS_OK : MS_ERR_MEMORY;

@@ -1,9 +1,9 @@
-/* linear.c: the native linear, y = x @ w^T + b, on the packed GEMM. w^T, the gradient's
- * transpose and any transposed view of x are passed as strides, never copied; only a >2-D x
- * that is not contiguous is copied once, to flatten its leading dims. bfloat16 operands on a CPU with
- * AVX-512 BF16 run the bfloat16 GEMM (float32 sums, one rounding of each result), the way
- * FSDP's bfloat16 mixed precision computes, and so do bfloat16 and float16 on CUDA (cuBLAS's
- * GEMM on the 16-bit operands, float32 accumulation); other 16-bit cases are widened to float32. */
+/* linear.c: the native linear, y = x @ w^T + b, through the device's gemm slot. w^T, the
+ * gradient's transpose and any transposed view of x are passed as strides, never copied; only a
+ * >2-D x that is not contiguous is copied once, to flatten its leading dims. bfloat16 operands on
+ * a CPU with AVX-512 BF16 run the bfloat16 GEMM, and bfloat16 and float16 on CUDA cuBLAS's: on
+ * both, float32 sums rounded once as the GEMM stores each result (the way FSDP's bfloat16 mixed
+ * precision computes); other 16-bit cases are widened to float32 before they get here. */
 #include "native/dispatch.h"
 #include "nn/nn_internal.h"
 #include "nn/nn_native.h"
@@ -17,26 +17,20 @@ typedef struct mat {
 static mat mat_of(const ms_tensor *t) { return (mat){ms_tensor_data(t), t->strides[0], t->strides[1]}; }
 static mat mat_t(const ms_tensor *t) { return (mat){ms_tensor_data(t), t->strides[1], t->strides[0]}; }
 
-/* The dtype the GEMM sums and writes in for operands of dtype dt. */
-static ms_dtype acc_dtype(ms_dtype dt) { return dt == MS_BFLOAT16 ? MS_FLOAT32 : dt; }
-
-/* C (of cdt) = A B + bias through the gemm slot of dev; bias (NULL: none) holds N contiguous
- * elements of dt, added as the GEMM stores C. */
-static ms_status gemm(ms_device dev, ms_dtype dt, ms_dtype cdt, int64_t M, int64_t N, int64_t K, mat a, mat b,
-                      const void *bias, mat c) {
+/* C = A B + bias through the gemm slot of dev, every matrix of dtype dt; bias (NULL: none) holds
+ * N contiguous elements, added as the GEMM stores C. */
+static ms_status gemm(ms_device dev, ms_dtype dt, int64_t M, int64_t N, int64_t K, mat a, mat b, const void *bias,
+                      mat c) {
   native_kernels nk;
   if (native_kernels_for("linear", dev, &nk) != MS_OK) return MS_ERR_RUNTIME;
-  return native_kernel_status(&nk, nk.k->gemm(&nk.x, (ms_k_dtype)dt, (ms_k_dtype)cdt, M, N, K, 1.0, a.p, a.rs, a.cs,
+  return native_kernel_status(&nk, nk.k->gemm(&nk.x, (ms_k_dtype)dt, (ms_k_dtype)dt, M, N, K, 1.0, a.p, a.rs, a.cs,
                                                b.p, b.rs, b.cs, 0, c.p, c.rs, c.cs, bias));
 }
 
-/* a @ b, with either transposed (as a view), through the device-dispatching mm: the CUDA path,
- * where cuBLAS takes the transposes as strides too. */
-static ms_tensor *mm_t(ms_tensor *a, bool ta, ms_tensor *b, bool tb) {
-  ms_tensor *at = ta ? native_transpose(a, 0, 1) : (ms_tensor_retain(a), a);
-  ms_tensor *bt = tb ? native_transpose(b, 0, 1) : (ms_tensor_retain(b), b);
-  ms_tensor *c = at && bt ? native_mm(at, bt) : NULL;
-  ms_tensor_release(at), ms_tensor_release(bt);
+/* A new (rows, cols) matrix of dtype dt on dev holding A B (NULL on failure). */
+static ms_tensor *product(ms_device dev, ms_dtype dt, int64_t rows, int64_t cols, int64_t K, mat a, mat b) {
+  ms_tensor *c = ms_tensor_new_empty_on(dev, 2, (int64_t[]){rows, cols}, dt);
+  if (c && gemm(dev, dt, rows, cols, K, a, b, NULL, mat_of(c)) != MS_OK) ms_tensor_release(c), c = NULL;
   return c;
 }
 
@@ -54,9 +48,6 @@ bool native_linear_half(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   if (ms_tensor_device(x).type == MS_CUDA) return true;
   return x->dtype == MS_BFLOAT16 && ms_tensor_device(x).type == MS_CPU && ms_k_gemm_bf16_available();
 }
-
-/* t (of acc_dtype(dt)) rounded to dt (t itself when it is already); NULL passes through. */
-static ms_tensor *rounded(ms_tensor *t, ms_dtype dt) { return t ? native_to_dtype(t, dt) : NULL; }
 
 static ms_status check_linear(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   char b1[MS_SHAPE_STR_LEN], b2[MS_SHAPE_STR_LEN];
@@ -81,27 +72,16 @@ ms_status native_linear_backward(ms_tensor *x, ms_tensor *w, ms_tensor *grad_out
   ms_tensor *g = native_to_dtype(grad_output, dt), *g2 = g ? as_matrix(g) : NULL;
   ms_tensor *x2 = g2 ? as_matrix(x) : NULL;
   ms_status st = x2 ? MS_OK : MS_ERR_MEMORY;
+  ms_device dev = ms_tensor_device(w);
   int64_t M = x2 ? x2->shape[0] : 0, in = w->shape[1], out = w->shape[0];
-  /* A RULE, not a kernel choice: on CUDA the product goes through mm, whose 16-bit GEMM rounds
-   * into the operands' dtype itself; the CPU's sums into a buffer of acc_dtype, rounded after. */
-  bool cuda = ms_tensor_device(w).type == MS_CUDA;
   if (st == MS_OK && need[0]) {
-    ms_tensor *gx = cuda ? mm_t(g2, false, w, false) : ms_tensor_new_empty(2, (int64_t[]){M, in}, acc_dtype(dt));
-    if (gx && !cuda && gemm(ms_tensor_device(w), dt, acc_dtype(dt), M, in, out, mat_of(g2), mat_of(w), NULL, mat_of(gx)) != MS_OK)
-      ms_tensor_release(gx), gx = NULL;
-    ms_tensor *gr = rounded(gx, dt);
-    grad_in[0] = gr ? native_reshape(gr, x->ndim, x->shape) : NULL;
-    ms_tensor_release(gx), ms_tensor_release(gr);
+    ms_tensor *gx = product(dev, dt, M, in, out, mat_of(g2), mat_of(w));
+    grad_in[0] = gx ? native_reshape(gx, x->ndim, x->shape) : NULL;
+    ms_tensor_release(gx);
     if (!grad_in[0]) st = MS_ERR_MEMORY;
   }
-  if (st == MS_OK && need[1]) {
-    ms_tensor *gw = cuda ? mm_t(g2, true, x2, false) : ms_tensor_new_empty(2, w->shape, acc_dtype(dt));
-    if (gw && !cuda && gemm(ms_tensor_device(w), dt, acc_dtype(dt), out, in, M, mat_t(g2), mat_of(x2), NULL, mat_of(gw)) != MS_OK)
-      ms_tensor_release(gw), gw = NULL;
-    grad_in[1] = rounded(gw, dt);
-    ms_tensor_release(gw);
-    if (!grad_in[1]) st = MS_ERR_MEMORY;
-  }
+  if (st == MS_OK && need[1] && !(grad_in[1] = product(dev, dt, out, in, M, mat_t(g2), mat_of(x2))))
+    st = MS_ERR_MEMORY;
   if (st == MS_OK && need[2] &&
       !(grad_in[2] = native_reduce(MS_RED_SUM, g2, (ms_reduce_opts){.dim = 0})))
     st = MS_ERR_MEMORY;
@@ -111,22 +91,19 @@ ms_status native_linear_backward(ms_tensor *x, ms_tensor *w, ms_tensor *grad_out
 }
 
 /* The forward: (M, out) then viewed as (..., out), the bias added by the GEMM as it stores y (one
- * kernel, no pass that copies the bias in first). The RULE of native_linear_backward: CUDA's GEMM
- * writes the operands' dtype itself, the CPU's an acc_dtype buffer, rounded after. */
+ * kernel, no pass that copies the bias in first). */
 static ms_tensor *linear_forward(ms_tensor *x, ms_tensor *w, ms_tensor *b) {
   ms_device dev = ms_tensor_device(x);
-  ms_dtype cdt = dev.type == MS_CUDA ? x->dtype : acc_dtype(x->dtype);
   ms_tensor *x2 = as_matrix(x), *bc = x2 && b ? nn_contiguous(b, b->dtype) : NULL;
   int64_t M = x2 ? x2->shape[0] : 0, shape[MS_MAX_DIMS];
-  ms_tensor *y = x2 && (!b || bc) ? ms_tensor_new_empty_on(dev, 2, (int64_t[]){M, w->shape[0]}, cdt) : NULL;
-  ms_status st = y ? gemm(dev, x->dtype, cdt, M, w->shape[0], w->shape[1], mat_of(x2), mat_t(w),
-                          bc ? ms_tensor_data(bc) : NULL, mat_of(y))
-                   : MS_ERR_MEMORY;
-  ms_tensor *yr = st == MS_OK ? rounded(y, x->dtype) : NULL;
+  ms_tensor *y = x2 && (!b || bc) ? ms_tensor_new_empty_on(dev, 2, (int64_t[]){M, w->shape[0]}, x->dtype) : NULL;
+  if (y && gemm(dev, x->dtype, M, w->shape[0], w->shape[1], mat_of(x2), mat_t(w), bc ? ms_tensor_data(bc) : NULL,
+                mat_of(y)) != MS_OK)
+    ms_tensor_release(y), y = NULL;
   for (int d = 0; d < x->ndim - 1; d++) shape[d] = x->shape[d];
   shape[x->ndim - 1] = w->shape[0];
-  ms_tensor *out = yr ? native_view(yr, x->ndim, shape) : NULL;
-  ms_tensor_release(x2), ms_tensor_release(bc), ms_tensor_release(y), ms_tensor_release(yr);
+  ms_tensor *out = y ? native_view(y, x->ndim, shape) : NULL;
+  ms_tensor_release(x2), ms_tensor_release(bc), ms_tensor_release(y);
   return out;
 }
 
