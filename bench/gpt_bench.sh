@@ -5,23 +5,26 @@
 # see the same load; float32 and bfloat16 (moonshard's FSDP mixed precision, PyTorch's CPU
 # autocast). Prints every rank's BENCH-RANK line, then one BENCH gpt line per configuration with
 # the median of the repeats' summed tokens/s, the largest per-rank VmHWM, and moonshard's MFU
-# against the machine's FMA peak (build/bench/sgemm_bench --peak).
-#   bench/gpt_bench.sh [--ranks 2] [--repeat 3] [--steps 4] [--model "--n-layer 12 --n-embd 768 ..."]
-#                      [--text FILE] [--build DIR]
+# against the machine's FMA peak (build/bench/sgemm_bench --peak). Every configuration times --steps
+# steps after --warmup untimed ones: the steady state of a training run (moonshard's second step
+# faults in the memory its first optimizer step took from the cache; PyTorch's does not differ).
+#   bench/gpt_bench.sh [--ranks 2] [--repeat 3] [--steps 4] [--warmup 2]
+#                      [--model "--n-layer 12 --n-embd 768 ..."] [--text FILE] [--build DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-ranks=2 repeat=3 steps=4 build="$root/build" text=""
+ranks=2 repeat=3 steps=4 warmup=2 build="$root/build" text=""
 model="--n-layer 12 --n-head 12 --n-embd 768 --block-size 256 --batch-size 4"
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks) ranks=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
     --text) text=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "gpt_bench.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -53,28 +56,32 @@ case "$blas" in
 esac
 peak=$("$build/bench/sgemm_bench" --peak | awk '/^BENCH peak fma\/t1 / { split($4, v, "="); print v[2] }')
 echo "# gpt bench: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')," \
-  "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $ranks ranks, model: $model, fma peak $peak GFLOP/s per core," \
+  "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $ranks ranks, $warmup + $steps steps, model: $model," \
+  "fma peak $peak GFLOP/s per core," \
   "PyTorch's BLAS ${blas:-unknown}"
 
 launch=(); [ "$ranks" -gt 1 ] && launch=(-n "$ranks")
 run_config() { # name, command...
   local name=$1; shift
-  "$@" 2>"$tmp/err" | grep '^BENCH-RANK' | sed "s/^/$name /" | tee -a "$tmp/lines" || {
+  # ranks print concurrently: a line that arrives glued to another's is split at its tag first
+  "$@" 2>"$tmp/err" | sed 's/\(.\)BENCH-RANK/\1\nBENCH-RANK/g' | grep '^BENCH-RANK' | sed "s/^/$name /" |
+    tee -a "$tmp/lines" || {
     echo "gpt_bench.sh: $name failed:" >&2; tail -5 "$tmp/err" >&2; }
 }
 for ((r = 1; r <= repeat; r++)); do
   for mp in none bfloat16; do
     # shellcheck disable=SC2086 # $model is a list of options
-    run_config "moonshard_$mp" env MS_BENCH_REPORT=1 "$moonshard" "${launch[@]}" "$root/scripts/gpt_fsdp.lua" \
-      --tokens "$tmp/corpus.bin" $model --steps $((steps + 1)) --log-interval 1000 --sample-tokens 0 \
+    run_config "moonshard_$mp" env MS_BENCH_REPORT=1 MS_BENCH_WARMUP="$warmup" "$moonshard" "${launch[@]}" \
+      "$root/scripts/gpt_fsdp.lua" --tokens "$tmp/corpus.bin" $model --steps $((steps + warmup)) \
+      --log-interval 1000 --sample-tokens 0 \
       --mixed-precision "$mp" --peak-gflops "$peak"
     # shellcheck disable=SC2086
     run_config "torch_$mp" "$python" "$here/torch_gpt.py" --ranks "$ranks" --tokens "$tmp/corpus.bin" $model \
-      --steps "$steps" --autocast "$mp"
+      --steps "$steps" --warmup "$warmup" --autocast "$mp"
     # PyTorch's other configuration: one process with a thread per core, the ranks' batch in one
     # shellcheck disable=SC2086
     run_config "torch1p_$mp" "$python" "$here/torch_gpt.py" --ranks 1 --threads "$ranks" --tokens "$tmp/corpus.bin" \
-      $model --batch-size $((batch * ranks)) --steps "$steps" --autocast "$mp"
+      $model --batch-size $((batch * ranks)) --steps "$steps" --warmup "$warmup" --autocast "$mp"
   done
 done
 

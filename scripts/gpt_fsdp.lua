@@ -223,8 +223,8 @@ local function memory_line(rank)
 end
 
 -- bench/gpt_bench.sh's hook: with MS_BENCH_REPORT=1 each rank prints one machine-readable line,
--- the rate over the training steps after the first (evaluations left out) and, over the same steps,
--- the time blocked on FSDP's collectives (the exposed communication).
+-- the rate over the training steps after the first MS_BENCH_WARMUP (default 1; evaluations left
+-- out) and, over the same steps, the time blocked on FSDP's collectives (the exposed communication).
 local function bench_report(rank, world, timed)
   io.write(("BENCH-RANK moonshard_gpt rank=%d world=%d steps=%d seconds=%.4f tokens_per_s=%.1f vmhwm_kb=%d "
     .. "engine_peak_kb=%d comm_wait_s=%.3f\n"):format(rank, world, timed.steps, timed.seconds,
@@ -327,7 +327,8 @@ local function main()
   ms.manual_seed(args.seed + 1 + rank) -- each rank draws its own windows
   local first = resume(args, model, opt, sched, rank) + 1
   local t_log, tokens_since = ms.perf_counter(), 0
-  local timed = { steps = 0, seconds = 0, tokens = 0, wait = 0 } -- the steps after the first, for bench_report
+  local timed = { steps = 0, seconds = 0, tokens = 0, wait = 0 } -- the steps after the warm-up, for bench_report
+  local warmup = math.tointeger(tonumber(os.getenv("MS_BENCH_WARMUP") or "1")) or 1
   local function comm_wait() return wrapped and fsdp.comm_stats(model).wait_seconds or 0 end
   -- the bar (rank 0, stderr) counts tokens; the step lines print through it, so they stay whole,
   -- and off a terminal they are the progress: the bar adds only its last line
@@ -338,7 +339,7 @@ local function main()
     local t0, w0 = ms.perf_counter(), comm_wait()
     local loss = train_step(model, wrapped, opt, train, args)
     sched:step()
-    if step > first then
+    if step >= first + warmup then
       timed.steps, timed.tokens = timed.steps + 1, timed.tokens + tokens_per_step // world
       timed.seconds, timed.wait = timed.seconds + ms.perf_counter() - t0, timed.wait + comm_wait() - w0
     end
