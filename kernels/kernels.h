@@ -75,6 +75,11 @@ void ms_k_gemm_bias(ms_k_dtype dt, int64_t M, int64_t N, int64_t K, double alpha
 /* ---- conversions (kernels/cpu/cast.c) ------------------------------------------------------ */
 float ms_k_bf16_to_f32(uint16_t h);
 uint16_t ms_k_f32_to_bf16(float f); /* round to nearest even; NaN stays NaN */
+/* An m x n block of float32 (row stride ss, columns contiguous) rounded to bfloat16 at dst (row
+ * stride ds, column stride dcs) as ms_k_f32_to_bf16 does, on the widest vectors the CPU has: the
+ * bfloat16-C GEMM rounds each tile of C with it while the tile is in L1. */
+void ms_k_f32_to_bf16_block(int64_t m, int64_t n, uint16_t *dst, int64_t ds, int64_t dcs, const float *src,
+                            int64_t ss);
 float ms_k_f16_to_f32(uint16_t h);
 uint16_t ms_k_f32_to_f16(float f);
 /* dst[i*ds] = (dst dtype) src[i*ss] for i < n. Floating to integer truncates toward zero (NaN

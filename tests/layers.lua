@@ -37,7 +37,7 @@ local native = paths({"engine/src/native/", "engine/src/nn/"})
 local core = paths({
   "engine/src/tensor.c", "engine/src/storage.c", "engine/src/memory.c", "engine/src/dtype.c",
   "engine/src/tensor_iter.c", "engine/src/tensor_device.c", "engine/src/tensor_element.c",
-  "engine/src/block_cache.c", "engine/src/error.c", "engine/src/random.c", "engine/src/meta.c",
+  "engine/src/block_cache.c", "engine/src/error.c", "engine/src/random.c", "engine/src/meta_log.c",
   "engine/src/tensor_internal.h", "engine/src/tensor_iter.h", "engine/src/block_cache.h",
   "engine/src/random_state.h", "engine/src/meta_log.h",
   PUB .. "tensor_core.h", PUB .. "storage.h", PUB .. "memory.h", PUB .. "dtype.h", PUB .. "error.h",

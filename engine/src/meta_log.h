@@ -1,6 +1,6 @@
 /* meta_log.h (engine-internal): the initialisers recorded on a meta storage. An in-place fill or
  * random draw on a meta tensor records what it would have written, where (the view's geometry)
- * and, for random draws, the Philox blocks it reserved; engine/src/native/meta.c replays them on
+ * and, for random draws, the Philox blocks it reserved; engine/src/native/materialize.c replays them on
  * real bytes, which gives the values an ordinary run gives, bit for bit. */
 #ifndef MS_META_LOG_H
 #define MS_META_LOG_H

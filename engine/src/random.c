@@ -373,7 +373,7 @@ ms_tensor *ms_tensor_new_randperm_from(int64_t n, int64_t first, ms_dtype dt, co
   return randperm(n, first, dt, seed != NULL, seed ? *seed : 0);
 }
 
-/* ---- replaying a recorded draw (meta.c) -------------------------------------------------------- */
+/* ---- replaying a recorded draw (native/materialize.c) --------------------------------------------------- */
 
 ms_status random_replay(ms_tensor *t, int kind, double a, double b, uint64_t seed, uint64_t offset) {
   two_doubles r = {a, b};

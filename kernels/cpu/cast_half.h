@@ -18,10 +18,4 @@ int64_t ms_k_f32_to_bf16_avx2(int64_t n, uint16_t *dst, const float *src);
 int64_t ms_k_f16_to_f32_f16c(int64_t n, float *dst, const uint16_t *src);
 int64_t ms_k_f32_to_f16_f16c(int64_t n, uint16_t *dst, const float *src);
 
-/* An m x n block of float32 (row stride ss, columns contiguous) rounded to bfloat16 at dst (row
- * stride ds, column stride dcs), as ms_k_f32_to_bf16, on the widest vectors the CPU has: the bfloat16-C
- * GEMM rounds each tile of C with it while the tile is in L1. */
-void ms_k_f32_to_bf16_block(int64_t m, int64_t n, uint16_t *dst, int64_t ds, int64_t dcs, const float *src,
-                            int64_t ss);
-
 #endif

@@ -4,7 +4,6 @@
  * (gemm_ukr.h). */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
-#include "kernels/cpu/cast_half.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/gemm_ukr.h"
 

@@ -3,7 +3,7 @@
 -- initialisers its constructors ran (fill_, zero_, uniform_, normal_ and every nn.init
 -- function, which are made of them) were recorded on each storage, with the Philox blocks they
 -- reserved, so materialising replays them and gives the values an ordinary construction from the
--- same seed gives, bit for bit (engine/src/meta.c). Adds to nn:
+-- same seed gives, bit for bit (engine/src/meta_log.c). Adds to nn:
 --   nn.deferred_init(fn, ...)               fn(...) with factories defaulting to meta
 --   nn.materialize_module(module, opts)     real storage + the recorded values (torchdistx's name)
 --   module:to_empty{device = "cpu"}         real, uninitialised storage (PyTorch's to_empty)

@@ -3,8 +3,8 @@
  * bytes; the ops that would read or write them fail (ms_meta_no_data), except the initialisers:
  * fill_/zero_, uniform_ and normal_ on a meta tensor reserve the same Philox blocks the real op
  * would (so later draws are unchanged) and record themselves on the storage, where every view
- * of it finds them (engine/src/meta.c). ms_meta_materialize gives the storage real bytes and
- * replays the records (engine/src/native/meta.c). */
+ * of it finds them (engine/src/meta_log.c). ms_meta_materialize gives the storage real bytes and
+ * replays the records (engine/src/native/materialize.c). */
 #ifndef MOONSHARD_META_H
 #define MOONSHARD_META_H
 

@@ -35,8 +35,8 @@ typedef struct ms_storage {
   ms_storage_deleter deleter;
   void *deleter_ctx;
   atomic_int version; /* bumped by every in-place write through any view */
-  /* A meta storage's recorded initialisers (engine/src/meta.c), or NULL, and the function that
-   * frees them, handed down by meta.c so the storage knows nothing of their form. */
+  /* A meta storage's recorded initialisers (engine/src/meta_log.c), or NULL, and the function that
+   * frees them, handed down by meta_log.c so the storage knows nothing of their form. */
   struct ms_meta_log *meta_log;
   void (*meta_log_free)(struct ms_meta_log *log);
 } ms_storage;

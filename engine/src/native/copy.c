@@ -72,7 +72,7 @@ ms_tensor *native_contiguous(ms_tensor *t) {
 
 ms_tensor *native_clone(ms_tensor *t) { return copy_as(t, t->dtype); }
 
-/* Every element = value, converted once (a meta t records the fill instead: meta.c) on the host (the CPU's rounding on every device). */
+/* Every element = value, converted once (a meta t records the fill instead: meta_log.c) on the host (the CPU's rounding on every device). */
 ms_status native_fill_(ms_tensor *t, double value) {
   if (ms_tensor_device(t).type == MS_META) return meta_record(t, META_FILL, value, 0, 0, 0);
   if (ms_tensor_check_data_any("fill_", t) != MS_OK) return MS_ERR_RUNTIME;

@@ -1,4 +1,4 @@
-/* native/meta.c: materialising a meta storage (moonshard/meta.h): real bytes on a device, then
+/* native/materialize.c: materialising a meta storage (moonshard/meta.h): real bytes on a device, then
  * the recorded initialisers (meta_log.h) replayed in order, each on a view with the geometry it
  * ran on and, for draws, the generator blocks it reserved then. */
 #include "meta_log.h"

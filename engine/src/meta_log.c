@@ -1,6 +1,6 @@
-/* meta.c: the log of initialisers a meta storage keeps (meta_log.h). Recording lives in the
+/* meta_log.c: the log of initialisers a meta storage keeps (meta_log.h). Recording lives in the
  * tensor core, below the native ops that record (fill_, uniform_, normal_); replaying them is
- * native work (engine/src/native/meta.c). */
+ * native work (engine/src/native/materialize.c). */
 #include <stdlib.h>
 #include <string.h>
 
