@@ -550,6 +550,7 @@ function FSDP:init(module, opts)
   self._fsdp_wrapped_module = FlattenParamsWrapper(module)
   self._attrs.sharding_strategy = strategy
   self._attrs.process_group = group -- HYBRID_SHARD: the intra-node group (clip_grad_norm_)
+  self._attrs.replicate_group = inter -- HYBRID_SHARD: the group of this rank's replicas across nodes
   self._attrs._comm = c
   flatten(self, module, strategy, group, ignored, opts.sync_module_states == true, c, inter)
   if c.forward_prefetch then progress_hooks(module, ignored) end

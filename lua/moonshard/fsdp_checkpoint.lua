@@ -36,6 +36,7 @@ local fmt = string.format
 local dist = ms.distributed
 local held_pieces, load_pieces = state._internal.held_pieces, state._internal.load_pieces
 local group_of, numel_of = state._internal.group_of, state._internal.numel_of
+local replicas_of = state._internal.replicas_of
 
 local INDEX = "index.json"
 local FORMAT, VERSION = "moonshard.fsdp.sharded", 2
@@ -182,11 +183,14 @@ end
 -- fsdp.save_sharded(model, dir): every rank of the model's group writes its pieces to its file
 -- in dir (which must exist), then rank 0 writes the index and removes older generations; returns
 -- when all of it is on disk. The model may be wrapped any way, or a plain module (then rank 0
--- writes it all).
+-- writes it all). HYBRID_SHARD: only the first replica's group writes; the others return once it
+-- has.
 function M.save_sharded(model, dir)
   check_dir("save_sharded", dir, 2)
   local group, rank, world = group_of(model)
-  write_pieces("save_sharded", dir, held_pieces(model), group, rank, world)
+  local replicas, replica, nreplicas = replicas_of(model)
+  if replica == 0 then write_pieces("save_sharded", dir, held_pieces(model), group, rank, world) end
+  if nreplicas > 1 then dist.barrier({group = replicas}) end
 end
 
 local function is_count(v) return math.type(v) == "integer" and v >= 0 end

@@ -90,6 +90,15 @@ local function group_of(model)
   return g, dist.get_rank(g), dist.get_world_size(g)
 end
 
+-- HYBRID_SHARD's replicas: the group of the ranks holding the same shard on other nodes, this
+-- rank's place in it and its size (nil, 0, 1 for every other strategy). Each replica holds every
+-- piece its group does, so only replica 0 writes a checkpoint.
+local function replicas_of(model)
+  local g = model._attrs and model._attrs.replicate_group
+  if not g or not dist.is_initialized() then return nil, 0, 1 end
+  return g, dist.get_rank(g), dist.get_world_size(g)
+end
+
 -- ---- the state_dict_type scope ----------------------------------------------------------------
 
 local TYPES = {FULL = "FULL", FULL_STATE_DICT = "FULL", SHARDED = "SHARDED", SHARDED_STATE_DICT = "SHARDED"}
@@ -425,6 +434,6 @@ end
 
 -- What fsdp_checkpoint.lua (sharded checkpoints on disk) shares with this file.
 M._internal = {held_pieces = held_pieces, load_pieces = load_pieces, group_of = group_of, numel_of = numel_of,
-  fill = fill}
+  fill = fill, replicas_of = replicas_of}
 
 return M

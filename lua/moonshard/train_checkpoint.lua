@@ -23,6 +23,7 @@ local fmt = string.format
 local dist = ms.distributed
 local I = ckpt._internal
 local held_pieces, group_of, fill = state._internal.held_pieces, state._internal.group_of, state._internal.fill
+local replicas_of = state._internal.replicas_of
 local numel_of = state._internal.numel_of
 
 local FORMAT, VERSION = "moonshard.train_checkpoint", 1
@@ -70,15 +71,38 @@ local function unsavable(v, path)
   end
 end
 
--- Every rank's RNG state in the model's group, rank r's at [r + 1] (16 byte values each).
-local function gather_rng(group, world)
-  local mine = ms.get_rng_state():tolist()
+-- The values of every rank of group (world ranks), rank r's at [r + 1]: each rank's `mine`, a
+-- list of integers of one length on every rank.
+local function gather_lists(mine, group, world)
   if world == 1 then return {mine} end
   local all = comm.for_collective(ms.zeros(#mine * world, {dtype = "int64"}))
   dist.all_gather_into_tensor(all, comm.for_collective(ms.tensor(mine, {dtype = "int64"})), {group = group})
   local flat, out = all:cpu():tolist(), {}
   for r = 0, world - 1 do out[r + 1] = table.move(flat, r * #mine + 1, (r + 1) * #mine, 1, {}) end
   return out
+end
+
+-- Every rank's RNG state (16 byte values each): rank r of the model's group at [r + 1], and with
+-- HYBRID_SHARD's replicas, replica k's rank r at [k * world + r + 1] (rng_index).
+local function gather_rng(model, group, world)
+  local mine = gather_lists(ms.get_rng_state():tolist(), group, world)
+  local replicas, _, nreplicas = replicas_of(model)
+  if nreplicas == 1 then return mine end
+  local flat = {}
+  for r = 1, world do table.move(mine[r], 1, #mine[r], #flat + 1, flat) end
+  local out = {}
+  for _, replica in ipairs(gather_lists(flat, replicas, nreplicas)) do
+    for r = 0, world - 1 do out[#out + 1] = table.move(replica, r * 16 + 1, (r + 1) * 16, 1, {}) end
+  end
+  return out
+end
+
+-- Where this rank's RNG state lies in a checkpoint's list of n (gather_rng's order): on another
+-- layout, that of the rank with the same place modulo n.
+local function rng_index(model, n)
+  local _, rank, world = group_of(model)
+  local _, replica = replicas_of(model)
+  return (replica * world + rank) % n + 1
 end
 
 -- The optimizer's state tensors as pieces for the writer (same list on every rank: the SHARDED
@@ -125,28 +149,14 @@ local function remove_older(root, keep, newest)
   for i = keep, #steps do os.execute("rm -rf -- " .. quote(root .. "/" .. gen_name(steps[i]))) end
 end
 
--- fsdp.save_checkpoint(root, {model =, optimizer =, scheduler =, step =, extra =, keep_last =}):
--- writes root/step-<step> and then points root/latest at it; returns the generation's path. Every
--- rank of the model's group calls it. keep_last = k then removes all but the k newest generations.
-function M.save_checkpoint(root, opts)
-  local fname = "save_checkpoint"
-  if type(root) ~= "string" then error(fmt("%s: bad argument #1 (root): expected a directory path, got %s", fname, type(root)), 2) end
-  check_opts(fname, opts, {model = true, optimizer = true, scheduler = true, step = true, extra = true, keep_last = true})
-  if math.type(opts.step) ~= "integer" or opts.step < 0 or opts.step > 99999999 then
-    error(fmt("%s: option 'step': expected an integer in 0..99999999, got %s", fname, tostring(opts.step)), 2)
-  end
-  if opts.keep_last ~= nil and (math.type(opts.keep_last) ~= "integer" or opts.keep_last < 1) then
-    error(fmt("%s: option 'keep_last': expected an integer >= 1, got %s", fname, tostring(opts.keep_last)), 2)
-  end
-  local why = opts.extra ~= nil and unsavable(opts.extra, "extra")
-  if why then error(fmt("%s: option 'extra': %s", fname, why), 2) end
+-- save_checkpoint's writing, by the ranks of the model's group (the first replica's).
+local function write_generation(fname, root, gen, opts, rng)
   local model, opt = opts.model, opts.optimizer
   local group, rank, world = group_of(model)
-  local gen = root .. "/" .. gen_name(opts.step)
   make_dir(fname, gen, rank, world, group)
   local pieces = held_pieces(model)
-  local train = {format = FORMAT, version = VERSION, step = opts.step, world_size = world,
-    rng = gather_rng(group, world), extra = opts.extra}
+  local train = {format = FORMAT, version = VERSION, step = opts.step, world_size = world, rng = rng,
+    extra = opts.extra}
   if opt then
     local more, scalars, groups = optimizer_pieces(model, opt)
     table.move(more, 1, #more, #pieces + 1, pieces)
@@ -164,6 +174,31 @@ function M.save_checkpoint(root, opts)
     if opts.keep_last then remove_older(root, opts.keep_last, gen_name(opts.step)) end
   end
   if world > 1 then dist.barrier({group = group}) end
+end
+
+-- fsdp.save_checkpoint(root, {model =, optimizer =, scheduler =, step =, extra =, keep_last =}):
+-- writes root/step-<step> and then points root/latest at it; returns the generation's path. Every
+-- rank of the model's group calls it. keep_last = k then removes all but the k newest generations.
+-- HYBRID_SHARD: every rank calls it; the first replica's group writes (every rank's RNG state
+-- included), and every rank returns once the generation is complete.
+function M.save_checkpoint(root, opts)
+  local fname = "save_checkpoint"
+  if type(root) ~= "string" then error(fmt("%s: bad argument #1 (root): expected a directory path, got %s", fname, type(root)), 2) end
+  check_opts(fname, opts, {model = true, optimizer = true, scheduler = true, step = true, extra = true, keep_last = true})
+  if math.type(opts.step) ~= "integer" or opts.step < 0 or opts.step > 99999999 then
+    error(fmt("%s: option 'step': expected an integer in 0..99999999, got %s", fname, tostring(opts.step)), 2)
+  end
+  if opts.keep_last ~= nil and (math.type(opts.keep_last) ~= "integer" or opts.keep_last < 1) then
+    error(fmt("%s: option 'keep_last': expected an integer >= 1, got %s", fname, tostring(opts.keep_last)), 2)
+  end
+  local why = opts.extra ~= nil and unsavable(opts.extra, "extra")
+  if why then error(fmt("%s: option 'extra': %s", fname, why), 2) end
+  local group, _, world = group_of(opts.model)
+  local replicas, replica, nreplicas = replicas_of(opts.model)
+  local gen = root .. "/" .. gen_name(opts.step)
+  local rng = gather_rng(opts.model, group, world)
+  if replica == 0 then write_generation(fname, root, gen, opts, rng) end
+  if nreplicas > 1 then dist.barrier({group = replicas}) end
   return gen
 end
 
@@ -294,9 +329,7 @@ function M.load_checkpoint(path, opts)
   ckpt._load_model(fname, model, gen, idx, opts.strict ~= false)
   if opt then opt:load_state_dict(osd) end
   if opts.scheduler then opts.scheduler:load_state_dict(train.scheduler) end
-  local _, rank = group_of(model)
-  local rng = train.rng[rank % #train.rng + 1]
-  ms.set_rng_state(ms.tensor(rng, {dtype = "uint8"}))
+  ms.set_rng_state(ms.tensor(train.rng[rng_index(model, #train.rng)], {dtype = "uint8"}))
   return train.step, train.extra
 end
 

@@ -5,6 +5,8 @@
 -- (FULL_SHARD, SHARD_GRAD_OP). A checkpoint saved on the first N ranks loads onto the first M
 -- (every N != M up to the world size, and unwrapped onto every rank): the model and the
 -- optimizer state, gathered to full views, equal the saved ones exactly, and training goes on.
+-- HYBRID_SHARD (pairs of ranks shard, the pairs replicate) resumes bit-identically too, and its
+-- checkpoint loads onto FULL_SHARD.
 local ms = require "moonshard"
 local fsdp = require "moonshard.fsdp"
 local gpt = require "moonshard.models.gpt"
@@ -146,6 +148,61 @@ case(("saved on %d ranks, loaded unwrapped on every rank"):format(W), function()
   T.eq(run.sched.last_epoch, 2)
   RT.step(run)
 end)
+
+-- HYBRID_SHARD with explicit groups: consecutive pairs shard, the ranks at one position in the
+-- pairs replicate (every rank creates every group, in the same order). Each piece is saved once,
+-- by the first replica, and a checkpoint of it loads onto FULL_SHARD over the whole world.
+local function hybrid_groups()
+  local intra, inter
+  for p = 0, W // 2 - 1 do
+    local g = dist.new_group({ 2 * p, 2 * p + 1 })
+    if R // 2 == p then intra = g end
+  end
+  for q = 0, 1 do
+    local ranks = {}
+    for r = q, W - 1, 2 do ranks[#ranks + 1] = r end
+    local g = dist.new_group(ranks)
+    if R % 2 == q then inter = g end
+  end
+  return { intra, inter }
+end
+
+if W % 2 == 0 then
+  case("HYBRID_SHARD (pairs): resuming at step 3 is bit-identical, and the checkpoint loads onto FULL_SHARD",
+    function()
+      local groups = hybrid_groups()
+      local full = start(wrapped("HYBRID_SHARD", groups))
+      local losses = {}
+      for i = 1, RT.STEPS do losses[i] = RT.step(full) end
+      local want = RT.params(full.model)
+
+      local first = start(wrapped("HYBRID_SHARD", groups))
+      for i = 1, 3 do T.eq(RT.step(first), losses[i], "loss of step " .. i) end
+      local root = shared_dir("hybrid")
+      fsdp.save_checkpoint(root, { model = first.model, optimizer = first.opt, scheduler = first.sched, step = 3 })
+      local saved = full_views(first)
+
+      local run = RT.run(fsdp.FSDP(RT.model(99), { sharding_strategy = "HYBRID_SHARD",
+        auto_wrap_policy = fsdp.ModuleWrapPolicy{ gpt.Block }, process_group = groups }))
+      ms.manual_seed(5)
+      T.eq(fsdp.load_checkpoint(root, { model = run.model, optimizer = run.opt, scheduler = run.sched }), 3)
+      for i = 4, RT.STEPS do T.eq(RT.step(run), losses[i], ("loss of step %d on rank %d"):format(i, R)) end
+      RT.check_identical(RT.params(run.model), want, "HYBRID_SHARD final parameters")
+
+      local other = RT.run(wrapped("FULL_SHARD"))
+      T.eq(fsdp.load_checkpoint(root, { model = other.model, optimizer = other.opt, scheduler = other.sched }), 3)
+      compare(full_views(other), saved, "HYBRID_SHARD -> FULL_SHARD")
+
+      -- fsdp.save_sharded alike: the first replica writes, and the model loads onto FULL_SHARD
+      local dir = shared_dir("hybrid_sharded")
+      if R == 0 then os.execute("mkdir -p '" .. dir .. "'") end
+      dist.barrier()
+      fsdp.save_sharded(run.model, dir)
+      local plain = wrapped("FULL_SHARD")
+      fsdp.load_sharded(plain, dir)
+      RT.check_identical(RT.params(plain), RT.params(run.model), "save_sharded HYBRID_SHARD -> FULL_SHARD")
+    end)
+end
 
 dist.barrier()
 if R == 0 then
