@@ -1,6 +1,7 @@
 /* test_linalg_table.c: the CPU table's linalg slots (kernels/cpu/gemm_slot.c, the conv2d bodies
  * of kernels/cpu/conv.c) do what the engine's CPU branch did before them: float32 bit for bit
- * the packed GEMM's, bfloat16 with a float32 C the bf16 GEMM's, integers exact and wrapping on
+ * the packed GEMM's, bfloat16 with a float32 C the bf16 GEMM's (with a bfloat16 C, those sums rounded
+ * once), integers exact and wrapping on
  * strided (transposed) operands, conv2d the algorithm choice's; a pairing no CPU kernel serves
  * is refused with a nonzero return, never computed wrongly. */
 #include <stdlib.h>
@@ -33,6 +34,20 @@ static void test_bf16_into_f32(void) {
   CHECK(memcmp(c1, c2, sizeof c1) == 0);
 }
 
+/* A bfloat16 C: the float32 sums of ms_k_gemm_bf16, each rounded once (ms_k_f32_to_bf16). */
+static void test_bf16_into_bf16(void) {
+  enum { M = 9, N = 17, K = 33 };
+  uint16_t a[M * K], b[K * N], c2[M * N];
+  float c1[M * N];
+  for (int i = 0; i < M * K; i++) a[i] = ms_k_f32_to_bf16((float)ms_test_uniform());
+  for (int i = 0; i < K * N; i++) b[i] = ms_k_f32_to_bf16((float)ms_test_uniform());
+  ms_k_gemm_bf16(M, N, K, 1.0f, a, K, 1, b, N, 1, 0.0f, c1, N, 1);
+  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_BF16, MS_K_BF16, M, N, K, 1.0, a, K, 1, b, N, 1, 0.0, c2, N, 1, NULL) == 0);
+  int same = 1;
+  for (int i = 0; i < M * N; i++) same &= c2[i] == ms_k_f32_to_bf16(c1[i]);
+  CHECK(same);
+}
+
 /* int64 with a transposed a, alpha 2, beta 3, and products past 2^63 that must wrap. */
 static void test_int64_exact_strided(void) {
   enum { M = 3, N = 4, K = 5 };
@@ -62,7 +77,7 @@ static void test_refuses_what_no_cpu_kernel_serves(void) {
   uint16_t a[1] = {0}, b[1] = {0}, c[1] = {0};
   float f[1] = {0};
   CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_F16, MS_K_F16, 1, 1, 1, 1, a, 1, 1, b, 1, 1, 0, c, 1, 1, NULL) != 0);
-  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_BF16, MS_K_BF16, 1, 1, 1, 1, a, 1, 1, b, 1, 1, 0, c, 1, 1, NULL) != 0);
+  CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_BF16, MS_K_F16, 1, 1, 1, 1, a, 1, 1, b, 1, 1, 0, c, 1, 1, NULL) != 0);
   CHECK(ms_k_cpu_table.gemm(&cpu, MS_K_F32, MS_K_F64, 1, 1, 1, 1, f, 1, 1, f, 1, 1, 0, c, 1, 1, NULL) != 0);
 }
 
@@ -85,6 +100,7 @@ static void test_conv2d_same_as_kernel(void) {
 int main(void) {
   test_f32_same_as_sgemm();
   test_bf16_into_f32();
+  test_bf16_into_bf16();
   test_int64_exact_strided();
   test_int32_column_major_c();
   test_refuses_what_no_cpu_kernel_serves();
