@@ -137,23 +137,38 @@ ms_dtype bind_check_dtype(lua_State *L, int idx, const char *fname, const char *
 
 /* ---- options tables ------------------------------------------------------------------------- */
 
+/* Pushes the known names sorted, ", "-separated: the next name after the last one written,
+ * found again each time (a handful of names, on the error path only). */
+static void push_sorted_names(lua_State *L, const char *const *known) {
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (const char *prev = NULL;;) {
+    const char *next = NULL;
+    for (int k = 0; known[k]; k++)
+      if ((!prev || strcmp(known[k], prev) > 0) && (!next || strcmp(known[k], next) < 0)) next = known[k];
+    if (!next) break;
+    luaL_addstring(&b, prev ? ", " : "");
+    luaL_addstring(&b, next);
+    prev = next;
+  }
+  luaL_pushresult(&b);
+}
+
+/* The message shape of the Lua library's options check (lua/moonshard/options.lua): a string
+ * key quoted, another as [key]; the known names sorted. */
 static void check_known_keys(lua_State *L, int idx, const char *fname, const char *const *known) {
   lua_pushnil(L);
   while (lua_next(L, idx)) {
-    bool ok = false;
-    if (lua_type(L, -2) == LUA_TSTRING)
+    bool is_string = lua_type(L, -2) == LUA_TSTRING, ok = false;
+    if (is_string)
       for (int k = 0; known[k] && !ok; k++) ok = strcmp(lua_tostring(L, -2), known[k]) == 0;
     if (!ok) {
-      luaL_Buffer b;
-      luaL_buffinit(L, &b);
-      for (int k = 0; known[k]; k++) {
-        luaL_addstring(&b, k ? ", " : "");
-        luaL_addstring(&b, known[k]);
-      }
-      luaL_pushresult(&b);
+      push_sorted_names(L, known);
       lua_pushvalue(L, -3);
-      bind_error(L, "%s: unknown option '%s' (known options: %s)", fname,
-                 luaL_tolstring(L, -1, NULL), lua_tostring(L, -2));
+      const char *key = luaL_tolstring(L, -1, NULL);
+      bind_error(L, is_string ? "%s: unknown option '%s' (expected one of: %s)"
+                              : "%s: unknown option [%s] (expected one of: %s)",
+                 fname, key, lua_tostring(L, -3));
     }
     lua_pop(L, 1);
   }

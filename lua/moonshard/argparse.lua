@@ -14,7 +14,10 @@
 -- the accepted values; `required` makes an option mandatory; `dest` renames the field.
 -- -h/--help prints the help (defaults shown) and exits 0. A usage error prints the usage and one
 -- line "prog: error: why" on stderr and exits 2, as Python's argparse does: no traceback.
--- Pure Lua, no moonshard dependency, so any Lua 5.4 can use it (bench/report.lua does).
+-- Pure Lua, no moonshard dependency (moonshard.options is pure Lua too), so any Lua 5.4 can use
+-- it (bench/report.lua does).
+local options = require "moonshard.options"
+
 local M = {}
 
 local Parser = {}
@@ -43,10 +46,7 @@ local function quiet_rank()
 end
 
 function M.ArgumentParser(opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then
-    error(("argparse.ArgumentParser: options must be a table, got %s"):format(type(opts)), 2)
-  end
+  opts = options.check("argparse.ArgumentParser", opts, { "prog", "description", "epilog", "exit_on_error" }, 2)
   local self = setmetatable({prog = opts.prog or default_prog(), description = opts.description,
                              epilog = opts.epilog, exit_on_error = opts.exit_on_error ~= false,
                              options = {}, by_name = {}, positionals = {}}, Parser)
@@ -182,9 +182,9 @@ function Parser:format_help()
   end
   format_section("positional arguments:", self.positionals, lines)
   local help = {name = "-h, --help", action = "store_true", help = "show this help message and exit"}
-  local options = {help}
-  for _, a in ipairs(self.options) do options[#options + 1] = a end
-  format_section("options:", options, lines)
+  local flags = {help}
+  for _, a in ipairs(self.options) do flags[#flags + 1] = a end
+  format_section("options:", flags, lines)
   if self.epilog then
     lines[#lines + 1] = ""
     lines[#lines + 1] = self.epilog

@@ -11,6 +11,7 @@
 -- gradients there, accumulated as usual (their post-accumulate hooks fire: FSDP's reductions).
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
+local options = require "moonshard.options"
 local Function = require("moonshard.autograd").Function
 local fmt = string.format
 local pack, unpack = table.pack, table.unpack
@@ -208,14 +209,10 @@ function M.apply_activation_checkpointing(model, opts)
     error(fmt("apply_activation_checkpointing: bad argument #1 (model): expected an nn.Module, got %s",
       type(model)), 2)
   end
-  if type(opts) ~= "table" or type(opts.check_fn) ~= "function" then
-    error(fmt("apply_activation_checkpointing: bad argument #2 (opts): expected {check_fn = function(module)}, got %s",
-      type(opts) == "table" and "check_fn " .. type(opts.check_fn) or type(opts)), 2)
-  end
-  for k in pairs(opts) do
-    if k ~= "check_fn" then
-      error(fmt("apply_activation_checkpointing: unknown option '%s' (expected check_fn)", tostring(k)), 2)
-    end
+  options.check_given("apply_activation_checkpointing", opts, { "check_fn" }, 2)
+  if type(opts.check_fn) ~= "function" then
+    error(fmt("apply_activation_checkpointing: option 'check_fn': expected a function(module), got %s",
+      type(opts.check_fn)), 2)
   end
   local function visit(m)
     for _, name in ipairs(m._modules.names) do

@@ -2,6 +2,7 @@
 -- (the graph object itself, ms.cuda.CUDAGraph, is C: lua/l_cuda.c). docs/cuda-graphs.md says how
 -- to use them and what a captured step may not hold.
 local ms = require "moonshard"
+local options = require "moonshard.options"
 
 local M = {}
 
@@ -40,15 +41,7 @@ end
 local OPTIONS = { warmup = true, enabled = true, max_graphs = true }
 
 local function check_options(opts)
-  if opts == nil then opts = {} end
-  if type(opts) ~= "table" then
-    error(("make_graphed_step: expected an options table as argument 2, got %s"):format(type(opts)), 3)
-  end
-  for k in pairs(opts) do
-    if not OPTIONS[k] then
-      error(("make_graphed_step: unknown option '%s' (expected warmup, enabled, max_graphs)"):format(tostring(k)), 3)
-    end
-  end
+  opts = options.check("make_graphed_step", opts, OPTIONS, 3)
   local function count(name, default, least)
     local v = opts[name]
     if v == nil then return default end

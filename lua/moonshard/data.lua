@@ -45,6 +45,7 @@
 -- default_collate) and leaves other values as a list. collate_fn(samples) receives the list
 -- of samples, each a table.pack of its values, and returns the batch's values.
 local ms = require "moonshard"
+local options = require "moonshard.options"
 local samplers = require "moonshard.samplers"
 local TensorDataset = require "moonshard.tensor_dataset"
 
@@ -66,15 +67,11 @@ local defaults = {
 }
 local optional = { sampler = true, batch_sampler = true, collate_fn = true, device = true }
 
+local known = options.union(defaults, optional)
+
 local function check_options(opts)
-  if opts ~= nil and type(opts) ~= "table" then
-    error(fmt("DataLoader: options must be a table, got %s", type(opts)), 3)
-  end
   local o = {}
-  for k, v in pairs(opts or {}) do
-    if defaults[k] == nil and not optional[k] then
-      error(fmt("DataLoader: unknown option '%s'", tostring(k)), 3)
-    end
+  for k, v in pairs(options.check("DataLoader", opts, known, 3)) do
     if defaults[k] ~= nil and type(v) ~= type(defaults[k]) then
       error(fmt("DataLoader: option '%s' must be a %s, got %s", k, type(defaults[k]), type(v)), 3)
     end

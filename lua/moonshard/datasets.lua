@@ -24,6 +24,7 @@
 -- download = true fetches missing files from torchvision's mirrors with an external curl or
 -- wget (never required) and checks torchvision's MD5 sums; the .gz files are kept as they are.
 local ms = require "moonshard"
+local options = require "moonshard.options"
 
 local M = {}
 
@@ -200,13 +201,9 @@ local function check_contents(self, images, labels, paths)
 end
 
 local function check_options(name, opts)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(name, type(opts)), 3) end
+  opts = options.check(name, opts, OPTIONS, 3)
   for k, v in pairs(opts) do
     local want = OPTIONS[k]
-    if not want then
-      error(("%s: unknown option %q (known: train, download, transform, target_transform)"):format(name, tostring(k)), 3)
-    end
     if type(v) ~= want and not (want == "function" and getmetatable(v) and getmetatable(v).__call) then
       error(("%s: option %s must be a %s, got %s"):format(name, k, want, type(v)), 3)
     end

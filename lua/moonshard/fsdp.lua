@@ -108,6 +108,7 @@
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
 local comm = require "moonshard.fsdp_comm"
+local options = require "moonshard.options"
 
 local M = {}
 local fmt = string.format
@@ -165,21 +166,17 @@ nn.internal.forward_missing(FSDP, "_fsdp_wrapped_module")
 -- validated by fsdp_comm.check_options
 local COMM_OPTIONS = { mixed_precision = true, backward_prefetch = true, forward_prefetch = true, limit_all_gathers = true }
 
-local KNOWN = "auto_wrap_policy, backward_prefetch, cpu_offload, device_id, forward_prefetch, ignored_modules, "
-  .. "limit_all_gathers, mixed_precision, param_init_fn, process_group, sharding_strategy, sync_module_states, "
-  .. "use_orig_params, verbose"
+local KNOWN = options.union(COMM_OPTIONS, { "auto_wrap_policy", "cpu_offload", "device_id", "ignored_modules",
+  "param_init_fn", "process_group", "sharding_strategy", "sync_module_states", "use_orig_params", "verbose" })
 
 -- cpu_offload = {offload_params = true|false} (PyTorch's CPUOffload) -> the flag.
 local function check_cpu_offload(v)
   if type(v) ~= "table" or ms.is_tensor(v) or is_module(v) then
     error(fmt("FSDP: option 'cpu_offload': expected a table {offload_params = true}, got %s", type(v)), 4)
   end
-  for k, x in pairs(v) do
-    if k ~= "offload_params" then
-      error(fmt("FSDP: option 'cpu_offload': unknown field '%s' (known: offload_params)", tostring(k)), 4)
-    elseif type(x) ~= "boolean" then
-      error(fmt("FSDP: option 'cpu_offload': offload_params: expected a boolean, got %s", type(x)), 4)
-    end
+  options.check_given("FSDP: option 'cpu_offload'", v, { "offload_params" }, 4)
+  if v.offload_params ~= nil and type(v.offload_params) ~= "boolean" then
+    error(fmt("FSDP: option 'cpu_offload': offload_params: expected a boolean, got %s", type(v.offload_params)), 4)
   end
   return v.offload_params == true
 end
@@ -205,8 +202,7 @@ local function check_device_id(v)
 end
 
 local function check_options(opts)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then error(fmt("FSDP: expected an options table, got %s", type(opts)), 3) end
+  opts = options.check("FSDP", opts, KNOWN, 3)
   for k, v in pairs(opts) do
     if k == "sync_module_states" or k == "use_orig_params" then
       if type(v) ~= "boolean" then
@@ -240,8 +236,6 @@ local function check_options(opts)
       end
     elseif k == "verbose" then
       if type(v) ~= "boolean" then error(fmt("FSDP: option 'verbose': expected a boolean, got %s", type(v)), 3) end
-    elseif k ~= "auto_wrap_policy" and k ~= "sharding_strategy" and k ~= "process_group" and not COMM_OPTIONS[k] then
-      error(fmt("FSDP: unknown option '%s' (known: %s)", tostring(k), KNOWN), 3)
     end
   end
   local s = opts.sharding_strategy or "FULL_SHARD"
@@ -708,12 +702,10 @@ function M.comm_stats(model, opts)
   if not is_module(model) then
     error(fmt("comm_stats: bad argument #1 (model): expected an FSDP module, got %s", type(model)), 2)
   end
-  if opts ~= nil and type(opts) ~= "table" then
-    error(fmt("comm_stats: bad argument #2 (opts): expected a table {reset=}, got %s", type(opts)), 2)
-  end
+  opts = options.check("comm_stats", opts, { "reset" }, 2)
   local fps = {}
   for i, u in ipairs(units_of(model)) do fps[i] = u._attrs._flat end
-  return comm.stats(fps, opts and opts.reset)
+  return comm.stats(fps, opts.reset)
 end
 
 -- fsdp.reset_comm_stats(model): zeroes the model's counters.
@@ -744,14 +736,8 @@ end
 -- With writeback (the default) what was written into them reaches the shards at close;
 -- without, sharded units drop it (NO_SHARD keeps it: its shard is the full buffer).
 function FSDP:summon_full_params(opts)
-  if opts ~= nil and type(opts) ~= "table" then
-    error(fmt("summon_full_params: bad argument #1 (opts): expected an options table, got %s", type(opts)), 2)
-  end
-  opts = opts or {}
+  opts = options.check("summon_full_params", opts, { "writeback", "recurse" }, 2)
   for k, v in pairs(opts) do
-    if k ~= "writeback" and k ~= "recurse" then
-      error(fmt("summon_full_params: unknown option '%s' (known: recurse, writeback)", tostring(k)), 2)
-    end
     if type(v) ~= "boolean" then
       error(fmt("summon_full_params: option '%s': expected a boolean, got %s", k, type(v)), 2)
     end

@@ -30,6 +30,7 @@
 local ms = require "moonshard"
 local state = require "moonshard.fsdp_state"
 local comm = require "moonshard.fsdp_comm"
+local options = require "moonshard.options"
 
 local M = {}
 local fmt = string.format
@@ -360,10 +361,10 @@ local function is_model_kind(kind) return kind == nil or kind == "param" or kind
 -- unexpected names); values take the model's dtype, as load_state_dict's copies do.
 function M.load_sharded(model, dir, opts)
   local fname = "load_sharded"
-  if opts ~= nil and type(opts) ~= "table" then error(fmt("%s: expected an options table, got %s", fname, type(opts)), 2) end
+  opts = options.check(fname, opts, { "strict" }, 2)
   local idx = read_index(fname, dir)
   verify_files(fname, dir, idx, files_to_read(held_pieces(model), idx))
-  return M._load_model(fname, model, dir, idx, not (opts and opts.strict == false))
+  return M._load_model(fname, model, dir, idx, opts.strict ~= false)
 end
 
 -- The model part of a verified checkpoint into model (what load_sharded does after its checks).

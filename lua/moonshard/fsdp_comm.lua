@@ -5,6 +5,7 @@
 -- walk over a unit's inputs and outputs (nested tables of tensors).
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
+local options = require "moonshard.options"
 
 local M = {}
 local fmt = string.format
@@ -53,12 +54,7 @@ function M.check_options(opts, level)
   local c = { forward_prefetch = fwd == true, backward_prefetch = bwd, limit_all_gathers = lag == true }
   if mp ~= nil then
     if type(mp) ~= "table" then bad("mixed_precision", "a table {param_dtype=, reduce_dtype=, buffer_dtype=}", describe(mp), level) end
-    for k in pairs(mp) do
-      if not MP_KEYS[k] then
-        bad("mixed_precision", "keys param_dtype, reduce_dtype, buffer_dtype, cast_forward_inputs, keep_low_precision_grads",
-          fmt("key %s", describe(k)), level)
-      end
-    end
+    options.check_given("FSDP: option 'mixed_precision'", mp, MP_KEYS, level)
     local cfi, klg = mp.cast_forward_inputs, mp.keep_low_precision_grads
     if cfi ~= nil and type(cfi) ~= "boolean" then
       bad("mixed_precision.cast_forward_inputs", "true or false", describe(cfi), level)

@@ -23,6 +23,7 @@ local dist = ms.distributed
 
 local function fsdp() return require("moonshard.fsdp") end
 local comm = require "moonshard.fsdp_comm"
+local options = require "moonshard.options"
 
 local function shape_list(t)
   local s = {}
@@ -178,13 +179,7 @@ local function gather_full(e, t)
 end
 
 local function check_opts(fname, opts)
-  opts = opts == nil and {} or opts
-  if type(opts) ~= "table" then error(fmt("%s: bad argument #3 (opts): expected an options table, got %s", fname, type(opts)), 3) end
-  for k in pairs(opts) do
-    if k ~= "state_dict_type" and k ~= "rank0_only" then
-      error(fmt("%s: unknown option '%s' (known: rank0_only, state_dict_type)", fname, tostring(k)), 3)
-    end
-  end
+  opts = options.check(fname, opts, { "state_dict_type", "rank0_only" }, 3)
   local t = opts.state_dict_type or "FULL"
   local kinds = { FULL = "FULL", FULL_STATE_DICT = "FULL", SHARDED = "SHARDED", SHARDED_STATE_DICT = "SHARDED" }
   if not kinds[t] then

@@ -3,6 +3,7 @@
 -- pieces of the original parameters under their unwrapped names) and the state_dict_type scope.
 -- Sharded checkpoints on disk, built on the pieces, are in fsdp_checkpoint.lua.
 local ms = require "moonshard"
+local options = require "moonshard.options"
 local ordered_pairs_of = require("moonshard.nn").internal.ordered_pairs_of
 
 local M = {}
@@ -115,21 +116,13 @@ local function check_type(fname, kind)
     type(kind) == "string" and ("'" .. kind .. "'") or type(kind)), 3)
 end
 
+-- A state dict type's config (rank0_only is FULL's only); `skip` names the call's other options.
 local function check_config(fname, kind, config, skip)
-  if config == nil then return {} end
-  if type(config) ~= "table" then error(fmt("%s: expected a config table, got %s", fname, type(config)), 3) end
+  local known = options.union(CONFIG_KEYS[kind], skip or {})
+  config = options.check(fmt("%s (%s state dict)", fname, kind), config, known, 3)
   for k, v in pairs(config) do
-    if not (skip and skip[k]) then
-      if not CONFIG_KEYS[kind][k] then
-        local known = {}
-        for n in pairs(CONFIG_KEYS[kind]) do known[#known + 1] = n end
-        table.sort(known)
-        error(fmt("%s: unknown option '%s' for a %s state dict (known: %s)", fname, tostring(k), kind,
-          table.concat(known, ", ")), 3)
-      end
-      if type(v) ~= "boolean" then
-        error(fmt("%s: option '%s' must be a boolean, got %s", fname, k, type(v)), 3)
-      end
+    if not (skip and skip[k]) and type(v) ~= "boolean" then
+      error(fmt("%s: option '%s' must be a boolean, got %s", fname, k, type(v)), 3)
     end
   end
   return config
@@ -162,9 +155,8 @@ end
 
 -- The type and options for a state_dict/load_state_dict call: opts.state_dict_type, else the
 -- scope's, else FULL; opts' own options over the scope's config.
-local function resolve(model, fname, opts)
-  if opts ~= nil and type(opts) ~= "table" then error(fmt("%s: expected an options table, got %s", fname, type(opts)), 3) end
-  opts = opts or {}
+local function resolve(model, fname, opts, known)
+  opts = options.check(fname, opts, known, 3)
   local scope = model._attrs._state_dict_type
   local t = opts.state_dict_type ~= nil and check_type(fname, opts.state_dict_type) or (scope and scope.type) or "FULL"
   local merged = {}
@@ -409,8 +401,11 @@ end
 
 -- ---- dispatch from FSDP:state_dict / load_state_dict ----------------------------------------------
 
+-- every option of state_dict, whatever the type (check_config then refuses the type's strangers)
+local STATE_DICT_KEYS = {state_dict_type = true, prefix = true, keep_vars = true, rank0_only = true, offload_to_cpu = true}
+
 function M.state_dict(model, opts)
-  local t, o = resolve(model, "state_dict", opts)
+  local t, o = resolve(model, "state_dict", opts, STATE_DICT_KEYS)
   if t == "SHARDED" then return sharded_state_dict(model, o) end
   return full_state_dict(model, o)
 end
@@ -421,13 +416,7 @@ local LOAD_KEYS = {state_dict_type = true, strict = true, rank0_only = true, off
 
 function M.load_state_dict(model, sd, opts)
   if type(sd) ~= "table" then error(fmt("load_state_dict: expected a table of name -> tensor, got %s", type(sd)), 3) end
-  for k in pairs(type(opts) == "table" and opts or {}) do
-    if not LOAD_KEYS[k] then
-      error(fmt("load_state_dict: unknown option '%s' (known: offload_to_cpu, rank0_only, state_dict_type, strict)",
-        tostring(k)), 3)
-    end
-  end
-  local t, o = resolve(model, "load_state_dict", opts)
+  local t, o = resolve(model, "load_state_dict", opts, LOAD_KEYS)
   if t == "SHARDED" then return load_sharded_state_dict(model, sd, o) end
   return load_full(model, sd, o)
 end

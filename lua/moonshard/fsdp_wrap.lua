@@ -11,6 +11,7 @@
 --   wrap.auto_wrap(root, policy, wrap_fn)                       -- what FSDP(...) runs
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
+local options = require "moonshard.options"
 
 local M = {}
 local fmt = string.format
@@ -79,14 +80,7 @@ function M.size_based_auto_wrap_policy(a, recurse, nonwrapped_numel)
     return size_policy(a, recurse, nonwrapped_numel, 1e8, M.FORCE_LEAF_MODULES, M.EXCLUDE_WRAP_MODULES)
   end
   local who = "size_based_auto_wrap_policy"
-  local opts = a or {}
-  if type(opts) ~= "table" then error(fmt("%s: expected an options table, got %s", who, type(opts)), 2) end
-  for k in pairs(opts) do
-    if k ~= "min_num_params" and k ~= "force_leaf_modules" and k ~= "exclude_wrap_modules" then
-      error(fmt("%s: unknown option '%s' (known options: exclude_wrap_modules, force_leaf_modules, min_num_params)",
-        who, tostring(k)), 2)
-    end
-  end
+  local opts = options.check(who, a, { "min_num_params", "force_leaf_modules", "exclude_wrap_modules" }, 2)
   local min = opts.min_num_params
   if min == nil then min = 1e8 end
   if type(min) ~= "number" or min ~= min or min < 0 then
@@ -128,7 +122,8 @@ end
 
 -- transformer_auto_wrap_policy{transformer_layer_cls = {...}}: 1.13's name for the same rule.
 function M.transformer_auto_wrap_policy(opts)
-  if type(opts) ~= "table" or opts.transformer_layer_cls == nil then
+  options.check_given("transformer_auto_wrap_policy", opts, { "transformer_layer_cls" }, 2)
+  if opts.transformer_layer_cls == nil then
     error("transformer_auto_wrap_policy: expected {transformer_layer_cls = {ClassA, ...}}", 2)
   end
   local p = M.ModuleWrapPolicy(opts.transformer_layer_cls)
@@ -137,7 +132,8 @@ end
 
 -- lambda_auto_wrap_policy{lambda_fn = function(module) ... end}: a unit wherever lambda_fn says.
 function M.lambda_auto_wrap_policy(opts)
-  local fn = type(opts) == "table" and opts.lambda_fn
+  options.check_given("lambda_auto_wrap_policy", opts, { "lambda_fn" }, 2)
+  local fn = opts.lambda_fn
   if not is_callable(fn) then error("lambda_auto_wrap_policy: expected {lambda_fn = function(module)}", 2) end
   return function(module, recurse)
     if recurse then return true end
@@ -225,7 +221,7 @@ function M.auto_wrap(root, policy, wrap_fn, opts)
   if not is_callable(wrap_fn) then
     error(fmt("%s: bad argument #3 (wrap_fn): expected a function, got %s", who, type(wrap_fn)), 2)
   end
-  opts = opts or {}
+  opts = options.check(who, opts, { "ignored_modules", "ignored_params", "wrapper_cls", "wrap_root" }, 2)
   local ctx = {
     ignored_modules = as_set(opts.ignored_modules, who, "ignored_modules", is_module),
     ignored_params = as_set(opts.ignored_params, who, "ignored_params", ms.is_tensor),

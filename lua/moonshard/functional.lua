@@ -3,6 +3,7 @@
 -- (F.max_pool2d(x, 2), F.log_softmax(x, 2), F.conv2d(x, w, b, 1, 0)) as well as an options
 -- table last. Dims and indices are 1-based, negative from the end, as everywhere in Lua.
 local ms = require "moonshard"
+local options = require "moonshard.options"
 
 local F = {}
 
@@ -16,17 +17,13 @@ local function native(name)
 end
 F._native = native
 
-local function is_plain_options(v)
-  return type(v) == "table" and getmetatable(v) == nil and v[1] == nil
-end
-
 -- Parses (...) against positional `names`, with an options table allowed last; unknown option
 -- keys and a value given both ways raise. Returns a table of the values (nil where absent).
 local function parse(fname, names, ...)
   local n = select("#", ...)
   local args = table.pack(...)
   local opts
-  if n > 0 and is_plain_options(args[n]) then
+  if n > 0 and options.is_options(args[n]) then
     opts = args[n]
     n = n - 1
   end
@@ -37,13 +34,8 @@ local function parse(fname, names, ...)
   local r = {}
   for i = 1, n do r[names[i]] = args[i] end
   if opts then
+    options.check_given(fname, opts, names, 3)
     for k, v in pairs(opts) do
-      local known = false
-      for _, name in ipairs(names) do known = known or name == k end
-      if not known then
-        error(("%s: unknown option '%s' (expected one of: %s)")
-          :format(fname, tostring(k), table.concat(names, ", ")), 3)
-      end
       if r[k] ~= nil then
         error(("%s: got '%s' both as an argument and as an option"):format(fname, k), 3)
       end

@@ -3,6 +3,8 @@
 -- computes its learning rates with PyTorch 1.13's formulas in the same order of operations
 -- (the chainable forms, updating each group's current lr), so the sequences match torch's
 -- numbers; step(epoch) uses the closed forms where PyTorch has them.
+local options = require "moonshard.options"
+
 local M = {}
 
 local function class(parent)
@@ -49,13 +51,9 @@ local function check_type(cname, k, v)
 end
 
 -- Options: unknown keys raise, so that a typo does not pass silently; known ones are type-checked.
-local function options(cname, opts, known)
-  opts = opts or {}
-  if type(opts) ~= "table" then error(("%s: options must be a table"):format(cname), 3) end
-  for k, v in pairs(opts) do
-    if not known[k] then error(("%s: unknown option '%s'"):format(cname, tostring(k)), 3) end
-    check_type(cname, k, v)
-  end
+local function checked_options(cname, opts, known)
+  opts = options.check(cname, opts, known, 3)
+  for k, v in pairs(opts) do check_type(cname, k, v) end
   return opts
 end
 
@@ -138,7 +136,7 @@ local StepLR = class(LRScheduler)
 M.StepLR = StepLR
 
 function StepLR.new(optimizer, opts)
-  opts = options("StepLR", opts, { step_size = true, gamma = true, last_epoch = true })
+  opts = checked_options("StepLR", opts, { step_size = true, gamma = true, last_epoch = true })
   if math.type(opts.step_size) ~= "integer" or opts.step_size < 1 then
     error("StepLR: step_size must be a positive integer", 2)
   end
@@ -167,7 +165,7 @@ local MultiStepLR = class(LRScheduler)
 M.MultiStepLR = MultiStepLR
 
 function MultiStepLR.new(optimizer, opts)
-  opts = options("MultiStepLR", opts, { milestones = true, gamma = true, last_epoch = true })
+  opts = checked_options("MultiStepLR", opts, { milestones = true, gamma = true, last_epoch = true })
   if type(opts.milestones) ~= "table" then error("MultiStepLR: milestones must be a list", 2) end
   -- a milestone listed twice decays twice, as PyTorch's Counter does
   local counts = {}
@@ -198,7 +196,7 @@ local ExponentialLR = class(LRScheduler)
 M.ExponentialLR = ExponentialLR
 
 function ExponentialLR.new(optimizer, opts)
-  opts = options("ExponentialLR", opts, { gamma = true, last_epoch = true })
+  opts = checked_options("ExponentialLR", opts, { gamma = true, last_epoch = true })
   if type(opts.gamma) ~= "number" then error("ExponentialLR: gamma is required", 2) end
   local self = setmetatable({ gamma = opts.gamma }, ExponentialLR)
   return LRScheduler.init(self, "ExponentialLR", optimizer, opts.last_epoch)
@@ -221,7 +219,7 @@ local CosineAnnealingLR = class(LRScheduler)
 M.CosineAnnealingLR = CosineAnnealingLR
 
 function CosineAnnealingLR.new(optimizer, opts)
-  opts = options("CosineAnnealingLR", opts, { T_max = true, eta_min = true, last_epoch = true })
+  opts = checked_options("CosineAnnealingLR", opts, { T_max = true, eta_min = true, last_epoch = true })
   if type(opts.T_max) ~= "number" then error("CosineAnnealingLR: T_max is required", 2) end
   local self = setmetatable({ T_max = opts.T_max, eta_min = opts.eta_min or 0 }, CosineAnnealingLR)
   return LRScheduler.init(self, "CosineAnnealingLR", optimizer, opts.last_epoch)
@@ -262,7 +260,7 @@ local LinearLR = class(LRScheduler)
 M.LinearLR = LinearLR
 
 function LinearLR.new(optimizer, opts)
-  opts = options("LinearLR", opts, { start_factor = true, end_factor = true, total_iters = true,
+  opts = checked_options("LinearLR", opts, { start_factor = true, end_factor = true, total_iters = true,
                                      last_epoch = true })
   local self = setmetatable({
     start_factor = opts.start_factor or 1.0 / 3, end_factor = opts.end_factor or 1.0,
@@ -304,7 +302,7 @@ M.LambdaLR = LambdaLR
 -- alone in place of the options, as PyTorch's positional LambdaLR(optimizer, lr_lambda).
 function LambdaLR.new(optimizer, opts)
   if type(opts) == "function" then opts = { lr_lambda = opts } end
-  opts = options("LambdaLR", opts, { lr_lambda = true, last_epoch = true })
+  opts = checked_options("LambdaLR", opts, { lr_lambda = true, last_epoch = true })
   local f, lambdas = opts.lr_lambda, {}
   if type(f) == "table" then
     if #f ~= #optimizer.param_groups then
@@ -393,7 +391,7 @@ local function init_momentum(self, opt, o)
 end
 
 function OneCycleLR.new(optimizer, opts)
-  local o = options("OneCycleLR", opts, {
+  local o = checked_options("OneCycleLR", opts, {
     max_lr = true, total_steps = true, epochs = true, steps_per_epoch = true, pct_start = true,
     anneal_strategy = true, cycle_momentum = true, base_momentum = true, max_momentum = true,
     div_factor = true, final_div_factor = true, three_phase = true, last_epoch = true,

@@ -5,6 +5,7 @@
 --   log:log{kind = "step", step = 10, epoch = 1, loss = 0.31, lr = 1.0, samples_per_s = 2210, time = 4.2}
 --   metrics.plot(metrics.read("run.csv"), "run.png")
 local ms = require "moonshard"
+local options = require "moonshard.options"
 
 local M = {}
 
@@ -35,7 +36,7 @@ Logger.__index = Logger
 -- metrics.Logger(path [, {columns = metrics.COLUMNS}]): a new file at path (replacing one there);
 -- with path nil the rows are only kept in memory (logger.rows), as they are in any case.
 function M.Logger(path, opts)
-  opts = opts or {}
+  opts = options.check("Logger", opts, { "columns" }, 2)
   local columns = opts.columns or M.COLUMNS
   local self = setmetatable({ path = path, columns = columns, known = {}, rows = {} }, Logger)
   for _, c in ipairs(columns) do self.known[c] = true end

@@ -2,6 +2,7 @@
 -- that draw from the one Philox generator (so ms.manual_seed makes them reproducible) and
 -- run under ms.no_grad(), so they may fill parameters. Each returns the tensor it filled.
 local ms = require "moonshard"
+local options = require "moonshard.options"
 
 local init = {}
 
@@ -20,18 +21,11 @@ local function no_grad(fn, ...)
 end
 
 -- Options as a table last, or positional in the order of `names`.
-local function options(fname, names, ...)
+local function args_of(fname, names, ...)
   local n = select("#", ...)
   local first = ...
   if n == 1 and type(first) == "table" then
-    for k in pairs(first) do
-      local known = false
-      for _, name in ipairs(names) do known = known or name == k end
-      if not known then
-        error(("nn.init.%s: unknown option '%s' (expected one of: %s)")
-          :format(fname, tostring(k), table.concat(names, ", ")), 3)
-      end
-    end
+    options.check_given("nn.init." .. fname, first, names, 3)
     return first
   end
   local o = {}
@@ -112,7 +106,7 @@ end
 -- Glorot: U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)).
 function init.xavier_uniform_(t, ...)
   check_tensor("xavier_uniform_", t)
-  local o = options("xavier_uniform_", { "gain" }, ...)
+  local o = args_of("xavier_uniform_", { "gain" }, ...)
   local fan_in, fan_out = init.calculate_fan_in_and_fan_out(t)
   local std = (o.gain or 1) * sqrt(2 / (fan_in + fan_out))
   local a = sqrt(3) * std
@@ -121,7 +115,7 @@ end
 
 function init.xavier_normal_(t, ...)
   check_tensor("xavier_normal_", t)
-  local o = options("xavier_normal_", { "gain" }, ...)
+  local o = args_of("xavier_normal_", { "gain" }, ...)
   local fan_in, fan_out = init.calculate_fan_in_and_fan_out(t)
   return init.normal_(t, 0, (o.gain or 1) * sqrt(2 / (fan_in + fan_out)))
 end
@@ -132,7 +126,7 @@ local KAIMING = { "a", "mode", "nonlinearity" }
 -- or kaiming_uniform_(t, {a =, mode =, nonlinearity =}); defaults 0, "fan_in", "leaky_relu".
 function init.kaiming_uniform_(t, ...)
   check_tensor("kaiming_uniform_", t)
-  local o = options("kaiming_uniform_", KAIMING, ...)
+  local o = args_of("kaiming_uniform_", KAIMING, ...)
   local fan = calculate_fan(t, o.mode or "fan_in")
   if fan == 0 then return t end -- torch warns and leaves a zero-element tensor alone
   local gain = init.calculate_gain(o.nonlinearity or "leaky_relu", o.a or 0)
@@ -142,7 +136,7 @@ end
 
 function init.kaiming_normal_(t, ...)
   check_tensor("kaiming_normal_", t)
-  local o = options("kaiming_normal_", KAIMING, ...)
+  local o = args_of("kaiming_normal_", KAIMING, ...)
   local fan = calculate_fan(t, o.mode or "fan_in")
   if fan == 0 then return t end
   local gain = init.calculate_gain(o.nonlinearity or "leaky_relu", o.a or 0)

@@ -3,31 +3,21 @@
 -- LayerNorm, BatchNorm1d/2d). They register themselves on the nn table of nn_module.lua.
 local ms = require "moonshard"
 local F = require "moonshard.functional"
+local options = require "moonshard.options"
 local nn = require "moonshard.nn_module"
 local Module = nn.Module
 local init = nn.init
-local is_module, pyval, pack = nn.internal.is_module, nn.internal.pyval, nn.internal.pack
-local fmt, concat = string.format, table.concat
+local pyval, pack = nn.internal.pyval, nn.internal.pack
+local fmt = string.format
 -- ---- argument parsing for layer constructors --------------------------------------------------
-
-local function is_plain_options(v)
-  return type(v) == "table" and getmetatable(v) == nil and v[1] == nil and not is_module(v)
-end
 
 -- Positional args in the order of `names`, or an options table last; unknown keys raise.
 local function layer_args(cls, names, ...)
   local n = select("#", ...)
   local args = pack(...)
   local r = {}
-  if n > 0 and is_plain_options(args[n]) then
-    for k, v in pairs(args[n]) do
-      local known = false
-      for _, name in ipairs(names) do known = known or name == k end
-      if not known then
-        error(fmt("%s: unknown option '%s' (expected one of: %s)", cls, tostring(k), concat(names, ", ")), 4)
-      end
-      r[k] = v
-    end
+  if n > 0 and options.is_options(args[n]) then
+    for k, v in pairs(options.check_given(cls, args[n], names, 4)) do r[k] = v end
     n = n - 1
   end
   if n > #names then error(fmt("%s: takes at most %d arguments, got %d", cls, #names, n), 4) end

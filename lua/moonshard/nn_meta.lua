@@ -10,6 +10,7 @@
 -- and nn.internal.materialize_entries, which FSDP runs on each unit as it wraps it.
 local ms = require "moonshard"
 local nn = require "moonshard.nn_module"
+local options = require "moonshard.options"
 
 local fmt = string.format
 local Module = nn.Module
@@ -101,15 +102,6 @@ local function modules_of(module, recurse)
   return rev
 end
 
-local function check_opts(who, opts, known)
-  opts = opts or {}
-  if type(opts) ~= "table" then error(fmt("%s: expected an options table, got %s", who, type(opts)), 3) end
-  for k in pairs(opts) do
-    if not known[k] then error(fmt("%s: unknown option '%s' (known: device, recurse)", who, tostring(k)), 3) end
-  end
-  return opts
-end
-
 local KNOWN = { device = true, recurse = true }
 
 -- nn.materialize_module(module, {device = "cpu", recurse = true}): every meta parameter and
@@ -120,7 +112,7 @@ function nn.materialize_module(module, opts)
   if not nn.is_module(module) then
     error(fmt("%s: bad argument #1 (module): expected a module, got %s", who, type(module)), 2)
   end
-  opts = check_opts(who, opts, KNOWN)
+  opts = options.check(who, opts, KNOWN, 2)
   materialize_entries(own_entries(modules_of(module, opts.recurse)), check_device(who, opts.device), who)
   return module
 end
@@ -130,7 +122,7 @@ end
 -- PyTorch's Module.to_empty. Returns self.
 function Module:to_empty(opts)
   local who = "to_empty"
-  opts = check_opts(who, opts, KNOWN)
+  opts = options.check(who, opts, KNOWN, 2)
   local device = check_device(who, opts.device)
   for _, e in ipairs(own_entries(modules_of(self, opts.recurse))) do
     if e.tensor.is_meta then ms._meta_materialize(e.tensor, device, false) end

@@ -7,6 +7,7 @@
 --   local total = nn_utils.clip_grad_norm_(model:parameters(), 1.0, {norm_type = 2})
 --   local output = nn_utils.forward_in_chunks(model, data, {chunk_size = 64})
 local ms = require "moonshard"
+local options = require "moonshard.options"
 
 local M = {}
 
@@ -58,7 +59,7 @@ end
 -- they had (0-dim tensor of the gradients' dtype). opts: norm_type (2; math.huge or 'inf' for
 -- the max norm), error_if_nonfinite (false).
 function M.clip_grad_norm_(parameters, max_norm, opts)
-  opts = opts or {}
+  opts = options.check("clip_grad_norm_", opts, { "norm_type", "error_if_nonfinite" }, 2)
   local grads = grads_of("clip_grad_norm_", parameters)
   if type(max_norm) ~= "number" then error("clip_grad_norm_: max_norm must be a number", 2) end
   local p = norm_type_of(opts.norm_type)
@@ -101,10 +102,10 @@ function M.forward_in_chunks(model, input, opts)
   if input:dim() == 0 then
     error("forward_in_chunks: bad argument #2 (input): expected a batch, got a 0-dim tensor", 2)
   end
-  local size = type(opts) == "table" and opts.chunk_size or nil
+  local size = options.check_given("forward_in_chunks", opts, { "chunk_size" }, 2).chunk_size
   if math.type(size) ~= "integer" or size < 1 then
     error(("forward_in_chunks: bad argument #3 (opts.chunk_size): expected a positive integer, got %s")
-      :format(type(opts) == "table" and tostring(size) or type(opts)), 2)
+      :format(tostring(size)), 2)
   end
   local n = input:size(1)
   local k = (n + size - 1) // size

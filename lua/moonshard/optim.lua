@@ -18,6 +18,7 @@
 -- so the loaded dict may be reused. zero_grad() sets gradients to nil by default (PyTorch 2's
 -- set_to_none = true); zero_grad({set_to_none = false}) zeroes them in place.
 local ms = require "moonshard"
+local options = require "moonshard.options"
 local native = ms._optim
 
 local optim = {}
@@ -29,19 +30,6 @@ local function copy_value(v)
   local c = {}
   for k, x in pairs(v) do c[k] = copy_value(x) end
   return c
-end
-
-local function check_options(cname, opts, defaults)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then
-    error(("%s: options must be a table, got %s"):format(cname, type(opts)), 3)
-  end
-  for k in pairs(opts) do
-    if defaults[k] == nil and k ~= "lr" then
-      error(("%s: unknown option '%s'"):format(cname, tostring(k)), 3)
-    end
-  end
-  return opts
 end
 
 -- A class table: `Class(...)` builds an instance through Class.new.
@@ -95,7 +83,7 @@ end
 -- required one, listed in `required`).
 function Optimizer.init(self, cname, params, defaults, opts)
   self.name = cname
-  opts = check_options(cname, opts, defaults)
+  opts = options.check(cname, opts, options.union(defaults, { "lr" }), 2)
   self.defaults = copy_value(defaults)
   for k, v in pairs(opts) do self.defaults[k] = copy_value(v) end
   self.state = {}
@@ -113,13 +101,9 @@ function Optimizer:add_param_group(group)
   if type(group) ~= "table" or group.params == nil then
     error(("%s: a parameter group must be a table with a 'params' list"):format(self.name), 2)
   end
+  options.check_given(self.name .. ": a parameter group", group, options.union(self.defaults, { "params", "lr" }), 2)
   local g = {}
-  for k, v in pairs(group) do
-    if k ~= "params" and k ~= "lr" and self.defaults[k] == nil then
-      error(("%s: unknown option '%s' in a parameter group"):format(self.name, tostring(k)), 2)
-    end
-    g[k] = copy_value(v)
-  end
+  for k, v in pairs(group) do g[k] = copy_value(v) end
   local params = ms.is_tensor(group.params) and { group.params } or group.params
   g.params = {}
   for i, p in ipairs(params) do
@@ -156,9 +140,7 @@ function Optimizer:zero_grad(opts)
   if type(opts) == "boolean" then
     set_to_none = opts
   elseif type(opts) == "table" then
-    for k in pairs(opts) do
-      if k ~= "set_to_none" then error(("zero_grad: unknown option '%s' (known: set_to_none)"):format(tostring(k)), 2) end
-    end
+    options.check_given("zero_grad", opts, { "set_to_none" }, 2)
     if opts.set_to_none ~= nil then set_to_none = opts.set_to_none end
   elseif opts ~= nil then
     error(("zero_grad: expected an options table {set_to_none =} or a boolean, got %s"):format(type(opts)), 2)

@@ -4,6 +4,7 @@
 --   ms.plot("curves.png", {chart1, chart2}, {width = 800, height = 300})
 local ms = require "moonshard"
 local chart = require "moonshard.plot_chart"
+local options = require "moonshard.options"
 
 local fail = chart.fail
 
@@ -20,10 +21,8 @@ local function plot(path, charts, opts)
   if type(charts) ~= "table" then fail("argument 2 must be a chart {series = ...} or a list of them, got %s",
                                        type(charts)) end
   opts = opts or {}
-  if type(opts) ~= "table" then fail("argument 3 must be an options table {width =, height =}, got %s", type(opts)) end
-  for k in pairs(opts) do
-    if k ~= "width" and k ~= "height" then fail("unknown option '%s' (expected width, height)", tostring(k)) end
-  end
+  local why = options.problem(opts, { "width", "height" })
+  if why then fail("%s", why) end
   local cv = chart.render(charts, check_size(opts.width, "width", 800), check_size(opts.height, "height", 400))
   ms._write_atomic(path, cv:png(), "plot")
   return path

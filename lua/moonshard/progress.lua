@@ -7,6 +7,7 @@
 -- A step costs a clock read and a few additions: a metric given as a tensor is read (:item())
 -- only when the bar is drawn, so the loop never waits for the device on the bar's account.
 local ms = require "moonshard"
+local options = require "moonshard.options"
 
 local M = {}
 
@@ -17,7 +18,7 @@ M.Bar = Bar
 local BAR_WIDTH = 20   -- the #### part of the live line
 local REDRAW = 0.1     -- seconds between redraws of the live line
 
--- raised from check_opts, called by the constructor: level 4 is the line that made the bar
+-- raised from check_values, called by the constructor: level 4 is the line that made the bar
 local function fail(fmt, ...) error("progress.Bar: " .. fmt:format(...), 4) end
 
 -- Whether the Lua file handle f is a terminal. A rank that moonshard -n / ms.spawn launched
@@ -66,11 +67,9 @@ local function of_kind(v, want)
   return type(v) == want
 end
 
-local function check_opts(opts)
-  if type(opts) ~= "table" then fail("expected an options table {total =, desc =, ...}, got %s", type(opts)) end
+local function check_values(opts)
   for k, v in pairs(opts) do
     local want = KNOWN[k]
-    if not want then fail("unknown option '%s'", tostring(k)) end
     if not of_kind(v, want) then
       fail("option %s must be %s %s, got %s", k, want == "integer" and "an" or "a", want, tostring(v))
     end
@@ -82,8 +81,8 @@ end
 -- progress.Bar{total =, desc =, unit = "samples", out = io.stderr, tty =, every =, seconds = 10,
 --              rank =, clock = ms.perf_counter, ncols = $COLUMNS or 100, lines = true, leave = true}
 setmetatable(Bar, { __call = function(_, opts)
-  opts = opts or {}
-  check_opts(opts)
+  opts = options.check("progress.Bar", opts, KNOWN, 2)
+  check_values(opts)
   local out = opts.out or io.stderr
   local self = setmetatable({
     total = opts.total, desc = opts.desc, unit = opts.unit or "samples", out = out,

@@ -8,6 +8,7 @@
 -- from a generator of its own seeded with seed + epoch, so every rank computes the same
 -- permutation whatever else it drew, as PyTorch's sampler does with its torch.Generator.
 local ms = require "moonshard"
+local options = require "moonshard.options"
 
 local M = {}
 local fmt = string.format
@@ -22,22 +23,6 @@ local function class(name)
       return obj
     end,
   })
-end
-
--- Unknown option keys raise, so a typo does not pass silently.
-local function check_opts(opts, who, known)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then error(fmt("%s: options must be a table, got %s", who, type(opts)), 4) end
-  for k in pairs(opts) do
-    if not known[k] then
-      local names = {}
-      for n in pairs(known) do names[#names + 1] = n end
-      table.sort(names)
-      error(fmt("%s: unknown option '%s' (known options: %s)", who, tostring(k),
-        table.concat(names, ", ")), 4)
-    end
-  end
-  return opts
 end
 
 local function is_int(v) return math.type(v) == "integer" end
@@ -109,7 +94,7 @@ M.RandomSampler = class("RandomSampler")
 -- RandomSampler(data_source, {replacement = false, num_samples = #data_source})
 function M.RandomSampler:init(data_source, opts)
   local who = "RandomSampler"
-  opts = check_opts(opts, who, { replacement = true, num_samples = true })
+  opts = options.check(who, opts, { "replacement", "num_samples" }, 3)
   self.data_source = data_source
   self.replacement = check_bool(default(opts.replacement, false), who, "replacement")
   self._num_samples = opts.num_samples
@@ -189,8 +174,7 @@ local function ceil_div(a, b) return -((-a) // b) end
 -- drop_last = false}); rank is 0-based, as in PyTorch and MPI.
 function M.DistributedSampler:init(dataset, opts)
   local who = "DistributedSampler"
-  opts = check_opts(opts, who,
-    { num_replicas = true, rank = true, shuffle = true, seed = true, drop_last = true })
+  opts = options.check(who, opts, { "num_replicas", "rank", "shuffle", "seed", "drop_last" }, 3)
   local n = dataset_len(dataset, who)
   local R = check_positive_int(opts.num_replicas or 1, who, "num_replicas")
   local rank = opts.rank or 0

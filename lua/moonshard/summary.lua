@@ -5,6 +5,7 @@
 -- twice the bytes of every leaf module's outputs (each kept for backward, and its gradient).
 --   print(ms.summary(Net(), {1, 1, 28, 28}))
 local ms = require "moonshard"
+local options = require "moonshard.options"
 
 local MB = 2 ^ 20
 
@@ -89,10 +90,8 @@ local function summarize(model, input, opts)
     fail("argument 1 (model) must be an nn.Module, got %s", type(model))
   end
   opts = opts or {}
-  if type(opts) ~= "table" then fail("argument 3 must be an options table {dtype =, device =}, got %s", type(opts)) end
-  for k in pairs(opts) do
-    if k ~= "dtype" and k ~= "device" then fail("unknown option '%s' (expected dtype, device)", tostring(k)) end
-  end
+  local why = options.problem(opts, { "dtype", "device" })
+  if why then fail("%s", why) end
   local x = input_of(input, opts)
   local outputs = trace(model, x)
   local s = setmetatable({ rows = {}, input_bytes = bytes_of(x), activation_bytes = 0 }, Summary)

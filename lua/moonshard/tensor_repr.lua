@@ -1,6 +1,7 @@
 -- tensor_repr.lua: formats a tensor the way PyTorch 1.13 prints one (`repr(t)`), so output
 -- reads the same to PyTorch users and can be diffed against torch. The tensor userdata's
 -- __tostring calls M.format; print options follow torch.set_printoptions.
+local options = require "moonshard.options"
 local M = {}
 
 local inf = math.huge
@@ -18,7 +19,7 @@ local OPTION_KEYS = { "precision", "threshold", "edgeitems", "linewidth" }
 -- As in torch, every call resets sci_mode to what it is given (nil = choose automatically),
 -- while the other keys keep their value unless given or set by a profile.
 function M.set_printoptions(opts)
-  opts = opts or {}
+  opts = options.check("set_printoptions", opts, options.union(OPTION_KEYS, { "profile", "sci_mode" }), 2)
   local o = M.options
   if opts.profile ~= nil then
     local p = PROFILES[opts.profile]

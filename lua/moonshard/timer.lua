@@ -3,6 +3,7 @@
 -- Loaded while require "moonshard" builds its table, so it reaches the module only when called.
 local M = {}
 local fmt = string.format
+local options = require "moonshard.options"
 
 local function clock() return require("moonshard").perf_counter() end
 
@@ -29,15 +30,7 @@ local function new_timer(_, name, opts)
   if name ~= nil and type(name) ~= "string" then
     error(fmt("ms.Timer: bad argument #1 (name): expected a string, got %s", type(name)), 2)
   end
-  if opts ~= nil and type(opts) ~= "table" then
-    error(fmt("ms.Timer: bad argument #2 (opts): expected a table {record =, quiet =}, got %s", type(opts)), 2)
-  end
-  opts = opts or {}
-  for k in pairs(opts) do
-    if k ~= "record" and k ~= "quiet" then
-      error(fmt("ms.Timer: unknown option '%s' (expected record, quiet)", tostring(k)), 2)
-    end
-  end
+  opts = options.check("ms.Timer", opts, { "record", "quiet" }, 2)
   if opts.record ~= nil and type(opts.record) ~= "table" then
     error(fmt("ms.Timer: option 'record' must be a table (a list the seconds are appended to), got %s",
       type(opts.record)), 2)
@@ -120,15 +113,7 @@ function M.timeit(fn, opts)
   if type(fn) ~= "function" and not (type(mt) == "table" and mt.__call) then
     error(fmt("ms.timeit: bad argument #1 (fn): expected a function, got %s", type(fn)), 2)
   end
-  if opts ~= nil and type(opts) ~= "table" then
-    error(fmt("ms.timeit: bad argument #2 (opts): expected a table {n =, warmup =}, got %s", type(opts)), 2)
-  end
-  opts = opts or {}
-  for k in pairs(opts) do
-    if k ~= "n" and k ~= "warmup" then
-      error(fmt("ms.timeit: unknown option '%s' (expected n, warmup)", tostring(k)), 2)
-    end
-  end
+  opts = options.check("ms.timeit", opts, { "n", "warmup" }, 2)
   local n = count_option(opts, "n", nil, 1)
   for _ = 1, count_option(opts, "warmup", 1, 0) do fn() end
   n = n or auto_count(fn)

@@ -17,6 +17,7 @@ local ckpt = require "moonshard.fsdp_checkpoint"
 local state = require "moonshard.fsdp_state"
 local optim_state = require "moonshard.fsdp_optim"
 local comm = require "moonshard.fsdp_comm"
+local options = require "moonshard.options"
 
 local M = {}
 local fmt = string.format
@@ -35,15 +36,7 @@ local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 -- Options: a table of known keys; `model` required.
 local function check_opts(fname, opts, known)
-  if type(opts) ~= "table" then error(fmt("%s: bad argument #2 (opts): expected an options table, got %s", fname, type(opts)), 3) end
-  for k in pairs(opts) do
-    if not known[k] then
-      local names = {}
-      for n in pairs(known) do names[#names + 1] = n end
-      table.sort(names)
-      error(fmt("%s: unknown option '%s' (known: %s)", fname, tostring(k), table.concat(names, ", ")), 3)
-    end
-  end
+  options.check_given(fname, opts, known, 3)
   if type(opts.model) ~= "table" or type(opts.model.named_parameters) ~= "function" then
     error(fmt("%s: option 'model': expected a module, got %s", fname, type(opts.model)), 3)
   end

@@ -110,7 +110,7 @@ end)
 case("bad limit_all_gathers, cpu_offload / device_id values say why", function()
   T.raises(function() fsdp.FSDP(Small(), {limit_all_gathers = 1}) end, "limit_all_gathers", "true or false")
   T.raises(function() fsdp.FSDP(Small(), {cpu_offload = true}) end, "cpu_offload", "expected a table {offload_params = true}")
-  T.raises(function() fsdp.FSDP(Small(), {cpu_offload = {offload = true}}) end, "cpu_offload", "unknown field 'offload'")
+  T.raises(function() fsdp.FSDP(Small(), {cpu_offload = {offload = true}}) end, "FSDP: option 'cpu_offload': unknown option 'offload' (expected one of: offload_params)")
   T.raises(function() fsdp.FSDP(Small(), {cpu_offload = {offload_params = 1}}) end, "offload_params", "boolean")
   T.raises(function() fsdp.FSDP(Small(), {device_id = "cpu"}) end, "device_id", "expected a CUDA device", '"cpu"')
   if not ms.cuda.is_available() then -- without a GPU: says why, leaves the module where it was
@@ -119,7 +119,8 @@ case("bad limit_all_gathers, cpu_offload / device_id values say why", function()
     T.eq(m.fc1.weight.device, "cpu")
   end
   T.raises(function() fsdp.FSDP(Small(), {sharding_strategy = "HYBRID"}) end, "sharding_strategy", "HYBRID_SHARD")
-  T.raises(function() fsdp.FSDP(Small(), {sharding_stratgy = "NO_SHARD"}) end, "unknown option", "sharding_stratgy")
+  T.raises(function() fsdp.FSDP(Small(), {sharding_stratgy = "NO_SHARD"}) end, "FSDP: unknown option 'sharding_stratgy'",
+    "(expected one of: auto_wrap_policy, backward_prefetch, cpu_offload, device_id, ")
 end)
 
 case("a parameter left out of the loss gets a zero gradient and does not block its unit", function()

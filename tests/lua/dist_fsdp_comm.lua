@@ -95,7 +95,8 @@ case("bad option values name FSDP, the option, what was expected and what came",
   T.raises(function() fsdp.FSDP(Small(), {mixed_precision = {param_dtype = "bf16"}}) end,
     "mixed_precision.param_dtype", "floating dtype", '"bf16"')
   T.raises(function() fsdp.FSDP(Small(), {mixed_precision = {param_dtype = "int32"}}) end, "param_dtype", '"int32"')
-  T.raises(function() fsdp.FSDP(Small(), {mixed_precision = {param_type = "bfloat16"}}) end, "mixed_precision", "param_type")
+  T.raises(function() fsdp.FSDP(Small(), {mixed_precision = {param_type = "bfloat16"}}) end,
+    "FSDP: option 'mixed_precision': unknown option 'param_type' (expected one of: buffer_dtype, ")
   T.raises(function() fsdp.FSDP(Small(), {process_group = {dist.new_group(), dist.new_group()}}) end,
     "process_group", "HYBRID_SHARD")
   T.raises(function() fsdp.FSDP(Small(), {sharding_strategy = "HYBRID_SHARD", process_group = {1, 2}}) end,

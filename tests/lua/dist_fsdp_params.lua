@@ -474,9 +474,9 @@ case("bad options name the function, the argument, what was expected and what ca
   T.raises(function() model:summon_full_params({writeback = 1}) end,
     "summon_full_params", "writeback", "expected a boolean", "got number")
   T.raises(function() model:summon_full_params({rank0_only = true}) end,
-    "summon_full_params", "unknown option 'rank0_only'")
+    "summon_full_params: unknown option 'rank0_only' (expected one of: recurse, writeback)")
   T.raises(function() model:summon_full_params(true) end,
-    "summon_full_params", "opts", "expected an options table", "got boolean")
+    "summon_full_params: expected an options table, got boolean")
   T.raises(function() fsdp.clip_grad_norm_(make(), 1.0) end,
     "clip_grad_norm_", "model", "expected an FSDP module", "got Tiny")
   T.raises(function() fsdp.clip_grad_norm_(model, "1") end,

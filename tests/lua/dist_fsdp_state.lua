@@ -177,8 +177,11 @@ case("state_dict_type scope: SHARDED inside, FULL again after; bad types and opt
   T.raises(function() fsdp.state_dict_type(trained, "FULL_STATEDICT") end, "state_dict_type", "FULL_STATE_DICT",
     "got 'FULL_STATEDICT'")
   T.raises(function() fsdp.state_dict_type(trained, "SHARDED_STATE_DICT", {rank0_only = true}) end,
-    "unknown option 'rank0_only' for a SHARDED state dict")
-  T.raises(function() trained:state_dict{rank0only = true} end, "state_dict", "unknown option 'rank0only'")
+    "state_dict_type (SHARDED state dict): unknown option 'rank0_only' (expected one of: offload_to_cpu)")
+  T.raises(function() trained:state_dict{rank0only = true} end,
+    "state_dict: unknown option 'rank0only' (expected one of: keep_vars, offload_to_cpu, prefix, rank0_only, ")
+  T.raises(function() trained:load_state_dict({}, {stict = true}) end,
+    "load_state_dict: unknown option 'stict' (expected one of: offload_to_cpu, rank0_only, state_dict_type, strict)")
   T.raises(function() fsdp.state_dict_type(Small(), "FULL_STATE_DICT") end, "expected an FSDP module")
 end)
 

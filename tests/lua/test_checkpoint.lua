@@ -200,9 +200,11 @@ T.test("errors", function()
   T.raises(function() ckpt.apply_activation_checkpointing({}, {check_fn = is_block}) end,
     "apply_activation_checkpointing", "#1")
   T.raises(function() ckpt.apply_activation_checkpointing(nn.Linear(1, 1)) end,
-    "apply_activation_checkpointing", "check_fn = function")
+    "apply_activation_checkpointing: expected an options table, got nil")
+  T.raises(function() ckpt.apply_activation_checkpointing(nn.Linear(1, 1), {}) end,
+    "apply_activation_checkpointing: option 'check_fn': expected a function(module), got nil")
   T.raises(function() ckpt.apply_activation_checkpointing(nn.Linear(1, 1), {check_fn = is_block, policy = 1}) end,
-    "unknown option 'policy'")
+    "apply_activation_checkpointing: unknown option 'policy' (expected one of: check_fn)")
   local x = ms.ones(2):requires_grad_()
   local y = checkpoint(function(a) return a * 2 end, x)
   T.raises(function() checkpoint(function() error("inside fn") end, x) end, "inside fn")

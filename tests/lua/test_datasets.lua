@@ -154,7 +154,9 @@ T.test("MNIST .gz images are read whole (no rows source)", function()
 end)
 
 T.test("MNIST options are checked", function()
-  T.raises(function() datasets.MNIST(root, {trian = true}) end, 'unknown option "trian"')
+  T.raises(function() datasets.MNIST(root, {trian = true}) end,
+    "MNIST: unknown option 'trian' (expected one of: download, target_transform, train, transform)")
+  T.raises(function() datasets.MNIST(root, true) end, "MNIST: expected an options table, got boolean")
   T.raises(function() datasets.MNIST(root, {train = 1}) end, "option train must be a boolean, got number")
   T.raises(function() datasets.MNIST(root, {transform = "x"}) end, "option transform must be a function")
   T.raises(function() datasets.MNIST(nil) end, "root must be a string")

@@ -82,7 +82,7 @@ T.test("size policy: force_leaf_modules and exclude_wrap_modules", function()
 end)
 
 T.test("size policy: bad options are errors", function()
-  T.raises(function() wrap.size_based_auto_wrap_policy{ min_params = 3 } end, "unknown option 'min_params'")
+  T.raises(function() wrap.size_based_auto_wrap_policy{ min_params = 3 } end, "size_based_auto_wrap_policy: unknown option 'min_params' (expected one of: ")
   T.raises(function() wrap.size_based_auto_wrap_policy{ min_num_params = "x" } end, "min_num_params")
   T.raises(function() wrap.size_based_auto_wrap_policy{ min_num_params = -1 } end, "min_num_params")
   T.raises(function() wrap.size_based_auto_wrap_policy{ exclude_wrap_modules = { 3 } } end,

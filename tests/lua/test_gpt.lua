@@ -215,7 +215,7 @@ T.test("generate appends tokens, crops to block_size, top_k = 1 is greedy", func
   T.raises(function() model:generate(idx, -1) end, "max_new_tokens must be an integer >= 0, got -1")
   local sizes = { n_layer = 1, n_head = 3, n_embd = 10, block_size = 4, vocab_size = 5 }
   T.raises(function() gpt.GPT(sizes) end, "GPT: n_embd (10) must be a multiple of n_head (3)")
-  T.raises(function() gpt.GPT{ n_layers = 2 } end, "GPT: unknown option 'n_layers'")
+  T.raises(function() gpt.GPT{ n_layers = 2 } end, "GPT: unknown option 'n_layers' (expected one of: bias, block_size, dropout, ")
   T.raises(function() gpt.GPT{ n_layer = 2 } end, "GPT: option block_size is required")
   T.raises(function() gpt.GPT() end, "GPT: expected an options table")
   sizes.n_head, sizes.dropout = 2, 1

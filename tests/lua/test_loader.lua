@@ -163,7 +163,7 @@ T.test("a sampler and a batch_sampler choose the batches", function()
   same_tensor(e[3][1], rows(x, 11, 2), "batch_sampler's last batch")
   T.raises(function() DataLoader(ds, {batch_sampler = bs, batch_size = 3}) end, "mutually exclusive")
   T.raises(function() DataLoader(ds, {sampler = sampler, shuffle = true}) end, "mutually exclusive")
-  T.raises(function() DataLoader(ds, {batch_sise = 3}) end, "unknown option 'batch_sise'")
+  T.raises(function() DataLoader(ds, {batch_sise = 3}) end, "DataLoader: unknown option 'batch_sise' (expected one of: batch_sampler, batch_size, ")
   T.raises(function() DataLoader(ds, {num_workers = -1}) end, "num_workers")
   local too_far = setmetatable({}, {
     __len = function() return 2 end,

@@ -210,7 +210,7 @@ T.test("a module without records falls back to its reset_parameters; without one
   T.raises(function() nn.materialize_module(Bare()) end, "nn.materialize_module: parameter 'w' of Bare has no "
     .. "recorded initialiser", "no reset_parameters")
   T.raises(function() nn.materialize_module(Bare(), { device = "meta" }) end, "option 'device'")
-  T.raises(function() nn.materialize_module(Bare(), { devices = "cpu" }) end, "unknown option 'devices'")
+  T.raises(function() nn.materialize_module(Bare(), { devices = "cpu" }) end, "nn.materialize_module: unknown option 'devices' (expected one of: device, recurse)")
   T.raises(function() nn.deferred_init(42) end, "nn.deferred_init: bad argument #1 (fn)")
 end)
 

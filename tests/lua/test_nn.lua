@@ -473,7 +473,7 @@ end)
 
 T.test("layer constructors check their arguments", function()
   T.raises(function() nn.Linear(3) end, "Linear: out_features must be an integer")
-  T.raises(function() nn.Linear(3, 4, { bais = false }) end, "unknown option 'bais'")
+  T.raises(function() nn.Linear(3, 4, { bais = false }) end, "Linear: unknown option 'bais' (expected one of: bias, in_features, out_features)")
   T.raises(function() nn.Conv2d(3, 8, 3, { groups = 2 }) end, "in_channels must be divisible by groups")
   T.raises(function() nn.Conv2d(1, 8, { 3 }) end, "kernel_size must be an integer or a pair")
   T.raises(function() nn.Conv2d(1, 8, 3, 1, { stride = 2 }) end, "both as an argument and as an option")

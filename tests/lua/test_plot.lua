@@ -159,7 +159,7 @@ T.test("mistakes name the argument and the caller's line", function()
   T.raises(function() ms.plot(png_path, { series = { { x = { 1 }, y = { 1, 2 } } } }) end,
     "plot: chart 1, series 1: x has 1 values and y 2 (they pair up)")
   T.raises(function() ms.plot(png_path, {}) end, "plot: argument 2 holds no chart")
-  T.raises(function() ms.plot(png_path, { series = {} }, { widht = 3 }) end, "plot: unknown option 'widht'")
+  T.raises(function() ms.plot(png_path, { series = {} }, { widht = 3 }) end, "plot: unknown option 'widht' (expected one of: height, width)")
   T.raises(function() ms.plot(png_path, { series = {} }, { width = 10 }) end,
     "plot: option width must be an integer from 64 to 8192, got 10")
   T.raises(function() ms.plot(42, { series = {} }) end, "plot: argument 1 (path) must be a string")

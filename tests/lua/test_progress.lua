@@ -140,7 +140,7 @@ T.test("format_time and the bar without a total", function()
 end)
 
 T.test("bad options are one clear error naming the option", function()
-  T.raises(function() progress.Bar { totl = 3 } end, "progress.Bar: unknown option 'totl'")
+  T.raises(function() progress.Bar { totl = 3 } end, "progress.Bar: unknown option 'totl' (expected one of: clock, desc, every, ")
   T.raises(function() progress.Bar { total = 2.5 } end, "progress.Bar: option total must be an integer, got 2.5")
   T.raises(function() progress.Bar { total = -1 } end, "option total must be at least 0, got -1")
   T.raises(function() progress.Bar { out = 3 } end, "option out must be a file")

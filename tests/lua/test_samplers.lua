@@ -145,7 +145,7 @@ T.test("DistributedSampler: argument errors", function()
   T.raises(function() DistributedSampler(ds, { num_replicas = 2, rank = -1 }) end, "Invalid rank -1")
   T.raises(function() DistributedSampler(ds, { num_replicas = 0 }) end,
     "num_replicas should be a positive integer value, but got num_replicas=0")
-  T.raises(function() DistributedSampler(ds, { shufle = false }) end, "unknown option 'shufle'")
+  T.raises(function() DistributedSampler(ds, { shufle = false }) end, "DistributedSampler: unknown option 'shufle' (expected one of: drop_last, ")
   T.raises(function() DistributedSampler(ds, { shuffle = 1 }) end, "shuffle should be a boolean value")
   T.raises(function() DistributedSampler(ds, { seed = 0.5 }) end, "seed should be an integer")
   T.raises(function() DistributedSampler(42) end, "the dataset must have a length")
@@ -200,7 +200,7 @@ T.test("RandomSampler: argument errors", function()
   T.raises(function() RandomSampler(dataset(0)) end, "num_samples=0")
   T.raises(function() RandomSampler(dataset(3), { replacement = "yes" }) end,
     "replacement should be a boolean value")
-  T.raises(function() RandomSampler(dataset(3), { generator = 1 }) end, "unknown option 'generator'")
+  T.raises(function() RandomSampler(dataset(3), { generator = 1 }) end, "RandomSampler: unknown option 'generator' (expected one of: num_samples, replacement)")
 end)
 
 T.test("BatchSampler", function()

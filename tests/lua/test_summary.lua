@@ -69,7 +69,7 @@ T.test("mistakes are named, at the caller's line", function()
   T.truthy(err:find("test_summary.lua:%d+:"), err)
   T.raises(function() ms.summary({}, { 1 }) end, "summary: argument 1 (model) must be an nn.Module, got table")
   T.raises(function() ms.summary(Net(), "1x28") end, "summary: argument 2 (input) must be a tensor or an input shape")
-  T.raises(function() ms.summary(Net(), { 1, 1, 28, 28 }, { dtpye = 1 }) end, "summary: unknown option 'dtpye'")
+  T.raises(function() ms.summary(Net(), { 1, 1, 28, 28 }, { dtpye = 1 }) end, "summary: unknown option 'dtpye' (expected one of: device, dtype)")
   -- a forward that fails is the forward's own error
   T.raises(function() ms.summary(nn.Linear(3, 2), { 1, 4 }) end, "linear")
 end)

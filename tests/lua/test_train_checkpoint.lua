@@ -260,7 +260,7 @@ T.test("bad arguments are precise errors", function()
   T.raises(function() fsdp.save_checkpoint(root, { model = run.model, step = 1, extra = { f = print } }) end,
     "save_checkpoint", "extra.f is a function")
   T.raises(function() fsdp.save_checkpoint(root, { model = run.model, step = 1, optimiser = run.opt }) end,
-    "save_checkpoint", "unknown option 'optimiser'")
+    "save_checkpoint: unknown option 'optimiser' (expected one of: extra, keep_last, ")
   T.raises(function() fsdp.load_checkpoint(root, { optimizer = run.opt }) end, "load_checkpoint", "option 'model'")
   local plain = base .. ".sharded"
   os.execute("mkdir -p " .. quote(plain))

@@ -215,8 +215,8 @@ local function grid()
   end
 end
 
--- The options each target knows, learned from its own error for an unknown key ("known options:
--- stride, padding, ..."), per slot; then each known key gets each hostile number, over both bases.
+-- The options each target knows, learned from its own error for an unknown key ("expected one
+-- of: padding, stride, ..."), per slot; then each known key gets each hostile number, over both bases.
 local function options_phase()
   for _, target in ipairs(targets) do
     for _, kind in ipairs { "tensor", "nil" } do
@@ -226,7 +226,7 @@ local function options_phase()
         local args = base(target, kind, ts, GRID_SLOTS, slot)
         args[slot] = { sweep_probe = 1 }
         local _, err = pcall(target.fn, table.unpack(args, 1, GRID_SLOTS))
-        local known = type(err) == "string" and err:match("known options: ([%w_, ]+)")
+        local known = type(err) == "string" and err:match("unknown option .*%(expected one of: ([%w_, ]+)%)")
         for key in (known or ""):gmatch("[%w_]+") do
           for _, v in ipairs(BIG) do
             for _, value in ipairs { v, { 2, v }, { v, 1 } } do

@@ -8,6 +8,7 @@
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
 local F = require "moonshard.functional"
+local options = require "moonshard.options"
 local fmt = string.format
 
 local M = {}
@@ -18,23 +19,13 @@ local M = {}
 -- build by leaving out an option); dropout and bias default as nanoGPT's.
 local SIZES = { "block_size", "vocab_size", "n_layer", "n_head", "n_embd" }
 local DEFAULTS = { dropout = 0.0, bias = true }
-local KNOWN = { block_size = true, vocab_size = true, n_layer = true, n_head = true, n_embd = true,
-  dropout = true, bias = true }
+local KNOWN = options.union(SIZES, DEFAULTS)
 
 -- The options table checked and completed with the defaults; raises on an unknown key or a bad value.
 function M.config(opts)
-  if type(opts) ~= "table" or getmetatable(opts) ~= nil then
-    error(fmt("GPT: expected an options table {n_layer =, n_head =, n_embd =, block_size =, vocab_size =}, got %s",
-      type(opts)), 3)
-  end
+  options.check_given("GPT", opts, KNOWN, 3)
   local c = {}
-  for k, v in pairs(opts) do
-    if not KNOWN[k] then
-      error(fmt("GPT: unknown option '%s' (expected one of: block_size, vocab_size, n_layer, n_head, "
-        .. "n_embd, dropout, bias)", tostring(k)), 3)
-    end
-    c[k] = v
-  end
+  for k, v in pairs(opts) do c[k] = v end
   for k, v in pairs(DEFAULTS) do if c[k] == nil then c[k] = v end end
   for _, k in ipairs(SIZES) do
     if c[k] == nil then error(fmt("GPT: option %s is required", k), 3) end
