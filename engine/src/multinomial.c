@@ -50,9 +50,8 @@ static const char *where_row(char *buf, size_t len, bool rows, double row, int64
   return buf;
 }
 
-/* Every weight finite and >= 0, every row with a positive one, and (without replacement) k of
- * them; w is float64 (rows, n). */
-static ms_status check_weights(ms_tensor *w, bool rows, int64_t k, bool replacement, int64_t base) {
+/* Every weight finite and >= 0; w is float64. */
+static ms_status check_values(ms_tensor *w) {
   double nan, lo, hi;
   ms_status st = value_of(MS_RED_ANY, native_binary(MS_OP_NE, ms_operand_tensor(w), ms_operand_tensor(w)), &nan);
   if (st != MS_OK) return st;
@@ -61,12 +60,17 @@ static ms_status check_weights(ms_tensor *w, bool rows, int64_t k, bool replacem
   if (lo < 0) return ms_error(MS_ERR_ARG, OP ": input has a negative weight (%g; expected non-negative finite weights)", lo);
   if ((st = value_of(MS_RED_MAX, (ms_tensor_retain(w), w), &hi)) != MS_OK) return st;
   if (isinf(hi)) return ms_error(MS_ERR_ARG, OP ": input has an infinite weight (expected non-negative finite weights)");
-  /* per row: how many positive weights, the fewest and where */
+  return MS_OK;
+}
+
+/* Every row of w (float64, (rows, n)) with a positive weight, and (without replacement) k. */
+static ms_status check_rows(ms_tensor *w, bool rows, int64_t k, bool replacement, int64_t base) {
   ms_tensor *pos = compare(MS_OP_GT, w, 0);
   ms_tensor *count = pos ? native_reduce(MS_RED_SUM, pos, (ms_reduce_opts){.dim = 1}) : NULL;
   ms_tensor_release(pos);
-  double fewest, at;
-  st = value_of(MS_RED_ARGMIN, (ms_tensor_retain(count), count), &at);
+  if (!count) return MS_ERR_MEMORY;
+  double fewest, at; /* the fewest positive weights of a row, and the first row with so few */
+  ms_status st = value_of(MS_RED_ARGMIN, (ms_tensor_retain(count), count), &at);
   if (st == MS_OK) st = value_of(MS_RED_MIN, (ms_tensor_retain(count), count), &fewest);
   ms_tensor_release(count);
   if (st != MS_OK) return st;
@@ -155,7 +159,7 @@ static ms_status check_args(const ms_tensor *p, int64_t k, bool replacement) {
 
 /* The checked draw from w (float64, (rows, n), rows > 0), positions counted from first. */
 static ms_tensor *draw(ms_tensor *w, bool rows, int64_t k, bool replacement, int64_t first, const uint64_t *seed) {
-  if (check_weights(w, rows, k, replacement, first) != MS_OK) return NULL;
+  if (check_values(w) != MS_OK || check_rows(w, rows, k, replacement, first) != MS_OK) return NULL;
   ms_tensor *idx = replacement && k > 1 ? draw_repeated(w, k, seed) : draw_distinct(w, k, seed);
   ms_tensor *out = idx ? native_binary(MS_OP_ADD, ms_operand_tensor(idx), ms_operand_number((double)first, MS_INT64)) : NULL;
   ms_tensor_release(idx);

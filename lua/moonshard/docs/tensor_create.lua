@@ -270,7 +270,9 @@ and `num_samples` < 1. Draws from the global generator (`ms.manual_seed` reprodu
 `generator` option is refused with that advice). On a CUDA tensor it draws on the GPU from the
 same generator (the indices the CPU would draw) and returns a CUDA tensor; its checks read a few
 numbers back to the host. Without replacement on CUDA, `num_samples` > 1 sorts each row, which
-may hold at most 16384 categories there (a single sample has no such limit). PyTorch's
+may hold at most 16384 categories there (a single sample has no such limit). With replacement and
+`num_samples` > 1 each sample is compared with every category's running sum: rows x num_samples x
+categories bytes of work memory. PyTorch's
 `torch.multinomial`; nanoGPT's `torch.multinomial(probs, num_samples=1)` is
 `ms.multinomial(probs, 1)`.]],
     opts = {
