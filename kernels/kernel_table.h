@@ -97,7 +97,12 @@ enum { MS_K_ERR_NO_MEMORY = -1 };
    * as binary, operands 2 and 3 dt or float32 beside 16-bit); operand 2 or 3 with data NULL is   \
    * the number sa or sb (as in binary) */                                                         \
   X(where, (const ms_k_exec *x, const ms_k_geom *g, ms_k_dtype dt, const ms_k_scalar *sa,          \
-            const ms_k_scalar *sb))
+            const ms_k_scalar *sb))                                                                \
+  /* tril / triu in place: data holds batch contiguous rows x cols matrices of elsize-byte       \
+   * elements; element (i, j) becomes all zero bytes (0 in every dtype) where j - i > diagonal    \
+   * (upper 0: tril) or j - i < diagonal (upper 1: triu), and is left as it is elsewhere */       \
+  X(triangle_zero, (const ms_k_exec *x, int64_t batch, int64_t rows, int64_t cols, int upper,      \
+                    int64_t diagonal, size_t elsize, void *data))
 
 /* Rows of n elements `stride` apart, one per output element; row r starts at the offset its index
  * has in the outer geometry (ndim dims, row-major; 0 dims: one row at the start). */

@@ -405,6 +405,36 @@ static int l_bernoulli(lua_State *L) {
   return bind_push_result(L, t);
 }
 
+/* multinomial(input, num_samples, replacement?) or multinomial(input, num_samples, {replacement =,
+ * seed =}): 1-based category indices (int64) on input's device; with a seed they come from a
+ * generator of its own, as randperm's (moonshard has no Generator objects: `generator` is refused
+ * with that advice). */
+static int l_multinomial(lua_State *L) {
+  static const char *const known[] = {"replacement", "seed", NULL};
+  ms_tensor *p = ms_lua_check_tensor(L, 1, "multinomial");
+  int64_t k = bind_check_integer(L, 2, "multinomial", "num_samples");
+  bool replacement = false, seeded = false;
+  int64_t seed = 0;
+  if (lua_isboolean(L, 3)) {
+    replacement = lua_toboolean(L, 3);
+    bind_check_end(L, 4, "multinomial");
+  } else {
+    if (lua_istable(L, 3)) {
+      int given = lua_getfield(L, 3, "generator") != LUA_TNIL;
+      lua_pop(L, 1);
+      if (given)
+        return bind_error(L, "multinomial: option 'generator': moonshard has no Generator objects; pass seed = "
+                          "<integer> to draw from a generator of its own (the global one untouched), or seed "
+                          "the global one with ms.manual_seed");
+    }
+    ms_lua_opts o = bind_check_opts(L, 3, "multinomial", known);
+    bind_opt_bool(o, "replacement", &replacement);
+    seeded = bind_opt_integer(o, "seed", &seed);
+  }
+  uint64_t s = (uint64_t)seed; /* as manual_seed: a negative seed wraps to 64 bits */
+  return bind_push_result(L, ms_tensor_new_multinomial(p, k, replacement, 1, seeded ? &s : NULL));
+}
+
 /* ---- *_like ------------------------------------------------------------------------------------- */
 
 static int like_factory(lua_State *L, const char *fname, int kind, int optidx) {
@@ -470,4 +500,5 @@ void bind_open_create(lua_State *L) {
   luaL_setfuncs(L, fns, 0);
   lua_pop(L, 1);
   bind_register_both(L, "bernoulli", l_bernoulli);
+  bind_register_both(L, "multinomial", l_multinomial);
 }

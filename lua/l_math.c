@@ -527,16 +527,21 @@ static int l_is_floating_point(lua_State *L) {
 
 /* ms._op_info = {unary = {{name =, node =, dtypes =, saves =, domain =}, ...},
  * binary = {{name =, node =}, ...} (node nil: not differentiable), activation = {{name =, node =,
- * module =}, ...} (one per function), reduce = {{name =}, ...}}: the engine's op tables as data,
- * so that tests run every op (on every device, with its gradient) without a hand-copied list. */
+ * module =}, ...} (one per function), reduce = {{name =}, ...}, triangle = {{name =, node =},
+ * ...}}: the engine's op tables as data, so that tests run every op (on every device, with its gradient) without a hand-copied list. */
+/* Row i of the table on top: {name =, node =} (node nil when NULL). */
+static void push_name_node(lua_State *L, int i, const char *name, const char *node) {
+  lua_createtable(L, 0, 2);
+  lua_pushstring(L, name), lua_setfield(L, -2, "name");
+  if (node) lua_pushstring(L, node), lua_setfield(L, -2, "node");
+  lua_rawseti(L, -2, i);
+}
+
 static void push_binary_info(lua_State *L) {
   lua_createtable(L, MS_BINARY_OP_COUNT, 0);
   for (int op = 0; op < MS_BINARY_OP_COUNT; op++) {
     const ms_binary_op_info *r = ms_binary_op_get_info((ms_binary_op)op);
-    lua_createtable(L, 0, 2);
-    lua_pushstring(L, r->name), lua_setfield(L, -2, "name");
-    if (r->node) lua_pushstring(L, r->node), lua_setfield(L, -2, "node");
-    lua_rawseti(L, -2, op + 1);
+    push_name_node(L, op + 1, r->name, r->node);
   }
 }
 
@@ -551,6 +556,15 @@ static void push_reduce_info(lua_State *L) {
     lua_createtable(L, 0, 1);
     lua_pushstring(L, names[op]), lua_setfield(L, -2, "name");
     lua_rawseti(L, -2, op + 1);
+  }
+}
+
+/* The rows of MS_TRIANGLE_OP_LIST: {name =, node =}. */
+static void push_triangle_info(lua_State *L) {
+  lua_createtable(L, MS_TRIANGLE_OP_COUNT, 0);
+  for (int op = 0; op < MS_TRIANGLE_OP_COUNT; op++) {
+    const ms_triangle_op_info *r = ms_triangle_op_get_info((ms_triangle_op)op);
+    push_name_node(L, op + 1, r->name, r->node);
   }
 }
 
@@ -593,6 +607,8 @@ static void push_op_info(lua_State *L) {
   lua_setfield(L, -2, "activation");
   push_reduce_info(L);
   lua_setfield(L, -2, "reduce");
+  push_triangle_info(L);
+  lua_setfield(L, -2, "triangle");
 }
 
 /* Binds op (the closure's upvalue) under name and name_ (its in-place form), as a function and a

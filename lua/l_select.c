@@ -1,5 +1,5 @@
 /* l_select.c: gather, scatter, scatter_add (and their in-place forms), sort, argsort, topk,
- * cumsum and cumprod. Dims and positions are 1-based here: index tensors go to the engine with
+ * cumsum, cumprod, tril and triu (and their in-place forms). Dims and positions are 1-based here: index tensors go to the engine with
  * index base 1 (no shifted copy), and the positions sort and topk return are shifted to 1-based. */
 #include "ms_lua.h"
 
@@ -147,10 +147,56 @@ static int scan(lua_State *L, ms_scan_op op, const char *fname) {
 static int l_cumsum(lua_State *L) { return scan(L, MS_SCAN_CUMSUM, "cumsum"); }
 static int l_cumprod(lua_State *L) { return scan(L, MS_SCAN_CUMPROD, "cumprod"); }
 
+/* ---- tril, triu (the rows of MS_TRIANGLE_OP_LIST; the op is the closure's upvalue) ----------- */
+
+/* The diagonal: tril(t, diagonal?) or tril(t, {diagonal =}); 0 by default, as PyTorch. */
+static int64_t triangle_diagonal(lua_State *L, const char *fname) {
+  static const char *const known[] = {"diagonal", NULL};
+  int64_t d = 0;
+  if (lua_istable(L, 2)) {
+    bind_opt_integer(bind_check_opts(L, 2, fname, known), "diagonal", &d);
+    return d;
+  }
+  bind_check_end(L, 3, fname);
+  return lua_isnoneornil(L, 2) ? 0 : bind_check_integer(L, 2, fname, "diagonal");
+}
+
+static int l_triangle(lua_State *L) {
+  ms_triangle_op op = (ms_triangle_op)lua_tointeger(L, lua_upvalueindex(1));
+  const char *fname = ms_triangle_op_get_info(op)->name;
+  ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
+  return bind_push_result(L, ms_triangle(op, t, triangle_diagonal(L, fname)));
+}
+
+static int l_triangle_(lua_State *L) {
+  ms_triangle_op op = (ms_triangle_op)lua_tointeger(L, lua_upvalueindex(1));
+  char fname[16]; /* "tril_" */
+  snprintf(fname, sizeof fname, "%s_", ms_triangle_op_get_info(op)->name);
+  ms_tensor *t = ms_lua_check_tensor(L, 1, fname);
+  bind_check_status(L, ms_triangle_(op, t, triangle_diagonal(L, fname)));
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* Every row of the triangle table, as name and name_ (function and method). */
+static void register_triangle_ops(lua_State *L) {
+  for (int op = 0; op < MS_TRIANGLE_OP_COUNT; op++) {
+    char inplace[16]; /* "triu_" */
+    snprintf(inplace, sizeof inplace, "%s_", ms_triangle_op_get_info((ms_triangle_op)op)->name);
+    lua_pushinteger(L, op);
+    lua_pushcclosure(L, l_triangle, 1);
+    bind_register_value_both(L, ms_triangle_op_get_info((ms_triangle_op)op)->name);
+    lua_pushinteger(L, op);
+    lua_pushcclosure(L, l_triangle_, 1);
+    bind_register_value_both(L, inplace);
+  }
+}
+
 void bind_open_select(lua_State *L) {
   static const struct { const char *name; lua_CFunction fn; } both[] = {
       {"gather", l_gather},   {"scatter", l_scatter}, {"scatter_", l_scatter_}, {"scatter_add", l_scatter_add},
       {"scatter_add_", l_scatter_add_}, {"sort", l_sort}, {"argsort", l_argsort}, {"topk", l_topk},
       {"cumsum", l_cumsum},   {"cumprod", l_cumprod}};
   for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) bind_register_both(L, both[i].name, both[i].fn);
+  register_triangle_ops(L);
 }

@@ -1,6 +1,6 @@
 -- op_coverage.lua: the plan of test_cuda_op_coverage.lua, derived from the engine's op tables
--- (ms._op_info: unary, binary, activation, reduce): one case per op and dtype (float32, float64,
--- int64), with its inputs, its call, and its tolerance family. Only the family of each op and
+-- (ms._op_info: unary, binary, activation, reduce, triangle): one case per op and dtype (float32,
+-- float64, int64), with its inputs, its call, and its tolerance family. Only the family of each op and
 -- the call of each reduction are written here by hand, keyed by name; a row these rules cannot
 -- place (an op added to a table, a new table, a new domain) makes plan() raise, naming it, so a
 -- new op without coverage fails test_op_coverage.lua on any machine, GPU or not.
@@ -54,6 +54,7 @@ M.FAMILY_OF = {
     sum = "reduce", mean = "reduce", prod = "reduce", var = "reduce", std = "reduce", norm = "reduce",
     max = "exact", min = "exact", argmax = "exact", argmin = "exact", any = "exact", all = "exact",
   },
+  triangle = { tril = "exact", triu = "exact" }, -- copies and zeros: the same bits
 }
 
 -- The inputs: 7x9 values ~ N(0, 9), transposed (a strided operand), made on the CPU.
@@ -106,6 +107,18 @@ local KINDS = {
   end,
   activation = function(row, dt)
     return { { inputs = function() return { data(dt, 1) } end, call = function(x) return F[row.name](x) end } }
+  end,
+  -- on a strided (transposed) 9x7 input, and on a batch of 3 of them, each at a few diagonals
+  triangle = function(row, dt)
+    local cases = {}
+    for _, d in ipairs { 0, 2, -3 } do
+      cases[#cases + 1] = { what = "diagonal " .. d, inputs = function() return { data(dt, 1) } end,
+                            call = function(x) return x[row.name](x, d) end }
+    end
+    local function batch() local x = data(dt, 1) return ms.stack { x, x + 1, -x } end
+    cases[#cases + 1] = { what = "batched", inputs = function() return { batch() } end,
+                          call = function(x) return x[row.name](x, 1) end }
+    return cases
   end,
   reduce = function(row, dt)
     local call = reduce_call(row.name)

@@ -24,7 +24,7 @@ T.test("every op of every table has cases, in every dtype", function()
       for _, dt in ipairs(cov.DTYPES) do T.truthy(seen[kind .. " " .. row.name .. " " .. dt], kind .. " " .. row.name .. " " .. dt) end
     end
   end
-  T.eq(kinds, 4, "unary, binary, activation and reduce")
+  T.eq(kinds, 5, "unary, binary, activation, reduce and triangle")
   for _, name in ipairs { "log1p", "expm1", "softplus" } do T.truthy(seen["unary " .. name .. " float32"], name) end
 end)
 
@@ -38,6 +38,9 @@ T.test("a new op or table without a rule fails the plan, naming it", function()
   info = info_copy()
   table.insert(info.unary, { name = "log", dtypes = "floating", domain = "below_one" })
   T.raises(function() cov.plan(info) end, "unary op log has domain below_one")
+  info = info_copy()
+  table.insert(info.triangle, { name = "band", node = "BandBackward0" })
+  T.raises(function() cov.plan(info) end, "triangle op band has no tolerance family")
   info = info_copy()
   info.scan = { { name = "cummax" } }
   T.raises(function() cov.plan(info) end, "ms._op_info.scan", "without a rule")

@@ -23,6 +23,7 @@
 #include "moonshard/png.h"
 #include "moonshard/random.h"
 #include "moonshard/runtime.h"
+#include "moonshard/sampling.h"
 #include "moonshard/storage.h"
 #include "moonshard/tensor.h"
 #include "moonshard/transforms.h"

@@ -60,4 +60,8 @@
   X(ARGMAX, "argmax") X(ARGMIN, "argmin") X(VAR, "var") X(STD, "std") X(NORM, "norm")        \
   X(ANY, "any") X(ALL, "all")
 
+/* Triangle ops on the last two dims: X(ID, "name", "grad_fn name"). tril keeps the elements with
+ * col - row <= diagonal, triu those with col - row >= diagonal; the rest become 0. */
+#define MS_TRIANGLE_OP_LIST(X) X(TRIL, "tril", "TrilBackward0") X(TRIU, "triu", "TriuBackward0")
+
 #endif

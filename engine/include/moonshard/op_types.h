@@ -64,6 +64,17 @@ static inline ms_operand ms_operand_number(double v, ms_dtype kind) { ms_operand
 #define MS_X_RED_ENUM(id, ...) MS_RED_##id,
 typedef enum ms_reduce_op { MS_REDUCE_OP_LIST(MS_X_RED_ENUM) } ms_reduce_op;
 enum { MS_REDUCE_OP_COUNT = 0 MS_REDUCE_OP_LIST(MS_X_PLUS_ONE) };
+
+/* ---- triangles (tril, triu) ---------------------------------------------------------------- */
+#define MS_X_TRI_ENUM(id, ...) MS_TRI_##id,
+typedef enum ms_triangle_op { MS_TRIANGLE_OP_LIST(MS_X_TRI_ENUM) } ms_triangle_op;
+enum { MS_TRIANGLE_OP_COUNT = 0 MS_TRIANGLE_OP_LIST(MS_X_PLUS_ONE) };
+typedef struct ms_triangle_op_info {
+  const char *name; /* "tril" */
+  const char *node; /* its grad_fn's name, "TrilBackward0" */
+} ms_triangle_op_info;
+/* The row of op (a valid ms_triangle_op). */
+MS_API const ms_triangle_op_info *ms_triangle_op_get_info(ms_triangle_op op);
 typedef struct ms_reduce_opts {
   bool all;       /* reduce over every element (dim ignored); result is 0-dim */
   int dim;        /* 0-based, may be negative */

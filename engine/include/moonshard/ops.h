@@ -58,6 +58,13 @@ MS_API ms_status ms_topk(ms_tensor *t, int64_t k, int dim, bool largest, ms_tens
 /* Running sum (product) along dim; integer and bool inputs give int64. */
 MS_API ms_tensor *ms_scan(ms_scan_op op, ms_tensor *t, int dim);
 
+/* ---- triangles (PyTorch's tril, triu) -------------------------------------------------------
+ * The last two dims of t (at least 2, any dtype) as matrices: tril keeps element (i, j) where
+ * j - i <= diagonal, triu where j - i >= diagonal (0: the main diagonal, positive above, negative
+ * below); the others become 0. */
+MS_API ms_tensor *ms_triangle(ms_triangle_op op, ms_tensor *t, int64_t diagonal);
+MS_API ms_status ms_triangle_(ms_triangle_op op, ms_tensor *t, int64_t diagonal);
+
 /* ---- comparison of whole tensors ------------------------------------------------------------ */
 MS_API bool ms_equal(ms_tensor *a, ms_tensor *b); /* same shape and values */
 /* *out = every |a - b| <= atol + rtol * |b| (shapes broadcast), as torch.allclose. */

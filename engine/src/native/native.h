@@ -126,6 +126,12 @@ ms_status native_topk(ms_tensor *t, int64_t k, int dim, bool largest, ms_tensor 
 /* reverse: from each row's last element back (cumsum's gradient) */
 ms_tensor *native_scan(ms_scan_op op, ms_tensor *t, int dim, bool reverse);
 
+/* ---- triangles (native/triangle.c) --------------------------------------------------------- */
+
+/* ms_triangle and ms_triangle_ without their nodes (moonshard/ops.h). */
+ms_tensor *native_triangle(ms_triangle_op op, ms_tensor *t, int64_t diagonal);
+ms_status native_triangle_(ms_triangle_op op, ms_tensor *t, int64_t diagonal);
+
 /* ---- joins (native/join.c) ----------------------------------------------------------------- */
 
 ms_tensor *native_cat(ms_tensor *const *ts, int n, int dim);

@@ -1,8 +1,8 @@
 -- docs/ops_select.lua: docstrings of the selection, sorting and running-sum ops (gather, scatter,
--- scatter_add, sort, argsort, topk, cumsum, cumprod, any, all), per the docstring contract
+-- scatter_add, sort, argsort, topk, cumsum, cumprod, tril, triu, any, all), per the docstring contract
 -- (lua/moonshard/doc.lua reads them for help(); scripts/gen_api_docs.lua writes the reference).
 return {
-  title = "Tensors: gather, scatter, sort, topk, cumulative sums",
+  title = "Tensors: gather, scatter, sort, topk, cumulative sums, triangles",
 
   { name = "Tensor:gather", also = {"ms.gather"},
     sig = "Tensor:gather(dim, index) -> Tensor",
@@ -137,6 +137,57 @@ Differentiable, zeros in the input included (the gradient PyTorch gives there). 
     opts = { {"dtype", "dtype", "nil", "convert the input to this dtype first"} },
     example = [=[
 print(ms.tensor({1.0, 2.0, 3.0, 4.0}):cumprod(1):tolist()[4])   --> 24.0
+]=] },
+
+  { name = "Tensor:tril", also = {"ms.tril"},
+    sig = "Tensor:tril(diagonal = 0) or Tensor:tril({diagonal = 0}) -> Tensor",
+    doc = [=[The lower triangle of the matrices in the last two dims (the leading dims are a
+batch): element `(i, j)` is kept where `j - i <= diagonal` and becomes 0 elsewhere. `diagonal`
+is an offset, not an index: 0 is the main diagonal, 1 the one above it, -1 the one below (as
+PyTorch's); one past either edge keeps everything or nothing. Any dtype (bool, integers,
+bfloat16, ...), any size including 0. Differentiable: the gradient is the same triangle of the
+incoming gradient. PyTorch's `torch.tril`; `ms.tril(ms.ones(T, T))` is a causal mask.]=],
+    opts = { {"diagonal", "integer", "0", "the offset of the last kept diagonal"} },
+    example = [=[
+local x = ms.arange(1, 10):view(3, 3)
+print(x:tril():tolist()[1][2], x:tril():tolist()[3][1])   --> 0	7
+print(ms.tril(ms.ones(3, 3), -1):sum():item())            --> 3.0
+local mask = ms.tril(ms.ones(4, 4, {dtype = "bool"}))
+print(mask:tolist()[2][3], mask:tolist()[3][2])           --> false	true
+]=] },
+
+  { name = "Tensor:triu", also = {"ms.triu"},
+    sig = "Tensor:triu(diagonal = 0) or Tensor:triu({diagonal = 0}) -> Tensor",
+    doc = [=[The upper triangle of the matrices in the last two dims: element `(i, j)` is kept
+where `j - i >= diagonal` and becomes 0 elsewhere (`diagonal` as in `tril`: 0 the main diagonal,
+positive above, negative below). Any dtype, batch dims, empty tensors; differentiable (the same
+triangle of the gradient). PyTorch's `torch.triu`.]=],
+    opts = { {"diagonal", "integer", "0", "the offset of the first kept diagonal"} },
+    example = [=[
+local x = ms.arange(1, 10):view(3, 3)
+print(x:triu(1):tolist()[1][2], x:triu(1):tolist()[2][2])   --> 2	0
+print(ms.triu(ms.ones(2, 3, 3)):sum():item())               --> 12.0
+]=] },
+
+  { name = "Tensor:tril_", also = {"ms.tril_"},
+    sig = "Tensor:tril_(diagonal = 0) -> Tensor (self)",
+    doc = [=[`tril` in place: zeroes the elements of `x` above the diagonal `diagonal` and returns
+`x` (a strided view writes through to its base). Under autograd a leaf that requires grad cannot
+be written in place (PyTorch's rule).]=],
+    example = [=[
+local x = ms.ones(2, 2)
+x:tril_()
+print(x:tolist()[1][2], x:tolist()[2][1])   --> 0.0	1.0
+]=] },
+
+  { name = "Tensor:triu_", also = {"ms.triu_"},
+    sig = "Tensor:triu_(diagonal = 0) -> Tensor (self)",
+    doc = [=[`triu` in place: zeroes the elements of `x` below the diagonal `diagonal` and returns
+`x`.]=],
+    example = [=[
+local x = ms.ones(2, 2)
+x:triu_(1)
+print(x:sum():item())   --> 1.0
 ]=] },
 
   { name = "Tensor:any", also = {"ms.any"},

@@ -256,6 +256,38 @@ ms.manual_seed(0)
 print(ms.bernoulli(ms.tensor({0.0, 1.0, 1.0, 0.0}))) --> tensor([0., 1., 1., 0.])
 print(ms.zeros(1000):bernoulli(0.5):mean():item() > 0.4) --> true
 ]==] },
+  { name = "Tensor:multinomial", also = {"ms.multinomial"},
+    sig = "ms.multinomial(input, num_samples, replacement?) or ms.multinomial(input, num_samples, {replacement = false, seed =}) -> Tensor",
+    doc = [[Draws `num_samples` category indices from each row of weights: `input` is 1-D (the weights
+of the categories) or 2-D (one row of them per draw), float32, float64, bfloat16 or float16, of
+non-negative finite weights that need not sum to 1. The result is int64, 1-based as every index in
+moonshard, of shape (num_samples) or (rows, num_samples). Without replacement (the default, as
+PyTorch's) each row's samples are distinct, drawn one after another in proportion to the weights
+left, so a row needs at least `num_samples` positive weights; with `replacement = true` the draws
+are independent. Errors for negative, infinite or NaN weights, a row without a positive weight,
+and `num_samples` < 1. Draws from the global generator (`ms.manual_seed` reproduces them), or with
+`seed` from one of its own, as `ms.randperm` takes it (moonshard has no Generator objects: the
+`generator` option is refused with that advice). On a CUDA tensor it draws on the GPU from the
+same generator (the indices the CPU would draw) and returns a CUDA tensor; its checks read a few
+numbers back to the host. Without replacement on CUDA, `num_samples` > 1 sorts each row, which
+may hold at most 16384 categories there (a single sample has no such limit). With replacement and
+`num_samples` > 1 each sample is compared with every category's running sum: rows x num_samples x
+categories bytes of work memory. PyTorch's
+`torch.multinomial`; nanoGPT's `torch.multinomial(probs, num_samples=1)` is
+`ms.multinomial(probs, 1)`.]],
+    opts = {
+      {"replacement", "boolean", "false", "draw independently (a category may repeat)"},
+      {"seed", "integer", "nil", "draw from a private generator seeded with this"},
+    },
+    example = [==[
+ms.manual_seed(0)
+local w = ms.tensor({0.0, 10.0, 0.0, 30.0})
+local idx = ms.multinomial(w, 2)
+print(idx.dtype, idx:sort():tolist()[1], idx:sort():tolist()[2]) --> int64 2 4
+local many = w:multinomial(1000, {replacement = true})
+print(many:eq(4):sum():item() > 650, many:eq(1):sum():item())    --> true 0
+print(ms.multinomial(w, 1, {seed = 7}):equal(ms.multinomial(w, 1, {seed = 7}))) --> true
+]==] },
   { name = "Tensor:uniform_", also = {"ms.uniform_"},
     sig = "t:uniform_(from = 0, to = 1) -> t",
     doc = [[Fills the floating tensor t in place with numbers drawn uniformly from [from, to) and returns
