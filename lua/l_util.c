@@ -154,7 +154,7 @@ static void push_sorted_names(lua_State *L, const char *const *known) {
   luaL_pushresult(&b);
 }
 
-/* The message shape of the Lua library's options check (lua/moonshard/options.lua): a string
+/* The message shape of the Lua library's options check (lua/moonshard/check_opts.lua): a string
  * key quoted, another as [key]; the known names sorted. */
 static void check_known_keys(lua_State *L, int idx, const char *fname, const char *const *known) {
   lua_pushnil(L);

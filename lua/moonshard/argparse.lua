@@ -14,9 +14,9 @@
 -- the accepted values; `required` makes an option mandatory; `dest` renames the field.
 -- -h/--help prints the help (defaults shown) and exits 0. A usage error prints the usage and one
 -- line "prog: error: why" on stderr and exits 2, as Python's argparse does: no traceback.
--- Pure Lua, no moonshard dependency (moonshard.options is pure Lua too), so any Lua 5.4 can use
+-- Pure Lua, no moonshard dependency (moonshard.check_opts is pure Lua too), so any Lua 5.4 can use
 -- it (bench/report.lua does).
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local M = {}
 

@@ -11,7 +11,7 @@
 -- gradients there, accumulated as usual (their post-accumulate hooks fire: FSDP's reductions).
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 local Function = require("moonshard.autograd").Function
 local fmt = string.format
 local pack, unpack = table.pack, table.unpack

@@ -2,7 +2,7 @@
 -- (the graph object itself, ms.cuda.CUDAGraph, is C: lua/l_cuda.c). docs/cuda-graphs.md says how
 -- to use them and what a captured step may not hold.
 local ms = require "moonshard"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local M = {}
 

@@ -45,7 +45,7 @@
 -- default_collate) and leaves other values as a list. collate_fn(samples) receives the list
 -- of samples, each a table.pack of its values, and returns the batch's values.
 local ms = require "moonshard"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 local samplers = require "moonshard.samplers"
 local TensorDataset = require "moonshard.tensor_dataset"
 

@@ -24,7 +24,7 @@
 -- download = true fetches missing files from torchvision's mirrors with an external curl or
 -- wget (never required) and checks torchvision's MD5 sums; the .gz files are kept as they are.
 local ms = require "moonshard"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local M = {}
 

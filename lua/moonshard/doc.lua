@@ -35,7 +35,7 @@ local INTERNAL = {
   ["moonshard.seed_net"] = true, ["moonshard.spawn"] = true,
   ["moonshard.repl"] = true, ["moonshard.timer"] = true, -- the REPL's machinery; ms.Timer, ms.timeit
   ["moonshard.cuda_graphs"] = true, -- reached as ms.cuda.graph, ms.cuda.make_graphed_step
-  ["moonshard.options"] = true, -- the library's one options-table check
+  ["moonshard.check_opts"] = true, -- the library's one options-table check
 }
 
 -- How users name a module: its require tail, but for these.

@@ -108,7 +108,7 @@
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
 local comm = require "moonshard.fsdp_comm"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local M = {}
 local fmt = string.format

@@ -30,7 +30,7 @@
 local ms = require "moonshard"
 local state = require "moonshard.fsdp_state"
 local comm = require "moonshard.fsdp_comm"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local M = {}
 local fmt = string.format

@@ -5,7 +5,7 @@
 -- walk over a unit's inputs and outputs (nested tables of tensors).
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local M = {}
 local fmt = string.format

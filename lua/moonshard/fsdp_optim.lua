@@ -23,7 +23,7 @@ local dist = ms.distributed
 
 local function fsdp() return require("moonshard.fsdp") end
 local comm = require "moonshard.fsdp_comm"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local function shape_list(t)
   local s = {}

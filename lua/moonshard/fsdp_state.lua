@@ -3,7 +3,7 @@
 -- pieces of the original parameters under their unwrapped names) and the state_dict_type scope.
 -- Sharded checkpoints on disk, built on the pieces, are in fsdp_checkpoint.lua.
 local ms = require "moonshard"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 local ordered_pairs_of = require("moonshard.nn").internal.ordered_pairs_of
 
 local M = {}

@@ -11,7 +11,7 @@
 --   wrap.auto_wrap(root, policy, wrap_fn)                       -- what FSDP(...) runs
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local M = {}
 local fmt = string.format

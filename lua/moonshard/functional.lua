@@ -3,7 +3,7 @@
 -- (F.max_pool2d(x, 2), F.log_softmax(x, 2), F.conv2d(x, w, b, 1, 0)) as well as an options
 -- table last. Dims and indices are 1-based, negative from the end, as everywhere in Lua.
 local ms = require "moonshard"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local F = {}
 

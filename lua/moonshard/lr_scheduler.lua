@@ -3,7 +3,7 @@
 -- computes its learning rates with PyTorch 1.13's formulas in the same order of operations
 -- (the chainable forms, updating each group's current lr), so the sequences match torch's
 -- numbers; step(epoch) uses the closed forms where PyTorch has them.
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local M = {}
 

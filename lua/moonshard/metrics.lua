@@ -5,7 +5,7 @@
 --   log:log{kind = "step", step = 10, epoch = 1, loss = 0.31, lr = 1.0, samples_per_s = 2210, time = 4.2}
 --   metrics.plot(metrics.read("run.csv"), "run.png")
 local ms = require "moonshard"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local M = {}
 

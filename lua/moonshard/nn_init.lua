@@ -2,7 +2,7 @@
 -- that draw from the one Philox generator (so ms.manual_seed makes them reproducible) and
 -- run under ms.no_grad(), so they may fill parameters. Each returns the tensor it filled.
 local ms = require "moonshard"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local init = {}
 

@@ -3,7 +3,7 @@
 -- LayerNorm, BatchNorm1d/2d). They register themselves on the nn table of nn_module.lua.
 local ms = require "moonshard"
 local F = require "moonshard.functional"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 local nn = require "moonshard.nn_module"
 local Module = nn.Module
 local init = nn.init

@@ -10,7 +10,7 @@
 -- and nn.internal.materialize_entries, which FSDP runs on each unit as it wraps it.
 local ms = require "moonshard"
 local nn = require "moonshard.nn_module"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local fmt = string.format
 local Module = nn.Module

@@ -7,7 +7,7 @@
 --   local total = nn_utils.clip_grad_norm_(model:parameters(), 1.0, {norm_type = 2})
 --   local output = nn_utils.forward_in_chunks(model, data, {chunk_size = 64})
 local ms = require "moonshard"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local M = {}
 

@@ -18,7 +18,7 @@
 -- so the loaded dict may be reused. zero_grad() sets gradients to nil by default (PyTorch 2's
 -- set_to_none = true); zero_grad({set_to_none = false}) zeroes them in place.
 local ms = require "moonshard"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 local native = ms._optim
 
 local optim = {}

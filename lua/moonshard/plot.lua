@@ -4,7 +4,7 @@
 --   ms.plot("curves.png", {chart1, chart2}, {width = 800, height = 300})
 local ms = require "moonshard"
 local chart = require "moonshard.plot_chart"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local fail = chart.fail
 

@@ -7,7 +7,7 @@
 -- A step costs a clock read and a few additions: a metric given as a tensor is read (:item())
 -- only when the bar is drawn, so the loop never waits for the device on the bar's account.
 local ms = require "moonshard"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local M = {}
 

@@ -8,7 +8,7 @@
 -- from a generator of its own seeded with seed + epoch, so every rank computes the same
 -- permutation whatever else it drew, as PyTorch's sampler does with its torch.Generator.
 local ms = require "moonshard"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local M = {}
 local fmt = string.format

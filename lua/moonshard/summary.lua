@@ -5,7 +5,7 @@
 -- twice the bytes of every leaf module's outputs (each kept for backward, and its gradient).
 --   print(ms.summary(Net(), {1, 1, 28, 28}))
 local ms = require "moonshard"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local MB = 2 ^ 20
 

@@ -1,7 +1,7 @@
 -- tensor_repr.lua: formats a tensor the way PyTorch 1.13 prints one (`repr(t)`), so output
 -- reads the same to PyTorch users and can be diffed against torch. The tensor userdata's
 -- __tostring calls M.format; print options follow torch.set_printoptions.
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 local M = {}
 
 local inf = math.huge

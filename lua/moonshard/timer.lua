@@ -3,7 +3,7 @@
 -- Loaded while require "moonshard" builds its table, so it reaches the module only when called.
 local M = {}
 local fmt = string.format
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local function clock() return require("moonshard").perf_counter() end
 

@@ -17,7 +17,7 @@ local ckpt = require "moonshard.fsdp_checkpoint"
 local state = require "moonshard.fsdp_state"
 local optim_state = require "moonshard.fsdp_optim"
 local comm = require "moonshard.fsdp_comm"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 
 local M = {}
 local fmt = string.format

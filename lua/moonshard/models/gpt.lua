@@ -8,7 +8,7 @@
 local ms = require "moonshard"
 local nn = require "moonshard.nn"
 local F = require "moonshard.functional"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 local fmt = string.format
 
 local M = {}

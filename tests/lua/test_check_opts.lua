@@ -1,10 +1,10 @@
--- test_options.lua: moonshard.options, the library's one check of an options table, and every
+-- test_check_opts.lua: moonshard.check_opts, the library's one check of an options table, and every
 -- function that uses it: a misspelt option raises "<function>: unknown option 'x' (expected one
 -- of: <sorted names>)" and a non-table "<function>: expected an options table, got <type>", at
 -- the line of the user's call (this file's), whichever module raises it.
 local T = require "testing"
 local ms = require "moonshard"
-local options = require "moonshard.options"
+local options = require "moonshard.check_opts"
 local nn = ms.nn
 local F = require "moonshard.functional"
 
@@ -156,7 +156,7 @@ local function case_problem(c)
   if ok then return "raised nothing" end
   err = tostring(err)
   local line = debug.getinfo(fn, "S").linedefined
-  local msg = err:match("^[^:]*test_options%.lua:" .. line .. ": (.*)$")
+  local msg = err:match("^[^:]*test_check_opts%.lua:" .. line .. ": (.*)$")
   if not msg then return ("expected this file's line %d at the start of %q"):format(line, err) end
   if msg:sub(1, #want) ~= want then return ("expected %q at the start of %q"):format(want, msg) end
 end

@@ -1,4 +1,4 @@
--- options.lua: the one check of an options table for the whole Lua library (private: the modules
+-- check_opts.lua: the one check of an options table for the whole Lua library (private: the modules
 -- that take options call it; users never do). Every function raises the same two messages:
 --   DataLoader: expected an options table, got number
 --   DataLoader: unknown option 'shufle' (expected one of: batch_size, drop_last, ...)
