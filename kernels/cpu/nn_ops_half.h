@@ -68,8 +68,11 @@ static void softmax_rows_half(const nn_job *j, int64_t begin, int64_t end) {
   free(buf);
 }
 
-/* Rows of C: x widened, the float32 row body run on it with row r's statistics. */
+/* bfloat16 rows go to the vector rows (layer_norm_fast.h), which load and round in registers;
+ * float16 (or no vector ISA): rows of C, x widened, the float32 row body run on it with row r's
+ * statistics. */
 static void layer_norm_rows_half(const nn_job *j, int64_t begin, int64_t end) {
+  if (j->dt == MS_K_BF16 && ln_fast_rows(j, begin, end, true)) return;
   float *buf = work_buffer(j, 2 * j->C);
   if (!buf) return;
   float *xb = buf, *yb = buf + j->C;
@@ -84,6 +87,7 @@ static void layer_norm_rows_half(const nn_job *j, int64_t begin, int64_t end) {
 }
 
 static void layer_norm_backward_rows_half(const nn_job *j, int64_t begin, int64_t end) {
+  if (j->dt == MS_K_BF16 && ln_fast_backward_rows(j, begin, end, true)) return;
   float *buf = work_buffer(j, 3 * j->C);
   if (!buf) return;
   float *xb = buf, *gb = buf + j->C, *gxb = buf + 2 * j->C;
@@ -101,6 +105,7 @@ static void layer_norm_backward_rows_half(const nn_job *j, int64_t begin, int64_
 /* Columns [begin, end) of gw and gb: each row's slice widened, sums in double as the float32
  * body's, in the same order (row by row), so the results are those of the float32 body. */
 static void layer_norm_param_cols_half(const nn_job *j, int64_t begin, int64_t end) {
+  if (j->dt == MS_K_BF16 && ln_fast_param_cols(j, begin, end, true)) return;
   int64_t n = end - begin;
   float *buf = work_buffer(j, 2 * n);
   double *sums = buf ? calloc((size_t)(2 * n), sizeof(double)) : NULL;
