@@ -8,24 +8,11 @@
 typedef __m512 vf;
 typedef __m512d vd;
 
-/* The low n lanes (all from n = W on) of p; the other lanes 0. Masks only in the tail: a masked
- * store costs several times a plain one on Zen 4 and 5 (measured: gx's masked stores took half
- * the backward rows' time). */
-static inline vf vf_load(const float *p, int64_t n) {
-  return n >= W ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(ms_k_lanes16(n), p);
-}
-static inline vf vf_load_bf16(const uint16_t *p, int64_t n) {
-  __m256i h = n >= W ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(ms_k_lanes16(n), p);
-  return ms_k_bf16_widen16(h);
-}
-static inline void vf_store(float *p, vf v, int64_t n) {
-  if (n >= W) _mm512_storeu_ps(p, v);
-  else _mm512_mask_storeu_ps(p, ms_k_lanes16(n), v);
-}
-static inline void vf_store_bf16(uint16_t *p, vf v, int64_t n) {
-  if (n >= W) _mm256_storeu_si256((__m256i *)p, ms_k_bf16_round16(v));
-  else _mm256_mask_storeu_epi16(p, ms_k_lanes16(n), ms_k_bf16_round16(v));
-}
+/* The low n lanes (all from n = W on) of p, the other lanes 0; masks only in the tail. */
+static inline vf vf_load(const float *p, int64_t n) { return ms_k_load16(p, n); }
+static inline vf vf_load_bf16(const uint16_t *p, int64_t n) { return ms_k_load16_bf16(p, n); }
+static inline void vf_store(float *p, vf v, int64_t n) { ms_k_store16(p, v, n); }
+static inline void vf_store_bf16(uint16_t *p, vf v, int64_t n) { ms_k_store16_bf16(p, v, n); }
 static inline vf vf_set1(float s) { return _mm512_set1_ps(s); }
 static inline vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
 static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }

@@ -32,7 +32,19 @@ static float *work_buffer(const nn_job *j, int64_t n) {
 /* Elementwise: blocks on the stack, small enough for any thread's stack. */
 enum { HALF_BLOCK = 512 };
 
+/* bfloat16 loaded and rounded in registers (activation_f32.h), where the CPU and the activation
+ * have that loop: false otherwise. */
+static bool activation_bf16_fast(const nn_job *j, int64_t begin, int64_t end) {
+  if (j->dt != MS_K_BF16) return false;
+  const uint16_t *x = (const uint16_t *)j->a + begin;
+  uint16_t *y = (uint16_t *)j->out + begin;
+  ms_k_act act = (ms_k_act)j->flag;
+  if (!j->backward) return ms_k_activation_bf16_fast(act, x, y, end - begin);
+  return ms_k_activation_backward_bf16_fast(act, x, (const uint16_t *)j->b + begin, y, end - begin);
+}
+
 static void activation_range_half(const nn_job *j, int64_t begin, int64_t end) {
+  if (activation_bf16_fast(j, begin, end)) return;
   float xb[HALF_BLOCK], gb[HALF_BLOCK], yb[HALF_BLOCK];
   for (int64_t i = begin; i < end; i += HALF_BLOCK) {
     int64_t len = end - i < HALF_BLOCK ? end - i : HALF_BLOCK;

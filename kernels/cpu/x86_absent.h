@@ -7,8 +7,10 @@
 #ifndef MS_K_X86_ABSENT_H
 #define MS_K_X86_ABSENT_H
 
+#pragma weak ms_k_activation_backward_bf16_avx512
 #pragma weak ms_k_activation_backward_f32_avx2
 #pragma weak ms_k_activation_backward_f32_avx512
+#pragma weak ms_k_activation_bf16_avx512
 #pragma weak ms_k_activation_f32_avx2
 #pragma weak ms_k_activation_f32_avx512
 #pragma weak ms_k_adadelta_f32_avx2
