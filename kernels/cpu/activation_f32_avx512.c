@@ -15,7 +15,8 @@
  * second operand when either is NaN: a NaN lane stays NaN through every step. */
 static inline __m512 exp_clamped16(__m512 x) {
   __m512 a = _mm512_min_ps(_mm512_set1_ps(88.3f), _mm512_max_ps(_mm512_set1_ps(-87.3f), x));
-  __m512 fn = _mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
+  __m512 fn = _mm512_mul_ps(a, _mm512_set1_ps(1.44269504088896341f));
+  fn = _mm512_roundscale_ps(fn, _MM_FROUND_TO_NEAREST_INT);
   __m512 r = _mm512_fnmadd_ps(fn, _mm512_set1_ps(0.693359375f), a);
   r = _mm512_fmadd_ps(fn, _mm512_set1_ps(2.12194440e-4f), r);
   __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));

@@ -8,12 +8,14 @@
 
 int64_t ms_k_bf16_to_f32_avx2(int64_t n, float *dst, const uint16_t *src) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, ms_k_bf16_widen8(_mm_loadu_si128((const __m128i *)(src + i))));
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, ms_k_bf16_widen8(_mm_loadu_si128((const __m128i *)(src + i))));
   return i;
 }
 
 int64_t ms_k_f32_to_bf16_avx2(int64_t n, uint16_t *dst, const float *src) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm_storeu_si128((__m128i *)(dst + i), ms_k_bf16_round8(_mm256_loadu_ps(src + i)));
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i *)(dst + i), ms_k_bf16_round8(_mm256_loadu_ps(src + i)));
   return i;
 }

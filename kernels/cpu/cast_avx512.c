@@ -5,12 +5,14 @@
 
 int64_t ms_k_bf16_to_f32_avx512(int64_t n, float *dst, const uint16_t *src) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, ms_k_bf16_widen16(_mm256_loadu_si256((const __m256i *)(src + i))));
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i, ms_k_bf16_widen16(_mm256_loadu_si256((const __m256i *)(src + i))));
   return i;
 }
 
 int64_t ms_k_f32_to_bf16_avx512(int64_t n, uint16_t *dst, const float *src) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm256_storeu_si256((__m256i *)(dst + i), ms_k_bf16_round16(_mm512_loadu_ps(src + i)));
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256((__m256i *)(dst + i), ms_k_bf16_round16(_mm512_loadu_ps(src + i)));
   return i;
 }

@@ -7,7 +7,8 @@
 
 typedef void (*ln_range_fn)(const ms_k_ln_args *a, int64_t begin, int64_t end);
 
-static bool run_fast(ln_range_fn avx512, ln_range_fn avx2, const ms_k_ln_args *a, int64_t begin, int64_t end) {
+static bool run_fast(ln_range_fn avx512, ln_range_fn avx2, const ms_k_ln_args *a, int64_t begin,
+                     int64_t end) {
   ln_range_fn f = ms_k_cpu_avx512() ? avx512 : ms_k_cpu_avx2() ? avx2 : NULL;
   if (f) f(a, begin, end);
   return f != NULL;

@@ -5,7 +5,8 @@
  * the values a widened float32 op would give, without a float32 copy of the tensor: the engine
  * would otherwise write and read twice the bytes and allocate a tensor per op. Layer norm's
  * weight, bias, statistics and parameter gradients stay float32 (the engine converts the small
- * parameter vectors). */
+ * parameter vectors). bfloat16 layer norm (AVX2 or AVX-512) and GELU(tanh) and SiLU (AVX-512)
+ * skip the buffers: their vector loops load bfloat16 and round in registers, to the same values. */
 
 static int is_half(ms_k_dtype dt) { return dt == MS_K_BF16 || dt == MS_K_F16; }
 
