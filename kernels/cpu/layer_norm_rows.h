@@ -96,7 +96,9 @@ static void ESFX(ln_backward_row)(const ms_k_ln_args *a, int64_t r) {
 }
 
 /* Columns [c0, c0 + n) of gw and gb, n <= LN_VCOLS: sw += (g (x - mean)) rstd and sb += g in
- * float64 per column, row after row (a column's sum is the same whichever lane holds it). */
+ * float64 per column, row after row (a column's sum is the same whichever lane holds it). The
+ * same operations as nn_ops_body.h's scalar columns (a multiply, then an add: no fused one), so
+ * gw and gb are the scalar loops' bits, which float16's widened columns still run. */
 static void ESFX(ln_param_block)(const ms_k_ln_args *a, int64_t c0, int64_t n, double *sw, double *sb) {
   for (int64_t c = 0; c < n; c += W)
     for (int k = 0; k < W; k++) sw[c + k] = 0, sb[c + k] = 0;
@@ -107,8 +109,8 @@ static void ESFX(ln_param_block)(const ms_k_ln_args *a, int64_t c0, int64_t n, d
     for (int64_t c = 0; c < n; c += W) {
       vf gv = LOAD(g + c, n - c), xm = vf_sub(LOAD(x + c, n - c), mv);
       vd glo = vd_lo(gv), ghi = vd_hi(gv);
-      vd_store(sw + c, vd_fma(vd_mul(glo, vd_lo(xm)), rv, vd_load(sw + c)));
-      vd_store(sw + c + W / 2, vd_fma(vd_mul(ghi, vd_hi(xm)), rv, vd_load(sw + c + W / 2)));
+      vd_store(sw + c, vd_add(vd_load(sw + c), vd_mul(vd_mul(glo, vd_lo(xm)), rv)));
+      vd_store(sw + c + W / 2, vd_add(vd_load(sw + c + W / 2), vd_mul(vd_mul(ghi, vd_hi(xm)), rv)));
       vd_store(sb + c, vd_add(vd_load(sb + c), glo));
       vd_store(sb + c + W / 2, vd_add(vd_load(sb + c + W / 2), ghi));
     }

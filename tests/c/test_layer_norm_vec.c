@@ -4,7 +4,8 @@
  * (1 to 33, 47, 770: every tail of 8 and 16 lanes), rows with mean 1e4 and std ~1e-3 (a float32
  * sum of x would lose the statistics there), with and without weight and bias. bfloat16 must give
  * the float32 kernel's results on the widened inputs rounded once, bit for bit; and every result
- * must be the same bits on 1, 2 and 3 threads (splits that start rows and columns off the lanes). */
+ * must be the same bits on 1, 2 and 3 threads (splits that start rows and columns off the lanes).
+ * gw and gb are the scalar loops' sums bit for bit on every ISA. */
 #define _POSIX_C_SOURCE 200809L /* setenv and fork in test_isa.h */
 #include <math.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@ typedef struct ln_case {
   float *y, *mean, *rstd, *gx, *gw, *gb;
   double *ry, *rmean, *rstd_ref, *rgx, *rgw, *rgb;
   double gx_scale; /* max rstd |g w|: gx's terms, which cancel to far less on short rows */
+  double *sgw, *sgb; /* nn_ops_body.h's scalar column sums, operation for operation */
 } ln_case;
 
 static void *zalloc(int64_t n, size_t size) { return calloc((size_t)(n > 0 ? n : 1), size); }
@@ -58,12 +60,13 @@ static ln_case make_case(int64_t M, int64_t C, int kind, int affine) {
   t.ry = zalloc(n, sizeof(double)), t.rgx = zalloc(n, sizeof(double));
   t.rmean = zalloc(M, sizeof(double)), t.rstd_ref = zalloc(M, sizeof(double));
   t.rgw = zalloc(C, sizeof(double)), t.rgb = zalloc(C, sizeof(double));
+  t.sgw = zalloc(C, sizeof(double)), t.sgb = zalloc(C, sizeof(double));
   return t;
 }
 
 static void free_case(ln_case *t) {
   void *p[] = {t->x, t->g, t->w, t->b, t->y, t->mean, t->rstd, t->gx, t->gw, t->gb,
-               t->ry, t->rmean, t->rstd_ref, t->rgx, t->rgw, t->rgb};
+               t->ry, t->rmean, t->rstd_ref, t->rgx, t->rgw, t->rgb, t->sgw, t->sgb};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) free(p[i]);
 }
 
@@ -73,7 +76,7 @@ static void free_case(ln_case *t) {
  * checked against the exact ones. */
 static void reference(ln_case *t) {
   int64_t M = t->M, C = t->C;
-  for (int64_t c = 0; c < C; c++) t->rgw[c] = 0, t->rgb[c] = 0;
+  for (int64_t c = 0; c < C; c++) t->rgw[c] = 0, t->rgb[c] = 0, t->sgw[c] = 0, t->sgb[c] = 0;
   t->gx_scale = 0;
   for (int64_t r = 0; r < M; r++) {
     const float *x = t->x + r * C, *g = t->g + r * C;
@@ -89,6 +92,7 @@ static void reference(ln_case *t) {
       m1 += gh, m2 += gh * xh;
       t->gx_scale = fmax(t->gx_scale, rs * fabs(gh));
       t->rgw[c] += g[c] * xh, t->rgb[c] += g[c];
+      t->sgw[c] += (double)g[c] * (x[c] - t->mean[r]) * t->rstd[r], t->sgb[c] += g[c];
     }
     m1 /= (double)C, m2 /= (double)C;
     for (int64_t c = 0; c < C; c++) {
@@ -108,6 +112,16 @@ static double rel_err(const float *got, const double *want, int64_t n, double sc
   return s > 0 ? d / s : d;
 }
 
+/* The parameter gradients are the scalar loops' bits on every ISA (float16 still runs those);
+ * call after reference(). */
+static void check_scalar_sums(const ln_case *t, const char *what) {
+  int64_t bad = 0;
+  for (int64_t c = 0; c < t->C; c++) bad += t->gw[c] != (float)t->sgw[c], bad += t->gb[c] != (float)t->sgb[c];
+  if (bad) fprintf(stderr, "%s (M %lld, C %lld): %lld of gw, gb differ from the scalar sums\n", what,
+                   (long long)t->M, (long long)t->C, (long long)bad);
+  CHECK(bad == 0);
+}
+
 static int run_kernels(ln_case *t, ms_k_dtype dt, const void *x, const void *g, void *y, void *gx) {
   int err = ms_k_layer_norm(dt, t->M, t->C, x, t->w, t->b, t->eps, y, t->mean, t->rstd);
   return err ? err : ms_k_layer_norm_backward(dt, t->M, t->C, x, g, t->mean, t->rstd, t->w, gx, t->gw, t->gb);
@@ -122,6 +136,7 @@ static void check_float32(ln_case *t, const char *what) {
                  rel_err(t->rstd, t->rstd_ref, t->M, 0), rel_err(t->gx, t->rgx, n, t->gx_scale),
                  rel_err(t->gw, t->rgw, t->C, 0), rel_err(t->gb, t->rgb, t->C, 0)};
   const char *names[6] = {"y", "mean", "rstd", "gx", "gw", "gb"};
+  check_scalar_sums(t, what);
   for (int i = 0; i < 6; i++) {
     if (e[i] > 2e-5) fprintf(stderr, "%s (M %lld, C %lld): %s off by %g\n", what, (long long)t->M, (long long)t->C,
                              names[i], e[i]);
@@ -169,6 +184,10 @@ static void check_threads(int64_t M, int64_t C) {
       ms_k_set_num_threads(threads);
       if (bf16) CHECK(run_kernels(&t, MS_K_BF16, xh, gh, yh, gxh) == 0);
       else CHECK(run_kernels(&t, MS_K_F32, t.x, t.g, t.y, t.gx) == 0);
+      if (!bf16 && threads == 1) {
+        reference(&t);
+        check_scalar_sums(&t, "float32, many rows");
+      }
       if (bf16) /* the 16-bit outputs go into the float slots' bits */
         for (int64_t i = 0; i < n; i++) t.y[i] = (float)yh[i], t.gx[i] = (float)gxh[i];
       float *parts[] = {t.y, t.gx, t.mean, t.rstd, t.gw, t.gb};
