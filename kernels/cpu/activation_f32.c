@@ -18,3 +18,11 @@ bool ms_k_activation_backward_f32_fast(ms_k_act act, const float *x, const float
   if (ms_k_cpu_avx2()) return ms_k_activation_backward_f32_avx2(act, x, g, gx, n);
   return ms_k_activation_backward_f32_portable(act, x, g, gx, n);
 }
+
+bool ms_k_activation_bf16_fast(ms_k_act act, const uint16_t *x, uint16_t *y, int64_t n) {
+  return ms_k_cpu_avx512() && ms_k_activation_bf16_avx512(act, x, y, n);
+}
+
+bool ms_k_activation_backward_bf16_fast(ms_k_act act, const uint16_t *x, const uint16_t *g, uint16_t *gx, int64_t n) {
+  return ms_k_cpu_avx512() && ms_k_activation_backward_bf16_avx512(act, x, g, gx, n);
+}

@@ -1,7 +1,9 @@
 /* activation_f32_body.h: the loops of activation_f32.h, included once per ISA with SFX naming
  * them. GELU(tanh)(x) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), since 1 + tanh(u)
  * = 2 sigmoid(2u): the same function as PyTorch's formula, without its cancellation for large
- * negative x. Every step is branch-free so each loop vectorises. */
+ * negative x. Every step is branch-free so each loop vectorises. An ISA file may bring its own
+ * loops for GELU(tanh) and SiLU instead, defining ACT_GELU_TANH, ACT_GELU_TANH_BACKWARD, ACT_SILU
+ * and ACT_SILU_BACKWARD before the include (activation_f32_avx512.c). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_C 0.044715f
 
+#ifndef ACT_GELU_TANH
 /* exp(x) with x clamped to [-87.3, 88.3], so the 2^n scale stays a normal float: Cephes' expf
  * polynomial on the reduced argument, scaled through the exponent bits. Finite everywhere (the
  * backward's E s products need that); below the range the tiny normal is as good as 0. */
@@ -62,21 +65,31 @@ static void SFX(silu_backward)(const float *x, const float *g, float *gx, int64_
   }
 }
 
+#define ACT_GELU_TANH SFX(gelu_tanh)
+#define ACT_GELU_TANH_BACKWARD SFX(gelu_tanh_backward)
+#define ACT_SILU SFX(silu)
+#define ACT_SILU_BACKWARD SFX(silu_backward)
+#endif
+
 bool SFX(ms_k_activation_f32)(ms_k_act act, const float *x, float *y, int64_t n) {
   switch (act) {
-  case MS_K_ACT_GELU_TANH: SFX(gelu_tanh)(x, y, n); return true;
-  case MS_K_ACT_SILU: SFX(silu)(x, y, n); return true;
+  case MS_K_ACT_GELU_TANH: ACT_GELU_TANH(x, y, n); return true;
+  case MS_K_ACT_SILU: ACT_SILU(x, y, n); return true;
   default: return false;
   }
 }
 
 bool SFX(ms_k_activation_backward_f32)(ms_k_act act, const float *x, const float *g, float *gx, int64_t n) {
   switch (act) {
-  case MS_K_ACT_GELU_TANH: SFX(gelu_tanh_backward)(x, g, gx, n); return true;
-  case MS_K_ACT_SILU: SFX(silu_backward)(x, g, gx, n); return true;
+  case MS_K_ACT_GELU_TANH: ACT_GELU_TANH_BACKWARD(x, g, gx, n); return true;
+  case MS_K_ACT_SILU: ACT_SILU_BACKWARD(x, g, gx, n); return true;
   default: return false;
   }
 }
 
 #undef GELU_K
 #undef GELU_C
+#undef ACT_GELU_TANH
+#undef ACT_GELU_TANH_BACKWARD
+#undef ACT_SILU
+#undef ACT_SILU_BACKWARD

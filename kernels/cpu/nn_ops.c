@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/cpu/activation_f32.h"
+#include "kernels/cpu/layer_norm_fast.h"
 #include "kernels/kernel_table.h"
 
 /* Every kernel's arguments in one shape, so one range function per kernel fits the pool. */
@@ -27,6 +28,31 @@ typedef struct nn_job {
   atomic_int *failed;   /* 16-bit paths: set when a work buffer could not be allocated */
 } nn_job;
 
+/* Layer norm's jobs handed to the vector rows (layer_norm_fast.h): false where none may run. The
+ * forward job holds the bias in b and the statistics' outputs in out2 and out3; the backward's
+ * holds the gradient in b, the statistics in stat0 and stat1, gw and gb in out2 and out3. */
+static bool ln_fast_rows(const nn_job *j, int64_t begin, int64_t end, bool bf16) {
+  ms_k_ln_args a = {.C = j->C, .bf16 = bf16, .x = j->a, .w = j->weight, .b = j->b, .eps = j->s0,
+                    .y = j->out, .mean_out = j->out2, .rstd_out = j->out3};
+  return ms_k_layer_norm_rows_fast(&a, begin, end);
+}
+
+static ms_k_ln_args ln_backward_args(const nn_job *j, bool bf16) {
+  ms_k_ln_args a = {.M = j->N, .C = j->C, .bf16 = bf16, .x = j->a, .g = j->b, .w = j->weight,
+                    .mean = j->stat0, .rstd = j->stat1, .gx = j->out, .gw = j->out2, .gb = j->out3};
+  return a;
+}
+
+static bool ln_fast_backward_rows(const nn_job *j, int64_t begin, int64_t end, bool bf16) {
+  ms_k_ln_args a = ln_backward_args(j, bf16);
+  return ms_k_layer_norm_backward_rows_fast(&a, begin, end);
+}
+
+static bool ln_fast_param_cols(const nn_job *j, int64_t begin, int64_t end, bool bf16) {
+  ms_k_ln_args a = ln_backward_args(j, bf16);
+  return ms_k_layer_norm_param_cols_fast(&a, begin, end);
+}
+
 #define T float
 #define UINT_T uint32_t
 #define SFX(name) name##_f32
@@ -36,9 +62,11 @@ typedef struct nn_job {
 #define TANH tanhf
 #define FAST_ACTIVATION ms_k_activation_f32_fast /* activation_f32.h: GELU(tanh), SiLU */
 #define FAST_ACTIVATION_BACKWARD ms_k_activation_backward_f32_fast
+#define FAST_LAYER_NORM(fn, j, begin, end) fn(j, begin, end, false) /* ln_fast_* above */
 #include "kernels/cpu/nn_ops_body.h"
 #undef FAST_ACTIVATION
 #undef FAST_ACTIVATION_BACKWARD
+#undef FAST_LAYER_NORM
 #undef T
 #undef UINT_T
 #undef SFX
@@ -56,9 +84,11 @@ typedef struct nn_job {
 #define TANH tanh
 #define FAST_ACTIVATION(act, x, y, n) false /* float64 keeps libm's accuracy */
 #define FAST_ACTIVATION_BACKWARD(act, x, g, gx, n) false
+#define FAST_LAYER_NORM(fn, j, begin, end) false /* float64 keeps the scalar rows */
 #include "kernels/cpu/nn_ops_body.h"
 #undef FAST_ACTIVATION
 #undef FAST_ACTIVATION_BACKWARD
+#undef FAST_LAYER_NORM
 #undef T
 #undef UINT_T
 #undef SFX

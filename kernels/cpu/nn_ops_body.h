@@ -1,6 +1,7 @@
 /* nn_ops_body.h: private to kernels/cpu. The per-row bodies of the NN kernels, written once and
  * compiled for float and double: nn_ops.c defines T (the element type), UINT_T (the unsigned
- * integer of its size), SFX(name) (the suffixed name), EXP, LOG, SQRT, ERF, TANH (the libm functions of T) and includes this file twice.
+ * integer of its size), SFX(name) (the suffixed name), EXP, LOG, SQRT, ERF, TANH (the libm functions of T),
+ * FAST_ACTIVATION(_BACKWARD) and FAST_LAYER_NORM (the vector paths, or false) and includes this file twice.
  * Sums run in double: rows are short enough that it costs nothing, and float32 losses then agree
  * with PyTorch's to the last bits. */
 
@@ -195,6 +196,7 @@ static void SFX(embedding_backward_cols)(const nn_job *j, int64_t begin, int64_t
 
 /* Rows of M x C: mean and 1/sqrt(biased var + eps), then y = xhat * w + b. */
 static void SFX(layer_norm_rows)(const nn_job *j, int64_t begin, int64_t end) {
+  if (FAST_LAYER_NORM(ln_fast_rows, j, begin, end)) return;
   const T *x = j->a, *w = j->weight, *b = j->b;
   T *y = j->out, *mean = j->out2, *rstd = j->out3;
   for (int64_t r = begin; r < end; r++) {
@@ -215,6 +217,7 @@ static void SFX(layer_norm_rows)(const nn_job *j, int64_t begin, int64_t end) {
 
 /* gx = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat)) with gxhat = g * w, per row. */
 static void SFX(layer_norm_backward_rows)(const nn_job *j, int64_t begin, int64_t end) {
+  if (FAST_LAYER_NORM(ln_fast_backward_rows, j, begin, end)) return;
   const T *x = j->a, *g = j->b, *w = j->weight, *mean = j->stat0, *rstd = j->stat1;
   T *gx = j->out;
   for (int64_t r = begin; r < end; r++) {
@@ -239,6 +242,7 @@ static void SFX(layer_norm_backward_rows)(const nn_job *j, int64_t begin, int64_
 #define LN_COLS 256
 #endif
 static void SFX(layer_norm_param_cols)(const nn_job *j, int64_t begin, int64_t end) {
+  if (FAST_LAYER_NORM(ln_fast_param_cols, j, begin, end)) return;
   const T *x = j->a, *g = j->b, *mean = j->stat0, *rstd = j->stat1;
   T *gw = j->out2, *gb = j->out3;
   for (int64_t c0 = begin; c0 < end; c0 += LN_COLS) {

@@ -5,7 +5,8 @@
  * the values a widened float32 op would give, without a float32 copy of the tensor: the engine
  * would otherwise write and read twice the bytes and allocate a tensor per op. Layer norm's
  * weight, bias, statistics and parameter gradients stay float32 (the engine converts the small
- * parameter vectors). */
+ * parameter vectors). bfloat16 layer norm (AVX2 or AVX-512) and GELU(tanh) and SiLU (AVX-512)
+ * skip the buffers: their vector loops load bfloat16 and round in registers, to the same values. */
 
 static int is_half(ms_k_dtype dt) { return dt == MS_K_BF16 || dt == MS_K_F16; }
 
@@ -32,7 +33,19 @@ static float *work_buffer(const nn_job *j, int64_t n) {
 /* Elementwise: blocks on the stack, small enough for any thread's stack. */
 enum { HALF_BLOCK = 512 };
 
+/* bfloat16 loaded and rounded in registers (activation_f32.h), where the CPU and the activation
+ * have that loop: false otherwise. */
+static bool activation_bf16_fast(const nn_job *j, int64_t begin, int64_t end) {
+  if (j->dt != MS_K_BF16) return false;
+  const uint16_t *x = (const uint16_t *)j->a + begin;
+  uint16_t *y = (uint16_t *)j->out + begin;
+  ms_k_act act = (ms_k_act)j->flag;
+  if (!j->backward) return ms_k_activation_bf16_fast(act, x, y, end - begin);
+  return ms_k_activation_backward_bf16_fast(act, x, (const uint16_t *)j->b + begin, y, end - begin);
+}
+
 static void activation_range_half(const nn_job *j, int64_t begin, int64_t end) {
+  if (activation_bf16_fast(j, begin, end)) return;
   float xb[HALF_BLOCK], gb[HALF_BLOCK], yb[HALF_BLOCK];
   for (int64_t i = begin; i < end; i += HALF_BLOCK) {
     int64_t len = end - i < HALF_BLOCK ? end - i : HALF_BLOCK;
@@ -68,8 +81,11 @@ static void softmax_rows_half(const nn_job *j, int64_t begin, int64_t end) {
   free(buf);
 }
 
-/* Rows of C: x widened, the float32 row body run on it with row r's statistics. */
+/* bfloat16 rows go to the vector rows (layer_norm_fast.h), which load and round in registers;
+ * float16 (or no vector ISA): rows of C, x widened, the float32 row body run on it with row r's
+ * statistics. */
 static void layer_norm_rows_half(const nn_job *j, int64_t begin, int64_t end) {
+  if (j->dt == MS_K_BF16 && ln_fast_rows(j, begin, end, true)) return;
   float *buf = work_buffer(j, 2 * j->C);
   if (!buf) return;
   float *xb = buf, *yb = buf + j->C;
@@ -84,6 +100,7 @@ static void layer_norm_rows_half(const nn_job *j, int64_t begin, int64_t end) {
 }
 
 static void layer_norm_backward_rows_half(const nn_job *j, int64_t begin, int64_t end) {
+  if (j->dt == MS_K_BF16 && ln_fast_backward_rows(j, begin, end, true)) return;
   float *buf = work_buffer(j, 3 * j->C);
   if (!buf) return;
   float *xb = buf, *gb = buf + j->C, *gxb = buf + 2 * j->C;
@@ -101,6 +118,7 @@ static void layer_norm_backward_rows_half(const nn_job *j, int64_t begin, int64_
 /* Columns [begin, end) of gw and gb: each row's slice widened, sums in double as the float32
  * body's, in the same order (row by row), so the results are those of the float32 body. */
 static void layer_norm_param_cols_half(const nn_job *j, int64_t begin, int64_t end) {
+  if (j->dt == MS_K_BF16 && ln_fast_param_cols(j, begin, end, true)) return;
   int64_t n = end - begin;
   float *buf = work_buffer(j, 2 * n);
   double *sums = buf ? calloc((size_t)(2 * n), sizeof(double)) : NULL;

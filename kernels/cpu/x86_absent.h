@@ -7,8 +7,10 @@
 #ifndef MS_K_X86_ABSENT_H
 #define MS_K_X86_ABSENT_H
 
+#pragma weak ms_k_activation_backward_bf16_avx512
 #pragma weak ms_k_activation_backward_f32_avx2
 #pragma weak ms_k_activation_backward_f32_avx512
+#pragma weak ms_k_activation_bf16_avx512
 #pragma weak ms_k_activation_f32_avx2
 #pragma weak ms_k_activation_f32_avx512
 #pragma weak ms_k_adadelta_f32_avx2
@@ -40,6 +42,12 @@
 #pragma weak ms_k_f32_to_bf16_avx2
 #pragma weak ms_k_f32_to_bf16_avx512
 #pragma weak ms_k_f32_to_f16_f16c
+#pragma weak ms_k_layer_norm_backward_rows_avx2
+#pragma weak ms_k_layer_norm_backward_rows_avx512
+#pragma weak ms_k_layer_norm_param_cols_avx2
+#pragma weak ms_k_layer_norm_param_cols_avx512
+#pragma weak ms_k_layer_norm_rows_avx2
+#pragma weak ms_k_layer_norm_rows_avx512
 #pragma weak ms_k_max2x2_backward_row_avx2
 #pragma weak ms_k_max2x2_row_avx2
 #pragma weak ms_k_philox_x8_avx2
