@@ -71,6 +71,23 @@ function M.check(fname, opts, known, level)
   return opts
 end
 
+-- A flag given as PyTorch's positional argument (a boolean) or as an options table {key = b}, as
+-- zero_grad(set_to_none) takes it: its value, `default` when left out (nil, or a table without it).
+function M.flag(fname, v, key, default, level)
+  if v == nil then return default end
+  if type(v) == "boolean" then return v end
+  if type(v) ~= "table" then
+    error(("%s: expected an options table {%s =} or a boolean, got %s"):format(fname, key, type(v)), level + 1)
+  end
+  M.check_given(fname, v, {key}, level + 1)
+  local x = v[key]
+  if x ~= nil and type(x) ~= "boolean" then
+    error(("%s: option '%s': expected a boolean, got %s"):format(fname, key, type(x)), level + 1)
+  end
+  if x == nil then return default end
+  return x
+end
+
 -- The set of every name the tables list (string keys and list entries): one `known` for a
 -- function whose options come from several tables (defaults and optional ones).
 function M.union(...)

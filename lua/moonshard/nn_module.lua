@@ -14,6 +14,7 @@
 local ms = require "moonshard"
 local F = require "moonshard.functional"
 local init = require "moonshard.nn_init"
+local check_opts = require "moonshard.check_opts"
 
 local nn = {}
 nn.functional = F
@@ -616,9 +617,10 @@ function Module:requires_grad_(flag)
   return self
 end
 
--- Clears gradients: to nil (the default, as torch's set_to_none=True) or to zeros.
+-- Clears gradients: to nil (the default, as torch's set_to_none=True) or to zeros; the flag as the
+-- optimizer's zero_grad takes it, {set_to_none = false} or PyTorch's positional false.
 function Module:zero_grad(opts)
-  local set_to_none = not (type(opts) == "table" and opts.set_to_none == false)
+  local set_to_none = check_opts.flag("zero_grad", opts, "set_to_none", true, 2)
   for _, p in ipairs(self:parameters()) do
     local g = p.grad
     if g ~= nil then

@@ -136,15 +136,7 @@ function Optimizer:_init_group_state(_) end
 -- zeroed in place.
 -- zero_grad({set_to_none = true}), or PyTorch's positional zero_grad(set_to_none).
 function Optimizer:zero_grad(opts)
-  local set_to_none = true
-  if type(opts) == "boolean" then
-    set_to_none = opts
-  elseif type(opts) == "table" then
-    options.check_given("zero_grad", opts, { "set_to_none" }, 2)
-    if opts.set_to_none ~= nil then set_to_none = opts.set_to_none end
-  elseif opts ~= nil then
-    error(("zero_grad: expected an options table {set_to_none =} or a boolean, got %s"):format(type(opts)), 2)
-  end
+  local set_to_none = options.flag("zero_grad", opts, "set_to_none", true, 2)
   for _, g in ipairs(self.param_groups) do
     for _, p in ipairs(g.params) do
       local grad <close> = p.grad -- closed: a dead box would hold the grad until a collection

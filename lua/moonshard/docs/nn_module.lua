@@ -317,7 +317,8 @@ print(m.weight.requires_grad)  --> false
   { name = "Module:zero_grad",
     sig = "module:zero_grad({set_to_none = true})",
     doc = [[Clears the gradients of every parameter: set to nil (the default, as PyTorch 2) or,
-with `set_to_none = false`, zeroed in place.]],
+with `set_to_none = false`, zeroed in place. As the optimizer's, it also takes the flag
+positionally, as PyTorch's `zero_grad(False)`: `m:zero_grad(false)`.]],
     opts = { { "set_to_none", "boolean", "true", "remove the gradients rather than zeroing them" } },
     example = [[
 local m = nn.Linear(2, 1)
