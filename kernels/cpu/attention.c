@@ -11,7 +11,6 @@
 
 #include "attention_avx512.h"
 #include "attention_bf16_avx512.h"
-#include "cast_half.h"
 #include "cpu_isa.h"
 #include "gemm_ukr.h"
 #include "kernels/kernel_table.h"

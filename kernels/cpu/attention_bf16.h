@@ -27,8 +27,7 @@ static float bf16_load(uint16_t h) {
 
 /* n floats rounded to bfloat16 (ms_k_f32_to_bf16's rounding) */
 static void store_row_bf16(uint16_t *dst, const float *src, int64_t n) {
-  int64_t i = ms_k_f32_to_bf16_avx512(n, dst, src);
-  for (; i < n; i++) dst[i] = ms_k_f32_to_bf16(src[i]);
+  ms_k_f32_to_bf16_block(1, n, dst, n, 1, src, n);
 }
 
 /* A panels (B_MR rows, k in pairs) of an m x k operand at src[r rs + p cs]; the packers have a

@@ -75,17 +75,17 @@ local function gather_lists(mine, group, world)
   return out
 end
 
--- Every rank's RNG state (16 byte values each): rank r of the model's group at [r + 1], and with
--- HYBRID_SHARD's replicas, replica k's rank r at [k * world + r + 1] (rng_index).
+-- Every rank's RNG state (a list of byte values): rank r of the model's group at [r + 1], and
+-- with HYBRID_SHARD's replicas, replica k's rank r at [k * world + r + 1] (rng_index).
 local function gather_rng(model, group, world)
-  local mine = gather_lists(ms.get_rng_state():tolist(), group, world)
+  local state = ms.get_rng_state():tolist()
+  local mine = gather_lists(state, group, world)
   local replicas, _, nreplicas = replicas_of(model)
   if nreplicas == 1 then return mine end
-  local flat = {}
-  for r = 1, world do table.move(mine[r], 1, #mine[r], #flat + 1, flat) end
-  local out = {}
+  local flat, n, out = {}, #state, {}
+  for r = 1, world do table.move(mine[r], 1, n, #flat + 1, flat) end
   for _, replica in ipairs(gather_lists(flat, replicas, nreplicas)) do
-    for r = 0, world - 1 do out[#out + 1] = table.move(replica, r * 16 + 1, (r + 1) * 16, 1, {}) end
+    for r = 0, world - 1 do out[#out + 1] = table.move(replica, r * n + 1, (r + 1) * n, 1, {}) end
   end
   return out
 end
